@@ -1,0 +1,29 @@
+//! `migrate abort NAME`: Send every slice back to the old broker at once; consumers keep reading both; pauses.
+
+use clap::Args;
+
+use super::{CliResult, Ctx, transition};
+use crate::machine::Command;
+
+#[derive(Debug, Args)]
+pub struct AbortArgs {
+    /// The migration.
+    pub name: String,
+    /// Why (required; kept in the journal).
+    #[arg(long)]
+    pub reason: String,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(ctx: &Ctx, args: AbortArgs) -> CliResult {
+    transition::run(
+        ctx,
+        &args.name,
+        Command::Abort,
+        Some(args.reason),
+        args.json,
+    )
+    .await
+}

@@ -1,0 +1,273 @@
+//! The `migrate` command line: one file per subcommand, errors mapped to exit codes once.
+//!
+//! Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated (a gate or the minimum time keeps
+//! the migration where it is), 4 conflict (another command or controller acted first).
+
+mod abort;
+mod advance;
+mod history;
+mod init;
+mod pause;
+mod plan_check;
+mod resume;
+mod rollback;
+mod routing;
+mod slice;
+mod status;
+mod transition;
+
+use std::fmt;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::controller::{Actor, Controller, ControllerError};
+use crate::indicators::fetch::Fetcher;
+use crate::plan::SystemResolve;
+use crate::store::StoreError;
+use crate::store::sqlite::SqliteStore;
+
+/// Move a live message flow from one broker to another, one gated, journaled, reversible step at
+/// a time.
+///
+/// A plan (YAML) declares the phases — consume_dual, synthetic, slices, drain, disconnect — and the
+/// gates (Prometheus queries, /metrics readings) that must pass before each step. Every step is
+/// journaled in the state store; producers follow the routing document it publishes.
+///
+/// Typical session:
+///   migrate plan check plans/orders.yaml
+///   migrate init plans/orders.yaml
+///   migrate status orders
+///   migrate advance orders --dry-run
+///   migrate advance orders
+///   migrate rollback orders --reason "error rate up on new"
+///
+/// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict.
+#[derive(Debug, Parser)]
+#[command(name = "migrate", version, verbatim_doc_comment)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The state store: a SQLite file path or sqlite://PATH.
+    #[arg(
+        long,
+        global = true,
+        env = "MIGRATE_STATE",
+        default_value = "./queue-migrate.db"
+    )]
+    pub state: String,
+    /// Who acts, for the journal (default: $USER).
+    #[arg(long, global = true, env = "MIGRATE_ACTOR")]
+    pub actor: Option<String>,
+    /// How long to wait for an indicator source before the gate holds.
+    #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub source_timeout: Duration,
+    /// Evaluate as if it were this instant (RFC 3339). For tests and rehearsals.
+    #[arg(long, global = true, env = "MIGRATE_NOW", hide = true)]
+    pub now: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Work with plan files.
+    #[command(subcommand)]
+    Plan(plan_check::PlanCmd),
+    /// Register the migration of a plan in the state store (state: planned).
+    Init(init::InitArgs),
+    /// Phase, step, routing and every gate with its last value.
+    Status(status::StatusArgs),
+    /// Evaluate the exit gates now; move one step if all pass and the minimum time is met.
+    Advance(advance::AdvanceArgs),
+    /// Move exactly one step back.
+    Rollback(rollback::RollbackArgs),
+    /// Stop advancing (rollback and abort still work).
+    Pause(pause::PauseArgs),
+    /// Allow advancing again.
+    Resume(resume::ResumeArgs),
+    /// Send every slice back to the old broker at once; consumers keep reading both; pauses.
+    Abort(abort::AbortArgs),
+    /// The journal: every transition with actor, reason and evidence.
+    History(history::HistoryArgs),
+    /// The routing document producers and consumers follow.
+    Routing(routing::RoutingArgs),
+    /// The slice of aggregate keys (the function producers use).
+    Slice(slice::SliceArgs),
+}
+
+/// An error at the edge: the message for a person and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl CliError {
+    pub fn new(code: u8, message: impl Into<String>) -> CliError {
+        CliError {
+            code,
+            message: message.into(),
+        }
+    }
+    /// Invalid input (exit 2).
+    pub fn input(message: impl Into<String>) -> CliError {
+        CliError::new(2, message)
+    }
+}
+
+impl From<ControllerError> for CliError {
+    fn from(e: ControllerError) -> CliError {
+        let code = match &e {
+            ControllerError::Store(StoreError::Conflict { .. }) => 4,
+            ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
+            ControllerError::Store(_) => 1,
+            ControllerError::Plan(_)
+            | ControllerError::Illegal(_)
+            | ControllerError::ReasonRequired(_)
+            | ControllerError::PlanFile { .. } => 2,
+        };
+        CliError::new(code, e.to_string())
+    }
+}
+
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> CliError {
+        ControllerError::from(e).into()
+    }
+}
+
+pub type CliResult = Result<ExitCode, CliError>;
+
+/// What every subcommand gets: the parsed global options and, on demand, the store.
+pub struct Ctx {
+    pub global: Global,
+    pub resolve: SystemResolve,
+}
+
+impl Ctx {
+    /// "Now": the clock, unless `--now` says otherwise.
+    pub fn now_ms(&self) -> Result<i64, CliError> {
+        match &self.global.now {
+            None => Ok(crate::time::now_ms()),
+            Some(t) => crate::time::parse_rfc3339(t).map_err(|e| {
+                CliError::input(format!("--now: {e} (want e.g. 2026-11-30T12:00:00Z)"))
+            }),
+        }
+    }
+
+    pub fn actor(&self, reason: Option<String>) -> Actor {
+        let name = self
+            .global
+            .actor
+            .clone()
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_else(|| "cli".into());
+        Actor { name, reason }
+    }
+
+    pub async fn store(&self) -> Result<SqliteStore, CliError> {
+        let url = &self.global.state;
+        if url.contains("://") && !url.starts_with("sqlite:") {
+            return Err(StoreError::UnsupportedUrl(url.clone()).into());
+        }
+        SqliteStore::open(url)
+            .await
+            .map_err(|e| CliError::new(1, format!("cannot open the state store {url}: {e}")))
+    }
+
+    pub fn fetcher(&self) -> Result<Fetcher, CliError> {
+        Fetcher::new(self.global.source_timeout).map_err(|e| CliError::new(1, e.to_string()))
+    }
+
+    pub fn controller<'a>(
+        &'a self,
+        store: &'a SqliteStore,
+        fetcher: &'a Fetcher,
+    ) -> Controller<'a, SqliteStore> {
+        Controller {
+            store,
+            fetcher,
+            resolve: &self.resolve,
+        }
+    }
+}
+
+/// Run one command line.
+///
+/// # Errors
+/// A [`CliError`] with the message and exit code.
+pub async fn run(cli: Cli) -> CliResult {
+    let ctx = Ctx {
+        global: cli.global,
+        resolve: SystemResolve,
+    };
+    match cli.command {
+        Cmd::Plan(cmd) => plan_check::run(&ctx, cmd),
+        Cmd::Init(a) => init::run(&ctx, a).await,
+        Cmd::Status(a) => status::run(&ctx, a).await,
+        Cmd::Advance(a) => advance::run(&ctx, a).await,
+        Cmd::Rollback(a) => rollback::run(&ctx, a).await,
+        Cmd::Pause(a) => pause::run(&ctx, a).await,
+        Cmd::Resume(a) => resume::run(&ctx, a).await,
+        Cmd::Abort(a) => abort::run(&ctx, a).await,
+        Cmd::History(a) => history::run(&ctx, a).await,
+        Cmd::Routing(a) => routing::run(&ctx, a).await,
+        Cmd::Slice(a) => slice::run(a),
+    }
+}
+
+/// Print a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Print what a committed transition did, and warn when its routing could not be published.
+pub fn print_applied(applied: &crate::controller::Applied, json: bool) -> CliResult {
+    if json {
+        print_json(applied)?;
+    } else {
+        println!(
+            "{}: {} -> {}{} (version {}, routing generation {}: {} of {} slices to new, consumers read {})",
+            applied.command,
+            applied.from,
+            applied.to,
+            if applied.paused { " [paused]" } else { "" },
+            applied.version,
+            applied.routing.generation,
+            applied.routing.slices_migrated,
+            applied.routing.slices_total,
+            applied
+                .routing
+                .consume
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("+"),
+        );
+    }
+    if let Some(e) = &applied.publish_error {
+        return Err(CliError::new(
+            1,
+            format!(
+                "the transition is committed, but {e}; the next migrate command retries the publication"
+            ),
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}

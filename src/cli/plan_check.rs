@@ -1,0 +1,163 @@
+//! `migrate plan check FILE`: validate a plan, report every error at once, print derived values.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::{CliError, CliResult, Ctx, print_json};
+use crate::controller::ControllerError;
+use crate::machine::Ladder;
+use crate::plan::{Compiled, Diagnostic};
+use crate::time::human_ms;
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCmd {
+    /// Validate a plan: every error with its path and line; on success the derived values
+    /// (quiet period, dedup window check, the steps and what each publishes).
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The plan file (YAML, version 1; see docs/plan.md).
+    pub file: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    ok: bool,
+    errors: &'a [Diagnostic],
+    warnings: &'a [Diagnostic],
+    derived: Option<Derived>,
+}
+
+#[derive(Serialize)]
+struct Derived {
+    name: String,
+    slices: u32,
+    quiet: String,
+    quiet_auto: bool,
+    dedup_window: Option<String>,
+    dedup_required: Option<String>,
+    steps: Vec<StepView>,
+}
+
+#[derive(Serialize)]
+struct StepView {
+    state: String,
+    slices_migrated: u32,
+    consume: String,
+}
+
+fn derived(compiled: &Compiled) -> Derived {
+    let plan = &compiled.plan;
+    let ladder = Ladder::of(plan);
+    let ms = |d: std::time::Duration| human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Derived {
+        name: plan.name.clone(),
+        slices: plan.slices,
+        quiet: ms(plan.quiet),
+        quiet_auto: plan.quiet_auto,
+        dedup_window: plan.dedup.as_ref().map(|d| ms(d.window)),
+        dedup_required: plan.dedup.as_ref().map(|d| ms(d.required_window())),
+        steps: ladder
+            .rungs()
+            .iter()
+            .map(|s| {
+                let r = ladder.routing(*s);
+                StepView {
+                    state: s.to_string(),
+                    slices_migrated: r.slices_migrated,
+                    consume: r
+                        .consume
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("+"),
+                }
+            })
+            .collect(),
+    }
+}
+
+pub fn run(ctx: &Ctx, cmd: PlanCmd) -> CliResult {
+    let PlanCmd::Check(args) = cmd;
+    let yaml = std::fs::read_to_string(&args.file).map_err(|e| {
+        CliError::from(ControllerError::PlanFile {
+            path: args.file.clone(),
+            message: e.to_string(),
+        })
+    })?;
+    let file = args.file.display().to_string();
+    match crate::plan::compile(&yaml, args.file.parent(), &ctx.resolve) {
+        Err(errors) => {
+            if args.json {
+                print_json(&Report {
+                    ok: false,
+                    errors: &errors,
+                    warnings: &[],
+                    derived: None,
+                })?;
+            } else {
+                eprintln!("{file}: {} error(s)", errors.len());
+                for e in &errors {
+                    eprintln!("  {e}");
+                }
+            }
+            Ok(ExitCode::from(2))
+        }
+        Ok(compiled) => {
+            let d = derived(&compiled);
+            if args.json {
+                print_json(&Report {
+                    ok: true,
+                    errors: &[],
+                    warnings: &compiled.warnings,
+                    derived: Some(d),
+                })?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{file}: ok — migration {:?}, {} slices", d.name, d.slices);
+            let retry = &compiled.plan.retry;
+            let ms =
+                |d: std::time::Duration| human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            println!(
+                "  drain quiet period: {}{}",
+                d.quiet,
+                if d.quiet_auto {
+                    format!(
+                        " (auto = retry.max_backoff {} + retry.visibility_timeout {})",
+                        ms(retry.max_backoff),
+                        ms(retry.visibility_timeout)
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            if let (Some(w), Some(r)) = (&d.dedup_window, &d.dedup_required) {
+                println!(
+                    "  dedup window: {w} >= required {r} (max_redelivery_delay + max_consumer_delay + reprocess_margin)"
+                );
+            }
+            println!("  steps:");
+            for s in &d.steps {
+                println!(
+                    "    {:<14} producers: {:>5} of {} slices to new   consumers read: {}",
+                    s.state, s.slices_migrated, d.slices, s.consume
+                );
+            }
+            if !compiled.warnings.is_empty() {
+                println!("  {} warning(s):", compiled.warnings.len());
+                for w in &compiled.warnings {
+                    println!("    {w}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

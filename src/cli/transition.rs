@@ -1,0 +1,27 @@
+//! What rollback, pause, resume and abort share: run one machine command and print it.
+
+use super::{CliResult, Ctx, print_applied};
+use crate::machine::Command;
+
+pub async fn run(
+    ctx: &Ctx,
+    name: &str,
+    command: Command,
+    reason: Option<String>,
+    json: bool,
+) -> CliResult {
+    let store = ctx.store().await?;
+    let fetcher = ctx.fetcher()?;
+    let c = ctx.controller(&store, &fetcher);
+    let now = ctx.now_ms()?;
+    let applied = c
+        .command(
+            name,
+            &command,
+            &ctx.actor(reason),
+            serde_json::json!({}),
+            now,
+        )
+        .await?;
+    print_applied(&applied, json)
+}

@@ -1,0 +1,325 @@
+//! One round of gate evaluation for a migration's current phase (IO: sources and store).
+//!
+//! Each scrape source is scraped once per round and each Prometheus query asked once; the pure
+//! [`gate`](crate::gate) functions turn the observations into verdicts, with the memory (held-since
+//! marks, sample counts, peaks) of the step read from and written back to the store.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::gate::{self, Evaluation, Memory, Observation};
+use crate::indicators::exposition;
+use crate::indicators::fetch::Fetcher;
+use crate::indicators::query::{History, Point, Query, parse_query};
+use crate::plan::{Check, Gate, Plan, Requirement, Source};
+use crate::store::{GateRecord, MigrationRecord, Store, StoreError, StoredPoint};
+
+/// History kept for scrape sources when no query needs a range window.
+const MIN_KEEP_MS: i64 = 10 * 60 * 1000;
+
+/// One gate of the current phase, evaluated.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateReport {
+    pub phase: String,
+    pub name: String,
+    /// `exit` (requirements included) or `guard`.
+    pub kind: &'static str,
+    pub source: String,
+    pub query: String,
+    #[serde(flatten)]
+    pub eval: Evaluation,
+    pub evaluated_at_ms: i64,
+}
+
+enum Item<'p> {
+    Gate(&'p Gate, &'static str),
+    Peak(&'p Requirement),
+    Deploy(&'p Requirement),
+}
+
+impl Item<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Item::Gate(g, _) => &g.name,
+            Item::Peak(_) => "require_peak",
+            Item::Deploy(_) => "require_deploy",
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            Item::Gate(_, kind) => kind,
+            Item::Peak(_) | Item::Deploy(_) => "exit",
+        }
+    }
+    fn source(&self) -> &str {
+        match self {
+            Item::Gate(g, _) => &g.source,
+            Item::Peak(r) | Item::Deploy(r) => &r.source,
+        }
+    }
+    fn queries(&self) -> Vec<&str> {
+        match self {
+            Item::Gate(g, _) => match &g.check {
+                Check::Threshold { query, .. } => vec![query.as_str()],
+                Check::Compare { new, old, .. } => vec![new.as_str(), old.as_str()],
+            },
+            Item::Peak(r) | Item::Deploy(r) => vec![r.query.as_str()],
+        }
+    }
+    fn query_text(&self) -> String {
+        match self {
+            Item::Gate(
+                Gate {
+                    check: Check::Compare { new, old, .. },
+                    ..
+                },
+                _,
+            ) => format!("new: {new} | old: {old}"),
+            _ => self.queries().join(" | "),
+        }
+    }
+}
+
+/// What a scrape source gave this round: its history, or why it is unusable.
+type Scraped = Result<History, String>;
+
+/// Evaluate every gate of the migration's current phase at `now_ms`.
+/// With `record`, the evaluations (and their memory) are stored; a dry run only reads.
+///
+/// # Errors
+/// Only store failures: a source that fails makes its gates hold, it is not an error.
+pub async fn evaluate_phase<S: Store>(
+    store: &S,
+    fetcher: &Fetcher,
+    plan: &Plan,
+    rec: &MigrationRecord,
+    now_ms: i64,
+    record: bool,
+) -> Result<Vec<GateReport>, StoreError> {
+    let Some(kind) = rec.state.phase() else {
+        return Ok(Vec::new());
+    };
+    let Some(phase) = plan.phase(kind) else {
+        return Ok(Vec::new());
+    };
+    let mut items: Vec<Item<'_>> = Vec::new();
+    items.extend(phase.exit.iter().map(|g| Item::Gate(g, "exit")));
+    if let Some(r) = &phase.require_peak {
+        items.push(Item::Peak(r));
+    }
+    if let Some(r) = &phase.require_deploy {
+        items.push(Item::Deploy(r));
+    }
+    items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
+
+    let scraped = scrape_sources(store, fetcher, plan, rec, &items, now_ms, record).await?;
+    let memory: HashMap<(String, String), GateRecord> = store
+        .latest_evaluations(&rec.name, rec.entered_at_ms)
+        .await?
+        .into_iter()
+        .map(|r| ((r.gate.clone(), r.kind.clone()), r))
+        .collect();
+
+    let mut reports = Vec::with_capacity(items.len());
+    for item in &items {
+        let observation = observe(fetcher, plan, item, &scraped, now_ms).await;
+        let mem = memory
+            .get(&(item.name().to_string(), item.kind().to_string()))
+            .map(|r| Memory {
+                held_since_ms: r.held_since_ms,
+                samples: r.samples,
+                peak: r.peak,
+            })
+            .unwrap_or_default();
+        let eval = match item {
+            Item::Gate(g, _) => gate::evaluate(g, &observation, mem, now_ms),
+            Item::Peak(r) => gate::evaluate_peak(r, &observation, mem),
+            Item::Deploy(_) => gate::evaluate_deploy(&observation, rec.entered_at_ms),
+        };
+        reports.push(GateReport {
+            phase: kind.as_str().to_string(),
+            name: item.name().to_string(),
+            kind: item.kind(),
+            source: item.source().to_string(),
+            query: item.query_text(),
+            eval,
+            evaluated_at_ms: now_ms,
+        });
+    }
+    if record {
+        let rows: Vec<GateRecord> = reports
+            .iter()
+            .map(|r| GateRecord {
+                step_entered_ms: rec.entered_at_ms,
+                state: rec.state,
+                gate: r.name.clone(),
+                kind: r.kind.to_string(),
+                query: r.query.clone(),
+                value: r.eval.value,
+                old_value: r.eval.old_value,
+                samples: r.eval.memory.samples,
+                verdict: r.eval.verdict.as_str().to_string(),
+                reason: r.eval.reason.clone(),
+                held_since_ms: r.eval.memory.held_since_ms,
+                peak: r.eval.memory.peak,
+                at_ms: now_ms,
+            })
+            .collect();
+        store.record_evaluations(&rec.name, &rows).await?;
+    }
+    Ok(reports)
+}
+
+/// Scrape each scrape source the items use, once, and fold the samples into its history.
+async fn scrape_sources<S: Store>(
+    store: &S,
+    fetcher: &Fetcher,
+    plan: &Plan,
+    rec: &MigrationRecord,
+    items: &[Item<'_>],
+    now_ms: i64,
+    record: bool,
+) -> Result<HashMap<String, Scraped>, StoreError> {
+    let mut queries: HashMap<&str, Vec<Query>> = HashMap::new();
+    for item in items {
+        if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
+            let entry = queries.entry(item.source()).or_default();
+            entry.extend(
+                item.queries()
+                    .into_iter()
+                    .filter_map(|q| parse_query(q).ok()),
+            );
+        }
+    }
+    let mut out = HashMap::new();
+    for (source, qs) in queries {
+        let Some(Source::Scrape { url }) = plan.sources.get(source) else {
+            continue;
+        };
+        let (stored, times) = store.load_points(&rec.name, source).await?;
+        let mut history = History::from_points(stored.into_iter().filter_map(from_stored))
+            .with_scrape_times(times);
+        let keep_ms = qs
+            .iter()
+            .map(|q| i64::try_from(q.retention().as_millis()).unwrap_or(i64::MAX))
+            .max()
+            .unwrap_or(0)
+            .max(MIN_KEEP_MS);
+        let scraped = match fetcher.scrape(&url.value).await {
+            Err(why) => Err(format!("source {source}: {why}")),
+            Ok(text) => {
+                let parsed = exposition::parse(&text);
+                if let Some(first) = parsed.errors.first() {
+                    let more = parsed.errors.len() - 1;
+                    Err(format!(
+                        "source {source}: unreadable metrics, {first}{}",
+                        if more > 0 {
+                            format!(" (and {more} more lines)")
+                        } else {
+                            String::new()
+                        }
+                    ))
+                } else {
+                    let selectors: Vec<_> = qs.iter().flat_map(Query::selectors).collect();
+                    history.record(now_ms, &parsed.samples, &selectors);
+                    let keep_from = now_ms.saturating_sub(keep_ms.saturating_mul(2));
+                    history.prune(keep_from);
+                    if record {
+                        let points: Vec<StoredPoint> = history
+                            .points()
+                            .filter(|p| p.at_ms == now_ms)
+                            .map(to_stored)
+                            .collect();
+                        store
+                            .save_points(&rec.name, source, &points, &[now_ms], keep_from)
+                            .await?;
+                    }
+                    Ok(history)
+                }
+            }
+        };
+        out.insert(source.to_string(), scraped);
+    }
+    Ok(out)
+}
+
+async fn observe(
+    fetcher: &Fetcher,
+    plan: &Plan,
+    item: &Item<'_>,
+    scraped: &HashMap<String, Scraped>,
+    now_ms: i64,
+) -> Observation {
+    let read = |query| read_one(fetcher, plan, item.source(), scraped, query, now_ms);
+    match item {
+        Item::Gate(
+            Gate {
+                check: Check::Compare { new, old, .. },
+                ..
+            },
+            _,
+        ) => match tokio::join!(read(new), read(old)) {
+            (Ok(new), Ok(old)) => Observation::Pair { new, old },
+            (Err(e), _) => Observation::Unavailable(format!("new side: {e}")),
+            (_, Err(e)) => Observation::Unavailable(format!("old side: {e}")),
+        },
+        other => match read(other.queries().first().copied().unwrap_or_default()).await {
+            Ok(v) => Observation::Value(v),
+            Err(e) => Observation::Unavailable(e),
+        },
+    }
+}
+
+/// One number from one source, or why not.
+async fn read_one(
+    fetcher: &Fetcher,
+    plan: &Plan,
+    source: &str,
+    scraped: &HashMap<String, Scraped>,
+    query: &str,
+    now_ms: i64,
+) -> Result<f64, String> {
+    match plan.sources.get(source) {
+        None => Err(format!("unknown source {source}")),
+        Some(Source::Prometheus { url }) => fetcher
+            .prometheus(&url.value, query, now_ms)
+            .await
+            .map_err(|e| format!("source {source}: {e}")),
+        Some(Source::Scrape { .. }) => {
+            let history = scraped
+                .get(source)
+                .ok_or_else(|| format!("source {source} was not scraped"))?
+                .as_ref()
+                .map_err(Clone::clone)?;
+            let query = parse_query(query).map_err(|e| e.to_string())?;
+            query
+                .evaluate(history, now_ms)
+                .map(|r| r.value)
+                .map_err(|e| format!("source {source}: {}", e.reason))
+        }
+    }
+}
+
+/// A stored point back into the history (a row whose labels do not decode is skipped: the
+/// history is a cache of observations, and a missing point only delays a rate).
+fn from_stored(p: StoredPoint) -> Option<Point> {
+    let labels: Vec<(String, String)> = serde_json::from_str(&p.labels).ok()?;
+    Some(Point {
+        series_key: p.series,
+        metric: p.metric,
+        labels,
+        at_ms: p.at_ms,
+        value: p.value,
+    })
+}
+
+fn to_stored(p: Point) -> StoredPoint {
+    StoredPoint {
+        labels: serde_json::to_string(&p.labels).unwrap_or_else(|_| "[]".into()),
+        series: p.series_key,
+        metric: p.metric,
+        at_ms: p.at_ms,
+        value: p.value,
+    }
+}

@@ -1,0 +1,475 @@
+//! The controller: the small driver between the pure core and the edges.
+//!
+//! Every command follows the same path: load the migration and compile its stored plan, re-publish
+//! the routing if a crash left it behind, evaluate gates when the command needs them, ask the
+//! [`machine`](crate::machine), commit the transition with its evidence in one transaction, then
+//! publish the routing document.
+//!
+//! # Guarantees
+//! - Nothing changes unless the machine accepts the command and (for `advance`) every exit gate
+//!   passes and the minimum time is met, or the user forces it with a reason (journaled).
+//! - Two commands racing on one migration never both apply: the loser gets a conflict.
+
+pub mod evaluate;
+pub mod publish;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+pub use evaluate::GateReport;
+
+use crate::gate::{self, Verdict};
+use crate::indicators::fetch::Fetcher;
+use crate::machine::{self, Command, Ladder, MachineError, Transition};
+use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve};
+use crate::routing::RoutingDocument;
+use crate::store::{Commit, MigrationRecord, NewMigration, Store, StoreError};
+
+/// Why a command did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The store failed, or the migration is unknown, or somebody else acted first.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The plan does not compile (at `init`, or the stored plan under today's environment).
+    #[error("the plan has {} error(s):\n{}", .0.len(), list(.0))]
+    Plan(Vec<Diagnostic>),
+    /// The command is illegal in the migration's state.
+    #[error(transparent)]
+    Illegal(#[from] MachineError),
+    /// A command that needs a reason got none.
+    #[error("{0} needs --reason \"...\": it goes into the journal")]
+    ReasonRequired(&'static str),
+    /// The plan file cannot be read.
+    #[error("cannot read the plan {path}: {message}")]
+    PlanFile { path: PathBuf, message: String },
+}
+
+fn list(diags: &[Diagnostic]) -> String {
+    diags
+        .iter()
+        .map(|d| format!("  {d}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
+
+/// Who acts and why, for the journal.
+#[derive(Debug, Clone)]
+pub struct Actor {
+    pub name: String,
+    pub reason: Option<String>,
+}
+
+/// A migration with its plan compiled.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub record: MigrationRecord,
+    pub plan: Plan,
+    pub ladder: Ladder,
+}
+
+/// A committed transition and what became of its publication.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    pub command: String,
+    pub from: String,
+    pub to: String,
+    pub paused: bool,
+    pub version: i64,
+    pub routing: RoutingDocument,
+    /// Set when the routing could not be written: the next command retries.
+    pub publish_error: Option<String>,
+}
+
+/// What `advance` found and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdvanceOutcome {
+    pub migration: String,
+    pub state: String,
+    pub gates: Vec<GateReport>,
+    /// Why the migration stays where it is (empty when it may move).
+    pub blockers: Vec<String>,
+    pub forced: bool,
+    pub dry_run: bool,
+    /// The routing the move publishes (dry run) or published.
+    pub routing: Option<RoutingDocument>,
+    pub applied: Option<Applied>,
+}
+
+/// Options of `advance`.
+#[derive(Debug, Clone, Default)]
+pub struct AdvanceOptions {
+    pub dry_run: bool,
+    pub force: bool,
+    pub confirm: Option<String>,
+}
+
+/// The controller over a store, an HTTP fetcher and a secret resolver.
+pub struct Controller<'a, S: Store> {
+    pub store: &'a S,
+    pub fetcher: &'a Fetcher,
+    pub resolve: &'a dyn Resolve,
+}
+
+/// The SHA-256 of a plan's text, hex.
+pub fn plan_hash(yaml: &str) -> String {
+    Sha256::digest(yaml.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl<S: Store> Controller<'_, S> {
+    /// Compile a plan file.
+    ///
+    /// # Errors
+    /// The file cannot be read, or the plan has errors (all of them).
+    pub fn compile_file(&self, path: &Path) -> Result<(String, Compiled)> {
+        let yaml = std::fs::read_to_string(path).map_err(|e| ControllerError::PlanFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let compiled =
+            plan::compile(&yaml, path.parent(), self.resolve).map_err(ControllerError::Plan)?;
+        Ok((yaml, compiled))
+    }
+
+    /// Register the migration of the plan at `path` in `planned`, and publish its routing.
+    ///
+    /// # Errors
+    /// The plan does not compile, or a migration of that name exists.
+    pub async fn init(
+        &self,
+        path: &Path,
+        actor: &Actor,
+        now_ms: i64,
+    ) -> Result<(Applied, Compiled)> {
+        let (yaml, compiled) = self.compile_file(path)?;
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let record = self
+            .store
+            .create(&NewMigration {
+                name: compiled.plan.name.clone(),
+                plan_yaml: yaml.clone(),
+                plan_path: abs.display().to_string(),
+                plan_hash: plan_hash(&yaml),
+                now_ms,
+                actor: actor.name.clone(),
+            })
+            .await?;
+        let loaded = Loaded {
+            ladder: Ladder::of(&compiled.plan),
+            plan: compiled.plan.clone(),
+            record,
+        };
+        let applied = self.publish(&loaded, "init", "planned").await?;
+        Ok((applied, compiled))
+    }
+
+    /// Load a migration and compile its stored plan; re-publish its routing if it is behind.
+    ///
+    /// # Errors
+    /// Unknown migration, or its stored plan no longer compiles here (a missing variable...).
+    pub async fn load(&self, name: &str) -> Result<Loaded> {
+        let record = self.store.get(name).await?;
+        let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
+        let compiled = plan::compile(&record.plan_yaml, dir.as_deref(), self.resolve)
+            .map_err(ControllerError::Plan)?;
+        let loaded = Loaded {
+            ladder: Ladder::of(&compiled.plan),
+            plan: compiled.plan,
+            record,
+        };
+        if loaded.record.published_generation < loaded.record.generation {
+            let state = loaded.record.state.to_string();
+            let applied = self.publish(&loaded, "republish", &state).await?;
+            if let Some(e) = applied.publish_error {
+                tracing::warn!("routing still behind: {e}");
+            } else {
+                tracing::info!(
+                    generation = loaded.record.generation,
+                    "re-published routing left behind by an earlier command"
+                );
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Write the routing document to the plan's publishers and note the generation published.
+    async fn publish(&self, loaded: &Loaded, command: &str, from: &str) -> Result<Applied> {
+        let doc = publish::document(&loaded.plan, &loaded.record);
+        let mut publish_error = None;
+        if let Some(path) = publish::routing_file(&loaded.plan)
+            && let Err(e) = publish::write_file(path, &doc)
+        {
+            publish_error = Some(e);
+        }
+        if publish_error.is_none() {
+            self.store
+                .mark_published(&loaded.record.name, loaded.record.generation)
+                .await?;
+        }
+        Ok(Applied {
+            command: command.to_string(),
+            from: from.to_string(),
+            to: loaded.record.state.to_string(),
+            paused: loaded.record.paused,
+            version: loaded.record.version,
+            routing: doc,
+            publish_error,
+        })
+    }
+
+    /// Commit a transition the machine accepted, then publish.
+    async fn apply(
+        &self,
+        loaded: &Loaded,
+        t: &Transition,
+        actor: &Actor,
+        forced: bool,
+        evidence: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Applied> {
+        let record = self
+            .store
+            .commit(
+                &loaded.record.name,
+                &Commit {
+                    expected_version: loaded.record.version,
+                    command: t.command.to_string(),
+                    to: t.to,
+                    at_ms: now_ms,
+                    actor: actor.name.clone(),
+                    reason: actor.reason.clone(),
+                    forced,
+                    evidence,
+                },
+            )
+            .await?;
+        let after = Loaded {
+            record,
+            plan: loaded.plan.clone(),
+            ladder: loaded.ladder.clone(),
+        };
+        self.publish(&after, t.command, &t.from.state.to_string())
+            .await
+    }
+
+    /// Evaluate the current phase's gates now (recorded unless `dry_run`).
+    ///
+    /// # Errors
+    /// Store failures only.
+    pub async fn evaluate(
+        &self,
+        loaded: &Loaded,
+        now_ms: i64,
+        dry_run: bool,
+    ) -> Result<Vec<GateReport>> {
+        Ok(evaluate::evaluate_phase(
+            self.store,
+            self.fetcher,
+            &loaded.plan,
+            &loaded.record,
+            now_ms,
+            !dry_run,
+        )
+        .await?)
+    }
+
+    /// Why the migration may not leave its current step, given fresh evaluations.
+    pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<String> {
+        let min = loaded
+            .record
+            .state
+            .phase()
+            .and_then(|k| loaded.plan.phase(k))
+            .map(|p| p.min_duration)
+            .unwrap_or_default();
+        let exits: Vec<_> = gates
+            .iter()
+            .filter(|g| g.kind == "exit")
+            .map(|g| (g.name.as_str(), &g.eval))
+            .collect();
+        let guards: Vec<_> = gates
+            .iter()
+            .filter(|g| g.kind == "guard")
+            .map(|g| (g.name.as_str(), &g.eval))
+            .collect();
+        gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
+            .err()
+            .unwrap_or_default()
+    }
+
+    /// Evaluate the exit gates now and move one step if they all pass (or if forced).
+    ///
+    /// # Errors
+    /// Illegal for the state (paused, complete, confirmation missing), a forced advance without a
+    /// reason, or store failures. Gates that do not pass are not an error: see
+    /// [`AdvanceOutcome::blockers`].
+    pub async fn advance(
+        &self,
+        name: &str,
+        opts: &AdvanceOptions,
+        actor: &Actor,
+        now_ms: i64,
+    ) -> Result<AdvanceOutcome> {
+        if opts.force && actor.reason.is_none() {
+            return Err(ControllerError::ReasonRequired("advance --force"));
+        }
+        let loaded = self.load(name).await?;
+        let snapshot = loaded.record.snapshot();
+        let command = Command::Advance {
+            confirm: opts.confirm.clone(),
+        };
+        let transition = machine::handle(&loaded.ladder, name, snapshot, &command)?;
+        let gates = self.evaluate(&loaded, now_ms, opts.dry_run).await?;
+        let blockers = Self::blockers(&loaded, &gates, now_ms);
+        let mut outcome = AdvanceOutcome {
+            migration: name.to_string(),
+            state: snapshot.state.to_string(),
+            gates,
+            blockers,
+            forced: false,
+            dry_run: opts.dry_run,
+            routing: None,
+            applied: None,
+        };
+        if !outcome.blockers.is_empty() && !opts.force {
+            return Ok(outcome);
+        }
+        outcome.forced = !outcome.blockers.is_empty();
+        if opts.dry_run {
+            let mut preview = loaded.record.clone();
+            preview.state = transition.to.state;
+            preview.paused = transition.to.paused;
+            preview.generation += 1;
+            preview.updated_at_ms = now_ms;
+            outcome.routing = Some(publish::document(&loaded.plan, &preview));
+            return Ok(outcome);
+        }
+        let evidence = serde_json::json!({
+            "gates": outcome.gates,
+            "overridden": outcome.blockers,
+        });
+        let applied = self
+            .apply(
+                &loaded,
+                &transition,
+                actor,
+                outcome.forced,
+                evidence,
+                now_ms,
+            )
+            .await?;
+        outcome.routing = Some(applied.routing.clone());
+        outcome.applied = Some(applied);
+        Ok(outcome)
+    }
+
+    /// Rollback, pause, resume or abort.
+    ///
+    /// # Errors
+    /// Illegal for the state, a missing reason (rollback, abort), or store failures.
+    pub async fn command(
+        &self,
+        name: &str,
+        command: &Command,
+        actor: &Actor,
+        evidence: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Applied> {
+        match command {
+            Command::Rollback { .. } | Command::Abort if actor.reason.is_none() => {
+                return Err(ControllerError::ReasonRequired(command.name()));
+            }
+            _ => {}
+        }
+        let loaded = self.load(name).await?;
+        let transition = machine::handle(&loaded.ladder, name, loaded.record.snapshot(), command)?;
+        self.apply(&loaded, &transition, actor, false, evidence, now_ms)
+            .await
+    }
+
+    /// The current phase's gates as last evaluated (`hold`, "not evaluated yet" for the others).
+    ///
+    /// # Errors
+    /// Store failures.
+    pub async fn last_gates(&self, loaded: &Loaded) -> Result<Vec<GateView>> {
+        let Some(kind) = loaded.record.state.phase() else {
+            return Ok(Vec::new());
+        };
+        let Some(phase) = loaded.plan.phase(kind) else {
+            return Ok(Vec::new());
+        };
+        let latest = self
+            .store
+            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms)
+            .await?;
+        let mut names: Vec<(&str, &str)> = phase
+            .exit
+            .iter()
+            .map(|g| (g.name.as_str(), "exit"))
+            .collect();
+        if phase.require_peak.is_some() {
+            names.push(("require_peak", "exit"));
+        }
+        if phase.require_deploy.is_some() {
+            names.push(("require_deploy", "exit"));
+        }
+        names.extend(phase.guard.iter().map(|g| (g.name.as_str(), "guard")));
+        Ok(names
+            .into_iter()
+            .map(|(name, k)| {
+                let last = latest.iter().find(|r| r.gate == name && r.kind == k);
+                GateView {
+                    phase: kind.as_str().to_string(),
+                    name: name.to_string(),
+                    kind: k.to_string(),
+                    verdict: last
+                        .and_then(|r| Verdict::parse(&r.verdict))
+                        .unwrap_or(Verdict::Hold),
+                    value: last.and_then(|r| r.value),
+                    reason: last.map_or_else(
+                        || {
+                            "not evaluated yet in this step (run `migrate advance --dry-run`)"
+                                .into()
+                        },
+                        |r| r.reason.clone(),
+                    ),
+                    evaluated_at: last.map(|r| crate::time::rfc3339(r.at_ms)),
+                }
+            })
+            .collect())
+    }
+}
+
+/// A gate as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateView {
+    pub phase: String,
+    pub name: String,
+    pub kind: String,
+    pub verdict: Verdict,
+    pub value: Option<f64>,
+    pub reason: String,
+    pub evaluated_at: Option<String>,
+}
+
+impl GateReport {
+    /// The same gate as `status` shows it.
+    pub fn view(&self) -> GateView {
+        GateView {
+            phase: self.phase.clone(),
+            name: self.name.clone(),
+            kind: self.kind.to_string(),
+            verdict: self.eval.verdict,
+            value: self.eval.value,
+            reason: self.eval.reason.clone(),
+            evaluated_at: Some(crate::time::rfc3339(self.evaluated_at_ms)),
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Gate evaluation: pure, no IO, no clock.
+//!
+//! A gate turns an [`Observation`] (what a source answered, or why it could not) into an
+//! [`Evaluation`] with one of three verdicts:
+//! - **pass** — the condition holds (for `for:` gates: has held at every evaluation for that long);
+//! - **hold** — not enough data, no data, NaN, a query error, a source down: never advances, never
+//!   rolls back, and always says why;
+//! - **fail** — the condition is false: "not yet" for an exit gate, a breach for a guard.
+//!
+//! [`ready_to_advance`] combines a phase's evaluations with its minimum time.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Check, Gate, Requirement};
+
+/// The three outcomes of a gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Hold,
+    Fail,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Hold => "hold",
+            Verdict::Fail => "fail",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Verdict> {
+        match s {
+            "pass" => Some(Verdict::Pass),
+            "hold" => Some(Verdict::Hold),
+            "fail" => Some(Verdict::Fail),
+            _ => None,
+        }
+    }
+}
+
+/// What a gate's source answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// One number (threshold gates, requirements).
+    Value(f64),
+    /// Both sides of a `compare` gate, read at the same moment.
+    Pair { new: f64, old: f64 },
+    /// No usable number, and why (source down, empty result, parse error with its line...).
+    Unavailable(String),
+}
+
+/// What the gate remembers between evaluations (kept in the store per step).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Memory {
+    /// Since when the condition has held at every evaluation (ms since the epoch).
+    pub held_since_ms: Option<i64>,
+    /// Evaluations with a value in the current step, before this one.
+    pub samples: u32,
+    /// The highest value seen in the current step (for `require_peak`).
+    pub peak: Option<f64>,
+}
+
+/// One gate's verdict with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub verdict: Verdict,
+    /// The number the verdict rests on (`new` for a compare gate).
+    pub value: Option<f64>,
+    /// The `old` side of a compare gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_value: Option<f64>,
+    /// Why, in words a person reads at 3 a.m.
+    pub reason: String,
+    /// Evaluations with a value in the current step, this one included.
+    pub samples: u32,
+    /// The memory to keep for the next evaluation.
+    #[serde(skip)]
+    pub memory: Memory,
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+fn hold(reason: String, samples: u32, memory: Memory) -> Evaluation {
+    Evaluation {
+        verdict: Verdict::Hold,
+        value: None,
+        old_value: None,
+        reason,
+        samples,
+        memory,
+    }
+}
+
+/// Evaluate `gate` on `observation` at `now_ms`, given what it remembered.
+pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
+    let (value, old_value, holds, describe) = match (&gate.check, observation) {
+        (_, Observation::Unavailable(why)) => {
+            // A hold breaks a `for:` streak: nobody saw the condition hold meanwhile.
+            let memory = Memory {
+                held_since_ms: None,
+                ..memory
+            };
+            return hold(why.clone(), memory.samples, memory);
+        }
+        (
+            Check::Threshold {
+                op,
+                value: threshold,
+                ..
+            },
+            Observation::Value(v),
+        ) => {
+            if !v.is_finite() {
+                return hold(format!("not a finite number ({v})"), memory.samples, memory);
+            }
+            let holds = op.holds(*v, *threshold);
+            let describe = format!(
+                "{} {} {}",
+                fmt_num(*v),
+                if holds {
+                    op.as_str().to_string()
+                } else {
+                    format!("is not {}", op.as_str())
+                },
+                fmt_num(*threshold)
+            );
+            (*v, None, holds, describe)
+        }
+        (
+            Check::Compare {
+                ratio, absolute, ..
+            },
+            Observation::Pair { new, old },
+        ) => {
+            if !new.is_finite() || !old.is_finite() {
+                return hold(
+                    format!("not a finite number (new {new}, old {old})"),
+                    memory.samples,
+                    memory,
+                );
+            }
+            let limit = (old * ratio).max(old + absolute);
+            let holds = *new <= limit;
+            let describe = format!(
+                "new {} {} limit {} (old {} ×{} or +{})",
+                fmt_num(*new),
+                if holds { "<=" } else { "is above" },
+                fmt_num(limit),
+                fmt_num(*old),
+                fmt_num(*ratio),
+                fmt_num(*absolute)
+            );
+            (*new, Some(*old), holds, describe)
+        }
+        (Check::Threshold { .. }, Observation::Pair { .. })
+        | (Check::Compare { .. }, Observation::Value(_)) => {
+            return hold(
+                "internal: observation does not match the gate's kind".into(),
+                memory.samples,
+                memory,
+            );
+        }
+    };
+    let samples = memory.samples.saturating_add(1);
+    let held_since_ms = if holds {
+        Some(memory.held_since_ms.unwrap_or(now_ms))
+    } else {
+        None
+    };
+    let memory = Memory {
+        held_since_ms,
+        samples,
+        peak: Some(memory.peak.map_or(value, |p| p.max(value))),
+    };
+    let mut eval = Evaluation {
+        verdict: Verdict::Pass,
+        value: Some(value),
+        old_value,
+        reason: describe,
+        samples,
+        memory,
+    };
+    if !holds {
+        eval.verdict = Verdict::Fail;
+        return eval;
+    }
+    if samples < gate.min_samples {
+        eval.verdict = Verdict::Hold;
+        eval.reason = format!(
+            "{}; {samples} of {} samples so far",
+            eval.reason, gate.min_samples
+        );
+        return eval;
+    }
+    if let (Some(need), Some(since)) = (gate.hold_for, held_since_ms) {
+        let held = now_ms.saturating_sub(since);
+        let need_ms = i64::try_from(need.as_millis()).unwrap_or(i64::MAX);
+        if held < need_ms {
+            eval.verdict = Verdict::Hold;
+            eval.reason = format!(
+                "{}; held for {} of {}",
+                eval.reason,
+                crate::time::human_ms(held),
+                crate::time::human_ms(need_ms)
+            );
+            return eval;
+        }
+        eval.reason = format!("{}; held for {}", eval.reason, crate::time::human_ms(held));
+    }
+    eval
+}
+
+/// `require_peak`: the highest reading seen during the step must reach `at_least`.
+pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memory) -> Evaluation {
+    let at_least = req.at_least.unwrap_or(0.0);
+    let peak = match observation {
+        Observation::Value(v) if v.is_finite() => Some(memory.peak.map_or(*v, |p| p.max(*v))),
+        _ => memory.peak,
+    };
+    let samples = match observation {
+        Observation::Value(v) if v.is_finite() => memory.samples.saturating_add(1),
+        _ => memory.samples,
+    };
+    let memory = Memory {
+        peak,
+        samples,
+        held_since_ms: None,
+    };
+    let why_missing = match observation {
+        Observation::Unavailable(why) => Some(why.clone()),
+        Observation::Value(v) if !v.is_finite() => Some(format!("not a finite number ({v})")),
+        Observation::Pair { .. } => Some("internal: a requirement reads one number".into()),
+        Observation::Value(_) => None,
+    };
+    let (verdict, reason) = match (peak, why_missing) {
+        (Some(p), _) if p >= at_least => (
+            Verdict::Pass,
+            format!("peak {} >= {}", fmt_num(p), fmt_num(at_least)),
+        ),
+        (_, Some(why)) => (Verdict::Hold, why),
+        (Some(p), None) => (
+            Verdict::Fail,
+            format!(
+                "peak so far {} is below {}: the step has not seen real traffic yet",
+                fmt_num(p),
+                fmt_num(at_least)
+            ),
+        ),
+        (None, None) => (Verdict::Hold, "no reading yet".into()),
+    };
+    Evaluation {
+        verdict,
+        value: peak,
+        old_value: None,
+        reason,
+        samples,
+        memory,
+    }
+}
+
+/// `require_deploy`: the reading, a process start time in seconds since the epoch, must be later
+/// than the step's start (a consumer restarted under the new routing).
+pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evaluation {
+    let (verdict, value, reason) = match observation {
+        Observation::Value(v) if v.is_finite() => {
+            let started_ms = (v * 1000.0) as i64;
+            if started_ms > step_started_ms {
+                (
+                    Verdict::Pass,
+                    Some(*v),
+                    "a consumer restarted during this step".to_string(),
+                )
+            } else {
+                (
+                    Verdict::Fail,
+                    Some(*v),
+                    "no consumer restart since the step began: deploy once under the new routing"
+                        .to_string(),
+                )
+            }
+        }
+        Observation::Value(v) => (Verdict::Hold, None, format!("not a finite number ({v})")),
+        Observation::Unavailable(why) => (Verdict::Hold, None, why.clone()),
+        Observation::Pair { .. } => (
+            Verdict::Hold,
+            None,
+            "internal: a requirement reads one number".into(),
+        ),
+    };
+    Evaluation {
+        verdict,
+        value,
+        old_value: None,
+        reason,
+        samples: u32::from(value.is_some()),
+        memory: Memory::default(),
+    }
+}
+
+/// Whether a phase may be left: why not, in words, or `Ok` when every exit gate and
+/// requirement passes, no guard fails, and the minimum time is met.
+///
+/// # Errors
+/// The list of reasons that keep the migration where it is.
+pub fn ready_to_advance(
+    exits: &[(&str, &Evaluation)],
+    guards: &[(&str, &Evaluation)],
+    entered_at_ms: i64,
+    min_duration: Duration,
+    now_ms: i64,
+) -> Result<(), Vec<String>> {
+    let mut why = Vec::new();
+    for (name, e) in exits {
+        if e.verdict != Verdict::Pass {
+            why.push(format!("{name}: {} ({})", e.verdict.as_str(), e.reason));
+        }
+    }
+    for (name, e) in guards {
+        if e.verdict == Verdict::Fail {
+            why.push(format!("guard {name} fails ({})", e.reason));
+        }
+    }
+    let min_ms = i64::try_from(min_duration.as_millis()).unwrap_or(i64::MAX);
+    let spent = now_ms.saturating_sub(entered_at_ms);
+    if spent < min_ms {
+        why.push(format!(
+            "minimum time not met: {} of {} in this step",
+            crate::time::human_ms(spent),
+            crate::time::human_ms(min_ms)
+        ));
+    }
+    if why.is_empty() { Ok(()) } else { Err(why) }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,500 @@
+//! Decoding the body of a Prometheus HTTP API instant query (`GET /api/v1/query`) into
+//! the one number a `prometheus:` indicator source needs.
+//!
+//! Guarantees:
+//! - pure: no IO; the caller fetches the body and hands it over as text;
+//! - never panics, whatever the input;
+//! - a success is exactly one finite number: a `vector` result with exactly one sample,
+//!   or a `scalar` result; everything else is a [`PromError`] that says why and, where
+//!   it can, what to change in the query.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// How many label sets a [`PromError::SeveralSeries`] lists.
+const LISTED_SERIES: usize = 3;
+
+/// Why an instant-query response gave no usable number.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PromError {
+    /// The body is not JSON at all (e.g. an HTML error page from a proxy).
+    #[error(
+        "response is not JSON ({reason}); body starts with `{start}`: check that the source URL points at Prometheus' /api/v1/query"
+    )]
+    InvalidJson { reason: String, start: String },
+
+    /// JSON, but not shaped like a Prometheus API response.
+    #[error(
+        "response is not a Prometheus query response: {reason}; check that the source URL points at Prometheus' /api/v1/query"
+    )]
+    Malformed { reason: String },
+
+    /// `"status": "error"`: Prometheus rejected or failed the query.
+    #[error("Prometheus answered with an error ({error_type}): {error}")]
+    QueryFailed { error_type: String, error: String },
+
+    /// A `status` other than `success` or `error`.
+    #[error("unknown response status `{status}`: expected `success` or `error`")]
+    UnknownStatus { status: String },
+
+    /// A vector with no sample.
+    #[error("empty result: the query matched no series; check the metric name and label matchers")]
+    EmptyResult,
+
+    /// A vector with more than one sample.
+    #[error(
+        "{count} series: aggregate with sum()/max() (or narrow the label matchers) so the query gives one number; got {listed}"
+    )]
+    SeveralSeries {
+        count: usize,
+        /// Up to three label sets, rendered `metric{label="value",...}`, then `and N more`.
+        listed: String,
+    },
+
+    /// NaN, +Inf or -Inf.
+    #[error(
+        "not a finite number: the query gave {value}; guard divisions against zero (e.g. `a / (b > 0)`)"
+    )]
+    NotFinite { value: String },
+
+    /// `matrix` or `string` (or an unknown) result type.
+    #[error(
+        "result type `{result_type}` cannot be used: the query must give one number (an instant vector with one series, or a scalar){hint}"
+    )]
+    UnusableResultType { result_type: String, hint: String },
+
+    /// The sample value is not a number.
+    #[error("value `{value}` is not a number")]
+    InvalidValue { value: String },
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    #[serde(default)]
+    data: Option<Value>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    #[serde(default)]
+    result: Value,
+}
+
+#[derive(Deserialize)]
+struct VectorSample {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+    value: (Value, Value),
+}
+
+fn malformed(reason: impl Into<String>) -> PromError {
+    PromError::Malformed {
+        reason: reason.into(),
+    }
+}
+
+/// Decode the JSON body of GET /api/v1/query. A usable result is exactly one finite number:
+/// resultType "vector" with exactly one sample, or "scalar". Everything else is an error saying why:
+/// status "error" (with errorType/error text), empty vector ("empty result: the query matched no
+/// series"), several series ("N series: aggregate with sum()/max() ..." listing up to 3 label
+/// sets), NaN/±Inf ("not a finite number"), a matrix/string result, malformed JSON, value not
+/// parseable.
+pub fn decode_instant(body: &str) -> Result<f64, PromError> {
+    let value: Value = serde_json::from_str(body).map_err(|e| PromError::InvalidJson {
+        reason: e.to_string(),
+        start: body.trim_start().chars().take(60).collect(),
+    })?;
+    let response: Response = serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
+    match response.status.as_str() {
+        "success" => {}
+        "error" => {
+            return Err(PromError::QueryFailed {
+                error_type: response.error_type.unwrap_or_else(|| "unknown".to_owned()),
+                error: response
+                    .error
+                    .unwrap_or_else(|| "no error text given".to_owned()),
+            });
+        }
+        other => {
+            return Err(PromError::UnknownStatus {
+                status: other.to_owned(),
+            });
+        }
+    }
+    let data = response
+        .data
+        .ok_or_else(|| malformed("status is success but `data` is missing"))?;
+    let data: Data =
+        serde_json::from_value(data).map_err(|e| malformed(format!("in `data`: {e}")))?;
+    match data.result_type.as_str() {
+        "vector" => decode_vector(data.result),
+        "scalar" => {
+            let (_, v): (Value, Value) = serde_json::from_value(data.result)
+                .map_err(|e| malformed(format!("scalar result: {e}")))?;
+            sample_value(&v)
+        }
+        "matrix" => Err(PromError::UnusableResultType {
+            result_type: "matrix".to_owned(),
+            hint: "; a range selector `x[5m]` needs a function around it, e.g. `sum(rate(x[5m]))`"
+                .to_owned(),
+        }),
+        other => Err(PromError::UnusableResultType {
+            result_type: other.to_owned(),
+            hint: String::new(),
+        }),
+    }
+}
+
+fn decode_vector(result: Value) -> Result<f64, PromError> {
+    let samples: Vec<VectorSample> =
+        serde_json::from_value(result).map_err(|e| malformed(format!("vector result: {e}")))?;
+    match samples.as_slice() {
+        [] => Err(PromError::EmptyResult),
+        [one] => sample_value(&one.value.1),
+        several => {
+            let mut listed: Vec<String> = several
+                .iter()
+                .take(LISTED_SERIES)
+                .map(|s| label_set(&s.metric))
+                .collect();
+            if several.len() > LISTED_SERIES {
+                listed.push(format!("and {} more", several.len() - LISTED_SERIES));
+            }
+            Err(PromError::SeveralSeries {
+                count: several.len(),
+                listed: listed.join(", "),
+            })
+        }
+    }
+}
+
+/// `name{a="x",b="y"}` (the `__name__` label as the prefix), `{}` for no labels.
+fn label_set(metric: &BTreeMap<String, String>) -> String {
+    let name = metric.get("__name__").map(String::as_str).unwrap_or("");
+    let labels: Vec<String> = metric
+        .iter()
+        .filter(|(k, _)| k.as_str() != "__name__")
+        .map(|(k, v)| format!("{k}={v:?}"))
+        .collect();
+    if labels.is_empty() && !name.is_empty() {
+        return name.to_owned();
+    }
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+/// A sample value: a string such as `"42"`, `"NaN"`, `"+Inf"` (or, leniently, a JSON number).
+fn sample_value(v: &Value) -> Result<f64, PromError> {
+    let (number, text) = match v {
+        Value::String(s) => match s.trim().parse::<f64>() {
+            Ok(n) => (n, s.clone()),
+            Err(_) => return Err(PromError::InvalidValue { value: s.clone() }),
+        },
+        Value::Number(n) => match n.as_f64() {
+            Some(f) => (f, n.to_string()),
+            None => {
+                return Err(PromError::InvalidValue {
+                    value: n.to_string(),
+                });
+            }
+        },
+        other => {
+            return Err(PromError::InvalidValue {
+                value: other.to_string(),
+            });
+        }
+    };
+    if number.is_finite() {
+        Ok(number)
+    } else {
+        Err(PromError::NotFinite { value: text })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn vector(samples: &str) -> String {
+        format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{samples}]}}}}"#)
+    }
+
+    fn one(labels: &str, value: &str) -> String {
+        format!(r#"{{"metric":{{{labels}}},"value":[1700000000.123,{value}]}}"#)
+    }
+
+    #[test]
+    fn decodes_usable_results() {
+        let cases = [
+            (vector(&one(r#""__name__":"up","job":"a""#, r#""42""#)), 42.0),
+            (vector(&one("", r#""0.25""#)), 0.25),
+            (vector(&one("", r#""-1e3""#)), -1000.0),
+            (vector(&one("", "7")), 7.0),
+            (
+                r#"{"status":"success","data":{"resultType":"scalar","result":[1700000000,"3.5"]}}"#
+                    .to_owned(),
+                3.5,
+            ),
+            (
+                r#"{"status":"success","warnings":["w"],"infos":["i"],"data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}"#
+                    .to_owned(),
+                1.0,
+            ),
+            // metric may be omitted
+            (
+                r#"{"status":"success","data":{"resultType":"vector","result":[{"value":[1,"2"]}]}}"#
+                    .to_owned(),
+                2.0,
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(decode_instant(&body), Ok(expected), "body {body}");
+        }
+    }
+
+    #[test]
+    fn rejects_unusable_results() {
+        use PromError as E;
+        let cases: Vec<(String, PromError)> = vec![
+            (
+                r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#
+                    .to_owned(),
+                E::QueryFailed {
+                    error_type: "bad_data".into(),
+                    error: "parse error at char 5".into(),
+                },
+            ),
+            (
+                r#"{"status":"error"}"#.to_owned(),
+                E::QueryFailed {
+                    error_type: "unknown".into(),
+                    error: "no error text given".into(),
+                },
+            ),
+            (
+                r#"{"status":"pending","data":{}}"#.to_owned(),
+                E::UnknownStatus {
+                    status: "pending".into(),
+                },
+            ),
+            (vector(""), E::EmptyResult),
+            (
+                vector(&[one(r#""job":"a""#, r#""1""#), one(r#""job":"b""#, r#""2""#)].join(",")),
+                E::SeveralSeries {
+                    count: 2,
+                    listed: r#"{job="a"}, {job="b"}"#.into(),
+                },
+            ),
+            (
+                vector(
+                    &(0..5)
+                        .map(|i| one(&format!(r#""__name__":"up","i":"{i}""#), r#""1""#))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                E::SeveralSeries {
+                    count: 5,
+                    listed: r#"up{i="0"}, up{i="1"}, up{i="2"}, and 2 more"#.into(),
+                },
+            ),
+            (
+                vector(&one("", r#""NaN""#)),
+                E::NotFinite {
+                    value: "NaN".into(),
+                },
+            ),
+            (
+                vector(&one("", r#""+Inf""#)),
+                E::NotFinite {
+                    value: "+Inf".into(),
+                },
+            ),
+            (
+                vector(&one("", r#""-Inf""#)),
+                E::NotFinite {
+                    value: "-Inf".into(),
+                },
+            ),
+            (
+                vector(&one("", r#""1e999""#)),
+                E::NotFinite {
+                    value: "1e999".into(),
+                },
+            ),
+            (
+                vector(&one("", r#""forty-two""#)),
+                E::InvalidValue {
+                    value: "forty-two".into(),
+                },
+            ),
+            (
+                vector(&one("", "null")),
+                E::InvalidValue {
+                    value: "null".into(),
+                },
+            ),
+            (
+                r#"{"status":"success","data":{"resultType":"scalar","result":[1,"NaN"]}}"#
+                    .to_owned(),
+                E::NotFinite {
+                    value: "NaN".into(),
+                },
+            ),
+            (
+                r#"{"status":"success","data":{"resultType":"string","result":[1,"hello"]}}"#
+                    .to_owned(),
+                E::UnusableResultType {
+                    result_type: "string".into(),
+                    hint: String::new(),
+                },
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(decode_instant(&body), Err(expected), "body {body}");
+        }
+    }
+
+    #[test]
+    fn rejects_matrix_with_hint() {
+        let body = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"],[2,"2"]]}]}}"#;
+        match decode_instant(body) {
+            Err(e @ PromError::UnusableResultType { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("`matrix`"), "{msg}");
+                assert!(msg.contains("sum(rate(x[5m]))"), "{msg}");
+            }
+            other => panic!("expected UnusableResultType, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_malformed_bodies() {
+        for body in [
+            "",
+            "<html><body>502 Bad Gateway</body></html>",
+            "{",
+            "[1,2]",
+        ] {
+            assert!(
+                matches!(
+                    decode_instant(body),
+                    Err(PromError::InvalidJson { .. } | PromError::Malformed { .. })
+                ),
+                "body {body:?}"
+            );
+        }
+        for body in [
+            r#"{}"#,
+            r#"{"status":1}"#,
+            r#"{"status":"success"}"#,
+            r#"{"status":"success","data":{"result":[]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":{}}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"1"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{}}]}}"#,
+            r#"{"status":"success","data":{"resultType":"scalar","result":"3"}}"#,
+        ] {
+            assert!(
+                matches!(decode_instant(body), Err(PromError::Malformed { .. })),
+                "body {body}: {:?}",
+                decode_instant(body)
+            );
+        }
+        let html = decode_instant("<html>oops</html>");
+        match html {
+            Err(e @ PromError::InvalidJson { .. }) => {
+                assert!(e.to_string().contains("<html>oops"), "{e}");
+            }
+            other => panic!("expected InvalidJson, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_messages() {
+        let msg = |b: &str| match decode_instant(b) {
+            Err(e) => e.to_string(),
+            Ok(v) => panic!("expected an error, got {v}"),
+        };
+        assert!(msg(&vector("")).starts_with("empty result: the query matched no series"));
+        assert!(
+            msg(&vector(&[one("", r#""1""#), one("", r#""2""#)].join(",")))
+                .starts_with("2 series: aggregate with sum()/max()")
+        );
+        assert!(msg(&vector(&one("", r#""NaN""#))).starts_with("not a finite number"));
+        assert!(
+            msg(r#"{"status":"error","errorType":"timeout","error":"query timed out"}"#)
+                .contains("(timeout): query timed out")
+        );
+    }
+
+    fn json_like() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            Just("\"success\"".to_owned()),
+            Just("\"vector\"".to_owned()),
+            Just("\"scalar\"".to_owned()),
+            Just("\"NaN\"".to_owned()),
+            any::<f64>().prop_map(|f| format!("\"{f}\"")),
+            any::<i64>().prop_map(|i| i.to_string()),
+            "[a-z\"{}\\[\\],:]{0,8}",
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(
+                    (
+                        prop_oneof![
+                            Just("status"),
+                            Just("data"),
+                            Just("resultType"),
+                            Just("result"),
+                            Just("metric"),
+                            Just("value"),
+                            Just("errorType"),
+                            Just("error"),
+                        ],
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|kv| {
+                    let body: Vec<String> = kv
+                        .into_iter()
+                        .map(|(k, v)| format!("\"{k}\":{v}"))
+                        .collect();
+                    format!("{{{}}}", body.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn decode_instant_never_panics(body in any::<String>()) {
+            let _ = decode_instant(&body);
+        }
+
+        #[test]
+        fn decode_instant_never_panics_on_json_like_bodies(body in json_like()) {
+            if let Ok(v) = decode_instant(&body) {
+                prop_assert!(v.is_finite());
+            }
+        }
+
+        #[test]
+        fn decode_instant_reads_any_finite_value(v in any::<f64>().prop_filter("finite", |v| v.is_finite())) {
+            let body = vector(&one(r#""job":"x""#, &format!("\"{v}\"")));
+            prop_assert_eq!(decode_instant(&body), Ok(v));
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! queue-migrate: move a live message flow from one broker to another without losing,
+//! duplicating or reordering what matters.
+//!
+//! A map of the modules. Pure ones take values and return values (no IO, no clock reads); shell
+//! ones do one kind of IO each.
+//!
+//! Pure core:
+//! - [`slice`] — the slice function of an aggregate key (seed 000, byte-for-byte).
+//! - [`routing`] — the routing document and `route(key)`.
+//! - [`plan`] — the YAML plan, compiled from its raw form into a validated [`plan::Plan`]; every
+//!   error at once, with its path and line.
+//! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
+//! - [`gate`] — gate verdicts (pass / hold / fail) from observations.
+//! - [`indicators::exposition`], [`indicators::query`], [`indicators::promql`] — reading
+//!   /metrics text, the scrape query language, Prometheus API answers.
+//! - [`time`] — instants as numbers; only binaries read the clock.
+//!
+//! Shell:
+//! - [`indicators::fetch`] — HTTP to indicator sources.
+//! - [`store`] — the state store (SQLite via sqlx): migrations, journal, gate evaluations.
+//! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
+//! - `cli` — the `migrate` command line, one file per subcommand.
+//!
+//! Cargo features: `routing` (the slice function and the routing document, for producers and
+//! consumers), `controller` (everything but the CLI), `cli` (default: the `migrate` binary).
+
+pub mod slice;
+
+#[cfg(feature = "routing")]
+pub mod routing;
+
+#[cfg(feature = "controller")]
+pub mod controller;
+#[cfg(feature = "controller")]
+pub mod gate;
+#[cfg(feature = "controller")]
+pub mod indicators;
+#[cfg(feature = "controller")]
+pub mod machine;
+#[cfg(feature = "controller")]
+pub mod plan;
+#[cfg(feature = "controller")]
+pub mod store;
+#[cfg(feature = "controller")]
+pub mod time;
+
+#[cfg(feature = "cli")]
+pub mod cli;

@@ -1,0 +1,317 @@
+//! The compiled, validated plan: what the rest of the controller reads.
+//!
+//! A `Plan` only exists once `compile` accepted the YAML: every duration parsed, every gate's source
+//! known, the slice steps strictly increasing and ending at `slices`, `for: quiet` resolved, secrets
+//! resolved (and redacted when displayed).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Default number of slices when the plan does not say.
+pub const DEFAULT_SLICES: u32 = 128;
+
+/// A migration plan, compiled.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// `[a-z0-9-]+`, unique in the store.
+    pub name: String,
+    /// Total number of key slices.
+    pub slices: u32,
+    pub brokers: Brokers,
+    pub retry: Retry,
+    pub dedup: Option<Dedup>,
+    /// Indicator sources by name.
+    pub sources: BTreeMap<String, Source>,
+    pub routing: RoutingPublish,
+    /// The phases present in the plan, in their fixed order (`slices` is always there).
+    pub phases: Vec<Phase>,
+    /// The drain quiet period: `retry.max_backoff + retry.visibility_timeout` when `auto`.
+    #[serde(with = "crate::plan::duration_serde")]
+    pub quiet: Duration,
+    /// Whether `quiet` was computed (`auto`) rather than written.
+    pub quiet_auto: bool,
+    /// The daemon advances by itself when every exit gate passes (default true).
+    pub auto_advance: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Brokers {
+    pub old: Broker,
+    pub new: Broker,
+}
+
+/// One side of the migration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Broker {
+    /// A display name (`rabbitmq`, `nats`): what the routing document and route stamps say.
+    pub name: String,
+    /// `amqp`, `nats`, `redis` ...
+    pub kind: String,
+    pub url: Secret,
+    pub queue: Option<String>,
+    pub stream: Option<String>,
+    pub dead_letter: Option<String>,
+}
+
+/// A value that may hold a secret: shown redacted, its reference kept for display.
+#[derive(Clone, PartialEq)]
+pub struct Secret {
+    /// What the plan wrote (`${OLD_BROKER_URL}`, `file:/run/secrets/x`, or a literal).
+    pub reference: String,
+    /// The resolved value (never printed).
+    pub value: String,
+}
+
+impl Secret {
+    /// What to show a person: the reference when it is one, else the value with any
+    /// `user:password@` part masked.
+    pub fn redacted(&self) -> String {
+        if self.reference != self.value {
+            return self.reference.clone();
+        }
+        redact_userinfo(&self.value)
+    }
+}
+
+fn redact_userinfo(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}://***@{}", &url[..scheme_end], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({})", self.redacted())
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.redacted())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Retry {
+    #[serde(with = "crate::plan::duration_serde")]
+    pub max_backoff: Duration,
+    #[serde(with = "crate::plan::duration_serde")]
+    pub visibility_timeout: Duration,
+}
+
+/// The dedup policy and the three terms of the window formula (DESIGN.md 6).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dedup {
+    #[serde(with = "crate::plan::duration_serde")]
+    pub window: Duration,
+    #[serde(with = "crate::plan::duration_serde")]
+    pub max_redelivery_delay: Duration,
+    #[serde(with = "crate::plan::duration_serde")]
+    pub max_consumer_delay: Duration,
+    #[serde(with = "crate::plan::duration_serde")]
+    pub reprocess_margin: Duration,
+}
+
+impl Dedup {
+    /// The smallest safe window: max redelivery delay + max consumer delay + reprocess margin
+    /// (saturating: absurd inputs give `Duration::MAX`, never a panic).
+    pub fn required_window(&self) -> Duration {
+        self.max_redelivery_delay
+            .saturating_add(self.max_consumer_delay)
+            .saturating_add(self.reprocess_margin)
+    }
+}
+
+/// Where indicator readings come from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A Prometheus server: PromQL instant queries over its HTTP API.
+    Prometheus { url: Secret },
+    /// A /metrics endpoint scraped by the controller itself.
+    Scrape { url: Secret },
+}
+
+/// Where the routing document is mirrored (the daemon's HTTP endpoint always serves it).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RoutingPublish {
+    /// Written atomically on every change; relative paths are relative to the plan file.
+    pub file: Option<PathBuf>,
+}
+
+/// The five phases, in their fixed order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseKind {
+    ConsumeDual,
+    Synthetic,
+    Slices,
+    Drain,
+    Disconnect,
+}
+
+impl PhaseKind {
+    pub const ALL: [PhaseKind; 5] = [
+        PhaseKind::ConsumeDual,
+        PhaseKind::Synthetic,
+        PhaseKind::Slices,
+        PhaseKind::Drain,
+        PhaseKind::Disconnect,
+    ];
+
+    /// The name used in plans, state and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseKind::ConsumeDual => "consume_dual",
+            PhaseKind::Synthetic => "synthetic",
+            PhaseKind::Slices => "slices",
+            PhaseKind::Drain => "drain",
+            PhaseKind::Disconnect => "disconnect",
+        }
+    }
+}
+
+impl fmt::Display for PhaseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a guard breach does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreachAction {
+    /// Move one step back (then pause).
+    #[default]
+    Rollback,
+    /// Pause where it is.
+    Pause,
+    /// Only notify.
+    Alert,
+}
+
+/// One phase of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Phase {
+    pub kind: PhaseKind,
+    /// Minimum time in the phase — or in each step for `slices` (`observe`), `retain` for
+    /// `disconnect`. Never sufficient on its own.
+    #[serde(with = "crate::plan::duration_serde")]
+    pub min_duration: Duration,
+    /// All must pass to advance.
+    pub exit: Vec<Gate>,
+    /// Watched continuously; a failure is a breach.
+    pub guard: Vec<Gate>,
+    pub on_breach: BreachAction,
+    /// `slices` only: the number of migrated slices at each step, strictly increasing, last = slices.
+    pub steps: Vec<u32>,
+    /// `slices` only: the highest reading seen during the step must reach `at_least`.
+    pub require_peak: Option<Requirement>,
+    /// `slices` only: the reading (a process start time) must be later than the step's start.
+    pub require_deploy: Option<Requirement>,
+}
+
+/// `require_peak` / `require_deploy`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Requirement {
+    pub source: String,
+    pub query: String,
+    /// `require_peak` only.
+    pub at_least: Option<f64>,
+}
+
+/// A gate: a named condition over one source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gate {
+    pub name: String,
+    pub source: String,
+    pub check: Check,
+    /// Must have passed continuously this long (`for:`).
+    #[serde(with = "crate::plan::duration_serde::option")]
+    pub hold_for: Option<Duration>,
+    /// Evaluations with a value needed in the current step before it may pass (default 1).
+    pub min_samples: u32,
+}
+
+/// The condition of a gate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// `query` + `pass_if: "<op> <number>"`.
+    Threshold {
+        query: String,
+        op: CmpOp,
+        value: f64,
+    },
+    /// `compare: { new, old }` + `tolerance`: pass when new <= max(old*ratio, old+absolute),
+    /// both read at the same moment.
+    Compare {
+        new: String,
+        old: String,
+        ratio: f64,
+        absolute: f64,
+    },
+}
+
+/// A comparison operator of `pass_if`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CmpOp {
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = "==")]
+    Eq,
+    #[serde(rename = "!=")]
+    Ne,
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = ">")]
+    Gt,
+}
+
+impl CmpOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Ge => ">=",
+            CmpOp::Gt => ">",
+        }
+    }
+
+    /// `value <op> threshold`. NaN never holds (callers turn NaN into a hold before this).
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            CmpOp::Lt => value < threshold,
+            CmpOp::Le => value <= threshold,
+            CmpOp::Eq => value == threshold,
+            CmpOp::Ne => value != threshold,
+            CmpOp::Ge => value >= threshold,
+            CmpOp::Gt => value > threshold,
+        }
+    }
+}
+
+impl Plan {
+    /// The phase of a kind, when the plan has it.
+    pub fn phase(&self, kind: PhaseKind) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.kind == kind)
+    }
+
+    /// The slice steps (the `slices` phase is mandatory, so never empty after compile).
+    pub fn steps(&self) -> &[u32] {
+        self.phase(PhaseKind::Slices)
+            .map(|p| p.steps.as_slice())
+            .unwrap_or(&[])
+    }
+}

@@ -1,0 +1,219 @@
+//! The state store: migrations, the append-only journal, gate evaluations, scrape history.
+//!
+//! One trait, [`Store`], with one sqlx backend per database ([`sqlite`] now), each with its own
+//! schema under `migrations/<database>/`. Every write that changes a migration is conditional on
+//! the version the caller read (optimistic concurrency): two controllers racing on one migration
+//! never both apply, the loser gets [`StoreError::Conflict`].
+//!
+//! # Guarantees
+//! - A transition (state update + journal entry) commits in one transaction or not at all.
+//! - The journal is append-only (the SQLite schema refuses UPDATE and DELETE on it).
+
+pub mod sqlite;
+
+use std::future::Future;
+
+use serde::Serialize;
+
+use crate::machine::{Snapshot, State};
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No migration of that name in this store.
+    #[error("no migration named {0:?} in this store (see `migrate status` for the ones it has)")]
+    NotFound(String),
+    /// `init` of a name that exists.
+    #[error("a migration named {0:?} already exists in this store")]
+    AlreadyExists(String),
+    /// Somebody else changed the migration since it was read.
+    #[error(
+        "migration {name:?} changed under us (expected version {expected}, now {actual}): another command or controller acted first; re-read its status and retry"
+    )]
+    Conflict {
+        name: String,
+        expected: i64,
+        actual: i64,
+    },
+    /// A row the store cannot make sense of (edited by hand, or a newer schema).
+    #[error("corrupt row in the store: {0}")]
+    Corrupt(String),
+    /// The state URL is not one this build supports.
+    #[error("unsupported state URL {0:?}: use a path, sqlite://PATH")]
+    UnsupportedUrl(String),
+    /// The database itself failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying the schema failed.
+    #[error("cannot apply the schema: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A migration as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MigrationRecord {
+    pub name: String,
+    pub plan_yaml: String,
+    pub plan_path: String,
+    pub plan_hash: String,
+    #[serde(skip)]
+    pub state: State,
+    pub paused: bool,
+    pub version: i64,
+    pub generation: i64,
+    pub published_generation: i64,
+    pub entered_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub created_at_ms: i64,
+}
+
+impl MigrationRecord {
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            state: self.state,
+            paused: self.paused,
+        }
+    }
+}
+
+/// What `init` stores.
+#[derive(Debug, Clone)]
+pub struct NewMigration {
+    pub name: String,
+    pub plan_yaml: String,
+    pub plan_path: String,
+    pub plan_hash: String,
+    pub now_ms: i64,
+    pub actor: String,
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JournalEntry {
+    /// The migration's version after this transition (1 for `init`).
+    pub seq: i64,
+    pub at_ms: i64,
+    pub command: String,
+    #[serde(skip)]
+    pub from: Snapshot,
+    #[serde(skip)]
+    pub to: Snapshot,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub forced: bool,
+    /// The gate readings that justified the transition.
+    pub evidence: serde_json::Value,
+    pub generation: i64,
+}
+
+/// A transition to commit.
+#[derive(Debug, Clone)]
+pub struct Commit {
+    pub expected_version: i64,
+    pub command: String,
+    pub to: Snapshot,
+    pub at_ms: i64,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub forced: bool,
+    pub evidence: serde_json::Value,
+}
+
+/// One stored gate evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateRecord {
+    /// When the step it belongs to was entered (the step's identity).
+    pub step_entered_ms: i64,
+    #[serde(skip)]
+    pub state: State,
+    pub gate: String,
+    /// `exit`, `guard`, `require_peak` or `require_deploy`.
+    pub kind: String,
+    pub query: String,
+    pub value: Option<f64>,
+    pub old_value: Option<f64>,
+    pub samples: u32,
+    pub verdict: String,
+    pub reason: String,
+    pub held_since_ms: Option<i64>,
+    pub peak: Option<f64>,
+    pub at_ms: i64,
+}
+
+/// One kept sample of a scrape source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredPoint {
+    pub series: String,
+    pub metric: String,
+    /// The labels as a JSON array of `[name, value]` pairs.
+    pub labels: String,
+    pub at_ms: i64,
+    pub value: f64,
+}
+
+/// The state store.
+pub trait Store: Send + Sync {
+    /// Register a new migration in `planned` and journal it.
+    fn create(&self, new: &NewMigration) -> impl Future<Output = Result<MigrationRecord>> + Send;
+    /// One migration.
+    fn get(&self, name: &str) -> impl Future<Output = Result<MigrationRecord>> + Send;
+    /// Every migration, by name.
+    fn list(&self) -> impl Future<Output = Result<Vec<MigrationRecord>>> + Send;
+    /// Apply a transition and append its journal entry, in one transaction, only if the
+    /// migration is still at `commit.expected_version`.
+    fn commit(
+        &self,
+        name: &str,
+        commit: &Commit,
+    ) -> impl Future<Output = Result<MigrationRecord>> + Send;
+    /// The journal, oldest first.
+    fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;
+    /// Record a round of gate evaluations.
+    fn record_evaluations(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// The latest evaluation of each gate in the step entered at `step_entered_ms`.
+    fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
+    /// Note that the routing of `generation` reached every publisher.
+    fn mark_published(
+        &self,
+        name: &str,
+        generation: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Kept samples of a scrape source, and the instants it was scraped.
+    fn load_points(
+        &self,
+        name: &str,
+        source: &str,
+    ) -> impl Future<Output = Result<(Vec<StoredPoint>, Vec<i64>)>> + Send;
+    /// Add samples and scrape instants of a scrape source; drop those older than `keep_from_ms`.
+    fn save_points(
+        &self,
+        name: &str,
+        source: &str,
+        points: &[StoredPoint],
+        scrape_times: &[i64],
+        keep_from_ms: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Map a stored (state, step) pair back to a [`State`].
+pub(crate) fn parse_state(name: &str, step: Option<i64>) -> Result<State> {
+    let step = step
+        .map(usize::try_from)
+        .transpose()
+        .map_err(|_| StoreError::Corrupt(format!("negative step for state {name}")))?;
+    State::from_parts(name, step)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown state {name:?} (step {step:?})")))
+}
+
+#[cfg(test)]
+mod tests;

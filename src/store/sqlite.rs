@@ -1,0 +1,422 @@
+//! The SQLite backend of the [`Store`](super::Store) (a file; WAL mode).
+
+use std::borrow::Cow;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::{Row, SqlitePool};
+
+use super::{
+    Commit, GateRecord, JournalEntry, MigrationRecord, NewMigration, Result, Store, StoreError,
+    StoredPoint, parse_state,
+};
+use crate::machine::{Snapshot, State};
+
+/// The schema, embedded so that an installed binary needs no files beside it.
+const SCHEMA: &[(i64, &str, &str)] = &[(
+    1,
+    "init",
+    include_str!("../../migrations/sqlite/0001_init.sql"),
+)];
+
+/// A SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a
+    /// plain path) and bring its schema up to date.
+    ///
+    /// # Errors
+    /// The database cannot be opened or its schema cannot be applied.
+    pub async fn open(url: &str) -> Result<SqliteStore> {
+        let url = if url.starts_with("sqlite:") {
+            url.to_string()
+        } else {
+            format!("sqlite://{url}")
+        };
+        let options = SqliteConnectOptions::from_str(&url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        let migrations = SCHEMA
+            .iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*description),
+                    MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(*sql),
+                    false,
+                )
+            })
+            .collect();
+        Migrator::with_migrations(migrations).run(&pool).await?;
+        Ok(SqliteStore { pool })
+    }
+}
+
+fn b(v: bool) -> i64 {
+    i64::from(v)
+}
+
+fn step_of(state: State) -> Option<i64> {
+    state.step().and_then(|s| i64::try_from(s).ok())
+}
+
+fn migration_row(row: &SqliteRow) -> Result<MigrationRecord> {
+    Ok(MigrationRecord {
+        name: row.try_get("name")?,
+        plan_yaml: row.try_get("plan_yaml")?,
+        plan_path: row.try_get("plan_path")?,
+        plan_hash: row.try_get("plan_hash")?,
+        state: parse_state(row.try_get("state")?, row.try_get("step")?)?,
+        paused: row.try_get::<i64, _>("paused")? != 0,
+        version: row.try_get("version")?,
+        generation: row.try_get("generation")?,
+        published_generation: row.try_get("published_generation")?,
+        entered_at_ms: row.try_get("entered_at")?,
+        updated_at_ms: row.try_get("updated_at")?,
+        created_at_ms: row.try_get("created_at")?,
+    })
+}
+
+fn journal_row(row: &SqliteRow) -> Result<JournalEntry> {
+    let evidence: String = row.try_get("evidence")?;
+    Ok(JournalEntry {
+        seq: row.try_get("seq")?,
+        at_ms: row.try_get("at")?,
+        command: row.try_get("command")?,
+        from: Snapshot {
+            state: parse_state(row.try_get("from_state")?, row.try_get("from_step")?)?,
+            paused: row.try_get::<i64, _>("from_paused")? != 0,
+        },
+        to: Snapshot {
+            state: parse_state(row.try_get("to_state")?, row.try_get("to_step")?)?,
+            paused: row.try_get::<i64, _>("to_paused")? != 0,
+        },
+        actor: row.try_get("actor")?,
+        reason: row.try_get("reason")?,
+        forced: row.try_get::<i64, _>("forced")? != 0,
+        evidence: serde_json::from_str(&evidence)
+            .map_err(|e| StoreError::Corrupt(format!("journal evidence: {e}")))?,
+        generation: row.try_get("generation")?,
+    })
+}
+
+fn gate_row(row: &SqliteRow) -> Result<GateRecord> {
+    Ok(GateRecord {
+        step_entered_ms: row.try_get("step_entered")?,
+        state: parse_state(row.try_get("state")?, row.try_get("step")?)?,
+        gate: row.try_get("gate")?,
+        kind: row.try_get("kind")?,
+        query: row.try_get("query")?,
+        value: row.try_get("value")?,
+        old_value: row.try_get("old_value")?,
+        samples: u32::try_from(row.try_get::<i64, _>("samples")?).unwrap_or(0),
+        verdict: row.try_get("verdict")?,
+        reason: row.try_get("reason")?,
+        held_since_ms: row.try_get("held_since")?,
+        peak: row.try_get("peak")?,
+        at_ms: row.try_get("at")?,
+    })
+}
+
+const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, from_state, \
+     from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
+     generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+impl Store for SqliteStore {
+    async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
+        let mut tx = self.pool.begin().await?;
+        let exists = sqlx::query("SELECT 1 FROM migrations WHERE name = ?")
+            .bind(&new.name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_some() {
+            return Err(StoreError::AlreadyExists(new.name.clone()));
+        }
+        let planned = State::Planned;
+        sqlx::query(
+            "INSERT INTO migrations (name, plan_yaml, plan_path, plan_hash, state, step, paused, \
+             version, generation, published_generation, entered_at, updated_at, created_at) \
+             VALUES (?, ?, ?, ?, ?, NULL, 0, 1, 1, 0, ?, ?, ?)",
+        )
+        .bind(&new.name)
+        .bind(&new.plan_yaml)
+        .bind(&new.plan_path)
+        .bind(&new.plan_hash)
+        .bind(planned.name())
+        .bind(new.now_ms)
+        .bind(new.now_ms)
+        .bind(new.now_ms)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(INSERT_JOURNAL)
+            .bind(&new.name)
+            .bind(1_i64)
+            .bind(new.now_ms)
+            .bind("init")
+            .bind(planned.name())
+            .bind(None::<i64>)
+            .bind(0_i64)
+            .bind(planned.name())
+            .bind(None::<i64>)
+            .bind(0_i64)
+            .bind(&new.actor)
+            .bind(Some(format!("plan {}", new.plan_path)))
+            .bind(0_i64)
+            .bind(serde_json::json!({ "plan_hash": new.plan_hash }).to_string())
+            .bind(1_i64)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.get(&new.name).await
+    }
+
+    async fn get(&self, name: &str) -> Result<MigrationRecord> {
+        let row = sqlx::query("SELECT * FROM migrations WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        migration_row(&row)
+    }
+
+    async fn list(&self) -> Result<Vec<MigrationRecord>> {
+        sqlx::query("SELECT * FROM migrations ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(migration_row)
+            .collect()
+    }
+
+    async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
+        let mut tx = self.pool.begin().await?;
+        let current = sqlx::query("SELECT * FROM migrations WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        let current = migration_row(&current)?;
+        let conflict = || StoreError::Conflict {
+            name: name.to_string(),
+            expected: c.expected_version,
+            actual: current.version,
+        };
+        if current.version != c.expected_version {
+            return Err(conflict());
+        }
+        let version = c.expected_version + 1;
+        let generation = current.generation + 1;
+        let entered_at = if c.to.state == current.state {
+            current.entered_at_ms
+        } else {
+            c.at_ms
+        };
+        let updated = sqlx::query(
+            "UPDATE migrations SET state = ?, step = ?, paused = ?, version = ?, generation = ?, \
+             entered_at = ?, updated_at = ? WHERE name = ? AND version = ?",
+        )
+        .bind(c.to.state.name())
+        .bind(step_of(c.to.state))
+        .bind(b(c.to.paused))
+        .bind(version)
+        .bind(generation)
+        .bind(entered_at)
+        .bind(c.at_ms)
+        .bind(name)
+        .bind(c.expected_version)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(conflict());
+        }
+        sqlx::query(INSERT_JOURNAL)
+            .bind(name)
+            .bind(version)
+            .bind(c.at_ms)
+            .bind(&c.command)
+            .bind(current.state.name())
+            .bind(step_of(current.state))
+            .bind(b(current.paused))
+            .bind(c.to.state.name())
+            .bind(step_of(c.to.state))
+            .bind(b(c.to.paused))
+            .bind(&c.actor)
+            .bind(&c.reason)
+            .bind(b(c.forced))
+            .bind(c.evidence.to_string())
+            .bind(generation)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.get(name).await
+    }
+
+    async fn journal(&self, name: &str) -> Result<Vec<JournalEntry>> {
+        self.get(name).await?;
+        sqlx::query("SELECT * FROM journal WHERE migration = ? ORDER BY seq")
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(journal_row)
+            .collect()
+    }
+
+    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for r in records {
+            sqlx::query(
+                "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
+                 query, value, old_value, samples, verdict, reason, held_since, peak, at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(name)
+            .bind(r.step_entered_ms)
+            .bind(r.state.name())
+            .bind(step_of(r.state))
+            .bind(&r.gate)
+            .bind(&r.kind)
+            .bind(&r.query)
+            .bind(r.value)
+            .bind(r.old_value)
+            .bind(i64::from(r.samples))
+            .bind(&r.verdict)
+            .bind(&r.reason)
+            .bind(r.held_since_ms)
+            .bind(r.peak)
+            .bind(r.at_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+    ) -> Result<Vec<GateRecord>> {
+        sqlx::query(
+            "SELECT g.* FROM gate_evaluations g JOIN (SELECT MAX(id) AS id FROM gate_evaluations \
+             WHERE migration = ? AND step_entered = ? GROUP BY gate, kind) latest \
+             ON g.id = latest.id ORDER BY g.id",
+        )
+        .bind(name)
+        .bind(step_entered_ms)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(gate_row)
+        .collect()
+    }
+
+    async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE migrations SET published_generation = MAX(published_generation, ?) \
+             WHERE name = ?",
+        )
+        .bind(generation)
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
+        let rows = sqlx::query(
+            "SELECT series, metric, labels, at, value FROM scrape_points \
+             WHERE migration = ? AND source = ? ORDER BY series, at",
+        )
+        .bind(name)
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?;
+        let points = rows
+            .iter()
+            .map(|r| {
+                Ok(StoredPoint {
+                    series: r.try_get("series")?,
+                    metric: r.try_get("metric")?,
+                    labels: r.try_get("labels")?,
+                    at_ms: r.try_get("at")?,
+                    value: r.try_get("value")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let times = sqlx::query(
+            "SELECT at FROM scrape_times WHERE migration = ? AND source = ? ORDER BY at",
+        )
+        .bind(name)
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| r.try_get("at"))
+        .collect::<Result<Vec<i64>, _>>()?;
+        Ok((points, times))
+    }
+
+    async fn save_points(
+        &self,
+        name: &str,
+        source: &str,
+        points: &[StoredPoint],
+        scrape_times: &[i64],
+        keep_from_ms: i64,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for at in scrape_times {
+            sqlx::query(
+                "INSERT OR IGNORE INTO scrape_times (migration, source, at) VALUES (?, ?, ?)",
+            )
+            .bind(name)
+            .bind(source)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DELETE FROM scrape_times WHERE migration = ? AND source = ? AND at < ?")
+            .bind(name)
+            .bind(source)
+            .bind(keep_from_ms)
+            .execute(&mut *tx)
+            .await?;
+        for p in points {
+            sqlx::query(
+                "INSERT OR REPLACE INTO scrape_points (migration, source, series, metric, labels, \
+                 at, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(name)
+            .bind(source)
+            .bind(&p.series)
+            .bind(&p.metric)
+            .bind(&p.labels)
+            .bind(p.at_ms)
+            .bind(p.value)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?")
+            .bind(name)
+            .bind(source)
+            .bind(keep_from_ms)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
