@@ -29,10 +29,10 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
     i64::try_from(d.as_millis()).map_err(|_| format!("{text:?} is too far away"))
 }
 
-/// A duration in ms as a person reads it (`1h 30m`).
+/// A duration in ms as a person reads it (`1h 30m`), at second precision.
 pub fn human_ms(ms: i64) -> String {
     let secs = u64::try_from(ms.max(0) / 1000).unwrap_or(0);
-    humantime::format_duration(Duration::from_secs(secs)).to_string()
+    crate::plan::duration_serde::format(Duration::from_secs(secs))
 }
 
 #[cfg(test)]

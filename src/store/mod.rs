@@ -9,6 +9,8 @@
 //! - A transition (state update + journal entry) commits in one transaction or not at all.
 //! - The journal is append-only (the SQLite schema refuses UPDATE and DELETE on it).
 
+pub mod any;
+pub mod postgres;
 pub mod sqlite;
 
 use std::future::Future;
@@ -39,7 +41,9 @@ pub enum StoreError {
     #[error("corrupt row in the store: {0}")]
     Corrupt(String),
     /// The state URL is not one this build supports.
-    #[error("unsupported state URL {0:?}: use a path, sqlite://PATH")]
+    #[error(
+        "unsupported state URL {0:?}: use a path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
+    )]
     UnsupportedUrl(String),
     /// The database itself failed.
     #[error("database error: {0}")]

@@ -137,7 +137,7 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
 
 impl Store for SqliteStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let exists = sqlx::query("SELECT 1 FROM migrations WHERE name = ?")
             .bind(&new.name)
             .fetch_optional(&mut *tx)
@@ -202,7 +202,7 @@ impl Store for SqliteStore {
     }
 
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let current = sqlx::query("SELECT * FROM migrations WHERE name = ?")
             .bind(name)
             .fetch_optional(&mut *tx)
@@ -276,7 +276,7 @@ impl Store for SqliteStore {
     }
 
     async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         for r in records {
             sqlx::query(
                 "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
@@ -378,7 +378,7 @@ impl Store for SqliteStore {
         scrape_times: &[i64],
         keep_from_ms: i64,
     ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         for at in scrape_times {
             sqlx::query(
                 "INSERT OR IGNORE INTO scrape_times (migration, source, at) VALUES (?, ?, ?)",

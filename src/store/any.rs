@@ -1,0 +1,120 @@
+//! One store type for every backend, chosen by the state URL at run time.
+//!
+//! [`open`] reads the URL: `postgres://` or `postgresql://` is PostgreSQL ([`PgStore`]);
+//! `sqlite:` (`sqlite://PATH`, `sqlite::memory:`) or a plain path is SQLite ([`SqliteStore`]); any
+//! other `scheme://` is [`StoreError::UnsupportedUrl`]. [`AnyStore`] implements [`Store`] by
+//! delegating to the backend it holds.
+
+use super::postgres::PgStore;
+use super::sqlite::SqliteStore;
+use super::{
+    Commit, GateRecord, JournalEntry, MigrationRecord, NewMigration, Result, Store, StoreError,
+    StoredPoint,
+};
+
+/// A store of any supported backend.
+#[derive(Debug, Clone)]
+pub enum AnyStore {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+/// Open the store at `url` and bring its schema up to date (see the module doc for the URLs).
+///
+/// # Errors
+/// [`StoreError::UnsupportedUrl`] for an unknown scheme; otherwise what the backend's `open`
+/// returns.
+pub async fn open(url: &str) -> Result<AnyStore> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(AnyStore::Postgres(PgStore::open(url).await?))
+    } else if url.starts_with("sqlite:") || !url.contains("://") {
+        Ok(AnyStore::Sqlite(SqliteStore::open(url).await?))
+    } else {
+        Err(StoreError::UnsupportedUrl(url.to_string()))
+    }
+}
+
+impl AnyStore {
+    /// The backend's name: `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            AnyStore::Sqlite(_) => "sqlite",
+            AnyStore::Postgres(_) => "postgres",
+        }
+    }
+}
+
+impl From<SqliteStore> for AnyStore {
+    fn from(store: SqliteStore) -> AnyStore {
+        AnyStore::Sqlite(store)
+    }
+}
+
+impl From<PgStore> for AnyStore {
+    fn from(store: PgStore) -> AnyStore {
+        AnyStore::Postgres(store)
+    }
+}
+
+/// `delegate!(self, s => s.method(args))`: the same call on whichever backend `self` holds.
+macro_rules! delegate {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            AnyStore::Sqlite($s) => $call.await,
+            AnyStore::Postgres($s) => $call.await,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
+        delegate!(self, s => s.create(new))
+    }
+
+    async fn get(&self, name: &str) -> Result<MigrationRecord> {
+        delegate!(self, s => s.get(name))
+    }
+
+    async fn list(&self) -> Result<Vec<MigrationRecord>> {
+        delegate!(self, s => s.list())
+    }
+
+    async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {
+        delegate!(self, s => s.commit(name, commit))
+    }
+
+    async fn journal(&self, name: &str) -> Result<Vec<JournalEntry>> {
+        delegate!(self, s => s.journal(name))
+    }
+
+    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+        delegate!(self, s => s.record_evaluations(name, records))
+    }
+
+    async fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+    ) -> Result<Vec<GateRecord>> {
+        delegate!(self, s => s.latest_evaluations(name, step_entered_ms))
+    }
+
+    async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        delegate!(self, s => s.mark_published(name, generation))
+    }
+
+    async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
+        delegate!(self, s => s.load_points(name, source))
+    }
+
+    async fn save_points(
+        &self,
+        name: &str,
+        source: &str,
+        points: &[StoredPoint],
+        scrape_times: &[i64],
+        keep_from_ms: i64,
+    ) -> Result<()> {
+        delegate!(self, s => s.save_points(name, source, points, scrape_times, keep_from_ms))
+    }
+}

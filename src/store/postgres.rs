@@ -1,0 +1,441 @@
+//! The PostgreSQL backend of the [`Store`](super::Store), for a team sharing one store.
+//!
+//! Same semantics as the SQLite backend: every transition is one transaction, conditional on the
+//! version the caller read (`UPDATE ... WHERE version = $n`, a loser gets
+//! [`StoreError::Conflict`]); the journal is append-only (a trigger refuses UPDATE, DELETE and
+//! TRUNCATE). The schema is `migrations/postgres/`, embedded in the binary. Text is ordered
+//! bytewise (`COLLATE "C"`), as SQLite orders it, whatever the database's collation.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{PgPool, Row};
+
+use super::{
+    Commit, GateRecord, JournalEntry, MigrationRecord, NewMigration, Result, Store, StoreError,
+    StoredPoint, parse_state,
+};
+use crate::machine::{Snapshot, State};
+
+/// The schema, embedded so that an installed binary needs no files beside it.
+const SCHEMA: &[(i64, &str, &str)] = &[(
+    1,
+    "init",
+    include_str!("../../migrations/postgres/0001_init.sql"),
+)];
+
+/// A PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`
+    /// or `postgresql://...`) and bring its schema up to date. The database must exist.
+    ///
+    /// # Errors
+    /// The database cannot be reached or its schema cannot be applied.
+    pub async fn open(url: &str) -> Result<PgStore> {
+        let options = PgConnectOptions::from_str(url)?.application_name("queue-migrate");
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        let migrations = SCHEMA
+            .iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*description),
+                    MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(*sql),
+                    false,
+                )
+            })
+            .collect();
+        // Takes an advisory lock: stores opening at once apply the schema once.
+        Migrator::with_migrations(migrations).run(&pool).await?;
+        Ok(PgStore { pool })
+    }
+}
+
+fn step_of(state: State) -> Option<i64> {
+    state.step().and_then(|s| i64::try_from(s).ok())
+}
+
+fn migration_row(row: &PgRow) -> Result<MigrationRecord> {
+    Ok(MigrationRecord {
+        name: row.try_get("name")?,
+        plan_yaml: row.try_get("plan_yaml")?,
+        plan_path: row.try_get("plan_path")?,
+        plan_hash: row.try_get("plan_hash")?,
+        state: parse_state(row.try_get("state")?, row.try_get("step")?)?,
+        paused: row.try_get("paused")?,
+        version: row.try_get("version")?,
+        generation: row.try_get("generation")?,
+        published_generation: row.try_get("published_generation")?,
+        entered_at_ms: row.try_get("entered_at")?,
+        updated_at_ms: row.try_get("updated_at")?,
+        created_at_ms: row.try_get("created_at")?,
+    })
+}
+
+fn journal_row(row: &PgRow) -> Result<JournalEntry> {
+    let evidence: String = row.try_get("evidence")?;
+    Ok(JournalEntry {
+        seq: row.try_get("seq")?,
+        at_ms: row.try_get("at")?,
+        command: row.try_get("command")?,
+        from: Snapshot {
+            state: parse_state(row.try_get("from_state")?, row.try_get("from_step")?)?,
+            paused: row.try_get("from_paused")?,
+        },
+        to: Snapshot {
+            state: parse_state(row.try_get("to_state")?, row.try_get("to_step")?)?,
+            paused: row.try_get("to_paused")?,
+        },
+        actor: row.try_get("actor")?,
+        reason: row.try_get("reason")?,
+        forced: row.try_get("forced")?,
+        evidence: serde_json::from_str(&evidence)
+            .map_err(|e| StoreError::Corrupt(format!("journal evidence: {e}")))?,
+        generation: row.try_get("generation")?,
+    })
+}
+
+fn gate_row(row: &PgRow) -> Result<GateRecord> {
+    let samples: i64 = row.try_get("samples")?;
+    Ok(GateRecord {
+        step_entered_ms: row.try_get("step_entered")?,
+        state: parse_state(row.try_get("state")?, row.try_get("step")?)?,
+        gate: row.try_get("gate")?,
+        kind: row.try_get("kind")?,
+        query: row.try_get("query")?,
+        value: row.try_get("value")?,
+        old_value: row.try_get("old_value")?,
+        samples: u32::try_from(samples).map_err(|_| {
+            StoreError::Corrupt(format!("gate evaluation with {samples} samples"))
+        })?,
+        verdict: row.try_get("verdict")?,
+        reason: row.try_get("reason")?,
+        held_since_ms: row.try_get("held_since")?,
+        peak: row.try_get("peak")?,
+        at_ms: row.try_get("at")?,
+    })
+}
+
+const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, from_state, \
+     from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
+     generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+
+impl Store for PgStore {
+    async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
+        let mut tx = self.pool.begin().await?;
+        let planned = State::Planned;
+        // ON CONFLICT: a concurrent `init` of the same name is AlreadyExists, not a database
+        // error.
+        let row = sqlx::query(
+            "INSERT INTO migrations (name, plan_yaml, plan_path, plan_hash, state, step, paused, \
+             version, generation, published_generation, entered_at, updated_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, NULL, FALSE, 1, 1, 0, $6, $6, $6) \
+             ON CONFLICT (name) DO NOTHING RETURNING *",
+        )
+        .bind(&new.name)
+        .bind(&new.plan_yaml)
+        .bind(&new.plan_path)
+        .bind(&new.plan_hash)
+        .bind(planned.name())
+        .bind(new.now_ms)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::AlreadyExists(new.name.clone()))?;
+        let record = migration_row(&row)?;
+        sqlx::query(INSERT_JOURNAL)
+            .bind(&new.name)
+            .bind(1_i64)
+            .bind(new.now_ms)
+            .bind("init")
+            .bind(planned.name())
+            .bind(None::<i64>)
+            .bind(false)
+            .bind(planned.name())
+            .bind(None::<i64>)
+            .bind(false)
+            .bind(&new.actor)
+            .bind(Some(format!("plan {}", new.plan_path)))
+            .bind(false)
+            .bind(serde_json::json!({ "plan_hash": new.plan_hash }).to_string())
+            .bind(1_i64)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn get(&self, name: &str) -> Result<MigrationRecord> {
+        let row = sqlx::query("SELECT * FROM migrations WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        migration_row(&row)
+    }
+
+    async fn list(&self) -> Result<Vec<MigrationRecord>> {
+        sqlx::query(r#"SELECT * FROM migrations ORDER BY name COLLATE "C""#)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(migration_row)
+            .collect()
+    }
+
+    async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
+        let mut tx = self.pool.begin().await?;
+        // FOR UPDATE: a concurrent commit waits here until this one is done, then reads the
+        // version this one wrote, so its Conflict names the actual version.
+        let current = sqlx::query("SELECT * FROM migrations WHERE name = $1 FOR UPDATE")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        let current = migration_row(&current)?;
+        let conflict = || StoreError::Conflict {
+            name: name.to_string(),
+            expected: c.expected_version,
+            actual: current.version,
+        };
+        if current.version != c.expected_version {
+            return Err(conflict());
+        }
+        let version = c.expected_version + 1;
+        let generation = current.generation + 1;
+        let entered_at = if c.to.state == current.state {
+            current.entered_at_ms
+        } else {
+            c.at_ms
+        };
+        let updated = sqlx::query(
+            "UPDATE migrations SET state = $1, step = $2, paused = $3, version = $4, \
+             generation = $5, entered_at = $6, updated_at = $7 \
+             WHERE name = $8 AND version = $9 RETURNING *",
+        )
+        .bind(c.to.state.name())
+        .bind(step_of(c.to.state))
+        .bind(c.to.paused)
+        .bind(version)
+        .bind(generation)
+        .bind(entered_at)
+        .bind(c.at_ms)
+        .bind(name)
+        .bind(c.expected_version)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(conflict)?;
+        let record = migration_row(&updated)?;
+        sqlx::query(INSERT_JOURNAL)
+            .bind(name)
+            .bind(version)
+            .bind(c.at_ms)
+            .bind(&c.command)
+            .bind(current.state.name())
+            .bind(step_of(current.state))
+            .bind(current.paused)
+            .bind(c.to.state.name())
+            .bind(step_of(c.to.state))
+            .bind(c.to.paused)
+            .bind(&c.actor)
+            .bind(&c.reason)
+            .bind(c.forced)
+            .bind(c.evidence.to_string())
+            .bind(generation)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn journal(&self, name: &str) -> Result<Vec<JournalEntry>> {
+        self.get(name).await?;
+        sqlx::query("SELECT * FROM journal WHERE migration = $1 ORDER BY seq")
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(journal_row)
+            .collect()
+    }
+
+    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for r in records {
+            sqlx::query(
+                "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
+                 query, value, old_value, samples, verdict, reason, held_since, peak, at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            )
+            .bind(name)
+            .bind(r.step_entered_ms)
+            .bind(r.state.name())
+            .bind(step_of(r.state))
+            .bind(&r.gate)
+            .bind(&r.kind)
+            .bind(&r.query)
+            .bind(r.value)
+            .bind(r.old_value)
+            .bind(i64::from(r.samples))
+            .bind(&r.verdict)
+            .bind(&r.reason)
+            .bind(r.held_since_ms)
+            .bind(r.peak)
+            .bind(r.at_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+    ) -> Result<Vec<GateRecord>> {
+        sqlx::query(
+            "SELECT g.* FROM gate_evaluations g JOIN (SELECT MAX(id) AS id FROM gate_evaluations \
+             WHERE migration = $1 AND step_entered = $2 GROUP BY gate, kind) latest \
+             ON g.id = latest.id ORDER BY g.id",
+        )
+        .bind(name)
+        .bind(step_entered_ms)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(gate_row)
+        .collect()
+    }
+
+    async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE migrations SET published_generation = GREATEST(published_generation, $1) \
+             WHERE name = $2",
+        )
+        .bind(generation)
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
+        let rows = sqlx::query(
+            r#"SELECT series, metric, labels, at, value FROM scrape_points
+               WHERE migration = $1 AND source = $2 ORDER BY series COLLATE "C", at"#,
+        )
+        .bind(name)
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?;
+        let points = rows
+            .iter()
+            .map(|r| {
+                Ok(StoredPoint {
+                    series: r.try_get("series")?,
+                    metric: r.try_get("metric")?,
+                    labels: r.try_get("labels")?,
+                    at_ms: r.try_get("at")?,
+                    value: r.try_get("value")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let times = sqlx::query(
+            "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 ORDER BY at",
+        )
+        .bind(name)
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| r.try_get("at"))
+        .collect::<Result<Vec<i64>, _>>()?;
+        Ok((points, times))
+    }
+
+    async fn save_points(
+        &self,
+        name: &str,
+        source: &str,
+        points: &[StoredPoint],
+        scrape_times: &[i64],
+        keep_from_ms: i64,
+    ) -> Result<()> {
+        // One statement per table (arrays + UNNEST), not one round trip per row. A point given
+        // twice for one (series, at) keeps the last, as SQLite's INSERT OR REPLACE does (and
+        // ON CONFLICT DO UPDATE may touch a row only once per statement).
+        let mut last: HashMap<(&str, i64), &StoredPoint> = HashMap::with_capacity(points.len());
+        for p in points {
+            last.insert((p.series.as_str(), p.at_ms), p);
+        }
+        let mut series = Vec::with_capacity(last.len());
+        let mut metrics = Vec::with_capacity(last.len());
+        let mut labels = Vec::with_capacity(last.len());
+        let mut ats = Vec::with_capacity(last.len());
+        let mut values = Vec::with_capacity(last.len());
+        for p in last.into_values() {
+            series.push(p.series.as_str());
+            metrics.push(p.metric.as_str());
+            labels.push(p.labels.as_str());
+            ats.push(p.at_ms);
+            values.push(p.value);
+        }
+
+        let mut tx = self.pool.begin().await?;
+        if !scrape_times.is_empty() {
+            sqlx::query(
+                "INSERT INTO scrape_times (migration, source, at) \
+                 SELECT $1, $2, at FROM UNNEST($3::BIGINT[]) AS t(at) ON CONFLICT DO NOTHING",
+            )
+            .bind(name)
+            .bind(source)
+            .bind(scrape_times)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DELETE FROM scrape_times WHERE migration = $1 AND source = $2 AND at < $3")
+            .bind(name)
+            .bind(source)
+            .bind(keep_from_ms)
+            .execute(&mut *tx)
+            .await?;
+        if !series.is_empty() {
+            sqlx::query(
+                "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
+                 SELECT $1, $2, p.* FROM UNNEST($3::TEXT[], $4::TEXT[], $5::TEXT[], \
+                 $6::BIGINT[], $7::DOUBLE PRECISION[]) AS p(series, metric, labels, at, value) \
+                 ON CONFLICT (migration, source, series, at) DO UPDATE SET \
+                 metric = EXCLUDED.metric, labels = EXCLUDED.labels, value = EXCLUDED.value",
+            )
+            .bind(name)
+            .bind(source)
+            .bind(&series)
+            .bind(&metrics)
+            .bind(&labels)
+            .bind(&ats)
+            .bind(&values)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DELETE FROM scrape_points WHERE migration = $1 AND source = $2 AND at < $3")
+            .bind(name)
+            .bind(source)
+            .bind(keep_from_ms)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,437 @@
+//! The whole CLI story against real HTTP sources: a migration from planned to complete, a
+//! rollback at every state, holds when a source is down, `for:` durations with injected time.
+
+mod common;
+
+use common::Bench;
+
+/// Advance one step with every indicator green, waiting out minimum times and `for:` periods by
+/// moving the injected clock (never sleeping).
+fn advance_green(b: &mut Bench) -> (String, Option<u64>) {
+    for _ in 0..10 {
+        let r = b.run(&["advance", "local", "--confirm", "local"]);
+        match r.code {
+            0 => return b.state(),
+            3 => b.minute += 1,
+            other => panic!("advance exited {other}\n{}\n{}", r.stdout, r.stderr),
+        }
+    }
+    panic!("advance stayed gated for 10 minutes: {}", b.status());
+}
+
+#[test]
+fn a_whole_migration_from_planned_to_complete() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    assert_eq!(b.state(), ("planned".into(), None));
+    assert_eq!(b.routing_file()["consume"], serde_json::json!(["old"]));
+
+    let expected = [
+        ("consume_dual", None, 0, vec!["old", "new"]),
+        ("synthetic", None, 0, vec!["old", "new"]),
+        ("slices", Some(0), 1, vec!["old", "new"]),
+        ("slices", Some(1), 4, vec!["old", "new"]),
+        ("slices", Some(2), 8, vec!["old", "new"]),
+        ("drain", None, 8, vec!["old", "new"]),
+        ("disconnect", None, 8, vec!["new"]),
+        ("complete", None, 8, vec!["new"]),
+    ];
+    let mut last_generation = b.routing_file()["generation"].as_u64().unwrap();
+    for (state, step, migrated, consume) in expected {
+        let now = advance_green(&mut b);
+        assert_eq!(now, (state.to_string(), step));
+        let doc = b.routing_file();
+        assert_eq!(doc["state"], state);
+        assert_eq!(doc["slices_migrated"], migrated);
+        assert_eq!(doc["consume"], serde_json::json!(consume));
+        let g = doc["generation"].as_u64().unwrap();
+        assert!(g > last_generation, "generation must increase");
+        last_generation = g;
+    }
+
+    // Nothing leaves complete.
+    let r = b.ok(&["rollback", "local", "--reason", "too late"], 2);
+    assert!(r.stderr.contains("complete"), "{}", r.stderr);
+
+    // The journal is a consistent chain: each transition starts where the previous ended.
+    let history = b.ok(&["history", "local", "--json"], 0).json();
+    let entries = history.as_array().unwrap();
+    assert_eq!(entries.first().unwrap()["command"], "init");
+    for pair in entries.windows(2) {
+        assert_eq!(pair[0]["to"], pair[1]["from"], "{pair:?}");
+        assert_eq!(
+            pair[1]["seq"].as_i64(),
+            pair[0]["seq"].as_i64().map(|s| s + 1)
+        );
+    }
+    // Every gated advance carries its evidence.
+    let drain_exit = entries
+        .iter()
+        .find(|e| e["from"] == "drain")
+        .expect("left drain");
+    let gates = drain_exit["evidence"]["gates"].as_array().unwrap();
+    assert_eq!(gates[0]["name"], "old queue empty");
+    assert_eq!(gates[0]["verdict"], "pass");
+}
+
+#[test]
+fn rollback_at_every_state_moves_exactly_one_step_back() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    let r = b.ok(&["rollback", "local", "--reason", "nothing yet"], 2);
+    assert!(r.stderr.contains("nothing to roll back"), "{}", r.stderr);
+
+    let mut previous = b.state();
+    loop {
+        let now = advance_green(&mut b);
+        if now.0 == "complete" {
+            break;
+        }
+        let before = b.status()["version"].as_i64().unwrap();
+        b.ok(&["rollback", "local", "--reason", "rehearsal"], 0);
+        assert_eq!(b.state(), previous, "rollback from {now:?}");
+        assert_eq!(b.status()["version"].as_i64().unwrap(), before + 1);
+        // ...and the routing file follows.
+        let doc = b.routing_file();
+        assert_eq!(doc["state"], previous.0.as_str());
+        // Climb back up to where we were.
+        assert_eq!(advance_green(&mut b), now);
+        previous = now;
+    }
+}
+
+#[test]
+fn a_source_that_is_down_holds_and_changes_nothing() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    advance_green(&mut b); // consume_dual
+    advance_green(&mut b); // synthetic: its gate reads the prometheus source
+    b.indicators.set_down(true);
+    let version = b.status()["version"].as_i64().unwrap();
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    let out = r.json();
+    assert_eq!(out["gates"][0]["verdict"], "hold");
+    assert!(
+        out["gates"][0]["reason"].as_str().unwrap().contains("503"),
+        "{}",
+        out["gates"][0]["reason"]
+    );
+    assert_eq!(b.status()["version"].as_i64().unwrap(), version);
+
+    // A source that does not listen at all is a hold too.
+    b.prom_url = "http://127.0.0.1:9".into();
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    assert_eq!(r.json()["gates"][0]["verdict"], "hold");
+    let status = b.status();
+    assert_eq!(status["gates"][0]["verdict"], "hold");
+    assert!(
+        status["gates"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.1:9")
+    );
+    assert_eq!(status["version"].as_i64().unwrap(), version);
+}
+
+#[test]
+fn garbage_metrics_hold_with_the_line_number() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    advance_green(&mut b); // consume_dual: its gate reads the scrape source
+    b.indicators.world.lock().unwrap().extra_metrics = "broken{x=\"1\" 3\n".into();
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    let reason = r.json()["gates"][0]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("line 11"), "{reason}");
+}
+
+#[test]
+fn for_durations_are_honoured_with_injected_time() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state().0 != "drain" {
+        advance_green(&mut b);
+    }
+    // quiet = max_backoff 2m + visibility_timeout 1m = 3m.
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    assert!(
+        r.json()["gates"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("held for 0s of 3m")
+    );
+    b.minute += 2;
+    b.ok(&["advance", "local"], 3);
+    // A message reappears (a retry came back): the clock restarts.
+    b.indicators.set("app_old_depth", 4.0);
+    b.minute += 1;
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    assert_eq!(r.json()["gates"][0]["verdict"], "fail");
+    b.indicators.set("app_old_depth", 0.0);
+    b.minute += 1;
+    b.ok(&["advance", "local"], 3);
+    b.minute += 2;
+    b.ok(&["advance", "local"], 3);
+    b.minute += 1;
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "disconnect");
+}
+
+#[test]
+fn minimum_time_is_a_minimum_never_sufficient() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state() != ("slices".into(), Some(0)) {
+        advance_green(&mut b);
+    }
+    // observe: 1m. Gates pass but the minute has not passed.
+    let r = b.ok(&["advance", "local"], 3);
+    assert!(r.stdout.contains("minimum time not met"), "{}", r.stdout);
+    // Time passes but the gate fails: still no.
+    b.minute += 5;
+    b.indicators.set("app_error_ratio_new", 0.02);
+    b.ok(&["advance", "local"], 3);
+    b.indicators.set("app_error_ratio_new", 0.001);
+    b.ok(&["advance", "local"], 0);
+}
+
+#[test]
+fn a_failing_guard_blocks_advance() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state() != ("slices".into(), Some(0)) {
+        advance_green(&mut b);
+    }
+    b.minute += 5;
+    b.indicators.set("app_error_ratio_new", 0.2);
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    let blockers = r.json()["blockers"].to_string();
+    assert!(
+        blockers.contains("guard error ratio breach fails"),
+        "{blockers}"
+    );
+}
+
+#[test]
+fn dry_run_shows_the_routing_it_would_publish_and_changes_nothing() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    advance_green(&mut b);
+    advance_green(&mut b);
+    let before = b.status();
+    let r = b.ok(&["advance", "local", "--dry-run", "--json"], 0);
+    let out = r.json();
+    assert_eq!(out["routing"]["state"], "slices");
+    assert_eq!(out["routing"]["slices_migrated"], 1);
+    assert_eq!(out["applied"], serde_json::Value::Null);
+    assert_eq!(b.status()["version"], before["version"]);
+    assert_eq!(b.routing_file()["state"], "synthetic");
+}
+
+#[test]
+fn force_needs_a_reason_and_is_journaled() {
+    let mut b = Bench::new();
+    b.init();
+    advance_green(&mut b); // planned -> consume_dual has no gates
+    // Sources report nothing: the gate fails.
+    let r = b.run(&["advance", "local", "--force"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    b.ok(&["advance", "local"], 3);
+    b.ok(
+        &[
+            "advance",
+            "local",
+            "--force",
+            "--reason",
+            "consumer verified by hand",
+        ],
+        0,
+    );
+    let history = b.ok(&["history", "local", "--json"], 0).json();
+    let last = history.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["forced"], true);
+    assert_eq!(last["reason"], "consumer verified by hand");
+    assert!(
+        !last["evidence"]["overridden"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn complete_needs_the_name_as_confirmation() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state().0 != "disconnect" {
+        advance_green(&mut b);
+    }
+    b.minute += 5;
+    let r = b.ok(&["advance", "local"], 2);
+    assert!(r.stderr.contains("--confirm local"), "{}", r.stderr);
+    b.ok(&["advance", "local", "--confirm", "wrong"], 2);
+    assert_eq!(b.state().0, "disconnect");
+    b.ok(&["advance", "local", "--confirm", "local"], 0);
+    assert_eq!(b.state().0, "complete");
+}
+
+#[test]
+fn pause_resume_and_abort() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state() != ("slices".into(), Some(1)) {
+        advance_green(&mut b);
+    }
+    b.ok(&["pause", "local"], 0);
+    b.minute += 5;
+    let r = b.ok(&["advance", "local"], 2);
+    assert!(r.stderr.contains("paused"), "{}", r.stderr);
+    b.ok(&["pause", "local"], 2);
+    // Rollback still works while paused, and stays paused.
+    b.ok(&["rollback", "local", "--reason", "r"], 0);
+    assert_eq!(b.status()["paused"], true);
+    b.ok(&["resume", "local"], 0);
+    b.ok(&["resume", "local"], 2);
+    advance_green(&mut b);
+    b.ok(&["abort", "local"], 2); // needs a reason
+    b.ok(&["abort", "local", "--reason", "vendor incident"], 0);
+    let s = b.status();
+    assert_eq!(s["state"], "synthetic");
+    assert_eq!(s["paused"], true);
+    assert_eq!(s["routing"]["slices_migrated"], 0);
+    assert_eq!(s["routing"]["consume"], serde_json::json!(["old", "new"]));
+    assert_eq!(b.routing_file()["slices_migrated"], 0);
+}
+
+#[test]
+fn unknown_migration_and_bad_input_exit_2_and_change_nothing() {
+    let b = Bench::new();
+    b.init();
+    let r = b.ok(&["status", "nope"], 2);
+    assert!(
+        r.stderr.contains("no migration named \"nope\""),
+        "{}",
+        r.stderr
+    );
+    b.ok(&["advance", "nope"], 2);
+    b.ok(&["init", "/does/not/exist.yaml"], 2);
+    let r = b.ok(&["init", b.plan.to_str().unwrap()], 2);
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+    b.ok(&["resume", "local"], 2);
+    let r = b.ok(&["advance", "local", "--now", "not a time"], 2);
+    assert!(r.stderr.contains("--now"), "{}", r.stderr);
+    assert_eq!(b.status()["version"], 1);
+}
+
+#[test]
+fn status_json_contract() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    advance_green(&mut b);
+    let s = b.status();
+    for field in [
+        "migration",
+        "state",
+        "step",
+        "paused",
+        "version",
+        "entered_at",
+        "routing",
+        "gates",
+    ] {
+        assert!(s.get(field).is_some(), "status --json lacks {field}: {s}");
+    }
+    let g = &s["gates"][0];
+    assert_eq!(g["phase"], "consume_dual");
+    assert_eq!(g["name"], "new consumer connected");
+    assert_eq!(g["kind"], "exit");
+    assert_eq!(g["verdict"], "hold");
+    assert!(g["reason"].as_str().unwrap().contains("not evaluated yet"));
+    b.ok(&["advance", "local", "--dry-run"], 0);
+    // A dry run records nothing...
+    assert_eq!(b.status()["gates"][0]["verdict"], "hold");
+    // ...a real evaluation does.
+    b.indicators.set("app_new_consumer_connected", 0.0);
+    b.ok(&["advance", "local"], 3);
+    let g = b.status()["gates"][0].clone();
+    assert_eq!(g["verdict"], "fail");
+    assert_eq!(g["value"], 0.0);
+    assert!(g["evaluated_at"].is_string());
+    for field in [
+        "migration",
+        "generation",
+        "state",
+        "step",
+        "paused",
+        "slices_total",
+        "slices_migrated",
+        "consume",
+        "brokers",
+        "updated_at",
+    ] {
+        assert!(s["routing"].get(field).is_some(), "routing lacks {field}");
+    }
+    let all = b.ok(&["status", "--json"], 0).json();
+    assert!(all.is_array());
+}
+
+#[test]
+fn routing_left_behind_by_a_failed_write_is_republished_by_the_next_command() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    // Make the routing file unwritable: a directory stands where the file goes.
+    let target = b.path("local.routing.json");
+    std::fs::remove_file(&target).unwrap();
+    std::fs::create_dir(&target).unwrap();
+    let r = b.run(&["advance", "local"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("the transition is committed"),
+        "{}",
+        r.stderr
+    );
+    let s = b.status();
+    assert_eq!(s["state"], "consume_dual");
+    assert_eq!(s["routing_published"], false);
+    std::fs::remove_dir(&target).unwrap();
+    b.minute += 1;
+    b.status();
+    let doc = b.routing_file();
+    assert_eq!(doc["state"], "consume_dual");
+    assert_eq!(b.status()["routing_published"], true);
+}
+
+#[test]
+fn concurrent_commands_never_both_apply() {
+    let b = Bench::new();
+    b.init();
+    let b = std::sync::Arc::new(b);
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || b.run(&["pause", "local"]).code)
+        })
+        .collect();
+    let codes: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    assert!(codes.iter().all(|c| [0, 2, 4].contains(c)), "{codes:?}");
+    let history = b.ok(&["history", "local", "--json"], 0).json();
+    let pauses = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["command"] == "pause")
+        .count();
+    assert_eq!(pauses, 1);
+}

@@ -1,0 +1,237 @@
+//! Shared harness for the CLI integration tests: a real HTTP server on 127.0.0.1:0 that serves
+//! `/metrics` (text exposition) and a PromQL-compatible `/api/v1/query` whose values the test
+//! changes, and a runner for the real `migrate` binary with injected time.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// What the fake sources answer.
+#[derive(Default)]
+pub struct World {
+    /// metric name → value, served by both endpoints.
+    pub values: BTreeMap<String, f64>,
+    /// When set, both endpoints answer 503.
+    pub down: bool,
+    /// Raw lines appended to /metrics (to serve garbage).
+    pub extra_metrics: String,
+}
+
+#[derive(Clone)]
+pub struct Indicators {
+    pub world: Arc<Mutex<World>>,
+    pub addr: SocketAddr,
+    _rt: Arc<tokio::runtime::Runtime>,
+}
+
+async fn metrics(State(w): State<Arc<Mutex<World>>>) -> Response {
+    let w = w.lock().unwrap();
+    if w.down {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    let mut body = String::new();
+    for (k, v) in &w.values {
+        body.push_str(&format!("# TYPE {k} gauge\n{k} {v}\n"));
+    }
+    body.push_str(&w.extra_metrics);
+    body.into_response()
+}
+
+async fn query(
+    State(w): State<Arc<Mutex<World>>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let w = w.lock().unwrap();
+    if w.down {
+        return (StatusCode::SERVICE_UNAVAILABLE, "down").into_response();
+    }
+    let expr = q.get("query").cloned().unwrap_or_default();
+    let time = q.get("time").cloned().unwrap_or_else(|| "0".into());
+    let result = match w.values.get(expr.trim()) {
+        Some(v) => format!(r#"[{{"metric":{{}},"value":[{time},"{v}"]}}]"#),
+        None => "[]".into(),
+    };
+    (
+        [("content-type", "application/json")],
+        format!(r#"{{"status":"success","data":{{"resultType":"vector","result":{result}}}}}"#),
+    )
+        .into_response()
+}
+
+impl Indicators {
+    /// Start the server on its own runtime (the tests themselves are synchronous).
+    pub fn start() -> Indicators {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let world = Arc::new(Mutex::new(World::default()));
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/api/v1/query", get(query))
+            .with_state(world.clone());
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Indicators {
+            world,
+            addr,
+            _rt: Arc::new(rt),
+        }
+    }
+
+    pub fn set(&self, metric: &str, value: f64) {
+        self.world
+            .lock()
+            .unwrap()
+            .values
+            .insert(metric.into(), value);
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.world.lock().unwrap().down = down;
+    }
+
+    pub fn prom_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn scrape_url(&self) -> String {
+        format!("http://{}/metrics", self.addr)
+    }
+
+    /// Every indicator of plans/local.yaml at a passing value.
+    pub fn all_green(&self) {
+        self.set("app_new_consumer_connected", 1.0);
+        self.set("app_probe_ok", 1.0);
+        self.set("app_error_ratio_new", 0.001);
+        self.set("app_old_depth", 0.0);
+        self.set("app_old_publishers", 0.0);
+    }
+}
+
+/// A scratch directory with a copy of a plan, a state store, and the fake sources.
+pub struct Bench {
+    pub dir: tempfile::TempDir,
+    pub indicators: Indicators,
+    pub plan: PathBuf,
+    /// Minutes since the start instant, for `--now`.
+    pub minute: i64,
+    pub prom_url: String,
+}
+
+/// 2026-11-30T00:00:00Z in seconds.
+pub const T0: i64 = 1_795_996_800;
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+impl Bench {
+    pub fn new() -> Bench {
+        Bench::with_plan(include_str!("../../plans/local.yaml"))
+    }
+
+    pub fn with_plan(yaml: &str) -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("local.yaml");
+        std::fs::write(&plan, yaml).unwrap();
+        let indicators = Indicators::start();
+        let prom_url = indicators.prom_url();
+        Bench {
+            dir,
+            indicators,
+            plan,
+            minute: 0,
+            prom_url,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn now(&self) -> String {
+        let secs = T0 + self.minute * 60;
+        humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64),
+        )
+        .to_string()
+    }
+
+    /// Run `migrate ARGS` at the bench's current minute.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out: Output = Command::new(env!("CARGO_BIN_EXE_migrate"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("MIGRATE_STATE", self.path("state.db"))
+            .env("MIGRATE_NOW", self.now())
+            .env("MIGRATE_ACTOR", "test")
+            .env("QM_PROM_URL", &self.prom_url)
+            .env("QM_SCRAPE_URL", self.indicators.scrape_url())
+            .env_remove("MIGRATE_LOG")
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Run and insist on an exit code.
+    pub fn ok(&self, args: &[&str], code: i32) -> Run {
+        let r = self.run(args);
+        assert_eq!(
+            r.code, code,
+            "migrate {args:?} exited {} (want {code})\nstdout:\n{}\nstderr:\n{}",
+            r.code, r.stdout, r.stderr
+        );
+        r
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        self.ok(&["status", "local", "--json"], 0).json()
+    }
+
+    /// (state, step) of the migration.
+    pub fn state(&self) -> (String, Option<u64>) {
+        let s = self.status();
+        (s["state"].as_str().unwrap().to_string(), s["step"].as_u64())
+    }
+
+    pub fn routing_file(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.path("local.routing.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub fn init(&self) {
+        self.ok(&["init", self.plan.to_str().unwrap()], 0);
+    }
+}
+
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}
