@@ -19,6 +19,7 @@
 //! - [`indicators::fetch`] — HTTP to indicator sources.
 //! - [`store`] — the state store (SQLite via sqlx): migrations, journal, gate evaluations.
 //! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
+//! - [`daemon`] — `migrate run`: the loop, the lease, the HTTP API, webhooks.
 //! - `cli` — the `migrate` command line, one file per subcommand.
 //!
 //! Cargo features: `routing` (the slice function and the routing document, for producers and
@@ -31,6 +32,8 @@ pub mod routing;
 
 #[cfg(feature = "controller")]
 pub mod controller;
+#[cfg(feature = "controller")]
+pub mod daemon;
 #[cfg(feature = "controller")]
 pub mod gate;
 #[cfg(feature = "controller")]

@@ -16,6 +16,8 @@ CREATE TABLE migrations (
     generation           BIGINT NOT NULL,
     -- generation last written to the plan's routing publishers
     published_generation BIGINT NOT NULL DEFAULT 0,
+    -- why the last publication failed (NULL once every publisher has the current generation)
+    publish_error        TEXT,
     -- when the current state was entered (pause/resume keep it)
     entered_at           BIGINT NOT NULL,
     -- when the last transition happened
@@ -96,4 +98,11 @@ CREATE TABLE scrape_times (
     source    TEXT NOT NULL,
     at        BIGINT NOT NULL,
     PRIMARY KEY (migration, source, at)
+);
+
+-- One active controller per store: the daemon holding a lease acts, the others stand by.
+CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at BIGINT NOT NULL
 );

@@ -15,6 +15,8 @@ CREATE TABLE migrations (
     generation           INTEGER NOT NULL,
     -- generation last written to the plan's routing publishers
     published_generation INTEGER NOT NULL DEFAULT 0,
+    -- why the last publication failed (NULL once every publisher has the current generation)
+    publish_error        TEXT,
     -- when the current state was entered (pause/resume keep it)
     entered_at           INTEGER NOT NULL,
     -- when the last transition happened
@@ -88,4 +90,11 @@ CREATE TABLE scrape_times (
     source    TEXT NOT NULL,
     at        INTEGER NOT NULL,
     PRIMARY KEY (migration, source, at)
+);
+
+-- One active controller per store: the daemon holding a lease acts, the others stand by.
+CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
 );

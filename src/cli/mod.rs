@@ -12,6 +12,7 @@ mod plan_check;
 mod resume;
 mod rollback;
 mod routing;
+mod run;
 mod slice;
 mod status;
 mod transition;
@@ -26,7 +27,7 @@ use crate::controller::{Actor, Controller, ControllerError};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::SystemResolve;
 use crate::store::StoreError;
-use crate::store::sqlite::SqliteStore;
+use crate::store::any::AnyStore;
 
 /// Move a live message flow from one broker to another, one gated, journaled, reversible step at
 /// a time.
@@ -56,7 +57,7 @@ pub struct Cli {
 /// Options every subcommand takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The state store: a SQLite file path or sqlite://PATH.
+    /// The state store: a SQLite file path, sqlite://PATH, or postgres://USER@HOST/DB.
     #[arg(
         long,
         global = true,
@@ -94,6 +95,9 @@ pub enum Cmd {
     Resume(resume::ResumeArgs),
     /// Send every slice back to the old broker at once; consumers keep reading both; pauses.
     Abort(abort::AbortArgs),
+    /// The daemon: auto-advance every active migration, act on guard breaches, serve the HTTP
+    /// API and /metrics.
+    Run(run::RunArgs),
     /// The journal: every transition with actor, reason and evidence.
     History(history::HistoryArgs),
     /// The routing document producers and consumers follow.
@@ -178,14 +182,15 @@ impl Ctx {
         Actor { name, reason }
     }
 
-    pub async fn store(&self) -> Result<SqliteStore, CliError> {
+    pub async fn store(&self) -> Result<AnyStore, CliError> {
         let url = &self.global.state;
-        if url.contains("://") && !url.starts_with("sqlite:") {
-            return Err(StoreError::UnsupportedUrl(url.clone()).into());
-        }
-        SqliteStore::open(url)
-            .await
-            .map_err(|e| CliError::new(1, format!("cannot open the state store {url}: {e}")))
+        crate::store::any::open(url).await.map_err(|e| match e {
+            StoreError::UnsupportedUrl(_) => CliError::input(e.to_string()),
+            e => CliError::new(
+                1,
+                format!("cannot open the state store {}: {e}", redact_url(url)),
+            ),
+        })
     }
 
     pub fn fetcher(&self) -> Result<Fetcher, CliError> {
@@ -194,13 +199,14 @@ impl Ctx {
 
     pub fn controller<'a>(
         &'a self,
-        store: &'a SqliteStore,
+        store: &'a AnyStore,
         fetcher: &'a Fetcher,
-    ) -> Controller<'a, SqliteStore> {
+    ) -> Controller<'a, AnyStore> {
         Controller {
             store,
             fetcher,
             resolve: &self.resolve,
+            read_only: false,
         }
     }
 }
@@ -223,10 +229,20 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Pause(a) => pause::run(&ctx, a).await,
         Cmd::Resume(a) => resume::run(&ctx, a).await,
         Cmd::Abort(a) => abort::run(&ctx, a).await,
+        Cmd::Run(a) => run::run(&ctx, a).await,
         Cmd::History(a) => history::run(&ctx, a).await,
         Cmd::Routing(a) => routing::run(&ctx, a).await,
         Cmd::Slice(a) => slice::run(a),
     }
+}
+
+/// A store URL with any password masked.
+pub fn redact_url(url: &str) -> String {
+    crate::plan::Secret {
+        reference: url.to_string(),
+        value: url.to_string(),
+    }
+    .redacted()
 }
 
 /// Print a value as pretty JSON on stdout.

@@ -3,14 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use serde::Serialize;
 
 use super::{CliResult, Ctx, print_json};
-use crate::controller::publish::document;
-use crate::controller::{Controller, GateView, Loaded};
-use crate::routing::RoutingDocument;
+use crate::controller::views::StatusView;
 use crate::store::Store;
-use crate::time::rfc3339;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -19,39 +15,6 @@ pub struct StatusArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// The `status --json` contract.
-#[derive(Debug, Serialize)]
-pub struct StatusView {
-    pub migration: String,
-    pub state: String,
-    pub step: Option<usize>,
-    pub paused: bool,
-    pub version: i64,
-    pub entered_at: String,
-    pub routing: RoutingDocument,
-    /// False when the routing of the current generation has not reached every publisher yet.
-    pub routing_published: bool,
-    pub gates: Vec<GateView>,
-}
-
-async fn view<S: Store>(
-    c: &Controller<'_, S>,
-    loaded: &Loaded,
-) -> Result<StatusView, super::CliError> {
-    let r = &loaded.record;
-    Ok(StatusView {
-        migration: r.name.clone(),
-        state: r.state.name().to_string(),
-        step: r.state.step(),
-        paused: r.paused,
-        version: r.version,
-        entered_at: rfc3339(r.entered_at_ms),
-        routing: document(&loaded.plan, r),
-        routing_published: r.published_generation >= r.generation,
-        gates: c.last_gates(loaded).await?,
-    })
 }
 
 fn print_view(v: &StatusView) {
@@ -111,7 +74,7 @@ pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
     let mut views = Vec::new();
     for name in names {
         let loaded = c.load(&name).await?;
-        views.push(view(&c, &loaded).await?);
+        views.push(c.status_view(&loaded).await?);
     }
     if args.json {
         match views.as_slice() {

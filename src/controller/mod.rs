@@ -10,8 +10,10 @@
 //!   passes and the minimum time is met, or the user forces it with a reason (journaled).
 //! - Two commands racing on one migration never both apply: the loser gets a conflict.
 
+pub mod decide;
 pub mod evaluate;
 pub mod publish;
+pub mod views;
 
 use std::path::{Path, PathBuf};
 
@@ -112,7 +114,9 @@ pub struct AdvanceOptions {
 pub struct Controller<'a, S: Store> {
     pub store: &'a S,
     pub fetcher: &'a Fetcher,
-    pub resolve: &'a dyn Resolve,
+    pub resolve: &'a (dyn Resolve + Send + Sync),
+    /// A standby controller reads but never writes (no re-publication either).
+    pub read_only: bool,
 }
 
 /// The SHA-256 of a plan's text, hex.
@@ -184,7 +188,7 @@ impl<S: Store> Controller<'_, S> {
             plan: compiled.plan,
             record,
         };
-        if loaded.record.published_generation < loaded.record.generation {
+        if !self.read_only && loaded.record.published_generation < loaded.record.generation {
             let state = loaded.record.state.to_string();
             let applied = self.publish(&loaded, "republish", &state).await?;
             if let Some(e) = applied.publish_error {
@@ -202,16 +206,32 @@ impl<S: Store> Controller<'_, S> {
     /// Write the routing document to the plan's publishers and note the generation published.
     async fn publish(&self, loaded: &Loaded, command: &str, from: &str) -> Result<Applied> {
         let doc = publish::document(&loaded.plan, &loaded.record);
-        let mut publish_error = None;
+        let mut errors = Vec::new();
         if let Some(path) = publish::routing_file(&loaded.plan)
             && let Err(e) = publish::write_file(path, &doc)
         {
-            publish_error = Some(e);
+            errors.push(e);
         }
-        if publish_error.is_none() {
-            self.store
-                .mark_published(&loaded.record.name, loaded.record.generation)
-                .await?;
+        if let Some(etcd) = &loaded.plan.routing.etcd
+            && let Err(e) = self
+                .fetcher
+                .etcd_put(&etcd.endpoint.value, &etcd.key, &doc)
+                .await
+        {
+            errors.push(e);
+        }
+        let publish_error = (!errors.is_empty()).then(|| errors.join("; "));
+        match &publish_error {
+            None => {
+                self.store
+                    .mark_published(&loaded.record.name, loaded.record.generation)
+                    .await?
+            }
+            Some(e) => {
+                self.store
+                    .note_publish_error(&loaded.record.name, e)
+                    .await?
+            }
         }
         Ok(Applied {
             command: command.to_string(),
@@ -280,30 +300,6 @@ impl<S: Store> Controller<'_, S> {
         .await?)
     }
 
-    /// Why the migration may not leave its current step, given fresh evaluations.
-    pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<String> {
-        let min = loaded
-            .record
-            .state
-            .phase()
-            .and_then(|k| loaded.plan.phase(k))
-            .map(|p| p.min_duration)
-            .unwrap_or_default();
-        let exits: Vec<_> = gates
-            .iter()
-            .filter(|g| g.kind == "exit")
-            .map(|g| (g.name.as_str(), &g.eval))
-            .collect();
-        let guards: Vec<_> = gates
-            .iter()
-            .filter(|g| g.kind == "guard")
-            .map(|g| (g.name.as_str(), &g.eval))
-            .collect();
-        gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
-            .err()
-            .unwrap_or_default()
-    }
-
     /// Evaluate the exit gates now and move one step if they all pass (or if forced).
     ///
     /// # Errors
@@ -327,9 +323,28 @@ impl<S: Store> Controller<'_, S> {
         };
         let transition = machine::handle(&loaded.ladder, name, snapshot, &command)?;
         let gates = self.evaluate(&loaded, now_ms, opts.dry_run).await?;
-        let blockers = Self::blockers(&loaded, &gates, now_ms);
+        self.advance_with(&loaded, &transition, gates, opts, actor, now_ms)
+            .await
+    }
+
+    /// The second half of [`Controller::advance`]: decide on gates already evaluated, commit
+    /// and publish (the daemon evaluates once per tick and comes here).
+    ///
+    /// # Errors
+    /// Store failures (a conflict when the migration changed since `loaded` was read).
+    pub async fn advance_with(
+        &self,
+        loaded: &Loaded,
+        transition: &Transition,
+        gates: Vec<GateReport>,
+        opts: &AdvanceOptions,
+        actor: &Actor,
+        now_ms: i64,
+    ) -> Result<AdvanceOutcome> {
+        let snapshot = loaded.record.snapshot();
+        let blockers = blockers(loaded, &gates, now_ms);
         let mut outcome = AdvanceOutcome {
-            migration: name.to_string(),
+            migration: loaded.record.name.clone(),
             state: snapshot.state.to_string(),
             gates,
             blockers,
@@ -356,14 +371,7 @@ impl<S: Store> Controller<'_, S> {
             "overridden": outcome.blockers,
         });
         let applied = self
-            .apply(
-                &loaded,
-                &transition,
-                actor,
-                outcome.forced,
-                evidence,
-                now_ms,
-            )
+            .apply(loaded, transition, actor, outcome.forced, evidence, now_ms)
             .await?;
         outcome.routing = Some(applied.routing.clone());
         outcome.applied = Some(applied);
@@ -389,8 +397,29 @@ impl<S: Store> Controller<'_, S> {
             _ => {}
         }
         let loaded = self.load(name).await?;
-        let transition = machine::handle(&loaded.ladder, name, loaded.record.snapshot(), command)?;
-        self.apply(&loaded, &transition, actor, false, evidence, now_ms)
+        self.command_on(&loaded, command, actor, evidence, now_ms)
+            .await
+    }
+
+    /// A command on a migration as it was read: a conflict if it changed since.
+    ///
+    /// # Errors
+    /// Illegal for the state, or store failures.
+    pub async fn command_on(
+        &self,
+        loaded: &Loaded,
+        command: &Command,
+        actor: &Actor,
+        evidence: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Applied> {
+        let transition = machine::handle(
+            &loaded.ladder,
+            &loaded.record.name,
+            loaded.record.snapshot(),
+            command,
+        )?;
+        self.apply(loaded, &transition, actor, false, evidence, now_ms)
             .await
     }
 
@@ -445,6 +474,30 @@ impl<S: Store> Controller<'_, S> {
             })
             .collect())
     }
+}
+
+/// Why the migration may not leave its current step, given fresh evaluations.
+pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<String> {
+    let min = loaded
+        .record
+        .state
+        .phase()
+        .and_then(|k| loaded.plan.phase(k))
+        .map(|p| p.min_duration)
+        .unwrap_or_default();
+    let exits: Vec<_> = gates
+        .iter()
+        .filter(|g| g.kind == "exit")
+        .map(|g| (g.name.as_str(), &g.eval))
+        .collect();
+    let guards: Vec<_> = gates
+        .iter()
+        .filter(|g| g.kind == "guard")
+        .map(|g| (g.name.as_str(), &g.eval))
+        .collect();
+    gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
+        .err()
+        .unwrap_or_default()
 }
 
 /// A gate as `status` shows it.

@@ -101,6 +101,45 @@ impl Fetcher {
     }
 }
 
+impl Fetcher {
+    /// Write a routing document to an etcd key through the v3 HTTP/JSON gateway
+    /// (`POST /v3/kv/put` with base64 key and value).
+    ///
+    /// # Errors
+    /// A sentence naming the endpoint and what failed.
+    pub async fn etcd_put(
+        &self,
+        endpoint: &str,
+        key: &str,
+        doc: &crate::routing::RoutingDocument,
+    ) -> Result<(), String> {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let value = serde_json::to_vec(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
+        let url = format!("{}/v3/kv/put", endpoint.trim_end_matches('/'));
+        let body = serde_json::json!({ "key": b64.encode(key), "value": b64.encode(value) });
+        let response = self
+            .client
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("etcd {}", describe(&url, &e)))?;
+        let status = response.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            let text = response.text().await.unwrap_or_default();
+            Err(format!("etcd {url}: HTTP {status}: {}", text.trim()))
+        }
+    }
+
+    /// The shared HTTP client (webhooks reuse it).
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
 fn describe(url: &str, e: &reqwest::Error) -> String {
     if e.is_timeout() {
         format!("{url}: timed out")

@@ -22,8 +22,8 @@ use serde_yaml::{Mapping, Value};
 use super::duration_serde::format as human;
 use super::lines::{LineMap, index_path, key_path};
 use super::model::{
-    BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, Gate, Phase, PhaseKind,
-    Plan, Requirement, Retry, RoutingPublish, Secret, Source,
+    BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, EtcdPublish, Gate, Notify,
+    Phase, PhaseKind, Plan, Requirement, Retry, RoutingPublish, Secret, Source, Webhook,
 };
 
 /// The only plan format version this build reads.
@@ -159,6 +159,7 @@ const TOP_FIELDS: &[&str] = &[
     "dedup",
     "sources",
     "routing",
+    "notify",
     "phases",
 ];
 const BROKERS_FIELDS: &[&str] = &["old", "new"];
@@ -171,7 +172,10 @@ const DEDUP_FIELDS: &[&str] = &[
     "reprocess_margin",
 ];
 const SOURCE_FIELDS: &[&str] = &["prometheus", "scrape"];
-const ROUTING_FIELDS: &[&str] = &["file"];
+const ROUTING_FIELDS: &[&str] = &["file", "etcd"];
+const ETCD_FIELDS: &[&str] = &["endpoint", "key"];
+const NOTIFY_FIELDS: &[&str] = &["webhooks", "hold_after"];
+const WEBHOOK_FIELDS: &[&str] = &["url", "token"];
 const PHASE_NAMES: &[&str] = &["consume_dual", "synthetic", "slices", "drain", "disconnect"];
 const CONSUME_DUAL_FIELDS: &[&str] = &["min_duration", "exit", "guard", "on_breach"];
 const SYNTHETIC_FIELDS: &[&str] = CONSUME_DUAL_FIELDS;
@@ -349,6 +353,10 @@ impl Cx<'_> {
             Some((v, p)) => self.routing(v, &p),
             None => Some(RoutingPublish::default()),
         };
+        let notify = match top.get("notify") {
+            Some((v, p)) => self.notify(v, &p),
+            None => Some(Notify::default()),
+        };
         let (quiet, quiet_auto) = self.quiet(root, retry.as_ref());
         let phases = top
             .req(self, "phases", "the phases, with at least `slices`")
@@ -374,6 +382,7 @@ impl Cx<'_> {
             dedup: dedup?,
             sources: sources?.valid,
             routing: routing?,
+            notify: notify?,
             phases: phases?,
             quiet: quiet?,
             quiet_auto,
@@ -661,11 +670,81 @@ impl Cx<'_> {
 
     fn routing(&mut self, v: &Value, path: &str) -> Option<RoutingPublish> {
         let o = Obj::new(self, v, path, "routing", ROUTING_FIELDS)?;
-        let file = match o.get("file") {
-            Some((v, p)) => Some(self.nonempty_string(v, &p).map(|f| self.relative(&f))?),
-            None => None,
+        let file = o
+            .get("file")
+            .map(|(v, p)| self.nonempty_string(v, &p).map(|f| self.relative(&f)));
+        let etcd = o.get("etcd").map(|(v, p)| self.etcd(v, &p));
+        Some(RoutingPublish {
+            file: present(file)?,
+            etcd: present(etcd)?,
+        })
+    }
+
+    fn etcd(&mut self, v: &Value, path: &str) -> Option<EtcdPublish> {
+        let o = Obj::new(self, v, path, "routing.etcd", ETCD_FIELDS)?;
+        let endpoint = o
+            .req(
+                self,
+                "endpoint",
+                "the etcd v3 gateway URL, e.g. http://127.0.0.1:2379",
+            )
+            .and_then(|(v, p)| {
+                let s = self.secret(v, &p)?;
+                self.http_url(s, &p, "etcd")
+            });
+        let key = o
+            .req(
+                self,
+                "key",
+                "the etcd key producers read, e.g. /queue-migrate/orders/routing",
+            )
+            .and_then(|(v, p)| self.nonempty_string(v, &p));
+        Some(EtcdPublish {
+            endpoint: endpoint?,
+            key: key?,
+        })
+    }
+
+    fn notify(&mut self, v: &Value, path: &str) -> Option<Notify> {
+        let o = Obj::new(self, v, path, "notify", NOTIFY_FIELDS)?;
+        let hold_after = o.get("hold_after").map(|(v, p)| self.duration(v, &p));
+        let webhooks = match o.get("webhooks") {
+            None => Some(Vec::new()),
+            Some((Value::Sequence(items), p)) => {
+                let hooks: Vec<Option<Webhook>> = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| self.webhook(item, &format!("{p}[{i}]")))
+                    .collect();
+                hooks.into_iter().collect()
+            }
+            Some((other, p)) => {
+                self.error(
+                    &p,
+                    format!("expected a list of webhooks, found {}", describe(other)),
+                );
+                None
+            }
         };
-        Some(RoutingPublish { file })
+        Some(Notify {
+            webhooks: webhooks?,
+            hold_after: present(hold_after)?,
+        })
+    }
+
+    fn webhook(&mut self, v: &Value, path: &str) -> Option<Webhook> {
+        let o = Obj::new(self, v, path, "a webhook", WEBHOOK_FIELDS)?;
+        let url = o
+            .req(self, "url", "where to POST the JSON events")
+            .and_then(|(v, p)| {
+                let s = self.secret(v, &p)?;
+                self.http_url(s, &p, "webhook")
+            });
+        let token = o.get("token").map(|(v, p)| self.secret(v, &p));
+        Some(Webhook {
+            url: url?,
+            token: present(token)?,
+        })
     }
 
     /// A path as written, taken relative to the plan's directory when it is relative.
@@ -1561,6 +1640,15 @@ impl<'v> Obj<'v> {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
+
+/// An optional field's outcome: absent (`None`) is fine, present but invalid (`Some(None)`,
+/// already reported) fails the whole.
+fn present<T>(field: Option<Option<T>>) -> Option<Option<T>> {
+    match field {
+        None => Some(None),
+        Some(inner) => inner.map(Some),
+    }
+}
 
 /// `">= 1"`, `"==0"`, `"< 0.01"`, `"<= 1e-3"` → operator and finite number.
 fn parse_pass_if(s: &str) -> Result<(CmpOp, f64), String> {
@@ -2869,6 +2957,46 @@ phases:
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn etcd_routing_and_notify_webhooks() {
+        let yaml = FULL.replace(
+            r#"routing: { file: "orders.routing.json" }"#,
+            r#"routing:
+  file: "orders.routing.json"
+  etcd: { endpoint: "http://127.0.0.1:2379", key: /queue-migrate/orders/routing }
+notify:
+  hold_after: 30m
+  webhooks:
+    - { url: "https://hooks.example/T1", token: "${PASS}" }
+    - { url: "http://127.0.0.1:9999/hook" }"#,
+        );
+        let c = ok(&yaml);
+        let etcd = c.plan.routing.etcd.as_ref().expect("etcd");
+        assert_eq!(etcd.key, "/queue-migrate/orders/routing");
+        assert_eq!(etcd.endpoint.value, "http://127.0.0.1:2379");
+        assert_eq!(c.plan.notify.webhooks.len(), 2);
+        assert_eq!(c.plan.notify.hold_after, Some(Duration::from_secs(1800)));
+        let token = c.plan.notify.webhooks[0].token.as_ref().expect("token");
+        assert_eq!(token.value, "s3cr3t-pass");
+        assert!(!format!("{:?}", c.plan).contains("s3cr3t-pass"));
+
+        let bad = FULL.replace(
+            r#"routing: { file: "orders.routing.json" }"#,
+            r#"routing: { etcd: { endpoint: "127.0.0.1:2379" } }
+notify: { webhooks: [ { url: "ftp://x", secret: y } ], hold_after: soon }"#,
+        );
+        let errs = lines(&errors(&bad));
+        for needle in [
+            "routing.etcd.endpoint",
+            "routing.etcd: missing required field `key`",
+            "notify.webhooks[0].url",
+            "notify.webhooks[0].secret",
+            "notify.hold_after",
+        ] {
+            assert!(errs.contains(needle), "missing {needle} in:\n{errs}");
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct Plan {
     /// Indicator sources by name.
     pub sources: BTreeMap<String, Source>,
     pub routing: RoutingPublish,
+    /// Webhooks for the daemon's events.
+    pub notify: Notify,
     /// The phases present in the plan, in their fixed order (`slices` is always there).
     pub phases: Vec<Phase>,
     /// The drain quiet period: `retry.max_backoff + retry.visibility_timeout` when `auto`.
@@ -144,6 +146,33 @@ pub enum Source {
 pub struct RoutingPublish {
     /// Written atomically on every change; relative paths are relative to the plan file.
     pub file: Option<PathBuf>,
+    /// Written to an etcd key through etcd's v3 HTTP/JSON gateway.
+    pub etcd: Option<EtcdPublish>,
+}
+
+/// An etcd key the routing document is written to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EtcdPublish {
+    /// The gateway's base URL (`http://127.0.0.1:2379`).
+    pub endpoint: Secret,
+    pub key: String,
+}
+
+/// Who hears about transitions, breaches, long holds and "ready to advance".
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Notify {
+    pub webhooks: Vec<Webhook>,
+    /// A gate holding longer than this is reported (once per hold).
+    #[serde(with = "crate::plan::duration_serde::option")]
+    pub hold_after: Option<Duration>,
+}
+
+/// A webhook receiving JSON events (with a Slack-compatible `text` field).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Webhook {
+    pub url: Secret,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub token: Option<Secret>,
 }
 
 /// The five phases, in their fixed order.

@@ -8,8 +8,8 @@
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Commit, GateRecord, JournalEntry, MigrationRecord, NewMigration, Result, Store, StoreError,
-    StoredPoint,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, Store,
+    StoreError, StoredPoint,
 };
 
 /// A store of any supported backend.
@@ -116,5 +116,27 @@ impl Store for AnyStore {
         keep_from_ms: i64,
     ) -> Result<()> {
         delegate!(self, s => s.save_points(name, source, points, scrape_times, keep_from_ms))
+    }
+
+    async fn note_publish_error(&self, name: &str, error: &str) -> Result<()> {
+        delegate!(self, s => s.note_publish_error(name, error))
+    }
+
+    async fn generations(&self) -> Result<Vec<(String, i64)>> {
+        delegate!(self, s => s.generations())
+    }
+
+    async fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Lease> {
+        delegate!(self, s => s.acquire_lease(lease, holder, now_ms, ttl_ms))
+    }
+
+    async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
+        delegate!(self, s => s.release_lease(lease, holder))
     }
 }

@@ -68,6 +68,8 @@ pub struct MigrationRecord {
     pub version: i64,
     pub generation: i64,
     pub published_generation: i64,
+    /// Why the last publication failed, until one succeeds.
+    pub publish_error: Option<String>,
     pub entered_at_ms: i64,
     pub updated_at_ms: i64,
     pub created_at_ms: i64,
@@ -157,6 +159,13 @@ pub struct StoredPoint {
     pub value: f64,
 }
 
+/// Who holds a lease, until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    pub expires_at_ms: i64,
+}
+
 /// The state store.
 pub trait Store: Send + Sync {
     /// Register a new migration in `planned` and journal it.
@@ -192,6 +201,25 @@ pub trait Store: Send + Sync {
         name: &str,
         generation: i64,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// Note why publishing the current generation failed (cleared by `mark_published`).
+    fn note_publish_error(
+        &self,
+        name: &str,
+        error: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// The generation of every migration, by name (cheap: for watchers).
+    fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
+    /// Take or renew the lease `lease` for `holder` until `now_ms + ttl_ms`, unless another holder
+    /// has it unexpired; returns who holds it now.
+    fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> impl Future<Output = Result<Lease>> + Send;
+    /// Give the lease up (only if `holder` has it), so that a standby takes over at once.
+    fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;
     /// Kept samples of a scrape source, and the instants it was scraped.
     fn load_points(
         &self,

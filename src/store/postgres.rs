@@ -12,11 +12,11 @@ use std::str::FromStr;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool, Row};
 
 use super::{
-    Commit, GateRecord, JournalEntry, MigrationRecord, NewMigration, Result, Store, StoreError,
-    StoredPoint, parse_state,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, Store,
+    StoreError, StoredPoint, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -41,6 +41,9 @@ impl PgStore {
     /// The database cannot be reached or its schema cannot be applied.
     pub async fn open(url: &str) -> Result<PgStore> {
         let options = PgConnectOptions::from_str(url)?.application_name("queue-migrate");
+        // One plain connection first: a wrong host, port or password fails at once (a pool
+        // retries until its acquire timeout, 30 s of silence).
+        PgConnection::connect_with(&options).await?.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -78,6 +81,7 @@ fn migration_row(row: &PgRow) -> Result<MigrationRecord> {
         version: row.try_get("version")?,
         generation: row.try_get("generation")?,
         published_generation: row.try_get("published_generation")?,
+        publish_error: row.try_get("publish_error")?,
         entered_at_ms: row.try_get("entered_at")?,
         updated_at_ms: row.try_get("updated_at")?,
         created_at_ms: row.try_get("created_at")?,
@@ -117,9 +121,8 @@ fn gate_row(row: &PgRow) -> Result<GateRecord> {
         query: row.try_get("query")?,
         value: row.try_get("value")?,
         old_value: row.try_get("old_value")?,
-        samples: u32::try_from(samples).map_err(|_| {
-            StoreError::Corrupt(format!("gate evaluation with {samples} samples"))
-        })?,
+        samples: u32::try_from(samples)
+            .map_err(|_| StoreError::Corrupt(format!("gate evaluation with {samples} samples")))?,
         verdict: row.try_get("verdict")?,
         reason: row.try_get("reason")?,
         held_since_ms: row.try_get("held_since")?,
@@ -321,13 +324,72 @@ impl Store for PgStore {
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
         sqlx::query(
-            "UPDATE migrations SET published_generation = GREATEST(published_generation, $1) \
+            "UPDATE migrations SET published_generation = GREATEST(published_generation, $1), \
+             publish_error = NULL \
              WHERE name = $2",
         )
         .bind(generation)
         .bind(name)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    async fn note_publish_error(&self, name: &str, error: &str) -> Result<()> {
+        sqlx::query("UPDATE migrations SET publish_error = $1 WHERE name = $2")
+            .bind(error)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn generations(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query("SELECT name, generation FROM migrations ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("name")?, r.try_get("generation")?)))
+            .collect()
+    }
+
+    async fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Lease> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+             expires_at = excluded.expires_at \
+             WHERE leases.holder = excluded.holder OR leases.expires_at < $4",
+        )
+        .bind(lease)
+        .bind(holder)
+        .bind(now_ms.saturating_add(ttl_ms))
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query("SELECT holder, expires_at FROM leases WHERE name = $1")
+            .bind(lease)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Lease {
+            holder: row.try_get("holder")?,
+            expires_at_ms: row.try_get("expires_at")?,
+        })
+    }
+
+    async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
+        sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
+            .bind(lease)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

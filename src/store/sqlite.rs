@@ -9,8 +9,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 
 use super::{
-    Commit, GateRecord, JournalEntry, MigrationRecord, NewMigration, Result, Store, StoreError,
-    StoredPoint, parse_state,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, Store,
+    StoreError, StoredPoint, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -84,6 +84,7 @@ fn migration_row(row: &SqliteRow) -> Result<MigrationRecord> {
         version: row.try_get("version")?,
         generation: row.try_get("generation")?,
         published_generation: row.try_get("published_generation")?,
+        publish_error: row.try_get("publish_error")?,
         entered_at_ms: row.try_get("entered_at")?,
         updated_at_ms: row.try_get("updated_at")?,
         created_at_ms: row.try_get("created_at")?,
@@ -326,13 +327,72 @@ impl Store for SqliteStore {
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
         sqlx::query(
-            "UPDATE migrations SET published_generation = MAX(published_generation, ?) \
+            "UPDATE migrations SET published_generation = MAX(published_generation, ?), \
+             publish_error = NULL \
              WHERE name = ?",
         )
         .bind(generation)
         .bind(name)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    async fn note_publish_error(&self, name: &str, error: &str) -> Result<()> {
+        sqlx::query("UPDATE migrations SET publish_error = ? WHERE name = ?")
+            .bind(error)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn generations(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query("SELECT name, generation FROM migrations ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("name")?, r.try_get("generation")?)))
+            .collect()
+    }
+
+    async fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Lease> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(
+            "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+             expires_at = excluded.expires_at \
+             WHERE leases.holder = excluded.holder OR leases.expires_at < ?",
+        )
+        .bind(lease)
+        .bind(holder)
+        .bind(now_ms.saturating_add(ttl_ms))
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query("SELECT holder, expires_at FROM leases WHERE name = ?")
+            .bind(lease)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Lease {
+            holder: row.try_get("holder")?,
+            expires_at_ms: row.try_get("expires_at")?,
+        })
+    }
+
+    async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
+        sqlx::query("DELETE FROM leases WHERE name = ? AND holder = ?")
+            .bind(lease)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

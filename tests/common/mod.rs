@@ -31,7 +31,6 @@ pub struct World {
 pub struct Indicators {
     pub world: Arc<Mutex<World>>,
     pub addr: SocketAddr,
-    _rt: Arc<tokio::runtime::Runtime>,
 }
 
 async fn metrics(State(w): State<Arc<Mutex<World>>>) -> Response {
@@ -69,28 +68,28 @@ async fn query(
 }
 
 impl Indicators {
-    /// Start the server on its own runtime (the tests themselves are synchronous).
+    /// Start the server on a thread of its own with its own runtime, so that it serves both
+    /// synchronous tests and async ones (it lives until the test process ends).
     pub fn start() -> Indicators {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
         let world = Arc::new(Mutex::new(World::default()));
         let app = Router::new()
             .route("/metrics", get(metrics))
             .route("/api/v1/query", get(query))
             .with_state(world.clone());
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Indicators {
-            world,
-            addr,
-            _rt: Arc::new(rt),
-        }
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app).await.unwrap()
+            });
+        });
+        Indicators { world, addr }
     }
 
     pub fn set(&self, metric: &str, value: f64) {

@@ -1,0 +1,141 @@
+//! `migrate run`: the daemon.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{CliError, CliResult, Ctx, redact_url};
+use crate::daemon::{self, Config};
+use crate::plan::SystemResolve;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Where the HTTP API and /metrics listen.
+    #[arg(long, default_value = "127.0.0.1:8480")]
+    pub listen: SocketAddr,
+    /// Time between evaluations of every active migration.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// How long the controller lease lasts without renewal; a standby takes over within two.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_ttl: Duration,
+    /// A file holding the API token (else MIGRATE_API_TOKEN). Mutating calls need
+    /// `Authorization: Bearer <token>`.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Serve reads only: every mutating API call is refused.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Let the daemon enter `complete` (the point of no return) for this migration by itself
+    /// once every gate of `disconnect` passes. Repeat for several.
+    #[arg(long, value_name = "NAME")]
+    pub confirm_complete: Vec<String>,
+    /// This controller's name in the lease and the journal (default: daemon@HOST:PID).
+    #[arg(long)]
+    pub id: Option<String>,
+}
+
+fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
+    if let Some(path) = &args.token_file {
+        let t = std::fs::read_to_string(path)
+            .map_err(|e| CliError::input(format!("--token-file {}: {e}", path.display())))?;
+        let t = t.trim().to_string();
+        if t.is_empty() {
+            return Err(CliError::input(format!(
+                "--token-file {} is empty",
+                path.display()
+            )));
+        }
+        return Ok(Some(t));
+    }
+    Ok(std::env::var("MIGRATE_API_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty()))
+}
+
+pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
+    let token = token(&args)?;
+    if args.interval.is_zero() || args.lease_ttl < Duration::from_secs(1) {
+        return Err(CliError::input(
+            "--interval must be above 0 and --lease-ttl at least 1s",
+        ));
+    }
+    let store = ctx.store().await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::new(1, format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    let holder = args.id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
+        format!("daemon@{host}:{}", std::process::id())
+    });
+    let now = ctx.global.now.clone();
+    let clock: daemon::Clock = match now {
+        Some(_) => {
+            let fixed = ctx.now_ms()?;
+            Arc::new(move || fixed)
+        }
+        None => Arc::new(crate::time::now_ms),
+    };
+    let config = Config {
+        interval: args.interval,
+        lease_ttl: args.lease_ttl,
+        watch_interval: Duration::from_millis(500),
+        holder: holder.clone(),
+        token,
+        read_only_api: args.read_only,
+        confirm_complete: args.confirm_complete.clone(),
+        clock,
+    };
+    eprintln!(
+        "migrate run: {holder} on http://{addr} (state {}), every {}; Ctrl-C to stop",
+        redact_url(&ctx.global.state),
+        crate::time::human_ms(i64::try_from(args.interval.as_millis()).unwrap_or(i64::MAX))
+    );
+    daemon::run(
+        store,
+        listener,
+        config,
+        Arc::new(SystemResolve),
+        shutdown_signal(),
+    )
+    .await
+    .map_err(|e| CliError::new(1, e.to_string()))?;
+    eprintln!("migrate run: stopped, lease released");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,90 @@
+//! What the daemon does with one round of evaluations: pure, no IO, no clock.
+//!
+//! Like a reconcile step, [`decide`] is idempotent: given the same stored state and the same
+//! readings it returns the same [`Decision`], and the controller applies it through the state
+//! machine (whose optimistic concurrency makes a repeated application a conflict, never a second
+//! transition).
+
+use crate::controller::GateReport;
+use crate::gate::Verdict;
+use crate::machine::State;
+use crate::plan::{BreachAction, Plan};
+
+/// What to do after a round of evaluations.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Nothing to do: the migration is complete.
+    Done,
+    /// A guard failed: act as the plan says, now.
+    Breach {
+        action: BreachAction,
+        /// The failing guards, with their readings, for the journal and the notification.
+        guards: Vec<String>,
+    },
+    /// Every exit gate passes and the minimum time is met: move one step.
+    Advance,
+    /// It could move, but a person must say so (paused, `auto_advance: false`, or `complete`
+    /// needs its confirmation).
+    ReadyForHuman { why: String },
+    /// Not yet, and why.
+    Wait { blockers: Vec<String> },
+}
+
+/// Decide from the stored state and fresh evaluations.
+///
+/// `blockers` is what [`crate::gate::ready_to_advance`] said; `confirmed_complete` is whether the
+/// daemon's operator confirmed `complete` for this migration (`--confirm-complete NAME`).
+pub fn decide(
+    plan: &Plan,
+    state: State,
+    paused: bool,
+    next: Option<State>,
+    gates: &[GateReport],
+    blockers: Vec<String>,
+    confirmed_complete: bool,
+) -> Decision {
+    if state == State::Complete {
+        return Decision::Done;
+    }
+    let failing: Vec<String> = gates
+        .iter()
+        .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+        .map(|g| format!("{} ({})", g.name, g.eval.reason))
+        .collect();
+    // A breach acts at once, except while paused: a paused migration waits for a person (after a
+    // breach-triggered rollback the readings of the step it left still linger in rate windows;
+    // acting on them again would cascade).
+    if !failing.is_empty() && !paused {
+        let action = state
+            .phase()
+            .and_then(|k| plan.phase(k))
+            .map(|p| p.on_breach)
+            .unwrap_or_default();
+        return Decision::Breach {
+            action,
+            guards: failing,
+        };
+    }
+    if !blockers.is_empty() {
+        return Decision::Wait { blockers };
+    }
+    if paused {
+        return Decision::ReadyForHuman {
+            why: "ready to advance, but paused: `migrate resume` first".into(),
+        };
+    }
+    if !plan.auto_advance {
+        return Decision::ReadyForHuman {
+            why: "ready to advance (the plan sets auto_advance: false): `migrate advance`".into(),
+        };
+    }
+    if next == Some(State::Complete) && !confirmed_complete {
+        return Decision::ReadyForHuman {
+            why: format!(
+                "ready to complete, the point of no return: `migrate advance {0} --confirm {0}` (or run the daemon with --confirm-complete {0})",
+                plan.name
+            ),
+        };
+    }
+    Decision::Advance
+}

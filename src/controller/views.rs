@@ -1,0 +1,81 @@
+//! What the CLI prints with `--json` and the HTTP API answers: one shape for both.
+
+use serde::Serialize;
+
+use super::{Controller, GateView, Loaded, Result};
+use crate::controller::publish::document;
+use crate::routing::RoutingDocument;
+use crate::store::{JournalEntry, Store};
+use crate::time::rfc3339;
+
+/// The `status --json` contract (also `GET /v1/migrations/{name}`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusView {
+    pub migration: String,
+    pub state: String,
+    pub step: Option<usize>,
+    pub paused: bool,
+    pub version: i64,
+    pub entered_at: String,
+    pub routing: RoutingDocument,
+    /// False when the routing of the current generation has not reached every publisher yet.
+    pub routing_published: bool,
+    pub gates: Vec<GateView>,
+}
+
+/// One journal entry as `history --json` and `GET .../history` show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryView {
+    pub seq: i64,
+    pub at: String,
+    pub command: String,
+    pub from: String,
+    pub from_paused: bool,
+    pub to: String,
+    pub to_paused: bool,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub forced: bool,
+    pub generation: i64,
+    pub evidence: serde_json::Value,
+}
+
+impl EntryView {
+    pub fn of(e: &JournalEntry) -> EntryView {
+        EntryView {
+            seq: e.seq,
+            at: rfc3339(e.at_ms),
+            command: e.command.clone(),
+            from: e.from.state.to_string(),
+            from_paused: e.from.paused,
+            to: e.to.state.to_string(),
+            to_paused: e.to.paused,
+            actor: e.actor.clone(),
+            reason: e.reason.clone(),
+            forced: e.forced,
+            generation: e.generation,
+            evidence: e.evidence.clone(),
+        }
+    }
+}
+
+impl<S: Store> Controller<'_, S> {
+    /// The status of a loaded migration, gates as last evaluated.
+    ///
+    /// # Errors
+    /// Store failures.
+    pub async fn status_view(&self, loaded: &Loaded) -> Result<StatusView> {
+        let r = &loaded.record;
+        Ok(StatusView {
+            migration: r.name.clone(),
+            state: r.state.name().to_string(),
+            step: r.state.step(),
+            paused: r.paused,
+            version: r.version,
+            entered_at: rfc3339(r.entered_at_ms),
+            routing: document(&loaded.plan, r),
+            routing_published: r.published_generation >= r.generation,
+            gates: self.last_gates(loaded).await?,
+        })
+    }
+}

@@ -1,0 +1,364 @@
+//! `migrate run`: the daemon that drives every active migration in a store.
+//!
+//! - a loop that ticks every `interval`: for each migration, evaluate the current phase's gates and
+//!   guards, act on a breach at once, advance when every exit gate passes ([`tick`]);
+//! - a lease in the store so that exactly one daemon per store acts; the others stand by, serve
+//!   read-only API calls and take over when the lease expires;
+//! - a watcher that notices changes made by others (the CLI) within half a second and publishes
+//!   their routing to long-polling producers ([`hub`]);
+//! - the HTTP API and `/metrics` ([`server`]), webhooks ([`notify`]).
+//!
+//! [`run`] takes its listener and a shutdown future, so that tests bind `127.0.0.1:0` and stop it
+//! when they want.
+
+pub mod hub;
+pub mod metrics;
+pub mod notify;
+pub mod server;
+pub mod tick;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::controller::{Actor, Controller, Loaded};
+use crate::indicators::fetch::Fetcher;
+use crate::plan::Resolve;
+use crate::store::{Store, StoreError};
+use hub::Hub;
+use metrics::Metrics;
+use notify::{Event, EventKind, Notifier};
+use tick::Memo;
+
+/// The name of the lease every daemon of a store competes for.
+pub const LEASE: &str = "controller";
+
+/// A clock in ms since the epoch (the demo runs the controller on a faster one).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// How the daemon runs.
+#[derive(Clone)]
+pub struct Config {
+    /// Time between ticks.
+    pub interval: Duration,
+    /// How long the lease lasts without renewal (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// How often the watcher looks for changes made by others.
+    pub watch_interval: Duration,
+    /// This daemon's identity in the lease and the journal.
+    pub holder: String,
+    /// Required on mutating API calls (`Authorization: Bearer ...`).
+    pub token: Option<String>,
+    /// Refuse every mutating API call.
+    pub read_only_api: bool,
+    /// Migrations the operator confirmed may enter `complete` unattended.
+    pub confirm_complete: Vec<String>,
+    /// The clock gates are evaluated against.
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("interval", &self.interval)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("holder", &self.holder)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("confirm_complete", &self.confirm_complete)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Mutations on a non-loopback address without a token.
+    #[error(
+        "refusing to serve mutating API calls on {0} without a token: set MIGRATE_API_TOKEN or --token-file, listen on 127.0.0.1, or pass --read-only"
+    )]
+    NoToken(std::net::SocketAddr),
+    /// The listener's address could not be read.
+    #[error("cannot read the listen address: {0}")]
+    Listener(std::io::Error),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Fetch(#[from] crate::indicators::fetch::FetchError),
+    /// The HTTP server failed.
+    #[error("the HTTP server failed: {0}")]
+    Server(std::io::Error),
+    /// The store failed at start.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What the loop, the watcher and the API share.
+pub struct Shared<S: Store> {
+    pub store: S,
+    pub fetcher: Fetcher,
+    pub resolve: Arc<dyn Resolve + Send + Sync>,
+    pub hub: Hub,
+    pub metrics: Metrics,
+    pub notifier: Notifier,
+    pub config: Config,
+    pub leader: AtomicBool,
+    memo: Mutex<HashMap<String, Memo>>,
+}
+
+impl<S: Store + Clone + 'static> Shared<S> {
+    /// A controller over the shared store; a standby's never writes.
+    pub fn controller(&self, read_only: bool) -> Controller<'_, S> {
+        Controller {
+            store: &self.store,
+            fetcher: &self.fetcher,
+            resolve: &*self.resolve,
+            read_only,
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.config.clock)()
+    }
+
+    fn actor(&self, reason: &str) -> Actor {
+        Actor {
+            name: self.config.holder.clone(),
+            reason: Some(reason.to_string()),
+        }
+    }
+
+    fn with_memo<R>(&self, name: &str, f: impl FnOnce(&mut Memo) -> R) -> R {
+        match self.memo.lock() {
+            Ok(mut map) => f(map.entry(name.to_string()).or_default()),
+            Err(poisoned) => f(poisoned.into_inner().entry(name.to_string()).or_default()),
+        }
+    }
+
+    /// Send an event to the plan's webhooks.
+    fn event(&self, loaded: &Loaded, kind: EventKind, text: String, details: serde_json::Value) {
+        self.notifier.send(
+            &loaded.plan.notify.webhooks,
+            Event {
+                event: kind,
+                migration: loaded.record.name.clone(),
+                state: loaded.record.state.name().to_string(),
+                step: loaded.record.state.step(),
+                text,
+                at: crate::time::rfc3339(self.now_ms()),
+                details,
+            },
+        );
+    }
+
+    /// Take in a migration as stored: routing to readers and metrics, a transition announced.
+    async fn observe(&self, c: &Controller<'_, S>, loaded: &Loaded) {
+        let doc = crate::controller::publish::document(&loaded.plan, &loaded.record);
+        self.metrics.routing(&doc);
+        self.hub.update(doc);
+        let generation = loaded.record.generation;
+        let previous = self.with_memo(&loaded.record.name, |m| m.generation.replace(generation));
+        if !self.is_leader() {
+            return;
+        }
+        if let Some(prev) = previous
+            && prev < generation
+            && let Ok(journal) = c.store.journal(&loaded.record.name).await
+            && let Some(last) = journal.last()
+        {
+            let text = format!(
+                "{}: {} {} -> {}{} by {}{}",
+                loaded.record.name,
+                last.command,
+                last.from.state,
+                last.to.state,
+                if last.to.paused { " (paused)" } else { "" },
+                last.actor,
+                last.reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+            self.event(
+                loaded,
+                EventKind::Transition,
+                text,
+                serde_json::to_value(crate::controller::views::EntryView::of(last))
+                    .unwrap_or_default(),
+            );
+        }
+    }
+
+    /// Load and observe one migration (after a change).
+    async fn refresh(&self, c: &Controller<'_, S>, name: &str) {
+        match c.load(name).await {
+            Ok(loaded) => self.observe(c, &loaded).await,
+            Err(e) => tracing::warn!(migration = name, "cannot load: {e}"),
+        }
+    }
+
+    /// Every migration in the store whose generation moved since readers last saw it.
+    async fn watch_once(&self) {
+        let read_only = !self.is_leader();
+        let c = self.controller(read_only);
+        let Ok(generations) = self.store.generations().await else {
+            return;
+        };
+        for (name, generation) in generations {
+            let seen = self.hub.generation(&name);
+            if seen.is_none_or(|g| i64::try_from(g).unwrap_or(i64::MAX) < generation) {
+                self.refresh(&c, &name).await;
+            }
+        }
+    }
+}
+
+/// Run the daemon until `shutdown` resolves: then finish the tick in progress, release the lease
+/// and return.
+///
+/// # Errors
+/// A non-loopback listener without a token (unless the API is read-only), or an HTTP server
+/// failure.
+pub async fn run<S: Store + Clone + 'static>(
+    store: S,
+    listener: TcpListener,
+    config: Config,
+    resolve: Arc<dyn Resolve + Send + Sync>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), DaemonError> {
+    let addr = listener.local_addr().map_err(DaemonError::Listener)?;
+    if !addr.ip().is_loopback() && config.token.is_none() && !config.read_only_api {
+        return Err(DaemonError::NoToken(addr));
+    }
+    let fetcher = Fetcher::new(Duration::from_secs(10))?;
+    let notifier = Notifier::start(fetcher.client().clone());
+    let shared = Arc::new(Shared {
+        store,
+        fetcher,
+        resolve,
+        hub: Hub::default(),
+        metrics: Metrics::default(),
+        notifier,
+        config: config.clone(),
+        leader: AtomicBool::new(false),
+        memo: Mutex::new(HashMap::new()),
+    });
+    shared.watch_once().await;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let app = server::router(shared.clone());
+    let server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let watcher = {
+        let shared = shared.clone();
+        let stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(shared.config.watch_interval);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped(stop.clone()) => break,
+                    _ = every.tick() => shared.watch_once().await,
+                }
+            }
+        })
+    };
+
+    let mut ticks = tokio::time::interval(config.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewals = tokio::time::interval(config.lease_ttl / 3);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut lease_until: i64 = 0;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            _ = renewals.tick() => {
+                lease_until = renew(&shared, lease_until).await;
+            }
+            _ = ticks.tick() => {
+                let leading = crate::time::now_ms() < lease_until;
+                shared.leader.store(leading, Ordering::SeqCst);
+                if leading {
+                    tick_all(&shared).await;
+                }
+                shared.metrics.tick(leading);
+            }
+        }
+    }
+    if (shared.is_leader() || lease_until > 0)
+        && let Err(e) = shared.store.release_lease(LEASE, &config.holder).await
+    {
+        tracing::warn!("cannot release the lease: {e}");
+    }
+    shared.leader.store(false, Ordering::SeqCst);
+    let _ = stop_tx.send(true);
+    let _ = watcher.await;
+    match server.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(DaemonError::Server(e)),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Renew (or take) the lease; returns until when it is ours (0 when it is not).
+async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>, until: i64) -> i64 {
+    let now = crate::time::now_ms();
+    let ttl = i64::try_from(shared.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+    match shared
+        .store
+        .acquire_lease(LEASE, &shared.config.holder, now, ttl)
+        .await
+    {
+        Ok(lease) if lease.holder == shared.config.holder => {
+            if until == 0 {
+                tracing::info!(holder = %lease.holder, "holding the lease: this controller acts");
+            }
+            shared.leader.store(true, Ordering::SeqCst);
+            lease.expires_at_ms
+        }
+        Ok(lease) => {
+            if until != 0 {
+                tracing::warn!(holder = %lease.holder, "lost the lease: standing by");
+            }
+            shared.leader.store(false, Ordering::SeqCst);
+            0
+        }
+        Err(e) => {
+            tracing::warn!("cannot renew the lease: {e}");
+            // Keep acting only while the lease we hold is still valid.
+            until
+        }
+    }
+}
+
+async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
+    let names = match shared.store.list().await {
+        Ok(records) => records.into_iter().map(|r| r.name).collect::<Vec<_>>(),
+        Err(e) => {
+            tracing::warn!("cannot list migrations: {e}");
+            return;
+        }
+    };
+    for name in names {
+        let now = shared.now_ms();
+        match tick::tick(shared, &name, now).await {
+            Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
+            Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
+        }
+    }
+}

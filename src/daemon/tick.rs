@@ -1,0 +1,256 @@
+//! One tick for one migration: load, evaluate, decide, act. Returns a small [`Action`] saying
+//! what it did, like a reconcile step.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::controller::decide::{Decision, decide};
+use crate::controller::{AdvanceOptions, Controller, ControllerError, Loaded};
+use crate::gate::Verdict;
+use crate::machine::{self, Command, MachineError, State};
+use crate::plan::BreachAction;
+use crate::store::{Store, StoreError};
+
+use super::Shared;
+use super::notify::EventKind;
+
+/// What a tick did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Complete: nothing to watch.
+    Done,
+    /// Moved one step up.
+    Advanced { to: State },
+    /// A guard failed and the plan's `on_breach` was applied.
+    Breach { action: BreachAction },
+    /// Could move, a person must say so.
+    ReadyForHuman,
+    /// Waiting on gates or time.
+    Waiting,
+    /// Somebody else changed the migration meanwhile: the next tick starts from fresh state.
+    Conflict,
+}
+
+/// What a migration's ticks remember between rounds (for notifications only: every decision is
+/// made from the store and fresh readings).
+#[derive(Debug, Default)]
+pub struct Memo {
+    /// The generation last seen (a change means a transition to announce).
+    pub generation: Option<i64>,
+    /// "Ready to advance" was announced for this generation.
+    pub ready_announced: Option<i64>,
+    /// Gates holding, and since when.
+    pub holding_since: HashMap<String, i64>,
+    /// Long holds already announced.
+    pub hold_announced: HashSet<String>,
+    /// Alert-only breaches already announced (until the guard passes again).
+    pub breach_announced: HashSet<String>,
+}
+
+/// Run one tick for `name` at `now_ms`.
+///
+/// # Errors
+/// Store failures and plans that no longer compile; a conflict is not an error.
+pub async fn tick<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    name: &str,
+    now_ms: i64,
+) -> Result<Action, ControllerError> {
+    let c = shared.controller(false);
+    let loaded = c.load(name).await?;
+    shared.observe(&c, &loaded).await;
+    if loaded.record.state == State::Complete {
+        return Ok(Action::Done);
+    }
+    let gates = c.evaluate(&loaded, now_ms, false).await?;
+    shared.metrics.gates(name, &gates);
+    let blockers = crate::controller::blockers(&loaded, &gates, now_ms);
+    let state = loaded.record.state;
+    let next = loaded.ladder.next(state);
+    let confirmed = shared.config.confirm_complete.iter().any(|n| n == name);
+    let decision = decide(
+        &loaded.plan,
+        state,
+        loaded.record.paused,
+        next,
+        &gates,
+        blockers,
+        confirmed,
+    );
+    note_holds(shared, &loaded, &gates, now_ms);
+    let outcome = match decision {
+        Decision::Done => Ok(Action::Done),
+        Decision::Breach { action, guards } => {
+            breach(shared, &c, &loaded, &gates, action, guards, now_ms).await
+        }
+        Decision::Advance => {
+            let confirm = (next == Some(State::Complete)).then(|| name.to_string());
+            let t = machine::handle(
+                &loaded.ladder,
+                name,
+                loaded.record.snapshot(),
+                &Command::Advance { confirm },
+            )?;
+            let actor = shared.actor("every exit gate passes and the minimum time is met");
+            let out = c
+                .advance_with(
+                    &loaded,
+                    &t,
+                    gates,
+                    &AdvanceOptions::default(),
+                    &actor,
+                    now_ms,
+                )
+                .await?;
+            if out.applied.is_some() {
+                shared.metrics.transition(name, "advance");
+                shared.refresh(&c, name).await;
+                Ok(Action::Advanced { to: t.to.state })
+            } else {
+                Ok(Action::Waiting)
+            }
+        }
+        Decision::ReadyForHuman { why } => {
+            let announce = shared.with_memo(name, |m| {
+                let first = m.ready_announced != Some(loaded.record.generation);
+                m.ready_announced = Some(loaded.record.generation);
+                first
+            });
+            if announce {
+                shared.event(
+                    &loaded,
+                    EventKind::ReadyToAdvance,
+                    why,
+                    serde_json::json!({}),
+                );
+            }
+            Ok(Action::ReadyForHuman)
+        }
+        Decision::Wait { .. } => Ok(Action::Waiting),
+    };
+    match outcome {
+        Err(ControllerError::Store(StoreError::Conflict { .. })) => Ok(Action::Conflict),
+        other => other,
+    }
+}
+
+async fn breach<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    c: &Controller<'_, S>,
+    loaded: &Loaded,
+    gates: &[crate::controller::GateReport],
+    action: BreachAction,
+    guards: Vec<String>,
+    now_ms: i64,
+) -> Result<Action, ControllerError> {
+    let name = &loaded.record.name;
+    for g in gates
+        .iter()
+        .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+    {
+        shared.metrics.breach(name, &g.name);
+    }
+    let text = format!("guard breach: {}", guards.join("; "));
+    let evidence = serde_json::json!({ "breach": guards, "gates": gates });
+    let actor = shared.actor(&text);
+    let command = match action {
+        BreachAction::Rollback => Some(Command::Rollback { then_pause: true }),
+        BreachAction::Pause => Some(Command::Pause),
+        BreachAction::Alert => None,
+    };
+    match command {
+        Some(cmd) => {
+            let applied = match c
+                .command_on(loaded, &cmd, &actor, evidence.clone(), now_ms)
+                .await
+            {
+                // Nowhere to roll back to (consume_dual's only way down is planned... or the
+                // state has no rung below): hold the line and pause instead.
+                Err(ControllerError::Illegal(MachineError::NothingToRollBack)) => {
+                    c.command_on(loaded, &Command::Pause, &actor, evidence.clone(), now_ms)
+                        .await?
+                }
+                other => other?,
+            };
+            shared.metrics.transition(name, &applied.command);
+            shared.event(
+                loaded,
+                EventKind::Breach,
+                format!(
+                    "{name}: {text} — {} {} -> {}, paused until a person resumes it",
+                    applied.command, applied.from, applied.to
+                ),
+                evidence,
+            );
+            shared.refresh(c, name).await;
+        }
+        None => {
+            let fresh: Vec<String> = shared.with_memo(name, |m| {
+                guards
+                    .iter()
+                    .filter(|g| m.breach_announced.insert((*g).clone()))
+                    .cloned()
+                    .collect()
+            });
+            if !fresh.is_empty() {
+                shared.event(
+                    loaded,
+                    EventKind::Breach,
+                    format!("{name}: {text} (on_breach: alert, nothing changed)"),
+                    evidence,
+                );
+            }
+        }
+    }
+    Ok(Action::Breach { action })
+}
+
+/// Track holds and announce those that last longer than the plan's `notify.hold_after`.
+fn note_holds<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    loaded: &Loaded,
+    gates: &[crate::controller::GateReport],
+    now_ms: i64,
+) {
+    let name = &loaded.record.name;
+    let hold_after = loaded
+        .plan
+        .notify
+        .hold_after
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let long: Vec<String> = shared.with_memo(name, |m| {
+        let mut long = Vec::new();
+        for g in gates {
+            let key = format!("{}/{}", g.kind, g.name);
+            if g.eval.verdict == Verdict::Hold && g.eval.value.is_none() {
+                let since = *m.holding_since.entry(key.clone()).or_insert(now_ms);
+                if let Some(after) = hold_after
+                    && now_ms - since >= after
+                    && m.hold_announced.insert(key.clone())
+                {
+                    long.push(format!(
+                        "{} held for {}: {}",
+                        g.name,
+                        crate::time::human_ms(now_ms - since),
+                        g.eval.reason
+                    ));
+                }
+            } else {
+                m.holding_since.remove(&key);
+                m.hold_announced.remove(&key);
+            }
+            if g.kind == "guard" && g.eval.verdict != Verdict::Fail {
+                m.breach_announced
+                    .retain(|b| !b.starts_with(&format!("{} (", g.name)));
+            }
+        }
+        long
+    });
+    for text in long {
+        shared.event(
+            loaded,
+            EventKind::Hold,
+            format!("{name}: {text}"),
+            serde_json::json!({}),
+        );
+    }
+}

@@ -1,0 +1,609 @@
+//! `migrate run` as a library (listener and shutdown passed in, clock injected): the loop
+//! advances on gates alone, a guard breach rolls back one step and pauses, the routing long-poll,
+//! the API's auth, webhooks, and the binary's SIGTERM handling.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Indicators, T0};
+use queue_migrate::controller::{Actor, Controller};
+use queue_migrate::daemon::{self, Config, DaemonError};
+use queue_migrate::indicators::fetch::Fetcher;
+use queue_migrate::plan::Resolve;
+use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::{Store, any::AnyStore};
+
+struct MapResolve(HashMap<String, String>);
+
+impl Resolve for MapResolve {
+    fn env(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        std::fs::read_to_string(path).map_err(|e| e.to_string())
+    }
+}
+
+struct Running {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: tokio::task::JoinHandle<Result<(), DaemonError>>,
+    clock: Arc<AtomicI64>,
+}
+
+impl Running {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+    fn advance_clock(&self, minutes: i64) {
+        self.clock.fetch_add(minutes * 60_000, Ordering::SeqCst);
+    }
+    async fn ticks(&self) -> u64 {
+        let h: serde_json::Value = reqwest::get(self.url("/healthz"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        h["ticks"].as_u64().unwrap()
+    }
+
+    /// Wait until the daemon has run two whole ticks at the current clock.
+    async fn settle(&self) {
+        let start = self.ticks().await;
+        while self.ticks().await < start + 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Move the clock a minute at a time, letting the daemon settle at each, until `done`.
+    async fn climb_until(&self, w: &World, done: impl Fn(&(String, Option<usize>, bool)) -> bool) {
+        for _ in 0..60 {
+            // Settled: the same state across a full tick.
+            let mut s = w.state().await;
+            loop {
+                self.settle().await;
+                let again = w.state().await;
+                if again == s {
+                    break;
+                }
+                s = again;
+            }
+            if done(&s) {
+                return;
+            }
+            self.advance_clock(1);
+        }
+        panic!("never reached the wanted state; at {:?}", w.state().await);
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        self.handle.await.unwrap().unwrap();
+    }
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    indicators: Indicators,
+    store: AnyStore,
+    resolve: Arc<MapResolve>,
+}
+
+impl World {
+    async fn new(plan: &str) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let indicators = Indicators::start();
+        indicators.all_green();
+        let resolve = Arc::new(MapResolve(HashMap::from([
+            ("QM_PROM_URL".to_string(), indicators.prom_url()),
+            ("QM_SCRAPE_URL".to_string(), indicators.scrape_url()),
+        ])));
+        let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
+            .await
+            .unwrap()
+            .into();
+        let w = World {
+            dir,
+            indicators,
+            store,
+            resolve,
+        };
+        let path = w.dir.path().join("local.yaml");
+        std::fs::write(&path, plan).unwrap();
+        let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+        let c = Controller {
+            store: &w.store,
+            fetcher: &fetcher,
+            resolve: &*w.resolve,
+            read_only: false,
+        };
+        c.init(
+            &path,
+            &Actor {
+                name: "test".into(),
+                reason: None,
+            },
+            T0 * 1000,
+        )
+        .await
+        .unwrap();
+        w
+    }
+
+    async fn start(&self, tweak: impl FnOnce(&mut Config)) -> Running {
+        let clock = Arc::new(AtomicI64::new(T0 * 1000));
+        let c2 = clock.clone();
+        let mut config = Config {
+            interval: Duration::from_millis(40),
+            lease_ttl: Duration::from_secs(3),
+            watch_interval: Duration::from_millis(50),
+            holder: "daemon-test".into(),
+            token: None,
+            read_only_api: false,
+            confirm_complete: vec![],
+            clock: Arc::new(move || c2.load(Ordering::SeqCst)),
+        };
+        tweak(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let store = self.store.clone();
+        let resolve: Arc<dyn Resolve + Send + Sync> = self.resolve.clone();
+        let handle = tokio::spawn(daemon::run(store, listener, config, resolve, async move {
+            let _ = rx.await;
+        }));
+        Running {
+            addr,
+            stop: Some(tx),
+            handle,
+            clock,
+        }
+    }
+
+    async fn state(&self) -> (String, Option<usize>, bool) {
+        let r = self.store.get("local").await.unwrap();
+        (r.state.name().to_string(), r.state.step(), r.paused)
+    }
+
+    async fn wait_for(
+        &self,
+        what: &str,
+        mut f: impl FnMut(&(String, Option<usize>, bool)) -> bool,
+    ) {
+        for _ in 0..400 {
+            let s = self.state().await;
+            if f(&s) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!(
+            "timed out waiting for {what}; state {:?}",
+            self.state().await
+        );
+    }
+}
+
+fn plan() -> String {
+    include_str!("../plans/local.yaml").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_alone_takes_a_migration_from_planned_to_complete() {
+    let w = World::new(&plan()).await;
+    let d = w.start(|c| c.confirm_complete = vec!["local".into()]).await;
+    // Minimum times and `for: quiet` pass only as the injected clock moves.
+    d.climb_until(&w, |s| s.0 == "complete").await;
+    assert_eq!(w.state().await.0, "complete");
+    let journal = w.store.journal("local").await.unwrap();
+    let visited: Vec<String> = journal.iter().map(|e| e.to.state.to_string()).collect();
+    for s in [
+        "planned",
+        "consume_dual",
+        "synthetic",
+        "slices[0]",
+        "slices[1]",
+        "slices[2]",
+        "drain",
+        "disconnect",
+        "complete",
+    ] {
+        assert!(
+            visited.contains(&s.to_string()),
+            "{s} missing from {visited:?}"
+        );
+    }
+    for pair in journal.windows(2) {
+        assert_eq!(pair[0].to, pair[1].from, "the journal is a chain");
+    }
+    assert!(journal.iter().skip(1).all(|e| e.actor == "daemon-test"));
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_confirmation_the_daemon_stops_before_complete() {
+    let w = World::new(&plan()).await;
+    let d = w.start(|_| {}).await;
+    d.climb_until(&w, |s| s.0 == "disconnect").await;
+    d.advance_clock(10);
+    d.settle().await;
+    assert_eq!(w.state().await.0, "disconnect");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
+    let w = World::new(&plan()).await;
+    let d = w.start(|_| {}).await;
+    // Climb to slices[1] and stay there: the clock stops, so `observe: 1m` holds it.
+    d.climb_until(&w, |s| s.1 == Some(1)).await;
+    assert_eq!(w.state().await, ("slices".into(), Some(1), false));
+    let before = w.store.journal("local").await.unwrap().len();
+    let ticks_before = d.ticks().await;
+    w.indicators.set("app_error_ratio_new", 0.2);
+    w.wait_for("the breach rollback", |s| s.1 == Some(0)).await;
+    // The tick in progress may have read the old value, the next one acts; one more may finish
+    // before this poll looks.
+    assert!(d.ticks().await <= ticks_before + 3, "acted within one tick");
+    assert_eq!(w.state().await, ("slices".into(), Some(0), true));
+    // Give it many more ticks with the guard still failing: no cascade while paused.
+    d.advance_clock(5);
+    d.settle().await;
+    d.settle().await;
+    assert_eq!(w.state().await, ("slices".into(), Some(0), true));
+    let journal = w.store.journal("local").await.unwrap();
+    assert_eq!(journal.len(), before + 1, "exactly one transition");
+    let last = journal.last().unwrap();
+    assert_eq!(last.command, "rollback");
+    assert!(
+        last.reason
+            .as_deref()
+            .unwrap()
+            .contains("error ratio breach")
+    );
+    let breach = last.evidence["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "error ratio breach")
+        .unwrap();
+    assert_eq!(breach["verdict"], "fail");
+    assert_eq!(breach["value"], 0.2);
+    // A person fixes things and resumes; the daemon climbs again.
+    w.indicators.set("app_error_ratio_new", 0.001);
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let c = Controller {
+        store: &w.store,
+        fetcher: &fetcher,
+        resolve: &*w.resolve,
+        read_only: false,
+    };
+    c.command(
+        "local",
+        &queue_migrate::machine::Command::Resume,
+        &Actor {
+            name: "oncall".into(),
+            reason: Some("fixed".into()),
+        },
+        serde_json::json!({}),
+        d.clock.load(Ordering::SeqCst),
+    )
+    .await
+    .unwrap();
+    d.advance_clock(2);
+    w.wait_for("climbing again", |s| s.1 == Some(1)).await;
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
+    let w = World::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let http = reqwest::Client::new();
+    let first = http
+        .get(d.url("/v1/migrations/local/routing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let etag = first.headers()["etag"].to_str().unwrap().to_string();
+    let doc: serde_json::Value = first.json().await.unwrap();
+    assert_eq!(etag, format!("\"{}\"", doc["generation"]));
+
+    // Unchanged: 304 at the timeout.
+    let started = std::time::Instant::now();
+    let r = http
+        .get(d.url("/v1/migrations/local/routing?wait=300ms"))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    assert!(started.elapsed() >= Duration::from_millis(250));
+
+    // Many readers wait; a change made through the API wakes them all.
+    let waiters: Vec<_> = (0..50)
+        .map(|_| {
+            let http = http.clone();
+            let url = d.url("/v1/migrations/local/routing?wait=20s");
+            let etag = etag.clone();
+            tokio::spawn(async move {
+                let r = http
+                    .get(url)
+                    .header("If-None-Match", etag)
+                    .send()
+                    .await
+                    .unwrap();
+                (r.status().as_u16(), std::time::Instant::now())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let changed_at = std::time::Instant::now();
+    let r = http
+        .post(d.url("/v1/migrations/local/pause"))
+        .bearer_auth("s3cret")
+        .json(&serde_json::json!({ "reason": "window closes" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    for h in waiters {
+        let (status, at) = h.await.unwrap();
+        assert_eq!(status, 200);
+        assert!(at.duration_since(changed_at) < Duration::from_secs(1));
+    }
+
+    // A change made by another process (the CLI writes the store directly) reaches readers too.
+    let cur: serde_json::Value = http
+        .get(d.url("/v1/migrations/local/routing"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tag = format!("\"{}\"", cur["generation"]);
+    let waiter = {
+        let http = http.clone();
+        let url = d.url("/v1/migrations/local/routing?wait=20s");
+        tokio::spawn(async move {
+            let r = http
+                .get(url)
+                .header("If-None-Match", tag)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let c = Controller {
+        store: &w.store,
+        fetcher: &fetcher,
+        resolve: &*w.resolve,
+        read_only: false,
+    };
+    let changed_at = std::time::Instant::now();
+    c.command(
+        "local",
+        &queue_migrate::machine::Command::Resume,
+        &Actor {
+            name: "cli".into(),
+            reason: None,
+        },
+        serde_json::json!({}),
+        T0 * 1000,
+    )
+    .await
+    .unwrap();
+    let (status, doc) = waiter.await.unwrap();
+    assert!(changed_at.elapsed() < Duration::from_secs(1));
+    assert_eq!(status, 200);
+    assert_eq!(doc["paused"], false);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutations_need_the_token_reads_do_not() {
+    let w = World::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let http = reqwest::Client::new();
+    let pause = d.url("/v1/migrations/local/pause");
+    assert_eq!(http.post(&pause).send().await.unwrap().status(), 401);
+    assert_eq!(
+        http.post(&pause)
+            .bearer_auth("nope")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    // Reads are open.
+    let s: serde_json::Value = http
+        .get(d.url("/v1/migrations/local"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(s["state"], "planned");
+    assert_eq!(s["paused"], false);
+    // Wait for the lease, then the right token works, and the journal says who.
+    for _ in 0..100 {
+        let h: serde_json::Value = http
+            .get(d.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if h["leader"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = http
+        .post(&pause)
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let again = http
+        .post(&pause)
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409, "already paused");
+    let history: serde_json::Value = http
+        .get(d.url("/v1/migrations/local/history"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        history.as_array().unwrap().last().unwrap()["actor"],
+        "api:daemon-test"
+    );
+    // Unknown things.
+    assert_eq!(
+        http.get(d.url("/v1/migrations/nope"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        http.post(d.url("/v1/migrations/local/explode"))
+            .bearer_auth("s3cret")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    // The controller's own metrics.
+    let metrics = http
+        .get(d.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let parsed = queue_migrate::indicators::exposition::parse(&metrics);
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    assert!(
+        metrics.contains("queue_migrate_state{migration=\"local\",state=\"planned\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("queue_migrate_paused{migration=\"local\"} 1"),
+        "{metrics}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_mutations_on_a_public_address_without_a_token() {
+    let w = World::new(&plan()).await;
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let config = Config {
+        interval: Duration::from_millis(50),
+        lease_ttl: Duration::from_secs(3),
+        watch_interval: Duration::from_millis(50),
+        holder: "x".into(),
+        token: None,
+        read_only_api: false,
+        confirm_complete: vec![],
+        clock: Arc::new(|| T0 * 1000),
+    };
+    let resolve: Arc<dyn Resolve + Send + Sync> = w.resolve.clone();
+    let err = daemon::run(
+        w.store.clone(),
+        listener,
+        config,
+        resolve,
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, DaemonError::NoToken(_)), "{err}");
+    assert!(err.to_string().contains("MIGRATE_API_TOKEN"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_hear_transitions_breaches_and_ready() {
+    // A receiver that records what it gets.
+    let got: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let g2 = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, axum::Json(v): axum::Json<serde_json::Value>| {
+                let g = g2.clone();
+                async move {
+                    assert_eq!(headers["authorization"], "Bearer hook-token");
+                    g.lock().unwrap().push(v);
+                    "ok"
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let yaml = plan().replace(
+        "routing: { file: local.routing.json }",
+        &format!(
+            "routing: {{ file: local.routing.json }}\nnotify: {{ webhooks: [ {{ url: \"{hook}\", token: hook-token }} ] }}"
+        ),
+    );
+    let w = World::new(&yaml).await;
+    let d = w.start(|_| {}).await;
+    d.climb_until(&w, |s| s.1 == Some(1)).await;
+    w.indicators.set("app_error_ratio_new", 0.2);
+    w.wait_for("the breach", |s| s.2).await;
+    // Fixed: every gate passes again, but the migration is paused: "ready", for a person.
+    w.indicators.set("app_error_ratio_new", 0.001);
+    d.advance_clock(2);
+    d.settle().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let events = got.lock().unwrap().clone();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"transition"), "{kinds:?}");
+    assert!(kinds.contains(&"breach"), "{kinds:?}");
+    assert!(kinds.contains(&"ready_to_advance"), "{kinds:?}");
+    let breach = events.iter().find(|e| e["event"] == "breach").unwrap();
+    assert!(
+        breach["text"]
+            .as_str()
+            .unwrap()
+            .contains("error ratio breach"),
+        "{breach}"
+    );
+    assert_eq!(breach["migration"], "local");
+    d.stop().await;
+}
