@@ -45,6 +45,9 @@ fn print_view(v: &StatusView) {
             "  (NOT yet published: the next command retries)"
         }
     );
+    if let Some(e) = &v.publish_error {
+        println!("  publisher behind: {e}");
+    }
     if v.gates.is_empty() {
         println!("  no gates in this state");
     }

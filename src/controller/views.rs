@@ -20,6 +20,8 @@ pub struct StatusView {
     pub routing: RoutingDocument,
     /// False when the routing of the current generation has not reached every publisher yet.
     pub routing_published: bool,
+    /// Why the last publication failed (a publisher that is behind), until one succeeds.
+    pub publish_error: Option<String>,
     pub gates: Vec<GateView>,
 }
 
@@ -75,6 +77,7 @@ impl<S: Store> Controller<'_, S> {
             entered_at: rfc3339(r.entered_at_ms),
             routing: document(&loaded.plan, r),
             routing_published: r.published_generation >= r.generation,
+            publish_error: r.publish_error.clone(),
             gates: self.last_gates(loaded).await?,
         })
     }
