@@ -17,23 +17,39 @@
 //!
 //! Shell:
 //! - [`indicators::fetch`] — HTTP to indicator sources.
-//! - [`store`] — the state store (SQLite via sqlx): migrations, journal, gate evaluations.
+//! - [`store`] — the state store (SQLite or PostgreSQL via sqlx): migrations, journal, gate evaluations.
 //! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
 //! - [`daemon`] — `migrate run`: the loop, the lease, the HTTP API, webhooks.
+//! - [`dlq`] — dead letters: envelope, signature, triage, decisions, replay, alerts (docs/dlq.md).
+//! - [`router`], [`stamp`], [`dedup`] — the producer's and the consumer's side: follow the
+//!   routing document, stamp messages, apply effects once (docs/routing.md).
 //! - `cli` — the `migrate` command line, one file per subcommand.
+//! - `sim` — the embedded world of `migrate demo` (two brokers, producers, an idempotent consumer).
 //!
-//! Cargo features: `routing` (the slice function and the routing document, for producers and
-//! consumers), `controller` (everything but the CLI), `cli` (default: the `migrate` binary).
+//! Cargo features: `routing` (the slice function, the routing document, the route stamp: what a
+//! producer needs, no async runtime), `router` (the following `Router`), `dedup` (the consumer's
+//! durable dedup on SQLite/PostgreSQL), `dedup-redis`, `controller` (everything but the CLI),
+//! `cli` (default: the `migrate` binary).
 
 pub mod slice;
 
 #[cfg(feature = "routing")]
 pub mod routing;
+#[cfg(feature = "routing")]
+pub mod stamp;
+
+#[cfg(feature = "router")]
+pub mod router;
+
+#[cfg(feature = "dedup")]
+pub mod dedup;
 
 #[cfg(feature = "controller")]
 pub mod controller;
 #[cfg(feature = "controller")]
 pub mod daemon;
+#[cfg(feature = "controller")]
+pub mod dlq;
 #[cfg(feature = "controller")]
 pub mod gate;
 #[cfg(feature = "controller")]
@@ -49,3 +65,5 @@ pub mod time;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
+pub mod sim;

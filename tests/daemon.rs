@@ -143,6 +143,7 @@ impl World {
         let c2 = clock.clone();
         let mut config = Config {
             interval: Duration::from_millis(40),
+            source_timeout: Duration::from_secs(2),
             lease_ttl: Duration::from_secs(3),
             watch_interval: Duration::from_millis(50),
             holder: "daemon-test".into(),
@@ -528,6 +529,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let config = Config {
         interval: Duration::from_millis(50),
+        source_timeout: Duration::from_secs(2),
         lease_ttl: Duration::from_secs(3),
         watch_interval: Duration::from_millis(50),
         holder: "x".into(),

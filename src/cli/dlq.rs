@@ -1,0 +1,1105 @@
+//! `migrate dlq ...`: dead letters — triage an export, record decisions, replay, alert signals,
+//! the weekly report, retention, and the drain gate's reading.
+//!
+//! Exports are NDJSON files of envelopes (docs/dlq.md), or `-` for standard input. Decisions and
+//! seen signatures live in the state store (`--state`), per queue (`--queue`).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::{CliError, CliResult, Ctx};
+use crate::dlq::alerts::{self, AlertInputs};
+use crate::dlq::disposition::{
+    Action, CloseReason, Disposition, covered_until, split_against_history,
+};
+use crate::dlq::envelope::{DeadLetter, EnvelopeRef, format_timestamp};
+use crate::dlq::gate;
+use crate::dlq::generate::{GenerateOptions, write_export};
+use crate::dlq::replay::{
+    self, Event, NdjsonPublisher, Outcome, Pacer, ReplayMachine, ReplayPolicy,
+};
+use crate::dlq::report::{self, ReportInputs};
+use crate::dlq::signature::{SignatureVersion, Signer};
+use crate::dlq::triage::{
+    Group, TableOptions, TriageOptions, TriageReport, render_rows, summary_line, triage_reader,
+};
+use crate::store::dispositions::{DispositionStore, SeenSignature};
+
+const REASONS_HELP: &str = "entity_deleted (the referenced entity no longer exists), \
+window_expired (the event lost its temporal validity), producer_retired (a producer version's \
+format that no longer exists), already_processed (another path produced the same effect), \
+fixed_in_code (defect fixed; the old messages are irrelevant)";
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCmd {
+    /// Group an export by cause in one streaming pass and print a report that fits a screen.
+    ///
+    /// Groups by (errorClass, consumerVersion, signature v1), largest first, with the span
+    /// between the first and last firstAttemptAt and a hint: a short span is an incident that
+    /// ended (replay is likely right), a long one a live defect (replaying only sends them back).
+    /// `--format json` prints the seed's array (errorClass, consumerVersion, signature, count,
+    /// firstSeen, lastSeen, spanHours, sample).
+    ///
+    /// Lines that are not envelopes are listed on stderr with their numbers and skipped.
+    /// Exit codes: 0 every line was an envelope; 1 some lines were skipped (the report covers the
+    /// rest); 2 the input cannot be read or an option is invalid.
+    #[command(verbatim_doc_comment)]
+    Triage(TriageArgs),
+    /// Record a decision closing a group without replay, for a reason from a closed list.
+    Close(CloseArgs),
+    /// List the recorded decisions, oldest first.
+    Decisions(DecisionsArgs),
+    /// Republish the original payloads of a group (or a whole file), rate limited, with a canary
+    /// batch, origin headers and an automatic stop.
+    ///
+    /// Each message carries x-replay-of (its deadLetteredAt) and x-replay-reason (its errorClass).
+    /// After the canary batch (default 50) the run stops: look at the effect, then run the same
+    /// command with --continue (which skips the canary batch and does not pause again). The run
+    /// aborts itself when its own failure rate passes --abort-failure-rate. Entries first
+    /// attempted longer ago than --max-age are refused unless --force-old. A replay that reaches
+    /// the end is recorded as a decision (action replay) for each group it covered.
+    ///
+    /// Exit codes: 0 completed; 1 aborted (failure rate); 2 invalid input or refused (too old);
+    /// 3 paused after the canary batch.
+    #[command(verbatim_doc_comment)]
+    Replay(ReplayArgs),
+    /// Export the alert signals as Prometheus text: inflow per minute, new signatures, the age
+    /// of the oldest unclosed dead letter.
+    Watch(WatchArgs),
+    /// The weekly review in Markdown, for the queue's named owner.
+    Report(ReportArgs),
+    /// Retention: drop dead letters older than a duration from an export (and, with
+    /// --decisions, decisions taken before it).
+    Purge(PurgeArgs),
+    /// The drain gate's reading: passes when the old queue's export is empty or every group in
+    /// it is closed or replayed. Exit codes: 0 passes, 3 gated, 2 invalid input.
+    Gate(GateArgs),
+    /// Write a generated export (for rehearsals and benchmarks).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueArg {
+    /// The dead-letter queue the decisions are about.
+    #[arg(long, env = "MIGRATE_DLQ_QUEUE", default_value = "default")]
+    pub queue: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TriageArgs {
+    /// The export (NDJSON), or - for standard input.
+    #[arg(default_value = "-")]
+    pub file: String,
+    /// table (fits a screen) or json (every group, the seed's fields).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Split the groups against recorded decisions: recurring (decided, came back) first.
+    #[arg(long)]
+    pub against_history: bool,
+    #[command(flatten)]
+    pub queue: QueueArg,
+    /// Groups shown one per line in the table; the rest fold into one line.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// A group spanning up to this long is an incident (hint: replay).
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    pub short_span: Duration,
+    /// Signature rules (v1 keeps recorded decisions comparable).
+    #[arg(long, default_value = "v1", value_parser = parse_version)]
+    pub signature_version: SignatureVersion,
+}
+
+fn parse_version(s: &str) -> Result<SignatureVersion, String> {
+    SignatureVersion::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_reason(s: &str) -> Result<CloseReason, String> {
+    CloseReason::parse(s).map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Args)]
+pub struct GroupArgs {
+    /// The group's signature (as triage prints it).
+    #[arg(long)]
+    pub signature: Option<String>,
+    /// The group's errorClass.
+    #[arg(long = "class")]
+    pub class: Option<String>,
+    /// The group's consumerVersion.
+    #[arg(long = "version")]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CloseArgs {
+    /// The group's signature (as triage prints it).
+    #[arg(long)]
+    pub signature: String,
+    /// The group's errorClass.
+    #[arg(long = "class")]
+    pub class: String,
+    /// The group's consumerVersion.
+    #[arg(long = "version")]
+    pub version: String,
+    /// Why it is closed without replay. One of:
+    #[arg(long, value_parser = parse_reason, long_help = format!("Why it is closed without replay: {REASONS_HELP}."))]
+    pub reason: CloseReason,
+    /// Who decides.
+    #[arg(long)]
+    pub by: String,
+    /// Free text beside the reason (a ticket, a PR).
+    #[arg(long)]
+    pub note: Option<String>,
+    /// The export the group is in: records its count and first/last seen (without it, the
+    /// decision covers entries first attempted up to now).
+    #[arg(long)]
+    pub from: Option<String>,
+    #[command(flatten)]
+    pub queue: QueueArg,
+    /// Print the recorded decision as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecisionsArgs {
+    #[command(flatten)]
+    pub queue: QueueArg,
+    /// Every queue's decisions.
+    #[arg(long)]
+    pub all_queues: bool,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The export (NDJSON), or - for standard input.
+    #[arg(default_value = "-")]
+    pub file: String,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    /// Where the messages go: an NDJSON file, or - for standard output.
+    #[arg(long, default_value = "-")]
+    pub output: String,
+    /// Messages per second.
+    #[arg(long, default_value_t = 20.0)]
+    pub rate: f64,
+    /// Stop after this many and wait for --continue (0: no canary).
+    #[arg(long, default_value_t = 50)]
+    pub canary: u64,
+    /// The canary batch was checked: skip it and go on without pausing.
+    #[arg(long = "continue")]
+    pub resume: bool,
+    /// Abort when the replay's own failure rate passes this (0..1).
+    #[arg(long, default_value_t = 0.2)]
+    pub abort_failure_rate: f64,
+    /// Refuse entries first attempted longer ago than this.
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub max_age: Duration,
+    /// Replay entries older than --max-age anyway.
+    #[arg(long)]
+    pub force_old: bool,
+    /// Who replays (recorded with the decision when the replay completes).
+    #[arg(long)]
+    pub by: String,
+    #[command(flatten)]
+    pub queue: QueueArg,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The export (NDJSON), or - for standard input (once only).
+    #[arg(default_value = "-")]
+    pub file: String,
+    #[command(flatten)]
+    pub queue: QueueArg,
+    /// The inflow window.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub window: Duration,
+    /// A signature first seen within this long is new.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    pub new_for: Duration,
+    /// At most this many dlq_new_signature_info series.
+    #[arg(long, default_value_t = 10)]
+    pub max_info: usize,
+    /// Write here (atomically, for a node_exporter textfile collector) instead of stdout.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Recompute this often, until interrupted (default: once).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub every: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The export (NDJSON), or - for standard input.
+    #[arg(default_value = "-")]
+    pub file: String,
+    /// The queue's named owner.
+    #[arg(long)]
+    pub owner: String,
+    #[command(flatten)]
+    pub queue: QueueArg,
+    /// "Since last week": decisions taken within this long are listed.
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub since: Duration,
+    /// Fresh groups listed one per row.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Write the Markdown here instead of stdout.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Drop what is older than this (by deadLetteredAt; decisions by when they were taken).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub older_than: Duration,
+    /// The export to filter.
+    pub input: Option<PathBuf>,
+    /// Where the kept lines go (- for standard output).
+    #[arg(long, conflicts_with = "in_place")]
+    pub output: Option<String>,
+    /// Rewrite the input file (through a temporary file and a rename).
+    #[arg(long)]
+    pub in_place: bool,
+    /// Also drop decisions taken before the cut (they carry the history that recurrence needs).
+    #[arg(long)]
+    pub decisions: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// The old queue's export (NDJSON), or - for standard input.
+    #[arg(default_value = "-")]
+    pub file: String,
+    #[command(flatten)]
+    pub queue: QueueArg,
+    /// Print the reading as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Lines to write.
+    #[arg(long, default_value_t = 1000)]
+    pub lines: u64,
+    /// PRNG seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Share of one-offs.
+    #[arg(long, default_value_t = 0.05)]
+    pub tail: f64,
+    /// Share of tricky messages.
+    #[arg(long, default_value_t = 0.0)]
+    pub tricky: f64,
+    /// Share of binary payloads.
+    #[arg(long, default_value_t = 0.02)]
+    pub binary: f64,
+    /// Share of corrupt lines.
+    #[arg(long, default_value_t = 0.0)]
+    pub corrupt: f64,
+    /// The period ends at --now (default: the generator's fixed period).
+    #[arg(long)]
+    pub until_now: bool,
+}
+
+pub async fn run(ctx: &Ctx, cmd: DlqCmd) -> CliResult {
+    match cmd {
+        DlqCmd::Triage(a) => triage(ctx, a).await,
+        DlqCmd::Close(a) => close(ctx, a).await,
+        DlqCmd::Decisions(a) => decisions(ctx, a).await,
+        DlqCmd::Replay(a) => replay_cmd(ctx, a).await,
+        DlqCmd::Watch(a) => watch(ctx, a).await,
+        DlqCmd::Report(a) => report_cmd(ctx, a).await,
+        DlqCmd::Purge(a) => purge(ctx, a).await,
+        DlqCmd::Gate(a) => gate_cmd(ctx, a).await,
+        DlqCmd::Generate(a) => generate(ctx, a),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Write to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn emit(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::new(1, format!("cannot write: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Pretty JSON on stdout, as `print_json` does, through [`emit`].
+fn emit_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
+    text.push('\n');
+    emit(&text)
+}
+
+fn open_input(file: &str) -> Result<Box<dyn BufRead>, CliError> {
+    if file == "-" {
+        return Ok(Box::new(BufReader::with_capacity(
+            1 << 16,
+            std::io::stdin(),
+        )));
+    }
+    let f = File::open(file).map_err(|e| CliError::input(format!("cannot open {file}: {e}")))?;
+    Ok(Box::new(BufReader::with_capacity(1 << 16, f)))
+}
+
+fn run_triage(file: &str, options: TriageOptions) -> Result<TriageReport, CliError> {
+    triage_reader(open_input(file)?, options).map_err(|e| CliError::input(format!("{file}: {e}")))
+}
+
+/// The skipped lines on stderr; the exit code that says whether there were any.
+fn report_skipped(report: &TriageReport, file: &str) -> ExitCode {
+    for e in &report.errors {
+        eprintln!("{file}:{}: skipped: {}", e.line, e.message);
+    }
+    let listed = report.errors.len() as u64;
+    if report.skipped > listed {
+        eprintln!(
+            "{file}: … and {} more skipped lines",
+            report.skipped - listed
+        );
+    }
+    if report.skipped > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn queue_decisions(ctx: &Ctx, queue: &str) -> Result<Vec<Disposition>, CliError> {
+    let store = ctx.store().await?;
+    Ok(DispositionStore::list(&store)
+        .await?
+        .into_iter()
+        .filter(|d| d.queue == queue)
+        .collect())
+}
+
+async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
+    let decisions = if a.against_history {
+        queue_decisions(ctx, &a.queue.queue).await?
+    } else {
+        Vec::new()
+    };
+    let options = TriageOptions {
+        version: a.signature_version,
+        covered_until_ms: covered_until(&decisions),
+        max_line_errors: 20,
+        ..TriageOptions::default()
+    };
+    let report = run_triage(&a.file, options)?;
+    let table = TableOptions {
+        top: a.top,
+        short_span_hours: a.short_span.as_secs_f64() / 3600.0,
+        ..TableOptions::default()
+    };
+    match (a.format, a.against_history) {
+        (Format::Json, false) => emit_json(&report.groups)?,
+        (Format::Json, true) => emit_json(&split_against_history(&report.groups, &decisions))?,
+        (Format::Table, false) => {
+            emit(&format!(
+                "{}{}\n",
+                render_rows(&report.groups, &table),
+                summary_line(&report)
+            ))?;
+        }
+        (Format::Table, true) => {
+            let split = split_against_history(&report.groups, &decisions);
+            let mut out = format!(
+                "RECURRING: decided before, came back ({} groups)\n",
+                split.recurring.len()
+            );
+            for r in &split.recurring {
+                let row = render_rows(std::slice::from_ref(r.group), &table);
+                if let Some(line) = row.lines().nth(1) {
+                    let _ = writeln!(out, "{line}");
+                }
+                let _ = writeln!(out, "          earlier: {}", r.previous.summary());
+            }
+            let fresh: Vec<Group> = split.fresh.iter().map(|g| (*g).clone()).collect();
+            let _ = writeln!(out, "\nFRESH: never decided ({} groups)", fresh.len());
+            if !fresh.is_empty() {
+                out.push_str(&render_rows(&fresh, &table));
+            }
+            let covered: u64 = split.covered.iter().map(|w| w.group.count).sum();
+            let _ = writeln!(
+                out,
+                "\nCOVERED: {} groups ({covered} entries) decided, entries still in the queue",
+                split.covered.len()
+            );
+            let _ = writeln!(out, "{}", summary_line(&report));
+            emit(&out)?;
+        }
+    }
+    Ok(report_skipped(&report, &a.file))
+}
+
+async fn close(ctx: &Ctx, a: CloseArgs) -> CliResult {
+    let now = ctx.now_ms()?;
+    let queue = a.queue.queue;
+    let disposition = match &a.from {
+        Some(file) => {
+            let report = run_triage(file, TriageOptions::default())?;
+            let group = report
+                .groups
+                .iter()
+                .find(|g| {
+                    g.signature == a.signature
+                        && g.error_class == a.class
+                        && g.consumer_version == a.version
+                })
+                .ok_or_else(|| {
+                    let near: Vec<String> = report
+                        .groups
+                        .iter()
+                        .filter(|g| g.signature == a.signature)
+                        .map(|g| {
+                            format!(
+                                "--class {:?} --version {:?}",
+                                g.error_class, g.consumer_version
+                            )
+                        })
+                        .collect();
+                    CliError::input(format!(
+                        "no group ({}, {}, {:?}) in {file}{}",
+                        a.class,
+                        a.version,
+                        a.signature,
+                        if near.is_empty() {
+                            " (see `migrate dlq triage` for the signatures it has)".to_string()
+                        } else {
+                            format!("; that signature is there with {}", near.join(", "))
+                        }
+                    ))
+                })?;
+            Disposition::close(&queue, group, a.reason, &a.by, now, a.note)
+                .map_err(|e| CliError::input(e.to_string()))?
+        }
+        None => {
+            if a.by.trim().is_empty() {
+                return Err(CliError::input("a decision needs who took it (--by)"));
+            }
+            Disposition {
+                id: 0,
+                queue,
+                signature: a.signature,
+                signature_version: SignatureVersion::V1.as_str().to_string(),
+                error_class: a.class,
+                consumer_version: a.version,
+                affected_count: None,
+                first_seen: None,
+                last_seen: None,
+                action: Action::Close(a.reason),
+                decided_by: a.by.trim().to_string(),
+                decided_at_ms: now,
+                note: a.note,
+            }
+        }
+    };
+    let store = ctx.store().await?;
+    let id = store.record(&disposition).await?;
+    let recorded = Disposition { id, ..disposition };
+    if a.json {
+        emit_json(&recorded)?;
+    } else {
+        println!(
+            "recorded #{id}: {} {} {:?} closed as {} by {}{}",
+            recorded.error_class,
+            recorded.consumer_version,
+            recorded.signature,
+            a.reason,
+            recorded.decided_by,
+            recorded
+                .affected_count
+                .map(|n| format!(" ({n} entries)"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
+    let store = ctx.store().await?;
+    let all: Vec<Disposition> = DispositionStore::list(&store)
+        .await?
+        .into_iter()
+        .filter(|d| a.all_queues || d.queue == a.queue.queue)
+        .collect();
+    if a.json {
+        emit_json(&all)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    if all.is_empty() {
+        let _ = writeln!(out, "no decisions recorded for queue {:?}", a.queue.queue);
+    }
+    for d in &all {
+        let _ = writeln!(
+            out,
+            "{:>4}  {}  {:<10} {:<18} {:<10} {:<22} {:<10} {:?}{}{}",
+            d.id,
+            format_timestamp(d.decided_at_ms)
+                .get(..16)
+                .unwrap_or_default(),
+            d.decided_by,
+            d.action.reason().map_or("replayed", CloseReason::as_str),
+            d.queue,
+            d.error_class,
+            d.consumer_version,
+            d.signature,
+            d.affected_count
+                .map(|n| format!("  ×{n}"))
+                .unwrap_or_default(),
+            d.note
+                .as_deref()
+                .map(|n| format!("  — {n}"))
+                .unwrap_or_default(),
+        );
+    }
+    emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay
+
+type GroupKey = (String, String, String);
+
+/// A selected entry and its group.
+struct Selected {
+    entry: DeadLetter,
+    key: GroupKey,
+}
+
+impl std::borrow::Borrow<DeadLetter> for Selected {
+    fn borrow(&self) -> &DeadLetter {
+        &self.entry
+    }
+}
+
+/// Reads the export lazily, keeps the entries of the selected group.
+struct Selection {
+    reader: Box<dyn BufRead>,
+    signer: Signer,
+    filter: Option<GroupKey>,
+    line: Vec<u8>,
+    line_no: u64,
+    skipped: Arc<AtomicU64>,
+    first_error: Option<String>,
+}
+
+impl Iterator for Selection {
+    type Item = Selected;
+    fn next(&mut self) -> Option<Selected> {
+        loop {
+            self.line.clear();
+            match self.reader.read_until(b'\n', &mut self.line) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    self.first_error
+                        .get_or_insert_with(|| format!("read error: {e}"));
+                    return None;
+                }
+            }
+            self.line_no += 1;
+            let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+            if line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                continue;
+            }
+            let view = match EnvelopeRef::parse(line) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.skipped.fetch_add(1, Ordering::Relaxed);
+                    if self.first_error.is_none() {
+                        self.first_error = Some(format!("line {}: {e}", self.line_no));
+                    }
+                    continue;
+                }
+            };
+            let key = (
+                view.error_class().to_string(),
+                view.consumer_version().to_string(),
+                self.signer.sign_wtf8(view.error_message_wtf8()),
+            );
+            if self.filter.as_ref().is_none_or(|f| *f == key) {
+                return Some(Selected {
+                    entry: view.to_dead_letter(),
+                    key,
+                });
+            }
+        }
+    }
+}
+
+struct TokioPacer {
+    base_ms: i64,
+    started: Instant,
+}
+
+impl Pacer for TokioPacer {
+    fn now_ms(&self) -> i64 {
+        self.base_ms + i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX / 2)
+    }
+    async fn sleep_until(&mut self, at_ms: i64) {
+        let wait = at_ms - self.now_ms();
+        if wait > 0 {
+            tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
+        }
+    }
+}
+
+fn group_filter(g: &GroupArgs) -> Result<Option<GroupKey>, CliError> {
+    match (&g.class, &g.version, &g.signature) {
+        (Some(c), Some(v), Some(s)) => Ok(Some((c.clone(), v.clone(), s.clone()))),
+        (None, None, None) => Ok(None),
+        _ => Err(CliError::input(
+            "a group is --class, --version and --signature together (or none of them, for the whole file)",
+        )),
+    }
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
+    if a.by.trim().is_empty() {
+        return Err(CliError::input("--by: who replays"));
+    }
+    let now = ctx.now_ms()?;
+    let filter = group_filter(&a.group)?;
+    let policy = ReplayPolicy {
+        rate_per_second: a.rate,
+        canary: a.canary,
+        abort_failure_rate: a.abort_failure_rate,
+        min_sample: if a.canary > 0 { a.canary } else { 50 },
+        max_age_ms: Some(duration_ms(a.max_age)),
+        force_old: a.force_old,
+        resume: a.resume,
+    };
+    let mut machine = ReplayMachine::new(policy).map_err(|e| CliError::input(e.to_string()))?;
+
+    // A file can be read twice: count the selection and refuse old entries before sending any.
+    let mut total = None;
+    if a.file != "-" {
+        let mut count = 0_u64;
+        let mut too_old = 0_u64;
+        let mut oldest: Option<String> = None;
+        let selection = Selection {
+            reader: open_input(&a.file)?,
+            signer: Signer::new(SignatureVersion::V1),
+            filter: filter.clone(),
+            line: Vec::new(),
+            line_no: 0,
+            skipped: Arc::new(AtomicU64::new(0)),
+            first_error: None,
+        };
+        for s in selection {
+            count += 1;
+            let age = now - s.entry.first_attempt_ms().unwrap_or(i64::MIN / 2);
+            if !a.force_old && age > duration_ms(a.max_age) {
+                too_old += 1;
+                if oldest
+                    .as_deref()
+                    .is_none_or(|o| s.entry.first_attempt_at.as_str() < o)
+                {
+                    oldest = Some(s.entry.first_attempt_at.clone());
+                }
+            }
+        }
+        if count == 0 {
+            return Err(CliError::input(format!(
+                "nothing to replay: no entry of the selected group in {} (see `migrate dlq triage`)",
+                a.file
+            )));
+        }
+        if too_old > 0 {
+            return Err(CliError::input(format!(
+                "refused: {too_old} of {count} entries were first attempted more than {} ago (oldest {}); \
+                 replaying old events can act on a state that moved on. Close them (`migrate dlq close --reason window_expired`), \
+                 or replay anyway with --force-old",
+                humantime::format_duration(a.max_age),
+                oldest.unwrap_or_default()
+            )));
+        }
+        total = Some(count);
+    }
+
+    let skipped = Arc::new(AtomicU64::new(0));
+    let selection = Selection {
+        reader: open_input(&a.file)?,
+        signer: Signer::new(SignatureVersion::V1),
+        filter,
+        line: Vec::new(),
+        line_no: 0,
+        skipped: skipped.clone(),
+        first_error: None,
+    };
+    let to_stdout = a.output == "-";
+    let sink: Box<dyn Write + Send> = if to_stdout {
+        Box::new(BufWriter::new(std::io::stdout()))
+    } else {
+        Box::new(BufWriter::new(File::create(&a.output).map_err(|e| {
+            CliError::input(format!("cannot create {}: {e}", a.output))
+        })?))
+    };
+    let mut publisher = NdjsonPublisher::new(sink);
+    let mut pacer = TokioPacer {
+        base_ms: now,
+        started: Instant::now(),
+    };
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut per_group: HashMap<GroupKey, (u64, String, String)> = HashMap::new();
+    let summary = replay::run(
+        &mut machine,
+        selection,
+        &mut publisher,
+        &mut pacer,
+        |event: &Event<'_, Selected>, stats| {
+            if let Event::Published(s) = event {
+                let e = per_group.entry(s.key.clone()).or_insert_with(|| {
+                    (
+                        0,
+                        s.entry.first_attempt_at.clone(),
+                        s.entry.first_attempt_at.clone(),
+                    )
+                });
+                e.0 += 1;
+                if s.entry.first_attempt_at < e.1 {
+                    e.1 = s.entry.first_attempt_at.clone();
+                }
+                if s.entry.first_attempt_at > e.2 {
+                    e.2 = s.entry.first_attempt_at.clone();
+                }
+            }
+            if last_progress.elapsed() >= Duration::from_secs(2) {
+                last_progress = Instant::now();
+                let secs = started.elapsed().as_secs_f64().max(0.001);
+                eprintln!(
+                    "replay: {}{} published, {} failed ({:.1}%), {:.1}/s",
+                    stats.published,
+                    total.map(|t| format!(" of {t}")).unwrap_or_default(),
+                    stats.failed,
+                    stats.failure_rate() * 100.0,
+                    stats.processed() as f64 / secs
+                );
+            }
+        },
+    )
+    .await;
+    drop(publisher);
+
+    let skipped = skipped.load(Ordering::Relaxed);
+    let say = |text: String| {
+        if to_stdout {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    let s = &summary.stats;
+    say(format!(
+        "replay: {} published, {} failed, {} skipped as the earlier canary, {} invalid lines skipped, {} remaining",
+        s.published, s.failed, s.skipped_canary, skipped, summary.remaining
+    ));
+    match &summary.outcome {
+        Outcome::Completed => {
+            let store = ctx.store().await?;
+            let mut recorded = 0;
+            for ((class, version, signature), (count, first, last)) in &per_group {
+                let d = Disposition {
+                    id: 0,
+                    queue: a.queue.queue.clone(),
+                    signature: signature.clone(),
+                    signature_version: SignatureVersion::V1.as_str().to_string(),
+                    error_class: class.clone(),
+                    consumer_version: version.clone(),
+                    affected_count: Some(*count),
+                    first_seen: Some(first.clone()),
+                    last_seen: Some(last.clone()),
+                    action: Action::Replay,
+                    decided_by: a.by.trim().to_string(),
+                    decided_at_ms: now,
+                    note: (s.failed > 0).then(|| format!("{} failed to publish", s.failed)),
+                };
+                store.record(&d).await?;
+                recorded += 1;
+            }
+            say(format!(
+                "completed; recorded {recorded} group(s) as replayed"
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::PausedAfterCanary => {
+            say(format!(
+                "paused after the canary batch of {}: check the effect, then run the same command with --continue",
+                a.canary
+            ));
+            Ok(ExitCode::from(3))
+        }
+        Outcome::Aborted { failure_rate } => Err(CliError::new(
+            1,
+            format!(
+                "aborted: the replay's own failure rate is {:.1}% (threshold {:.1}%); nothing more was sent",
+                failure_rate * 100.0,
+                a.abort_failure_rate * 100.0
+            ),
+        )),
+        Outcome::RefusedTooOld {
+            first_attempt_at,
+            age_ms,
+        } => Err(CliError::input(format!(
+            "refused: an entry first attempted at {first_attempt_at} is {} old (more than --max-age); close it (--reason window_expired) or use --force-old",
+            crate::dlq::report::human_age(*age_ms)
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))
+}
+
+async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
+    loop {
+        let now = ctx.now_ms()?;
+        let decisions = queue_decisions(ctx, &a.queue.queue).await?;
+        let options = TriageOptions {
+            recent_since_ms: Some(now - duration_ms(a.window)),
+            covered_until_ms: covered_until(&decisions),
+            max_line_errors: 5,
+            ..TriageOptions::default()
+        };
+        let report = run_triage(&a.file, options)?;
+        let store = ctx.store().await?;
+        let seen: Vec<SeenSignature> = report
+            .groups
+            .iter()
+            .map(|g| SeenSignature {
+                queue: a.queue.queue.clone(),
+                signature: g.signature.clone(),
+                error_class: g.error_class.clone(),
+                consumer_version: g.consumer_version.clone(),
+            })
+            .collect();
+        let first_seen = store.note_signatures(&seen, now).await?;
+        let decided: Vec<String> = decisions.iter().map(|d| d.signature.clone()).collect();
+        let signals = alerts::compute(
+            &report.groups,
+            &AlertInputs {
+                now_ms: now,
+                window_ms: duration_ms(a.window),
+                new_for_ms: duration_ms(a.new_for),
+                first_seen: &first_seen,
+                decided: &decided,
+                max_info: a.max_info,
+            },
+        )
+        .map_err(|e| CliError::input(e.to_string()))?;
+        let text = alerts::render_prometheus(&signals, &a.queue.queue);
+        match &a.output {
+            Some(path) => write_atomically(path, &text)?,
+            None => emit(&text)?,
+        }
+        for e in &report.errors {
+            eprintln!("{}:{}: skipped: {}", a.file, e.line, e.message);
+        }
+        match a.every {
+            Some(every) if a.file != "-" => tokio::time::sleep(every).await,
+            _ => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+async fn report_cmd(ctx: &Ctx, a: ReportArgs) -> CliResult {
+    let now = ctx.now_ms()?;
+    let decisions = queue_decisions(ctx, &a.queue.queue).await?;
+    let options = TriageOptions {
+        covered_until_ms: covered_until(&decisions),
+        max_line_errors: 20,
+        ..TriageOptions::default()
+    };
+    let report = run_triage(&a.file, options)?;
+    let md = report::render(
+        &report,
+        &decisions,
+        &ReportInputs {
+            queue: &a.queue.queue,
+            owner: &a.owner,
+            now_ms: now,
+            since_ms: now - duration_ms(a.since),
+            top: a.top,
+            short_span_hours: 24.0,
+        },
+    )
+    .map_err(|e| CliError::input(e.to_string()))?;
+    match &a.output {
+        Some(path) => write_atomically(path, &md)?,
+        None => emit(&md)?,
+    }
+    Ok(report_skipped(&report, &a.file))
+}
+
+async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
+    let now = ctx.now_ms()?;
+    let cut = now - duration_ms(a.older_than);
+    if a.input.is_none() && !a.decisions {
+        return Err(CliError::input(
+            "nothing to purge: give an export (with --output or --in-place) and/or --decisions",
+        ));
+    }
+    if let Some(input) = &a.input {
+        let (target, tmp): (Box<dyn Write>, Option<PathBuf>) = match (&a.output, a.in_place) {
+            (Some(o), _) if o == "-" => (Box::new(BufWriter::new(std::io::stdout())), None),
+            (Some(o), _) => (
+                Box::new(BufWriter::new(File::create(o).map_err(|e| {
+                    CliError::input(format!("cannot create {o}: {e}"))
+                })?)),
+                None,
+            ),
+            (None, true) => {
+                let tmp = input.with_extension("purge.tmp");
+                (
+                    Box::new(BufWriter::new(File::create(&tmp).map_err(|e| {
+                        CliError::new(1, format!("cannot create {}: {e}", tmp.display()))
+                    })?)),
+                    Some(tmp),
+                )
+            }
+            (None, false) => {
+                return Err(CliError::input(
+                    "where do the kept lines go? --output FILE|- or --in-place",
+                ));
+            }
+        };
+        let mut out = target;
+        let mut reader = BufReader::new(
+            File::open(input)
+                .map_err(|e| CliError::input(format!("cannot open {}: {e}", input.display())))?,
+        );
+        let (mut kept, mut dropped, mut unreadable) = (0_u64, 0_u64, 0_u64);
+        let mut line = Vec::new();
+        let io = |e: std::io::Error| CliError::new(1, format!("purge: {e}"));
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
+                break;
+            }
+            let body = line.strip_suffix(b"\n").unwrap_or(&line);
+            match EnvelopeRef::parse(body) {
+                Ok(v) if v.dead_lettered_ms() < cut => {
+                    dropped += 1;
+                    continue;
+                }
+                Ok(_) => kept += 1,
+                Err(_) => unreadable += 1,
+            }
+            out.write_all(&line).map_err(io)?;
+        }
+        out.flush().map_err(io)?;
+        drop(out);
+        if let Some(tmp) = tmp {
+            std::fs::rename(&tmp, input).map_err(io)?;
+        }
+        eprintln!(
+            "purge: dropped {dropped} dead letters older than {} (dead-lettered before {}), kept {kept}{}",
+            humantime::format_duration(a.older_than),
+            format_timestamp(cut),
+            if unreadable > 0 {
+                format!(
+                    ", kept {unreadable} lines that are not envelopes (look at them: they may hold personal data too)"
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    if a.decisions {
+        let store = ctx.store().await?;
+        let purged = store.purge_before(cut).await?;
+        eprintln!(
+            "purge: removed {} decisions taken before {} and {} signatures not seen since",
+            purged.dispositions,
+            format_timestamp(cut),
+            purged.signatures
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn gate_cmd(ctx: &Ctx, a: GateArgs) -> CliResult {
+    let decisions = queue_decisions(ctx, &a.queue.queue).await?;
+    let report = run_triage(&a.file, TriageOptions::default())?;
+    let reading = gate::evaluate(&report, &decisions);
+    if a.json {
+        emit_json(&reading)?;
+    } else {
+        println!(
+            "{}: {}",
+            if reading.passes() { "PASS" } else { "GATED" },
+            reading.reason(10)
+        );
+    }
+    Ok(if reading.passes() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
+fn generate(ctx: &Ctx, a: GenerateArgs) -> CliResult {
+    let mut options = GenerateOptions {
+        seed: a.seed,
+        lines: a.lines,
+        tail: a.tail,
+        tricky: a.tricky,
+        binary: a.binary,
+        corrupt: a.corrupt,
+        ..GenerateOptions::default()
+    };
+    if a.until_now {
+        options.start_ms = ctx.now_ms()? - options.period_ms;
+    }
+    options
+        .validate()
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    write_export(options, &mut out)
+        .and_then(|()| out.flush())
+        .map_err(|e| CliError::new(1, format!("cannot write: {e}")))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -5,6 +5,8 @@
 
 mod abort;
 mod advance;
+mod demo;
+mod dlq;
 mod history;
 mod init;
 mod pause;
@@ -78,6 +80,9 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
+    /// Run a whole migration on this machine against an embedded world (two brokers, producers,
+    /// an idempotent consumer), with the real controller, and prove nothing was lost.
+    Demo(demo::DemoArgs),
     /// Work with plan files.
     #[command(subcommand)]
     Plan(plan_check::PlanCmd),
@@ -98,6 +103,9 @@ pub enum Cmd {
     /// The daemon: auto-advance every active migration, act on guard breaches, serve the HTTP
     /// API and /metrics.
     Run(run::RunArgs),
+    /// Dead letters: triage, decisions, replay, alert signals, the weekly report.
+    #[command(subcommand)]
+    Dlq(dlq::DlqCmd),
     /// The journal: every transition with actor, reason and evidence.
     History(history::HistoryArgs),
     /// The routing document producers and consumers follow.
@@ -221,6 +229,7 @@ pub async fn run(cli: Cli) -> CliResult {
         resolve: SystemResolve,
     };
     match cli.command {
+        Cmd::Demo(a) => demo::run(a).await,
         Cmd::Plan(cmd) => plan_check::run(&ctx, cmd),
         Cmd::Init(a) => init::run(&ctx, a).await,
         Cmd::Status(a) => status::run(&ctx, a).await,
@@ -230,6 +239,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Resume(a) => resume::run(&ctx, a).await,
         Cmd::Abort(a) => abort::run(&ctx, a).await,
         Cmd::Run(a) => run::run(&ctx, a).await,
+        Cmd::Dlq(cmd) => dlq::run(&ctx, cmd).await,
         Cmd::History(a) => history::run(&ctx, a).await,
         Cmd::Routing(a) => routing::run(&ctx, a).await,
         Cmd::Slice(a) => slice::run(a),

@@ -86,8 +86,14 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         }
         None => Arc::new(crate::time::now_ms),
     };
+    if !addr.ip().is_loopback() && config_token_missing(&token, args.read_only) {
+        return Err(CliError::input(
+            daemon::DaemonError::NoToken(addr).to_string(),
+        ));
+    }
     let config = Config {
         interval: args.interval,
+        source_timeout: ctx.global.source_timeout,
         lease_ttl: args.lease_ttl,
         watch_interval: Duration::from_millis(500),
         holder: holder.clone(),
@@ -110,8 +116,12 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     )
     .await
     .map_err(|e| CliError::new(1, e.to_string()))?;
-    eprintln!("migrate run: stopped, lease released");
+    eprintln!("migrate run: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+fn config_token_missing(token: &Option<String>, read_only: bool) -> bool {
+    token.is_none() && !read_only
 }
 
 /// SIGTERM or SIGINT.

@@ -42,7 +42,9 @@ pub enum ControllerError {
     #[error(transparent)]
     Illegal(#[from] MachineError),
     /// A command that needs a reason got none.
-    #[error("{0} needs --reason \"...\": it goes into the journal")]
+    #[error(
+        "{0} needs a reason (--reason \"...\", or \"reason\" in an API call): it goes into the journal"
+    )]
     ReasonRequired(&'static str),
     /// The plan file cannot be read.
     #[error("cannot read the plan {path}: {message}")]

@@ -19,7 +19,7 @@ pub mod tick;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +46,8 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 pub struct Config {
     /// Time between ticks.
     pub interval: Duration,
+    /// How long to wait for an indicator source before its gates hold.
+    pub source_timeout: Duration,
     /// How long the lease lasts without renewal (renewed every third of it).
     pub lease_ttl: Duration,
     /// How often the watcher looks for changes made by others.
@@ -105,11 +107,44 @@ pub struct Shared<S: Store> {
     pub metrics: Metrics,
     pub notifier: Notifier,
     pub config: Config,
+    /// Set by a caller that drives ticks itself and has no lease (the demo).
     pub leader: AtomicBool,
+    /// Until when (wall clock, ms) this daemon's lease is valid; 0 when it holds none.
+    lease_until: AtomicI64,
+    /// Flips to true when the daemon stops: long-polls answer at once.
+    pub stopping: watch::Sender<bool>,
     memo: Mutex<HashMap<String, Memo>>,
 }
 
 impl<S: Store + Clone + 'static> Shared<S> {
+    /// The daemon's state, before anything runs. [`run`] builds one; a caller that drives ticks
+    /// itself (the demo, in lockstep with its simulated world) builds one too and calls
+    /// [`tick_all`] with the lease taken for granted (`leader` set).
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn new(
+        store: S,
+        config: Config,
+        resolve: Arc<dyn Resolve + Send + Sync>,
+    ) -> Result<Arc<Shared<S>>, DaemonError> {
+        let fetcher = Fetcher::new(config.source_timeout)?;
+        let notifier = Notifier::start(fetcher.client().clone());
+        Ok(Arc::new(Shared {
+            store,
+            fetcher,
+            resolve,
+            hub: Hub::default(),
+            metrics: Metrics::default(),
+            notifier,
+            config,
+            leader: AtomicBool::new(false),
+            lease_until: AtomicI64::new(0),
+            stopping: watch::Sender::new(false),
+            memo: Mutex::new(HashMap::new()),
+        }))
+    }
+
     /// A controller over the shared store; a standby's never writes.
     pub fn controller(&self, read_only: bool) -> Controller<'_, S> {
         Controller {
@@ -120,8 +155,15 @@ impl<S: Store + Clone + 'static> Shared<S> {
         }
     }
 
+    /// Whether this daemon may act now: it holds a lease that is valid for a while yet (a
+    /// margin of a fifth of the TTL, so that a slow tick stops before a standby may take over),
+    /// or its caller said so (`leader`).
     pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::SeqCst)
+        if self.leader.load(Ordering::SeqCst) {
+            return true;
+        }
+        let margin = i64::try_from(self.config.lease_ttl.as_millis() / 5).unwrap_or(0);
+        crate::time::now_ms() < self.lease_until.load(Ordering::SeqCst) - margin
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -205,7 +247,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     }
 
     /// Every migration in the store whose generation moved since readers last saw it.
-    async fn watch_once(&self) {
+    pub async fn watch_once(&self) {
         let read_only = !self.is_leader();
         let c = self.controller(read_only);
         let Ok(generations) = self.store.generations().await else {
@@ -237,19 +279,7 @@ pub async fn run<S: Store + Clone + 'static>(
     if !addr.ip().is_loopback() && config.token.is_none() && !config.read_only_api {
         return Err(DaemonError::NoToken(addr));
     }
-    let fetcher = Fetcher::new(Duration::from_secs(10))?;
-    let notifier = Notifier::start(fetcher.client().clone());
-    let shared = Arc::new(Shared {
-        store,
-        fetcher,
-        resolve,
-        hub: Hub::default(),
-        metrics: Metrics::default(),
-        notifier,
-        config: config.clone(),
-        leader: AtomicBool::new(false),
-        memo: Mutex::new(HashMap::new()),
-    });
+    let shared = Shared::new(store, config.clone(), resolve)?;
     shared.watch_once().await;
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -277,22 +307,30 @@ pub async fn run<S: Store + Clone + 'static>(
         })
     };
 
+    let renewer = {
+        let shared = shared.clone();
+        let stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(shared.config.lease_ttl / 3);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped(stop.clone()) => break,
+                    _ = every.tick() => renew(&shared).await,
+                }
+            }
+        })
+    };
+
     let mut ticks = tokio::time::interval(config.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut renewals = tokio::time::interval(config.lease_ttl / 3);
-    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut lease_until: i64 = 0;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             biased;
             () = &mut shutdown => break,
-            _ = renewals.tick() => {
-                lease_until = renew(&shared, lease_until).await;
-            }
             _ = ticks.tick() => {
-                let leading = crate::time::now_ms() < lease_until;
-                shared.leader.store(leading, Ordering::SeqCst);
+                let leading = shared.is_leader();
                 if leading {
                     tick_all(&shared).await;
                 }
@@ -300,13 +338,14 @@ pub async fn run<S: Store + Clone + 'static>(
             }
         }
     }
-    if (shared.is_leader() || lease_until > 0)
+    let _ = stop_tx.send(true);
+    shared.stopping.send_replace(true);
+    let _ = renewer.await;
+    if shared.lease_until.swap(0, Ordering::SeqCst) > 0
         && let Err(e) = shared.store.release_lease(LEASE, &config.holder).await
     {
         tracing::warn!("cannot release the lease: {e}");
     }
-    shared.leader.store(false, Ordering::SeqCst);
-    let _ = stop_tx.send(true);
     let _ = watcher.await;
     match server.await {
         Ok(Ok(())) => Ok(()),
@@ -315,38 +354,38 @@ pub async fn run<S: Store + Clone + 'static>(
     }
 }
 
-/// Renew (or take) the lease; returns until when it is ours (0 when it is not).
-async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>, until: i64) -> i64 {
+/// Renew (or take) the lease and note until when it is ours.
+async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let now = crate::time::now_ms();
     let ttl = i64::try_from(shared.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+    let had = shared.lease_until.load(Ordering::SeqCst) > now;
     match shared
         .store
         .acquire_lease(LEASE, &shared.config.holder, now, ttl)
         .await
     {
         Ok(lease) if lease.holder == shared.config.holder => {
-            if until == 0 {
+            if !had {
                 tracing::info!(holder = %lease.holder, "holding the lease: this controller acts");
             }
-            shared.leader.store(true, Ordering::SeqCst);
-            lease.expires_at_ms
+            shared
+                .lease_until
+                .store(lease.expires_at_ms, Ordering::SeqCst);
         }
         Ok(lease) => {
-            if until != 0 {
+            if had {
                 tracing::warn!(holder = %lease.holder, "lost the lease: standing by");
             }
-            shared.leader.store(false, Ordering::SeqCst);
-            0
+            shared.lease_until.store(0, Ordering::SeqCst);
         }
-        Err(e) => {
-            tracing::warn!("cannot renew the lease: {e}");
-            // Keep acting only while the lease we hold is still valid.
-            until
-        }
+        // Keep acting only while the lease we hold is still valid (is_leader checks the time).
+        Err(e) => tracing::warn!("cannot renew the lease: {e}"),
     }
 }
 
-async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
+/// One tick of every migration in the store, at the config's clock. What [`run`]'s loop does
+/// while this daemon holds the lease.
+pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let names = match shared.store.list().await {
         Ok(records) => records.into_iter().map(|r| r.name).collect::<Vec<_>>(),
         Err(e) => {

@@ -161,15 +161,24 @@ async fn routing<S: Store + Clone + 'static>(
     };
     let known = if_none_match(&headers);
     let current = rx.borrow_and_update().generation;
-    if known != Some(current) {
+    // A reader ahead of us (it saw a newer generation from another controller) waits too: this
+    // daemon never hands back a document older than the one the reader has.
+    if known.is_none_or(|k| k < current) {
         return doc_response(&rx.borrow());
     }
     let Some(wait) = wait else {
         return not_modified(current);
     };
-    match tokio::time::timeout(wait, rx.changed()).await {
-        Ok(Ok(())) => doc_response(&rx.borrow()),
-        _ => not_modified(current),
+    let mut stopping = s.stopping.subscribe();
+    tokio::select! {
+        changed = tokio::time::timeout(wait, rx.changed()) => match changed {
+            Ok(Ok(())) if known.is_none_or(|k| k < rx.borrow().generation) => {
+                doc_response(&rx.borrow())
+            }
+            _ => not_modified(current),
+        },
+        // Shutting down: answer now, the reader asks again (maybe the other controller).
+        _ = stopping.wait_for(|s| *s) => not_modified(current),
     }
 }
 
@@ -258,6 +267,9 @@ async fn mutate<S: Store + Clone + 'static>(
                     return (StatusCode::CONFLICT, Json(out)).into_response();
                 }
                 Ok(out) => {
+                    if out.applied.is_some() {
+                        s.metrics.transition(&name, "advance");
+                    }
                     s.refresh(&c, &name).await;
                     return Json(out).into_response();
                 }

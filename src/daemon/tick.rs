@@ -42,7 +42,7 @@ pub struct Memo {
     pub holding_since: HashMap<String, i64>,
     /// Long holds already announced.
     pub hold_announced: HashSet<String>,
-    /// Alert-only breaches already announced (until the guard passes again).
+    /// Guards whose alert-only breach was announced (until they stop failing).
     pub breach_announced: HashSet<String>,
 }
 
@@ -55,6 +55,9 @@ pub async fn tick<S: Store + Clone + 'static>(
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
+    if !shared.is_leader() {
+        return Ok(Action::Waiting);
+    }
     let c = shared.controller(false);
     let loaded = c.load(name).await?;
     shared.observe(&c, &loaded).await;
@@ -149,6 +152,11 @@ async fn breach<S: Store + Clone + 'static>(
     {
         shared.metrics.breach(name, &g.name);
     }
+    let failing: Vec<String> = gates
+        .iter()
+        .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+        .map(|g| g.name.clone())
+        .collect();
     let text = format!("guard breach: {}", guards.join("; "));
     let evidence = serde_json::json!({ "breach": guards, "gates": gates });
     let actor = shared.actor(&text);
@@ -184,8 +192,9 @@ async fn breach<S: Store + Clone + 'static>(
             shared.refresh(c, name).await;
         }
         None => {
+            // Announced once per episode: until the guard stops failing.
             let fresh: Vec<String> = shared.with_memo(name, |m| {
-                guards
+                failing
                     .iter()
                     .filter(|g| m.breach_announced.insert((*g).clone()))
                     .cloned()

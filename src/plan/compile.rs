@@ -22,8 +22,9 @@ use serde_yaml::{Mapping, Value};
 use super::duration_serde::format as human;
 use super::lines::{LineMap, index_path, key_path};
 use super::model::{
-    BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, EtcdPublish, Gate, Notify,
-    Phase, PhaseKind, Plan, Requirement, Retry, RoutingPublish, Secret, Source, Webhook,
+    BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish,
+    Gate, Notify, Phase, PhaseKind, Plan, Requirement, Retry, RoutingPublish, Secret, Source,
+    Webhook,
 };
 
 /// The only plan format version this build reads.
@@ -166,6 +167,7 @@ const BROKERS_FIELDS: &[&str] = &["old", "new"];
 const BROKER_FIELDS: &[&str] = &["name", "kind", "url", "queue", "stream", "dead_letter"];
 const RETRY_FIELDS: &[&str] = &["max_backoff", "visibility_timeout"];
 const DEDUP_FIELDS: &[&str] = &[
+    "mode",
     "window",
     "max_redelivery_delay",
     "max_consumer_delay",
@@ -527,7 +529,28 @@ impl Cx<'_> {
         let redelivery = field(self, "max_redelivery_delay");
         let consumer = field(self, "max_consumer_delay");
         let margin = field(self, "reprocess_margin");
+        let mode = match o.get("mode") {
+            None => Some(DedupMode::Durable),
+            Some((v, p)) => match self.string(v, &p).as_deref() {
+                Some("durable") => Some(DedupMode::Durable),
+                Some("redis") => Some(DedupMode::Redis),
+                Some("window") => Some(DedupMode::Window),
+                Some(other) => {
+                    self.error(
+                        &p,
+                        format!(
+                            "unknown dedup mode {}: durable (keys in SQL), redis, or window \
+                             (in-memory, recent duplicates only)",
+                            quote(other)
+                        ),
+                    );
+                    None
+                }
+                None => None,
+            },
+        };
         let dedup = Dedup {
+            mode: mode?,
             window: window?,
             max_redelivery_delay: redelivery?,
             max_consumer_delay: consumer?,
@@ -538,6 +561,16 @@ impl Cx<'_> {
             .checked_add(dedup.max_consumer_delay)
             .and_then(|d| d.checked_add(dedup.reprocess_margin));
         let window_path = key_path(path, "window");
+        if dedup.mode == DedupMode::Window {
+            // The in-memory window only catches recent duplicates, by design: a reprocess older
+            // than the window is not detected. Say so; it is the operator's informed choice.
+            if let Some(w) =
+                crate::dedup::window::window_warning(dedup.window, dedup.reprocess_margin)
+            {
+                self.warn(&window_path, w);
+            }
+            return Some(dedup);
+        }
         match required {
             None => {
                 self.error(
@@ -2998,5 +3031,33 @@ notify: { webhooks: [ { url: "ftp://x", secret: y } ], hold_after: soon }"#,
         ] {
             assert!(errs.contains(needle), "missing {needle} in:\n{errs}");
         }
+    }
+
+    #[test]
+    fn window_mode_warns_instead_of_failing_when_the_margin_exceeds_it() {
+        let yaml = FULL.replace(
+            "dedup: { window: 90d,",
+            "dedup: { mode: window, window: 10m,",
+        );
+        let c = ok(&yaml);
+        assert_eq!(
+            c.plan.dedup.as_ref().map(|d| d.mode),
+            Some(DedupMode::Window)
+        );
+        let w = lines(&c.warnings);
+        assert!(
+            w.contains("dedup.window") && w.contains("reprocess_margin"),
+            "{w}"
+        );
+        // The durable mode keeps the hard error.
+        let errs = lines(&errors(
+            &FULL.replace("dedup: { window: 90d,", "dedup: { window: 10m,"),
+        ));
+        assert!(errs.contains("shorter than"), "{errs}");
+        let bad = lines(&errors(&FULL.replace(
+            "dedup: { window: 90d,",
+            "dedup: { mode: cache, window: 90d,",
+        )));
+        assert!(bad.contains("unknown dedup mode"), "{bad}");
     }
 }

@@ -108,9 +108,23 @@ pub struct Retry {
     pub visibility_timeout: Duration,
 }
 
+/// How the consumers deduplicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupMode {
+    /// Keys in SQL, in the effect's transaction (the window must cover the formula).
+    #[default]
+    Durable,
+    /// Keys in Redis with a processing lease (same rule).
+    Redis,
+    /// A bounded in-memory cache: recent duplicates only (a warning when the margin exceeds it).
+    Window,
+}
+
 /// The dedup policy and the three terms of the window formula (DESIGN.md 6).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dedup {
+    pub mode: DedupMode,
     #[serde(with = "crate::plan::duration_serde")]
     pub window: Duration,
     #[serde(with = "crate::plan::duration_serde")]

@@ -1,15 +1,16 @@
 //! The state store: migrations, the append-only journal, gate evaluations, scrape history.
 //!
-//! One trait, [`Store`], with one sqlx backend per database ([`sqlite`] now), each with its own
+//! One trait, [`Store`], with one sqlx backend per database ([`sqlite`], [`postgres`]; [`any`] picks one from the state URL), each with its own
 //! schema under `migrations/<database>/`. Every write that changes a migration is conditional on
 //! the version the caller read (optimistic concurrency): two controllers racing on one migration
 //! never both apply, the loser gets [`StoreError::Conflict`].
 //!
 //! # Guarantees
 //! - A transition (state update + journal entry) commits in one transaction or not at all.
-//! - The journal is append-only (the SQLite schema refuses UPDATE and DELETE on it).
+//! - The journal is append-only (both schemas refuse UPDATE and DELETE on it with triggers).
 
 pub mod any;
+pub mod dispositions;
 pub mod postgres;
 pub mod sqlite;
 

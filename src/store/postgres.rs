@@ -345,9 +345,10 @@ impl Store for PgStore {
     }
 
     async fn generations(&self) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query("SELECT name, generation FROM migrations ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query(r#"SELECT name, generation FROM migrations ORDER BY name COLLATE "C""#)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|r| Ok((r.try_get("name")?, r.try_get("generation")?)))
             .collect()

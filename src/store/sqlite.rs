@@ -15,11 +15,18 @@ use super::{
 use crate::machine::{Snapshot, State};
 
 /// The schema, embedded so that an installed binary needs no files beside it.
-const SCHEMA: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../migrations/sqlite/0001_init.sql"),
-)];
+const SCHEMA: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        2,
+        "dlq",
+        include_str!("../../migrations/sqlite/0002_dlq.sql"),
+    ),
+];
 
 /// A SQLite store.
 #[derive(Debug, Clone)]
@@ -28,6 +35,11 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// The connection pool (for modules that keep their own tables in the same store).
+    pub(crate) fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
     /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a
     /// plain path) and bring its schema up to date.
     ///

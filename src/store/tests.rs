@@ -1,1 +1,948 @@
+//! One suite for every store backend: each scenario is written once, against [`AnyStore`], and run
+//! on SQLite (a temporary file) always and on PostgreSQL when `QM_TEST_POSTGRES_URL` is set (an
+//! admin URL such as `postgres://postgres@127.0.0.1:5432/postgres`; `scripts/services.sh start
+//! postgres` prints it). Each PostgreSQL run gets a database of its own, created for it and
+//! dropped after it, so the tests run in parallel without seeing each other.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, PgPool, SqlitePool};
+
+use super::any::{self, AnyStore};
+use super::*;
+use crate::machine::{Snapshot, State};
+
+const PG_ENV: &str = "QM_TEST_POSTGRES_URL";
+
+// ---- the harness ---------------------------------------------------------------------------
+
+/// A database for one run of one scenario.
+struct Backend {
+    /// `sqlite` or `postgres`.
+    kind: &'static str,
+    /// The state URL, as a user would give it.
+    url: String,
+    /// Keeps the SQLite file alive for the run.
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Backend {
+    /// A new store on this database (each call: a new pool; the schema is applied if needed).
+    async fn open(&self) -> AnyStore {
+        let store = any::open(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("[{}] open {}: {e}", self.kind, self.url));
+        assert_eq!(store.backend(), self.kind);
+        store
+    }
+
+    /// Run one SQL statement on the database behind the store's back.
+    async fn raw_execute(&self, sql: &'static str) -> Result<u64, sqlx::Error> {
+        if self.kind == "postgres" {
+            let pool = PgPool::connect(&self.url).await?;
+            let done = pool.execute(sql).await;
+            pool.close().await;
+            Ok(done?.rows_affected())
+        } else {
+            let pool = SqlitePool::connect(&self.url).await?;
+            let done = pool.execute(sql).await;
+            pool.close().await;
+            Ok(done?.rows_affected())
+        }
+    }
+}
+
+/// Run `scenario` on SQLite, then on PostgreSQL if [`PG_ENV`] is set.
+async fn on_each_backend<F, Fut>(scenario: F)
+where
+    F: Fn(Backend) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("state.db").display());
+    run_scenario(
+        "sqlite",
+        scenario(Backend {
+            kind: "sqlite",
+            url,
+            _dir: Some(dir),
+        }),
+    )
+    .await;
+
+    let Ok(admin_url) = std::env::var(PG_ENV) else {
+        return;
+    };
+    let db = PgTestDatabase::create(&admin_url).await;
+    let result = tokio::spawn(scenario(Backend {
+        kind: "postgres",
+        url: db.url.clone(),
+        _dir: None,
+    }))
+    .await;
+    // Dropped whether the scenario passed or panicked.
+    db.drop_database().await;
+    finish("postgres", result);
+}
+
+async fn run_scenario(kind: &str, scenario: impl Future<Output = ()> + Send + 'static) {
+    finish(kind, tokio::spawn(scenario).await);
+}
+
+fn finish(kind: &str, result: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = result {
+        eprintln!("the scenario failed on {kind}");
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+        panic!("the scenario on {kind} did not finish: {e}");
+    }
+}
+
+/// A database of its own for one PostgreSQL run, on the server of the admin URL.
+struct PgTestDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl PgTestDatabase {
+    async fn create(admin_url: &str) -> PgTestDatabase {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "qm_test_{}_{}_{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = PgConnection::connect(admin_url)
+            .await
+            .unwrap_or_else(|e| panic!("{PG_ENV}={admin_url}: cannot connect: {e}"));
+        admin
+            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
+        let _ = admin.close().await;
+        PgTestDatabase {
+            admin_url: admin_url.to_string(),
+            url: with_database(admin_url, &name),
+            name,
+        }
+    }
+
+    async fn drop_database(self) {
+        let dropped = async {
+            let mut admin = PgConnection::connect(&self.admin_url).await?;
+            admin
+                .execute(AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                )))
+                .await?;
+            admin.close().await
+        }
+        .await;
+        if let Err(e) = dropped {
+            eprintln!("cannot drop the test database {}: {e}", self.name);
+        }
+    }
+}
+
+/// `url` with its database (the path) replaced by `database`, query kept.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    format!("{}/{database}{query}", &base[..authority_end])
+}
+
+#[test]
+fn test_database_urls() {
+    assert_eq!(
+        with_database("postgres://postgres@127.0.0.1:5432/postgres", "qm_1"),
+        "postgres://postgres@127.0.0.1:5432/qm_1"
+    );
+    assert_eq!(
+        with_database("postgresql://u:p@h/db?sslmode=require", "qm_1"),
+        "postgresql://u:p@h/qm_1?sslmode=require"
+    );
+    assert_eq!(
+        with_database("postgres://h:5432", "qm_1"),
+        "postgres://h:5432/qm_1"
+    );
+}
+
+// ---- fixtures ------------------------------------------------------------------------------
+
+fn new_migration(name: &str, now_ms: i64) -> NewMigration {
+    NewMigration {
+        name: name.to_string(),
+        plan_yaml: format!("name: {name}\n"),
+        plan_path: format!("plans/{name}.yaml"),
+        plan_hash: format!("hash-of-{name}"),
+        now_ms,
+        actor: "alice".to_string(),
+    }
+}
+
+fn snap(state: State, paused: bool) -> Snapshot {
+    Snapshot { state, paused }
+}
+
+fn commit(
+    expected_version: i64,
+    command: &str,
+    to: Snapshot,
+    at_ms: i64,
+    reason: Option<&str>,
+) -> Commit {
+    Commit {
+        expected_version,
+        command: command.to_string(),
+        to,
+        at_ms,
+        actor: "bob".to_string(),
+        reason: reason.map(str::to_string),
+        forced: reason.is_some(),
+        evidence: json!({ "gates": [{ "name": "lag", "value": 1.5 }], "at": at_ms }),
+    }
+}
+
+fn gate(
+    step_entered_ms: i64,
+    gate: &str,
+    kind: &str,
+    value: Option<f64>,
+    at_ms: i64,
+) -> GateRecord {
+    GateRecord {
+        step_entered_ms,
+        state: State::Slices(1),
+        gate: gate.to_string(),
+        kind: kind.to_string(),
+        query: format!("rate({gate}[1m])"),
+        value,
+        old_value: value.map(|v| v / 2.0),
+        samples: 3,
+        verdict: "hold".to_string(),
+        reason: format!("{gate} {kind} at {at_ms}"),
+        held_since_ms: value.map(|_| at_ms - 500),
+        peak: None,
+        at_ms,
+    }
+}
+
+fn point(series: &str, at_ms: i64, value: f64) -> StoredPoint {
+    StoredPoint {
+        series: series.to_string(),
+        metric: "queue_depth".to_string(),
+        labels: format!(r#"[["queue","{series}"]]"#),
+        at_ms,
+        value,
+    }
+}
+
+// ---- scenarios -----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn create_get_list() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        assert_eq!(store.list().await.unwrap(), vec![]);
+        // Created out of order; `list` orders by name, bytewise ("Z" < "a") on every backend.
+        let beta = store.create(&new_migration("beta", 2_000)).await.unwrap();
+        let alpha = store.create(&new_migration("alpha", 1_000)).await.unwrap();
+        let zeta = store.create(&new_migration("Zeta", 3_000)).await.unwrap();
+        assert_eq!(
+            alpha,
+            MigrationRecord {
+                name: "alpha".into(),
+                plan_yaml: "name: alpha\n".into(),
+                plan_path: "plans/alpha.yaml".into(),
+                plan_hash: "hash-of-alpha".into(),
+                state: State::Planned,
+                paused: false,
+                version: 1,
+                generation: 1,
+                published_generation: 0,
+                publish_error: None,
+                entered_at_ms: 1_000,
+                updated_at_ms: 1_000,
+                created_at_ms: 1_000,
+            }
+        );
+        assert_eq!(store.get("alpha").await.unwrap(), alpha);
+        assert_eq!(store.get("beta").await.unwrap(), beta);
+        assert_eq!(store.list().await.unwrap(), vec![zeta, alpha, beta]);
+        assert_eq!(
+            store.journal("alpha").await.unwrap(),
+            vec![JournalEntry {
+                seq: 1,
+                at_ms: 1_000,
+                command: "init".into(),
+                from: snap(State::Planned, false),
+                to: snap(State::Planned, false),
+                actor: "alice".into(),
+                reason: Some("plan plans/alpha.yaml".into()),
+                forced: false,
+                evidence: json!({ "plan_hash": "hash-of-alpha" }),
+                generation: 1,
+            }]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn create_twice_is_already_exists() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        let first = store.create(&new_migration("m", 1_000)).await.unwrap();
+        let mut again = new_migration("m", 2_000);
+        again.plan_yaml = "something else".into();
+        match store.create(&again).await {
+            Err(StoreError::AlreadyExists(name)) => assert_eq!(name, "m"),
+            other => panic!("[{}] expected AlreadyExists, got {other:?}", b.kind),
+        }
+        assert_eq!(store.get("m").await.unwrap(), first);
+        assert_eq!(store.journal("m").await.unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unknown_migration_is_not_found() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("known", 1_000)).await.unwrap();
+        let not_found = |r: Result<_>| match r {
+            Err(StoreError::NotFound(name)) => assert_eq!(name, "unknown"),
+            Err(e) => panic!("[{}] expected NotFound, got {e:?}", b.kind),
+            Ok(_) => panic!("[{}] expected NotFound, got Ok", b.kind),
+        };
+        not_found(store.get("unknown").await.map(drop));
+        not_found(store.journal("unknown").await.map(drop));
+        let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None);
+        not_found(store.commit("unknown", &c).await.map(drop));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn commit_bumps_version_and_generation_and_journals() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None);
+        let after = store.commit("m", &c).await.unwrap();
+        assert_eq!(after.state, State::ConsumeDual);
+        assert!(!after.paused);
+        assert_eq!((after.version, after.generation), (2, 2));
+        assert_eq!((after.entered_at_ms, after.updated_at_ms), (2_000, 2_000));
+        assert_eq!(after.created_at_ms, 1_000);
+        assert_eq!(store.get("m").await.unwrap(), after);
+
+        // A slice step (state with a step index) and a forced transition with a reason.
+        let c = commit(
+            2,
+            "advance",
+            snap(State::Slices(2), false),
+            3_000,
+            Some("on call said so"),
+        );
+        let after = store.commit("m", &c).await.unwrap();
+        assert_eq!(after.state, State::Slices(2));
+        assert_eq!((after.version, after.generation), (3, 3));
+
+        let journal = store.journal("m").await.unwrap();
+        assert_eq!(journal.len(), 3);
+        assert_eq!(
+            journal[1],
+            JournalEntry {
+                seq: 2,
+                at_ms: 2_000,
+                command: "advance".into(),
+                from: snap(State::Planned, false),
+                to: snap(State::ConsumeDual, false),
+                actor: "bob".into(),
+                reason: None,
+                forced: false,
+                evidence: json!({ "gates": [{ "name": "lag", "value": 1.5 }], "at": 2_000 }),
+                generation: 2,
+            }
+        );
+        assert_eq!(journal[2].seq, 3);
+        assert_eq!(journal[2].from, snap(State::ConsumeDual, false));
+        assert_eq!(journal[2].to, snap(State::Slices(2), false));
+        assert_eq!(journal[2].reason.as_deref(), Some("on call said so"));
+        assert!(journal[2].forced);
+        assert_eq!(journal[2].generation, 3);
+
+        // A stale version is a Conflict naming both versions, and changes nothing.
+        let stale = commit(2, "rollback", snap(State::ConsumeDual, false), 4_000, None);
+        match store.commit("m", &stale).await {
+            Err(StoreError::Conflict {
+                name,
+                expected,
+                actual,
+            }) => assert_eq!((name.as_str(), expected, actual), ("m", 2, 3)),
+            other => panic!("[{}] expected Conflict, got {other:?}", b.kind),
+        }
+        assert_eq!(store.get("m").await.unwrap(), after);
+        assert_eq!(store.journal("m").await.unwrap().len(), 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn entered_at_changes_only_with_the_state() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let steps = [
+            // (command, to, at, expected entered_at)
+            ("advance", snap(State::ConsumeDual, false), 2_000, 2_000),
+            ("pause", snap(State::ConsumeDual, true), 3_000, 2_000),
+            ("resume", snap(State::ConsumeDual, false), 4_000, 2_000),
+            ("advance", snap(State::Synthetic, false), 5_000, 5_000),
+            ("pause", snap(State::Synthetic, true), 6_000, 5_000),
+            // a rollback while paused: the state changes, so entered_at does
+            ("rollback", snap(State::ConsumeDual, true), 7_000, 7_000),
+        ];
+        let mut version = 1;
+        for (command, to, at, entered) in steps {
+            let after = store
+                .commit("m", &commit(version, command, to, at, None))
+                .await
+                .unwrap();
+            version += 1;
+            assert_eq!(after.snapshot(), to, "[{}] after {command} at {at}", b.kind);
+            assert_eq!(
+                after.entered_at_ms, entered,
+                "[{}] {command} at {at}",
+                b.kind
+            );
+            assert_eq!(after.updated_at_ms, at);
+            assert_eq!(after.version, version);
+        }
+        let journal = store.journal("m").await.unwrap();
+        assert_eq!(journal[2].from, snap(State::ConsumeDual, false));
+        assert_eq!(journal[2].to, snap(State::ConsumeDual, true));
+        assert_eq!(journal[3].from, snap(State::ConsumeDual, true));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_commits_one_wins_one_conflicts() {
+    on_each_backend(|b| async move {
+        // Two stores (two pools) on one database, as two controllers would be.
+        let one = b.open().await;
+        let two = b.open().await;
+        one.create(&new_migration("m", 1_000)).await.unwrap();
+        // Several rounds, so that the two transactions really interleave in some of them.
+        for round in 0..20_i64 {
+            let version = one.get("m").await.unwrap().version;
+            let at = 2_000 + round * 10;
+            let paused = round % 2 == 0;
+            let a = commit(version, "pause", snap(State::Planned, paused), at, None);
+            let mut b2 = commit(version, "pause", snap(State::Planned, paused), at + 1, None);
+            b2.actor = "carol".into();
+            let (ra, rb) = tokio::join!(one.commit("m", &a), two.commit("m", &b2));
+            let (winner, loser) = match (ra, rb) {
+                (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
+                (ra, rb) => panic!(
+                    "[{}] round {round}: expected one Ok and one Conflict, got {ra:?} and {rb:?}",
+                    b.kind
+                ),
+            };
+            match loser {
+                StoreError::Conflict {
+                    expected, actual, ..
+                } => {
+                    assert_eq!(expected, version);
+                    // The loser read either the version before or the winner's.
+                    assert!(actual == version || actual == version + 1, "{actual}");
+                }
+                other => panic!("[{}] round {round}: the loser got {other:?}", b.kind),
+            }
+            assert_eq!(winner.version, version + 1);
+            let journal = two.journal("m").await.unwrap();
+            assert_eq!(
+                journal.len() as i64,
+                version + 1,
+                "[{}] round {round}",
+                b.kind
+            );
+            let last = journal.last().unwrap();
+            assert_eq!(last.seq, version + 1);
+            assert_eq!(last.at_ms, winner.updated_at_ms);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_creates_one_wins() {
+    on_each_backend(|b| async move {
+        let one = b.open().await;
+        let two = b.open().await;
+        let (a, b2) = (new_migration("m", 1_000), new_migration("m", 1_001));
+        let (ra, rb) = tokio::join!(one.create(&a), two.create(&b2));
+        let ok = match (ra, rb) {
+            (Ok(w), Err(StoreError::AlreadyExists(name)))
+            | (Err(StoreError::AlreadyExists(name)), Ok(w)) => {
+                assert_eq!(name, "m");
+                w
+            }
+            (ra, rb) => panic!(
+                "[{}] expected one Ok and one AlreadyExists, got {ra:?} and {rb:?}",
+                b.kind
+            ),
+        };
+        assert_eq!(one.get("m").await.unwrap(), ok);
+        assert_eq!(one.journal("m").await.unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_journal_is_append_only() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None);
+        store.commit("m", &c).await.unwrap();
+        let before = store.journal("m").await.unwrap();
+        let mut refused = vec![
+            "UPDATE journal SET actor = 'mallory'",
+            "UPDATE journal SET reason = 'rewritten' WHERE seq = 2",
+            "DELETE FROM journal",
+            "DELETE FROM journal WHERE seq = 1",
+        ];
+        if b.kind == "postgres" {
+            refused.push("TRUNCATE journal");
+        }
+        for sql in refused {
+            match b.raw_execute(sql).await {
+                Err(e) => assert!(
+                    e.to_string().contains("append-only"),
+                    "[{}] {sql}: {e}",
+                    b.kind
+                ),
+                Ok(n) => panic!("[{}] {sql} succeeded ({n} rows)", b.kind),
+            }
+        }
+        assert_eq!(store.journal("m").await.unwrap(), before);
+        // Appending still works.
+        let c = commit(2, "pause", snap(State::ConsumeDual, true), 3_000, None);
+        store.commit("m", &c).await.unwrap();
+        assert_eq!(store.journal("m").await.unwrap().len(), 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn latest_evaluations_per_gate_and_kind_of_one_step() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        store.create(&new_migration("other", 1_000)).await.unwrap();
+        assert_eq!(store.latest_evaluations("m", 10_000).await.unwrap(), vec![]);
+
+        let round1 = [
+            gate(10_000, "lag", "exit", Some(5.0), 11_000),
+            gate(10_000, "lag", "guard", Some(0.25), 11_000),
+            gate(10_000, "errors", "exit", None, 11_000),
+        ];
+        let round2 = [
+            gate(10_000, "lag", "exit", Some(4.0), 12_000),
+            gate(10_000, "errors", "exit", Some(0.0), 12_000),
+        ];
+        let mut peaked = gate(10_000, "depth", "require_peak", Some(1e300), 12_500);
+        peaked.peak = Some(f64::MAX);
+        peaked.samples = u32::MAX;
+        peaked.verdict = "pass".into();
+        // Another step of the same migration, and the same step of another migration.
+        let elsewhere = [
+            gate(20_000, "lag", "exit", Some(99.0), 21_000),
+            gate(5_000, "lag", "exit", Some(98.0), 6_000),
+        ];
+        store.record_evaluations("m", &round1).await.unwrap();
+        store.record_evaluations("m", &round2).await.unwrap();
+        store
+            .record_evaluations("m", std::slice::from_ref(&peaked))
+            .await
+            .unwrap();
+        store.record_evaluations("m", &elsewhere).await.unwrap();
+        store
+            .record_evaluations("other", &[gate(10_000, "lag", "exit", Some(97.0), 13_000)])
+            .await
+            .unwrap();
+        store.record_evaluations("m", &[]).await.unwrap();
+
+        // The latest row of each (gate, kind), in the order they were recorded.
+        let latest = store.latest_evaluations("m", 10_000).await.unwrap();
+        assert_eq!(
+            latest,
+            vec![
+                round1[1].clone(),
+                round2[0].clone(),
+                round2[1].clone(),
+                peaked
+            ]
+        );
+        assert_eq!(
+            store.latest_evaluations("m", 20_000).await.unwrap(),
+            vec![elsewhere[0].clone()]
+        );
+        assert_eq!(
+            store.latest_evaluations("other", 10_000).await.unwrap()[0].value,
+            Some(97.0)
+        );
+        assert_eq!(
+            store.latest_evaluations("unknown", 10_000).await.unwrap(),
+            vec![]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mark_published_is_monotone() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        let created = store.create(&new_migration("m", 1_000)).await.unwrap();
+        assert_eq!(created.published_generation, 0);
+        for (mark, expected) in [(3, 3), (2, 3), (3, 3), (5, 5), (0, 5)] {
+            store.mark_published("m", mark).await.unwrap();
+            let now = store.get("m").await.unwrap();
+            assert_eq!(
+                now.published_generation, expected,
+                "[{}] after {mark}",
+                b.kind
+            );
+            // Not a transition: no version bump, no journal entry.
+            assert_eq!(now.version, 1);
+        }
+        assert_eq!(store.journal("m").await.unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn publish_errors_are_noted_until_published() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
+        store
+            .note_publish_error("m", "etcd: connection refused")
+            .await
+            .unwrap();
+        let noted = store.get("m").await.unwrap();
+        assert_eq!(
+            noted.publish_error.as_deref(),
+            Some("etcd: connection refused")
+        );
+        // Not a transition.
+        assert_eq!((noted.version, noted.published_generation), (1, 0));
+        store.mark_published("m", 1).await.unwrap();
+        let published = store.get("m").await.unwrap();
+        assert_eq!(published.publish_error, None);
+        assert_eq!(published.published_generation, 1);
+        // A publisher that falls behind again.
+        store.note_publish_error("m", "timeout").await.unwrap();
+        store
+            .note_publish_error("m", "timeout again")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("m").await.unwrap().publish_error.as_deref(),
+            Some("timeout again")
+        );
+        // Unknown names are a no-op, as for mark_published.
+        store.note_publish_error("unknown", "x").await.unwrap();
+        store.mark_published("unknown", 3).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn generations_of_every_migration() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        assert_eq!(store.generations().await.unwrap(), vec![]);
+        for name in ["b", "a", "A"] {
+            store.create(&new_migration(name, 1_000)).await.unwrap();
+        }
+        let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None);
+        store.commit("b", &c).await.unwrap();
+        // By name, bytewise, like `list`.
+        assert_eq!(
+            store.generations().await.unwrap(),
+            vec![
+                ("A".to_string(), 1),
+                ("a".to_string(), 1),
+                ("b".to_string(), 2)
+            ]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn leases_are_held_renewed_expired_and_released() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        let lease = |holder: &str, expires_at_ms: i64| Lease {
+            holder: holder.to_string(),
+            expires_at_ms,
+        };
+        let steps = [
+            // (holder asking, now, ttl, who holds it after, until)
+            ("one", 1_000, 500, "one", 1_500),
+            ("two", 1_200, 500, "one", 1_500), // held by another
+            ("one", 1_300, 500, "one", 1_800), // renewed
+            ("two", 1_800, 500, "one", 1_800), // expires at 1_800: not yet expired
+            ("two", 1_801, 500, "two", 2_301), // expired: taken over
+            ("one", 1_900, 500, "two", 2_301),
+        ];
+        for (holder, now, ttl, held_by, until) in steps {
+            assert_eq!(
+                store
+                    .acquire_lease("daemon", holder, now, ttl)
+                    .await
+                    .unwrap(),
+                lease(held_by, until),
+                "[{}] {holder} at {now}",
+                b.kind
+            );
+        }
+        // Another lease name is another lease.
+        assert_eq!(
+            store
+                .acquire_lease("other", "one", 1_900, 100)
+                .await
+                .unwrap(),
+            lease("one", 2_000)
+        );
+        // Only the holder can release.
+        store.release_lease("daemon", "one").await.unwrap();
+        assert_eq!(
+            store
+                .acquire_lease("daemon", "one", 1_950, 500)
+                .await
+                .unwrap(),
+            lease("two", 2_301)
+        );
+        store.release_lease("daemon", "two").await.unwrap();
+        assert_eq!(
+            store
+                .acquire_lease("daemon", "one", 1_950, 500)
+                .await
+                .unwrap(),
+            lease("one", 2_450)
+        );
+        assert_eq!(
+            store
+                .acquire_lease("other", "two", 1_950, 100)
+                .await
+                .unwrap(),
+            lease("one", 2_000)
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_lease_takeovers_agree_on_one_holder() {
+    on_each_backend(|b| async move {
+        let one = b.open().await;
+        let two = b.open().await;
+        for round in 0..20_i64 {
+            // Every round starts from an expired lease.
+            let now = 10_000 + round * 1_000;
+            let (ra, rb) = tokio::join!(
+                one.acquire_lease("daemon", "one", now, 500),
+                two.acquire_lease("daemon", "two", now, 500)
+            );
+            let (ra, rb) = (ra.unwrap(), rb.unwrap());
+            assert_eq!(
+                ra, rb,
+                "[{}] round {round}: both think they hold it",
+                b.kind
+            );
+            assert_eq!(ra.expires_at_ms, now + 500);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn points_round_trip_and_prune() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        assert_eq!(
+            store.load_points("m", "rabbit").await.unwrap(),
+            (vec![], vec![])
+        );
+
+        let first = [
+            point("q2", 1_000, 10.0),
+            point("q1", 1_000, 1.0),
+            point("Q0", 2_000, -0.5),
+            point("q1", 2_000, 2.0),
+            point("q2", 2_000, 20.0),
+        ];
+        store
+            .save_points("m", "rabbit", &first, &[2_000, 1_000], 0)
+            .await
+            .unwrap();
+        // Another source of the same migration is kept apart.
+        store
+            .save_points("m", "nats", &[point("q1", 1_500, 7.0)], &[1_500], 0)
+            .await
+            .unwrap();
+        let (points, times) = store.load_points("m", "rabbit").await.unwrap();
+        // Ordered by series (bytewise: "Q0" < "q1") then time.
+        assert_eq!(
+            points,
+            vec![
+                first[2].clone(),
+                first[1].clone(),
+                first[3].clone(),
+                first[0].clone(),
+                first[4].clone()
+            ]
+        );
+        assert_eq!(times, vec![1_000, 2_000]);
+
+        // Next scrape: a repeated instant is kept once, a point given again replaces the old
+        // value (the last of two in one call wins), and everything before 2_000 goes.
+        let mut relabelled = point("q1", 2_000, 2.5);
+        relabelled.labels = r#"[["queue","q1"],["vhost","/"]]"#.into();
+        let second = [
+            point("q1", 3_000, 3.0),
+            point("q1", 2_000, 2.25),
+            relabelled.clone(),
+            point("q2", 3_000, f64::MIN_POSITIVE),
+        ];
+        store
+            .save_points("m", "rabbit", &second, &[2_000, 3_000, 3_000], 2_000)
+            .await
+            .unwrap();
+        let (points, times) = store.load_points("m", "rabbit").await.unwrap();
+        assert_eq!(
+            points,
+            vec![
+                first[2].clone(),
+                relabelled,
+                second[0].clone(),
+                first[4].clone(),
+                second[3].clone()
+            ]
+        );
+        assert_eq!(times, vec![2_000, 3_000]);
+
+        // Pruning with nothing new to add.
+        store
+            .save_points("m", "rabbit", &[], &[], 3_000)
+            .await
+            .unwrap();
+        let (points, times) = store.load_points("m", "rabbit").await.unwrap();
+        assert_eq!(points, vec![second[0].clone(), second[3].clone()]);
+        assert_eq!(times, vec![3_000]);
+
+        assert_eq!(
+            store.load_points("m", "nats").await.unwrap(),
+            (vec![point("q1", 1_500, 7.0)], vec![1_500])
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reopened_store_sees_everything() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None);
+        store.commit("m", &c).await.unwrap();
+        store
+            .record_evaluations("m", &[gate(2_000, "lag", "exit", Some(1.0), 2_500)])
+            .await
+            .unwrap();
+        store.mark_published("m", 2).await.unwrap();
+        store
+            .save_points("m", "s", &[point("q", 2_500, 4.0)], &[2_500], 0)
+            .await
+            .unwrap();
+        let list = store.list().await.unwrap();
+        let journal = store.journal("m").await.unwrap();
+        let evaluations = store.latest_evaluations("m", 2_000).await.unwrap();
+        let points = store.load_points("m", "s").await.unwrap();
+        drop(store);
+
+        // Twice: applying the schema again is a no-op.
+        for _ in 0..2 {
+            let again = b.open().await;
+            assert_eq!(again.list().await.unwrap(), list);
+            assert_eq!(again.get("m").await.unwrap().published_generation, 2);
+            assert_eq!(again.journal("m").await.unwrap(), journal);
+            assert_eq!(
+                again.latest_evaluations("m", 2_000).await.unwrap(),
+                evaluations
+            );
+            assert_eq!(again.load_points("m", "s").await.unwrap(), points);
+        }
+        // and a reopened store still writes
+        let again = b.open().await;
+        let c = commit(2, "pause", snap(State::ConsumeDual, true), 3_000, None);
+        assert_eq!(again.commit("m", &c).await.unwrap().version, 3);
+        assert_eq!(b.open().await.journal("m").await.unwrap().len(), 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn open_picks_the_backend_by_url() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let plain = dir.path().join("plain.db");
+    let store = any::open(&plain.display().to_string()).await.unwrap();
+    assert_eq!(store.backend(), "sqlite");
+    store.create(&new_migration("m", 1_000)).await.unwrap();
+    // The same file by URL.
+    let store = any::open(&format!("sqlite://{}", plain.display()))
+        .await
+        .unwrap();
+    assert_eq!(store.get("m").await.unwrap().name, "m");
+    let store = any::open("sqlite::memory:").await.unwrap();
+    assert_eq!(store.backend(), "sqlite");
+
+    for url in ["mysql://root@localhost/db", "redis://127.0.0.1:6379"] {
+        match any::open(url).await {
+            Err(e @ StoreError::UnsupportedUrl(_)) => {
+                assert!(e.to_string().contains("postgres://"), "{e}");
+            }
+            other => panic!("{url}: expected UnsupportedUrl, got {other:?}"),
+        }
+    }
+    // A PostgreSQL URL is PostgreSQL (here unreachable: a database error, not UnsupportedUrl).
+    match any::open("postgres://nobody@127.0.0.1:1/none").await {
+        Err(StoreError::Database(_)) => {}
+        other => panic!("expected a connection error, got {other:?}"),
+    }
+}

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# Real servers for the integration suites, on loopback, from Debian 12's packages, as root, without
+# systemd (CI containers, throwaway dev machines).
+#
+#   scripts/services.sh install [SERVICE...]   apt-get the packages (skipped when all are there)
+#   scripts/services.sh start   [SERVICE...]   start them (a running one is left alone), wait until
+#                                              ready, print their URLs as QM_TEST_*=... lines
+#   scripts/services.sh stop    [SERVICE...]   stop them, by the pid recorded at start
+#
+# SERVICE: postgres redis nats rabbitmq etcd prometheus; none named means all of them.
+# State, data, logs and pids live in ${QM_SERVICES_DIR:-/tmp/qm-services}; every start of a
+# service that is not running begins from empty data (these are throwaway servers).
+# "$QM_SERVICES_DIR/env" holds `export QM_TEST_...=...` lines for the services that were started.
+#
+#   postgres    PostgreSQL 15, port 5432, trust auth, TLS on (snakeoil cert) when available
+#   redis       Redis 7.0, port 6379, no persistence
+#   nats        NATS 2.9 with JetStream, client 4222, monitoring 8222
+#   rabbitmq    RabbitMQ 3.10 (+ its own epmd on loopback), AMQP 5672, management 15672 (guest),
+#               Prometheus metrics 15692 with per-queue series; plugins management, prometheus,
+#               shovel. Writes /etc/rabbitmq/rabbitmq-env.conf and rabbitmq.conf (the Debian
+#               wrapper runs the server as the rabbitmq user and reads its settings from there).
+#   etcd        etcd 3.4, client 2379 (+ v3 JSON gateway), peer 2380, metrics 2381
+#   prometheus  Prometheus 2.42, port 9090, scrapes itself and RabbitMQ every second
+set -euo pipefail
+
+SVC=${QM_SERVICES_DIR:-/tmp/qm-services}
+PG=/usr/lib/postgresql/15/bin
+ALL=(postgres redis nats rabbitmq etcd prometheus)
+
+usage() {
+  echo "usage: $0 install|start|stop [SERVICE...]   (SERVICE: ${ALL[*]}; default: all)" >&2
+  exit 2
+}
+
+log() { echo "services: $*" >&2; }
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+alive() {  # alive PID: running and not a zombie (PID 1 in a container may reap lazily)
+  [ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]
+}
+
+pid_of() { if [ -f "$SVC/$1.pid" ]; then cat "$SVC/$1.pid"; fi; }
+
+# bg NAME CMD...: start CMD detached (own session, stdin closed), output to NAME.log, pid to NAME.pid
+bg() {
+  local name=$1; shift
+  setsid "$@" </dev/null >"$SVC/$name.log" 2>&1 &
+  echo $! >"$SVC/$name.pid"
+}
+
+# wait_for NAME TIMEOUT_S CMD...: poll CMD until it succeeds; on timeout show the log tail
+wait_for() {
+  local name=$1 t=$2 s=$SECONDS; shift 2
+  until "$@" >/dev/null 2>&1; do
+    if (( SECONDS - s >= t )); then
+      log "$name: not ready after ${t}s; last lines of its log:"
+      tail -n 20 "$(log_of "$name")" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.2
+  done
+  log "$name ready ($(( SECONDS - s ))s)"
+}
+
+log_of() {
+  case $1 in
+    postgres) echo "$SVC/pg/pg.log" ;;
+    *) echo "$SVC/$1.log" ;;
+  esac
+}
+
+# stop_pids PID...: TERM, wait up to 30 s, then KILL what is left
+stop_pids() {
+  local p pids=()
+  for p in "$@"; do
+    alive "$p" && kill "$p" 2>/dev/null && pids+=("$p")
+  done
+  (( ${#pids[@]} )) || return 0
+  for _ in $(seq 300); do
+    local left=0
+    for p in "${pids[@]}"; do alive "$p" && left=1; done
+    (( left )) || return 0
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do alive "$p" && kill -9 "$p" 2>/dev/null; done
+  return 0
+}
+
+# ---- per service: packages, running?, start, ready, URLs, stop ---------------------------------
+
+packages() {
+  case $1 in
+    postgres) echo "postgresql-15 ssl-cert" ;;
+    redis) echo "redis-server redis-tools" ;;
+    nats) echo "nats-server curl" ;;
+    rabbitmq) echo "rabbitmq-server curl" ;;
+    etcd) echo "etcd-server etcd-client curl" ;;
+    prometheus) echo "prometheus curl" ;;
+  esac
+}
+
+binary() {
+  case $1 in
+    postgres) echo "$PG/postgres" ;;
+    redis) echo redis-server ;;
+    nats) echo nats-server ;;
+    rabbitmq) echo rabbitmq-server ;;
+    etcd) echo etcd ;;
+    prometheus) echo prometheus ;;
+  esac
+}
+
+running() {
+  case $1 in
+    postgres) [ -f "$SVC/pg/data/postmaster.pid" ] && alive "$(head -n 1 "$SVC/pg/data/postmaster.pid")" ;;
+    rabbitmq) alive "$(pid_of beam)" || alive "$(pid_of rabbitmq)" ;;
+    *) alive "$(pid_of "$1")" ;;
+  esac
+}
+
+urls() {
+  case $1 in
+    postgres) echo "QM_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres" ;;
+    redis) echo "QM_TEST_REDIS_URL=redis://127.0.0.1:6379" ;;
+    nats)
+      echo "QM_TEST_NATS_URL=nats://127.0.0.1:4222"
+      echo "QM_TEST_NATS_MONITOR_URL=http://127.0.0.1:8222"
+      ;;
+    rabbitmq)
+      echo "QM_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f"
+      echo "QM_TEST_RABBITMQ_API_URL=http://guest:guest@127.0.0.1:15672/api"
+      echo "QM_TEST_RABBITMQ_METRICS_URL=http://127.0.0.1:15692/metrics"
+      ;;
+    etcd) echo "QM_TEST_ETCD_URL=http://127.0.0.1:2379" ;;
+    prometheus) echo "QM_TEST_PROMETHEUS_URL=http://127.0.0.1:9090" ;;
+  esac
+}
+
+start_postgres() {
+  rm -rf "$SVC/pg"; mkdir -p "$SVC/pg"; chown postgres:postgres "$SVC/pg"
+  runuser -u postgres -- "$PG/initdb" -D "$SVC/pg/data" -A trust -U postgres >"$SVC/pg/initdb.log" 2>&1 \
+    || { tail -n 20 "$SVC/pg/initdb.log" >&2; return 1; }
+  local ssl="-c ssl=off"
+  if [ -r /etc/ssl/certs/ssl-cert-snakeoil.pem ] && runuser -u postgres -- test -r /etc/ssl/private/ssl-cert-snakeoil.key; then
+    ssl="-c ssl=on -c ssl_cert_file=/etc/ssl/certs/ssl-cert-snakeoil.pem -c ssl_key_file=/etc/ssl/private/ssl-cert-snakeoil.key"
+  fi
+  # pg_ctl detaches the server itself; -w waits until it accepts connections.
+  runuser -u postgres -- "$PG/pg_ctl" -D "$SVC/pg/data" -l "$SVC/pg/pg.log" -w -t 60 start -o \
+    "-c listen_addresses=127.0.0.1 -p 5432 -k $SVC/pg -c fsync=off -c max_connections=200 $ssl" >/dev/null \
+    || { tail -n 20 "$SVC/pg/pg.log" >&2; return 1; }
+  head -n 1 "$SVC/pg/data/postmaster.pid" >"$SVC/postgres.pid"
+}
+
+start_redis() {
+  bg redis redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no --dir "$SVC"
+}
+
+start_nats() {
+  rm -rf "$SVC/nats"
+  cat >"$SVC/nats.conf" <<EOF
+listen: 127.0.0.1:4222
+http: 127.0.0.1:8222
+jetstream { store_dir: "$SVC/nats", max_memory_store: 256MB, max_file_store: 1GB }
+EOF
+  bg nats nats-server -c "$SVC/nats.conf"
+}
+
+start_rabbitmq() {
+  rm -rf "$SVC/rabbitmq"; mkdir -p "$SVC/rabbitmq"; chown rabbitmq:rabbitmq "$SVC/rabbitmq"
+  cat >/etc/rabbitmq/rabbitmq-env.conf <<EOF
+NODENAME=rabbit@localhost
+NODE_IP_ADDRESS=127.0.0.1
+MNESIA_BASE=$SVC/rabbitmq/mnesia
+LOG_BASE=$SVC/rabbitmq/log
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+export ERL_EPMD_ADDRESS=127.0.0.1
+EOF
+  cat >/etc/rabbitmq/rabbitmq.conf <<'EOF'
+listeners.tcp.default = 127.0.0.1:5672
+management.tcp.ip = 127.0.0.1
+management.tcp.port = 15672
+prometheus.tcp.ip = 127.0.0.1
+prometheus.tcp.port = 15692
+prometheus.return_per_object_metrics = true
+EOF
+  rabbitmq-plugins enable --offline rabbitmq_management rabbitmq_prometheus \
+    rabbitmq_shovel rabbitmq_shovel_management >/dev/null
+  # Our own epmd, on loopback, unless one is already answering there.
+  alive "$(pid_of epmd)" || bg epmd epmd -address 127.0.0.1
+  bg rabbitmq /usr/sbin/rabbitmq-server
+}
+
+start_etcd() {
+  rm -rf "$SVC/etcd"
+  bg etcd etcd --name qm --data-dir "$SVC/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster qm=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
+}
+
+start_prometheus() {
+  rm -rf "$SVC/prom"
+  cat >"$SVC/prometheus.yml" <<'EOF'
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - {job_name: prometheus, static_configs: [{targets: ['127.0.0.1:9090']}]}
+  - {job_name: rabbitmq, static_configs: [{targets: ['127.0.0.1:15692']}]}
+EOF
+  bg prometheus prometheus --config.file="$SVC/prometheus.yml" --storage.tsdb.path="$SVC/prom" \
+    --web.listen-address=127.0.0.1:9090 --web.enable-lifecycle
+}
+
+ready() {
+  case $1 in
+    postgres) wait_for postgres 30 "$PG/pg_isready" -q -h 127.0.0.1 -p 5432 ;;
+    redis) wait_for redis 30 sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG' ;;
+    nats) wait_for nats 30 curl -fsS 'http://127.0.0.1:8222/healthz?js-enabled-only=true' ;;
+    etcd) wait_for etcd 30 sh -c 'curl -fsS http://127.0.0.1:2379/health | grep -q "\"health\":\"true\""' ;;
+    rabbitmq)
+      wait_for rabbitmq 120 sh -c 'curl -fsS -u guest:guest http://127.0.0.1:15672/api/overview && curl -fsS http://127.0.0.1:15692/metrics'
+      # the Erlang VM (beam.smp) itself, for stop
+      cp "$SVC/rabbitmq/mnesia/rabbit@localhost.pid" "$SVC/beam.pid"
+      ;;
+    prometheus)
+      wait_for prometheus 60 curl -fsS http://127.0.0.1:9090/-/ready
+      if running rabbitmq; then  # first scrape of RabbitMQ done
+        wait_for prometheus-rabbitmq 60 sh -c 'curl -fsS "http://127.0.0.1:9090/api/v1/query?query=up%7Bjob%3D%22rabbitmq%22%7D%3D%3D1" | grep -q "\"value\""'
+      fi
+      ;;
+  esac
+}
+
+stop_one() {
+  case $1 in
+    postgres)
+      if [ -f "$SVC/pg/data/postmaster.pid" ]; then
+        runuser -u postgres -- "$PG/pg_ctl" -D "$SVC/pg/data" -m fast -w stop >/dev/null 2>&1 || true
+      fi
+      stop_pids "$(pid_of postgres)"
+      ;;
+    rabbitmq)
+      stop_pids "$(pid_of beam)" "$(pid_of rabbitmq)"
+      stop_pids "$(pid_of epmd)"
+      rm -f "$SVC/beam.pid" "$SVC/epmd.pid"
+      ;;
+    *) stop_pids "$(pid_of "$1")" ;;
+  esac
+  rm -f "$SVC/$1.pid"
+}
+
+# ---- commands --------------------------------------------------------------------------------
+
+cmd_install() {
+  local pkgs=() missing=() s p
+  for s in "$@"; do
+    # shellcheck disable=SC2207
+    pkgs+=($(packages "$s"))
+  done
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  if (( ${#missing[@]} == 0 )); then
+    log "installed already: $*"
+    return 0
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  # Keep the packages' postinst scripts from starting the services (no systemd here anyway).
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  SECONDS=0
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  log "installed ${missing[*]} (${SECONDS}s)"
+}
+
+cmd_start() {
+  mkdir -p "$SVC"; chmod 755 "$SVC"
+  local s started=()
+  for s in "$@"; do
+    if running "$s"; then
+      log "$s is running already"
+      continue
+    fi
+    if ! command -v "$(binary "$s")" >/dev/null; then
+      log "$s is not installed: run $0 install $s"
+      return 1
+    fi
+    "start_$s"
+    started+=("$s")
+  done
+  for s in "${started[@]}"; do ready "$s"; done
+  write_env
+  for s in "$@"; do urls "$s"; done
+}
+
+# "$SVC/env": the URLs of every running service, for `. "$QM_SERVICES_DIR/env"`
+write_env() {
+  local s
+  : >"$SVC/env"
+  for s in "${ALL[@]}"; do
+    if running "$s"; then urls "$s" | sed 's/^/export /' >>"$SVC/env"; fi
+  done
+}
+
+cmd_stop() {
+  [ -d "$SVC" ] || return 0
+  local s
+  # prometheus first (it scrapes the others), rabbitmq's epmd last
+  for s in prometheus etcd redis nats postgres rabbitmq; do
+    [[ " $* " == *" $s "* ]] || continue
+    stop_one "$s"
+  done
+  write_env
+  log "stopped: $*"
+}
+
+# ---- main ------------------------------------------------------------------------------------
+
+(( $# >= 1 )) || usage
+command=$1; shift
+(( $# )) || set -- "${ALL[@]}"
+for s in "$@"; do
+  [[ " ${ALL[*]} " == *" $s "* ]] || { log "unknown service $s"; usage; }
+done
+case $command in
+  install) cmd_install "$@" ;;
+  start) cmd_start "$@" ;;
+  stop) cmd_stop "$@" ;;
+  *) usage ;;
+esac

@@ -1,0 +1,477 @@
+//! The durable mode: the business key is inserted, under a unique constraint, inside the caller's
+//! own SQL transaction — the one that applies the effect — so that the key and the effect commit
+//! together or not at all (seed 002: "a inserção da chave faz parte da mesma transação do efeito").
+//! SQLite and PostgreSQL, through sqlx.
+//!
+//! ```no_run
+//! # async fn demo(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
+//! use queue_migrate::dedup::sql::{self, Claim, VersionCheck};
+//! use queue_migrate::dedup::{BusinessKey, PayloadHash};
+//! # let now_ms = 0; let payload = serde_json::json!({});
+//! let key = BusinessKey::new("order.paid", "4711", "evt-9")?;
+//! let hash = PayloadHash::of_json(&payload);
+//! let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?; // SQLite: take the write lock first
+//! match sql::claim(&mut tx, &key, &hash, now_ms).await? {
+//!     Claim::Fresh => {
+//!         if let VersionCheck::Accepted = sql::accept_version(&mut tx, "order:4711", 12).await? {
+//!             // ... apply the effect with &mut *tx ...
+//!         }
+//!         tx.commit().await?; // key + effect, atomically; then ack the message
+//!     }
+//!     Claim::Duplicate => { tx.rollback().await?; /* ack: already applied */ }
+//!     Claim::Conflict { .. } => { tx.rollback().await?; /* count, alert, dead-letter */ }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//! - Two consumers claiming one key at once, on separate connections: the second `claim` waits for
+//!   the first transaction (row lock in PostgreSQL, write lock in SQLite) and then answers
+//!   `Duplicate` if it committed, `Fresh` if it rolled back. Exactly one effect commits.
+//! - An effect that fails rolls its transaction back, and with it the key: the retry gets `Fresh`.
+//!   There is nothing to release.
+//! - Keys expire (default [`super::DEFAULT_KEY_TTL`], 90 days). An expired key counts as absent
+//!   (`claim` takes it over) whether or not [`purge_expired`] has removed it yet, so behaviour does
+//!   not depend on when the purge runs; the purge deletes in bounded batches, each its own short
+//!   statement, and never deletes a key that was re-claimed meanwhile.
+//! - A key claimed again with another payload hash is `Conflict` (and a `tracing` warning): never
+//!   applied, never silently accepted.
+//!
+//! # Caveats
+//! - Claim first in the transaction. In SQLite, begin with `BEGIN IMMEDIATE`
+//!   (`pool.begin_with("BEGIN IMMEDIATE")`): a deferred transaction that reads before its first
+//!   write can fail with `SQLITE_BUSY` instead of waiting. A long effect holds SQLite's write lock
+//!   and other consumers wait up to their busy timeout.
+//! - PostgreSQL at `REPEATABLE READ` or `SERIALIZABLE` answers the loser of a race with a
+//!   serialization failure instead of `Duplicate`; [`SqlDedupError::is_retryable`] says so: roll
+//!   back and redeliver (the retry then sees `Duplicate`).
+//!
+//! # Schema
+//! [`ensure_schema`] creates the two tables if missing; or run [`SQLITE_SCHEMA`] /
+//! [`POSTGRES_SCHEMA`] with your own migrations:
+//!
+//! ```sql
+//! CREATE TABLE IF NOT EXISTS qm_dedup_keys (
+//!     key           TEXT   NOT NULL PRIMARY KEY,  -- type:aggregate:event
+//!     payload_hash  TEXT   NOT NULL,              -- SHA-256, 64 hex digits
+//!     claimed_at_ms BIGINT NOT NULL,
+//!     expires_at_ms BIGINT NOT NULL
+//! );
+//! CREATE INDEX IF NOT EXISTS qm_dedup_keys_expiry ON qm_dedup_keys (expires_at_ms);
+//! CREATE TABLE IF NOT EXISTS qm_aggregate_versions (
+//!     aggregate TEXT   NOT NULL PRIMARY KEY,
+//!     version   BIGINT NOT NULL
+//! );
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+use sqlx::{Pool, Postgres, Row, Sqlite, Transaction};
+
+use super::{BusinessKey, DEFAULT_KEY_TTL, PayloadHash, millis};
+
+/// The consumer tables for SQLite.
+pub const SQLITE_SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS qm_dedup_keys (
+    key           TEXT   NOT NULL PRIMARY KEY,
+    payload_hash  TEXT   NOT NULL,
+    claimed_at_ms BIGINT NOT NULL,
+    expires_at_ms BIGINT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS qm_dedup_keys_expiry ON qm_dedup_keys (expires_at_ms);
+CREATE TABLE IF NOT EXISTS qm_aggregate_versions (
+    aggregate TEXT   NOT NULL PRIMARY KEY,
+    version   BIGINT NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The consumer tables for PostgreSQL (the advisory lock lets consumers starting at once apply it
+/// concurrently).
+pub const POSTGRES_SCHEMA: &str = "\
+BEGIN;
+SELECT pg_advisory_xact_lock(7160425370164195);
+CREATE TABLE IF NOT EXISTS qm_dedup_keys (
+    key           TEXT   NOT NULL PRIMARY KEY,
+    payload_hash  TEXT   NOT NULL,
+    claimed_at_ms BIGINT NOT NULL,
+    expires_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS qm_dedup_keys_expiry ON qm_dedup_keys (expires_at_ms);
+CREATE TABLE IF NOT EXISTS qm_aggregate_versions (
+    aggregate TEXT   NOT NULL PRIMARY KEY,
+    version   BIGINT NOT NULL
+);
+COMMIT;
+";
+
+/// Insert the key, or take over an expired one; 0 rows means a live key exists.
+const UPSERT_KEY: &str = "\
+INSERT INTO qm_dedup_keys (key, payload_hash, claimed_at_ms, expires_at_ms) VALUES ($1, $2, $3, $4)
+ON CONFLICT (key) DO UPDATE SET payload_hash = excluded.payload_hash,
+    claimed_at_ms = excluded.claimed_at_ms, expires_at_ms = excluded.expires_at_ms
+WHERE qm_dedup_keys.expires_at_ms <= excluded.claimed_at_ms";
+const SELECT_HASH: &str = "SELECT payload_hash FROM qm_dedup_keys WHERE key = $1";
+/// The outer `expires_at_ms` re-check keeps a concurrently re-claimed key (PostgreSQL re-evaluates
+/// it on the row's new version).
+const PURGE_BATCH: &str = "\
+DELETE FROM qm_dedup_keys WHERE key IN (
+    SELECT key FROM qm_dedup_keys WHERE expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT $2
+) AND expires_at_ms <= $1";
+const UPSERT_VERSION: &str = "\
+INSERT INTO qm_aggregate_versions (aggregate, version) VALUES ($1, $2)
+ON CONFLICT (aggregate) DO UPDATE SET version = excluded.version
+WHERE qm_aggregate_versions.version < excluded.version";
+const SELECT_VERSION: &str = "SELECT version FROM qm_aggregate_versions WHERE aggregate = $1";
+
+/// Errors of the durable mode.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlDedupError {
+    /// The database failed (see [`SqlDedupError::is_retryable`]).
+    #[error("dedup database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored row this module cannot read (edited by hand?).
+    #[error("corrupt dedup row for {key:?}: {detail}")]
+    Corrupt {
+        /// The key or aggregate.
+        key: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A key vanished between the insert and the read-back twice in a row (a purge racing with
+    /// an expired key): retry the message.
+    #[error("dedup key {0:?} changed under the claim twice; retry")]
+    Unstable(String),
+}
+
+impl SqlDedupError {
+    /// Whether rolling back and retrying the message is the right answer: a serialization failure
+    /// or deadlock (PostgreSQL), a busy or locked database (SQLite), a lost connection or pool
+    /// timeout.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SqlDedupError::Database(sqlx::Error::Database(e)) => match e.code().as_deref() {
+                Some("40001" | "40P01") => true,
+                Some(code) => code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+                None => false,
+            },
+            SqlDedupError::Database(
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed,
+            ) => true,
+            SqlDedupError::Unstable(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// What [`claim`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The key is new (or its previous claim expired): apply the effect in this transaction and
+    /// commit.
+    Fresh,
+    /// The key was committed before with the same payload: skip the effect; ack the message.
+    Duplicate,
+    /// The key was committed before with a different payload hash: not applied; count and alert.
+    Conflict {
+        /// The hash stored with the key.
+        stored_hash: PayloadHash,
+    },
+}
+
+impl Claim {
+    /// The metrics outcome (`Fresh` counts as processed once the transaction commits).
+    pub fn outcome(&self) -> super::Outcome {
+        match self {
+            Claim::Fresh => super::Outcome::Processed,
+            Claim::Duplicate => super::Outcome::DuplicateBlocked,
+            Claim::Conflict { .. } => super::Outcome::Conflict,
+        }
+    }
+}
+
+/// What [`accept_version`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionCheck {
+    /// Newer than anything applied to the aggregate: recorded in this transaction; apply it.
+    Accepted,
+    /// Not newer than the last applied version: do not apply (committing the claim records that the
+    /// event was seen); ack.
+    Stale {
+        /// The last applied version.
+        last: i64,
+    },
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for sqlx::Sqlite {}
+    impl Sealed for sqlx::Postgres {}
+}
+
+/// The databases of the durable mode: [`sqlx::Sqlite`] and [`sqlx::Postgres`]. Sealed; its
+/// hidden methods are the per-database statements.
+pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
+    /// The schema for this database.
+    const SCHEMA: &'static str;
+
+    #[doc(hidden)]
+    fn upsert_key<'c>(
+        conn: &'c mut Self::Connection,
+        key: &'c str,
+        hash: &'c str,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c;
+
+    #[doc(hidden)]
+    fn stored_hash<'c>(
+        conn: &'c mut Self::Connection,
+        key: &'c str,
+    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'c;
+
+    #[doc(hidden)]
+    fn upsert_version<'c>(
+        conn: &'c mut Self::Connection,
+        aggregate: &'c str,
+        version: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c;
+
+    #[doc(hidden)]
+    fn stored_version<'c>(
+        conn: &'c mut Self::Connection,
+        aggregate: &'c str,
+    ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send + 'c;
+
+    #[doc(hidden)]
+    fn purge_batch<'c>(
+        pool: &'c Pool<Self>,
+        now_ms: i64,
+        batch: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c;
+
+    #[doc(hidden)]
+    fn apply_schema<'c>(
+        pool: &'c Pool<Self>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
+}
+
+/// One body for both databases: the statements are portable (`$n` placeholders, `ON CONFLICT`),
+/// only the connection types differ.
+macro_rules! dedup_database {
+    ($db:ty, $schema:expr) => {
+        impl DedupDatabase for $db {
+            const SCHEMA: &'static str = $schema;
+
+            async fn upsert_key<'c>(
+                conn: &'c mut <$db as sqlx::Database>::Connection,
+                key: &'c str,
+                hash: &'c str,
+                now_ms: i64,
+                expires_ms: i64,
+            ) -> Result<u64, sqlx::Error> {
+                Ok(sqlx::query(UPSERT_KEY)
+                    .bind(key)
+                    .bind(hash)
+                    .bind(now_ms)
+                    .bind(expires_ms)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected())
+            }
+
+            async fn stored_hash<'c>(
+                conn: &'c mut <$db as sqlx::Database>::Connection,
+                key: &'c str,
+            ) -> Result<Option<String>, sqlx::Error> {
+                let row = sqlx::query(SELECT_HASH)
+                    .bind(key)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                row.map(|r| r.try_get::<String, _>(0)).transpose()
+            }
+
+            async fn upsert_version<'c>(
+                conn: &'c mut <$db as sqlx::Database>::Connection,
+                aggregate: &'c str,
+                version: i64,
+            ) -> Result<u64, sqlx::Error> {
+                Ok(sqlx::query(UPSERT_VERSION)
+                    .bind(aggregate)
+                    .bind(version)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected())
+            }
+
+            async fn stored_version<'c>(
+                conn: &'c mut <$db as sqlx::Database>::Connection,
+                aggregate: &'c str,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                let row = sqlx::query(SELECT_VERSION)
+                    .bind(aggregate)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                row.map(|r| r.try_get::<i64, _>(0)).transpose()
+            }
+
+            async fn purge_batch(
+                pool: &Pool<$db>,
+                now_ms: i64,
+                batch: i64,
+            ) -> Result<u64, sqlx::Error> {
+                Ok(sqlx::query(PURGE_BATCH)
+                    .bind(now_ms)
+                    .bind(batch)
+                    .execute(pool)
+                    .await?
+                    .rows_affected())
+            }
+
+            async fn apply_schema(pool: &Pool<$db>) -> Result<(), sqlx::Error> {
+                sqlx::raw_sql($schema).execute(pool).await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+dedup_database!(Sqlite, SQLITE_SCHEMA);
+dedup_database!(Postgres, POSTGRES_SCHEMA);
+
+/// The durable mode with a key TTL other than the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlDedup {
+    ttl: Duration,
+}
+
+impl Default for SqlDedup {
+    fn default() -> Self {
+        SqlDedup {
+            ttl: DEFAULT_KEY_TTL,
+        }
+    }
+}
+
+impl SqlDedup {
+    /// Keys kept for [`DEFAULT_KEY_TTL`] (90 days).
+    pub fn new() -> SqlDedup {
+        SqlDedup::default()
+    }
+
+    /// Keys kept for `ttl` (make it longer than the plan's reprocess margin).
+    pub fn with_ttl(ttl: Duration) -> SqlDedup {
+        SqlDedup { ttl }
+    }
+
+    /// The key TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Claim `key` inside `tx` (see [`claim`]); the key expires `ttl` after `now_ms`.
+    ///
+    /// # Errors
+    /// The database failed (the caller rolls back and retries the message), or a stored row is
+    /// unreadable.
+    pub async fn claim<DB: DedupDatabase>(
+        &self,
+        tx: &mut Transaction<'_, DB>,
+        key: &BusinessKey,
+        payload_hash: &PayloadHash,
+        now_ms: i64,
+    ) -> Result<Claim, SqlDedupError> {
+        let hash = payload_hash.to_hex();
+        let expires = now_ms.saturating_add(millis(self.ttl));
+        // Twice at most: a purge can delete an expired key between our insert and our read.
+        for _ in 0..2 {
+            if DB::upsert_key(&mut **tx, key.as_str(), &hash, now_ms, expires).await? == 1 {
+                return Ok(Claim::Fresh);
+            }
+            let Some(stored) = DB::stored_hash(&mut **tx, key.as_str()).await? else {
+                continue;
+            };
+            let stored_hash =
+                PayloadHash::from_hex(&stored).ok_or_else(|| SqlDedupError::Corrupt {
+                    key: key.to_string(),
+                    detail: format!("payload_hash {stored:?} is not 64 hex digits"),
+                })?;
+            if stored_hash == *payload_hash {
+                return Ok(Claim::Duplicate);
+            }
+            tracing::warn!(key = %key, stored = %stored_hash, got = %payload_hash, "dedup conflict: same key, different payload; not applied");
+            return Ok(Claim::Conflict { stored_hash });
+        }
+        Err(SqlDedupError::Unstable(key.to_string()))
+    }
+}
+
+/// Insert `key` with `payload_hash` in the caller's transaction, with the default TTL (90 days).
+/// Commit the transaction with the effect's writes; roll it back if the effect fails.
+///
+/// # Errors
+/// See [`SqlDedup::claim`].
+pub async fn claim<DB: DedupDatabase>(
+    tx: &mut Transaction<'_, DB>,
+    key: &BusinessKey,
+    payload_hash: &PayloadHash,
+    now_ms: i64,
+) -> Result<Claim, SqlDedupError> {
+    SqlDedup::new().claim(tx, key, payload_hash, now_ms).await
+}
+
+/// Record `version` as the last applied version of `aggregate` if it is newer than the one stored,
+/// in the caller's transaction; otherwise answer `Stale` with the stored one. Versions must
+/// increase strictly per aggregate; an equal version is stale.
+///
+/// # Errors
+/// The database failed.
+pub async fn accept_version<DB: DedupDatabase>(
+    tx: &mut Transaction<'_, DB>,
+    aggregate: &str,
+    version: i64,
+) -> Result<VersionCheck, SqlDedupError> {
+    if DB::upsert_version(&mut **tx, aggregate, version).await? == 1 {
+        return Ok(VersionCheck::Accepted);
+    }
+    match DB::stored_version(&mut **tx, aggregate).await? {
+        Some(last) => Ok(VersionCheck::Stale { last }),
+        None => Err(SqlDedupError::Corrupt {
+            key: aggregate.to_string(),
+            detail: "version row neither inserted nor found".into(),
+        }),
+    }
+}
+
+/// Delete keys expired at `now_ms`, at most `batch` per statement (each its own short transaction,
+/// so consumers are never blocked for long), until a batch comes back short. Returns how many
+/// were deleted. Run it periodically (e.g. hourly) from one place or several: concurrent purges
+/// are safe.
+///
+/// # Errors
+/// The database failed (what was deleted before stays deleted).
+pub async fn purge_expired<DB: DedupDatabase>(
+    pool: &Pool<DB>,
+    now_ms: i64,
+    batch: u32,
+) -> Result<usize, SqlDedupError> {
+    let batch = i64::from(batch.max(1));
+    let mut total: usize = 0;
+    loop {
+        let n = DB::purge_batch(pool, now_ms, batch).await?;
+        total = total.saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
+        if i64::try_from(n).unwrap_or(i64::MAX) < batch {
+            return Ok(total);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Create the consumer tables if they do not exist ([`SQLITE_SCHEMA`] or [`POSTGRES_SCHEMA`]).
+///
+/// # Errors
+/// The database failed.
+pub async fn ensure_schema<DB: DedupDatabase>(pool: &Pool<DB>) -> Result<(), SqlDedupError> {
+    DB::apply_schema(pool).await?;
+    Ok(())
+}

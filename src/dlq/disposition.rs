@@ -1,0 +1,442 @@
+//! Dispositions: recorded decisions about a group (seed 001's `closeGroup` and
+//! `splitAgainstHistory`), pure.
+//!
+//! Closing is a decision with a reason from a closed list, who and when — not a delete: "the
+//! difference between a clean queue and an emptied one is that record". A replay that went to
+//! the end is recorded too (action `replay`), so that the drain gate can tell a replayed group
+//! from an open one.
+//!
+//! Matching against history is **by signature alone**, as in the seed: a signature closed as
+//! `fixed_in_code` for consumer 2.13 that shows up with 2.14 is the finding that matters (the fix
+//! did not catch every case), so the class and version do not have to match. When a signature has
+//! several decisions, the last one recorded counts (the seed builds a `Map`: later entries win).
+//!
+//! The seed splits into `recurring` (decided before) and `fresh`. Here the seed's `recurring` is
+//! cut in two: **recurring** — entries first attempted after what the decision covered (its
+//! `lastSeen`, or its time when it has none): the signature came back; and **covered** — every
+//! entry was already there when the decision was taken (the same entries, still in the queue).
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use super::envelope::{format_timestamp, parse_timestamp};
+use super::triage::Group;
+
+/// Errors of this module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DispositionError {
+    /// A reason outside the closed list.
+    #[error(
+        "invalid close reason {given:?}: use one of entity_deleted, window_expired, producer_retired, already_processed, fixed_in_code"
+    )]
+    InvalidReason {
+        /// What was given.
+        given: String,
+    },
+    /// A decision without a person.
+    #[error("a decision needs who took it (--by)")]
+    NoDecider,
+}
+
+/// Why a group is closed without replay. The list is closed on purpose: a free-text reason
+/// becomes "other" within three months and the record stops being comparable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// The referenced entity no longer exists.
+    EntityDeleted,
+    /// The event lost its temporal validity.
+    WindowExpired,
+    /// The format of a producer version that no longer exists.
+    ProducerRetired,
+    /// Another path already produced the same effect.
+    AlreadyProcessed,
+    /// The defect is fixed; the old messages are irrelevant.
+    FixedInCode,
+}
+
+impl CloseReason {
+    /// Every reason, in the seed's order.
+    pub const ALL: [CloseReason; 5] = [
+        CloseReason::EntityDeleted,
+        CloseReason::WindowExpired,
+        CloseReason::ProducerRetired,
+        CloseReason::AlreadyProcessed,
+        CloseReason::FixedInCode,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::EntityDeleted => "entity_deleted",
+            CloseReason::WindowExpired => "window_expired",
+            CloseReason::ProducerRetired => "producer_retired",
+            CloseReason::AlreadyProcessed => "already_processed",
+            CloseReason::FixedInCode => "fixed_in_code",
+        }
+    }
+
+    /// One line per reason, for `--help` and the refusal message.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CloseReason::EntityDeleted => "the referenced entity no longer exists",
+            CloseReason::WindowExpired => "the event lost its temporal validity",
+            CloseReason::ProducerRetired => "a producer version's format that no longer exists",
+            CloseReason::AlreadyProcessed => "another path already produced the same effect",
+            CloseReason::FixedInCode => "defect fixed; the old messages are irrelevant",
+        }
+    }
+
+    /// Parse a stored or typed name.
+    ///
+    /// # Errors
+    /// [`DispositionError::InvalidReason`], whose message lists the valid ones.
+    pub fn parse(text: &str) -> Result<CloseReason, DispositionError> {
+        CloseReason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == text)
+            .ok_or_else(|| DispositionError::InvalidReason {
+                given: text.to_string(),
+            })
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Closed without replay, for a reason.
+    Close(CloseReason),
+    /// Replayed to the end (not paused, not aborted).
+    Replay,
+}
+
+impl Action {
+    /// `close` or `replay`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Action::Close(_) => "close",
+            Action::Replay => "replay",
+        }
+    }
+    /// The close reason, if any.
+    pub fn reason(self) -> Option<CloseReason> {
+        match self {
+            Action::Close(r) => Some(r),
+            Action::Replay => None,
+        }
+    }
+}
+
+/// One recorded decision (the seed's `recordDisposition` argument, plus the queue, the action,
+/// the signature version and a note).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disposition {
+    /// Store id (0 before it is recorded).
+    pub id: i64,
+    /// The dead-letter queue it is about.
+    pub queue: String,
+    /// The group's signature.
+    pub signature: String,
+    /// The rules that produced it (`v1`).
+    pub signature_version: String,
+    /// The group's class when decided.
+    pub error_class: String,
+    /// The group's consumer version when decided.
+    pub consumer_version: String,
+    /// Entries in the group when decided (unknown when closed without the export at hand).
+    pub affected_count: Option<u64>,
+    /// The group's `firstSeen` when decided.
+    pub first_seen: Option<String>,
+    /// The group's `lastSeen` when decided: the decision covers entries first attempted up to it.
+    pub last_seen: Option<String>,
+    /// What was decided.
+    pub action: Action,
+    /// Who decided.
+    pub decided_by: String,
+    /// When (ms).
+    pub decided_at_ms: i64,
+    /// Free text beside the reason.
+    pub note: Option<String>,
+}
+
+impl Disposition {
+    /// Close `group` (the seed's `closeGroup`, without the store).
+    ///
+    /// # Errors
+    /// [`DispositionError::NoDecider`] for an empty `decided_by`.
+    pub fn close(
+        queue: &str,
+        group: &Group,
+        reason: CloseReason,
+        decided_by: &str,
+        now_ms: i64,
+        note: Option<String>,
+    ) -> Result<Disposition, DispositionError> {
+        Disposition::of_group(
+            queue,
+            group,
+            Action::Close(reason),
+            decided_by,
+            now_ms,
+            note,
+        )
+    }
+
+    /// A decision about `group`.
+    ///
+    /// # Errors
+    /// [`DispositionError::NoDecider`] for an empty `decided_by`.
+    pub fn of_group(
+        queue: &str,
+        group: &Group,
+        action: Action,
+        decided_by: &str,
+        now_ms: i64,
+        note: Option<String>,
+    ) -> Result<Disposition, DispositionError> {
+        if decided_by.trim().is_empty() {
+            return Err(DispositionError::NoDecider);
+        }
+        Ok(Disposition {
+            id: 0,
+            queue: queue.to_string(),
+            signature: group.signature.clone(),
+            signature_version: "v1".to_string(),
+            error_class: group.error_class.clone(),
+            consumer_version: group.consumer_version.clone(),
+            affected_count: Some(group.count),
+            first_seen: Some(group.first_seen.clone()),
+            last_seen: Some(group.last_seen.clone()),
+            action,
+            decided_by: decided_by.trim().to_string(),
+            decided_at_ms: now_ms,
+            note,
+        })
+    }
+
+    /// Up to when (ms, by `firstAttemptAt`) this decision covers entries: its `lastSeen`, or the
+    /// time it was taken.
+    pub fn covers_until_ms(&self) -> i64 {
+        self.last_seen
+            .as_deref()
+            .and_then(|t| parse_timestamp(t).ok())
+            .unwrap_or(self.decided_at_ms)
+    }
+
+    /// `fixed_in_code by ana on 2026-03-02 (note)`.
+    pub fn summary(&self) -> String {
+        let what = match self.action {
+            Action::Close(r) => r.as_str().to_string(),
+            Action::Replay => "replayed".to_string(),
+        };
+        let day: String = format_timestamp(self.decided_at_ms)
+            .chars()
+            .take(10)
+            .collect();
+        match &self.note {
+            Some(n) => format!("{what} by {} on {day} ({n})", self.decided_by),
+            None => format!("{what} by {} on {day}", self.decided_by),
+        }
+    }
+}
+
+impl Serialize for Disposition {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct View<'a> {
+            id: i64,
+            queue: &'a str,
+            signature: &'a str,
+            signature_version: &'a str,
+            error_class: &'a str,
+            consumer_version: &'a str,
+            affected_count: Option<u64>,
+            first_seen: Option<&'a str>,
+            last_seen: Option<&'a str>,
+            action: &'static str,
+            reason: Option<CloseReason>,
+            decided_by: &'a str,
+            decided_at: String,
+            note: Option<&'a str>,
+        }
+        View {
+            id: self.id,
+            queue: &self.queue,
+            signature: &self.signature,
+            signature_version: &self.signature_version,
+            error_class: &self.error_class,
+            consumer_version: &self.consumer_version,
+            affected_count: self.affected_count,
+            first_seen: self.first_seen.as_deref(),
+            last_seen: self.last_seen.as_deref(),
+            action: self.action.kind(),
+            reason: self.action.reason(),
+            decided_by: &self.decided_by,
+            decided_at: format_timestamp(self.decided_at_ms),
+            note: self.note.as_deref(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The decision that counts for each signature: the last one in `dispositions`' order (pass them
+/// oldest first, as the store lists them).
+pub fn latest_by_signature(dispositions: &[Disposition]) -> HashMap<&str, &Disposition> {
+    dispositions
+        .iter()
+        .map(|d| (d.signature.as_str(), d))
+        .collect()
+}
+
+/// Per signature, up to when its latest decision covers entries (for
+/// [`super::triage::TriageOptions::covered_until_ms`]).
+pub fn covered_until(dispositions: &[Disposition]) -> HashMap<String, i64> {
+    latest_by_signature(dispositions)
+        .into_iter()
+        .map(|(s, d)| (s.to_string(), d.covers_until_ms()))
+        .collect()
+}
+
+/// A group with the decision taken on its signature before.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WithPrevious<'a> {
+    /// The group.
+    #[serde(flatten)]
+    pub group: &'a Group,
+    /// The decision (the seed's `previousDisposition`).
+    #[serde(rename = "previousDisposition")]
+    pub previous: &'a Disposition,
+}
+
+/// Groups split against the recorded decisions; each list keeps the groups' order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistorySplit<'a> {
+    /// Decided before and back with new entries: the most valuable finding.
+    pub recurring: Vec<WithPrevious<'a>>,
+    /// Decided, and every entry predates what the decision covered.
+    pub covered: Vec<WithPrevious<'a>>,
+    /// Never decided.
+    pub fresh: Vec<&'a Group>,
+}
+
+/// Split `groups` against `dispositions` (oldest first).
+pub fn split_against_history<'a>(
+    groups: &'a [Group],
+    dispositions: &'a [Disposition],
+) -> HistorySplit<'a> {
+    let latest = latest_by_signature(dispositions);
+    let mut split = HistorySplit {
+        recurring: Vec::new(),
+        covered: Vec::new(),
+        fresh: Vec::new(),
+    };
+    for group in groups {
+        match latest.get(group.signature.as_str()) {
+            None => split.fresh.push(group),
+            Some(previous) => {
+                let entry = WithPrevious { group, previous };
+                if group.stats.max_first_attempt_ms > previous.covers_until_ms() {
+                    split.recurring.push(entry);
+                } else {
+                    split.covered.push(entry);
+                }
+            }
+        }
+    }
+    split
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::triage::{TriageOptions, triage_reader};
+    use super::*;
+
+    fn groups() -> Vec<Group> {
+        let line = |msg: &str, at: &str| {
+            serde_json::json!({
+                "payload": "p", "errorClass": "c", "errorMessage": msg, "consumerVersion": "1",
+                "attempts": 1, "firstAttemptAt": at, "deadLetteredAt": at
+            })
+            .to_string()
+        };
+        let text = [
+            line("a 1", "2026-03-01T00:00:00.000Z"),
+            line("a 2", "2026-03-05T00:00:00.000Z"),
+            line("b 1", "2026-03-01T00:00:00.000Z"),
+            line("c 1", "2026-03-01T00:00:00.000Z"),
+        ]
+        .join("\n");
+        triage_reader(text.as_bytes(), TriageOptions::default())
+            .expect("reads")
+            .groups
+    }
+
+    #[test]
+    fn reasons_are_a_closed_list() {
+        assert_eq!(
+            CloseReason::parse("fixed_in_code"),
+            Ok(CloseReason::FixedInCode)
+        );
+        let err = CloseReason::parse("other").expect_err("refused");
+        let text = err.to_string();
+        for r in CloseReason::ALL {
+            assert!(text.contains(r.as_str()), "{text}");
+        }
+    }
+
+    #[test]
+    fn split_by_signature_with_recurring_and_covered() {
+        let groups = groups();
+        let g_a = groups.iter().find(|g| g.signature == "a <n>").expect("a");
+        let g_b = groups.iter().find(|g| g.signature == "b <n>").expect("b");
+        // a was closed when only its first entry existed; b when all of it did; version differs.
+        let mut early_a =
+            Disposition::close("q", g_a, CloseReason::FixedInCode, "ana", 0, None).expect("valid");
+        early_a.last_seen = Some("2026-03-02T00:00:00.000Z".into());
+        early_a.consumer_version = "0.9".into();
+        let b =
+            Disposition::close("q", g_b, CloseReason::EntityDeleted, "bo", 0, None).expect("valid");
+        let older_b = Disposition {
+            action: Action::Replay,
+            ..b.clone()
+        };
+        let dispositions = vec![older_b, early_a, b];
+        let split = split_against_history(&groups, &dispositions);
+        assert_eq!(split.recurring.len(), 1);
+        assert_eq!(split.recurring[0].group.signature, "a <n>");
+        assert_eq!(split.covered.len(), 1);
+        assert_eq!(
+            split.covered[0].previous.action,
+            Action::Close(CloseReason::EntityDeleted),
+            "the last decision wins"
+        );
+        assert_eq!(split.fresh.len(), 1);
+        let json = serde_json::to_value(&split).expect("json");
+        assert_eq!(
+            json["recurring"][0]["previousDisposition"]["reason"],
+            "fixed_in_code"
+        );
+        assert_eq!(json["recurring"][0]["count"], 2);
+        assert!(Disposition::close("q", g_a, CloseReason::FixedInCode, " ", 0, None).is_err());
+    }
+
+    #[test]
+    fn coverage_falls_back_to_the_decision_time() {
+        let groups = groups();
+        let mut d =
+            Disposition::close("q", &groups[0], CloseReason::WindowExpired, "ana", 42, None)
+                .expect("valid");
+        d.last_seen = None;
+        assert_eq!(d.covers_until_ms(), 42);
+        assert_eq!(covered_until(&[d]).get("a <n>"), Some(&42));
+    }
+}

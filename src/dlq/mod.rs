@@ -1,0 +1,31 @@
+//! Dead letters (DESIGN.md §7, seed 001): the envelope a consumer writes when it gives up on a
+//! message, and what the controller does with a queue of them.
+//!
+//! Pure (values in, values out; time is an argument):
+//! - [`envelope`] — `DeadLetter` in the seed's JSON names (payload byte-intact: a string when
+//!   UTF-8, else `{"base64": ...}`), the builder a consumer calls, its extensible
+//!   `ErrorClassifier`, the instant format.
+//! - [`signature`] — the error signature, v1 = the seed's `signatureOf` exactly (UTF-16 cut).
+//! - [`triage`] — one streaming pass over any `BufRead` of NDJSON, groups by (class, consumer
+//!   version, signature), the seed's numbers and order; table and JSON renderings.
+//! - [`disposition`] — the closed list of close reasons, the decision record, the split of
+//!   groups into recurring / covered / fresh against recorded decisions.
+//! - [`gate`] — the drain phase's gate: the old queue is empty or every group in it is decided.
+//! - [`replay`] — the replay decision logic (rate, canary, origin headers, automatic stop,
+//!   validity guard), a runner over `Publisher` and `Pacer` traits, the NDJSON publisher.
+//! - [`alerts`] — inflow per minute, new signatures, oldest unclosed age; Prometheus text.
+//! - [`report`] — the weekly review in Markdown.
+//! - [`generate`] — realistic exports from a seed, for tests, benchmarks and rehearsals.
+//!
+//! Shell: `store::dispositions` (decisions and seen signatures in SQLite) and `cli::dlq`
+//! (`migrate dlq ...`). See `docs/dlq.md`.
+
+pub mod alerts;
+pub mod disposition;
+pub mod envelope;
+pub mod gate;
+pub mod generate;
+pub mod replay;
+pub mod report;
+pub mod signature;
+pub mod triage;

@@ -1,0 +1,297 @@
+//! The error signature: an error message with what varies between occurrences taken out, so
+//! that `timeout after 30012ms` and `timeout after 30044ms` fall in one group.
+//!
+//! **v1** (the default, and what recorded decisions are keyed by) is exactly seed 001's
+//! `signatureOf`:
+//!
+//! ```js
+//! errorMessage
+//!   .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, '<id>')
+//!   .replace(/\d+/g, '<n>')
+//!   .replace(/'[^']*'|"[^"]*"/g, '<v>')
+//!   .slice(0, 120);
+//! ```
+//!
+//! How it is matched without a regex engine, and why that is the same thing: every pattern is
+//! ASCII, so the three passes run over the UTF-8 bytes, where no byte of a multibyte character is
+//! ASCII (a hex digit, a digit, a quote or a dash never appears inside one). JS `\d` is `[0-9]`
+//! only, and the `i` flag makes `[0-9a-f]` exactly `[0-9a-fA-F]` (no non-ASCII character folds
+//! to those in JS's non-unicode mode). Each pass is a left-to-right scan that takes the leftmost
+//! match and goes on after it, as a global `replace` does; for the quotes, at each position a
+//! single-quoted run is tried first, then a double-quoted one; a quote with no closing partner is
+//! left as it is (and cannot have one later).
+//!
+//! The cut counts UTF-16 code units, as JS `slice` does: a character outside the Basic
+//! Multilingual Plane (an emoji...) counts two. **When unit 120 falls inside such a pair**, JS
+//! keeps the high surrogate alone. A Rust string cannot hold it, so the signature ends with the
+//! six ASCII characters `\udXXX` (lowercase hex, the way `JSON.stringify` escapes it): such a
+//! signature is 125 units long, which no other v1 signature can be, so it collides with none, and
+//! two messages fall in the same group here exactly when they do in JS. A lone surrogate already
+//! in the message (a JS writer cut it at 500) is written the same way.
+
+use super::envelope::wtf8_to_string;
+
+/// The longest signature, in UTF-16 code units (the seed's `slice(0, 120)`).
+pub const MAX_SIGNATURE_UNITS: usize = 120;
+
+/// Errors of this module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// `--signature-version` names a version this build does not have.
+    #[error("unknown signature version {0:?} (known: v1)")]
+    UnknownVersion(String),
+}
+
+/// The normalization rules. Decisions record the version they were taken under; v1 stays the
+/// default so that they stay comparable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SignatureVersion {
+    /// Seed 001's `signatureOf`, exactly.
+    #[default]
+    V1,
+}
+
+impl SignatureVersion {
+    /// `v1`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignatureVersion::V1 => "v1",
+        }
+    }
+
+    /// Parse `v1`.
+    ///
+    /// # Errors
+    /// [`SignatureError::UnknownVersion`].
+    pub fn parse(text: &str) -> Result<SignatureVersion, SignatureError> {
+        match text {
+            "v1" | "1" => Ok(SignatureVersion::V1),
+            other => Err(SignatureError::UnknownVersion(other.to_string())),
+        }
+    }
+}
+
+/// Computes signatures, reusing its buffers (triage calls it once per line).
+#[derive(Debug, Default)]
+pub struct Signer {
+    version: SignatureVersion,
+    a: Vec<u8>,
+    b: Vec<u8>,
+}
+
+fn is_hex(b: u8) -> bool {
+    b.is_ascii_hexdigit()
+}
+
+fn is_uuid_at(s: &[u8], i: usize) -> bool {
+    let Some(w) = s.get(i..i + 36) else {
+        return false;
+    };
+    w.iter().enumerate().all(|(k, &c)| match k {
+        8 | 13 | 18 | 23 => c == b'-',
+        _ => is_hex(c),
+    })
+}
+
+fn replace_uuids(src: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut i = 0;
+    while i < src.len() {
+        if is_hex(src[i]) && is_uuid_at(src, i) {
+            out.extend_from_slice(b"<id>");
+            i += 36;
+        } else {
+            out.push(src[i]);
+            i += 1;
+        }
+    }
+}
+
+fn replace_digits(src: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut i = 0;
+    while i < src.len() {
+        if src[i].is_ascii_digit() {
+            while i < src.len() && src[i].is_ascii_digit() {
+                i += 1;
+            }
+            out.extend_from_slice(b"<n>");
+        } else {
+            out.push(src[i]);
+            i += 1;
+        }
+    }
+}
+
+fn replace_quoted(src: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut i = 0;
+    while i < src.len() {
+        let c = src[i];
+        if (c == b'\'' || c == b'"')
+            && let Some(close) = src[i + 1..].iter().position(|&d| d == c)
+        {
+            out.extend_from_slice(b"<v>");
+            i += close + 2;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+}
+
+/// Cut WTF-8 `text` at `max` UTF-16 units as JS `slice(0, max)` does; a cut inside a pair keeps
+/// the high surrogate, written as `\udXXX`.
+fn cut_utf16(text: &[u8], max: usize) -> String {
+    let mut units = 0;
+    let mut i = 0;
+    while i < text.len() {
+        let lead = text[i];
+        let (len, w) = match lead {
+            0x00..=0x7F => (1, 1),
+            0xC0..=0xDF => (2, 1),
+            0xE0..=0xEF => (3, 1),
+            _ => (4, 2),
+        };
+        if units + w > max {
+            let mut out = wtf8_to_string(&text[..i]);
+            if units < max {
+                // Unit `max` falls inside a pair: JS keeps its high surrogate.
+                if let Some(c) = text
+                    .get(i..i + len)
+                    .and_then(|b| std::str::from_utf8(b).ok())
+                    .and_then(|s| s.chars().next())
+                {
+                    let mut pair = [0_u16; 2];
+                    c.encode_utf16(&mut pair);
+                    out.push_str(&format!("\\u{:04x}", pair[0]));
+                }
+            }
+            return out;
+        }
+        units += w;
+        i += len;
+    }
+    wtf8_to_string(text)
+}
+
+impl Signer {
+    /// A signer for `version`.
+    pub fn new(version: SignatureVersion) -> Signer {
+        Signer {
+            version,
+            ..Signer::default()
+        }
+    }
+
+    /// The version it computes.
+    pub fn version(&self) -> SignatureVersion {
+        self.version
+    }
+
+    /// The signature of a message given as WTF-8 (what a JSON string decodes to; plain UTF-8 is
+    /// WTF-8).
+    pub fn sign_wtf8(&mut self, message: &[u8]) -> String {
+        match self.version {
+            SignatureVersion::V1 => {
+                replace_uuids(message, &mut self.a);
+                replace_digits(&self.a, &mut self.b);
+                replace_quoted(&self.b, &mut self.a);
+                cut_utf16(&self.a, MAX_SIGNATURE_UNITS)
+            }
+        }
+    }
+
+    /// The signature of a message.
+    pub fn sign(&mut self, message: &str) -> String {
+        self.sign_wtf8(message.as_bytes())
+    }
+}
+
+/// The v1 signature of `message` (one-off; use a [`Signer`] in loops).
+pub fn signature_v1(message: &str) -> String {
+    Signer::new(SignatureVersion::V1).sign(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_examples_fall_in_one_group() {
+        assert_eq!(signature_v1("timeout after 30012ms"), "timeout after <n>ms");
+        assert_eq!(
+            signature_v1("timeout after 30044ms"),
+            signature_v1("timeout after 30012ms")
+        );
+    }
+
+    #[test]
+    fn uuids_in_any_case_then_digits_then_quotes() {
+        assert_eq!(
+            signature_v1("order 3F2504E0-4F89-11D3-9A0C-0305E82C3301 missing"),
+            "order <id> missing"
+        );
+        assert_eq!(
+            signature_v1("id 3f2504e0-4F89-11d3-9a0C-0305e82c3301x"),
+            "id <id>x"
+        );
+        // A UUID with one hex digit short is digits and words.
+        assert_eq!(
+            signature_v1("3f2504e0-4f89-11d3-9a0c-0305e82c330"),
+            "<n>f<n>e<n>-<n>f<n>-<n>d<n>-<n>a<n>c-<n>e<n>c<n>"
+        );
+        // Digits inside words, then quotes (after digits: the digits in quotes go with them).
+        assert_eq!(signature_v1("v2beta10 'ab1' \"x\""), "v<n>beta<n> <v> <v>");
+        // A UUID glued to more hex: the leftmost 36 match.
+        assert_eq!(
+            signature_v1("aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaab"),
+            "<id>b"
+        );
+    }
+
+    #[test]
+    fn quotes_follow_js_alternation() {
+        assert_eq!(signature_v1(r#"a 'b "c' d" e"#), r#"a <v> d" e"#);
+        assert_eq!(signature_v1(r#"a "b 'c" d' e"#), r#"a <v> d' e"#);
+        assert_eq!(signature_v1("it's 'x'"), "it<v>x'");
+        assert_eq!(
+            signature_v1(r#"unclosed ' then "q""#),
+            r#"unclosed ' then <v>"#
+        );
+        assert_eq!(signature_v1(r#"escaped \"x\" y"#), r#"escaped \<v> y"#);
+        assert_eq!(signature_v1("''\"\""), "<v><v>");
+        assert_eq!(signature_v1("'multi\nline'"), "<v>");
+    }
+
+    #[test]
+    fn cut_counts_utf16_units() {
+        let s = "é".repeat(200);
+        assert_eq!(signature_v1(&s).chars().count(), 120);
+        let s = "🚀".repeat(100);
+        assert_eq!(signature_v1(&s), "🚀".repeat(60));
+        // Unit 120 inside a pair: the high surrogate stays, spelled out.
+        let s = format!("{}🚀tail", "a".repeat(119));
+        assert_eq!(signature_v1(&s), format!("{}\\ud83d", "a".repeat(119)));
+        // Different high surrogates stay different groups, same ones merge, as in JS.
+        let t = format!("{}🤖tail", "a".repeat(119));
+        assert_ne!(signature_v1(&s), signature_v1(&t));
+        let u = format!("{}😀tail", "a".repeat(119));
+        assert_eq!(signature_v1(&s), signature_v1(&u));
+        // Replacements can grow the text past the cut.
+        assert_eq!(signature_v1(&"1 ".repeat(100)), "<n> ".repeat(30));
+    }
+
+    #[test]
+    fn lone_surrogates_from_wtf8_are_spelled_out() {
+        // "x\ud83d" as serde_json decodes it into bytes: ED A0 BD.
+        let mut signer = Signer::new(SignatureVersion::V1);
+        assert_eq!(signer.sign_wtf8(b"x\xed\xa0\xbd 12"), "x\\ud83d <n>");
+    }
+
+    #[test]
+    fn version_parses() {
+        assert_eq!(SignatureVersion::parse("v1"), Ok(SignatureVersion::V1));
+        assert!(SignatureVersion::parse("v9").is_err());
+    }
+}

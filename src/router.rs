@@ -1,0 +1,819 @@
+//! The producer's router: the latest routing document, a lock-free `route(key)` on the hot path,
+//! and followers that keep the document current from the daemon (HTTP long-poll) or a file.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), queue_migrate::router::RouterError> {
+//! use queue_migrate::router::Router;
+//! let router = Router::new();
+//! let _follower = router.follow_http("http://127.0.0.1:8080", "orders", None)?;
+//! let route = router.route("order-4711"); // never waits, never fails
+//! # let _ = route; Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//! - [`Router::route`] never blocks and never waits for an update: the document sits behind an
+//!   [`arc_swap::ArcSwapOption`], readers load it with a few atomic operations and no lock.
+//! - Until a first document arrives the router answers the safe default: every key to the old
+//!   broker, generation 0, slices of [`DEFAULT_SLICES`] (or the count given to
+//!   [`Router::with_default_slices`]).
+//! - A document replaces the current one only if its generation is higher (or there is none yet),
+//!   it is for the same migration, and it is coherent (`slices_migrated <= slices_total`, at least
+//!   one slice, at least one side to consume). Nothing else ever changes what `route` answers: an
+//!   unreachable daemon, a malformed file or an old document leave the last good one in place.
+//! - Followers are tokio tasks; dropping their [`FollowerHandle`] stops them.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwapOption;
+use reqwest::header::{ETAG, IF_NONE_MATCH};
+use reqwest::{StatusCode, Url};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::routing::{Route, RoutingDocument, Side};
+use crate::slice::slice_of;
+
+/// The slice count of the safe default, before any document (the plan's default).
+pub const DEFAULT_SLICES: u32 = 128;
+/// The largest routing document read (the real one is a few hundred bytes).
+pub const MAX_DOCUMENT_BYTES: usize = 1 << 20;
+
+/// Errors of the router and its followers.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    /// The document is incoherent; the current one is kept.
+    #[error("routing document rejected: {0}")]
+    Invalid(String),
+    /// The document is for another migration than the one this router follows.
+    #[error("routing document is for migration {got:?}, but this router follows {expected:?}")]
+    OtherMigration {
+        /// The migration this router follows.
+        expected: String,
+        /// The migration named by the document.
+        got: String,
+    },
+    /// A follower was started outside a tokio runtime.
+    #[error("routing followers run as tokio tasks: start them inside a tokio runtime")]
+    NoRuntime,
+    /// The daemon's base URL cannot be used.
+    #[error("invalid daemon URL {url:?}: {reason}")]
+    Url {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built (TLS setup).
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    /// The request did not get an answer (connection refused, timeout, reset).
+    #[error("GET {url}: {reason}")]
+    Unreachable {
+        /// The URL requested.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The daemon answered with a status other than 200 or 304.
+    #[error("GET {url}: unexpected status {status}")]
+    Status {
+        /// The URL requested.
+        url: String,
+        /// The status received.
+        status: u16,
+    },
+    /// The body or file is not a routing document.
+    #[error("{source_name}: not a routing document: {reason}")]
+    Malformed {
+        /// The URL or path read.
+        source_name: String,
+        /// Why it could not be read as one.
+        reason: String,
+    },
+    /// The routing file could not be read.
+    #[error("cannot read the routing file {path}: {reason}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+/// What [`Router::offer`] did with a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// The document is now current; `previous` is the generation it replaced (0: the default).
+    Accepted {
+        /// The generation replaced.
+        previous: u64,
+    },
+    /// The document is not newer than the current one, which stays.
+    NotNewer {
+        /// The generation kept.
+        current: u64,
+    },
+}
+
+/// How a follower is doing, for health checks ("routing stale for 10 minutes").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowStatus {
+    /// Documents accepted from this follower's source.
+    pub accepted: u64,
+    /// Failed attempts since the last success (0: the source answered last time).
+    pub consecutive_failures: u32,
+    /// The last failure, if the source is failing now.
+    pub last_error: Option<String>,
+}
+
+struct Inner {
+    doc: ArcSwapOption<RoutingDocument>,
+    default_slices: u32,
+    /// Serialises writers (followers, `offer`); readers never take it.
+    write: Mutex<()>,
+    changed: watch::Sender<u64>,
+}
+
+/// The latest routing document and `route(key)` over it. Cheap to clone (one `Arc`); every clone
+/// sees the same document.
+#[derive(Clone)]
+pub struct Router {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("generation", &self.generation())
+            .field("default_slices", &self.inner.default_slices)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Router {
+    fn default() -> Self {
+        Router::with_default_slices(DEFAULT_SLICES)
+    }
+}
+
+impl Router {
+    /// A router with no document yet: everything to old, over [`DEFAULT_SLICES`].
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// A router whose safe default computes slices over `slices` (the plan's `slices`), so that the
+    /// slice in a route stamp is meaningful before the first document.
+    pub fn with_default_slices(slices: u32) -> Router {
+        Router {
+            inner: Arc::new(Inner {
+                doc: ArcSwapOption::empty(),
+                default_slices: slices.max(1),
+                write: Mutex::new(()),
+                changed: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    /// Where a message of aggregate `key` goes now. Lock-free; never fails.
+    pub fn route(&self, key: &str) -> Route {
+        match &*self.inner.doc.load() {
+            Some(doc) => doc.route(key),
+            None => Route {
+                target: Side::Old,
+                slice: slice_of(key, self.inner.default_slices),
+                generation: 0,
+            },
+        }
+    }
+
+    /// The current document, if one arrived.
+    pub fn document(&self) -> Option<Arc<RoutingDocument>> {
+        self.inner.doc.load_full()
+    }
+
+    /// The current generation (0 before any document).
+    pub fn generation(&self) -> u64 {
+        self.inner.doc.load().as_ref().map_or(0, |d| d.generation)
+    }
+
+    /// The sides consumers should read now (safe default: old only).
+    pub fn consume(&self) -> Vec<Side> {
+        match &*self.inner.doc.load() {
+            Some(doc) => doc.consume.clone(),
+            None => vec![Side::Old],
+        }
+    }
+
+    /// The broker name of `side` in the current document, if there is one.
+    pub fn broker_name(&self, side: Side) -> Option<String> {
+        self.inner.doc.load().as_ref().map(|d| match side {
+            Side::Old => d.brokers.old.clone(),
+            Side::New => d.brokers.new.clone(),
+        })
+    }
+
+    /// A receiver that sees the generation each time a document is accepted.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    /// Offer a document: it becomes current if it is coherent, for the same migration as the
+    /// current one, and newer (or the first).
+    ///
+    /// # Errors
+    /// [`RouterError::Invalid`] or [`RouterError::OtherMigration`]; the current document stays.
+    pub fn offer(&self, doc: RoutingDocument) -> Result<Offer, RouterError> {
+        check(&doc)?;
+        let _writer = self
+            .inner
+            .write
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let current = self.inner.doc.load_full();
+        if let Some(cur) = &current {
+            if cur.migration != doc.migration {
+                return Err(RouterError::OtherMigration {
+                    expected: cur.migration.clone(),
+                    got: doc.migration,
+                });
+            }
+            if doc.generation <= cur.generation {
+                return Ok(Offer::NotNewer {
+                    current: cur.generation,
+                });
+            }
+        }
+        let previous = current.as_ref().map_or(0, |c| c.generation);
+        let generation = doc.generation;
+        self.inner.doc.store(Some(Arc::new(doc)));
+        self.inner.changed.send_replace(generation);
+        Ok(Offer::Accepted { previous })
+    }
+
+    /// Follow a routing file (the daemon's mirror, `routing.file` in the plan): read it now and
+    /// whenever its modification time, size or inode changes, checking every `poll_interval`. A
+    /// missing, unreadable or malformed file is reported once (a `tracing` warning and
+    /// [`FollowerHandle::status`]) and the last good document is kept.
+    ///
+    /// # Errors
+    /// [`RouterError::NoRuntime`] outside a tokio runtime.
+    pub fn follow_file(
+        &self,
+        path: impl Into<PathBuf>,
+        poll_interval: Duration,
+    ) -> Result<FollowerHandle, RouterError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
+        let path = path.into();
+        let (status_tx, status) = watch::channel(FollowStatus::default());
+        let router = self.clone();
+        let interval = poll_interval.max(Duration::from_millis(10));
+        let task = runtime.spawn(async move {
+            let mut seen: Option<FileSignature> = None;
+            loop {
+                match read_file(&path, &mut seen).await {
+                    Ok(None) => {}
+                    Ok(Some(doc)) => {
+                        report(&router, &status_tx, &path.display().to_string(), doc);
+                    }
+                    Err(e) => fail(&status_tx, &e),
+                }
+                tokio::time::sleep(interval).await;
+            }
+        });
+        Ok(FollowerHandle { task, status })
+    }
+
+    /// Follow the daemon: long-poll `GET {base_url}/v1/migrations/{migration}/routing?wait=30s`
+    /// with `If-None-Match: "<generation>"` (and `Authorization: Bearer <token>` if given). A 200
+    /// brings a document (accepted if newer), a 304 means no change; a failure keeps the last good
+    /// document and retries after 1 s, doubling up to 30 s. See [`HttpFollow`] to tune.
+    ///
+    /// # Errors
+    /// The URL cannot be a base, no tokio runtime, or the HTTP client cannot be built.
+    pub fn follow_http(
+        &self,
+        base_url: &str,
+        migration: &str,
+        token: Option<String>,
+    ) -> Result<FollowerHandle, RouterError> {
+        self.follow_http_with(base_url, migration, token, HttpFollow::default())
+    }
+
+    /// [`Router::follow_http`] with explicit timings and, optionally, the caller's HTTP client.
+    ///
+    /// # Errors
+    /// As [`Router::follow_http`].
+    pub fn follow_http_with(
+        &self,
+        base_url: &str,
+        migration: &str,
+        token: Option<String>,
+        options: HttpFollow,
+    ) -> Result<FollowerHandle, RouterError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
+        let url = routing_url(base_url, migration, options.wait)?;
+        let client = match options.client.clone() {
+            Some(c) => c,
+            None => {
+                // The tree's one crypto provider (ring); harmless if one is installed already.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(10))
+                    .user_agent(concat!("queue-migrate-router/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| RouterError::Client(e.to_string()))?
+            }
+        };
+        let (status_tx, status) = watch::channel(FollowStatus::default());
+        let router = self.clone();
+        let migration = migration.to_string();
+        let task = runtime.spawn(async move {
+            let poll = Poll {
+                client,
+                url,
+                token,
+                migration,
+                timeout: options.wait + options.request_margin,
+            };
+            let mut backoff = options.backoff_initial;
+            loop {
+                let started = Instant::now();
+                let next = match poll.once(router.document().as_deref()).await {
+                    Ok(Some(doc)) => match report(&router, &status_tx, poll.url.as_str(), doc) {
+                        // Something new: ask again at once (the next answer waits for a change).
+                        Reported::Accepted => Next::Now,
+                        Reported::NotNewer => Next::Spaced,
+                        Reported::Rejected => Next::Backoff,
+                    },
+                    Ok(None) => {
+                        recovered(&status_tx);
+                        Next::Spaced
+                    }
+                    Err(e) => {
+                        fail(&status_tx, &e);
+                        Next::Backoff
+                    }
+                };
+                match next {
+                    Next::Now => backoff = options.backoff_initial,
+                    Next::Spaced => {
+                        backoff = options.backoff_initial;
+                        // A server or proxy that does not hold the request must not make us spin.
+                        let elapsed = started.elapsed();
+                        if elapsed < options.min_interval {
+                            tokio::time::sleep(options.min_interval - elapsed).await;
+                        }
+                    }
+                    Next::Backoff => {
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(options.backoff_max);
+                    }
+                }
+            }
+        });
+        Ok(FollowerHandle { task, status })
+    }
+}
+
+/// Timings of the HTTP follower.
+#[derive(Debug, Clone)]
+pub struct HttpFollow {
+    /// How long the daemon may hold a request (`?wait=`); default 30 s.
+    pub wait: Duration,
+    /// Added to `wait` for the request's own timeout; default 15 s.
+    pub request_margin: Duration,
+    /// First delay after a failure; default 1 s.
+    pub backoff_initial: Duration,
+    /// Largest delay after repeated failures; default 30 s.
+    pub backoff_max: Duration,
+    /// Least time between two requests that brought nothing new (guards against a server or
+    /// proxy that answers at once instead of holding); default 1 s.
+    pub min_interval: Duration,
+    /// The HTTP client to use (default: one built here, rustls with ring).
+    pub client: Option<reqwest::Client>,
+}
+
+impl Default for HttpFollow {
+    fn default() -> Self {
+        HttpFollow {
+            wait: Duration::from_secs(30),
+            request_margin: Duration::from_secs(15),
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(30),
+            min_interval: Duration::from_secs(1),
+            client: None,
+        }
+    }
+}
+
+/// A running follower; dropping it (or [`FollowerHandle::stop`]) stops the task.
+#[derive(Debug)]
+pub struct FollowerHandle {
+    task: JoinHandle<()>,
+    status: watch::Receiver<FollowStatus>,
+}
+
+impl FollowerHandle {
+    /// How the follower is doing now.
+    pub fn status(&self) -> FollowStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver of status changes.
+    pub fn watch_status(&self) -> watch::Receiver<FollowStatus> {
+        self.status.clone()
+    }
+
+    /// Stop the follower (the same as dropping the handle).
+    pub fn stop(self) {}
+}
+
+impl Drop for FollowerHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn check(doc: &RoutingDocument) -> Result<(), RouterError> {
+    if doc.migration.is_empty() {
+        return Err(RouterError::Invalid("no migration name".into()));
+    }
+    if doc.slices_total == 0 {
+        return Err(RouterError::Invalid("slices_total is 0".into()));
+    }
+    if doc.slices_migrated > doc.slices_total {
+        return Err(RouterError::Invalid(format!(
+            "slices_migrated {} > slices_total {}",
+            doc.slices_migrated, doc.slices_total
+        )));
+    }
+    if doc.consume.is_empty() {
+        return Err(RouterError::Invalid("consume names no side".into()));
+    }
+    Ok(())
+}
+
+/// What happened to a document a follower read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reported {
+    Accepted,
+    NotNewer,
+    Rejected,
+}
+
+/// When the HTTP follower asks again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Now,
+    Spaced,
+    Backoff,
+}
+
+/// Offer `doc` from `source` and record the outcome in the follower's status.
+fn report(
+    router: &Router,
+    status: &watch::Sender<FollowStatus>,
+    source: &str,
+    doc: RoutingDocument,
+) -> Reported {
+    match router.offer(doc) {
+        Ok(Offer::Accepted { previous }) => {
+            let generation = router.generation();
+            tracing::info!(source, previous, generation, "routing document accepted");
+            status.send_modify(|s| {
+                s.accepted += 1;
+                s.consecutive_failures = 0;
+                s.last_error = None;
+            });
+            Reported::Accepted
+        }
+        Ok(Offer::NotNewer { current }) => {
+            tracing::debug!(
+                source,
+                current,
+                "routing document not newer; kept the current one"
+            );
+            recovered(status);
+            Reported::NotNewer
+        }
+        Err(e) => {
+            fail(status, &e);
+            Reported::Rejected
+        }
+    }
+}
+
+fn recovered(status: &watch::Sender<FollowStatus>) {
+    status.send_if_modified(|s| {
+        let changed = s.consecutive_failures > 0;
+        if changed {
+            tracing::info!("routing source reachable again");
+        }
+        s.consecutive_failures = 0;
+        s.last_error = None;
+        changed
+    });
+}
+
+fn fail(status: &watch::Sender<FollowStatus>, e: &RouterError) {
+    let message = e.to_string();
+    status.send_modify(|s| {
+        // Warn once per distinct failure; the rest at debug (a down daemon is retried every 30 s).
+        if s.last_error.as_deref() != Some(message.as_str()) {
+            tracing::warn!(error = %message, "routing source failed; keeping the last good document");
+        } else {
+            tracing::debug!(error = %message, "routing source still failing");
+        }
+        s.consecutive_failures = s.consecutive_failures.saturating_add(1);
+        s.last_error = Some(message.clone());
+    });
+}
+
+/// What identifies one version of the routing file without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileSignature {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+/// Read the file if it changed since `seen`: `Ok(None)` when unchanged.
+async fn read_file(
+    path: &std::path::Path,
+    seen: &mut Option<FileSignature>,
+) -> Result<Option<RoutingDocument>, RouterError> {
+    let io = |e: std::io::Error| RouterError::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let meta = tokio::fs::metadata(path).await.map_err(|e| {
+        // Re-read as soon as it comes back, whatever its signature.
+        *seen = None;
+        io(e)
+    })?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    let signature = FileSignature {
+        modified: meta.modified().ok(),
+        len: meta.len(),
+        inode,
+    };
+    if seen.as_ref() == Some(&signature) {
+        return Ok(None);
+    }
+    // Recorded before parsing: a malformed version is reported once, not at every poll.
+    *seen = Some(signature);
+    if meta.len() > MAX_DOCUMENT_BYTES as u64 {
+        return Err(RouterError::Malformed {
+            source_name: path.display().to_string(),
+            reason: format!("larger than {MAX_DOCUMENT_BYTES} bytes"),
+        });
+    }
+    let bytes = tokio::fs::read(path).await.map_err(io)?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| RouterError::Malformed {
+            source_name: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// `{base}/v1/migrations/{migration}/routing?wait=<secs>s`, the name percent-encoded.
+fn routing_url(base: &str, migration: &str, wait: Duration) -> Result<Url, RouterError> {
+    let bad = |reason: &str| RouterError::Url {
+        url: base.to_string(),
+        reason: reason.to_string(),
+    };
+    if migration.is_empty() {
+        return Err(bad("the migration name is empty"));
+    }
+    let mut url = Url::parse(base).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("expected an http:// or https:// URL"));
+    }
+    url.path_segments_mut()
+        .map_err(|()| bad("cannot be a base URL"))?
+        .pop_if_empty()
+        .extend(["v1", "migrations", migration, "routing"]);
+    url.set_query(None);
+    url.query_pairs_mut()
+        .append_pair("wait", &format!("{}s", wait.as_secs().max(1)));
+    Ok(url)
+}
+
+struct Poll {
+    client: reqwest::Client,
+    url: Url,
+    token: Option<String>,
+    migration: String,
+    timeout: Duration,
+}
+
+impl Poll {
+    /// One long-poll: `Ok(Some(doc))` on 200, `Ok(None)` on 304.
+    async fn once(
+        &self,
+        current: Option<&RoutingDocument>,
+    ) -> Result<Option<RoutingDocument>, RouterError> {
+        let url = self.url.as_str();
+        let mut request = self.client.get(self.url.clone()).timeout(self.timeout);
+        if let Some(doc) = current {
+            request = request.header(IF_NONE_MATCH, format!("\"{}\"", doc.generation));
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let unreachable = |e: reqwest::Error| RouterError::Unreachable {
+            url: url.to_string(),
+            reason: describe(&e),
+        };
+        let mut response = request.send().await.map_err(unreachable)?;
+        match response.status() {
+            StatusCode::NOT_MODIFIED => return Ok(None),
+            StatusCode::OK => {}
+            other => {
+                return Err(RouterError::Status {
+                    url: url.to_string(),
+                    status: other.as_u16(),
+                });
+            }
+        }
+        let etag = response
+            .headers()
+            .get(ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+                return Err(RouterError::Malformed {
+                    source_name: url.to_string(),
+                    reason: format!("larger than {MAX_DOCUMENT_BYTES} bytes"),
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let doc: RoutingDocument =
+            serde_json::from_slice(&body).map_err(|e| RouterError::Malformed {
+                source_name: url.to_string(),
+                reason: e.to_string(),
+            })?;
+        if doc.migration != self.migration {
+            return Err(RouterError::OtherMigration {
+                expected: self.migration.clone(),
+                got: doc.migration,
+            });
+        }
+        if let Some(tag) = etag {
+            let expected = format!("\"{}\"", doc.generation);
+            if tag.trim_start_matches("W/") != expected {
+                tracing::debug!(etag = %tag, generation = doc.generation, "ETag differs from the document's generation; the document wins");
+            }
+        }
+        Ok(Some(doc))
+    }
+}
+
+/// The error and its causes in one line (reqwest's Display stops at the outermost).
+fn describe(e: &reqwest::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    if e.is_timeout() {
+        out.push_str(" (timed out)");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::BrokerNames;
+
+    fn doc(generation: u64, migrated: u32) -> RoutingDocument {
+        RoutingDocument {
+            migration: "orders".into(),
+            generation,
+            state: "slices".into(),
+            step: Some(0),
+            paused: false,
+            slices_total: 128,
+            slices_migrated: migrated,
+            consume: vec![Side::Old, Side::New],
+            brokers: BrokerNames {
+                old: "rabbitmq".into(),
+                new: "nats".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn safe_default_is_all_old_generation_zero() {
+        let r = Router::new();
+        for key in ["order-0", "order-1", "x"] {
+            let route = r.route(key);
+            assert_eq!(route.target, Side::Old);
+            assert_eq!(route.generation, 0);
+            assert_eq!(route.slice, slice_of(key, 128));
+        }
+        assert_eq!(r.consume(), vec![Side::Old]);
+        assert_eq!(Router::with_default_slices(7).route("order-0").slice, 0);
+        assert!(r.document().is_none());
+    }
+
+    #[test]
+    fn only_newer_documents_replace_the_current_one() {
+        let r = Router::new();
+        let mut rx = r.subscribe();
+        assert_eq!(r.offer(doc(3, 9)).unwrap(), Offer::Accepted { previous: 0 });
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(*rx.borrow_and_update(), 3);
+        // order-0 is slice 8 of 128
+        assert_eq!(r.route("order-0").target, Side::New);
+        assert_eq!(r.offer(doc(3, 0)).unwrap(), Offer::NotNewer { current: 3 });
+        assert_eq!(r.offer(doc(2, 0)).unwrap(), Offer::NotNewer { current: 3 });
+        assert!(!rx.has_changed().unwrap());
+        assert_eq!(r.route("order-0").target, Side::New);
+        assert_eq!(r.offer(doc(4, 0)).unwrap(), Offer::Accepted { previous: 3 });
+        assert_eq!(
+            r.route("order-0"),
+            Route {
+                target: Side::Old,
+                slice: 8,
+                generation: 4
+            }
+        );
+    }
+
+    #[test]
+    fn incoherent_or_foreign_documents_are_rejected() {
+        let r = Router::new();
+        r.offer(doc(1, 0)).unwrap();
+        let mut bad = doc(2, 129);
+        assert!(matches!(r.offer(bad.clone()), Err(RouterError::Invalid(_))));
+        bad.slices_migrated = 0;
+        bad.consume.clear();
+        assert!(matches!(r.offer(bad), Err(RouterError::Invalid(_))));
+        let mut other = doc(5, 0);
+        other.migration = "payments".into();
+        assert!(matches!(
+            r.offer(other),
+            Err(RouterError::OtherMigration { .. })
+        ));
+        assert_eq!(r.generation(), 1);
+    }
+
+    #[test]
+    fn routing_url_is_built_segment_by_segment() {
+        let wait = Duration::from_secs(30);
+        assert_eq!(
+            routing_url("http://127.0.0.1:8080", "orders", wait)
+                .unwrap()
+                .as_str(),
+            "http://127.0.0.1:8080/v1/migrations/orders/routing?wait=30s"
+        );
+        assert_eq!(
+            routing_url("https://qm.internal/api/", "a b/c", wait)
+                .unwrap()
+                .as_str(),
+            "https://qm.internal/api/v1/migrations/a%20b%2Fc/routing?wait=30s"
+        );
+        assert!(routing_url("mailto:x@y", "orders", wait).is_err());
+        assert!(routing_url("not a url", "orders", wait).is_err());
+        assert!(routing_url("http://h", "", wait).is_err());
+    }
+
+    #[test]
+    fn readers_see_whole_documents_while_a_writer_updates() {
+        let r = Router::new();
+        r.offer(doc(1, 0)).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let r = r.clone();
+                s.spawn(move || {
+                    let mut last = 0;
+                    for i in 0..20_000 {
+                        let route = r.route(&format!("k{}", i % 97));
+                        assert!(route.generation >= last, "generation went back");
+                        last = route.generation;
+                    }
+                });
+            }
+            for g in 2..2_000 {
+                r.offer(doc(g, (g % 129) as u32)).unwrap();
+            }
+        });
+        assert_eq!(r.generation(), 1_999);
+    }
+}

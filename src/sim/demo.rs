@@ -1,0 +1,457 @@
+//! `migrate demo`: the real controller drives `plans/demo.yaml` against the embedded world, in
+//! lockstep with it (one simulated minute per world step, a controller tick every other step), so
+//! that a run is reproducible from its seed. The report's invariants are counted from the
+//! consumer's database and the dead-letter queues.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+
+use super::view::{Frame, View};
+use super::world::{Fault, Settings, World, WorldError};
+use crate::controller::views::EntryView;
+use crate::controller::{Actor, Controller, ControllerError};
+use crate::daemon::{self, Config, DaemonError, Shared};
+use crate::machine::{Command, State};
+use crate::plan::Resolve;
+use crate::store::any::AnyStore;
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Store, StoreError};
+
+/// The plan the demo runs.
+pub const PLAN: &str = include_str!("../../plans/demo.yaml");
+/// 2026-11-30T00:00:00Z: every run starts at the same simulated instant.
+pub const START_MS: i64 = 1_795_996_800_000;
+/// A controller tick every this many world steps.
+const TICK_EVERY: u64 = 2;
+/// A run that has not completed after this long (simulated) has failed.
+const MAX_SIM_MS: i64 = 5 * 24 * 3_600_000;
+
+/// What can stop the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The scratch directory could not be prepared.
+    #[error("cannot prepare {path}: {source}")]
+    Scratch {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The world's consumer failed.
+    #[error(transparent)]
+    World(#[from] WorldError),
+    /// The controller failed.
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+    /// The daemon could not be set up.
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The world's metrics endpoint could not listen.
+    #[error("cannot serve the world's metrics: {0}")]
+    Listen(std::io::Error),
+}
+
+/// How to run it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub seed: u64,
+    pub fault: Option<Fault>,
+    /// Where the state store, the routing file and the consumer database go.
+    pub dir: PathBuf,
+}
+
+/// The report: the numbers that prove nothing was lost, duplicated or reordered.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub seed: u64,
+    pub fault: Option<String>,
+    pub final_state: String,
+    pub produced: u64,
+    pub applied: u64,
+    pub dead_lettered: u64,
+    pub duplicates_delivered: u64,
+    pub duplicates_applied: u64,
+    /// produced − applied − dead_lettered, from the consumer's database and the dead-letter queues.
+    pub lost: i64,
+    pub order_violations: u64,
+    /// Events older than the aggregate's applied version, refused by `accept_version`.
+    pub superseded: u64,
+    pub redeliveries: u64,
+    pub replayed_dead_letters: u64,
+    pub applied_by_route: HashMap<String, u64>,
+    pub breaches: u64,
+    pub rollbacks: u64,
+    pub simulated_hours: f64,
+    pub journal: Vec<EntryView>,
+    /// What the injected fault did (absent without `--fault`).
+    pub fault_effects: Option<FaultReport>,
+    /// Every invariant holds and the migration completed.
+    pub ok: bool,
+    /// The invariants that broke, in words.
+    pub violations: Vec<String>,
+}
+
+struct DemoResolve(String);
+
+impl Resolve for DemoResolve {
+    fn env(&self, name: &str) -> Option<String> {
+        (name == "QM_DEMO_METRICS_URL").then(|| self.0.clone())
+    }
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        std::fs::read_to_string(path).map_err(|e| e.to_string())
+    }
+}
+
+/// Serve `text` at /metrics on 127.0.0.1:0.
+async fn serve_metrics(text: Arc<RwLock<String>>) -> Result<String, DemoError> {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = text.clone();
+            async move { text.read().map(|t| t.clone()).unwrap_or_default() }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(DemoError::Listen)?;
+    let addr = listener.local_addr().map_err(DemoError::Listen)?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}/metrics"))
+}
+
+/// The fault's schedule: when it strikes and when it is over.
+#[derive(Debug, Default)]
+struct FaultState {
+    struck_at: Option<i64>,
+    over: bool,
+    breach_seen_at: Option<i64>,
+    fixed_at: Option<i64>,
+    /// While the fault is active: ticks seen, transitions made, gates holding.
+    active_from: Option<i64>,
+    active_to: Option<i64>,
+}
+
+/// What the fault did, for the report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FaultReport {
+    pub kind: String,
+    /// When it struck and when it was over (simulated, RFC 3339).
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// Transitions committed while it was active.
+    pub transitions_during: u64,
+    /// Controller ticks while it was active in which at least one gate held.
+    pub ticks_with_holds_during: u64,
+    pub ticks_during: u64,
+}
+
+/// Run the whole story.
+///
+/// # Errors
+/// Setup failures and store/database failures; a broken invariant is not an error but a report
+/// with `ok: false`.
+pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoError> {
+    let scratch = |e| DemoError::Scratch {
+        path: opts.dir.clone(),
+        source: e,
+    };
+    std::fs::create_dir_all(&opts.dir).map_err(scratch)?;
+    let plan_path = opts.dir.join("demo.yaml");
+    std::fs::write(&plan_path, PLAN).map_err(scratch)?;
+
+    let metrics_text = Arc::new(RwLock::new(String::new()));
+    let metrics_url = serve_metrics(metrics_text.clone()).await?;
+    let resolve: Arc<dyn Resolve + Send + Sync> = Arc::new(DemoResolve(metrics_url));
+
+    let mut world = World::new(
+        Settings::demo(opts.seed, opts.fault),
+        START_MS,
+        &opts.dir.join("consumer.db"),
+    )
+    .await?;
+    if let Ok(mut t) = metrics_text.write() {
+        *t = world.render_metrics();
+    }
+
+    let store: AnyStore = SqliteStore::open(&opts.dir.join("state.db").display().to_string())
+        .await?
+        .into();
+    let clock = Arc::new(AtomicI64::new(START_MS));
+    let c2 = clock.clone();
+    let config = Config {
+        interval: std::time::Duration::from_secs(1),
+        source_timeout: std::time::Duration::from_secs(5),
+        lease_ttl: std::time::Duration::from_secs(15),
+        watch_interval: std::time::Duration::from_secs(1),
+        holder: "controller".into(),
+        token: None,
+        read_only_api: true,
+        confirm_complete: vec!["demo".into()],
+        clock: Arc::new(move || c2.load(Ordering::SeqCst)),
+    };
+    let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve.clone())?;
+    shared.leader.store(true, Ordering::SeqCst);
+    let operator = Actor {
+        name: "demo-operator".into(),
+        reason: None,
+    };
+    {
+        let c = shared.controller(false);
+        c.init(&plan_path, &operator, START_MS).await?;
+    }
+
+    let mut fault = FaultState::default();
+    let mut fault_report = opts.fault.map(|f| FaultReport {
+        kind: format!("{f:?}"),
+        ..FaultReport::default()
+    });
+    let mut last_generation = 0_i64;
+    let mut steps: u64 = 0;
+    let mut completed_at: Option<i64> = None;
+    let mut last_state = String::new();
+    loop {
+        world.step().await?;
+        steps += 1;
+        if let Ok(mut t) = metrics_text.write() {
+            *t = world.render_metrics();
+        }
+        if !steps.is_multiple_of(TICK_EVERY) {
+            continue;
+        }
+        clock.store(world.now_ms, Ordering::SeqCst);
+        daemon::tick_all(&shared).await;
+        let record = store.get("demo").await?;
+        let c = shared.controller(false);
+        let loaded = c.load("demo").await?;
+        let doc = crate::controller::publish::document(&loaded.plan, &record);
+        world.follow(doc.clone());
+        // Was the fault active while the world stepped and the controller ticked just now?
+        let active = fault.active_from.is_some_and(|f| world.now_ms > f)
+            && fault.active_to.is_none_or(|t| world.now_ms <= t);
+        schedule_fault(
+            opts.fault,
+            &mut fault,
+            &mut world,
+            &record.state,
+            record.paused,
+            &c,
+            &operator,
+        )
+        .await?;
+
+        let state_label = record.state.to_string();
+        let gates = c.last_gates(&loaded).await?;
+        if let Some(fr) = fault_report.as_mut()
+            && active
+        {
+            fr.ticks_during += 1;
+            if record.generation > last_generation {
+                fr.transitions_during += 1;
+            }
+            if gates
+                .iter()
+                .any(|g| g.verdict == crate::gate::Verdict::Hold)
+            {
+                fr.ticks_with_holds_during += 1;
+            }
+        }
+        last_generation = record.generation;
+        view.frame(&Frame {
+            now_ms: world.now_ms,
+            start_ms: START_MS,
+            state: state_label.clone(),
+            paused: record.paused,
+            slices_migrated: doc.slices_migrated,
+            slices_total: doc.slices_total,
+            gates: &gates,
+            world: &world,
+            changed: state_label != last_state,
+        });
+        last_state = state_label;
+
+        if record.state == State::Complete && completed_at.is_none() {
+            completed_at = Some(world.now_ms);
+            world.producing = false;
+        }
+        if let Some(done) = completed_at {
+            // Let everything in flight finish (the old broker is empty already; new drains).
+            if world.settled() || world.now_ms - done > 24 * 3_600_000 {
+                break;
+            }
+        }
+        if world.now_ms - START_MS > MAX_SIM_MS {
+            break;
+        }
+    }
+    // Drain the rest of the world at the end, whatever the state, so that the audit counts
+    // what reached the consumer (the consumer keeps reading what the routing names).
+    let mut extra = 0;
+    while !world.settled() && extra < 24 * 60 {
+        world.step().await?;
+        extra += 1;
+    }
+    let record = store.get("demo").await?;
+    let journal = store.journal("demo").await?;
+    let audit = world.audit().await?;
+    let lost = i64::try_from(audit.produced).unwrap_or(i64::MAX)
+        - i64::try_from(audit.applied).unwrap_or(0)
+        - i64::try_from(audit.dead_lettered).unwrap_or(0);
+    let mut violations = Vec::new();
+    if record.state != State::Complete {
+        violations.push(format!(
+            "the migration did not complete (ended in {})",
+            record.state
+        ));
+    }
+    if lost != 0 {
+        violations.push(format!("{lost} message(s) lost"));
+    }
+    if audit.duplicates_applied != 0 {
+        violations.push(format!(
+            "{} duplicate effect(s) applied",
+            audit.duplicates_applied
+        ));
+    }
+    if audit.order_violations != 0 {
+        violations.push(format!(
+            "{} per-key order violation(s)",
+            audit.order_violations
+        ));
+    }
+    if audit.unknown_effects != 0 {
+        violations.push(format!(
+            "{} effect(s) for keys nobody produced",
+            audit.unknown_effects
+        ));
+    }
+    let breaches = journal
+        .iter()
+        .filter(|e| {
+            e.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("guard breach"))
+        })
+        .count() as u64;
+    let rollbacks = journal.iter().filter(|e| e.command == "rollback").count() as u64;
+    let report = Report {
+        seed: opts.seed,
+        fault: opts.fault.map(|f| format!("{f:?}")),
+        final_state: record.state.name().to_string(),
+        produced: audit.produced,
+        applied: audit.applied,
+        dead_lettered: audit.dead_lettered,
+        duplicates_delivered: world.tally.duplicates_delivered,
+        duplicates_applied: audit.duplicates_applied,
+        lost,
+        order_violations: audit.order_violations,
+        superseded: audit.superseded,
+        redeliveries: world.tally.redeliveries,
+        replayed_dead_letters: world.tally.replayed,
+        applied_by_route: HashMap::from([
+            ("old".to_string(), world.tally.processed[0]),
+            ("new".to_string(), world.tally.processed[1]),
+        ]),
+        breaches,
+        rollbacks,
+        simulated_hours: (world.now_ms - START_MS) as f64 / 3_600_000.0,
+        journal: journal.iter().map(EntryView::of).collect(),
+        fault_effects: fault_report.map(|mut fr| {
+            fr.from = fault.active_from.map(crate::time::rfc3339);
+            fr.to = fault.active_to.map(crate::time::rfc3339);
+            fr
+        }),
+        ok: violations.is_empty(),
+        violations,
+    };
+    Ok(report)
+}
+
+/// Strike the fault at its moment, and play the team's part: notice the breach, fix, resume.
+async fn schedule_fault(
+    fault: Option<Fault>,
+    fs: &mut FaultState,
+    world: &mut World,
+    state: &State,
+    paused: bool,
+    c: &Controller<'_, AnyStore>,
+    operator: &Actor,
+) -> Result<(), DemoError> {
+    let Some(fault) = fault else {
+        return Ok(());
+    };
+    let now = world.now_ms;
+    match fault {
+        Fault::BadDeploy => {
+            if fs.struck_at.is_none() && *state == State::Slices(2) {
+                fs.struck_at = Some(now);
+                fs.active_from = Some(now);
+                world.bad_deploy = true;
+            }
+            if fs.struck_at.is_some() && paused && fs.breach_seen_at.is_none() {
+                fs.breach_seen_at = Some(now);
+            }
+            // The team rolls the consumer back 20 minutes after the page...
+            if let Some(seen) = fs.breach_seen_at
+                && fs.fixed_at.is_none()
+                && now - seen >= 20 * 60_000
+            {
+                world.bad_deploy = false;
+                fs.fixed_at = Some(now);
+                fs.active_to = Some(now);
+            }
+            // ...and resumes once the error ratio's window no longer holds the bad minutes.
+            if let Some(fixed) = fs.fixed_at
+                && !fs.over
+                && now - fixed >= 40 * 60_000
+            {
+                fs.over = true;
+                let actor = Actor {
+                    reason: Some("bad deploy rolled back on the consumer; resuming".into()),
+                    ..operator.clone()
+                };
+                c.command("demo", &Command::Resume, &actor, serde_json::json!({}), now)
+                    .await?;
+            }
+        }
+        Fault::ConsumerCrash => {
+            if fs.struck_at.is_none() && *state == State::Slices(1) {
+                fs.struck_at = Some(now + 30 * 60_000);
+            }
+            if let Some(at) = fs.struck_at
+                && !fs.over
+                && now >= at
+            {
+                world.crash_pending = true;
+                fs.over = true;
+                fs.active_from = Some(now);
+                fs.active_to = Some(now + 20 * 60_000);
+            }
+        }
+        Fault::BrokerOutage => {
+            if fs.struck_at.is_none() && *state == State::Slices(1) {
+                fs.struck_at = Some(now + 10 * 60_000);
+            }
+            if let Some(at) = fs.struck_at
+                && !fs.over
+            {
+                let down = now >= at && now < at + 90 * 60_000;
+                if down && !world.new.down {
+                    fs.active_from = Some(now);
+                }
+                if !down && world.new.down {
+                    fs.active_to = Some(now);
+                    fs.over = true;
+                }
+                world.new.down = down;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,744 @@
+//! The demo's world: producers with a daily traffic shape, two brokers, and an idempotent consumer
+//! on SQLite, stepped one simulated minute at a time.
+//!
+//! Producers route with the real [`Router`](crate::router::Router); the consumer applies effects
+//! through the real durable dedup ([`crate::dedup::sql`]) and `accept_version` in one SQLite
+//! transaction per message; the metrics it exports are what the plan's gates read over HTTP.
+//! Everything random comes from one seeded generator.
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt::Write as _;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{Row, SqlitePool};
+
+use super::broker::{Broker, BrokerError, Delivery, Message, Policy};
+use super::rng::Rng;
+use crate::dedup::metrics::{ConsumerMetrics, Outcome};
+use crate::dedup::sql::{self, Claim, VersionCheck};
+use crate::dedup::{BusinessKey, PayloadHash};
+use crate::router::Router;
+use crate::routing::{RoutingDocument, Side};
+use crate::stamp::{PublishedCounter, RouteLabel};
+
+/// One simulated minute.
+pub const STEP_MS: i64 = 60_000;
+
+/// An injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// At the third slice step a bad deploy makes the new route fail 40% of messages.
+    BadDeploy,
+    /// At the second slice step the consumer crashes mid-batch (effects committed, acks lost).
+    ConsumerCrash,
+    /// At the second slice step the new broker is unreachable for 90 minutes.
+    BrokerOutage,
+}
+
+/// The shape of the world.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub seed: u64,
+    pub aggregates: u64,
+    pub producers: Vec<&'static str>,
+    /// Messages per minute off-peak and at the peak of the day.
+    pub base_rate: f64,
+    pub peak_rate: f64,
+    /// The demo's day (a compressed traffic cycle).
+    pub day_ms: i64,
+    /// Messages the consumer handles per minute (below the peak: a backlog builds at peak).
+    pub consumer_capacity: usize,
+    /// The least time between two events of one aggregate.
+    pub aggregate_spacing_ms: i64,
+    /// A consumer deploy (restart) this often.
+    pub deploy_every_ms: i64,
+    /// Transient failure rate of the effect, both routes.
+    pub transient_errors: f64,
+    /// Chance a producer loses a publish confirmation and publishes again.
+    pub lost_confirm: f64,
+    pub policy: Policy,
+    pub fault: Option<Fault>,
+}
+
+impl Settings {
+    pub fn demo(seed: u64, fault: Option<Fault>) -> Settings {
+        Settings {
+            seed,
+            aggregates: 4_000,
+            producers: vec!["checkout", "billing", "refunds"],
+            base_rate: 12.0,
+            peak_rate: 60.0,
+            day_ms: 4 * 3_600_000,
+            consumer_capacity: 48,
+            aggregate_spacing_ms: 3 * 3_600_000,
+            deploy_every_ms: 100 * 60_000,
+            transient_errors: 0.01,
+            lost_confirm: 0.003,
+            policy: Policy {
+                visibility_timeout_ms: 5 * 60_000,
+                base_backoff_ms: 60_000,
+                max_backoff_ms: 15 * 60_000,
+                max_attempts: 5,
+            },
+            fault,
+        }
+    }
+}
+
+struct Producer {
+    name: &'static str,
+    /// Publishes not yet confirmed, in order (a producer never reorders its own messages).
+    outbox: VecDeque<(Message, Side)>,
+}
+
+/// Counts the world keeps about itself (the report's conservation uses the database instead).
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    pub produced: u64,
+    pub published: u64,
+    pub duplicates_delivered: u64,
+    pub redeliveries: u64,
+    pub failures: u64,
+    pub replayed: u64,
+    pub probe_deliveries: u64,
+    pub probe_effects: u64,
+    pub attempts_ok: [u64; 2],
+    pub attempts_err: [u64; 2],
+    pub processed: [u64; 2],
+}
+
+/// The world.
+pub struct World {
+    pub settings: Settings,
+    rng: Rng,
+    pub now_ms: i64,
+    start_ms: i64,
+    pub old: Broker,
+    pub new: Broker,
+    pub router: Router,
+    producers: Vec<Producer>,
+    next_version: Vec<u64>,
+    next_at: Vec<i64>,
+    pool: SqlitePool,
+    pub metrics: ConsumerMetrics,
+    pub published: PublishedCounter,
+    pub tally: Tally,
+    produced_keys: HashSet<String>,
+    applied_keys: HashSet<String>,
+    duplicate_effects: u64,
+    consumer_started_ms: i64,
+    consumer_down_until: Option<i64>,
+    last_deploy_ms: i64,
+    pub producing: bool,
+    /// Fault switches, turned on by the driver at the right step.
+    pub bad_deploy: bool,
+    pub crash_pending: bool,
+    probe_sent: bool,
+    probe_seq: u64,
+    probe_latency_s: [Option<f64>; 2],
+}
+
+fn side_index(s: Side) -> usize {
+    match s {
+        Side::Old => 0,
+        Side::New => 1,
+    }
+}
+
+fn label(s: Side) -> RouteLabel {
+    match s {
+        Side::Old => RouteLabel::Old,
+        Side::New => RouteLabel::New,
+    }
+}
+
+/// Errors of the world: only its consumer database can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    /// The consumer's SQLite database failed.
+    #[error("consumer database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The dedup library failed.
+    #[error("consumer dedup: {0}")]
+    Dedup(#[from] sql::SqlDedupError),
+}
+
+impl World {
+    /// A world starting at `start_ms`, its consumer database at `db_path`.
+    ///
+    /// # Errors
+    /// The consumer database cannot be created.
+    pub async fn new(
+        settings: Settings,
+        start_ms: i64,
+        db_path: &std::path::Path,
+    ) -> Result<World, WorldError> {
+        let options = SqliteConnectOptions::new()
+            .filename(db_path)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        sql::ensure_schema(&pool).await?;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY AUTOINCREMENT, \
+             key TEXT NOT NULL, aggregate TEXT NOT NULL, version INTEGER NOT NULL, \
+             route TEXT NOT NULL, status TEXT NOT NULL, at INTEGER NOT NULL)",
+        )
+        .execute(&pool)
+        .await?;
+        let n = usize::try_from(settings.aggregates).unwrap_or(1);
+        let producers = settings
+            .producers
+            .iter()
+            .map(|name| Producer {
+                name,
+                outbox: VecDeque::new(),
+            })
+            .collect();
+        let published = PublishedCounter::new();
+        let metrics = ConsumerMetrics::with_name("consumer_messages_total").unwrap_or_default();
+        let mut rng = Rng::new(settings.seed);
+        // Aggregates start at random points so that traffic does not come in waves.
+        let next_at = (0..n)
+            .map(|_| start_ms + i64::try_from(rng.below(6 * 3_600_000)).unwrap_or(0))
+            .collect();
+        Ok(World {
+            old: Broker::new("old", settings.policy),
+            new: Broker::new("new", settings.policy),
+            router: Router::with_default_slices(128),
+            producers,
+            next_version: vec![1; n],
+            next_at,
+            pool,
+            metrics,
+            published,
+            tally: Tally::default(),
+            produced_keys: HashSet::new(),
+            applied_keys: HashSet::new(),
+            duplicate_effects: 0,
+            consumer_started_ms: start_ms,
+            consumer_down_until: None,
+            last_deploy_ms: start_ms,
+            producing: true,
+            bad_deploy: false,
+            crash_pending: false,
+            probe_sent: false,
+            probe_seq: 0,
+            probe_latency_s: [None, None],
+            rng,
+            now_ms: start_ms,
+            start_ms,
+            settings,
+        })
+    }
+
+    /// Follow a routing document (producers and consumer see it at once).
+    pub fn follow(&self, doc: RoutingDocument) {
+        let _ = self.router.offer(doc);
+    }
+
+    fn broker(&mut self, side: Side) -> &mut Broker {
+        match side {
+            Side::Old => &mut self.old,
+            Side::New => &mut self.new,
+        }
+    }
+
+    fn broker_name(&self, side: Side) -> String {
+        self.router
+            .broker_name(side)
+            .unwrap_or_else(|| side.as_str().to_string())
+    }
+
+    /// Messages per minute now, on the demo's daily curve.
+    pub fn rate_now(&self) -> f64 {
+        let s = &self.settings;
+        let phase = ((self.now_ms - self.start_ms).rem_euclid(s.day_ms)) as f64 / s.day_ms as f64;
+        let wave = (std::f64::consts::TAU * (phase - 0.25)).sin().max(0.0);
+        s.base_rate + (s.peak_rate - s.base_rate) * wave.powi(2)
+    }
+
+    /// Whether there is nothing left anywhere: brokers and producers empty.
+    pub fn settled(&self) -> bool {
+        self.old.depth() == 0
+            && self.new.depth() == 0
+            && self.producers.iter().all(|p| p.outbox.is_empty())
+    }
+
+    pub fn consumer_up(&self) -> bool {
+        self.consumer_down_until.is_none()
+    }
+
+    /// One simulated minute.
+    ///
+    /// # Errors
+    /// The consumer database failed.
+    pub async fn step(&mut self) -> Result<(), WorldError> {
+        self.now_ms += STEP_MS;
+        let now = self.now_ms;
+        self.old.advance(now);
+        self.new.advance(now);
+        self.flush_outboxes();
+        if self.producing {
+            self.produce();
+        }
+        self.probes();
+        self.replay_old_dead_letters();
+        self.lifecycle();
+        if self.consumer_up() {
+            self.consume().await?;
+        }
+        Ok(())
+    }
+
+    fn flush_outboxes(&mut self) {
+        for i in 0..self.producers.len() {
+            while let Some((m, side)) = self.producers[i].outbox.front().cloned() {
+                let producer = self.producers[i].name;
+                if self.publish_now(producer, m, side).is_err() {
+                    break;
+                }
+                self.producers[i].outbox.pop_front();
+            }
+        }
+    }
+
+    fn publish_now(&mut self, producer: &str, m: Message, side: Side) -> Result<(), BrokerError> {
+        let broker = self.broker_name(side);
+        self.broker(side).publish(m.clone())?;
+        self.published.add(&broker, label(side), producer, 1);
+        self.tally.published += 1;
+        // A lost confirmation: the producer cannot know the broker has it, and publishes again.
+        if self.rng.chance(self.settings.lost_confirm) && self.broker(side).publish(m).is_ok() {
+            self.published.add(&broker, label(side), producer, 1);
+            self.tally.published += 1;
+        }
+        Ok(())
+    }
+
+    fn produce(&mut self) {
+        let rate = self.rate_now();
+        let mut n = rate.floor() as usize;
+        if self.rng.chance(rate.fract()) {
+            n += 1;
+        }
+        for _ in 0..n {
+            // An aggregate whose next event is due (a few tries; skip when all are busy).
+            let mut pick = None;
+            for _ in 0..8 {
+                let a = usize::try_from(self.rng.below(self.settings.aggregates)).unwrap_or(0);
+                if self.next_at[a] <= self.now_ms {
+                    pick = Some(a);
+                    break;
+                }
+            }
+            let Some(a) = pick else { continue };
+            let version = self.next_version[a];
+            self.next_version[a] += 1;
+            let jitter = i64::try_from(self.rng.below(3_600_000)).unwrap_or(0);
+            self.next_at[a] = self.now_ms + self.settings.aggregate_spacing_ms + jitter;
+            let aggregate = format!("order-{a}");
+            let Ok(key) = BusinessKey::new("order", &aggregate, &format!("v{version}")) else {
+                continue;
+            };
+            let route = self.router.route(&aggregate);
+            let message = Message {
+                key: key.to_string(),
+                aggregate,
+                version,
+                payload: format!(
+                    "{{\"order\":{a},\"version\":{version},\"total\":{}}}",
+                    self.rng.below(50_000)
+                ),
+                slice: route.slice,
+                generation: route.generation,
+                probe: false,
+                attempts: 0,
+            };
+            self.tally.produced += 1;
+            self.produced_keys.insert(message.key.clone());
+            let p = usize::try_from(self.rng.below(self.producers.len() as u64)).unwrap_or(0);
+            let producer = self.producers[p].name;
+            if !self.producers[p].outbox.is_empty()
+                || self
+                    .publish_now(producer, message.clone(), route.target)
+                    .is_err()
+            {
+                self.producers[p].outbox.push_back((message, route.target));
+            }
+        }
+    }
+
+    /// Synthetic probes while the migration is in `synthetic`: the idempotency probe (one
+    /// message published five times on the new broker) and a latency probe through each broker
+    /// every minute.
+    fn probes(&mut self) {
+        let state = self.router.document().map(|d| d.state.clone());
+        if state.as_deref() != Some("synthetic") {
+            return;
+        }
+        if !self.probe_sent {
+            let probe = Message {
+                key: "probe:idempotency:1".into(),
+                aggregate: "probe-idempotency".into(),
+                version: 1,
+                payload: "{\"probe\":\"idempotency\"}".into(),
+                slice: 0,
+                generation: self.router.generation(),
+                probe: true,
+                attempts: 0,
+            };
+            let mut sent = 0;
+            for _ in 0..5 {
+                if self.new.publish(probe.clone()).is_ok() {
+                    sent += 1;
+                }
+            }
+            self.probe_sent = sent == 5;
+        }
+        for side in [Side::Old, Side::New] {
+            self.probe_seq += 1;
+            let m = Message {
+                key: format!("probe:latency:{}", self.probe_seq),
+                aggregate: format!("probe-latency-{}", self.probe_seq),
+                version: 1,
+                payload: format!("{{\"sent_at\":{}}}", self.now_ms),
+                slice: 0,
+                generation: self.router.generation(),
+                probe: true,
+                attempts: 0,
+            };
+            let _ = self.broker(side).publish(m);
+        }
+    }
+
+    /// The team triages the old dead-letter queue during `drain` and replays it (rate limited) to
+    /// where producers send now; the consumer's dedup absorbs any that were applied already.
+    fn replay_old_dead_letters(&mut self) {
+        let state = self.router.document().map(|d| d.state.clone());
+        if state.as_deref() != Some("drain") {
+            return;
+        }
+        for _ in 0..20 {
+            let Some(mut m) = self.old.dead.pop() else {
+                break;
+            };
+            m.attempts = 0;
+            if self.new.publish(m.clone()).is_err() {
+                self.old.dead.push(m);
+                break;
+            }
+            self.tally.replayed += 1;
+        }
+    }
+
+    /// Deploys (restarts) and crashes of the consumer.
+    fn lifecycle(&mut self) {
+        if let Some(until) = self.consumer_down_until
+            && self.now_ms >= until
+        {
+            self.consumer_down_until = None;
+            self.consumer_started_ms = self.now_ms;
+            self.last_deploy_ms = self.now_ms;
+        }
+        if self.consumer_up() && self.now_ms - self.last_deploy_ms >= self.settings.deploy_every_ms
+        {
+            self.last_deploy_ms = self.now_ms;
+            self.consumer_started_ms = self.now_ms;
+        }
+    }
+
+    async fn consume(&mut self) -> Result<(), WorldError> {
+        let sides = self.router.consume();
+        let crash = std::mem::take(&mut self.crash_pending);
+        // A fair share for each side first, then what is left to whichever side has more.
+        let mut budget = self.settings.consumer_capacity;
+        let share = budget / sides.len().max(1);
+        for pass in 0..2 {
+            for &side in &sides {
+                let want = if pass == 0 { share } else { budget };
+                if want == 0 {
+                    continue;
+                }
+                let now = self.now_ms;
+                let Ok(batch) = self.broker(side).receive(want, now) else {
+                    continue;
+                };
+                budget -= batch.len();
+                if crash {
+                    // Half of the batch is applied, then the process dies before acking
+                    // anything: every message comes back after the visibility timeout.
+                    let half = batch.len() / 2;
+                    for d in batch.into_iter().take(half) {
+                        let _ = self.apply(side, &d).await?;
+                    }
+                    self.consumer_down_until = Some(self.now_ms + 20 * 60_000);
+                    return Ok(());
+                }
+                for d in batch {
+                    self.handle(side, d).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle(&mut self, side: Side, d: Delivery) -> Result<(), WorldError> {
+        let i = side_index(side);
+        let failing = self.rng.chance(self.settings.transient_errors)
+            || (self.bad_deploy && side == Side::New && self.rng.chance(0.4));
+        if failing && !d.message.probe {
+            self.tally.failures += 1;
+            self.tally.attempts_err[i] += 1;
+            let last = d.message.attempts >= self.settings.policy.max_attempts;
+            self.metrics.record(
+                label(side),
+                if last {
+                    Outcome::DeadLettered
+                } else {
+                    Outcome::Failed
+                },
+            );
+            let now = self.now_ms;
+            self.broker(side).nack(d.tag, now);
+            return Ok(());
+        }
+        self.tally.attempts_ok[i] += 1;
+        if d.message.attempts > 1 {
+            self.tally.redeliveries += 1;
+        }
+        let outcome = self.apply(side, &d).await?;
+        self.metrics.record(label(side), outcome);
+        self.broker(side).ack(d.tag);
+        Ok(())
+    }
+
+    /// The consumer's effect: claim the business key and check the aggregate's version in the same
+    /// transaction as the effect row.
+    async fn apply(&mut self, side: Side, d: &Delivery) -> Result<Outcome, WorldError> {
+        let m = &d.message;
+        let Ok(key) = BusinessKey::parse(&m.key) else {
+            return Ok(Outcome::Conflict);
+        };
+        let hash = PayloadHash::of_bytes(m.payload.as_bytes());
+        let mut tx = self.pool.begin().await?;
+        let claim = sql::claim(&mut tx, &key, &hash, self.now_ms).await?;
+        let outcome = match claim {
+            Claim::Fresh if m.probe => {
+                if m.key.starts_with("probe:idempotency") {
+                    self.tally.probe_effects += 1;
+                } else if let Some(sent) = m
+                    .payload
+                    .strip_prefix("{\"sent_at\":")
+                    .and_then(|r| r.strip_suffix('}'))
+                    .and_then(|r| r.parse::<i64>().ok())
+                {
+                    let latency = (self.now_ms - sent) as f64 / 1000.0;
+                    let slot = &mut self.probe_latency_s[side_index(side)];
+                    *slot = Some(slot.map_or(latency, |l| 0.7 * l + 0.3 * latency));
+                }
+                Outcome::Processed
+            }
+            Claim::Fresh => {
+                let version = i64::try_from(m.version).unwrap_or(i64::MAX);
+                let status = match sql::accept_version(&mut tx, &m.aggregate, version).await? {
+                    VersionCheck::Accepted => "applied",
+                    VersionCheck::Stale { .. } => "superseded",
+                };
+                sqlx::query(
+                    "INSERT INTO effects (key, aggregate, version, route, status, at) \
+                     VALUES (?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&m.key)
+                .bind(&m.aggregate)
+                .bind(version)
+                .bind(side.as_str())
+                .bind(status)
+                .bind(self.now_ms)
+                .execute(&mut *tx)
+                .await?;
+                if !self.applied_keys.insert(m.key.clone()) {
+                    self.duplicate_effects += 1;
+                }
+                self.tally.processed[side_index(side)] += 1;
+                Outcome::Processed
+            }
+            Claim::Duplicate => {
+                self.tally.duplicates_delivered += 1;
+                Outcome::DuplicateBlocked
+            }
+            Claim::Conflict { .. } => Outcome::Conflict,
+        };
+        if m.probe && m.key.starts_with("probe:idempotency") {
+            self.tally.probe_deliveries += 1;
+        }
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// The world's /metrics, as the plan's gates read them.
+    pub fn render_metrics(&self) -> String {
+        let mut out = String::new();
+        let reading: Vec<Side> = if self.consumer_up() {
+            self.router.consume()
+        } else {
+            Vec::new()
+        };
+        out.push_str("# TYPE queue_consumer_connected gauge\n");
+        for side in [Side::Old, Side::New] {
+            let broker = match side {
+                Side::Old => &self.old,
+                Side::New => &self.new,
+            };
+            let connected = reading.contains(&side) && !broker.down;
+            let _ = writeln!(
+                out,
+                "queue_consumer_connected{{broker=\"{}\"}} {}",
+                side.as_str(),
+                u8::from(connected)
+            );
+        }
+        out.push_str("# TYPE broker_queue_depth gauge\n# TYPE broker_dlq_depth gauge\n");
+        for side in [Side::Old, Side::New] {
+            let broker = match side {
+                Side::Old => &self.old,
+                Side::New => &self.new,
+            };
+            // An unreachable broker reports nothing: gates on it hold.
+            if broker.down {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "broker_queue_depth{{broker=\"{}\"}} {}",
+                side.as_str(),
+                broker.depth()
+            );
+            let _ = writeln!(
+                out,
+                "broker_dlq_depth{{broker=\"{}\"}} {}",
+                side.as_str(),
+                broker.dead.len()
+            );
+        }
+        out.push_str("# TYPE demo_consumer_attempts_total counter\n");
+        for side in [Side::Old, Side::New] {
+            let i = side_index(side);
+            let _ = writeln!(
+                out,
+                "demo_consumer_attempts_total{{route=\"{}\",result=\"ok\"}} {}",
+                side.as_str(),
+                self.tally.attempts_ok[i]
+            );
+            let _ = writeln!(
+                out,
+                "demo_consumer_attempts_total{{route=\"{}\",result=\"error\"}} {}",
+                side.as_str(),
+                self.tally.attempts_err[i]
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE demo_probe_effects gauge\ndemo_probe_effects {}",
+            self.tally.probe_effects
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE demo_probe_deliveries gauge\ndemo_probe_deliveries {}",
+            self.tally.probe_deliveries
+        );
+        out.push_str("# TYPE demo_probe_latency_seconds gauge\n");
+        for side in [Side::Old, Side::New] {
+            if let Some(l) = self.probe_latency_s[side_index(side)] {
+                let _ = writeln!(
+                    out,
+                    "demo_probe_latency_seconds{{route=\"{}\"}} {l}",
+                    side.as_str()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE demo_duplicate_effects gauge\ndemo_duplicate_effects {}",
+            self.duplicate_effects
+        );
+        if self.consumer_up() {
+            let _ = writeln!(
+                out,
+                "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds{{job=\"consumer\"}} {}",
+                self.consumer_started_ms / 1000
+            );
+        }
+        out.push_str(&self.metrics.render());
+        out.push_str(&self.published.render());
+        out
+    }
+
+    /// The invariants, counted from the consumer's database and the dead-letter queues.
+    ///
+    /// # Errors
+    /// The consumer database failed.
+    pub async fn audit(&self) -> Result<Audit, WorldError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS effects, COUNT(DISTINCT key) AS keys, \
+             SUM(CASE WHEN status = 'superseded' THEN 1 ELSE 0 END) AS superseded FROM effects",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let effects: i64 = row.try_get("effects")?;
+        let keys: i64 = row.try_get("keys")?;
+        let superseded: Option<i64> = row.try_get("superseded")?;
+        let violations: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM (SELECT version, MAX(version) OVER (PARTITION BY aggregate \
+             ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev \
+             FROM effects WHERE status = 'applied') WHERE prev IS NOT NULL AND version <= prev",
+        )
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("n")?;
+        let applied_keys: HashSet<String> = sqlx::query("SELECT DISTINCT key FROM effects")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .filter_map(|r| r.try_get::<String, _>("key").ok())
+            .collect();
+        let dead: HashSet<&str> = self
+            .old
+            .dead
+            .iter()
+            .chain(self.new.dead.iter())
+            .filter(|m| !m.probe && !applied_keys.contains(&m.key))
+            .map(|m| m.key.as_str())
+            .collect();
+        let unknown = applied_keys
+            .iter()
+            .filter(|k| !self.produced_keys.contains(*k))
+            .count();
+        Ok(Audit {
+            produced: self.produced_keys.len() as u64,
+            applied: u64::try_from(keys).unwrap_or(0),
+            dead_lettered: dead.len() as u64,
+            duplicates_applied: u64::try_from(effects - keys).unwrap_or(0),
+            order_violations: u64::try_from(violations).unwrap_or(0),
+            superseded: u64::try_from(superseded.unwrap_or(0)).unwrap_or(0),
+            unknown_effects: unknown as u64,
+        })
+    }
+}
+
+/// What the database and the dead-letter queues say at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Audit {
+    pub produced: u64,
+    pub applied: u64,
+    pub dead_lettered: u64,
+    pub duplicates_applied: u64,
+    pub order_violations: u64,
+    pub superseded: u64,
+    /// Effects for keys nobody produced (must be 0).
+    pub unknown_effects: u64,
+}

@@ -1,0 +1,472 @@
+//! The durable dedup mode against real databases: SQLite (a temporary file, always) and PostgreSQL
+//! (when `QM_TEST_POSTGRES_URL` is set, e.g. `postgres://postgres@127.0.0.1:5432/postgres`; each
+//! test works in a schema of its own and drops it). One suite, written once, run on both.
+//!
+//! The effect is deliberately not idempotent (a row appended to a ledger), so that a duplicate
+//! effect shows as a second row.
+#![cfg(feature = "dedup")]
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use queue_migrate::dedup::sql::{
+    self, Claim, DedupDatabase, SqlDedup, SqlDedupError, VersionCheck,
+};
+use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, Outcome, PayloadHash};
+use queue_migrate::stamp::RouteLabel;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, PgPool, Pool, Postgres, Sqlite};
+
+const HOUR: i64 = 3_600_000;
+const EFFECTS: &str =
+    "CREATE TABLE IF NOT EXISTS test_ledger (key TEXT NOT NULL, amount BIGINT NOT NULL)";
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Say so on the real stderr (the harness captures only `eprintln!`), once per test.
+fn skipped(var: &str) {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let _ = writeln!(std::io::stderr(), "skipped {test}: set {var} to run it");
+}
+
+/// A SQLite database in a fresh temporary directory (kept alive by the returned guard).
+async fn sqlite() -> Option<(Pool<Sqlite>, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteConnectOptions::new()
+        .filename(dir.path().join("consumer.db"))
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(20));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .unwrap();
+    Some((pool, dir))
+}
+
+/// A PostgreSQL pool whose connections live in a schema of their own.
+async fn postgres() -> Option<(Pool<Postgres>, PgSchema)> {
+    let Ok(url) = std::env::var("QM_TEST_POSTGRES_URL") else {
+        skipped("QM_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/postgres)");
+        return None;
+    };
+    let admin = PgPool::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("QM_TEST_POSTGRES_URL={url}: {e}"));
+    let schema = format!(
+        "qm_dedup_test_{}_{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    );
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    let options = PgConnectOptions::from_str(&url)
+        .unwrap()
+        .options([("search_path", schema.as_str())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .unwrap();
+    Some((pool, PgSchema { admin, schema }))
+}
+
+/// Drops the test's schema at the end of a passing test.
+struct PgSchema {
+    admin: PgPool,
+    schema: String,
+}
+
+impl PgSchema {
+    async fn drop_schema(self) {
+        let _ = sqlx::raw_sql(AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {} CASCADE",
+            self.schema
+        )))
+        .execute(&self.admin)
+        .await;
+    }
+}
+
+trait Cleanup {
+    async fn cleanup(self);
+}
+impl Cleanup for tempfile::TempDir {
+    async fn cleanup(self) {}
+}
+impl Cleanup for PgSchema {
+    async fn cleanup(self) {
+        self.drop_schema().await;
+    }
+}
+
+fn key(n: u32) -> BusinessKey {
+    BusinessKey::new("order.paid", &format!("order-{n}"), "evt-1").unwrap()
+}
+
+fn hash(s: &str) -> PayloadHash {
+    PayloadHash::of_json(&serde_json::json!({ "amount": s }))
+}
+
+/// Every test below, once per database. `$begin` is how a consumer opens its transaction.
+macro_rules! suite {
+    ($name:ident, $db:ty, $setup:ident, $begin:literal) => {
+        mod $name {
+            use super::*;
+
+            async fn setup() -> Option<(Pool<$db>, impl Cleanup)> {
+                let (pool, guard) = $setup().await?;
+                sql::ensure_schema(&pool).await.unwrap();
+                sql::ensure_schema(&pool).await.unwrap(); // idempotent
+                sqlx::raw_sql(EFFECTS).execute(&pool).await.unwrap();
+                Some((pool, guard))
+            }
+
+            async fn effects(pool: &Pool<$db>, k: &BusinessKey) -> i64 {
+                let row: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM test_ledger WHERE key = $1")
+                    .bind(k.as_str())
+                    .fetch_one(pool)
+                    .await
+                    .unwrap();
+                row.0
+            }
+
+            async fn keys(pool: &Pool<$db>) -> i64 {
+                let row: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM qm_dedup_keys")
+                    .fetch_one(pool)
+                    .await
+                    .unwrap();
+                row.0
+            }
+
+            /// One delivery, as a consumer handles it: claim and effect in one transaction;
+            /// `fail` makes the effect fail after its write (the transaction rolls back).
+            async fn deliver(
+                pool: &Pool<$db>,
+                dedup: SqlDedup,
+                k: &BusinessKey,
+                h: &PayloadHash,
+                now_ms: i64,
+                fail: bool,
+            ) -> Result<Outcome, SqlDedupError> {
+                let mut tx = pool.begin_with($begin).await?;
+                match dedup.claim(&mut tx, k, h, now_ms).await? {
+                    Claim::Fresh => {
+                        sqlx::query("INSERT INTO test_ledger (key, amount) VALUES ($1, 10)")
+                            .bind(k.as_str())
+                            .execute(&mut *tx)
+                            .await?;
+                        if fail {
+                            tx.rollback().await?;
+                            return Ok(Outcome::Failed);
+                        }
+                        tx.commit().await?;
+                        Ok(Outcome::Processed)
+                    }
+                    other => {
+                        tx.rollback().await?;
+                        Ok(other.outcome())
+                    }
+                }
+            }
+
+            #[tokio::test]
+            async fn the_same_message_five_times_gives_one_effect() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let metrics = ConsumerMetrics::new();
+                let k = key(1);
+                // Coexistence: it comes by the old path three times, by the new path twice.
+                for (i, route) in [
+                    RouteLabel::Old,
+                    RouteLabel::New,
+                    RouteLabel::Old,
+                    RouteLabel::New,
+                    RouteLabel::Old,
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let outcome = deliver(&pool, SqlDedup::new(), &k, &hash("10"), i as i64, false)
+                        .await
+                        .unwrap();
+                    metrics.record(route, outcome);
+                }
+                assert_eq!(effects(&pool, &k).await, 1);
+                assert_eq!(metrics.get(RouteLabel::Old, Outcome::Processed), 1);
+                assert_eq!(metrics.get(RouteLabel::Old, Outcome::DuplicateBlocked), 2);
+                assert_eq!(metrics.get(RouteLabel::New, Outcome::DuplicateBlocked), 2);
+                guard.cleanup().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn two_consumers_racing_on_one_key_apply_it_once() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                // A holds the key with its effect in progress; B claims the same key meanwhile
+                // from another connection and must wait for A's outcome.
+                let k = key(2);
+                let h = hash("10");
+                let mut a = pool.begin_with($begin).await.unwrap();
+                assert_eq!(sql::claim(&mut a, &k, &h, 0).await.unwrap(), Claim::Fresh);
+                let b = {
+                    let (pool, k) = (pool.clone(), k.clone());
+                    tokio::spawn(
+                        async move { deliver(&pool, SqlDedup::new(), &k, &h, 1, false).await },
+                    )
+                };
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                assert!(!b.is_finished(), "B did not wait for A's transaction");
+                sqlx::query("INSERT INTO test_ledger (key, amount) VALUES ($1, 10)")
+                    .bind(k.as_str())
+                    .execute(&mut *a)
+                    .await
+                    .unwrap();
+                a.commit().await.unwrap();
+                assert_eq!(b.await.unwrap().unwrap(), Outcome::DuplicateBlocked);
+                assert_eq!(effects(&pool, &k).await, 1);
+
+                // A rolls back instead: B gets the key and applies it.
+                let k = key(3);
+                let mut a = pool.begin_with($begin).await.unwrap();
+                assert_eq!(sql::claim(&mut a, &k, &h, 0).await.unwrap(), Claim::Fresh);
+                let b = {
+                    let (pool, k) = (pool.clone(), k.clone());
+                    tokio::spawn(
+                        async move { deliver(&pool, SqlDedup::new(), &k, &h, 1, false).await },
+                    )
+                };
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                assert!(!b.is_finished());
+                a.rollback().await.unwrap();
+                assert_eq!(b.await.unwrap().unwrap(), Outcome::Processed);
+                assert_eq!(effects(&pool, &k).await, 1);
+
+                // Many keys, four consumers each, all at once.
+                let mut tasks = Vec::new();
+                for n in 100..130 {
+                    for c in 0..4 {
+                        let pool = pool.clone();
+                        tasks.push(tokio::spawn(async move {
+                            let mut attempt = 0;
+                            loop {
+                                match deliver(
+                                    &pool,
+                                    SqlDedup::new(),
+                                    &key(n),
+                                    &hash("10"),
+                                    c,
+                                    false,
+                                )
+                                .await
+                                {
+                                    Ok(o) => return o,
+                                    Err(e) if e.is_retryable() && attempt < 20 => attempt += 1,
+                                    Err(e) => panic!("{e}"),
+                                }
+                            }
+                        }));
+                    }
+                }
+                let mut processed = 0;
+                for t in tasks {
+                    if t.await.unwrap() == Outcome::Processed {
+                        processed += 1;
+                    }
+                }
+                assert_eq!(processed, 30);
+                for n in 100..130 {
+                    assert_eq!(effects(&pool, &key(n)).await, 1, "key {n}");
+                }
+                guard.cleanup().await;
+            }
+
+            #[tokio::test]
+            async fn a_failed_effect_releases_the_key_and_the_retry_applies_it() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let k = key(4);
+                let d = SqlDedup::new();
+                assert_eq!(
+                    deliver(&pool, d, &k, &hash("10"), 0, true).await.unwrap(),
+                    Outcome::Failed
+                );
+                assert_eq!(effects(&pool, &k).await, 0);
+                assert_eq!(keys(&pool).await, 0, "the key rolled back with the effect");
+                assert_eq!(
+                    deliver(&pool, d, &k, &hash("10"), 1, false).await.unwrap(),
+                    Outcome::Processed
+                );
+                assert_eq!(
+                    deliver(&pool, d, &k, &hash("10"), 2, false).await.unwrap(),
+                    Outcome::DuplicateBlocked
+                );
+                assert_eq!(effects(&pool, &k).await, 1);
+                guard.cleanup().await;
+            }
+
+            #[tokio::test]
+            async fn a_different_payload_under_the_same_key_is_a_conflict() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let k = key(5);
+                let d = SqlDedup::new();
+                assert_eq!(
+                    deliver(&pool, d, &k, &hash("10"), 0, false).await.unwrap(),
+                    Outcome::Processed
+                );
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                assert_eq!(
+                    sql::claim(&mut tx, &k, &hash("99"), 1).await.unwrap(),
+                    Claim::Conflict {
+                        stored_hash: hash("10")
+                    }
+                );
+                tx.rollback().await.unwrap();
+                assert_eq!(
+                    deliver(&pool, d, &k, &hash("99"), 2, false).await.unwrap(),
+                    Outcome::Conflict
+                );
+                assert_eq!(effects(&pool, &k).await, 1);
+                guard.cleanup().await;
+            }
+
+            #[tokio::test]
+            async fn keys_expire_and_the_purge_removes_them_in_bounded_batches() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let short = SqlDedup::with_ttl(Duration::from_secs(3600));
+                let long = SqlDedup::new();
+                assert_eq!(long.ttl(), Duration::from_secs(90 * 86_400));
+                let k = key(6);
+                assert_eq!(
+                    deliver(&pool, short, &k, &hash("10"), 0, false)
+                        .await
+                        .unwrap(),
+                    Outcome::Processed
+                );
+                assert_eq!(
+                    deliver(&pool, short, &k, &hash("10"), HOUR - 1, false)
+                        .await
+                        .unwrap(),
+                    Outcome::DuplicateBlocked
+                );
+                // Expired: absent, whether or not the purge ran (a reprocess after the TTL applies again).
+                assert_eq!(
+                    deliver(&pool, short, &k, &hash("10"), HOUR, false)
+                        .await
+                        .unwrap(),
+                    Outcome::Processed
+                );
+                assert_eq!(effects(&pool, &k).await, 2);
+
+                // 250 short keys, 10 long ones.
+                for n in 1000..1250 {
+                    deliver(&pool, short, &key(n), &hash("1"), 0, false)
+                        .await
+                        .unwrap();
+                }
+                for n in 2000..2010 {
+                    deliver(&pool, long, &key(n), &hash("1"), 0, false)
+                        .await
+                        .unwrap();
+                }
+                assert_eq!(keys(&pool).await, 261);
+                // One batch deletes at most `batch` keys.
+                assert_eq!(
+                    <$db as DedupDatabase>::purge_batch(&pool, 3 * HOUR, 100)
+                        .await
+                        .unwrap(),
+                    100
+                );
+                // The other 150, and key 6 (re-claimed at 1 h, expired at 2 h): two batches.
+                assert_eq!(sql::purge_expired(&pool, 3 * HOUR, 100).await.unwrap(), 151);
+                assert_eq!(keys(&pool).await, 10);
+                assert_eq!(sql::purge_expired(&pool, 3 * HOUR, 100).await.unwrap(), 0);
+                // A key re-claimed after its expiry is not purged with the old expiry.
+                let k = key(2000);
+                assert_eq!(
+                    deliver(&pool, long, &k, &hash("1"), 91 * 24 * HOUR, false)
+                        .await
+                        .unwrap(),
+                    Outcome::Processed
+                );
+                assert_eq!(
+                    sql::purge_expired(&pool, 91 * 24 * HOUR, 100)
+                        .await
+                        .unwrap(),
+                    9
+                );
+                assert_eq!(keys(&pool).await, 1);
+                assert_eq!(
+                    deliver(&pool, long, &k, &hash("1"), 91 * 24 * HOUR + 1, false)
+                        .await
+                        .unwrap(),
+                    Outcome::DuplicateBlocked
+                );
+                guard.cleanup().await;
+            }
+
+            #[tokio::test]
+            async fn an_event_older_than_the_applied_version_is_rejected_in_the_transaction() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let agg = "order:4711";
+                let check = |v: i64, commit: bool| {
+                    let pool = pool.clone();
+                    async move {
+                        let mut tx = pool.begin_with($begin).await.unwrap();
+                        let r = sql::accept_version(&mut tx, agg, v).await.unwrap();
+                        if commit {
+                            tx.commit().await.unwrap();
+                        } else {
+                            tx.rollback().await.unwrap();
+                        }
+                        r
+                    }
+                };
+                assert_eq!(check(1, true).await, VersionCheck::Accepted);
+                assert_eq!(check(3, true).await, VersionCheck::Accepted);
+                // In flight when the slice moved back: v2 arrives after v3.
+                assert_eq!(check(2, true).await, VersionCheck::Stale { last: 3 });
+                assert_eq!(check(3, true).await, VersionCheck::Stale { last: 3 });
+                // Rolled back with its transaction: v5 was never applied, so v4 is newer.
+                assert_eq!(check(5, false).await, VersionCheck::Accepted);
+                assert_eq!(check(4, true).await, VersionCheck::Accepted);
+                assert_eq!(check(4, true).await, VersionCheck::Stale { last: 4 });
+                // Aggregates are independent.
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                assert_eq!(
+                    sql::accept_version(&mut tx, "order:4712", 1).await.unwrap(),
+                    VersionCheck::Accepted
+                );
+                tx.commit().await.unwrap();
+                guard.cleanup().await;
+            }
+        }
+    };
+}
+
+suite!(on_sqlite, Sqlite, sqlite, "BEGIN IMMEDIATE");
+suite!(on_postgres, Postgres, postgres, "BEGIN");
+
+#[test]
+fn retryable_errors_are_recognised() {
+    assert!(SqlDedupError::Database(sqlx::Error::PoolTimedOut).is_retryable());
+    assert!(SqlDedupError::Unstable("k".into()).is_retryable());
+    assert!(!SqlDedupError::Database(sqlx::Error::RowNotFound).is_retryable());
+}
