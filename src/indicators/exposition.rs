@@ -208,14 +208,7 @@ impl fmt::Display for Matcher {
 /// newline → `\n`.
 pub fn escape_label_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
+    crate::stamp::escape_label(&mut out, value);
     out
 }
 

@@ -287,16 +287,7 @@ impl fmt::Display for Selector {
 }
 
 fn escape_value(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::indicators::exposition::escape_label_value(v)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,6 @@
 //!
 //! - [`broker`] (pure): an in-memory broker with at-least-once delivery, visibility timeouts,
 //!   backoff retries, a dead-letter queue and outages.
-//! - [`rng`] (pure): the seeded generator behind every random choice.
 //! - [`world`]: producers routing with the real `Router`, both brokers, and an idempotent consumer
 //!   applying effects through the real durable dedup on SQLite; its /metrics feed the plan's gates.
 //! - [`demo`]: the real controller driving `plans/demo.yaml` against the world, in lockstep, and the
@@ -11,6 +10,5 @@
 
 pub mod broker;
 pub mod demo;
-pub mod rng;
 pub mod view;
 pub mod world;

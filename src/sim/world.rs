@@ -4,7 +4,7 @@
 //! Producers route with the real [`Router`](crate::router::Router); the consumer applies effects
 //! through the real durable dedup ([`crate::dedup::sql`]) and `accept_version` in one SQLite
 //! transaction per message; the metrics it exports are what the plan's gates read over HTTP.
-//! Everything random comes from one seeded generator.
+//! Everything random comes from one seeded generator (the SplitMix64 of `dlq::generate`).
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt::Write as _;
@@ -13,10 +13,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{Row, SqlitePool};
 
 use super::broker::{Broker, BrokerError, Delivery, Message, Policy};
-use super::rng::Rng;
 use crate::dedup::metrics::{ConsumerMetrics, Outcome};
 use crate::dedup::sql::{self, Claim, VersionCheck};
 use crate::dedup::{BusinessKey, PayloadHash};
+use crate::dlq::generate::Rng;
 use crate::router::Router;
 use crate::routing::{RoutingDocument, Side};
 use crate::stamp::{PublishedCounter, RouteLabel};
