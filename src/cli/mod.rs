@@ -38,6 +38,8 @@ use crate::store::any::AnyStore;
 /// gates (Prometheus queries, /metrics readings) that must pass before each step. Every step is
 /// journaled in the state store; producers follow the routing document it publishes.
 ///
+/// New here? `migrate demo` runs a whole migration on this machine, nothing to install.
+///
 /// Typical session:
 ///   migrate plan check plans/orders.yaml
 ///   migrate init plans/orders.yaml
