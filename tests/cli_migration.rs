@@ -435,3 +435,69 @@ fn concurrent_commands_never_both_apply() {
         .count();
     assert_eq!(pauses, 1);
 }
+
+#[test]
+fn the_drain_gate_waits_for_the_old_dead_letters_to_be_closed() {
+    let yaml = include_str!("../plans/local.yaml")
+        .replace(
+            "  app: { scrape: \"${QM_SCRAPE_URL}\" }",
+            "  app: { scrape: \"${QM_SCRAPE_URL}\" }\n  old_dlq: { dead_letters: local.dlq.ndjson }",
+        )
+        .replace(
+            "      - { name: old queue empty,",
+            "      - { name: old dead letters handled, source: old_dlq, query: open_groups, pass_if: \"== 0\" }\n      - { name: old queue empty,",
+        );
+    let mut b = Bench::with_plan(&yaml);
+    b.indicators.all_green();
+    let envelope = |id: u32| {
+        format!(
+            r#"{{"payload":"{{\"order\":{id}}}","errorClass":"dependency_timeout","errorMessage":"timeout after 30012ms calling inventory-service","consumerVersion":"2.14.0","traceId":"t{id}","attempts":3,"firstAttemptAt":"2026-11-29T10:00:0{id}.000Z","deadLetteredAt":"2026-11-29T10:05:00.000Z"}}"#
+        )
+    };
+    let export: String = (1..=3).map(|i| envelope(i) + "\n").collect();
+    std::fs::write(b.path("local.dlq.ndjson"), export).unwrap();
+    b.init();
+    while b.state().0 != "drain" {
+        advance_green(&mut b);
+    }
+    b.minute += 10;
+    let r = b.ok(&["advance", "local", "--json"], 3);
+    let gate = r.json()["gates"][0].clone();
+    assert_eq!(gate["name"], "old dead letters handled");
+    assert_eq!(gate["verdict"], "fail");
+    let reason = gate["reason"].as_str().unwrap();
+    assert!(reason.contains("1 open groups (3 entries)"), "{reason}");
+    assert!(reason.contains("dependency_timeout"), "{reason}");
+    // The team decides: the group is closed (recorded in the same store, for the old DLQ).
+    let triage = b
+        .ok(
+            &["dlq", "triage", "local.dlq.ndjson", "--format", "json"],
+            0,
+        )
+        .json();
+    let signature = triage[0]["signature"].as_str().unwrap().to_string();
+    b.ok(
+        &[
+            "dlq",
+            "close",
+            "--queue",
+            "local.dlq",
+            "--signature",
+            &signature,
+            "--class",
+            "dependency_timeout",
+            "--version",
+            "2.14.0",
+            "--reason",
+            "already_processed",
+            "--by",
+            "oncall",
+        ],
+        0,
+    );
+    b.minute += 3; // and the old queue has been empty for the quiet period
+    let r = b.ok(&["advance", "local", "--json"], 0);
+    let gate = r.json()["gates"][0].clone();
+    assert_eq!(gate["verdict"], "pass", "{gate}");
+    assert_eq!(b.state().0, "disconnect");
+}

@@ -123,7 +123,10 @@ pub async fn evaluate_phase<S: Store>(
 
     let mut reports = Vec::with_capacity(items.len());
     for item in &items {
-        let observation = observe(fetcher, plan, item, &scraped, now_ms).await;
+        let (observation, note) = match dead_letters(store, plan, item).await {
+            Some(reading) => reading,
+            None => (observe(fetcher, plan, item, &scraped, now_ms).await, None),
+        };
         let mem = memory
             .get(&(item.name().to_string(), item.kind().to_string()))
             .map(|r| Memory {
@@ -136,6 +139,15 @@ pub async fn evaluate_phase<S: Store>(
             Item::Gate(g, _) => gate::evaluate(g, &observation, mem, now_ms),
             Item::Peak(r) => gate::evaluate_peak(r, &observation, mem),
             Item::Deploy(_) => gate::evaluate_deploy(&observation, rec.entered_at_ms),
+        };
+        let eval = match note {
+            Some(note) if eval.verdict != gate::Verdict::Hold || eval.value.is_some() => {
+                Evaluation {
+                    reason: format!("{}: {note}", eval.reason),
+                    ..eval
+                }
+            }
+            _ => eval,
         };
         reports.push(GateReport {
             phase: kind.as_str().to_string(),
@@ -286,6 +298,9 @@ async fn read_one(
             .prometheus(&url.value, query, now_ms)
             .await
             .map_err(|e| format!("source {source}: {e}")),
+        Some(Source::DeadLetters { .. }) => Err(format!(
+            "source {source}: a dead-letter export is read by its own gate"
+        )),
         Some(Source::Scrape { .. }) => {
             let history = scraped
                 .get(source)
@@ -299,6 +314,67 @@ async fn read_one(
                 .map_err(|e| format!("source {source}: {}", e.reason))
         }
     }
+}
+
+/// A gate on a `dead_letters` source: triage the export in one streaming pass and weigh it
+/// against the decisions recorded in the store. `None` when the item reads another kind of source.
+async fn dead_letters<S: Store>(
+    store: &S,
+    plan: &Plan,
+    item: &Item<'_>,
+) -> Option<(Observation, Option<String>)> {
+    let Some(Source::DeadLetters { export }) = plan.sources.get(item.source()) else {
+        return None;
+    };
+    let query = item
+        .queries()
+        .first()
+        .map(|q| q.trim().to_string())
+        .unwrap_or_default();
+    let source = item.source();
+    let file = match std::fs::File::open(export) {
+        Ok(f) => f,
+        Err(e) => {
+            return Some((
+                Observation::Unavailable(format!(
+                    "source {source}: cannot read the dead-letter export {}: {e}",
+                    export.display()
+                )),
+                None,
+            ));
+        }
+    };
+    let report = match crate::dlq::triage::triage_reader(
+        std::io::BufReader::new(file),
+        crate::dlq::triage::TriageOptions::default(),
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            return Some((
+                Observation::Unavailable(format!("source {source}: {e}")),
+                None,
+            ));
+        }
+    };
+    let queue = plan.brokers.old.dead_letter.as_deref();
+    let decisions: Vec<_> = match store.dlq_decisions().await {
+        Ok(all) => all
+            .into_iter()
+            .filter(|d| queue.is_none_or(|q| d.queue == q))
+            .collect(),
+        Err(e) => {
+            return Some((
+                Observation::Unavailable(format!("source {source}: decisions: {e}")),
+                None,
+            ));
+        }
+    };
+    let reading = crate::dlq::gate::evaluate(&report, &decisions);
+    let value = match query.as_str() {
+        "entries" => reading.entries as f64,
+        _ => reading.value(),
+    };
+    Some((Observation::Value(value), Some(reading.reason(5))))
 }
 
 /// A stored point back into the history (a row whose labels do not decode is skipped: the

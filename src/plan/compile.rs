@@ -173,7 +173,9 @@ const DEDUP_FIELDS: &[&str] = &[
     "max_consumer_delay",
     "reprocess_margin",
 ];
-const SOURCE_FIELDS: &[&str] = &["prometheus", "scrape"];
+const SOURCE_FIELDS: &[&str] = &["prometheus", "scrape", "dead_letters"];
+/// What a gate may ask a `dead_letters` source.
+const DEAD_LETTER_QUERIES: &[&str] = &["open_groups", "entries"];
 const ROUTING_FIELDS: &[&str] = &["file", "etcd"];
 const ETCD_FIELDS: &[&str] = &["endpoint", "key"];
 const NOTIFY_FIELDS: &[&str] = &["webhooks", "hold_after"];
@@ -263,6 +265,7 @@ struct Cx<'a> {
 enum SourceKind {
     Prometheus,
     Scrape,
+    DeadLetters,
 }
 
 /// The sources section: the valid ones, and every declared name with its kind when known (so
@@ -647,6 +650,20 @@ impl Cx<'_> {
         let Some(o) = Obj::new(self, v, path, "a source", SOURCE_FIELDS) else {
             return (None, None);
         };
+        if let Some((v, p)) = o.get("dead_letters") {
+            if o.get("prometheus").is_some() || o.get("scrape").is_some() {
+                self.error(
+                    path,
+                    "a source is one of `prometheus`, `scrape` or `dead_letters`",
+                );
+                return (None, None);
+            }
+            let export = self.nonempty_string(v, &p).map(|f| self.relative(&f));
+            return (
+                Some(SourceKind::DeadLetters),
+                export.map(|export| Source::DeadLetters { export }),
+            );
+        }
         match (o.get("prometheus"), o.get("scrape")) {
             (Some((v, p)), None) => {
                 let url = self
@@ -1245,6 +1262,21 @@ impl Cx<'_> {
         query: &str,
         path: &str,
     ) -> Option<()> {
+        if let Some((name, Some(SourceKind::DeadLetters))) = source {
+            if DEAD_LETTER_QUERIES.contains(&query.trim()) {
+                return Some(());
+            }
+            self.error(
+                path,
+                format!(
+                    "the dead-letter source {} answers {}, not {}",
+                    quote(name),
+                    DEAD_LETTER_QUERIES.join(" or "),
+                    quote(query)
+                ),
+            );
+            return None;
+        }
         let Some((name, Some(SourceKind::Scrape))) = source else {
             return Some(());
         };
@@ -3059,5 +3091,28 @@ notify: { webhooks: [ { url: "ftp://x", secret: y } ], hold_after: soon }"#,
             "dedup: { mode: cache, window: 90d,",
         )));
         assert!(bad.contains("unknown dedup mode"), "{bad}");
+    }
+
+    #[test]
+    fn a_dead_letter_export_is_a_source_for_the_drain_gate() {
+        let yaml = FULL
+            .replace(
+                "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }",
+                "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }\n  old_dlq: { dead_letters: orders.dlq.ndjson }",
+            )
+            .replace(
+                "      - { name: old queue empty,",
+                "      - { name: old dead letters handled, source: old_dlq, query: open_groups, pass_if: \"== 0\" }\n      - { name: old queue empty,",
+            );
+        let c = ok(&yaml);
+        assert_eq!(
+            c.plan.sources.get("old_dlq"),
+            Some(&Source::DeadLetters {
+                export: PathBuf::from("/etc/qm/orders.dlq.ndjson")
+            })
+        );
+        let bad = yaml.replace("query: open_groups", "query: sum(open)");
+        let errs = lines(&errors(&bad));
+        assert!(errs.contains("answers open_groups or entries"), "{errs}");
     }
 }

@@ -153,6 +153,9 @@ pub enum Source {
     Prometheus { url: Secret },
     /// A /metrics endpoint scraped by the controller itself.
     Scrape { url: Secret },
+    /// An NDJSON export of a dead-letter queue, triaged against the recorded decisions
+    /// (queries: `open_groups`, `entries`).
+    DeadLetters { export: PathBuf },
 }
 
 /// Where the routing document is mirrored (the daemon's HTTP endpoint always serves it).

@@ -139,4 +139,8 @@ impl Store for AnyStore {
     async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
         delegate!(self, s => s.release_lease(lease, holder))
     }
+
+    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+        delegate!(self, s => s.dlq_decisions())
+    }
 }

@@ -408,6 +408,10 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+        super::dispositions::DispositionStore::list(self).await
+    }
+
     async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
         let rows = sqlx::query(
             "SELECT series, metric, labels, at, value FROM scrape_points \
