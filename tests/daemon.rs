@@ -119,12 +119,7 @@ impl World {
         let path = w.dir.path().join("local.yaml");
         std::fs::write(&path, plan).unwrap();
         let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-        let c = Controller {
-            store: &w.store,
-            fetcher: &fetcher,
-            resolve: &*w.resolve,
-            read_only: false,
-        };
+        let c = w.controller(&fetcher);
         c.init(
             &path,
             &Actor {
@@ -136,6 +131,16 @@ impl World {
         .await
         .unwrap();
         w
+    }
+
+    /// A controller over this world's store, as the CLI would act on it.
+    fn controller<'a>(&'a self, fetcher: &'a Fetcher) -> Controller<'a, AnyStore> {
+        Controller {
+            store: &self.store,
+            fetcher,
+            resolve: &*self.resolve,
+            read_only: false,
+        }
     }
 
     async fn start(&self, tweak: impl FnOnce(&mut Config)) -> Running {
@@ -281,12 +286,7 @@ async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
     // A person fixes things and resumes; the daemon climbs again.
     w.indicators.set("app_error_ratio_new", 0.001);
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-    let c = Controller {
-        store: &w.store,
-        fetcher: &fetcher,
-        resolve: &*w.resolve,
-        read_only: false,
-    };
+    let c = w.controller(&fetcher);
     c.command(
         "local",
         &queue_migrate::machine::Command::Resume,
@@ -389,12 +389,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-    let c = Controller {
-        store: &w.store,
-        fetcher: &fetcher,
-        resolve: &*w.resolve,
-        read_only: false,
-    };
+    let c = w.controller(&fetcher);
     let changed_at = std::time::Instant::now();
     c.command(
         "local",

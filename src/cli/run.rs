@@ -86,11 +86,6 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         }
         None => Arc::new(crate::time::now_ms),
     };
-    if !addr.ip().is_loopback() && config_token_missing(&token, args.read_only) {
-        return Err(CliError::input(
-            daemon::DaemonError::NoToken(addr).to_string(),
-        ));
-    }
     let config = Config {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,
@@ -102,6 +97,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         confirm_complete: args.confirm_complete.clone(),
         clock,
     };
+    daemon::check_listener(addr, &config).map_err(|e| CliError::input(e.to_string()))?;
     eprintln!(
         "migrate run: {holder} on http://{addr} (state {}), every {}; Ctrl-C to stop",
         redact_url(&ctx.global.state),
@@ -118,10 +114,6 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     .map_err(|e| CliError::new(1, e.to_string()))?;
     eprintln!("migrate run: stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-fn config_token_missing(token: &Option<String>, read_only: bool) -> bool {
-    token.is_none() && !read_only
 }
 
 /// SIGTERM or SIGINT.

@@ -262,6 +262,17 @@ impl<S: Store + Clone + 'static> Shared<S> {
     }
 }
 
+/// Mutating API calls on a non-loopback address need a token (unless the API is read-only).
+///
+/// # Errors
+/// [`DaemonError::NoToken`].
+pub fn check_listener(addr: std::net::SocketAddr, config: &Config) -> Result<(), DaemonError> {
+    if !addr.ip().is_loopback() && config.token.is_none() && !config.read_only_api {
+        return Err(DaemonError::NoToken(addr));
+    }
+    Ok(())
+}
+
 /// Run the daemon until `shutdown` resolves: then finish the tick in progress, release the lease
 /// and return.
 ///
@@ -276,9 +287,7 @@ pub async fn run<S: Store + Clone + 'static>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), DaemonError> {
     let addr = listener.local_addr().map_err(DaemonError::Listener)?;
-    if !addr.ip().is_loopback() && config.token.is_none() && !config.read_only_api {
-        return Err(DaemonError::NoToken(addr));
-    }
+    check_listener(addr, &config)?;
     let shared = Shared::new(store, config.clone(), resolve)?;
     shared.watch_once().await;
 

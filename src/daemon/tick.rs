@@ -146,17 +146,14 @@ async fn breach<S: Store + Clone + 'static>(
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
     let name = &loaded.record.name;
-    for g in gates
-        .iter()
-        .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
-    {
-        shared.metrics.breach(name, &g.name);
-    }
     let failing: Vec<String> = gates
         .iter()
         .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
         .map(|g| g.name.clone())
         .collect();
+    for g in &failing {
+        shared.metrics.breach(name, g);
+    }
     let text = format!("guard breach: {}", guards.join("; "));
     let evidence = serde_json::json!({ "breach": guards, "gates": gates });
     let actor = shared.actor(&text);

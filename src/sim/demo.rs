@@ -227,10 +227,10 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         }
         clock.store(world.now_ms, Ordering::SeqCst);
         daemon::tick_all(&shared).await;
-        let record = store.get("demo").await?;
         let c = shared.controller(false);
         let loaded = c.load("demo").await?;
-        let doc = crate::controller::publish::document(&loaded.plan, &record);
+        let record = &loaded.record;
+        let doc = crate::controller::publish::document(&loaded.plan, record);
         world.follow(doc.clone());
         // Was the fault active while the world stepped and the controller ticked just now?
         let active = fault.active_from.is_some_and(|f| world.now_ms > f)

@@ -241,6 +241,13 @@ impl World {
         let _ = self.router.offer(doc);
     }
 
+    fn broker_of(&self, side: Side) -> &Broker {
+        match side {
+            Side::Old => &self.old,
+            Side::New => &self.new,
+        }
+    }
+
     fn broker(&mut self, side: Side) -> &mut Broker {
         match side {
             Side::Old => &mut self.old,
@@ -590,10 +597,7 @@ impl World {
         };
         out.push_str("# TYPE queue_consumer_connected gauge\n");
         for side in [Side::Old, Side::New] {
-            let broker = match side {
-                Side::Old => &self.old,
-                Side::New => &self.new,
-            };
+            let broker = self.broker_of(side);
             let connected = reading.contains(&side) && !broker.down;
             let _ = writeln!(
                 out,
@@ -604,10 +608,7 @@ impl World {
         }
         out.push_str("# TYPE broker_queue_depth gauge\n# TYPE broker_dlq_depth gauge\n");
         for side in [Side::Old, Side::New] {
-            let broker = match side {
-                Side::Old => &self.old,
-                Side::New => &self.new,
-            };
+            let broker = self.broker_of(side);
             // An unreachable broker reports nothing: gates on it hold.
             if broker.down {
                 continue;
