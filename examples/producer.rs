@@ -1,261 +1,266 @@
-//! A producer that routes every message by its aggregate's slice, following the daemon's routing
-//! document, and stamps it with its route.
+//! A producer of `order.paid` events on real brokers.
 //!
-//! Until the broker adapters exist, the two brokers are two directories standing in for queues:
-//! `QUEUES/old/` and `QUEUES/new/`, one JSON file per message, written atomically (a temporary
-//! file, then a rename) and named by publish time so that a reader sees them in order. Swap
-//! `publish_to_directory` for a real broker client; everything else stays.
+//! Two modes:
+//! - **routed** (a producer you can change): follows the routing document (`--daemon` long-poll
+//!   or `--routing-file`), sends each event to the broker its aggregate's slice is on now
+//!   (`Router::route`), with the route stamp in its headers;
+//! - **ingress** (a producer you cannot change, `--ingress QUEUE`): sends everything to one queue
+//!   on the old broker, no stamp, the key in the JSON payload (`orderId`); `migrate bridge`
+//!   forwards it.
+//!
+//! Every event carries `x-qm-dedup-key: order.paid:<orderId>:<version>` and the aggregate's
+//! version, 1, 2, 3... per order: the consumer applies each version once and in order. Events
+//! are published one at a time and each is confirmed by its broker before the next: a publish
+//! that fails is retried (re-routed: its slice may have moved meanwhile) until confirmed. With
+//! `--log FILE`, the dedup key of every confirmed event is appended to FILE — what the end-to-end
+//! test compares with the consumer's database.
 //!
 //! ```text
-//! cargo run --example producer --features router -- \
-//!     --daemon http://127.0.0.1:8480 --migration orders --queues /tmp/qm-demo \
-//!     [--routing-file orders.routing.json] [--producer checkout] [--rate 20] [--count 0] \
-//!     [--aggregates 50] [--retry-every 10] [--metrics 127.0.0.1:9465]
+//! cargo run --example producer -- --migration orders --daemon http://127.0.0.1:8480 \
+//!     --old rabbitmq=amqp://guest:guest@127.0.0.1:5672/%2f --old-queue orders \
+//!     --new nats=nats://127.0.0.1:4222 --new-queue ORDERS --rate 50 --count 1000
+//! cargo run --example producer -- --old rabbitmq=amqp://... --ingress orders.ingress --count 1000
 //! ```
-//!
-//! What it shows:
-//! - `Router::route(key)` on the hot path, lock-free, everything to old until a document arrives;
-//! - the route stamp in the payload (`"route": {...}`), so a consumer can count by path;
-//! - `PublishedCounter` on `/metrics`: `queue_migrate_published_total{broker,route,producer}`, what
-//!   the disconnect gate counts distinct producers on;
-//! - a producer retry (`--retry-every`): the same event published again — possibly to the other
-//!   broker if its slice moved in between. The consumer applies it once.
 
-use std::collections::HashMap;
-use std::error::Error;
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use clap::Parser;
+use queue_migrate::brokers::{Adapter, HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use queue_migrate::router::Router;
 use queue_migrate::routing::Side;
 use queue_migrate::stamp::{PublishedCounter, RouteLabel, RouteStamp};
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const USAGE: &str = "usage: producer [--daemon URL | --routing-file PATH] [--migration NAME] \
-[--queues DIR] [--producer NAME] [--rate MSG_PER_S] [--count N (0: forever)] [--aggregates N] \
-[--retry-every N (0: never)] [--metrics ADDR] [--default-slices N]
-(the API token, if the daemon wants one, comes from MIGRATE_API_TOKEN)";
-
-/// `--name value` pairs.
-struct Args(HashMap<String, String>);
-
-impl Args {
-    fn parse() -> Result<Args, String> {
-        let mut map = HashMap::new();
-        let mut it = std::env::args().skip(1);
-        while let Some(flag) = it.next() {
-            if flag == "--help" || flag == "-h" {
-                return Err(USAGE.to_string());
-            }
-            let name = flag
-                .strip_prefix("--")
-                .ok_or_else(|| format!("unexpected argument {flag:?}\n{USAGE}"))?;
-            let value = it
-                .next()
-                .ok_or_else(|| format!("--{name} needs a value\n{USAGE}"))?;
-            map.insert(name.to_string(), value);
-        }
-        Ok(Args(map))
-    }
-    fn get(&self, name: &str, default: &str) -> String {
-        self.0
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| default.to_string())
-    }
-    fn opt(&self, name: &str) -> Option<String> {
-        self.0.get(name).cloned()
-    }
-    fn num(&self, name: &str, default: u64) -> Result<u64, String> {
-        match self.0.get(name) {
-            None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|e| format!("--{name} {v:?}: {e}\n{USAGE}")),
-        }
-    }
+/// Publish `order.paid` events to real brokers, routed by slice or into the bridge's ingress.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The migration whose routing to follow.
+    #[arg(long, default_value = "orders")]
+    migration: String,
+    /// The daemon to long-poll for the routing document.
+    #[arg(long, conflicts_with_all = ["routing_file", "ingress"])]
+    daemon: Option<String>,
+    /// A routing file to follow instead of the daemon.
+    #[arg(long, conflicts_with = "ingress")]
+    routing_file: Option<PathBuf>,
+    /// The old broker, KIND=URL.
+    #[arg(long)]
+    old: String,
+    /// The queue consumers read on the old broker.
+    #[arg(long, default_value = "orders")]
+    old_queue: String,
+    /// The new broker, KIND=URL (routed mode).
+    #[arg(long)]
+    new: Option<String>,
+    /// The queue or stream on the new broker.
+    #[arg(long, default_value = "ORDERS")]
+    new_queue: String,
+    /// Unchangeable producer: send everything to this queue on the old broker (for the bridge).
+    #[arg(long)]
+    ingress: Option<String>,
+    /// The producer's name in route stamps and metrics.
+    #[arg(long, default_value = "checkout")]
+    producer: String,
+    /// Events per second.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// How many events (0: forever).
+    #[arg(long, default_value_t = 1000)]
+    count: u64,
+    /// How many orders the events spread over.
+    #[arg(long, default_value_t = 40)]
+    aggregates: u64,
+    /// Slices, until the first routing document arrives.
+    #[arg(long, default_value_t = 128)]
+    slices: u32,
+    /// Append each confirmed event's dedup key to this file.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Serve /metrics here.
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Fault injection for tests: publish one message to the new broker that reuses the dedup
+    /// key of order-0's first event with another payload (a conflict the consumer must refuse),
+    /// then exit.
+    #[arg(long)]
+    inject_conflict: bool,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// "Publish": write the message as a file in the broker's directory, atomically.
-fn publish_to_directory(dir: &Path, producer: &str, message: &Value) -> std::io::Result<PathBuf> {
-    let safe: String = producer
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let name = format!(
-        "{:013}-{safe}-{:010}.json",
-        now_ms(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec(message)?)?;
-    let path = dir.join(name);
-    std::fs::rename(&tmp, &path)?;
-    Ok(path)
-}
-
-/// Route, stamp, publish, count.
-fn publish(
-    router: &Router,
-    queues: &Path,
-    producer: &str,
-    counter: &PublishedCounter,
-    mut event: Value,
-) -> Result<RouteStamp, Box<dyn Error>> {
-    let aggregate = event["orderId"]
-        .as_str()
-        .ok_or("event without orderId")?
-        .to_string();
-    let route = router.route(&aggregate);
-    let broker = router
-        .broker_name(route.target)
-        .unwrap_or_else(|| route.target.as_str().to_string());
-    let stamp = RouteStamp::new(&route, broker, producer, now_ms())?;
-    stamp.insert_into(&mut event)?;
-    publish_to_directory(&queues.join(route.target.as_str()), producer, &event)?;
-    counter.record(&stamp);
-    Ok(stamp)
-}
-
-/// A bare-bones `/metrics` endpoint (any path answers), enough for a scrape or a gate.
-async fn serve_metrics(addr: String, counter: Arc<PublishedCounter>) {
-    let listener = match tokio::net::TcpListener::bind(&addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("producer: cannot serve /metrics on {addr}: {e}");
-            return;
-        }
-    };
-    println!("producer: /metrics on http://{addr}/metrics");
-    while let Ok((mut socket, _)) = listener.accept().await {
-        let body = counter.render();
-        tokio::spawn(async move {
-            let mut request = [0u8; 2048];
-            let _ = socket.read(&mut request).await;
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = socket.write_all(head.as_bytes()).await;
-            let _ = socket.write_all(body.as_bytes()).await;
-        });
-    }
+struct Target {
+    adapter: Adapter,
+    queue: String,
+    name: String,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
-    let args = match Args::parse() {
-        Ok(a) => a,
-        Err(message) => {
-            eprintln!("{message}");
-            std::process::exit(2);
-        }
-    };
-    let queues = PathBuf::from(args.get("queues", "qm-demo-queues"));
-    for side in [Side::Old, Side::New] {
-        std::fs::create_dir_all(queues.join(side.as_str()))?;
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = Args::parse();
+    if args.rate.is_nan() || args.rate <= 0.0 {
+        return Err("--rate must be above 0".into());
     }
-    let default_slices = u32::try_from(args.num("default-slices", 128)?)?;
-    let router = Router::with_default_slices(default_slices);
-    let migration = args.get("migration", "orders");
-    let follower = match args.opt("routing-file") {
-        Some(file) => {
-            println!("producer: following the routing file {file}");
-            router.follow_file(file, Duration::from_secs(1))?
+    let router = Router::with_default_slices(args.slices);
+    let _follower = match (&args.daemon, &args.routing_file) {
+        (Some(url), _) => Some(router.follow_http(
+            url,
+            &args.migration,
+            std::env::var("MIGRATE_API_TOKEN").ok(),
+        )?),
+        (None, Some(file)) => Some(router.follow_file(file, Duration::from_millis(200))?),
+        (None, None) => None,
+    };
+    let old_spec = support::parse_broker(&args.old)?;
+    let old = Target {
+        adapter: support::connect(&old_spec, "producer").await,
+        queue: args
+            .ingress
+            .clone()
+            .unwrap_or_else(|| args.old_queue.clone()),
+        name: "old".into(),
+    };
+    old.adapter.declare(&old.queue).await?;
+    let new = match (&args.new, &args.ingress) {
+        (Some(spec), None) => {
+            let spec = support::parse_broker(spec)?;
+            let t = Target {
+                adapter: support::connect(&spec, "producer").await,
+                queue: args.new_queue.clone(),
+                name: "new".into(),
+            };
+            t.adapter.declare(&t.queue).await?;
+            Some(t)
         }
-        None => {
-            let daemon = args.get("daemon", "http://127.0.0.1:8480");
-            println!("producer: following {daemon} for migration {migration:?}");
-            router.follow_http(&daemon, &migration, std::env::var("MIGRATE_API_TOKEN").ok())?
-        }
+        (None, None) => return Err("routed mode needs --new KIND=URL (or give --ingress)".into()),
+        _ => None,
     };
 
-    let producer = args.get("producer", "example-producer");
-    let rate = args.num("rate", 20)?.max(1);
-    let count = args.num("count", 0)?;
-    let aggregates = args.num("aggregates", 50)?.max(1);
-    let retry_every = args.num("retry-every", 10)?;
+    if args.inject_conflict {
+        let new = new.as_ref().ok_or("--inject-conflict needs --new")?;
+        let m = Message::new(
+            br#"{"orderId":"order-0","version":1,"amount":-1,"injected":true}"#.to_vec(),
+        )
+        .with_header(HEADER_DEDUP_KEY, "order.paid:order-0:1")
+        .with_header(HEADER_KEY, "order-0");
+        new.adapter.publish(&new.queue, &m).await?;
+        eprintln!(
+            "producer: injected a conflicting duplicate of order.paid:order-0:1 into {}",
+            new.queue
+        );
+        return Ok(());
+    }
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+    }
     let counter = Arc::new(PublishedCounter::new());
-    if let Some(addr) = args.opt("metrics") {
-        tokio::spawn(serve_metrics(addr, counter.clone()));
+    if let Some(addr) = args.metrics.clone() {
+        let counter = counter.clone();
+        tokio::spawn(support::serve_metrics(addr, "producer", move || {
+            counter.render()
+        }));
     }
-
-    let mut changes = router.subscribe();
-    let mut versions: HashMap<String, u64> = HashMap::new();
-    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
-    let mut seq: u64 = 0;
-    let mut last_report = std::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = tokio::signal::ctrl_c() => break,
+    // FILE: confirmed keys; FILE.attempted: every key before its first publish (a key confirmed
+    // by the broker but not yet written to FILE when the process died is in FILE.attempted).
+    let open = |p: PathBuf| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+    };
+    let (mut log, mut attempted) = match &args.log {
+        Some(p) => {
+            let mut a = p.clone().into_os_string();
+            a.push(".attempted");
+            (Some(open(p.clone())?), Some(open(PathBuf::from(a))?))
         }
-        if changes.has_changed().unwrap_or(false) {
-            changes.borrow_and_update();
-            if let Some(doc) = router.document() {
-                println!(
-                    "producer: routing generation {}: {} ({}/{} slices to {})",
-                    doc.generation,
-                    doc.state,
-                    doc.slices_migrated,
-                    doc.slices_total,
-                    doc.brokers.new
-                );
-                // The series exist from now on, so a first publish is an increase from 0.
-                counter.touch(&doc.brokers.old, RouteLabel::Old, &producer);
-                counter.touch(&doc.brokers.new, RouteLabel::New, &producer);
+        None => (None, None),
+    };
+
+    let mut versions = vec![0u64; usize::try_from(args.aggregates.max(1))?];
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n = 0u64;
+    while (args.count == 0 || n < args.count) && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        ticker.tick().await;
+        let agg = n % args.aggregates.max(1);
+        let slot = &mut versions[usize::try_from(agg)?];
+        *slot += 1;
+        let (order, version) = (format!("order-{agg}"), *slot);
+        let dedup_key = format!("order.paid:{order}:{version}");
+        let payload = serde_json::json!({
+            "orderId": order, "version": version, "amount": 100 + (n % 900), "seq": n,
+        });
+        let base = Message::new(payload.to_string().into_bytes())
+            .with_header(HEADER_DEDUP_KEY, dedup_key.clone())
+            .with_header(HEADER_KEY, order.clone());
+        if let Some(f) = attempted.as_mut() {
+            writeln!(f, "{dedup_key}")?;
+        }
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let (target, message, route) = match &new {
+                None => (&old, base.clone(), None),
+                Some(new) => {
+                    let route = router.route(&order);
+                    let target = if route.target == Side::New { new } else { &old };
+                    let broker = router
+                        .broker_name(route.target)
+                        .unwrap_or_else(|| target.name.clone());
+                    let at = u64::try_from(support::now_ms()).unwrap_or(0);
+                    let stamp = RouteStamp::new(&route, broker, args.producer.clone(), at)?;
+                    let mut m = base.clone();
+                    for (k, v) in stamp.headers() {
+                        m.headers.insert(k.to_string(), v);
+                    }
+                    (target, m, Some(stamp))
+                }
+            };
+            match target.adapter.publish(&target.queue, &message).await {
+                Ok(()) => {
+                    match &route {
+                        Some(stamp) => counter.record(stamp),
+                        None => counter.add(&target.name, RouteLabel::Old, &args.producer, 1),
+                    }
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("producer: {e}; retrying {dedup_key} in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
             }
         }
-        seq += 1;
-        // Spread events over the aggregates; each aggregate's versions increase by one.
-        let aggregate = format!("order-{}", seq.wrapping_mul(7919) % aggregates);
-        let version = versions.entry(aggregate.clone()).or_insert(0);
-        *version += 1;
-        let event = json!({
-            "type": "order.paid",
-            "orderId": aggregate,
-            "eventId": format!("{aggregate}-v{version}"),
-            "version": *version,
-            "amount": 10,
-        });
-        publish(&router, &queues, &producer, &counter, event.clone())?;
-        if retry_every > 0 && seq.is_multiple_of(retry_every) {
-            // A producer retry: the confirm was "lost", the same event goes out again.
-            publish(&router, &queues, &producer, &counter, event)?;
+        if let Some(f) = log.as_mut() {
+            writeln!(f, "{dedup_key}")?;
         }
-        if last_report.elapsed() >= Duration::from_secs(5) {
-            last_report = std::time::Instant::now();
-            let status = follower.status();
-            let health = match &status.last_error {
-                Some(e) => format!(
-                    "routing source failing ({e}); using generation {}",
-                    router.generation()
-                ),
-                None => format!("routing generation {}", router.generation()),
-            };
-            println!("producer: {seq} events published; {health}");
-        }
-        if count > 0 && seq >= count {
-            break;
+        n += 1;
+        if n.is_multiple_of(500) {
+            eprintln!(
+                "producer: {n} confirmed (routing generation {})",
+                router.generation()
+            );
         }
     }
-    println!("producer: done, {seq} events\n{}", counter.render());
+    if let Some(f) = log.as_mut() {
+        f.sync_all()?;
+    }
+    eprintln!("producer: done, {n} events confirmed");
+    println!("{n}");
     Ok(())
 }

@@ -6,6 +6,8 @@
 #   scripts/services.sh start   [SERVICE...]   start them (a running one is left alone), wait until
 #                                              ready, print their URLs as QM_TEST_*=... lines
 #   scripts/services.sh stop    [SERVICE...]   stop them, by the pid recorded at start
+#   scripts/services.sh restart [SERVICE...]   stop, then start again keeping the data (nats,
+#                                              redis: what a broker restart test needs)
 #
 # SERVICE: postgres redis nats rabbitmq etcd prometheus; none named means all of them.
 # State, data, logs and pids live in ${QM_SERVICES_DIR:-/tmp/qm-services}; every start of a
@@ -13,7 +15,7 @@
 # "$QM_SERVICES_DIR/env" holds `export QM_TEST_...=...` lines for the services that were started.
 #
 #   postgres    PostgreSQL 15, port 5432, trust auth, TLS on (snakeoil cert) when available
-#   redis       Redis 7.0, port 6379, no persistence
+#   redis       Redis 7.0, port 6379, append-only file fsynced on every write (survives restart)
 #   nats        NATS 2.9 with JetStream, client 4222, monitoring 8222
 #   rabbitmq    RabbitMQ 3.10 (+ its own epmd on loopback), AMQP 5672, management 15672 (guest),
 #               Prometheus metrics 15692 with per-queue series; plugins management, prometheus,
@@ -28,7 +30,7 @@ PG=/usr/lib/postgresql/15/bin
 ALL=(postgres redis nats rabbitmq etcd prometheus)
 
 usage() {
-  echo "usage: $0 install|start|stop [SERVICE...]   (SERVICE: ${ALL[*]}; default: all)" >&2
+  echo "usage: $0 install|start|stop|restart [SERVICE...]   (SERVICE: ${ALL[*]}; default: all)" >&2
   exit 2
 }
 
@@ -153,11 +155,14 @@ start_postgres() {
 }
 
 start_redis() {
-  bg redis redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no --dir "$SVC"
+  [ -n "${KEEP_DATA:-}" ] || rm -rf "$SVC/redis"
+  mkdir -p "$SVC/redis"
+  bg redis redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly yes \
+    --appendfsync always --dir "$SVC/redis"
 }
 
 start_nats() {
-  rm -rf "$SVC/nats"
+  [ -n "${KEEP_DATA:-}" ] || rm -rf "$SVC/nats"
   cat >"$SVC/nats.conf" <<EOF
 listen: 127.0.0.1:4222
 http: 127.0.0.1:8222
@@ -305,6 +310,18 @@ write_env() {
   done
 }
 
+cmd_restart() {
+  local s
+  for s in "$@"; do
+    case $s in
+      nats|redis) ;;
+      *) log "restart keeps data for nats and redis only, not $s"; return 2 ;;
+    esac
+    stop_one "$s"
+  done
+  KEEP_DATA=1 cmd_start "$@"
+}
+
 cmd_stop() {
   [ -d "$SVC" ] || return 0
   local s
@@ -328,6 +345,7 @@ done
 case $command in
   install) cmd_install "$@" ;;
   start) cmd_start "$@" ;;
+  restart) cmd_restart "$@" ;;
   stop) cmd_stop "$@" ;;
   *) usage ;;
 esac

@@ -34,6 +34,8 @@
 pub mod slice;
 
 #[cfg(feature = "routing")]
+pub mod probe;
+#[cfg(feature = "routing")]
 pub mod routing;
 #[cfg(feature = "routing")]
 pub mod stamp;
@@ -43,6 +45,11 @@ pub mod router;
 
 #[cfg(feature = "dedup")]
 pub mod dedup;
+
+#[cfg(all(feature = "brokers", feature = "controller", feature = "router"))]
+pub mod bridge;
+#[cfg(feature = "brokers")]
+pub mod brokers;
 
 #[cfg(feature = "controller")]
 pub mod controller;

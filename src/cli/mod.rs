@@ -5,6 +5,7 @@
 
 mod abort;
 mod advance;
+mod bridge;
 mod demo;
 mod dlq;
 mod history;
@@ -105,6 +106,8 @@ pub enum Cmd {
     /// The daemon: auto-advance every active migration, act on guard breaches, serve the HTTP
     /// API and /metrics.
     Run(run::RunArgs),
+    /// Forward an unchangeable producer's queue to the old or the new broker by the live routing.
+    Bridge(bridge::BridgeArgs),
     /// Dead letters: triage, decisions, replay, alert signals, the weekly report.
     #[command(subcommand)]
     Dlq(dlq::DlqCmd),
@@ -241,6 +244,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Resume(a) => resume::run(&ctx, a).await,
         Cmd::Abort(a) => abort::run(&ctx, a).await,
         Cmd::Run(a) => run::run(&ctx, a).await,
+        Cmd::Bridge(a) => bridge::run(&ctx, a).await,
         Cmd::Dlq(cmd) => dlq::run(&ctx, cmd).await,
         Cmd::History(a) => history::run(&ctx, a).await,
         Cmd::Routing(a) => routing::run(&ctx, a).await,

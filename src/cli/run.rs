@@ -117,7 +117,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
 }
 
 /// SIGTERM or SIGINT.
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -14,6 +14,8 @@
 pub mod hub;
 pub mod metrics;
 pub mod notify;
+#[cfg(feature = "brokers")]
+pub mod probes;
 pub mod server;
 pub mod tick;
 
@@ -114,6 +116,9 @@ pub struct Shared<S: Store> {
     /// Flips to true when the daemon stops: long-polls answer at once.
     pub stopping: watch::Sender<bool>,
     memo: Mutex<HashMap<String, Memo>>,
+    /// The synthetic phase's probe runs.
+    #[cfg(feature = "brokers")]
+    pub probes: probes::ProbeRuns,
 }
 
 impl<S: Store + Clone + 'static> Shared<S> {
@@ -142,6 +147,8 @@ impl<S: Store + Clone + 'static> Shared<S> {
             lease_until: AtomicI64::new(0),
             stopping: watch::Sender::new(false),
             memo: Mutex::new(HashMap::new()),
+            #[cfg(feature = "brokers")]
+            probes: probes::ProbeRuns::default(),
         }))
     }
 
@@ -342,6 +349,8 @@ pub async fn run<S: Store + Clone + 'static>(
                 let leading = shared.is_leader();
                 if leading {
                     tick_all(&shared).await;
+                    #[cfg(feature = "brokers")]
+                    shared.probes.reconcile(&shared).await;
                 }
                 shared.metrics.tick(leading);
             }

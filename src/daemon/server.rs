@@ -70,13 +70,21 @@ async fn healthz<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
     .into_response()
 }
 
+fn render_metrics<S: Store + Clone + 'static>(s: &Shared<S>) -> String {
+    #[allow(unused_mut)]
+    let mut text = s.metrics.render();
+    #[cfg(feature = "brokers")]
+    text.push_str(&s.probes.render());
+    text
+}
+
 async fn metrics<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.metrics.render(),
+        render_metrics(&s),
     )
         .into_response()
 }

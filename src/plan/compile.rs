@@ -21,6 +21,8 @@ use serde_yaml::{Mapping, Value};
 
 use super::duration_serde::format as human;
 use super::lines::{LineMap, index_path, key_path};
+mod bridge;
+
 use super::model::{
     BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish,
     Gate, Notify, Phase, PhaseKind, Plan, Requirement, Retry, RoutingPublish, Secret, Source,
@@ -32,7 +34,14 @@ pub const SUPPORTED_VERSIONS: &[u64] = &[1];
 
 /// Broker kinds that have an adapter; another kind is a warning (a typo such as `ampq` shows up
 /// at `plan check` rather than at connect time).
-pub const KNOWN_BROKER_KINDS: &[&str] = &["amqp", "nats", "redis"];
+pub const KNOWN_BROKER_KINDS: &[&str] = &[
+    "amqp",
+    "rabbitmq",
+    "nats",
+    "jetstream",
+    "redis",
+    "redis-streams",
+];
 
 /// Largest `slices` accepted.
 pub const MAX_SLICES: u32 = 65_536;
@@ -162,6 +171,7 @@ const TOP_FIELDS: &[&str] = &[
     "routing",
     "notify",
     "phases",
+    "bridge",
 ];
 const BROKERS_FIELDS: &[&str] = &["old", "new"];
 const BROKER_FIELDS: &[&str] = &["name", "kind", "url", "queue", "stream", "dead_letter"];
@@ -182,7 +192,7 @@ const NOTIFY_FIELDS: &[&str] = &["webhooks", "hold_after"];
 const WEBHOOK_FIELDS: &[&str] = &["url", "token"];
 const PHASE_NAMES: &[&str] = &["consume_dual", "synthetic", "slices", "drain", "disconnect"];
 const CONSUME_DUAL_FIELDS: &[&str] = &["min_duration", "exit", "guard", "on_breach"];
-const SYNTHETIC_FIELDS: &[&str] = CONSUME_DUAL_FIELDS;
+const SYNTHETIC_FIELDS: &[&str] = &["min_duration", "probes", "exit", "guard", "on_breach"];
 const SLICES_FIELDS: &[&str] = &[
     "steps",
     "observe",
@@ -241,6 +251,7 @@ fn misplaced_hint(key: &str, what: &str) -> Option<String> {
         "retain" => "`retain` belongs to the disconnect phase",
         "quiet" => "`quiet` belongs to the drain phase",
         "steps" | "require_peak" | "require_deploy" => "only the slices phase has this",
+        "probes" => "`probes` belongs to the synthetic phase",
         "publish" if what.contains("routing") => {
             "routing takes `file` (the daemon's HTTP endpoint always serves the document)"
         }
@@ -378,6 +389,10 @@ impl Cx<'_> {
         {
             self.phase_warnings(phases, quiet);
         }
+        let bridge = match top.get("bridge") {
+            Some((v, p)) => self.bridge(v, &p, brokers.as_ref()).map(Some),
+            None => Some(None),
+        };
 
         Some(Plan {
             name: name?,
@@ -392,6 +407,7 @@ impl Cx<'_> {
             quiet: quiet?,
             quiet_auto,
             auto_advance: auto_advance?,
+            bridge: bridge?,
         })
     }
 
@@ -912,6 +928,10 @@ impl Cx<'_> {
                 None => Some(None),
             };
         }
+        let probes = match o.get("probes") {
+            Some((v, p)) => self.probes(v, &p).map(Some),
+            None => Some(None),
+        };
         let unique = self.unique_gate_names(&o);
         let (exit, guard) = (exit?, guard?);
         unique?;
@@ -924,6 +944,7 @@ impl Cx<'_> {
             steps: steps?,
             require_peak: require_peak?,
             require_deploy: require_deploy?,
+            probes: probes?,
         })
     }
 
@@ -1866,6 +1887,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{BridgeKey, PhaseKind};
     use proptest::prelude::*;
 
     /// Environment variables and files from maps.
@@ -2670,8 +2692,86 @@ phases:
     }
 
     #[test]
+    fn bridge_and_probes_compile() {
+        let yaml = edit(
+            "  synthetic:\n    min_duration: 1h\n",
+            "  synthetic:\n    min_duration: 1h\n    probes: { rate: 5, count: 100 }\n",
+        ) + "bridge: { ingress: orders.ingress, key: { json: /order/id } }\n";
+        let c = ok(&yaml);
+        let bridge = c.plan.bridge.clone().expect("a bridge");
+        assert_eq!(bridge.ingress, "orders.ingress");
+        assert_eq!(bridge.key, BridgeKey::Json("/order/id".into()));
+        assert_eq!(bridge.prefetch, 256);
+        let probes = c
+            .plan
+            .phase(PhaseKind::Synthetic)
+            .and_then(|p| p.probes.clone());
+        assert_eq!(
+            probes,
+            Some(crate::plan::Probes {
+                rate: 5.0,
+                count: 100,
+                repeat: 5
+            })
+        );
+        assert_eq!(c.plan.brokers.old.destination(), Some("orders"));
+        assert_eq!(c.plan.brokers.new.destination(), Some("ORDERS"));
+    }
+
+    #[test]
+    fn a_bridge_reading_the_consumers_queue_is_refused() {
+        let yaml =
+            format!("{FULL}bridge: {{ ingress: orders, key: {{ header: x-id, json: id }} }}\n");
+        let errs = errors(&yaml);
+        let text = lines(&errs);
+        assert!(
+            text.contains("bridge.ingress") && text.contains("read its own output"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bridge.key") && text.contains("not both"),
+            "{text}"
+        );
+        let errs = errors(&format!(
+            "{FULL}bridge: {{ ingress: in, key: {{}}, prefetch: 0 }}\n"
+        ));
+        let text = lines(&errs);
+        assert!(text.contains("missing the key's place"), "{text}");
+        assert!(text.contains("bridge.prefetch"), "{text}");
+        let errs = errors(&format!(
+            "{FULL}bridge: {{ ingress: in, key: {{ json: a/b }} }}\n"
+        ));
+        assert!(lines(&errs).contains("JSON pointer"), "{}", lines(&errs));
+    }
+
+    #[test]
+    fn probes_are_checked_and_belong_to_synthetic() {
+        let bad = edit(
+            "  synthetic:\n    min_duration: 1h\n",
+            "  synthetic:\n    min_duration: 1h\n    probes: { rate: 0, count: 0, repeat: 1 }\n",
+        );
+        let text = lines(&errors(&bad));
+        for path in [
+            "phases.synthetic.probes.rate",
+            "phases.synthetic.probes.count",
+            "phases.synthetic.probes.repeat",
+        ] {
+            assert!(text.contains(path), "missing {path}\n{text}");
+        }
+        let misplaced = edit(
+            "  drain:\n    quiet: auto\n",
+            "  drain:\n    quiet: auto\n    probes: { rate: 1, count: 1 }\n",
+        );
+        let text = lines(&errors(&misplaced));
+        assert!(
+            text.contains("`probes` belongs to the synthetic phase"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn other_warnings() {
-        let c = ok(&edit("kind: nats", "kind: jetstream")
+        let c = ok(&edit("kind: nats", "kind: kafka")
             .replacen("\"http://127.0.0.1:9090\"", "\"http://admin:hunter2@127.0.0.1:9090\"", 1)
             .replacen("  drain:\n    quiet: auto\n    exit:\n      - { name: old queue empty, source: prom, query: 'sum(rabbitmq_queue_messages{queue=\"orders\"})', pass_if: \"== 0\", for: quiet }\n", "", 1));
         let paths: Vec<&str> = c.warnings.iter().map(|w| w.path.as_str()).collect();
@@ -2681,7 +2781,7 @@ phases:
             "{}",
             lines(&c.warnings)
         );
-        assert!(c.warnings[0].message.contains("`jetstream` has no adapter"));
+        assert!(c.warnings[0].message.contains("`kafka` has no adapter"));
         assert!(
             c.warnings[1]
                 .message

@@ -38,6 +38,42 @@ pub struct Plan {
     pub quiet_auto: bool,
     /// The daemon advances by itself when every exit gate passes (default true).
     pub auto_advance: bool,
+    /// `migrate bridge`: for producers that cannot be changed.
+    pub bridge: Option<Bridge>,
+}
+
+/// `bridge:` — the old ingress queue an unchangeable producer writes to, and where each message's
+/// key is found. The bridge forwards to `brokers.old.queue` or to the new broker's queue/stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bridge {
+    /// The queue on the old broker the producer writes to (never the one consumers read).
+    pub ingress: String,
+    /// Where a message's key is.
+    pub key: BridgeKey,
+    /// At most this many ingress messages unacked at once (default 256).
+    pub prefetch: u16,
+}
+
+/// Where the bridge finds a message's key (what its slice is computed from).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BridgeKey {
+    /// A header, matched case-insensitively.
+    Header(String),
+    /// A field of the JSON payload: a top-level name, or a JSON pointer (`/order/id`).
+    Json(String),
+}
+
+/// `synthetic: { probes: ... }` — marked probe messages the daemon publishes through the new
+/// broker while the migration is in `synthetic`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Probes {
+    /// Probes per second.
+    pub rate: f64,
+    /// How many latency probes in all.
+    pub count: u32,
+    /// How many copies of the one idempotency probe (one effect expected; default 5).
+    pub repeat: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,6 +93,13 @@ pub struct Broker {
     pub queue: Option<String>,
     pub stream: Option<String>,
     pub dead_letter: Option<String>,
+}
+
+impl Broker {
+    /// The queue (RabbitMQ, Redis) or stream (NATS) consumers read on this broker.
+    pub fn destination(&self) -> Option<&str> {
+        self.queue.as_deref().or(self.stream.as_deref())
+    }
 }
 
 /// A value that may hold a secret: shown redacted, its reference kept for display.
@@ -262,6 +305,8 @@ pub struct Phase {
     pub require_peak: Option<Requirement>,
     /// `slices` only: the reading (a process start time) must be later than the step's start.
     pub require_deploy: Option<Requirement>,
+    /// `synthetic` only: probes the daemon publishes through the new broker.
+    pub probes: Option<Probes>,
 }
 
 /// `require_peak` / `require_deploy`.

@@ -1,0 +1,410 @@
+//! `migrate bridge NAME`: for producers that cannot be changed.
+//!
+//! The producer keeps writing to one queue on the old broker (the plan's `bridge.ingress`). The
+//! bridge reads it, computes each message's slice from its key (a header or a JSON field), and
+//! forwards it by the live routing document — to `brokers.old.queue` (the queue the consumers read
+//! on the old side) or to the new broker's queue/stream — stamped with the route `bridge`.
+//!
+//! # Guarantees
+//! - An ingress message is acked only after its destination confirmed the publish. A crash (or a
+//!   lost connection) in between redelivers it: the worst case is a duplicate, which the
+//!   consumers' dedup absorbs, never a loss.
+//! - Per-key order: one key is never in flight twice ([`order::KeyedQueue`]); the next message of a
+//!   key is routed (by the routing document current at that moment) only once the previous one
+//!   was confirmed.
+//! - Exactly one bridge per migration forwards: it holds the store lease `bridge:NAME`, renewed
+//!   every third of its TTL; a second instance waits and takes over when the lease expires or is
+//!   released. A bridge stops taking messages before its lease runs out.
+//! - A publish that fails is retried with backoff, re-routed by the routing document of the
+//!   moment (a rollback while the new broker is down sends the message back to old).
+//!
+//! Metrics ([`metrics::BridgeMetrics`]): forwarded, confirmed, errors and pending by destination,
+//! messages without a key, ingress acks that failed, whether this instance is active, and
+//! `queue_migrate_published_total{route="bridge"}`.
+
+pub mod key;
+pub mod metrics;
+pub mod order;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::brokers::{Adapter, BrokerError, Delivery, Message, SubscribeOptions};
+use crate::plan::BridgeKey;
+use crate::router::Router;
+use crate::routing::Side;
+use crate::stamp::{HEADER_PRODUCER, RouteStamp};
+use crate::store::Store;
+
+use metrics::BridgeMetrics;
+use order::KeyedQueue;
+
+/// Errors that end a bridge.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// The store could not be read or written (lease).
+    #[error("state store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// A broker failed in a way retrying will not fix.
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+/// What a bridge forwards, and how.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The migration.
+    pub migration: String,
+    /// The queue on the old broker the producer writes to.
+    pub ingress: String,
+    /// Where the key is.
+    pub key: BridgeKey,
+    /// Most ingress messages unacked at once.
+    pub prefetch: u16,
+    /// The old-side queue consumers read (`brokers.old.queue`).
+    pub old_queue: String,
+    /// The new broker's queue or stream.
+    pub new_queue: String,
+    /// The brokers' names, for the route stamp.
+    pub old_name: String,
+    /// See `old_name`.
+    pub new_name: String,
+    /// This instance's name in the lease.
+    pub holder: String,
+    /// How long the lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// How long an unacked ingress message stays with this bridge (brokers with a visibility
+    /// timeout).
+    pub visibility_timeout: Duration,
+}
+
+impl Settings {
+    /// The lease name: `bridge:MIGRATION`.
+    pub fn lease(&self) -> String {
+        format!("bridge:{}", self.migration)
+    }
+
+    fn queue(&self, side: Side) -> &str {
+        match side {
+            Side::Old => &self.old_queue,
+            Side::New => &self.new_queue,
+        }
+    }
+
+    fn broker_name(&self, side: Side) -> &str {
+        match side {
+            Side::Old => &self.old_name,
+            Side::New => &self.new_name,
+        }
+    }
+}
+
+/// The two brokers' adapters: the ingress and the old destination are on `old`.
+#[derive(Clone)]
+pub struct Brokers {
+    /// The old broker.
+    pub old: Arc<Adapter>,
+    /// The new broker.
+    pub new: Arc<Adapter>,
+}
+
+impl Brokers {
+    fn side(&self, side: Side) -> &Adapter {
+        match side {
+            Side::Old => &self.old,
+            Side::New => &self.new,
+        }
+    }
+}
+
+/// Why an active session ended.
+enum Ended {
+    Shutdown,
+    LeaseLost,
+    Broker(BrokerError),
+}
+
+/// Run the bridge until `shutdown` resolves: wait for the lease, forward while holding it, stand
+/// by when it is lost; on shutdown finish (or give back) what is in flight and release the lease.
+///
+/// `router` must be kept current by the caller (the CLI follows the store).
+///
+/// # Errors
+/// Only when the store cannot be reached at all at start; broker errors are retried.
+pub async fn run<S: Store>(
+    store: S,
+    settings: Settings,
+    brokers: Brokers,
+    router: Router,
+    metrics: Arc<BridgeMetrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), BridgeError> {
+    let lease = settings.lease();
+    let ttl_ms = i64::try_from(settings.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+    tokio::pin!(shutdown);
+    let mut announced_standby = false;
+    loop {
+        // Stand by until the lease is ours.
+        let holder = tokio::select! {
+            () = &mut shutdown => break,
+            r = store.acquire_lease(&lease, &settings.holder, crate::time::now_ms(), ttl_ms) => r,
+        };
+        match holder {
+            Ok(l) if l.holder == settings.holder => {
+                tracing::info!(lease = %lease, "holding the lease: forwarding");
+                announced_standby = false;
+                metrics.set_active(true);
+                let ended = session(
+                    &store,
+                    &settings,
+                    &brokers,
+                    &router,
+                    &metrics,
+                    &mut shutdown,
+                )
+                .await;
+                metrics.set_active(false);
+                match ended {
+                    Ended::Shutdown => break,
+                    Ended::LeaseLost => {
+                        tracing::warn!(lease = %lease, "lost the lease: standing by")
+                    }
+                    Ended::Broker(e) => {
+                        tracing::warn!("{e}; reconnecting in 1s");
+                        tokio::select! {
+                            () = &mut shutdown => break,
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                }
+            }
+            Ok(l) => {
+                if !announced_standby {
+                    tracing::info!(holder = %l.holder, "another bridge holds {lease}: standing by");
+                    announced_standby = true;
+                }
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(settings.lease_ttl / 3) => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!("cannot take the lease {lease}: {e}");
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(settings.lease_ttl / 3) => {}
+                }
+            }
+        }
+    }
+    if let Err(e) = store.release_lease(&lease, &settings.holder).await {
+        tracing::warn!("cannot release the lease {lease}: {e}");
+    }
+    Ok(())
+}
+
+/// One forwarded message's outcome: its key, and whether it was confirmed and acked.
+type Done = String;
+
+/// Forward while the lease is ours.
+async fn session<S: Store>(
+    store: &S,
+    settings: &Settings,
+    brokers: &Brokers,
+    router: &Router,
+    metrics: &Arc<BridgeMetrics>,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Ended {
+    let lease = settings.lease();
+    let ttl_ms = i64::try_from(settings.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+    // Stop taking messages a fifth of the TTL before the lease would run out unrenewed.
+    let margin_ms = ttl_ms / 5;
+    let mut lease_until = crate::time::now_ms() + ttl_ms;
+
+    let options = SubscribeOptions {
+        group: format!("queue-migrate-bridge-{}", settings.migration),
+        consumer: settings.holder.clone(),
+        prefetch: settings.prefetch,
+        visibility_timeout: settings.visibility_timeout,
+    };
+    if let Err(e) = brokers.old.declare(&settings.ingress).await {
+        return Ended::Broker(e);
+    }
+    for side in [Side::Old, Side::New] {
+        if let Err(e) = brokers.side(side).declare(settings.queue(side)).await {
+            return Ended::Broker(e);
+        }
+    }
+    let mut sub = match brokers.old.subscribe(&settings.ingress, &options).await {
+        Ok(s) => s,
+        Err(e) => return Ended::Broker(e),
+    };
+    let mut keyed: KeyedQueue<String, Delivery> = KeyedQueue::new();
+    let mut tasks: JoinSet<Done> = JoinSet::new();
+    let mut renew = tokio::time::interval(settings.lease_ttl / 3);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    renew.tick().await;
+    let capacity = usize::from(settings.prefetch.max(1));
+
+    let ended = loop {
+        tokio::select! {
+            biased;
+            () = shutdown.as_mut() => break Ended::Shutdown,
+            _ = renew.tick() => {
+                let now = crate::time::now_ms();
+                match store.acquire_lease(&lease, &settings.holder, now, ttl_ms).await {
+                    Ok(l) if l.holder == settings.holder => lease_until = l.expires_at_ms,
+                    Ok(_) => break Ended::LeaseLost,
+                    Err(e) => tracing::warn!("cannot renew the lease {lease}: {e}"),
+                }
+                if now > lease_until - margin_ms {
+                    break Ended::LeaseLost;
+                }
+            }
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                let Ok(key) = done else { continue };
+                if let Some(next) = keyed.complete(&key) {
+                    spawn_forward(&mut tasks, key, next, settings, brokers, router, metrics);
+                }
+            }
+            next = sub.next(), if keyed.len() < capacity => {
+                let delivery = match next {
+                    Ok(Some(d)) => d,
+                    Ok(None) => break Ended::Broker(BrokerError::Operation {
+                        kind: brokers.old.kind().as_str(),
+                        operation: "consume",
+                        queue: settings.ingress.clone(),
+                        reason: "the subscription ended".into(),
+                    }),
+                    Err(e) => break Ended::Broker(e),
+                };
+                let key = match key::key_of(&delivery.message, &settings.key) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        tracing::debug!("ingress message without a key: {e}");
+                        metrics.unkeyed();
+                        String::new()
+                    }
+                };
+                if let Some(start) = keyed.push(key.clone(), delivery) {
+                    spawn_forward(&mut tasks, key, start, settings, brokers, router, metrics);
+                }
+            }
+        }
+    };
+    match ended {
+        Ended::Shutdown => {
+            // Give what is in flight a moment to be confirmed and acked; the rest comes back.
+            let grace = tokio::time::sleep(Duration::from_secs(5));
+            tokio::pin!(grace);
+            while !tasks.is_empty() {
+                tokio::select! {
+                    _ = tasks.join_next() => {}
+                    () = &mut grace => break,
+                }
+            }
+        }
+        Ended::LeaseLost | Ended::Broker(_) => {}
+    }
+    tasks.abort_all();
+    drop(sub);
+    keyed.clear();
+    ended
+}
+
+fn spawn_forward(
+    tasks: &mut JoinSet<Done>,
+    key: String,
+    delivery: Delivery,
+    settings: &Settings,
+    brokers: &Brokers,
+    router: &Router,
+    metrics: &Arc<BridgeMetrics>,
+) {
+    let (settings, brokers, router, metrics) = (
+        settings.clone(),
+        brokers.clone(),
+        router.clone(),
+        metrics.clone(),
+    );
+    tasks.spawn(async move {
+        forward(&key, delivery, &settings, &brokers, &router, &metrics).await;
+        key
+    });
+}
+
+/// Publish one message to where its key goes now, retrying until confirmed; then ack the ingress.
+async fn forward(
+    key: &str,
+    delivery: Delivery,
+    settings: &Settings,
+    brokers: &Brokers,
+    router: &Router,
+    metrics: &BridgeMetrics,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let route = router.route(key);
+        let side = route.target;
+        let message = stamped(&delivery.message, &route, settings);
+        metrics.forwarded(side);
+        let published = brokers
+            .side(side)
+            .publish(settings.queue(side), &message)
+            .await;
+        metrics.settled(side, published.is_ok());
+        match published {
+            Ok(()) => {
+                metrics.published.add(
+                    settings.broker_name(side),
+                    crate::stamp::RouteLabel::Bridge,
+                    producer_of(&delivery.message),
+                    1,
+                );
+                if let Err(e) = delivery.ack().await {
+                    tracing::warn!("ingress ack failed after the confirm (will come again): {e}");
+                    metrics.ack_error();
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "publish to {} ({}) failed, retrying in {backoff:?}: {e}",
+                    settings.queue(side),
+                    side.as_str()
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// The producer name in the stamp: the producer's own, when it stamped the message, else
+/// `bridge`.
+fn producer_of(message: &Message) -> &str {
+    message
+        .header(HEADER_PRODUCER)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("bridge")
+}
+
+/// The forwarded message: the original headers and payload, plus the route stamp of the bridge.
+fn stamped(original: &Message, route: &crate::routing::Route, settings: &Settings) -> Message {
+    let mut message = original.clone();
+    let at_ms = u64::try_from(crate::time::now_ms()).unwrap_or(0);
+    let producer = producer_of(original);
+    match RouteStamp::new(route, settings.broker_name(route.target), producer, at_ms) {
+        Ok(stamp) => {
+            for (name, value) in stamp.bridged().headers() {
+                message.headers.retain(|k, _| !k.eq_ignore_ascii_case(name));
+                message.headers.insert(name.to_string(), value);
+            }
+        }
+        Err(e) => tracing::warn!("cannot stamp the message: {e}"),
+    }
+    message
+}

@@ -1,0 +1,475 @@
+//! Broker adapters: one contract, three brokers (RabbitMQ over AMQP 0.9.1, NATS JetStream, Redis
+//! Streams), behind the cargo feature `brokers`.
+//!
+//! | operation | RabbitMQ (lapin) | NATS JetStream (async-nats) | Redis Streams (redis) |
+//! |-----------|------------------|-----------------------------|-----------------------|
+//! | [`Adapter::publish`] returns after | the publisher confirm (ack) | the `PubAck` | the `XADD` reply |
+//! | [`Subscription::next`] | `basic.consume`, manual ack, prefetch | durable pull consumer, explicit ack | `XREADGROUP` + `XAUTOCLAIM` of stale pending |
+//! | [`Adapter::depth`] | ready + unacked (management API) | pending + ack pending of the group | lag + pending of the group |
+//! | [`Adapter::browse`] | not possible: [`BrokerError::Unsupported`] | reads by sequence, consumes nothing | `XRANGE`, consumes nothing |
+//!
+//! Headers travel as AMQP headers (long strings), NATS message headers, and Redis stream fields
+//! prefixed `h:`; the payload is bytes, untouched. The route stamp (`x-qm-*`, see [`crate::stamp`]),
+//! [`HEADER_DEDUP_KEY`], [`HEADER_KEY`] and [`HEADER_PROBE`] cross every pair of brokers unchanged.
+//!
+//! # Guarantees
+//! - `publish` returns `Ok` only once the broker has taken responsibility for the message
+//!   (persisted or replicated as the broker defines its confirm); any doubt is an error, so the
+//!   caller retries and a duplicate is the worst case, never a loss.
+//! - A delivery that is neither acked nor nacked comes back (connection loss, visibility timeout).
+//! - `declare` is idempotent: it creates the queue / stream / consumer group when missing and
+//!   leaves an existing one as it is.
+//! - `publish` may be called from many tasks at once on one [`Adapter`] (`&self`): the
+//!   connection and the confirming channel are shared, each publish awaits its own confirm.
+//!
+//! # Connecting
+//! [`Adapter::connect`] takes the plan's `kind` and `url`:
+//! - RabbitMQ: an `amqp://` / `amqps://` URL (`amqp://user:pass@host:5672/%2f`). [`Adapter::depth`]
+//!   needs the management API (only it knows the unacked count): its URL is derived as
+//!   `http://user:pass@host:15672/api` (`https://…:15671/api` for `amqps`), or given in the query
+//!   parameter `management=` (percent-encoded), or passed to [`RabbitMq::connect_with_management`].
+//! - NATS: `nats://[user:pass@]host:4222`. The stream of queue `q` is named `q` with every `.`, `*`,
+//!   `>`, `/`, `\` and blank replaced by `_` (stream names cannot hold them); its one subject is `q`
+//!   itself; file storage, work-queue retention (a message leaves the stream once acked, so one
+//!   consumer group per queue: JetStream refuses a second one on a work-queue stream). A stream
+//!   that exists already is used as it is. Consumer (group) names get the same replacement.
+//! - Redis: `redis://[user:pass@]host:6379[/db]`. The stream key is the queue name. Acked entries
+//!   stay in the stream (as Redis Streams do; other consumer groups may still need them): trim
+//!   with `XTRIM … MINID` when every group is past them.
+//!
+//! # Connection loss
+//! The shared publishing connection is re-opened on the next call after it broke (RabbitMQ, Redis;
+//! the NATS client reconnects by itself); the call that saw the break fails. A [`Subscription`]
+//! whose connection broke returns an error from [`Subscription::next`]; calling `next` again goes
+//! on for NATS (the client reconnects) and Redis (a new connection, this consumer's pending
+//! entries read again first), while a RabbitMQ subscription stays failed (subscribe again: the
+//! broker requeued its unacked deliveries). Every network wait is bounded: a stopped broker is an
+//! error, never a hang.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+mod nats;
+mod rabbitmq;
+mod redis_streams;
+
+pub use nats::Nats;
+pub use rabbitmq::RabbitMq;
+pub use redis_streams::RedisStreams;
+
+/// The dedup key header: the business key (`type:aggregate:event`) the consumer claims.
+pub const HEADER_DEDUP_KEY: &str = "x-qm-dedup-key";
+/// The message key header: what the slice is computed from (the aggregate id).
+pub const HEADER_KEY: &str = "x-qm-key";
+/// Marks a synthetic probe: consumers apply no business effect and report its latency.
+pub use crate::probe::HEADER_PROBE;
+
+/// Which broker an adapter speaks to; the plan's `brokers.*.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// RabbitMQ over AMQP 0.9.1 (`rabbitmq`, `amqp`).
+    RabbitMq,
+    /// NATS JetStream (`nats`, `jetstream`).
+    Nats,
+    /// Redis Streams (`redis`, `redis-streams`).
+    Redis,
+}
+
+impl Kind {
+    /// Reads a plan's `kind`; `None` for a kind no adapter speaks.
+    pub fn parse(kind: &str) -> Option<Kind> {
+        match kind.to_ascii_lowercase().as_str() {
+            "rabbitmq" | "amqp" => Some(Kind::RabbitMq),
+            "nats" | "jetstream" | "nats-jetstream" => Some(Kind::Nats),
+            "redis" | "redis-streams" => Some(Kind::Redis),
+            _ => None,
+        }
+    }
+
+    /// The canonical name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::RabbitMq => "rabbitmq",
+            Kind::Nats => "nats",
+            Kind::Redis => "redis",
+        }
+    }
+}
+
+/// Errors of the broker adapters.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The broker could not be reached or the connection was lost.
+    #[error("{kind} at {url}: cannot connect: {reason}")]
+    Connect {
+        /// The broker kind.
+        kind: &'static str,
+        /// The URL with any password removed.
+        url: String,
+        /// What the client library said.
+        reason: String,
+    },
+    /// The broker refused or did not confirm a publish; the message may or may not be stored.
+    #[error("{kind}: publish to {queue:?} not confirmed: {reason}")]
+    NotConfirmed {
+        /// The broker kind.
+        kind: &'static str,
+        /// The queue or stream.
+        queue: String,
+        /// Why.
+        reason: String,
+    },
+    /// An operation failed on the broker (declare, consume, ack, depth, browse).
+    #[error("{kind}: {operation} on {queue:?}: {reason}")]
+    Operation {
+        /// The broker kind.
+        kind: &'static str,
+        /// What was attempted.
+        operation: &'static str,
+        /// The queue or stream.
+        queue: String,
+        /// Why.
+        reason: String,
+    },
+    /// The broker cannot do this (RabbitMQ cannot browse a queue without taking its messages).
+    #[error("{kind}: {what}")]
+    Unsupported {
+        /// The broker kind.
+        kind: &'static str,
+        /// What cannot be done, and what to do instead.
+        what: String,
+    },
+    /// The plan names a broker kind no adapter speaks.
+    #[error("unknown broker kind {0:?}: expected rabbitmq, nats or redis")]
+    UnknownKind(String),
+}
+
+/// A result of this module.
+pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+/// A message to publish: headers (text) and a payload (bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    /// Header names are kept as given; readers should compare them case-insensitively.
+    pub headers: BTreeMap<String, String>,
+    /// The body, byte for byte.
+    pub payload: Vec<u8>,
+}
+
+impl Message {
+    /// A message with no headers.
+    pub fn new(payload: impl Into<Vec<u8>>) -> Message {
+        Message {
+            headers: BTreeMap::new(),
+            payload: payload.into(),
+        }
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Message {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// A header's value, matched case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// How many messages wait in a queue for its consumers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Depth {
+    /// Delivered to nobody yet.
+    pub ready: u64,
+    /// Delivered and not acked yet.
+    pub unacked: u64,
+}
+
+impl Depth {
+    /// `ready + unacked`.
+    pub fn total(&self) -> u64 {
+        self.ready + self.unacked
+    }
+}
+
+/// How a subscription reads.
+#[derive(Debug, Clone)]
+pub struct SubscribeOptions {
+    /// The consumer group (RabbitMQ: consumer tag prefix; JetStream: durable consumer name; Redis:
+    /// the stream's consumer group).
+    pub group: String,
+    /// This instance within the group (Redis consumer name; a tag elsewhere).
+    pub consumer: String,
+    /// At most this many unacked deliveries at once.
+    pub prefetch: u16,
+    /// A delivery not acked within this time is given to someone else (JetStream `ack_wait`,
+    /// Redis `XAUTOCLAIM` idle time; RabbitMQ redelivers on channel close only).
+    pub visibility_timeout: Duration,
+}
+
+impl SubscribeOptions {
+    /// A group with one consumer, prefetch 64, a 30 s visibility timeout.
+    pub fn group(group: impl Into<String>) -> SubscribeOptions {
+        let group = group.into();
+        SubscribeOptions {
+            consumer: format!("{group}-1"),
+            group,
+            prefetch: 64,
+            visibility_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How long a publish waits for the broker's confirm before it reports
+/// [`BrokerError::NotConfirmed`] (the message may still have been stored: retry, dedup absorbs it).
+pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connected broker adapter: one of the three brokers behind one contract.
+///
+/// Share it by reference or in an `Arc`: every operation takes `&self`, and `publish` may run
+/// from many tasks at once.
+#[derive(Debug)]
+pub enum Adapter {
+    /// RabbitMQ over AMQP 0.9.1.
+    RabbitMq(RabbitMq),
+    /// NATS JetStream.
+    Nats(Nats),
+    /// Redis Streams.
+    Redis(RedisStreams),
+}
+
+impl Adapter {
+    /// Connects to the broker of `kind` at `url` (see the module documentation, "Connecting").
+    ///
+    /// # Errors
+    /// [`BrokerError::Connect`] when the broker cannot be reached or refuses the credentials
+    /// (the URL in the error has its password removed).
+    pub async fn connect(kind: Kind, url: &str) -> Result<Adapter> {
+        Ok(match kind {
+            Kind::RabbitMq => Adapter::RabbitMq(RabbitMq::connect(url).await?),
+            Kind::Nats => Adapter::Nats(Nats::connect(url).await?),
+            Kind::Redis => Adapter::Redis(RedisStreams::connect(url).await?),
+        })
+    }
+
+    /// The kind of broker.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Adapter::RabbitMq(_) => Kind::RabbitMq,
+            Adapter::Nats(_) => Kind::Nats,
+            Adapter::Redis(_) => Kind::Redis,
+        }
+    }
+
+    /// Makes sure `queue` exists: a durable queue (RabbitMQ), a stream named after the queue with
+    /// the queue as its subject, file storage, work-queue retention (JetStream); nothing for Redis
+    /// (the stream and its group are created by [`Adapter::subscribe`], the stream also by the
+    /// first publish). Idempotent; an existing queue or stream is left as it is.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the broker refuses (e.g. a RabbitMQ queue of that name
+    /// exists with other arguments) or cannot be reached.
+    pub async fn declare(&self, queue: &str) -> Result<()> {
+        match self {
+            Adapter::RabbitMq(b) => b.declare(queue).await,
+            Adapter::Nats(b) => b.declare(queue).await,
+            Adapter::Redis(b) => b.declare(queue).await,
+        }
+    }
+
+    /// Publishes `message` to `queue` and returns once the broker confirmed it: the publisher
+    /// confirm (RabbitMQ: persistent, default exchange, routing key = queue, mandatory), the
+    /// `PubAck` (JetStream), the `XADD` reply (Redis). Safe to call from many tasks at once.
+    ///
+    /// # Errors
+    /// [`BrokerError::NotConfirmed`] when the broker nacked, returned (no such RabbitMQ queue, no
+    /// stream for the subject), did not answer within [`CONFIRM_TIMEOUT`], or the connection
+    /// broke; also for a header name or value the broker's wire format cannot carry. The message
+    /// may or may not be stored: retry.
+    pub async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
+        match self {
+            Adapter::RabbitMq(b) => b.publish(queue, message).await,
+            Adapter::Nats(b) => b.publish(queue, message).await,
+            Adapter::Redis(b) => b.publish(queue, message).await,
+        }
+    }
+
+    /// Starts reading `queue` with manual acks (see [`SubscribeOptions`]).
+    ///
+    /// - RabbitMQ: its own channel, `basic.qos(prefetch)`, `basic.consume`; unacked deliveries
+    ///   return to the queue when the subscription (its channel) is dropped.
+    /// - JetStream: the durable pull consumer `options.group` (explicit ack, `ack_wait` =
+    ///   visibility timeout, `max_ack_pending` = prefetch), created when missing.
+    /// - Redis: the consumer group `options.group` (created at id `0` with `MKSTREAM` when
+    ///   missing, so entries added before the first subscribe are read too), consumer
+    ///   `options.consumer`: first this consumer's own pending entries (redelivered), then
+    ///   `XREADGROUP … >`, and every half visibility timeout an `XAUTOCLAIM` of entries idle longer
+    ///   than the visibility timeout (redelivered). At most `prefetch` deliveries are unacked.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the queue / stream does not exist (RabbitMQ, JetStream:
+    /// [`Adapter::declare`] it first) or the broker refuses.
+    pub async fn subscribe(&self, queue: &str, options: &SubscribeOptions) -> Result<Subscription> {
+        let inner = match self {
+            Adapter::RabbitMq(b) => {
+                SubscriptionInner::RabbitMq(Box::new(b.subscribe(queue, options).await?))
+            }
+            Adapter::Nats(b) => {
+                SubscriptionInner::Nats(Box::new(b.subscribe(queue, options).await?))
+            }
+            Adapter::Redis(b) => {
+                SubscriptionInner::Redis(Box::new(b.subscribe(queue, options).await?))
+            }
+        };
+        Ok(Subscription { inner })
+    }
+
+    /// How many messages of `queue` wait for the consumer group `group`.
+    ///
+    /// - RabbitMQ: `messages_ready` and `messages_unacknowledged` of the management API (its
+    ///   statistics lag by up to the broker's stats interval, 5 s by default; `group` is unused:
+    ///   a RabbitMQ queue is one group).
+    /// - JetStream: `num_pending` and `num_ack_pending` of the consumer `group`; without that
+    ///   consumer, the stream's message count is ready.
+    /// - Redis: `lag` and `pending` of the group (`XINFO GROUPS`); without that group, `XLEN`
+    ///   is ready; a stream that does not exist is empty.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the queue / stream does not exist (RabbitMQ, JetStream), or
+    /// the broker (RabbitMQ: its management API, whose URL the error names) cannot be reached.
+    pub async fn depth(&self, queue: &str, group: &str) -> Result<Depth> {
+        match self {
+            Adapter::RabbitMq(b) => b.depth(queue, group).await,
+            Adapter::Nats(b) => b.depth(queue, group).await,
+            Adapter::Redis(b) => b.depth(queue, group).await,
+        }
+    }
+
+    /// Up to `limit` messages of `queue`, oldest first, without consuming anything.
+    ///
+    /// JetStream reads the stream by sequence (deleted ones skipped); Redis reads `XRANGE - +`
+    /// (entries already acked by a group are still in the stream, so they are included).
+    ///
+    /// # Errors
+    /// [`BrokerError::Unsupported`] for RabbitMQ (AMQP can only take a message and put it back,
+    /// which reorders the queue and marks the message redelivered); [`BrokerError::Operation`]
+    /// when the stream does not exist (JetStream) or the broker cannot be reached.
+    pub async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        match self {
+            Adapter::RabbitMq(b) => b.browse(queue, limit).await,
+            Adapter::Nats(b) => b.browse(queue, limit).await,
+            Adapter::Redis(b) => b.browse(queue, limit).await,
+        }
+    }
+}
+
+/// The deliveries of one queue to one consumer, from [`Adapter::subscribe`].
+///
+/// Dropping it stops consuming: RabbitMQ requeues what it delivered and nobody acked, JetStream
+/// and Redis redeliver it after the visibility timeout.
+#[derive(Debug)]
+pub struct Subscription {
+    inner: SubscriptionInner,
+}
+
+#[derive(Debug)]
+enum SubscriptionInner {
+    RabbitMq(Box<rabbitmq::Subscription>),
+    Nats(Box<nats::Subscription>),
+    Redis(Box<redis_streams::Subscription>),
+}
+
+impl Subscription {
+    /// The next delivery; waits until there is one. `Ok(None)` only when the subscription ended
+    /// for good: the broker cancelled the consumer (RabbitMQ queue deleted, JetStream consumer
+    /// deleted, Redis stream or group deleted) or the connection was closed cleanly.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the connection broke or the broker failed the consumer.
+    /// A RabbitMQ subscription stays failed (subscribe again); NATS and Redis ones may deliver
+    /// again on the next call (see the module documentation, "Connection loss").
+    pub async fn next(&mut self) -> Result<Option<Delivery>> {
+        match &mut self.inner {
+            SubscriptionInner::RabbitMq(s) => s.next().await,
+            SubscriptionInner::Nats(s) => s.next().await,
+            SubscriptionInner::Redis(s) => s.next().await,
+        }
+    }
+}
+
+/// One delivered message: read it, then [`Delivery::ack`] or [`Delivery::nack`] it. A delivery
+/// dropped without either comes back later (RabbitMQ: when its subscription is dropped; JetStream,
+/// Redis: after the visibility timeout).
+#[derive(Debug)]
+pub struct Delivery {
+    /// The message, headers and payload as published.
+    pub message: Message,
+    /// The broker delivered it before (RabbitMQ's `redelivered` flag; JetStream: delivered more
+    /// than once; Redis: auto-claimed from another consumer or re-read from this consumer's own
+    /// pending list).
+    pub redelivered: bool,
+    acker: Acker,
+}
+
+#[derive(Debug)]
+enum Acker {
+    RabbitMq(rabbitmq::Acker),
+    Nats(nats::Acker),
+    Redis(redis_streams::Acker),
+}
+
+impl Delivery {
+    /// Acknowledges: the broker forgets the message (JetStream, Redis: and the ack is confirmed
+    /// by the broker before this returns).
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the ack could not be delivered (connection lost, channel
+    /// closed): the message will be delivered again.
+    pub async fn ack(self) -> Result<()> {
+        match self.acker {
+            Acker::RabbitMq(a) => a.ack().await,
+            Acker::Nats(a) => a.ack().await,
+            Acker::Redis(a) => a.ack().await,
+        }
+    }
+
+    /// Gives the message back for redelivery: RabbitMQ `basic.nack` with requeue (back in the
+    /// queue at once); JetStream `-NAK` (redelivered at once); Redis: the entry stays pending in
+    /// the group and its idle time is set to the visibility timeout, so the next `XAUTOCLAIM`
+    /// of any consumer of the group takes it (this subscription runs one within about a second).
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the broker could not be told (connection lost): the
+    /// message comes back anyway, after the visibility timeout or the reconnection.
+    pub async fn nack(self) -> Result<()> {
+        match self.acker {
+            Acker::RabbitMq(a) => a.nack().await,
+            Acker::Nats(a) => a.nack().await,
+            Acker::Redis(a) => a.nack().await,
+        }
+    }
+}
+
+/// `url` without its password, for error messages.
+fn redact(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => match (url.find("://"), url.rfind('@')) {
+            (Some(scheme_end), Some(at)) if at > scheme_end => {
+                format!("{}://***{}", &url[..scheme_end], &url[at..])
+            }
+            _ => url.to_string(),
+        },
+    }
+}

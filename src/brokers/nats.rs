@@ -1,0 +1,372 @@
+//! NATS JetStream (async-nats): one stream per queue, a durable pull consumer per group.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, context, stream};
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
+use futures_util::StreamExt as _;
+
+use super::{
+    BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, Message, Result, SubscribeOptions,
+};
+
+const KIND: &str = "nats";
+/// How often the server sends a heartbeat to an idle pull subscription.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long one pull request stays open on the server.
+const PULL_EXPIRES: Duration = Duration::from_secs(30);
+/// How long a JetStream API request or an ack may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A NATS JetStream adapter: one client (it reconnects by itself) and its JetStream context.
+pub struct Nats {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    shown: String,
+}
+
+impl fmt::Debug for Nats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Nats")
+            .field("url", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> BrokerError {
+    BrokerError::Operation {
+        kind: KIND,
+        operation,
+        queue: queue.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn not_confirmed(queue: &str, reason: impl fmt::Display) -> BrokerError {
+    BrokerError::NotConfirmed {
+        kind: KIND,
+        queue: queue.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The stream (or consumer) name for a queue (or group): JetStream names cannot hold `.`, `*`,
+/// `>`, `/`, `\` or blanks; each becomes `_`.
+pub(super) fn jetstream_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if matches!(c, '.' | '*' | '>' | '/' | '\\') || c.is_whitespace() || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+impl Nats {
+    /// Connects to `url` (`nats://[user:pass@]host:4222`).
+    ///
+    /// # Errors
+    /// [`BrokerError::Connect`] when the server cannot be reached.
+    pub async fn connect(url: &str) -> Result<Nats> {
+        let shown = super::redact(url);
+        let client = async_nats::ConnectOptions::new()
+            .name("queue-migrate")
+            .connection_timeout(CONNECT_TIMEOUT)
+            .request_timeout(Some(REQUEST_TIMEOUT))
+            .connect(url)
+            .await
+            .map_err(|e| BrokerError::Connect {
+                kind: KIND,
+                url: shown.clone(),
+                reason: e.to_string(),
+            })?;
+        let js = jetstream::ContextBuilder::new()
+            .timeout(CONFIRM_TIMEOUT.min(REQUEST_TIMEOUT))
+            .build(client.clone());
+        Ok(Nats { client, js, shown })
+    }
+
+    async fn stream(&self, operation: &'static str, queue: &str) -> Result<stream::Stream> {
+        let name = jetstream_name(queue);
+        self.js.get_stream(&name).await.map_err(|e| match e.kind() {
+            context::GetStreamErrorKind::JetStream(js)
+                if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+            {
+                op_error(
+                    operation,
+                    queue,
+                    format!("no stream {name:?} (declare the queue first)"),
+                )
+            }
+            _ => op_error(operation, queue, e),
+        })
+    }
+
+    pub(super) async fn declare(&self, queue: &str) -> Result<()> {
+        let config = stream::Config {
+            name: jetstream_name(queue),
+            subjects: vec![queue.to_string()],
+            storage: stream::StorageType::File,
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..stream::Config::default()
+        };
+        self.js
+            .get_or_create_stream(config)
+            .await
+            .map_err(|e| op_error("declare", queue, e))?;
+        Ok(())
+    }
+
+    pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &message.headers {
+            let name = HeaderName::from_str(name)
+                .map_err(|e| not_confirmed(queue, format!("header {name:?}: {e}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|e| not_confirmed(queue, format!("header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        let confirm = async {
+            let ack = self
+                .js
+                .publish_with_headers(queue.to_string(), headers, message.payload.clone().into())
+                .await
+                .map_err(|e| not_confirmed(queue, e))?;
+            ack.await.map_err(|e| not_confirmed(queue, e))
+        };
+        tokio::time::timeout(CONFIRM_TIMEOUT, confirm)
+            .await
+            .map_err(|_| not_confirmed(queue, format!("no PubAck within {CONFIRM_TIMEOUT:?}")))??;
+        Ok(())
+    }
+
+    pub(super) async fn subscribe(
+        &self,
+        queue: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Subscription> {
+        let stream = self.stream("subscribe", queue).await?;
+        let durable = jetstream_name(&options.group);
+        let config = consumer::pull::Config {
+            durable_name: Some(durable.clone()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: options.visibility_timeout,
+            max_ack_pending: i64::from(options.prefetch.max(1)),
+            deliver_policy: consumer::DeliverPolicy::All,
+            filter_subject: queue.to_string(),
+            ..consumer::pull::Config::default()
+        };
+        let pull: consumer::PullConsumer = stream
+            .get_or_create_consumer(&durable, config)
+            .await
+            .map_err(|e| op_error("subscribe", queue, e))?;
+        let messages = pull
+            .stream()
+            .max_messages_per_batch(usize::from(options.prefetch.max(1)))
+            .expires(PULL_EXPIRES)
+            .heartbeat(HEARTBEAT)
+            .messages()
+            .await
+            .map_err(|e| op_error("subscribe", queue, e))?;
+        Ok(Subscription {
+            queue: queue.to_string(),
+            client: self.client.clone(),
+            messages,
+            deleted: false,
+            ended: None,
+        })
+    }
+
+    pub(super) async fn depth(&self, queue: &str, group: &str) -> Result<Depth> {
+        let mut stream = self.stream("depth", queue).await?;
+        match stream.consumer_info(jetstream_name(group)).await {
+            Ok(info) => Ok(Depth {
+                ready: info.num_pending,
+                unacked: info.num_ack_pending as u64,
+            }),
+            Err(e) if e.kind() == context::ConsumerInfoErrorKind::NotFound => {
+                let info = stream
+                    .info()
+                    .await
+                    .map_err(|e| op_error("depth", queue, e))?;
+                Ok(Depth {
+                    ready: info.state.messages,
+                    unacked: 0,
+                })
+            }
+            Err(e) => Err(op_error("depth", queue, e)),
+        }
+    }
+
+    pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        let mut stream = self.stream("browse", queue).await?;
+        let state = stream
+            .info()
+            .await
+            .map_err(|e| op_error("browse", queue, e))?
+            .state
+            .clone();
+        let mut out = Vec::new();
+        let mut sequence = state.first_sequence.max(1);
+        while out.len() < limit && sequence <= state.last_sequence {
+            // The next message on the queue's subject at or after `sequence`: deleted (acked)
+            // sequences are skipped by the server.
+            let got = stream
+                .raw_message_builder()
+                .sequence(sequence)
+                .next_by_subject(queue.to_string())
+                .send()
+                .await;
+            match got {
+                Ok(m) => {
+                    sequence = m.sequence + 1;
+                    out.push(Message {
+                        headers: read_headers(Some(&m.headers)),
+                        payload: m.payload.to_vec(),
+                    });
+                }
+                Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => break,
+                Err(e) => return Err(op_error("browse", queue, e)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn read_headers(headers: Option<&HeaderMap>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(headers) = headers {
+        for (name, values) in headers.iter() {
+            if let Some(value) = values.last() {
+                out.insert(name.to_string(), value.as_str().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A durable pull consumer's message stream.
+pub(super) struct Subscription {
+    queue: String,
+    client: async_nats::Client,
+    messages: consumer::pull::Stream,
+    /// The consumer was deleted: the subscription is over.
+    deleted: bool,
+    /// The stream of messages ended with this error.
+    ended: Option<String>,
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("nats::Subscription")
+            .field("queue", &self.queue)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscription {
+    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
+        if self.deleted {
+            return Ok(None);
+        }
+        if let Some(reason) = &self.ended {
+            return Err(op_error(
+                "consume",
+                &self.queue,
+                format!("the subscription ended: {reason}"),
+            ));
+        }
+        match self.messages.next().await {
+            Some(Ok(m)) => {
+                let redelivered = m.info().map(|info| info.delivered > 1).unwrap_or(false);
+                let reply = m.message.reply.clone();
+                Ok(Some(super::Delivery {
+                    message: Message {
+                        headers: read_headers(m.message.headers.as_ref()),
+                        payload: m.message.payload.to_vec(),
+                    },
+                    redelivered,
+                    acker: super::Acker::Nats(Acker {
+                        queue: self.queue.clone(),
+                        client: self.client.clone(),
+                        reply,
+                    }),
+                }))
+            }
+            Some(Err(e)) => {
+                use consumer::pull::MessagesErrorKind as K;
+                match e.kind() {
+                    K::ConsumerDeleted => {
+                        self.deleted = true;
+                        Ok(None)
+                    }
+                    K::PushBasedConsumer | K::RequestLimitExceeded => {
+                        self.ended = Some(e.to_string());
+                        Err(op_error("consume", &self.queue, e))
+                    }
+                    _ => Err(op_error("consume", &self.queue, e)),
+                }
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// The ack handle of one JetStream delivery: its reply subject.
+#[derive(Debug)]
+pub(super) struct Acker {
+    queue: String,
+    client: async_nats::Client,
+    reply: Option<async_nats::Subject>,
+}
+
+impl Acker {
+    pub(super) async fn ack(self) -> Result<()> {
+        self.send("ack", "+ACK").await
+    }
+
+    pub(super) async fn nack(self) -> Result<()> {
+        self.send("nack", "-NAK").await
+    }
+
+    /// Sends the ack with a reply subject, so the server confirms it.
+    async fn send(self, operation: &'static str, body: &'static str) -> Result<()> {
+        let Some(reply) = self.reply else {
+            return Err(op_error(
+                operation,
+                &self.queue,
+                "the message has no reply subject: not a JetStream delivery",
+            ));
+        };
+        let request = self.client.request(reply, body.into());
+        tokio::time::timeout(REQUEST_TIMEOUT, request)
+            .await
+            .map_err(|_| {
+                op_error(
+                    operation,
+                    &self.queue,
+                    format!("no answer within {REQUEST_TIMEOUT:?}"),
+                )
+            })?
+            .map_err(|e| op_error(operation, &self.queue, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_lose_the_characters_jetstream_refuses() {
+        assert_eq!(jetstream_name("orders.dlq"), "orders_dlq");
+        assert_eq!(jetstream_name("a b*c>d/e\\f"), "a_b_c_d_e_f");
+        assert_eq!(jetstream_name("ORDERS"), "ORDERS");
+    }
+}

@@ -1,0 +1,692 @@
+//! Redis Streams (redis): `XADD` to publish, a consumer group with `XREADGROUP` and `XAUTOCLAIM`
+//! to consume, `XINFO GROUPS` for the depth, `XRANGE` to browse.
+//!
+//! An entry is the field `payload` (the bytes) and one field `h:<name>` per header. Other fields
+//! of entries written by someone else are ignored; a header value that is not UTF-8 is skipped.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, RedisError, Value};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+use super::{BrokerError, CONNECT_TIMEOUT, Depth, Message, Result, SubscribeOptions};
+
+const KIND: &str = "redis";
+/// The field holding the payload.
+const PAYLOAD_FIELD: &str = "payload";
+/// The prefix of a header field.
+const HEADER_PREFIX: &str = "h:";
+/// How long a command may wait for its reply.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest `XREADGROUP … BLOCK`.
+const BLOCK: Duration = Duration::from_secs(1);
+/// Entries read per `XRANGE` page when counting the undelivered entries by hand.
+const COUNT_PAGE: usize = 1000;
+
+/// A Redis Streams adapter: one multiplexed connection shared by every command (re-opened after
+/// it broke); each subscription reads on a connection of its own (`XREADGROUP` blocks it).
+pub struct RedisStreams {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: redis::Client,
+    shown: String,
+    connection: Mutex<Option<MultiplexedConnection>>,
+}
+
+impl fmt::Debug for RedisStreams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStreams")
+            .field("url", &self.shared.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> BrokerError {
+    BrokerError::Operation {
+        kind: KIND,
+        operation,
+        queue: queue.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn config(response_timeout: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(response_timeout))
+}
+
+/// The connection broke (rather than the server answering with an error).
+fn broken(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
+}
+
+impl Shared {
+    async fn connection(&self) -> std::result::Result<MultiplexedConnection, RedisError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config(REQUEST_TIMEOUT))
+            .await?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Runs one command on the shared connection; forgets the connection when it broke, so the
+    /// next command opens a new one.
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> std::result::Result<T, RedisError> {
+        let mut c = self.connection().await?;
+        let result = cmd.query_async(&mut c).await;
+        if let Err(e) = &result
+            && broken(e)
+        {
+            *self.connection.lock().await = None;
+        }
+        result
+    }
+}
+
+impl RedisStreams {
+    /// Connects to `url` (`redis://[user:pass@]host:6379[/db]`).
+    ///
+    /// # Errors
+    /// [`BrokerError::Connect`] when the URL is malformed or the server cannot be reached.
+    pub async fn connect(url: &str) -> Result<RedisStreams> {
+        let shown = super::redact(url);
+        let connect_error = |e: RedisError| BrokerError::Connect {
+            kind: KIND,
+            url: shown.clone(),
+            reason: e.to_string(),
+        };
+        let client = redis::Client::open(url).map_err(connect_error)?;
+        let shared = Shared {
+            client,
+            shown: shown.clone(),
+            connection: Mutex::new(None),
+        };
+        let _: Value = shared
+            .query(&redis::cmd("PING"))
+            .await
+            .map_err(connect_error)?;
+        Ok(RedisStreams {
+            shared: Arc::new(shared),
+        })
+    }
+
+    pub(super) async fn declare(&self, _queue: &str) -> Result<()> {
+        Ok(())
+    }
+
+    pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(queue)
+            .arg("*")
+            .arg(PAYLOAD_FIELD)
+            .arg(&message.payload[..]);
+        for (name, value) in &message.headers {
+            cmd.arg(format!("{HEADER_PREFIX}{name}"))
+                .arg(value.as_str());
+        }
+        let _id: Value = self
+            .shared
+            .query(&cmd)
+            .await
+            .map_err(|e| BrokerError::NotConfirmed {
+                kind: KIND,
+                queue: queue.to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    pub(super) async fn subscribe(
+        &self,
+        queue: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Subscription> {
+        let mut create = redis::cmd("XGROUP");
+        create
+            .arg("CREATE")
+            .arg(queue)
+            .arg(&options.group)
+            .arg("0")
+            .arg("MKSTREAM");
+        match self.shared.query::<Value>(&create).await {
+            Ok(_) => {}
+            Err(e) if e.code() == Some("BUSYGROUP") => {}
+            Err(e) => return Err(op_error("subscribe", queue, e)),
+        }
+        let visibility = options.visibility_timeout.max(Duration::from_millis(1));
+        let mut subscription = Subscription {
+            queue: queue.to_string(),
+            group: options.group.clone(),
+            consumer: options.consumer.clone(),
+            shared: self.shared.clone(),
+            reader: None,
+            own_cursor: Some("0".to_string()),
+            claim_cursor: "0-0".to_string(),
+            last_claim: None,
+            claim_every: (visibility / 2).clamp(Duration::from_millis(50), Duration::from_secs(5)),
+            visibility,
+            claim_now: Arc::new(AtomicBool::new(false)),
+            permits: Arc::new(Semaphore::new(usize::from(options.prefetch.max(1)))),
+            buffer: VecDeque::new(),
+            ended: false,
+        };
+        subscription
+            .reader()
+            .await
+            .map_err(|e| op_error("subscribe", queue, e))?;
+        Ok(subscription)
+    }
+
+    pub(super) async fn depth(&self, queue: &str, group: &str) -> Result<Depth> {
+        let exists: i64 = self
+            .shared
+            .query(redis::cmd("EXISTS").arg(queue))
+            .await
+            .map_err(|e| op_error("depth", queue, e))?;
+        if exists == 0 {
+            return Ok(Depth::default());
+        }
+        let groups: Value = self
+            .shared
+            .query(redis::cmd("XINFO").arg("GROUPS").arg(queue))
+            .await
+            .map_err(|e| op_error("depth", queue, e))?;
+        let found = items(groups)
+            .into_iter()
+            .map(pairs)
+            .find(|fields| fields.get("name").and_then(text).as_deref() == Some(group));
+        let Some(fields) = found else {
+            let length: u64 = self
+                .shared
+                .query(redis::cmd("XLEN").arg(queue))
+                .await
+                .map_err(|e| op_error("depth", queue, e))?;
+            return Ok(Depth {
+                ready: length,
+                unacked: 0,
+            });
+        };
+        let unacked = fields.get("pending").and_then(int).unwrap_or(0);
+        let ready = match fields.get("lag").and_then(int) {
+            Some(lag) => lag,
+            None => {
+                // Redis cannot tell the lag (entries were deleted in the middle): count by hand.
+                let last = fields
+                    .get("last-delivered-id")
+                    .and_then(text)
+                    .unwrap_or_else(|| "0-0".to_string());
+                self.count_after(queue, &last).await?
+            }
+        };
+        Ok(Depth { ready, unacked })
+    }
+
+    /// The number of entries after `id`.
+    async fn count_after(&self, queue: &str, id: &str) -> Result<u64> {
+        let mut start = format!("({id}");
+        let mut count = 0u64;
+        loop {
+            let page: Value = self
+                .shared
+                .query(
+                    redis::cmd("XRANGE")
+                        .arg(queue)
+                        .arg(&start)
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(COUNT_PAGE),
+                )
+                .await
+                .map_err(|e| op_error("depth", queue, e))?;
+            let entries = items(page);
+            let n = entries.len();
+            count += n as u64;
+            match entries
+                .into_iter()
+                .last()
+                .and_then(|e| items(e).into_iter().next())
+                .and_then(|id| text(&id))
+            {
+                Some(last) if n == COUNT_PAGE => start = format!("({last}"),
+                _ => return Ok(count),
+            }
+        }
+    }
+
+    pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let range: Value = self
+            .shared
+            .query(
+                redis::cmd("XRANGE")
+                    .arg(queue)
+                    .arg("-")
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(limit),
+            )
+            .await
+            .map_err(|e| op_error("browse", queue, e))?;
+        Ok(items(range)
+            .into_iter()
+            .filter_map(entry)
+            .filter_map(|(_, m)| m)
+            .collect())
+    }
+}
+
+/// The elements of an array (or set) reply; nothing for any other reply.
+fn items(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(v) | Value::Set(v) => v,
+        Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A flat `[name, value, name, value, …]` reply (or a map) as a map by name.
+fn pairs(v: Value) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let mut it = items(v).into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        if let Some(k) = text(&k) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        other => text(other).and_then(|s| s.parse().ok()),
+    }
+}
+
+/// A stream entry `[id, [field, value, …]]`: its id, and its message (`None` when the entry was
+/// deleted and only its id remains in a pending list).
+fn entry(v: Value) -> Option<(String, Option<Message>)> {
+    let mut parts = items(v).into_iter();
+    let id = text(&parts.next()?)?;
+    let fields = parts.next().unwrap_or(Value::Nil);
+    if matches!(fields, Value::Nil) {
+        return Some((id, None));
+    }
+    let mut message = Message::default();
+    let mut it = items(fields).into_iter();
+    while let (Some(Value::BulkString(name)), Some(value)) = (it.next(), it.next()) {
+        let Value::BulkString(value) = value else {
+            continue;
+        };
+        if name == PAYLOAD_FIELD.as_bytes() {
+            message.payload = value;
+        } else if let Some(header) = name.strip_prefix(HEADER_PREFIX.as_bytes())
+            && let (Ok(header), Ok(value)) =
+                (String::from_utf8(header.to_vec()), String::from_utf8(value))
+        {
+            message.headers.insert(header, value);
+        }
+    }
+    Some((id, Some(message)))
+}
+
+/// The entries of an `XREADGROUP` reply (one stream): `nil` on timeout, else `[[key, entries]]`
+/// (RESP2) or `{key: entries}` (RESP3).
+fn read_entries(v: Value) -> Vec<Value> {
+    match v {
+        Value::Nil => Vec::new(),
+        Value::Map(m) => m
+            .into_iter()
+            .flat_map(|(_, entries)| items(entries))
+            .collect(),
+        other => items(other)
+            .into_iter()
+            .flat_map(|stream| {
+                items(stream)
+                    .into_iter()
+                    .nth(1)
+                    .map(items)
+                    .unwrap_or_default()
+            })
+            .collect(),
+    }
+}
+
+/// A consumer of a consumer group.
+pub(super) struct Subscription {
+    queue: String,
+    group: String,
+    consumer: String,
+    shared: Arc<Shared>,
+    /// The connection `XREADGROUP … BLOCK` waits on; re-opened after it broke.
+    reader: Option<MultiplexedConnection>,
+    /// Where re-reading this consumer's own pending list is, while it is not done.
+    own_cursor: Option<String>,
+    claim_cursor: String,
+    last_claim: Option<Instant>,
+    claim_every: Duration,
+    visibility: Duration,
+    /// Set by a nack: run `XAUTOCLAIM` at once.
+    claim_now: Arc<AtomicBool>,
+    /// One per unacked delivery (prefetch).
+    permits: Arc<Semaphore>,
+    buffer: VecDeque<super::Delivery>,
+    ended: bool,
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("redis_streams::Subscription")
+            .field("queue", &self.queue)
+            .field("group", &self.group)
+            .field("consumer", &self.consumer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscription {
+    async fn reader(&mut self) -> std::result::Result<MultiplexedConnection, RedisError> {
+        if let Some(r) = &self.reader {
+            return Ok(r.clone());
+        }
+        let r = self
+            .shared
+            .client
+            .get_multiplexed_async_connection_with_config(&config(BLOCK + REQUEST_TIMEOUT))
+            .await?;
+        self.reader = Some(r.clone());
+        Ok(r)
+    }
+
+    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            if let Some(d) = self.buffer.pop_front() {
+                return Ok(Some(d));
+            }
+            let first = self
+                .permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|e| op_error("consume", &self.queue, e))?;
+            let count = 1 + self.permits.available_permits();
+            match self.fill(first, count).await {
+                Ok(()) => {}
+                Err(e) => {
+                    if e.code() == Some("NOGROUP") {
+                        // The stream or the group was deleted: the subscription is over.
+                        self.ended = true;
+                        continue;
+                    }
+                    if broken(&e) {
+                        self.reader = None;
+                        self.own_cursor = Some("0".to_string());
+                    }
+                    return Err(op_error("consume", &self.queue, e));
+                }
+            }
+        }
+    }
+
+    /// Reads up to `count` entries into the buffer: this consumer's own pending entries first,
+    /// then stale entries of the group when a claim is due, else new entries (blocking up to
+    /// [`BLOCK`]).
+    async fn fill(
+        &mut self,
+        first: OwnedSemaphorePermit,
+        count: usize,
+    ) -> std::result::Result<(), RedisError> {
+        let mut reader = self.reader().await?;
+        let mut first = Some(first);
+        if let Some(cursor) = self.own_cursor.clone() {
+            let mut cmd = redis::cmd("XREADGROUP");
+            cmd.arg("GROUP")
+                .arg(&self.group)
+                .arg(&self.consumer)
+                .arg("COUNT")
+                .arg(count);
+            cmd.arg("STREAMS").arg(&self.queue).arg(&cursor);
+            let entries = read_entries(cmd.query_async(&mut reader).await?);
+            if entries.is_empty() {
+                self.own_cursor = None;
+            } else {
+                let last = self.take(entries, true, &mut first).await?;
+                self.own_cursor = last;
+                return Ok(());
+            }
+        }
+        let due = self.claim_now.swap(false, Ordering::SeqCst)
+            || self
+                .last_claim
+                .is_none_or(|at| at.elapsed() >= self.claim_every);
+        if due {
+            let mut cmd = redis::cmd("XAUTOCLAIM");
+            cmd.arg(&self.queue).arg(&self.group).arg(&self.consumer);
+            cmd.arg(u64::try_from(self.visibility.as_millis()).unwrap_or(u64::MAX));
+            cmd.arg(&self.claim_cursor).arg("COUNT").arg(count);
+            let mut reply = items(cmd.query_async(&mut reader).await?).into_iter();
+            let next_cursor = reply
+                .next()
+                .as_ref()
+                .and_then(text)
+                .unwrap_or_else(|| "0-0".to_string());
+            let claimed = reply.next().map(items).unwrap_or_default();
+            let full = claimed.len() >= count;
+            // A pass over the whole pending list is over when the cursor is back at 0-0.
+            if next_cursor == "0-0" && !full {
+                self.last_claim = Some(Instant::now());
+            }
+            self.claim_cursor = next_cursor;
+            if !claimed.is_empty() {
+                self.take(claimed, true, &mut first).await?;
+                return Ok(());
+            }
+            if self.claim_cursor != "0-0" {
+                // The pass stopped before the end of the pending list: go on with it first.
+                return Ok(());
+            }
+        }
+        let until_claim = self.last_claim.map_or(Duration::ZERO, |at| {
+            self.claim_every.saturating_sub(at.elapsed())
+        });
+        let block = BLOCK.min(until_claim).max(Duration::from_millis(10));
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(&self.group)
+            .arg(&self.consumer)
+            .arg("COUNT")
+            .arg(count);
+        cmd.arg("BLOCK")
+            .arg(u64::try_from(block.as_millis()).unwrap_or(1000));
+        cmd.arg("STREAMS").arg(&self.queue).arg(">");
+        let entries = read_entries(cmd.query_async(&mut reader).await?);
+        self.take(entries, false, &mut first).await?;
+        Ok(())
+    }
+
+    /// Buffers the entries as deliveries (each holding a prefetch permit); acks the ids of
+    /// deleted entries (nothing left to deliver). Returns the last id.
+    async fn take(
+        &mut self,
+        entries: Vec<Value>,
+        redelivered: bool,
+        first: &mut Option<OwnedSemaphorePermit>,
+    ) -> std::result::Result<Option<String>, RedisError> {
+        let mut last = None;
+        let mut gone = Vec::new();
+        for (id, message) in entries.into_iter().filter_map(entry) {
+            last = Some(id.clone());
+            let Some(message) = message else {
+                gone.push(id);
+                continue;
+            };
+            let permit = first
+                .take()
+                .or_else(|| self.permits.clone().try_acquire_owned().ok());
+            self.buffer.push_back(super::Delivery {
+                message,
+                redelivered,
+                acker: super::Acker::Redis(Acker {
+                    shared: self.shared.clone(),
+                    queue: self.queue.clone(),
+                    group: self.group.clone(),
+                    consumer: self.consumer.clone(),
+                    id,
+                    visibility: self.visibility,
+                    claim_now: self.claim_now.clone(),
+                    _permit: permit,
+                }),
+            });
+        }
+        if !gone.is_empty() {
+            let _: Value = self
+                .shared
+                .query(
+                    redis::cmd("XACK")
+                        .arg(&self.queue)
+                        .arg(&self.group)
+                        .arg(&gone),
+                )
+                .await?;
+        }
+        Ok(last)
+    }
+}
+
+/// The ack handle of one Redis delivery: its entry id in the group.
+pub(super) struct Acker {
+    shared: Arc<Shared>,
+    queue: String,
+    group: String,
+    consumer: String,
+    id: String,
+    visibility: Duration,
+    claim_now: Arc<AtomicBool>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl fmt::Debug for Acker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("redis_streams::Acker")
+            .field("queue", &self.queue)
+            .field("group", &self.group)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Acker {
+    pub(super) async fn ack(self) -> Result<()> {
+        let _: Value = self
+            .shared
+            .query(
+                redis::cmd("XACK")
+                    .arg(&self.queue)
+                    .arg(&self.group)
+                    .arg(&self.id),
+            )
+            .await
+            .map_err(|e| op_error("ack", &self.queue, e))?;
+        Ok(())
+    }
+
+    /// Leaves the entry pending, idle for the whole visibility timeout already, so the next
+    /// `XAUTOCLAIM` of the group takes it.
+    pub(super) async fn nack(self) -> Result<()> {
+        let idle = u64::try_from(self.visibility.as_millis()).unwrap_or(u64::MAX);
+        let mut cmd = redis::cmd("XCLAIM");
+        cmd.arg(&self.queue)
+            .arg(&self.group)
+            .arg(&self.consumer)
+            .arg(0)
+            .arg(&self.id);
+        cmd.arg("IDLE").arg(idle).arg("JUSTID");
+        let _: Value = self
+            .shared
+            .query(&cmd)
+            .await
+            .map_err(|e| op_error("nack", &self.queue, e))?;
+        self.claim_now.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(b: &[u8]) -> Value {
+        Value::BulkString(b.to_vec())
+    }
+
+    #[test]
+    fn entries_read_payload_and_headers() {
+        let v = Value::Array(vec![
+            bulk(b"1-0"),
+            Value::Array(vec![
+                bulk(b"payload"),
+                bulk(&[0, 0xff]),
+                bulk(b"h:x-qm-key"),
+                bulk(b"k"),
+                bulk(b"other"),
+                bulk(b"o"),
+            ]),
+        ]);
+        let (id, message) = entry(v).unwrap();
+        assert_eq!(id, "1-0");
+        let message = message.unwrap();
+        assert_eq!(message.payload, [0, 0xff]);
+        assert_eq!(message.header("x-qm-key"), Some("k"));
+        assert_eq!(message.headers.len(), 1);
+        assert_eq!(
+            entry(Value::Array(vec![bulk(b"2-0"), Value::Nil])).unwrap(),
+            ("2-0".to_string(), None)
+        );
+    }
+
+    #[test]
+    fn xreadgroup_replies_of_both_protocols() {
+        let e = Value::Array(vec![
+            bulk(b"1-0"),
+            Value::Array(vec![bulk(b"payload"), bulk(b"x")]),
+        ]);
+        let resp2 = Value::Array(vec![Value::Array(vec![
+            bulk(b"q"),
+            Value::Array(vec![e.clone()]),
+        ])]);
+        let resp3 = Value::Map(vec![(bulk(b"q"), Value::Array(vec![e]))]);
+        assert_eq!(read_entries(resp2).len(), 1);
+        assert_eq!(read_entries(resp3).len(), 1);
+        assert!(read_entries(Value::Nil).is_empty());
+    }
+}

@@ -1,0 +1,198 @@
+//! `migrate bridge NAME`: forward an unchangeable producer's queue by the live routing.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{CliError, CliResult, Ctx, redact_url};
+use crate::bridge::metrics::BridgeMetrics;
+use crate::bridge::{self, Brokers, Settings};
+use crate::brokers::{Adapter, Kind};
+use crate::controller::publish;
+use crate::plan::Broker;
+use crate::router::Router;
+use crate::store::Store;
+
+/// Read the plan's `bridge.ingress` on the old broker and forward every message, by its key's
+/// slice and the live routing document, to `brokers.old.queue` or the new broker; ack the ingress
+/// only after the destination confirmed. One bridge per migration forwards (a lease in the
+/// store); start a second one anywhere as a standby.
+///
+/// Example:
+///   migrate bridge orders --metrics 127.0.0.1:9466
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct BridgeArgs {
+    /// The migration (its plan needs a `bridge:` section).
+    pub name: String,
+    /// Where /metrics and /healthz listen.
+    #[arg(long, default_value = "127.0.0.1:9466")]
+    pub metrics: SocketAddr,
+    /// How long the bridge lease lasts without renewal; a standby takes over within about two.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub lease_ttl: Duration,
+    /// How often the routing document is read from the store.
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    pub routing_interval: Duration,
+    /// This instance's name in the lease (default: bridge@HOST:PID).
+    #[arg(long)]
+    pub id: Option<String>,
+}
+
+async fn connect(broker: &Broker, side: &str) -> Result<Adapter, CliError> {
+    let kind = Kind::parse(&broker.kind).ok_or_else(|| {
+        CliError::input(format!(
+            "brokers.{side}.kind {:?}: the bridge speaks rabbitmq (amqp), nats and redis",
+            broker.kind
+        ))
+    })?;
+    Adapter::connect(kind, &broker.url.value)
+        .await
+        .map_err(|e| {
+            CliError::new(
+                1,
+                format!(
+                    "cannot connect to the {side} broker {} ({}): {e}",
+                    broker.name,
+                    broker.url.redacted()
+                ),
+            )
+        })
+}
+
+pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
+    if args.lease_ttl < Duration::from_secs(1) || args.routing_interval.is_zero() {
+        return Err(CliError::input(
+            "--lease-ttl must be at least 1s and --routing-interval above 0",
+        ));
+    }
+    let store = ctx.store().await?;
+    let fetcher = ctx.fetcher()?;
+    let mut controller = ctx.controller(&store, &fetcher);
+    controller.read_only = true;
+    let loaded = controller.load(&args.name).await?;
+    let plan = loaded.plan;
+    let Some(spec) = plan.bridge.clone() else {
+        return Err(CliError::input(format!(
+            "the plan of {} has no `bridge:` section; add e.g.\n  bridge: {{ ingress: {}.ingress, key: {{ json: orderId }} }}\n(see docs/bridge.md)",
+            args.name, args.name
+        )));
+    };
+    let (Some(old_queue), Some(new_queue)) = (
+        plan.brokers.old.destination(),
+        plan.brokers.new.destination(),
+    ) else {
+        return Err(CliError::input(
+            "the bridge needs brokers.old.queue and brokers.new.queue (or stream)",
+        ));
+    };
+    let holder = args.id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
+        format!("bridge@{host}:{}", std::process::id())
+    });
+    let settings = Settings {
+        migration: plan.name.clone(),
+        ingress: spec.ingress.clone(),
+        key: spec.key.clone(),
+        prefetch: spec.prefetch,
+        old_queue: old_queue.to_string(),
+        new_queue: new_queue.to_string(),
+        old_name: plan.brokers.old.name.clone(),
+        new_name: plan.brokers.new.name.clone(),
+        holder: holder.clone(),
+        lease_ttl: args.lease_ttl,
+        visibility_timeout: plan.retry.visibility_timeout,
+    };
+    let brokers = Brokers {
+        old: Arc::new(connect(&plan.brokers.old, "old").await?),
+        new: Arc::new(connect(&plan.brokers.new, "new").await?),
+    };
+
+    let router = Router::with_default_slices(plan.slices);
+    let follow = {
+        let (store, router, plan, name) = (
+            store.clone(),
+            router.clone(),
+            plan.clone(),
+            args.name.clone(),
+        );
+        let every = args.routing_interval;
+        tokio::spawn(async move {
+            let mut warned = false;
+            loop {
+                match store.get(&name).await {
+                    Ok(record) => {
+                        warned = false;
+                        if let Err(e) = router.offer(publish::document(&plan, &record)) {
+                            tracing::warn!("routing document refused: {e}");
+                        }
+                    }
+                    Err(e) if !warned => {
+                        tracing::warn!(
+                            "cannot read the routing from the store (keeping the last): {e}"
+                        );
+                        warned = true;
+                    }
+                    Err(_) => {}
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    };
+
+    let metrics = Arc::new(BridgeMetrics::new(&plan.name));
+    let listener = tokio::net::TcpListener::bind(args.metrics)
+        .await
+        .map_err(|e| CliError::new(1, format!("cannot listen on {}: {e}", args.metrics)))?;
+    let server = {
+        let metrics = metrics.clone();
+        let app = axum::Router::new()
+            .route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let metrics = metrics.clone();
+                    async move {
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            )],
+                            metrics.render(),
+                        )
+                    }
+                }),
+            )
+            .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+        tokio::spawn(axum::serve(listener, app).into_future())
+    };
+    eprintln!(
+        "migrate bridge: {holder} for {} (state {}): {} on {} -> {} (old) / {} on {} (new); /metrics on http://{}; Ctrl-C to stop",
+        plan.name,
+        redact_url(&ctx.global.state),
+        spec.ingress,
+        plan.brokers.old.name,
+        old_queue,
+        new_queue,
+        plan.brokers.new.name,
+        args.metrics
+    );
+    let result = bridge::run(
+        store,
+        settings,
+        brokers,
+        router,
+        metrics,
+        super::run::shutdown_signal(),
+    )
+    .await;
+    follow.abort();
+    server.abort();
+    result.map_err(|e| CliError::new(1, e.to_string()))?;
+    eprintln!("migrate bridge: stopped");
+    Ok(ExitCode::SUCCESS)
+}

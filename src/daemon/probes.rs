@@ -1,0 +1,276 @@
+//! The synthetic phase's probes: while a migration is in `synthetic` (not paused) and its plan
+//! has `synthetic: { probes: .. }`, the daemon that holds the lease publishes marked probe
+//! messages through the new broker's adapter (see [`crate::probe`] for the wire format and what
+//! consumers do with them).
+//!
+//! A run is identified by the instant the migration entered `synthetic`; probe keys are derived
+//! from it, so a daemon that restarts (or a standby that takes over) re-sends probes with the
+//! same keys, which the consumers' dedup absorbs. A run stops when the migration leaves
+//! `synthetic`, is paused, or has sent `count` probes.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::Shared;
+use crate::brokers::{Adapter, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Message};
+use crate::machine::State;
+use crate::plan::{Broker, PhaseKind, Plan, Probes};
+use crate::probe::{self, HEADER_PROBE, ProbeKind};
+use crate::routing::{Route, Side};
+use crate::slice::slice_of;
+use crate::stamp::RouteStamp;
+use crate::store::Store;
+
+/// The producer name on probes' route stamps.
+pub const PROBE_PRODUCER: &str = "migrate-probe";
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: [AtomicU64; 2],
+    errors: AtomicU64,
+}
+
+/// Probe runs in progress, by migration, and what they sent.
+#[derive(Debug, Default)]
+pub struct ProbeRuns {
+    runs: Mutex<HashMap<String, (i64, JoinHandle<()>)>>,
+    counters: Arc<Mutex<HashMap<String, Arc<Counters>>>>,
+}
+
+impl Drop for ProbeRuns {
+    fn drop(&mut self) {
+        let runs = self.runs.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for (_, (_, task)) in runs.drain() {
+            task.abort();
+        }
+    }
+}
+
+impl ProbeRuns {
+    fn counters(&self, migration: &str) -> Arc<Counters> {
+        self.counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(migration.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Start the runs that should be running, stop the others. Called by the lease holder after
+    /// every tick.
+    pub async fn reconcile<S: Store + Clone + 'static>(&self, shared: &Arc<Shared<S>>) {
+        let records = match shared.store.list().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("probes: cannot list migrations: {e}");
+                return;
+            }
+        };
+        let wanted: HashMap<String, i64> = records
+            .iter()
+            .filter(|r| r.state == State::Synthetic && !r.paused)
+            .map(|r| (r.name.clone(), r.entered_at_ms))
+            .collect();
+        {
+            let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+            runs.retain(|name, (run, task)| {
+                let keep = wanted.get(name) == Some(run);
+                if !keep {
+                    task.abort();
+                }
+                keep
+            });
+        }
+        for rec in records {
+            let Some(&run) = wanted.get(&rec.name) else {
+                continue;
+            };
+            if self
+                .runs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&rec.name)
+            {
+                continue;
+            }
+            let plan = match shared.controller(true).load(&rec.name).await {
+                Ok(l) => l.plan,
+                Err(e) => {
+                    tracing::warn!(migration = %rec.name, "probes: cannot load the plan: {e}");
+                    continue;
+                }
+            };
+            let Some(probes) = plan
+                .phase(PhaseKind::Synthetic)
+                .and_then(|p| p.probes.clone())
+            else {
+                continue;
+            };
+            let counters = self.counters(&rec.name);
+            let clock = shared.config.clock.clone();
+            let generation = u64::try_from(rec.generation).unwrap_or(0);
+            tracing::info!(migration = %rec.name, rate = probes.rate, count = probes.count, "probes: starting a run");
+            let task = tokio::spawn(send_run(plan, probes, run, generation, clock, counters));
+            self.runs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(rec.name.clone(), (run, task));
+        }
+    }
+
+    /// `queue_migrate_probes_sent_total{migration,probe}` and
+    /// `queue_migrate_probe_publish_errors_total{migration}`.
+    pub fn render(&self) -> String {
+        let counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = String::new();
+        if counters.is_empty() {
+            return out;
+        }
+        let mut names: Vec<&String> = counters.keys().collect();
+        names.sort();
+        let name = "queue_migrate_probes_sent_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Synthetic probes published and confirmed by the new broker, by kind.\n# TYPE {name} counter"
+        );
+        for m in &names {
+            let mut label = String::new();
+            crate::stamp::escape_label(&mut label, m);
+            for kind in ProbeKind::ALL {
+                let i = usize::from(kind == ProbeKind::Idempotency);
+                let v = counters[*m].sent[i].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "{name}{{migration=\"{label}\",probe=\"{}\"}} {v}",
+                    kind.as_str()
+                );
+            }
+        }
+        let name = "queue_migrate_probe_publish_errors_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Synthetic probe publishes that failed (retried).\n# TYPE {name} counter"
+        );
+        for m in &names {
+            let mut label = String::new();
+            crate::stamp::escape_label(&mut label, m);
+            let v = counters[*m].errors.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{migration=\"{label}\"}} {v}");
+        }
+        out
+    }
+}
+
+async fn connect(broker: &Broker) -> Option<Adapter> {
+    let Some(kind) = Kind::parse(&broker.kind) else {
+        tracing::warn!(kind = %broker.kind, "probes: no adapter for this broker kind");
+        return None;
+    };
+    match Adapter::connect(kind, &broker.url.value).await {
+        Ok(a) => Some(a),
+        Err(e) => {
+            tracing::warn!("probes: {e}");
+            None
+        }
+    }
+}
+
+/// The probe message `seq` (`None`: the idempotency probe).
+fn probe_message(plan: &Plan, run: i64, generation: u64, seq: Option<u32>, at_ms: i64) -> Message {
+    let run_id = u64::try_from(run).unwrap_or(0);
+    let (kind, dedup_key, key) = match seq {
+        Some(seq) => (
+            ProbeKind::Latency,
+            probe::latency_key(&plan.name, run_id, seq),
+            format!("probe-{seq}"),
+        ),
+        None => (
+            ProbeKind::Idempotency,
+            probe::idempotency_key(&plan.name, run_id),
+            "probe-idempotency".to_string(),
+        ),
+    };
+    let route = Route {
+        target: Side::New,
+        slice: slice_of(&key, plan.slices),
+        generation,
+    };
+    let payload = serde_json::json!({
+        "probe": kind.as_str(),
+        "migration": plan.name,
+        "run": run_id,
+        "seq": seq,
+    });
+    let mut message = Message::new(payload.to_string().into_bytes())
+        .with_header(HEADER_PROBE, kind.as_str())
+        .with_header(HEADER_DEDUP_KEY, dedup_key)
+        .with_header(HEADER_KEY, key);
+    let at = u64::try_from(at_ms).unwrap_or(0);
+    if let Ok(stamp) = RouteStamp::new(&route, plan.brokers.new.name.clone(), PROBE_PRODUCER, at) {
+        for (name, value) in stamp.headers() {
+            message.headers.insert(name.to_string(), value);
+        }
+    }
+    message
+}
+
+/// Publish `message` until confirmed (or the run is aborted).
+async fn publish(adapter: &Adapter, queue: &str, message: &Message, counters: &Counters) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match adapter.publish(queue, message).await {
+            Ok(()) => return,
+            Err(e) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("probes: {e}; retrying in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+async fn send_run(
+    plan: Plan,
+    probes: Probes,
+    run: i64,
+    generation: u64,
+    clock: super::Clock,
+    counters: Arc<Counters>,
+) {
+    let Some(queue) = plan.brokers.new.destination().map(str::to_string) else {
+        tracing::warn!(migration = %plan.name, "probes: brokers.new has no queue or stream");
+        return;
+    };
+    let adapter = loop {
+        if let Some(a) = connect(&plan.brokers.new).await {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    if let Err(e) = adapter.declare(&queue).await {
+        tracing::warn!("probes: {e}");
+    }
+    for _ in 0..probes.repeat {
+        let m = probe_message(&plan, run, generation, None, clock());
+        publish(&adapter, &queue, &m, &counters).await;
+        counters.sent[1].fetch_add(1, Ordering::Relaxed);
+    }
+    let mut sent = 0u32;
+    while sent < probes.count {
+        let due = probe::due(probes.rate, probes.count, clock() - run).max(sent + 1);
+        while sent < due {
+            sent += 1;
+            let m = probe_message(&plan, run, generation, Some(sent), clock());
+            publish(&adapter, &queue, &m, &counters).await;
+            counters.sent[0].fetch_add(1, Ordering::Relaxed);
+        }
+        tokio::time::sleep(Duration::from_secs_f64(1.0 / probes.rate)).await;
+    }
+    tracing::info!(migration = %plan.name, sent, "probes: run complete");
+}

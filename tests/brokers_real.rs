@@ -1,0 +1,445 @@
+//! The broker adapters against real servers: RabbitMQ (`QM_TEST_AMQP_URL`, e.g.
+//! `amqp://guest:guest@127.0.0.1:5672/%2f`, with the management plugin on port 15672), NATS with
+//! JetStream (`QM_TEST_NATS_URL`, e.g. `nats://127.0.0.1:4222`) and Redis (`QM_TEST_REDIS_URL`,
+//! e.g. `redis://127.0.0.1:6379`); `scripts/services.sh` starts them. Every test runs once per
+//! broker and skips, with a note, when that broker's variable is unset. Queue names are unique per
+//! run (process id, counter, clock) and each test deletes its queue / stream / key at the end.
+//! RabbitMQ's management API refreshes its counts every few seconds: depths are polled with a
+//! deadline, never asserted at once.
+#![cfg(feature = "brokers")]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use queue_migrate::brokers::{
+    Adapter, BrokerError, Delivery, Depth, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Message,
+    SubscribeOptions, Subscription,
+};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn env_var(kind: Kind) -> &'static str {
+    match kind {
+        Kind::RabbitMq => "QM_TEST_AMQP_URL",
+        Kind::Nats => "QM_TEST_NATS_URL",
+        Kind::Redis => "QM_TEST_REDIS_URL",
+    }
+}
+
+fn url(kind: Kind) -> Option<String> {
+    match std::env::var(env_var(kind)) {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            use std::io::Write as _;
+            let test = std::thread::current().name().unwrap_or("?").to_string();
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: set {} to run it against a real {}",
+                env_var(kind),
+                kind.as_str()
+            );
+            None
+        }
+    }
+}
+
+/// A queue name of this run (with dots: NATS stream names must be derived from it).
+fn queue(test: &str) -> String {
+    format!(
+        "qm.test.{test}.{}.{}.{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    )
+}
+
+async fn connect(kind: Kind, url: &str) -> Adapter {
+    Adapter::connect(kind, url)
+        .await
+        .unwrap_or_else(|e| panic!("{}={url}: {e}", env_var(kind)))
+}
+
+/// Deletes what a test made: the RabbitMQ queue, the JetStream stream, the Redis key.
+async fn cleanup(kind: Kind, url: &str, queue: &str) {
+    match kind {
+        Kind::RabbitMq => {
+            let connection =
+                lapin::Connection::connect(url, lapin::ConnectionProperties::default())
+                    .await
+                    .unwrap();
+            let channel = connection.create_channel().await.unwrap();
+            channel
+                .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
+                .await
+                .unwrap();
+            let _ = connection.close(200, "OK".into()).await;
+        }
+        Kind::Nats => {
+            let client = async_nats::connect(url).await.unwrap();
+            let js = async_nats::jetstream::new(client);
+            js.delete_stream(queue.replace('.', "_")).await.unwrap();
+        }
+        Kind::Redis => {
+            let client = redis::Client::open(url).unwrap();
+            let mut c = client.get_multiplexed_async_connection().await.unwrap();
+            let _: i64 = redis::cmd("DEL")
+                .arg(queue)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn options(group: &str, prefetch: u16, visibility: Duration) -> SubscribeOptions {
+    SubscribeOptions {
+        prefetch,
+        visibility_timeout: visibility,
+        ..SubscribeOptions::group(group)
+    }
+}
+
+async fn next_within(subscription: &mut Subscription, seconds: u64) -> Delivery {
+    tokio::time::timeout(Duration::from_secs(seconds), subscription.next())
+        .await
+        .unwrap_or_else(|_| panic!("no delivery within {seconds} s"))
+        .unwrap()
+        .expect("the subscription ended")
+}
+
+/// Polls the depth until `want` holds (RabbitMQ's management statistics lag a few seconds).
+async fn depth_becomes(
+    adapter: &Adapter,
+    queue: &str,
+    group: &str,
+    what: &str,
+    want: impl Fn(Depth) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(12);
+    loop {
+        let got = adapter.depth(queue, group).await;
+        if matches!(&got, Ok(d) if want(*d)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "depth of {queue:?} is {got:?}, expected {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Not UTF-8, with a NUL, a newline and bytes of every high range.
+const BINARY: &[u8] = &[0, 0x9f, 0x92, 0x96, 0xff, 0xfe, b'\n', 0x80, b'{', 0xc3];
+
+fn stamped(n: usize) -> Message {
+    let mut payload = BINARY.to_vec();
+    payload.extend_from_slice(format!("#{n}").as_bytes());
+    Message::new(payload)
+        .with_header("x-qm-route", "bridge")
+        .with_header("x-qm-broker", "old")
+        .with_header("x-qm-generation", "7")
+        .with_header(HEADER_DEDUP_KEY, format!("order.paid:order-{n}:evt-1"))
+        .with_header(HEADER_KEY, format!("order-{n}"))
+}
+
+macro_rules! per_broker {
+    ($($test:ident),* $(,)?) => {
+        $(
+            mod $test {
+                use super::*;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn rabbitmq() {
+                    if let Some(url) = url(Kind::RabbitMq) {
+                        super::$test(Kind::RabbitMq, &url).await;
+                    }
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn nats() {
+                    if let Some(url) = url(Kind::Nats) {
+                        super::$test(Kind::Nats, &url).await;
+                    }
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn redis() {
+                    if let Some(url) = url(Kind::Redis) {
+                        super::$test(Kind::Redis, &url).await;
+                    }
+                }
+            }
+        )*
+    };
+}
+
+per_broker!(
+    round_trip,
+    order_is_kept,
+    unacked_comes_back_and_nack_gives_back,
+    depth_counts_ready_and_unacked,
+    browse_consumes_nothing,
+    concurrent_publishes_are_all_confirmed,
+);
+
+/// Headers (the route stamp, the dedup key) and a non-UTF-8 payload come back unchanged.
+async fn round_trip(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    assert_eq!(adapter.kind(), kind);
+    let q = queue("round");
+    adapter.declare(&q).await.unwrap();
+    adapter.declare(&q).await.unwrap(); // idempotent
+    let sent = stamped(1);
+    adapter.publish(&q, &sent).await.unwrap();
+
+    let mut sub = adapter
+        .subscribe(&q, &options("g", 8, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let d = next_within(&mut sub, 10).await;
+    assert_eq!(d.message, sent);
+    assert_eq!(d.message.header("X-QM-ROUTE"), Some("bridge"));
+    assert!(!d.redelivered);
+    d.ack().await.unwrap();
+    drop(sub);
+    cleanup(kind, url, &q).await;
+}
+
+/// One publisher's messages are consumed in the order published.
+async fn order_is_kept(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("order");
+    adapter.declare(&q).await.unwrap();
+    for n in 0..50 {
+        adapter.publish(&q, &stamped(n)).await.unwrap();
+    }
+    let mut sub = adapter
+        .subscribe(&q, &options("g", 16, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    for n in 0..50 {
+        let d = next_within(&mut sub, 10).await;
+        assert_eq!(d.message, stamped(n), "message {n} out of order");
+        d.ack().await.unwrap();
+    }
+    drop(sub);
+    cleanup(kind, url, &q).await;
+}
+
+/// A delivery neither acked nor nacked comes back, marked redelivered, once its subscription is
+/// gone (RabbitMQ) or its visibility timeout passed (JetStream, Redis: claimed by another
+/// consumer); a nacked one comes back at once.
+async fn unacked_comes_back_and_nack_gives_back(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("redeliver");
+    adapter.declare(&q).await.unwrap();
+    let sent = stamped(1);
+    adapter.publish(&q, &sent).await.unwrap();
+
+    let visibility = Duration::from_secs(1);
+    let mut first = adapter
+        .subscribe(&q, &options("g", 4, visibility))
+        .await
+        .unwrap();
+    let d = next_within(&mut first, 10).await;
+    assert_eq!(d.message, sent);
+    assert!(!d.redelivered);
+    drop(d);
+    drop(first);
+
+    let mut second = adapter
+        .subscribe(
+            &q,
+            &SubscribeOptions {
+                consumer: "g-2".into(),
+                ..options("g", 4, visibility)
+            },
+        )
+        .await
+        .unwrap();
+    let again = next_within(&mut second, 10).await;
+    assert_eq!(again.message, sent);
+    assert!(
+        again.redelivered,
+        "an unacked delivery must come back redelivered"
+    );
+    let started = Instant::now();
+    again.nack().await.unwrap();
+
+    let third = next_within(&mut second, 10).await;
+    assert_eq!(third.message, sent);
+    assert!(third.redelivered);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a nacked delivery came back only after {:?}",
+        started.elapsed()
+    );
+    third.ack().await.unwrap();
+
+    // Acked for good: nothing comes back after the visibility timeout.
+    let quiet = tokio::time::timeout(visibility * 3, second.next()).await;
+    assert!(quiet.is_err(), "an acked message came back: {quiet:?}");
+    drop(second);
+    cleanup(kind, url, &q).await;
+}
+
+/// Publish 5, take 2 without acking: ready 3, unacked 2; ack them: 3 left in all (RabbitMQ and
+/// JetStream hand the next two to the consumer at once, so they may be unacked by then).
+async fn depth_counts_ready_and_unacked(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("depth");
+    adapter.declare(&q).await.unwrap();
+    for n in 0..5 {
+        adapter.publish(&q, &stamped(n)).await.unwrap();
+    }
+    let mut sub = adapter
+        .subscribe(&q, &options("g", 2, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let a = next_within(&mut sub, 10).await;
+    let b = next_within(&mut sub, 10).await;
+    assert_eq!((&a.message, &b.message), (&stamped(0), &stamped(1)));
+    let want = Depth {
+        ready: 3,
+        unacked: 2,
+    };
+    depth_becomes(&adapter, &q, "g", "ready 3, unacked 2", |d| d == want).await;
+    a.ack().await.unwrap();
+    b.ack().await.unwrap();
+    depth_becomes(&adapter, &q, "g", "3 in all, at most 2 unacked", |d| {
+        d.total() == 3 && d.unacked <= 2
+    })
+    .await;
+    drop(sub);
+    cleanup(kind, url, &q).await;
+}
+
+/// Browsing returns the messages oldest first and takes none of them (RabbitMQ cannot browse).
+async fn browse_consumes_nothing(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("browse");
+    adapter.declare(&q).await.unwrap();
+    let sent: Vec<Message> = (0..3).map(stamped).collect();
+    for m in &sent {
+        adapter.publish(&q, m).await.unwrap();
+    }
+
+    if kind == Kind::RabbitMq {
+        match adapter.browse(&q, 10).await {
+            Err(BrokerError::Unsupported { what, .. }) => {
+                assert!(what.contains("migrate dlq triage"), "{what}");
+                assert!(what.contains("redelivered"), "{what}");
+            }
+            other => panic!("RabbitMQ browse must be Unsupported, got {other:?}"),
+        }
+        cleanup(kind, url, &q).await;
+        return;
+    }
+
+    assert_eq!(adapter.browse(&q, 10).await.unwrap(), sent);
+    assert_eq!(adapter.browse(&q, 2).await.unwrap(), sent[..2]);
+    assert!(adapter.browse(&q, 0).await.unwrap().is_empty());
+    let before = adapter.depth(&q, "g").await.unwrap();
+    assert_eq!(
+        before,
+        Depth {
+            ready: 3,
+            unacked: 0
+        }
+    );
+    assert_eq!(adapter.browse(&q, 10).await.unwrap(), sent);
+    assert_eq!(adapter.depth(&q, "g").await.unwrap(), before);
+
+    // Take the first two, ack the second only: JetStream (work queue) drops the acked one and
+    // browsing skips its sequence; a Redis stream keeps every entry.
+    let mut sub = adapter
+        .subscribe(&q, &options("g", 4, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let first = next_within(&mut sub, 10).await;
+    let second = next_within(&mut sub, 10).await;
+    second.ack().await.unwrap();
+    let browsed = adapter.browse(&q, 10).await.unwrap();
+    match kind {
+        Kind::Nats => assert_eq!(browsed, [sent[0].clone(), sent[2].clone()]),
+        _ => assert_eq!(browsed, sent),
+    }
+    first.ack().await.unwrap();
+    drop(sub);
+    cleanup(kind, url, &q).await;
+}
+
+/// 200 publishes at once from one adapter: every one confirmed, every one consumed once.
+async fn concurrent_publishes_are_all_confirmed(kind: Kind, url: &str) {
+    let adapter = Arc::new(connect(kind, url).await);
+    let q = queue("concurrent");
+    adapter.declare(&q).await.unwrap();
+    let tasks: Vec<_> = (0..200)
+        .map(|n| {
+            let adapter = adapter.clone();
+            let q = q.clone();
+            tokio::spawn(async move { adapter.publish(&q, &stamped(n)).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let mut sub = adapter
+        .subscribe(&q, &options("g", 64, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    while seen.len() < 200 {
+        let d = next_within(&mut sub, 10).await;
+        let key = d.message.header(HEADER_KEY).unwrap().to_string();
+        assert!(seen.insert(key.clone()), "{key} delivered twice");
+        assert!(!d.redelivered);
+        d.ack().await.unwrap();
+    }
+    let expected: BTreeSet<String> = (0..200).map(|n| format!("order-{n}")).collect();
+    assert_eq!(seen, expected);
+    drop(sub);
+    cleanup(kind, url, &q).await;
+}
+
+/// A broker that is not there is an error (with the password removed), not a hang. Needs no
+/// server: the port was just closed.
+#[tokio::test]
+async fn unreachable_broker_is_a_connect_error() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    for (kind, url) in [
+        (
+            Kind::RabbitMq,
+            format!("amqp://guest:s3cret@127.0.0.1:{port}/%2f"),
+        ),
+        (Kind::Nats, format!("nats://user:s3cret@127.0.0.1:{port}")),
+        (Kind::Redis, format!("redis://user:s3cret@127.0.0.1:{port}")),
+    ] {
+        let started = Instant::now();
+        let result = tokio::time::timeout(Duration::from_secs(15), Adapter::connect(kind, &url))
+            .await
+            .unwrap_or_else(|_| panic!("{kind:?}: connect hung"));
+        match result {
+            Err(e @ BrokerError::Connect { .. }) => {
+                let text = e.to_string();
+                assert!(!text.contains("s3cret"), "{kind:?}: password in {text}");
+                assert!(text.contains(&port.to_string()), "{kind:?}: {text}");
+            }
+            other => panic!("{kind:?}: expected a connect error, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(12),
+            "{kind:?}: {:?}",
+            started.elapsed()
+        );
+    }
+}

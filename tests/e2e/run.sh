@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# End-to-end migrations against real servers, with faults.
+#
+#   tests/e2e/run.sh [nats] [redis]        (default: both scenarios)
+#
+# Installs (Debian packages) and starts RabbitMQ, NATS, Redis, PostgreSQL and Prometheus on
+# loopback with scripts/services.sh, builds `migrate` and the example producer and consumer, and
+# runs, per scenario, a whole migration under `migrate run` whose gates query a real Prometheus
+# that scrapes the apps:
+#
+#   nats   a producer we can change: RabbitMQ -> NATS JetStream, the producer routes by slice;
+#          state in PostgreSQL. Faults: kill -9 of the controller (synthetic) and of the consumer
+#          (slices, drain), NATS stopped and restarted, a guard breach injected (a conflicting
+#          duplicate) -> rollback of one step.
+#   redis  a producer we cannot change: RabbitMQ -> Redis Streams through two `migrate bridge`
+#          (one forwards, one stands by); state in SQLite. Faults: kill -9 of the active bridge,
+#          of the consumer and of the controller, Redis stopped and restarted, a guard breach.
+#
+# Each fault happens at a milestone of the migration plus a random delay (seeded: E2E_SEED=N to
+# replay). At the end tests/e2e/verify.py checks, from the consumer's database and the journal:
+# every confirmed event applied exactly once, per-order version order, every phase journaled,
+# the rollback, and the old queue empty at disconnect. Logs stay in $E2E_WORK (printed).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+SEED=${E2E_SEED:-$(( $(date +%s) % 32768 ))}
+RANDOM=$SEED
+WORK=${E2E_WORK:-$(mktemp -d /tmp/qm-e2e.XXXXXX)}
+mkdir -p "$WORK"
+SCENARIOS=("$@")
+(( ${#SCENARIOS[@]} )) || SCENARIOS=(nats redis)
+TIMEOUT=${E2E_TIMEOUT:-420}
+echo "e2e: seed $SEED, work dir $WORK, scenarios ${SCENARIOS[*]}"
+
+# ---- servers ----------------------------------------------------------------------------------
+services=(rabbitmq nats redis postgres prometheus)
+scripts/services.sh install "${services[@]}"
+# Fresh brokers: every scenario starts from empty queues and streams.
+scripts/services.sh stop rabbitmq nats redis >/dev/null 2>&1 || true
+scripts/services.sh start rabbitmq nats redis postgres >/dev/null
+# shellcheck disable=SC1091
+source "${QM_SERVICES_DIR:-/tmp/qm-services}/env"
+export E2E_AMQP_URL=$QM_TEST_AMQP_URL E2E_NATS_URL=$QM_TEST_NATS_URL E2E_REDIS_URL=$QM_TEST_REDIS_URL
+RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
+
+echo "e2e: building migrate and the example apps"
+cargo build --quiet --bin migrate --example producer --example consumer
+BIN=$ROOT/target/debug
+MIGRATE=$BIN/migrate
+EXAMPLES=$ROOT/target/debug/examples
+
+# ---- processes --------------------------------------------------------------------------------
+declare -A PIDS
+spawn() { # NAME CMD...: in the background, output to $WORK/NAME.log
+  local name=$1; shift
+  "$@" >>"$WORK/$name.log" 2>&1 &
+  PIDS[$name]=$!
+}
+alive() { [ -n "${PIDS[$1]:-}" ] && kill -0 "${PIDS[$1]}" 2>/dev/null; }
+kill9() { if alive "$1"; then kill -9 "${PIDS[$1]}"; wait "${PIDS[$1]}" 2>/dev/null || true; fi; }
+term() { # NAME [TIMEOUT_S]
+  [ -n "${PIDS[$1]:-}" ] || return 0
+  if alive "$1"; then
+    kill -TERM "${PIDS[$1]}" 2>/dev/null || true
+    local i
+    for i in $(seq "$(( ${2:-20} * 10 ))"); do alive "$1" || break; sleep 0.1; done
+    kill9 "$1"
+  fi
+  wait "${PIDS[$1]}" 2>/dev/null || true
+}
+cleanup() {
+  local n
+  for n in "${!PIDS[@]}"; do kill -9 "${PIDS[$n]}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+jitter() { sleep "$(( RANDOM % 3 )).$(( RANDOM % 10 ))"; }
+log() { echo "e2e[$SCENARIO +$(( SECONDS - T0 ))s]: $*"; }
+
+# Prometheus on its own port, scraping this run's apps every second.
+PROM_PORT=19090
+export E2E_PROM_URL=http://127.0.0.1:$PROM_PORT
+start_prometheus() {
+  cat >"$WORK/prometheus.yml" <<YML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - {job_name: migrate, static_configs: [{targets: ['127.0.0.1:18480']}]}
+  - {job_name: rabbitmq, metrics_path: /metrics/per-object, static_configs: [{targets: ['127.0.0.1:15692']}]}
+  - {job_name: consumer-nats, static_configs: [{targets: ['127.0.0.1:19464']}]}
+  - {job_name: producer-nats, static_configs: [{targets: ['127.0.0.1:19465']}]}
+  - {job_name: consumer-redis, static_configs: [{targets: ['127.0.0.1:19474']}]}
+  - {job_name: producer-redis, static_configs: [{targets: ['127.0.0.1:19475']}]}
+  - {job_name: bridge, static_configs: [{targets: ['127.0.0.1:19476', '127.0.0.1:19477']}]}
+YML
+  rm -rf "$WORK/prom"
+  spawn prometheus prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/prom" \
+    --web.listen-address=127.0.0.1:$PROM_PORT
+  local i
+  for i in $(seq 300); do curl -fsS "$E2E_PROM_URL/-/ready" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "e2e: prometheus did not start; see $WORK/prometheus.log" >&2; exit 1
+}
+
+# ---- the migration ------------------------------------------------------------------------------
+status_field() { # NAME -> "state step paused"
+  "$MIGRATE" status "$1" --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(d["state"], d.get("step") if d.get("step") is not None else "-", "paused" if d["paused"] else "running")' \
+    || echo "unknown - -"
+}
+wait_for_state() { # NAME "PYTHON CONDITION on state, step, paused" TIMEOUT_S
+  local name=$1 cond=$2 t=$3 s=$SECONDS st
+  while true; do
+    st=$(status_field "$name")
+    # shellcheck disable=SC2086
+    if python3 -c "import sys; state, step, paused = sys.argv[1:4]; step = int(step) if step != '-' else None; sys.exit(0 if ($cond) else 1)" $st; then
+      log "now $st"
+      return 0
+    fi
+    if (( SECONDS - s > t )); then
+      log "timed out waiting for ($cond); state is $st"
+      "$MIGRATE" status "$name" || true
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+start_daemon() { # NAME: a new controller process (a new lease holder)
+  spawn daemon "$MIGRATE" run --listen 127.0.0.1:18480 --interval 1s --lease-ttl 3s \
+    --source-timeout 2s --confirm-complete "$1" --id "daemon-$RANDOM"
+}
+queue_depth() { # QUEUE: ready + unacked on RabbitMQ (the management API lags up to ~5 s)
+  curl -fsS "$RABBIT_API/queues/%2f/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("messages", 0))'
+}
+ledger_count() { python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from ledger").fetchone()[0])' "$1" 2>/dev/null || echo 0; }
+
+# Stop the producer, wait for the consumer to apply everything confirmed, check the old queue,
+# stop everything, verify.
+finish() { # NAME OLD_QUEUE DIR CONFLICTS
+  local name=$1 old_queue=$2 dir=$3 conflicts=$4
+  term producer 30
+  local produced i
+  produced=$(wc -l <"$dir/produced")
+  log "producer stopped after $produced confirmed events; waiting for the consumer"
+  for i in $(seq 240); do
+    [ "$(ledger_count "$dir/consumer.db")" -ge "$produced" ] && break
+    sleep 0.5
+  done
+  log "ledger holds $(ledger_count "$dir/consumer.db") events"
+  term consumer
+  term daemon
+  for b in bridge1 bridge2; do term "$b"; done
+  "$MIGRATE" history "$name" --json >"$dir/history.json"
+  python3 "$ROOT/tests/e2e/verify.py" --produced "$dir/produced" --db "$dir/consumer.db" \
+    --history "$dir/history.json" --conflicts "$conflicts"
+  local depth
+  depth=$(queue_depth "$old_queue")
+  [ "$depth" = 0 ] || { log "FAILED: the old queue $old_queue still holds $depth messages"; return 1; }
+  log "old queue $old_queue empty; scenario passed"
+}
+
+# The guard breach: a conflicting duplicate on the new broker; the daemon must roll back one
+# step and pause; once the guard's window has passed, resume.
+breach_and_resume() { # NAME NEW_SPEC NEW_QUEUE
+  "$EXAMPLES/producer" --old "rabbitmq=$E2E_AMQP_URL" --new "$2" --new-queue "$3" \
+    --inject-conflict >>"$WORK/inject.log" 2>&1
+  log "conflict injected; waiting for the guard to roll back"
+  wait_for_state "$1" "state == 'slices' and step == 0 and paused == 'paused'" 60
+  sleep 17 # the guard's 15 s window, then a scrape
+  MIGRATE_ACTOR=e2e "$MIGRATE" resume "$1" --reason "e2e: conflict explained" >/dev/null
+  log "resumed"
+}
+
+scenario_nats() {
+  local dir=$WORK/nats name=e2e-nats
+  mkdir -p "$dir"
+  cp tests/e2e/plans/nats.yaml "$dir/plan.yaml"
+  psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS qm_e2e" -c "CREATE DATABASE qm_e2e" >/dev/null
+  export MIGRATE_STATE=postgres://postgres@127.0.0.1:5432/qm_e2e
+  "$MIGRATE" init "$dir/plan.yaml" >/dev/null
+  local old=(--old "rabbitmq=$E2E_AMQP_URL" --old-queue e2e-orders-nats)
+  local new=(--new "nats=$E2E_NATS_URL" --new-queue E2E_ORDERS)
+  start_daemon $name
+  spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
+    --metrics 127.0.0.1:19464 --visibility-timeout 3s
+  spawn producer "$EXAMPLES/producer" --migration $name --daemon http://127.0.0.1:18480 \
+    "${old[@]}" "${new[@]}" --slices 16 --rate 40 --count 0 --aggregates 30 \
+    --log "$dir/produced" --metrics 127.0.0.1:19465 --producer checkout
+
+  wait_for_state $name "state == 'synthetic'" 90
+  jitter; log "fault: kill -9 the controller"; kill9 daemon
+  sleep 1; start_daemon $name
+  wait_for_state $name "state == 'slices' and step == 0" 120
+  jitter; log "fault: kill -9 the consumer"; kill9 consumer
+  sleep 1; spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
+    --metrics 127.0.0.1:19464 --visibility-timeout 3s
+  wait_for_state $name "state == 'slices' and step == 1" 120
+  jitter; breach_and_resume $name "nats=$E2E_NATS_URL" E2E_ORDERS
+  wait_for_state $name "state == 'slices' and step >= 1 and paused == 'running'" 120
+  jitter; log "fault: NATS stopped for 3 s and restarted (data kept)"
+  scripts/services.sh stop nats >/dev/null; sleep 3; scripts/services.sh restart nats >/dev/null
+  wait_for_state $name "state == 'drain'" 180
+  jitter; log "fault: kill -9 the consumer"; kill9 consumer
+  sleep 1; spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
+    --metrics 127.0.0.1:19464 --visibility-timeout 3s
+  wait_for_state $name "state in ('disconnect', 'complete')" 120
+  local depth; depth=$(queue_depth e2e-orders-nats)
+  [ "$depth" = 0 ] || { log "FAILED: old queue holds $depth at disconnect"; return 1; }
+  log "old queue empty at disconnect"
+  wait_for_state $name "state == 'complete'" 120
+  finish $name e2e-orders-nats "$dir" 1
+  unset MIGRATE_STATE
+}
+
+start_bridge() { # N NAME
+  spawn "bridge$1" "$MIGRATE" bridge "$2" --metrics "127.0.0.1:$(( 19475 + $1 ))" --lease-ttl 3s \
+    --id "bridge-$1-$RANDOM"
+}
+active_bridge() { # which of bridge1/bridge2 forwards now (empty if none)
+  local n
+  for n in 1 2; do
+    if curl -fsS "http://127.0.0.1:$(( 19475 + n ))/metrics" 2>/dev/null \
+        | grep -q '^queue_migrate_bridge_active{.*} 1$'; then echo "bridge$n"; return; fi
+  done
+}
+
+scenario_redis() {
+  local dir=$WORK/redis name=e2e-redis
+  mkdir -p "$dir"
+  cp tests/e2e/plans/redis.yaml "$dir/plan.yaml"
+  export MIGRATE_STATE=$dir/state.db
+  "$MIGRATE" init "$dir/plan.yaml" >/dev/null
+  local old=(--old "rabbitmq=$E2E_AMQP_URL" --old-queue e2e-orders-redis)
+  local new=(--new "redis=$E2E_REDIS_URL" --new-queue e2e-orders-redis)
+  start_daemon $name
+  start_bridge 1 $name
+  sleep 1
+  start_bridge 2 $name
+  spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
+    --metrics 127.0.0.1:19474 --visibility-timeout 3s
+  spawn producer "$EXAMPLES/producer" --old "rabbitmq=$E2E_AMQP_URL" \
+    --ingress e2e-orders-redis.ingress --rate 40 --count 0 --aggregates 30 \
+    --log "$dir/produced" --metrics 127.0.0.1:19475 --producer legacy-checkout
+
+  wait_for_state $name "state == 'synthetic'" 90
+  jitter; log "fault: kill -9 the controller"; kill9 daemon
+  sleep 1; start_daemon $name
+  wait_for_state $name "state == 'slices' and step == 0" 120
+  jitter
+  local active; active=$(active_bridge)
+  log "fault: kill -9 the active bridge (${active:-none})"
+  if [ -n "$active" ]; then kill9 "$active"; sleep 1; start_bridge "${active#bridge}" $name; fi
+  wait_for_state $name "state == 'slices' and step == 1" 120
+  jitter; breach_and_resume $name "redis=$E2E_REDIS_URL" e2e-orders-redis
+  wait_for_state $name "state == 'slices' and step >= 1 and paused == 'running'" 120
+  jitter; log "fault: Redis stopped for 3 s and restarted (append-only file kept)"
+  scripts/services.sh stop redis >/dev/null; sleep 3; scripts/services.sh restart redis >/dev/null
+  wait_for_state $name "state == 'drain'" 180
+  jitter; log "fault: kill -9 the consumer"; kill9 consumer
+  sleep 1; spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
+    --metrics 127.0.0.1:19474 --visibility-timeout 3s
+  wait_for_state $name "state in ('disconnect', 'complete')" 120
+  local depth; depth=$(queue_depth e2e-orders-redis)
+  [ "$depth" = 0 ] || { log "FAILED: old queue holds $depth at disconnect"; return 1; }
+  log "old queue empty at disconnect"
+  wait_for_state $name "state == 'complete'" 120
+  finish $name e2e-orders-redis "$dir" 1
+  unset MIGRATE_STATE
+}
+
+start_prometheus
+for SCENARIO in "${SCENARIOS[@]}"; do
+  T0=$SECONDS
+  log "starting"
+  "scenario_$SCENARIO"
+done
+echo "e2e: all scenarios passed (seed $SEED)"
