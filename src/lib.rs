@@ -21,15 +21,20 @@
 //! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
 //! - [`daemon`] — `migrate run`: the loop, the lease, the HTTP API, webhooks.
 //! - [`dlq`] — dead letters: envelope, signature, triage, decisions, replay, alerts (docs/dlq.md).
-//! - [`router`], [`stamp`], [`dedup`] — the producer's and the consumer's side: follow the
-//!   routing document, stamp messages, apply effects once (docs/routing.md).
+//! - [`router`], [`stamp`], [`dedup`], [`probe`] — the producer's and the consumer's side: follow
+//!   the routing document, stamp messages, apply effects once, recognise synthetic probes
+//!   (docs/routing.md).
+//! - [`brokers`] — one adapter contract for RabbitMQ, NATS JetStream and Redis Streams: publish with
+//!   confirm, consume with manual ack, depth, browse (docs/brokers.md).
+//! - [`bridge`] — `migrate bridge`: forward an unchangeable producer's queue by the live routing,
+//!   acking after the destination's confirm, one key in flight at a time (docs/bridge.md).
 //! - `cli` — the `migrate` command line, one file per subcommand.
 //! - `sim` — the embedded world of `migrate demo` (two brokers, producers, an idempotent consumer).
 //!
 //! Cargo features: `routing` (the slice function, the routing document, the route stamp: what a
 //! producer needs, no async runtime), `router` (the following `Router`), `dedup` (the consumer's
 //! durable dedup on SQLite/PostgreSQL), `dedup-redis`, `controller` (everything but the CLI),
-//! `cli` (default: the `migrate` binary).
+//! `brokers` (the adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers).
 
 pub mod slice;
 
