@@ -123,6 +123,14 @@ pub struct TriageArgs {
     /// Signature rules (v1 keeps recorded decisions comparable).
     #[arg(long, default_value = "v1", value_parser = parse_version)]
     pub signature_version: SignatureVersion,
+    /// Read the dead-letter queue of this migration's old broker (`brokers.old.dead_letter` in its
+    /// plan) without consuming it, instead of FILE. NATS JetStream and Redis Streams can; RabbitMQ
+    /// cannot (export it to a file with a shovel first).
+    #[arg(long, value_name = "MIGRATION", conflicts_with = "file")]
+    pub from_broker: Option<String>,
+    /// With --from-broker: read at most this many messages, oldest first.
+    #[arg(long, default_value_t = 100_000)]
+    pub limit: usize,
 }
 
 fn parse_version(s: &str) -> Result<SignatureVersion, String> {
@@ -374,6 +382,47 @@ fn run_triage(file: &str, options: TriageOptions) -> Result<TriageReport, CliErr
     triage_reader(open_input(file)?, options).map_err(|e| CliError::input(format!("{file}: {e}")))
 }
 
+/// Browse the old broker's dead-letter queue of migration `name` (nothing is consumed) and triage
+/// each message's payload as one envelope.
+async fn triage_broker(
+    ctx: &Ctx,
+    name: &str,
+    limit: usize,
+    options: TriageOptions,
+) -> Result<TriageReport, CliError> {
+    let store = ctx.store().await?;
+    let fetcher = ctx.fetcher()?;
+    let mut controller = ctx.controller(&store, &fetcher);
+    controller.read_only = true;
+    let plan = controller.load(name).await?.plan;
+    let broker = &plan.brokers.old;
+    let Some(dlq) = broker.dead_letter.as_deref() else {
+        return Err(CliError::input(format!(
+            "the plan of {name} names no brokers.old.dead_letter queue"
+        )));
+    };
+    let kind = crate::brokers::Kind::parse(&broker.kind).ok_or_else(|| {
+        CliError::input(format!("brokers.old.kind {:?} has no adapter", broker.kind))
+    })?;
+    let adapter = crate::brokers::Adapter::connect(kind, &broker.url.value)
+        .await
+        .map_err(|e| CliError::new(1, e.to_string()))?;
+    let messages = adapter.browse(dlq, limit).await.map_err(|e| match e {
+        crate::brokers::BrokerError::Unsupported { .. } => CliError::input(e.to_string()),
+        e => CliError::new(1, e.to_string()),
+    })?;
+    if messages.len() == limit {
+        eprintln!(
+            "migrate dlq triage: read the first {limit} messages of {dlq}; --limit reads more"
+        );
+    }
+    let mut triage = crate::dlq::triage::Triage::new(options);
+    for m in &messages {
+        triage.push_line(&m.payload);
+    }
+    Ok(triage.finish())
+}
+
 /// The skipped lines on stderr; the exit code that says whether there were any.
 fn report_skipped(report: &TriageReport, file: &str) -> ExitCode {
     for e in &report.errors {
@@ -414,7 +463,10 @@ async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
         max_line_errors: 20,
         ..TriageOptions::default()
     };
-    let report = run_triage(&a.file, options)?;
+    let report = match &a.from_broker {
+        None => run_triage(&a.file, options)?,
+        Some(name) => triage_broker(ctx, name, a.limit, options).await?,
+    };
     let table = TableOptions {
         top: a.top,
         short_span_hours: a.short_span.as_secs_f64() / 3600.0,
