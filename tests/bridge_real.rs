@@ -1,0 +1,214 @@
+//! The bridge's runner against real brokers (`QM_TEST_AMQP_URL` for the ingress and the old
+//! queue, `QM_TEST_REDIS_URL` for the new stream; `scripts/services.sh start rabbitmq redis`), with
+//! two bridges on one SQLite store: one forwards, the other stands by and takes over when the
+//! first dies without releasing its lease. Every message reaches the side its slice is on, stamped
+//! `bridge`; per key, the first deliveries come in publish order; nothing is lost (a crash may
+//! only duplicate). Skipped, with a note, without the servers.
+#![cfg(feature = "cli")]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queue_migrate::bridge::metrics::BridgeMetrics;
+use queue_migrate::bridge::{self, Brokers, Settings};
+use queue_migrate::brokers::{Adapter, Kind, Message, SubscribeOptions};
+use queue_migrate::plan::BridgeKey;
+use queue_migrate::router::Router;
+use queue_migrate::routing::{BrokerNames, RoutingDocument, Side};
+use queue_migrate::stamp::{HEADER_ROUTE, HEADER_SLICE};
+
+const KEYS: usize = 20;
+const PER_KEY: usize = 15;
+
+fn env(var: &str) -> Option<String> {
+    let v = std::env::var(var).ok().filter(|v| !v.is_empty());
+    if v.is_none() {
+        eprintln!("skipped: set {var} (scripts/services.sh start rabbitmq redis)");
+    }
+    v
+}
+
+fn settings(run: &str, holder: &str) -> Settings {
+    Settings {
+        migration: format!("bridge-test-{run}"),
+        ingress: format!("qm-bridge-{run}.ingress"),
+        key: BridgeKey::Json("orderId".into()),
+        prefetch: 16,
+        old_queue: format!("qm-bridge-{run}.old"),
+        new_queue: format!("qm-bridge-{run}.new"),
+        old_name: "rabbitmq".into(),
+        new_name: "redis".into(),
+        holder: holder.into(),
+        lease_ttl: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(2),
+    }
+}
+
+/// Whether a bridge says it holds the lease and forwards.
+fn active(metrics: &BridgeMetrics) -> bool {
+    metrics
+        .render()
+        .lines()
+        .any(|l| l.starts_with("queue_migrate_bridge_active{") && l.ends_with(" 1"))
+}
+
+/// Take (and ack) what arrives on `queue` until the deadline.
+async fn collect(adapter: &Adapter, queue: &str, seen: &mut Vec<Message>, deadline: Instant) {
+    let mut sub = adapter
+        .subscribe(queue, &SubscribeOptions::group("bridge-test"))
+        .await
+        .unwrap();
+    while Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
+            Ok(Ok(Some(d))) => {
+                seen.push(d.message.clone());
+                d.ack().await.unwrap();
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => panic!("{e}"),
+            Err(_) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
+    let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+        return;
+    };
+    let run = format!("{}-{}", std::process::id(), queue_migrate::time::now_ms());
+    let dir = tempfile::tempdir().unwrap();
+    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
+        .await
+        .unwrap();
+    let brokers = Brokers {
+        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
+        new: Arc::new(Adapter::connect(Kind::Redis, &redis).await.unwrap()),
+    };
+    let a = settings(&run, "bridge-a");
+    brokers.old.declare(&a.ingress).await.unwrap();
+
+    // Half of the 16 slices on new.
+    let router = Router::with_default_slices(16);
+    router
+        .offer(RoutingDocument {
+            migration: a.migration.clone(),
+            generation: 3,
+            state: "slices".into(),
+            step: Some(0),
+            paused: false,
+            slices_total: 16,
+            slices_migrated: 8,
+            consume: vec![Side::Old, Side::New],
+            brokers: BrokerNames {
+                old: "rabbitmq".into(),
+                new: "redis".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        })
+        .unwrap();
+
+    // The unchangeable producer: keys interleaved, a sequence number per key.
+    for seq in 0..PER_KEY {
+        for k in 0..KEYS {
+            let body = serde_json::json!({"orderId": format!("order-{k}"), "seq": seq});
+            let m = Message::new(body.to_string().into_bytes()).with_header("x-custom", "kept");
+            brokers.old.publish(&a.ingress, &m).await.unwrap();
+        }
+    }
+
+    // Bridge A starts first and takes the lease; B stands by.
+    let metrics_a = Arc::new(BridgeMetrics::new(&a.migration));
+    let metrics_b = Arc::new(BridgeMetrics::new(&a.migration));
+    let task_a = tokio::spawn(bridge::run(
+        store.clone(),
+        a.clone(),
+        brokers.clone(),
+        router.clone(),
+        metrics_a.clone(),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (stop_b, stopped_b) = tokio::sync::oneshot::channel::<()>();
+    let task_b = tokio::spawn(bridge::run(
+        store.clone(),
+        settings(&run, "bridge-b"),
+        brokers.clone(),
+        router.clone(),
+        metrics_b.clone(),
+        async {
+            let _ = stopped_b.await;
+        },
+    ));
+    // Let A forward some, then kill it (no release: B must wait for the lease to expire).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metrics_a.confirmed(Side::Old) + metrics_a.confirmed(Side::New) < 40 {
+        assert!(Instant::now() < deadline, "bridge A forwarded nothing");
+        assert!(!active(&metrics_b), "two bridges forward at once");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(active(&metrics_a) && !active(&metrics_b));
+    task_a.abort();
+    let forwarded_by_a = metrics_a.confirmed(Side::Old) + metrics_a.confirmed(Side::New);
+
+    // Everything arrives: on old the slices >= 8, on new the others.
+    let total = KEYS * PER_KEY;
+    let distinct = |ms: &[Message]| {
+        ms.iter()
+            .map(|m| m.payload.clone())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    let mut old_seen = Vec::new();
+    let mut new_seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while distinct(&old_seen) + distinct(&new_seen) < total && Instant::now() < deadline {
+        let until = Instant::now() + Duration::from_secs(2);
+        collect(&brokers.old, &a.old_queue, &mut old_seen, until).await;
+        let until = Instant::now() + Duration::from_secs(2);
+        collect(&brokers.new, &a.new_queue, &mut new_seen, until).await;
+    }
+    let _ = stop_b.send(());
+    task_b.await.unwrap().unwrap();
+    assert!(
+        metrics_b.confirmed(Side::Old) + metrics_b.confirmed(Side::New) > 0,
+        "the standby never took over (A forwarded {forwarded_by_a})"
+    );
+    assert_eq!(
+        distinct(&old_seen) + distinct(&new_seen),
+        total,
+        "lost messages: old {} new {}",
+        distinct(&old_seen),
+        distinct(&new_seen)
+    );
+
+    let mut first_seen: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut side_of: BTreeMap<String, &str> = BTreeMap::new();
+    for (side, seen) in [("old", &old_seen), ("new", &new_seen)] {
+        for m in seen {
+            assert_eq!(m.header(HEADER_ROUTE), Some("bridge"));
+            assert_eq!(m.header("x-custom"), Some("kept"), "headers are forwarded");
+            let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            let key = body["orderId"].as_str().unwrap().to_string();
+            let slice: u32 = m.header(HEADER_SLICE).unwrap().parse().unwrap();
+            assert_eq!(slice, queue_migrate::slice::slice_of(&key, 16));
+            assert_eq!(
+                side == "new",
+                slice < 8,
+                "{key} (slice {slice}) went {side}"
+            );
+            assert_eq!(*side_of.entry(key.clone()).or_insert(side), side);
+            let seq = body["seq"].as_u64().unwrap();
+            let firsts = first_seen.entry(key).or_default();
+            if !firsts.contains(&seq) {
+                firsts.push(seq);
+            }
+        }
+    }
+    for (key, seqs) in &first_seen {
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        assert_eq!(seqs, &sorted, "{key}: first deliveries out of order");
+    }
+}
