@@ -12,8 +12,9 @@
 //! version, 1, 2, 3... per order: the consumer applies each version once and in order. Events
 //! are published one at a time and each is confirmed by its broker before the next: a publish
 //! that fails is retried (re-routed: its slice may have moved meanwhile) until confirmed. With
-//! `--log FILE`, the dedup key of every confirmed event is appended to FILE — what the end-to-end
-//! test compares with the consumer's database.
+//! `--log FILE`, the dedup key of every confirmed event is appended to FILE, and of every event
+//! before its first publish to FILE.attempted — what the end-to-end test compares with the
+//! consumer's database. SIGTERM stops it between two events.
 //!
 //! ```text
 //! cargo run --example producer -- --migration orders --daemon http://127.0.0.1:8480 \

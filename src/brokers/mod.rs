@@ -144,6 +144,34 @@ pub enum BrokerError {
     UnknownKind(String),
 }
 
+impl BrokerError {
+    pub(crate) fn operation(
+        kind: &'static str,
+        operation: &'static str,
+        queue: &str,
+        reason: impl std::fmt::Display,
+    ) -> BrokerError {
+        BrokerError::Operation {
+            kind,
+            operation,
+            queue: queue.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn not_confirmed(
+        kind: &'static str,
+        queue: &str,
+        reason: impl std::fmt::Display,
+    ) -> BrokerError {
+        BrokerError::NotConfirmed {
+            kind,
+            queue: queue.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// A result of this module.
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
 

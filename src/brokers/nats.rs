@@ -37,20 +37,11 @@ impl fmt::Debug for Nats {
 }
 
 fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> BrokerError {
-    BrokerError::Operation {
-        kind: KIND,
-        operation,
-        queue: queue.to_string(),
-        reason: reason.to_string(),
-    }
+    BrokerError::operation(KIND, operation, queue, reason)
 }
 
 fn not_confirmed(queue: &str, reason: impl fmt::Display) -> BrokerError {
-    BrokerError::NotConfirmed {
-        kind: KIND,
-        queue: queue.to_string(),
-        reason: reason.to_string(),
-    }
+    BrokerError::not_confirmed(KIND, queue, reason)
 }
 
 /// The stream (or consumer) name for a queue (or group): JetStream names cannot hold `.`, `*`,

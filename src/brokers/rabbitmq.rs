@@ -73,20 +73,11 @@ fn connect_error(url: &str, reason: impl fmt::Display) -> BrokerError {
 }
 
 fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> BrokerError {
-    BrokerError::Operation {
-        kind: KIND,
-        operation,
-        queue: queue.to_string(),
-        reason: reason.to_string(),
-    }
+    BrokerError::operation(KIND, operation, queue, reason)
 }
 
 fn not_confirmed(queue: &str, reason: impl fmt::Display) -> BrokerError {
-    BrokerError::NotConfirmed {
-        kind: KIND,
-        queue: queue.to_string(),
-        reason: reason.to_string(),
-    }
+    BrokerError::not_confirmed(KIND, queue, reason)
 }
 
 fn short(value: &str, what: &str) -> std::result::Result<ShortString, String> {

@@ -49,12 +49,7 @@ impl fmt::Debug for RedisStreams {
 }
 
 fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> BrokerError {
-    BrokerError::Operation {
-        kind: KIND,
-        operation,
-        queue: queue.to_string(),
-        reason: reason.to_string(),
-    }
+    BrokerError::operation(KIND, operation, queue, reason)
 }
 
 fn config(response_timeout: Duration) -> AsyncConnectionConfig {

@@ -238,9 +238,13 @@ async fn scrape_sources<S: Store>(
                     let keep_from = now_ms.saturating_sub(keep_ms.saturating_mul(2));
                     history.prune(keep_from);
                     if record {
+                        // A NaN sample (legal in the exposition: a summary with no
+                        // observations) is read this round from memory, where a query makes it
+                        // "no data"; it is not kept, because SQLite stores NaN as NULL and
+                        // refused the whole round (a store error instead of a hold).
                         let points: Vec<StoredPoint> = history
                             .points()
-                            .filter(|p| p.at_ms == now_ms)
+                            .filter(|p| p.at_ms == now_ms && !p.value.is_nan())
                             .map(to_stored)
                             .collect();
                         store
@@ -307,11 +311,16 @@ async fn read_one(
                 .ok_or_else(|| format!("source {source} was not scraped"))?
                 .as_ref()
                 .map_err(Clone::clone)?;
-            let query = parse_query(query).map_err(|e| e.to_string())?;
+            let text = query;
+            let query = parse_query(text).map_err(|e| e.to_string())?;
             query
                 .evaluate(history, now_ms)
                 .map(|r| r.value)
-                .map_err(|e| format!("source {source}: {}", e.reason))
+                .map_err(|e| match e.reason.as_str() {
+                    // The query language says only "NaN": say what it is and where it came from.
+                    "NaN" => format!("source {source}: not a finite number: `{text}` read NaN"),
+                    reason => format!("source {source}: {reason}"),
+                })
         }
     }
 }

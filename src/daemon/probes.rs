@@ -274,3 +274,63 @@ async fn send_run(
     }
     tracing::info!(migration = %plan.name, sent, "probes: run complete");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dedup::BusinessKey;
+    use crate::stamp::RouteStamp;
+
+    fn plan() -> Plan {
+        let yaml = include_str!("../../plans/local.yaml").replace(
+            "  synthetic:\n    min_duration: 0s\n",
+            "  synthetic:\n    min_duration: 0s\n    probes: { rate: 2, count: 3 }\n",
+        );
+        struct Env;
+        impl crate::plan::Resolve for Env {
+            fn env(&self, _: &str) -> Option<String> {
+                Some("http://127.0.0.1:1".into())
+            }
+            fn read_file(&self, _: &std::path::Path) -> Result<String, String> {
+                Err("no files".into())
+            }
+        }
+        crate::plan::compile(&yaml, None, &Env).expect("plan").plan
+    }
+
+    #[test]
+    fn probes_carry_a_business_key_a_mark_and_a_new_route_stamp() {
+        let plan = plan();
+        assert!(
+            plan.phase(PhaseKind::Synthetic)
+                .and_then(|p| p.probes.clone())
+                .is_some()
+        );
+        let latency = probe_message(&plan, 1_700_000_000_000, 4, Some(7), 1_700_000_000_500);
+        let idem = probe_message(&plan, 1_700_000_000_000, 4, None, 1_700_000_000_600);
+        let key = |m: &Message| BusinessKey::parse(m.header(HEADER_DEDUP_KEY).unwrap()).unwrap();
+        assert_eq!(key(&latency).as_str(), "probe:local:1700000000000.7");
+        assert_eq!(key(&idem).as_str(), "probe:local:1700000000000.idempotency");
+        assert_eq!(latency.header(HEADER_PROBE), Some("latency"));
+        assert_eq!(idem.header(HEADER_PROBE), Some("idempotency"));
+        let stamp = RouteStamp::from_headers(
+            latency
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .unwrap();
+        assert_eq!(stamp.side, crate::stamp::RouteLabel::New);
+        assert_eq!(stamp.broker, plan.brokers.new.name);
+        assert_eq!(stamp.producer, PROBE_PRODUCER);
+        assert_eq!(stamp.generation, 4);
+        assert_eq!(stamp.at_ms, 1_700_000_000_500);
+        // The same probe of the same run is the same message key: a resend is a duplicate.
+        let again = probe_message(&plan, 1_700_000_000_000, 4, Some(7), 1_700_000_009_999);
+        assert_eq!(key(&again), key(&latency));
+        let probe = crate::probe::Probe::from_headers(
+            idem.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        assert_eq!(probe.map(|p| p.kind), Some(ProbeKind::Idempotency));
+    }
+}

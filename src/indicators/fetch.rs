@@ -5,10 +5,17 @@
 
 use std::time::Duration;
 
-use super::promql::decode_instant;
+use super::promql::{PromError, decode_instant};
 
-/// Largest /metrics body read (a runaway exporter must not exhaust the controller).
-pub const MAX_SCRAPE_BYTES: usize = 64 * 1024 * 1024;
+/// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
+/// takes up to ~30 times the body in memory (short lines such as `a 1`), ~9 times for realistic
+/// ones: 16 MiB keeps a scrape under half a gigabyte in the worst case. A larger body, announced
+/// or streamed, is a hold that says so, and no more than the cap is read.
+pub const MAX_SCRAPE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Largest Prometheus instant-query answer read: one number needs a few hundred bytes, and even
+/// a query matching thousands of series (a hold that lists three of them) stays far below this.
+pub const MAX_QUERY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Errors of the HTTP client itself.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +29,7 @@ pub enum FetchError {
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     client: reqwest::Client,
+    timeout: Duration,
 }
 
 /// Install the one rustls crypto provider of the tree (ring). Safe to call more than once.
@@ -41,7 +49,7 @@ impl Fetcher {
             .connect_timeout(timeout)
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Fetcher { client })
+        Ok(Fetcher { client, timeout })
     }
 
     /// One PromQL instant query at `at_ms`: exactly one finite number, or why not.
@@ -57,13 +65,24 @@ impl Fetcher {
             .query(&[("query", query), ("time", time.as_str())])
             .send()
             .await
-            .map_err(|e| describe(&url, &e))?;
+            .map_err(|e| self.describe(&url, &e))?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| describe(&url, &e))?;
+        let body = self
+            .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
+            .await?;
+        let body = String::from_utf8_lossy(&body);
         // Prometheus answers 400/422/503 with a JSON error body worth showing.
         match decode_instant(&body) {
             Ok(v) => Ok(v),
             Err(e) if status.is_success() => Err(e.to_string()),
+            // An error page (a proxy's, a server that is down): the status says it all, the
+            // "is this Prometheus?" hint of a 200 that is not JSON would mislead.
+            Err(PromError::InvalidJson { start, .. }) if start.is_empty() => {
+                Err(format!("HTTP {status} from {url} (empty body)"))
+            }
+            Err(PromError::InvalidJson { start, .. }) => Err(format!(
+                "HTTP {status} from {url} (body starts with `{start}`)"
+            )),
             Err(e) => Err(format!("HTTP {status} from {url}: {e}")),
         }
     }
@@ -73,7 +92,7 @@ impl Fetcher {
     /// # Errors
     /// A sentence for the gate's hold reason.
     pub async fn scrape(&self, url: &str) -> Result<String, String> {
-        let mut response = self
+        let response = self
             .client
             .get(url)
             .header(
@@ -82,22 +101,31 @@ impl Fetcher {
             )
             .send()
             .await
-            .map_err(|e| describe(url, &e))?;
+            .map_err(|e| self.describe(url, &e))?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("HTTP {status} from {url}"));
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| describe(url, &e))? {
-            if body.len() + chunk.len() > MAX_SCRAPE_BYTES {
-                return Err(format!(
-                    "{url} sent more than {} MiB of metrics: refusing to parse it",
-                    MAX_SCRAPE_BYTES / (1024 * 1024)
-                ));
-            }
-            body.extend_from_slice(&chunk);
+        let body = self
+            .read_capped(response, url, MAX_SCRAPE_BYTES, "metrics")
+            .await?;
+        let text = String::from_utf8(body)
+            .map_err(|e| format!("{url} sent metrics that are not UTF-8: {e}"))?;
+        // Every line of the text format ends with a line feed (OpenMetrics may end with `# EOF`
+        // alone). A body without one was most likely cut: over a connection that closes instead
+        // of announcing a length, `x 10` cut after `x 1` would read as a number nobody reported.
+        let last_line = text.rsplit('\n').next().unwrap_or_default();
+        if !last_line.is_empty() && last_line.trim_end() != "# EOF" {
+            let tail: String = {
+                let chars: Vec<char> = last_line.chars().collect();
+                chars[chars.len().saturating_sub(60)..].iter().collect()
+            };
+            return Err(format!(
+                "{url} sent metrics whose last line has no line feed (`{tail}`): the answer was \
+                 probably cut off"
+            ));
         }
-        String::from_utf8(body).map_err(|e| format!("{url} sent metrics that are not UTF-8: {e}"))
+        Ok(text)
     }
 }
 
@@ -124,7 +152,7 @@ impl Fetcher {
             .json(&body)
             .send()
             .await
-            .map_err(|e| format!("etcd {}", describe(&url, &e)))?;
+            .map_err(|e| format!("etcd {}", self.describe(&url, &e)))?;
         let status = response.status();
         if status.is_success() {
             Ok(())
@@ -140,18 +168,59 @@ impl Fetcher {
     }
 }
 
-fn describe(url: &str, e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        format!("{url}: timed out")
-    } else if e.is_connect() {
-        format!("{url}: cannot connect (is the source up?)")
-    } else {
-        let mut msg = format!("{url}: {e}");
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            msg.push_str(&format!(": {s}"));
-            source = s.source();
+impl Fetcher {
+    /// A response body, read chunk by chunk, at most `cap` bytes: a body announced (Content-Length)
+    /// or found larger is refused with a sentence naming `url`, and nothing past the cap is read.
+    async fn read_capped(
+        &self,
+        mut response: reqwest::Response,
+        url: &str,
+        cap: usize,
+        what: &str,
+    ) -> Result<Vec<u8>, String> {
+        let mib = cap / (1024 * 1024);
+        if let Some(announced) = response.content_length()
+            && announced > cap as u64
+        {
+            return Err(format!(
+                "{url} announced {announced} bytes of {what}, more than {mib} MiB: refusing to read it"
+            ));
         }
-        msg
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.describe(url, &e))? {
+            if body.len() + chunk.len() > cap {
+                return Err(format!(
+                    "{url} sent more than {mib} MiB of {what}: refusing to parse it"
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// A failed request in a sentence: timed out (after how long), cannot connect, cut off
+    /// mid-body, or the error chain.
+    fn describe(&self, url: &str, e: &reqwest::Error) -> String {
+        let chain = || {
+            let mut msg = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                msg.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            msg
+        };
+        if e.is_timeout() {
+            format!(
+                "{url}: timed out after {} (the source timeout)",
+                humantime::format_duration(self.timeout)
+            )
+        } else if e.is_connect() {
+            format!("{url}: cannot connect (is the source up?)")
+        } else if e.is_body() || e.is_decode() {
+            format!("{url}: the answer broke off before its end ({})", chain())
+        } else {
+            format!("{url}: {}", chain())
+        }
     }
 }

@@ -234,3 +234,156 @@ impl Bench {
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for tests/crash_sigkill.rs and tests/sources_misbehaving.rs: a `migrate` command that
+// can be spawned (and killed), extra environment for one run, a plan that runs in seconds of real
+// time, a `migrate run` child with its address, a blocking GET, and a poll with a deadline.
+
+impl Bench {
+    /// The `migrate ARGS` command of [`Bench::run`], not started: to spawn it, kill it, or add
+    /// environment (a later `env` of the same name wins).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_migrate"));
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("MIGRATE_STATE", self.path("state.db"))
+            .env("MIGRATE_NOW", self.now())
+            .env("MIGRATE_ACTOR", "test")
+            .env("QM_PROM_URL", &self.prom_url)
+            .env("QM_SCRAPE_URL", self.indicators.scrape_url())
+            .env_remove("MIGRATE_LOG")
+            .env_remove("MIGRATE_API_TOKEN");
+        c
+    }
+
+    /// [`Bench::run`] with extra environment (e.g. `QM_SCRAPE_URL` of another server).
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out: Output = c.output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// plans/local.yaml made to run in seconds of real time: no minimum times, a 2 s drain quiet
+/// period (the same edits as tests/daemon_real.rs's `fast_plan`).
+pub fn fast_local_plan() -> String {
+    include_str!("../../plans/local.yaml")
+        .replace("observe: 1m", "observe: 0s")
+        .replace("retain: 2m", "retain: 0s")
+        .replace("max_backoff: 2m", "max_backoff: 1s")
+        .replace("visibility_timeout: 1m", "visibility_timeout: 1s")
+        .replace("max_redelivery_delay: 2m", "max_redelivery_delay: 1s")
+}
+
+/// Poll `f` every 20 ms until it is true; panic with `what` after `timeout`. Returns how long it
+/// took.
+pub fn poll_until(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> bool,
+) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    loop {
+        if f() {
+            return start.elapsed();
+        }
+        if start.elapsed() >= timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A blocking `GET` over std: `(status, body)`, `None` when nothing usable came back.
+pub fn http_get(url: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut s = std::net::TcpStream::connect(host).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+/// A `migrate run` child, the address it printed, and every line it logged so far.
+pub struct DaemonChild {
+    pub child: std::process::Child,
+    pub addr: String,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl DaemonChild {
+    /// Spawn `cmd` (a `migrate run --listen 127.0.0.1:0 ...` command; its stderr is taken) and
+    /// wait for the line that names its address. `None` when it exits or stays silent for
+    /// `timeout` (the child is then killed and reaped).
+    pub fn spawn(mut cmd: Command, timeout: std::time::Duration) -> Option<DaemonChild> {
+        use std::io::{BufRead, BufReader};
+        let mut child = cmd
+            .env("MIGRATE_LOG", "info")
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent && let Some(rest) = line.split(" on http://").nth(1) {
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = tx.send(addr.to_string());
+                    sent = true;
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        match rx.recv_timeout(timeout) {
+            Ok(addr) => Some(DaemonChild { child, addr, log }),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
+        }
+    }
+
+    /// `GET /healthz` as JSON.
+    pub fn healthz(&self) -> Option<serde_json::Value> {
+        let (_, body) = http_get(&format!("http://{}/healthz", self.addr))?;
+        serde_json::from_str(&body).ok()
+    }
+
+    /// Ticks run so far (0 when /healthz does not answer).
+    pub fn ticks(&self) -> u64 {
+        self.healthz()
+            .and_then(|h| h["ticks"].as_u64())
+            .unwrap_or(0)
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

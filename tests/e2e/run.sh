@@ -108,12 +108,24 @@ d = json.load(sys.stdin)
 print(d["state"], d.get("step") if d.get("step") is not None else "-", "paused" if d["paused"] else "running")' \
     || echo "unknown - -"
 }
-wait_for_state() { # NAME "PYTHON CONDITION on state, step, paused" TIMEOUT_S
+# wait_for_state NAME CONDITION TIMEOUT_S: CONDITION is Python over `state`, `step` (None outside
+# slices), `paused`, and `reached(phase, step=0)`: at or past that point of the plan (a loaded
+# machine may poll too late to see a short phase).
+wait_for_state() {
   local name=$1 cond=$2 t=$3 s=$SECONDS st
   while true; do
     st=$(status_field "$name")
     # shellcheck disable=SC2086
-    if python3 -c "import sys; state, step, paused = sys.argv[1:4]; step = int(step) if step != '-' else None; sys.exit(0 if ($cond) else 1)" $st; then
+    if python3 - "$cond" $st <<'PY'
+import sys
+cond, state, step, paused = sys.argv[1:5]
+step = int(step) if step != '-' else None
+order = ['planned', 'consume_dual', 'synthetic', 'slices', 'drain', 'disconnect', 'complete']
+def reached(phase, at=0):
+    return (order.index(state), step or 0) >= (order.index(phase), at)
+sys.exit(0 if eval(cond) else 1)
+PY
+    then
       log "now $st"
       return 0
     fi
@@ -124,6 +136,13 @@ wait_for_state() { # NAME "PYTHON CONDITION on state, step, paused" TIMEOUT_S
     fi
     sleep 0.5
   done
+}
+start_consumer() { spawn consumer "$EXAMPLES/consumer" "${CONSUMER[@]}"; }
+restart_consumer() {
+  log "fault: kill -9 the consumer"
+  kill9 consumer
+  sleep 1
+  start_consumer
 }
 start_daemon() { # NAME: a new controller process (a new lease holder)
   spawn daemon "$MIGRATE" run --listen 127.0.0.1:18480 --interval 1s --lease-ttl 3s \
@@ -162,10 +181,11 @@ finish() { # NAME OLD_QUEUE DIR CONFLICTS
 # The guard breach: a conflicting duplicate on the new broker; the daemon must roll back one
 # step and pause; once the guard's window has passed, resume.
 breach_and_resume() { # NAME NEW_SPEC NEW_QUEUE
+  local step; step=$(status_field "$1" | cut -d' ' -f2)
   "$EXAMPLES/producer" --old "rabbitmq=$E2E_AMQP_URL" --new "$2" --new-queue "$3" \
     --inject-conflict >>"$WORK/inject.log" 2>&1
-  log "conflict injected; waiting for the guard to roll back"
-  wait_for_state "$1" "state == 'slices' and step == 0 and paused == 'paused'" 60
+  log "conflict injected at slices[$step]; waiting for the guard to roll back one step"
+  wait_for_state "$1" "state == 'slices' and step == $step - 1 and paused == 'paused'" 60
   sleep 17 # the guard's 15 s window, then a scrape
   MIGRATE_ACTOR=e2e "$MIGRATE" resume "$1" --reason "e2e: conflict explained" >/dev/null
   log "resumed"
@@ -181,29 +201,26 @@ scenario_nats() {
   local old=(--old "rabbitmq=$E2E_AMQP_URL" --old-queue e2e-orders-nats)
   local new=(--new "nats=$E2E_NATS_URL" --new-queue E2E_ORDERS)
   start_daemon $name
-  spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
-    --metrics 127.0.0.1:19464 --visibility-timeout 3s
+  CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics 127.0.0.1:19464
+    --visibility-timeout 3s)
+  start_consumer
   spawn producer "$EXAMPLES/producer" --migration $name --daemon http://127.0.0.1:18480 \
     "${old[@]}" "${new[@]}" --slices 16 --rate 40 --count 0 --aggregates 30 \
     --log "$dir/produced" --metrics 127.0.0.1:19465 --producer checkout
 
-  wait_for_state $name "state == 'synthetic'" 90
+  wait_for_state $name "reached('synthetic')" 90
   jitter; log "fault: kill -9 the controller"; kill9 daemon
   sleep 1; start_daemon $name
-  wait_for_state $name "state == 'slices' and step == 0" 120
-  jitter; log "fault: kill -9 the consumer"; kill9 consumer
-  sleep 1; spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
-    --metrics 127.0.0.1:19464 --visibility-timeout 3s
-  wait_for_state $name "state == 'slices' and step == 1" 120
+  wait_for_state $name "reached('slices', 0)" 120
+  jitter; restart_consumer
+  wait_for_state $name "state == 'slices' and step >= 1" 120
   jitter; breach_and_resume $name "nats=$E2E_NATS_URL" E2E_ORDERS
-  wait_for_state $name "state == 'slices' and step >= 1 and paused == 'running'" 120
+  wait_for_state $name "reached('slices', 1) and paused == 'running'" 120
   jitter; log "fault: NATS stopped for 3 s and restarted (data kept)"
   scripts/services.sh stop nats >/dev/null; sleep 3; scripts/services.sh restart nats >/dev/null
-  wait_for_state $name "state == 'drain'" 180
-  jitter; log "fault: kill -9 the consumer"; kill9 consumer
-  sleep 1; spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
-    --metrics 127.0.0.1:19464 --visibility-timeout 3s
-  wait_for_state $name "state in ('disconnect', 'complete')" 120
+  wait_for_state $name "reached('drain')" 180
+  jitter; restart_consumer
+  wait_for_state $name "reached('disconnect')" 120
   local depth; depth=$(queue_depth e2e-orders-nats)
   [ "$depth" = 0 ] || { log "FAILED: old queue holds $depth at disconnect"; return 1; }
   log "old queue empty at disconnect"
@@ -236,30 +253,29 @@ scenario_redis() {
   start_bridge 1 $name
   sleep 1
   start_bridge 2 $name
-  spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
-    --metrics 127.0.0.1:19474 --visibility-timeout 3s
+  CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics 127.0.0.1:19474
+    --visibility-timeout 3s)
+  start_consumer
   spawn producer "$EXAMPLES/producer" --old "rabbitmq=$E2E_AMQP_URL" \
     --ingress e2e-orders-redis.ingress --rate 40 --count 0 --aggregates 30 \
     --log "$dir/produced" --metrics 127.0.0.1:19475 --producer legacy-checkout
 
-  wait_for_state $name "state == 'synthetic'" 90
+  wait_for_state $name "reached('synthetic')" 90
   jitter; log "fault: kill -9 the controller"; kill9 daemon
   sleep 1; start_daemon $name
-  wait_for_state $name "state == 'slices' and step == 0" 120
+  wait_for_state $name "reached('slices', 0)" 120
   jitter
   local active; active=$(active_bridge)
   log "fault: kill -9 the active bridge (${active:-none})"
   if [ -n "$active" ]; then kill9 "$active"; sleep 1; start_bridge "${active#bridge}" $name; fi
-  wait_for_state $name "state == 'slices' and step == 1" 120
+  wait_for_state $name "state == 'slices' and step >= 1" 120
   jitter; breach_and_resume $name "redis=$E2E_REDIS_URL" e2e-orders-redis
-  wait_for_state $name "state == 'slices' and step >= 1 and paused == 'running'" 120
+  wait_for_state $name "reached('slices', 1) and paused == 'running'" 120
   jitter; log "fault: Redis stopped for 3 s and restarted (append-only file kept)"
   scripts/services.sh stop redis >/dev/null; sleep 3; scripts/services.sh restart redis >/dev/null
-  wait_for_state $name "state == 'drain'" 180
-  jitter; log "fault: kill -9 the consumer"; kill9 consumer
-  sleep 1; spawn consumer "$EXAMPLES/consumer" "${old[@]}" "${new[@]}" --db "$dir/consumer.db" \
-    --metrics 127.0.0.1:19474 --visibility-timeout 3s
-  wait_for_state $name "state in ('disconnect', 'complete')" 120
+  wait_for_state $name "reached('drain')" 180
+  jitter; restart_consumer
+  wait_for_state $name "reached('disconnect')" 120
   local depth; depth=$(queue_depth e2e-orders-redis)
   [ "$depth" = 0 ] || { log "FAILED: old queue holds $depth at disconnect"; return 1; }
   log "old queue empty at disconnect"
