@@ -401,8 +401,12 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
     }
 }
 
+/// How many migrations one tick evaluates at once: each waits mostly on its sources and on the
+/// store's commits, so a few in flight overlap those waits (a migration is still ticked once).
+pub const TICK_CONCURRENCY: usize = 8;
+
 /// One tick of every migration in the store, at the config's clock. What [`run`]'s loop does
-/// while this daemon holds the lease.
+/// while this daemon holds the lease. Up to [`TICK_CONCURRENCY`] migrations are ticked at once.
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let names = match shared.store.list().await {
         Ok(records) => records.into_iter().map(|r| r.name).collect::<Vec<_>>(),
@@ -411,11 +415,36 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
             return;
         }
     };
-    for name in names {
-        let now = shared.now_ms();
-        match tick::tick(shared, &name, now).await {
-            Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
-            Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let lane = || async {
+        while let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let now = shared.now_ms();
+            match tick::tick(shared, name, now).await {
+                Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
+                Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
+            }
         }
-    }
+    };
+    let mut lanes: Vec<_> = (0..TICK_CONCURRENCY.min(names.len()))
+        .map(|_| Some(Box::pin(lane())))
+        .collect();
+    // Drive the lanes together on this task (no spawn: they borrow `shared`).
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in &mut lanes {
+            if let Some(f) = slot {
+                if f.as_mut().poll(cx).is_ready() {
+                    *slot = None;
+                } else {
+                    pending = true;
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
 }
