@@ -151,9 +151,18 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
     assert!(active(&metrics_a) && !active(&metrics_b));
     task_a.abort();
     let forwarded_by_a = metrics_a.confirmed(Side::Old) + metrics_a.confirmed(Side::New);
+    // A second batch after A died (a fast A may have forwarded the whole first one): only the
+    // standby can forward it.
+    for seq in PER_KEY..2 * PER_KEY {
+        for k in 0..KEYS {
+            let body = serde_json::json!({"orderId": format!("order-{k}"), "seq": seq});
+            let m = Message::new(body.to_string().into_bytes()).with_header("x-custom", "kept");
+            brokers.old.publish(&a.ingress, &m).await.unwrap();
+        }
+    }
 
     // Everything arrives: on old the slices >= 8, on new the others.
-    let total = KEYS * PER_KEY;
+    let total = KEYS * PER_KEY * 2;
     let distinct = |ms: &[Message]| {
         ms.iter()
             .map(|m| m.payload.clone())
