@@ -64,6 +64,13 @@ mkdir -p "$here/target/logs"
 failed=()
 for t in "${targets[@]}"; do
   grown="$here/target/corpus/$t"
+  seeds="$here/corpus/$t"
+  if [ ! -d "$seeds" ]; then
+    # libFuzzer exits 1 on a missing corpus directory, which would read as a crash.
+    echo "!! $t: no seed directory $seeds (the seeds are committed: is this a partial checkout?)" >&2
+    failed+=("$t")
+    continue
+  fi
   mkdir -p "$grown" "$here/artifacts/$t"
   log="$here/target/logs/$t.log"
   dict=()
@@ -72,7 +79,7 @@ for t in "${targets[@]}"; do
   fi
   echo "== fuzzing $t for ${seconds}s (log: $log)"
   # The first corpus directory receives new entries; the seeds are only read.
-  if "${cargo_fuzz[@]}" run "${build_flags[@]}" "$t" "$grown" "$here/corpus/$t" -- \
+  if "${cargo_fuzz[@]}" run "${build_flags[@]}" "$t" "$grown" "$seeds" -- \
     -max_total_time="$seconds" -max_len="$(max_len "$t")" -timeout=25 \
     -print_final_stats=1 "${dict[@]}" > "$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" | tail -n 2 || true
