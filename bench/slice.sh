@@ -6,7 +6,8 @@
 #
 #   bench/slice.sh
 #
-# Needs node and valgrind. Prints the figures and the ratios.
+# Needs node and valgrind. Prints the figures and the ratios. The route_arcswap rows are the
+# baseline of the same run: Router::route's read path before its sequence lock (benches/slice.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -27,7 +28,8 @@ ours = re.search(r"checksum ([0-9a-f]{8})", rust).group(1)
 if ours != node["checksum"]:
     sys.exit(f"slices differ: ours {ours}, node {node['checksum']}")
 unit = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6}
-names = ("slice_of", "route_idle", "route_under_swaps", "route_under_swaps_1ms")
+names = ("slice_of", "route_idle", "route_under_swaps", "route_under_swaps_1ms",
+         "route_arcswap_idle", "route_arcswap_under_swaps")
 ns = {}
 for clock in ("thread_cpu", "wall"):
     for name in names:
@@ -58,7 +60,7 @@ for l in sys.stdin:
   echo "| loop (callgrind) | instructions per call | without the loop's own |"
   echo "|---|---:|---:|"
   base=$(( ($(ir empty 110000) - $(ir empty 10000)) ))
-  for what in slice_of route; do
+  for what in slice_of route route_arcswap; do
     total=$(( $(ir "$what" 110000) - $(ir "$what" 10000) ))
     awk -v t="$total" -v b="$base" -v w="$what" 'BEGIN {printf "| %s | %.0f | %.0f |\n", w, t / 100000, (t - b) / 100000}'
   done

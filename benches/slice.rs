@@ -10,21 +10,26 @@
 //! idle and while another thread swaps routing documents. It also prints a checksum of the slices
 //! of the key set, which `bench/slice_node.js` must reproduce with seed 000's JavaScript.
 //!
-//! `QM_SLICE_LOOP=<slice_of|route|empty>:<calls>` runs that many calls and exits, without
+//! A baseline in the same run: `ArcSwapRouter`, the read path `Router::route` had before its
+//! sequence lock (an `ArcSwapOption` load of the whole document, then `RoutingDocument::route`),
+//! measured idle and under the same back-to-back swaps.
+//!
+//! `QM_SLICE_LOOP=<slice_of|route|route_arcswap|empty>:<calls>` runs that many calls and exits, without
 //! criterion: the entry point `bench/slice.sh` runs under `valgrind --tool=callgrind` to count
 //! instructions per call.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::hint::black_box;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use criterion::Criterion;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use queue_migrate::router::Router;
-use queue_migrate::routing::{BrokerNames, RoutingDocument, Side};
+use queue_migrate::routing::{BrokerNames, Route, RoutingDocument, Side};
 use queue_migrate::slice::slice_of;
 
 // ---------------------------------------------------------------------------------------------
@@ -144,7 +149,69 @@ fn doc(generation: u64) -> RoutingDocument {
     }
 }
 
-/// A thread offering ever newer documents to `router` until dropped: back to back, or one every
+/// The baseline: `Router::route`'s read path before the sequence lock, and its writer.
+struct ArcSwapRouter {
+    doc: ArcSwapOption<RoutingDocument>,
+    write: Mutex<()>,
+}
+
+impl ArcSwapRouter {
+    fn new() -> ArcSwapRouter {
+        ArcSwapRouter {
+            doc: ArcSwapOption::empty(),
+            write: Mutex::new(()),
+        }
+    }
+
+    fn route(&self, key: &str) -> Route {
+        match &*self.doc.load() {
+            Some(doc) => doc.route(key),
+            None => Route {
+                target: Side::Old,
+                slice: slice_of(key, SLICES),
+                generation: 0,
+            },
+        }
+    }
+
+    fn offer(&self, doc: RoutingDocument) {
+        let _writer = self.write.lock().expect("the writer lock");
+        let current = self.doc.load_full();
+        if current.is_none_or(|c| c.generation < doc.generation) {
+            self.doc.store(Some(Arc::new(doc)));
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.doc.load().as_ref().map_or(0, |d| d.generation)
+    }
+}
+
+/// What a `Swapper` offers documents to.
+trait Target: Send + Sync + 'static {
+    fn offer_generation(&self, generation: u64);
+    fn current(&self) -> u64;
+}
+
+impl Target for Router {
+    fn offer_generation(&self, generation: u64) {
+        self.offer(doc(generation)).expect("a coherent document");
+    }
+    fn current(&self) -> u64 {
+        self.generation()
+    }
+}
+
+impl Target for Arc<ArcSwapRouter> {
+    fn offer_generation(&self, generation: u64) {
+        self.offer(doc(generation));
+    }
+    fn current(&self) -> u64 {
+        self.generation()
+    }
+}
+
+/// A thread offering ever newer documents to a router until dropped: back to back, or one every
 /// `pause`.
 struct Swapper {
     stop: Arc<AtomicBool>,
@@ -154,15 +221,15 @@ struct Swapper {
 }
 
 impl Swapper {
-    fn start(router: &Router, pause: Option<Duration>) -> Swapper {
+    fn start<T: Target + Clone>(router: &T, pause: Option<Duration>) -> Swapper {
         let stop = Arc::new(AtomicBool::new(false));
         let swaps = Arc::new(AtomicU64::new(0));
         let (r, s, n) = (router.clone(), stop.clone(), swaps.clone());
         let thread = std::thread::spawn(move || {
-            let mut generation = r.generation();
+            let mut generation = r.current();
             while !s.load(Ordering::Relaxed) {
                 generation += 1;
-                r.offer(doc(generation)).expect("a coherent document");
+                r.offer_generation(generation);
                 n.fetch_add(1, Ordering::Relaxed);
                 if let Some(p) = pause {
                     std::thread::sleep(p);
@@ -316,9 +383,21 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         b.iter(|| router.route(black_box(&keys[next()])));
     });
     let paced = swapper.finish();
+
+    let baseline = Arc::new(ArcSwapRouter::new());
+    baseline.offer(doc(1));
+    group.bench_function("route_arcswap_idle", |b| {
+        b.iter(|| baseline.route(black_box(&keys[next()])));
+    });
+    let swapper = Swapper::start(&baseline, None);
+    group.bench_function("route_arcswap_under_swaps", |b| {
+        b.iter(|| baseline.route(black_box(&keys[next()])));
+    });
+    let baseline_tight = swapper.finish();
     group.finish();
     println!(
-        "{clock}: the writer swapped {tight:.0} documents per second back to back, {paced:.0} per second with 1 ms pauses"
+        "{clock}: the writer swapped {tight:.0} documents per second back to back, {paced:.0} per second with 1 ms pauses; \
+         {baseline_tight:.0} per second back to back into the ArcSwap baseline"
     );
 }
 
@@ -339,6 +418,13 @@ fn callgrind_loop(spec: &str) {
         "route" => {
             for i in 0..calls {
                 acc += u64::from(router.route(black_box(&keys[i % KEYS])).slice);
+            }
+        }
+        "route_arcswap" => {
+            let baseline = ArcSwapRouter::new();
+            baseline.offer(doc(1));
+            for i in 0..calls {
+                acc += u64::from(baseline.route(black_box(&keys[i % KEYS])).slice);
             }
         }
         "empty" => {

@@ -11,8 +11,12 @@
 //! ```
 //!
 //! # Guarantees
-//! - [`Router::route`] never blocks and never waits for an update: the document sits behind an
-//!   [`arc_swap::ArcSwapOption`], readers load it with a few atomic operations and no lock.
+//! - [`Router::route`] never blocks and never waits for an update. It reads the three numbers it
+//!   needs (generation, slice count, slices migrated) from a sequence lock the writer updates after
+//!   each accepted document: four plain loads, no read-modify-write, no lock. A read that overlaps
+//!   a writer falls back to the whole document, which sits behind an
+//!   [`arc_swap::ArcSwapOption`] (a few atomic operations, no lock either). Either way the route
+//!   comes from one document, never a mix of two.
 //! - Until a first document arrives the router answers the safe default: every key to the old
 //!   broker, generation 0, slices of [`DEFAULT_SLICES`] (or the count given to
 //!   [`Router::with_default_slices`]).
@@ -23,6 +27,7 @@
 //! - Followers are tokio tasks; dropping their [`FollowerHandle`] stops them.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -129,7 +134,69 @@ pub struct FollowStatus {
     pub last_error: Option<String>,
 }
 
+/// What `route` needs of the current document, readable without touching the document: a
+/// sequence lock over two words. `seq` is even when the words are stable and odd while the (one,
+/// serialised) writer stores them. Aligned so that a read touches one cache line.
+#[repr(align(64))]
+struct Hot {
+    seq: AtomicU64,
+    generation: AtomicU64,
+    /// `slices_total << 32 | slices_migrated`.
+    slices: AtomicU64,
+}
+
+impl Hot {
+    /// The safe default: generation 0, no slice migrated.
+    fn new(default_slices: u32) -> Hot {
+        Hot {
+            seq: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            slices: AtomicU64::new(u64::from(default_slices) << 32),
+        }
+    }
+
+    /// `(generation, slices_total, slices_migrated)` of one document, or `None` if a writer was
+    /// storing meanwhile (the caller then reads the document itself instead of waiting).
+    #[inline]
+    fn read(&self) -> Option<(u64, u32, u32)> {
+        let before = self.seq.load(Ordering::Acquire);
+        let generation = self.generation.load(Ordering::Relaxed);
+        let slices = self.slices.load(Ordering::Relaxed);
+        // Orders the loads of the words before the second load of `seq`: if that one still sees
+        // `before`, no store of the words it pairs with (after the writer's release fence) was
+        // read.
+        fence(Ordering::Acquire);
+        let after = self.seq.load(Ordering::Relaxed);
+        if before != after || before & 1 == 1 {
+            return None;
+        }
+        Some((generation, (slices >> 32) as u32, slices as u32))
+    }
+
+    /// Store a document's numbers and, inside the same odd interval, `publish` it (the
+    /// `ArcSwapOption` store). Callers hold `Inner::write`: there is one writer at a time.
+    ///
+    /// Publishing inside the interval keeps every thread's generations monotonic across the two
+    /// read paths: a reader that saw the new document through the fallback then reads an odd or
+    /// a newer `seq` (the odd store happens before the document's); a reader that saw the new
+    /// numbers read the final `seq`, which comes after the document's store.
+    fn write(&self, doc: &RoutingDocument, publish: impl FnOnce()) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        // A reader that sees any of the stores below sees the odd `seq` too.
+        fence(Ordering::Release);
+        self.generation.store(doc.generation, Ordering::Relaxed);
+        self.slices.store(
+            (u64::from(doc.slices_total) << 32) | u64::from(doc.slices_migrated),
+            Ordering::Relaxed,
+        );
+        publish();
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+}
+
 struct Inner {
+    hot: Hot,
     doc: ArcSwapOption<RoutingDocument>,
     default_slices: u32,
     /// Serialises writers (followers, `offer`); readers never take it.
@@ -170,6 +237,7 @@ impl Router {
     pub fn with_default_slices(slices: u32) -> Router {
         Router {
             inner: Arc::new(Inner {
+                hot: Hot::new(slices.max(1)),
                 doc: ArcSwapOption::empty(),
                 default_slices: slices.max(1),
                 write: Mutex::new(()),
@@ -178,8 +246,28 @@ impl Router {
         }
     }
 
-    /// Where a message of aggregate `key` goes now. Lock-free; never fails.
+    /// Where a message of aggregate `key` goes now. Lock-free, no allocation; never fails.
     pub fn route(&self, key: &str) -> Route {
+        match self.inner.hot.read() {
+            Some((generation, total, migrated)) => {
+                let slice = slice_of(key, total);
+                Route {
+                    target: if slice < migrated {
+                        Side::New
+                    } else {
+                        Side::Old
+                    },
+                    slice,
+                    generation,
+                }
+            }
+            None => self.route_from_document(key),
+        }
+    }
+
+    /// `route` from the document itself: what a read that overlapped a writer falls back to.
+    #[cold]
+    fn route_from_document(&self, key: &str) -> Route {
         match &*self.inner.doc.load() {
             Some(doc) => doc.route(key),
             None => Route {
@@ -249,7 +337,11 @@ impl Router {
         }
         let previous = current.as_ref().map_or(0, |c| c.generation);
         let generation = doc.generation;
-        self.inner.doc.store(Some(Arc::new(doc)));
+        let doc = Arc::new(doc);
+        // Once `route` answers a generation, `document()` has it too.
+        self.inner
+            .hot
+            .write(&doc, || self.inner.doc.store(Some(Arc::clone(&doc))));
         self.inner.changed.send_replace(generation);
         Ok(Offer::Accepted { previous })
     }
@@ -815,5 +907,53 @@ mod tests {
             }
         });
         assert_eq!(r.generation(), 1_999);
+    }
+
+    #[test]
+    fn every_route_is_the_route_of_one_whole_document_under_swaps() {
+        // doc(g, g % 129): a torn read (one document's generation, another's slices_migrated)
+        // would disagree with doc(generation).route(key).
+        let r = Router::new();
+        r.offer(doc(1, 1)).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let r = r.clone();
+                s.spawn(move || {
+                    for i in 0..50_000 {
+                        let key = format!("k{}", (i * 7 + t) % 211);
+                        let route = r.route(&key);
+                        let expected = doc(route.generation, (route.generation % 129) as u32);
+                        assert_eq!(route, expected.route(&key), "torn route for {key}");
+                    }
+                });
+            }
+            for g in 2..5_000 {
+                r.offer(doc(g, (g % 129) as u32)).unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn a_read_overlapping_a_writer_falls_back_to_the_document() {
+        let r = Router::new();
+        assert_eq!(r.inner.hot.read(), Some((0, 128, 0)));
+        r.offer(doc(5, 9)).unwrap();
+        assert_eq!(r.inner.hot.read(), Some((5, 128, 9)));
+        // A writer stopped between its two stores of `seq`.
+        r.inner.hot.seq.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(r.inner.hot.read(), None);
+        assert_eq!(r.route("order-0"), doc(5, 9).route("order-0"));
+        assert_eq!(r.route("order-0").target, Side::New);
+        // Before any document, the fallback is the safe default.
+        let fresh = Router::with_default_slices(7);
+        fresh.inner.hot.seq.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(
+            fresh.route("order-1"),
+            Route {
+                target: Side::Old,
+                slice: slice_of("order-1", 7),
+                generation: 0
+            }
+        );
     }
 }
