@@ -235,10 +235,17 @@ pub fn truncate_utf16(text: &str, max_units: usize) -> &str {
 /// `\uD83D` escape decodes to) into a `String`, writing each lone surrogate as the six characters
 /// `\udXXX` (lowercase hex), as JSON would escape it.
 pub fn wtf8_to_string(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    push_wtf8(&mut out, bytes);
+    out
+}
+
+/// [`wtf8_to_string`], appending to `out`.
+pub fn push_wtf8(out: &mut String, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_string(),
+        Ok(s) => out.push_str(s),
         Err(_) => {
-            let mut out = String::with_capacity(bytes.len() + 8);
+            out.reserve(bytes.len() + 8);
             let mut rest = bytes;
             while !rest.is_empty() {
                 match std::str::from_utf8(rest) {
@@ -264,7 +271,6 @@ pub fn wtf8_to_string(bytes: &[u8]) -> String {
                     }
                 }
             }
-            out
         }
     }
 }
@@ -425,55 +431,98 @@ impl<'de> Deserialize<'de> for Payload {
 
 /// `payload` as the fast reader sees it: a string is only borrowed.
 #[derive(Debug)]
-pub(crate) enum PayloadProbe<'a> {
+pub enum PayloadProbe<'a> {
+    /// A string: the body's bytes.
     Text(Cow<'a, str>),
+    /// Any other form, read.
     Other(Payload),
+}
+
+/// `payload` as triage's first read sees it: checked exactly as [`PayloadProbe`] checks it (the
+/// same visitor), but a string that had escapes is not copied out, since only the first envelope
+/// of each group is kept (see [`EnvelopeRef::parse_lean`]).
+#[derive(Debug)]
+pub enum PayloadLean<'a> {
+    /// A string without escapes, as it is in the line.
+    Borrowed(&'a str),
+    /// A string with escapes (valid; read the line again with [`EnvelopeRef::parse`] to get it).
+    Escaped,
+    /// Any other form.
+    Other(Payload),
+}
+
+/// The one visitor of `payload`; `KEEP` says whether an escaped string is copied out.
+struct PayloadVisitor<'a, const KEEP: bool>(std::marker::PhantomData<&'a ()>);
+
+/// What [`PayloadVisitor`] yields: [`PayloadLean`], where `Escaped` carries the copy if kept.
+enum Seen<'a> {
+    Borrowed(&'a str),
+    Escaped(Option<String>),
+    Other(Payload),
+}
+
+impl<'de: 'a, 'a, const KEEP: bool> Visitor<'de> for PayloadVisitor<'a, KEEP> {
+    type Value = Seen<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string, {\"base64\": ...} or a JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Seen::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Seen::Escaped(KEEP.then(|| v.to_string())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Seen::Escaped(KEEP.then_some(v)))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Seen::Other(Payload::Json(v.into())))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Seen::Other(Payload::Json(v.into())))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Seen::Other(Payload::Json(v.into())))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Seen::Other(Payload::Json(v.into())))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Seen::Other(Payload::Json(serde_json::Value::Null)))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        let v = serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Seen::Other(Payload::Json(v)))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let v = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Payload::from_value(v)
+            .map(Seen::Other)
+            .map_err(de::Error::custom)
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for PayloadProbe<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = PayloadProbe<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string, {\"base64\": ...} or a JSON value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Text(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Text(Cow::Owned(v)))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Other(Payload::Json(v.into())))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Other(Payload::Json(v.into())))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Other(Payload::Json(v.into())))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Other(Payload::Json(v.into())))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(PayloadProbe::Other(Payload::Json(serde_json::Value::Null)))
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                let v = serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-                Ok(PayloadProbe::Other(Payload::Json(v)))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let v = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Payload::from_value(v)
-                    .map(PayloadProbe::Other)
-                    .map_err(de::Error::custom)
-            }
-        }
-        deserializer.deserialize_any(V(std::marker::PhantomData))
+        Ok(
+            match deserializer.deserialize_any(PayloadVisitor::<true>(std::marker::PhantomData))? {
+                Seen::Borrowed(v) => PayloadProbe::Text(Cow::Borrowed(v)),
+                Seen::Escaped(v) => PayloadProbe::Text(Cow::Owned(v.unwrap_or_default())),
+                Seen::Other(p) => PayloadProbe::Other(p),
+            },
+        )
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for PayloadLean<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(
+            match deserializer.deserialize_any(PayloadVisitor::<false>(std::marker::PhantomData))? {
+                Seen::Borrowed(v) => PayloadLean::Borrowed(v),
+                Seen::Escaped(_) => PayloadLean::Escaped,
+                Seen::Other(p) => PayloadLean::Other(p),
+            },
+        )
     }
 }
 
@@ -536,17 +585,20 @@ impl DeadLetter {
 
 impl<'de> Deserialize<'de> for DeadLetter {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut view = EnvelopeRef::deserialize(deserializer)?;
+        let mut view: EnvelopeRef<'_> = EnvelopeRef::deserialize(deserializer)?;
         view.validate().map_err(de::Error::custom)?;
         Ok(view.to_dead_letter())
     }
 }
 
 /// An envelope read without copying what it does not need to: triage reads millions.
+///
+/// `P` is how `payload` is held: [`PayloadProbe`] (the default, what [`EnvelopeRef::parse`]
+/// gives) or, for triage's first read, [`PayloadLean`] ([`EnvelopeRef::parse_lean`]); both are
+/// read by the same visitor, so a line is valid under one exactly when it is under the other.
 #[derive(Debug, Deserialize)]
-pub struct EnvelopeRef<'a> {
-    #[serde(borrow)]
-    payload: PayloadProbe<'a>,
+pub struct EnvelopeRef<'a, P = PayloadProbe<'a>> {
+    payload: P,
     #[serde(rename = "errorClass", borrow)]
     error_class: Cow<'a, str>,
     /// WTF-8: JSON allows lone surrogate escapes, which JS writers produce.
@@ -567,27 +619,58 @@ pub struct EnvelopeRef<'a> {
     dead_lettered_ms: i64,
 }
 
+/// Check what every reader of a line checks before serde: UTF-8, and an object.
+fn line_text(line: &[u8]) -> Result<&str, EnvelopeError> {
+    let text = std::str::from_utf8(line).map_err(|e| EnvelopeError::NotUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    // serde's derive would also take a JSON array, field by field: an envelope is an object.
+    if text.trim_start().as_bytes().first() != Some(&b'{') {
+        return Err(EnvelopeError::Json(
+            "not a JSON object (an export has one envelope object per line)".into(),
+        ));
+    }
+    Ok(text)
+}
+
 impl<'a> EnvelopeRef<'a> {
     /// Parse and validate one line (without its newline).
     ///
     /// # Errors
     /// The line is not a valid envelope.
     pub fn parse(line: &'a [u8]) -> Result<EnvelopeRef<'a>, EnvelopeError> {
-        let text = std::str::from_utf8(line).map_err(|e| EnvelopeError::NotUtf8 {
-            offset: e.valid_up_to(),
-        })?;
-        // serde's derive would also take a JSON array, field by field: an envelope is an object.
-        if text.trim_start().as_bytes().first() != Some(&b'{') {
-            return Err(EnvelopeError::Json(
-                "not a JSON object (an export has one envelope object per line)".into(),
-            ));
-        }
-        let mut view: EnvelopeRef<'a> =
-            serde_json::from_str(text).map_err(|e| EnvelopeError::Json(e.to_string()))?;
+        let mut view: EnvelopeRef<'a> = serde_json::from_str(line_text(line)?)
+            .map_err(|e| EnvelopeError::Json(e.to_string()))?;
+        view.validate()?;
+        Ok(view)
+    }
+}
+
+impl<'a> EnvelopeRef<'a, PayloadLean<'a>> {
+    /// Parse and validate one line as [`EnvelopeRef::parse`] does (same result, same error),
+    /// without copying out a payload string that had escapes.
+    ///
+    /// # Errors
+    /// The line is not a valid envelope.
+    pub(crate) fn parse_lean(line: &'a [u8]) -> Result<Self, EnvelopeError> {
+        let mut view: Self = serde_json::from_str(line_text(line)?)
+            .map_err(|e| EnvelopeError::Json(e.to_string()))?;
         view.validate()?;
         Ok(view)
     }
 
+    /// The owned envelope, when the payload was kept (not [`PayloadLean::Escaped`]).
+    pub(crate) fn to_dead_letter(&self) -> Option<DeadLetter> {
+        let payload = match &self.payload {
+            PayloadLean::Borrowed(t) => Payload::Bytes(t.as_bytes().to_vec()),
+            PayloadLean::Escaped => return None,
+            PayloadLean::Other(p) => p.clone(),
+        };
+        Some(self.owned(payload))
+    }
+}
+
+impl<'a, P> EnvelopeRef<'a, P> {
     fn validate(&mut self) -> Result<(), EnvelopeError> {
         self.first_attempt_ms = parse_timestamp(&self.first_attempt_at).map_err(|message| {
             EnvelopeError::Timestamp {
@@ -633,13 +716,9 @@ impl<'a> EnvelopeRef<'a> {
         self.dead_lettered_ms
     }
 
-    /// The owned envelope.
-    pub fn to_dead_letter(&self) -> DeadLetter {
+    fn owned(&self, payload: Payload) -> DeadLetter {
         DeadLetter {
-            payload: match &self.payload {
-                PayloadProbe::Text(t) => Payload::Bytes(t.as_bytes().to_vec()),
-                PayloadProbe::Other(p) => p.clone(),
-            },
+            payload,
             error_class: self.error_class.to_string(),
             error_message: wtf8_to_string(&self.error_message),
             consumer_version: self.consumer_version.to_string(),
@@ -648,6 +727,16 @@ impl<'a> EnvelopeRef<'a> {
             first_attempt_at: self.first_attempt_at.to_string(),
             dead_lettered_at: self.dead_lettered_at.to_string(),
         }
+    }
+}
+
+impl EnvelopeRef<'_> {
+    /// The owned envelope.
+    pub fn to_dead_letter(&self) -> DeadLetter {
+        self.owned(match &self.payload {
+            PayloadProbe::Text(t) => Payload::Bytes(t.as_bytes().to_vec()),
+            PayloadProbe::Other(p) => p.clone(),
+        })
     }
 }
 

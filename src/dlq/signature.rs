@@ -29,7 +29,7 @@
 //! two messages fall in the same group here exactly when they do in JS. A lone surrogate already
 //! in the message (a JS writer cut it at 500) is written the same way.
 
-use super::envelope::wtf8_to_string;
+use super::envelope::push_wtf8;
 
 /// The longest signature, in UTF-16 code units (the seed's `slice(0, 120)`).
 pub const MAX_SIGNATURE_UNITS: usize = 120;
@@ -140,9 +140,9 @@ fn replace_quoted(src: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Cut WTF-8 `text` at `max` UTF-16 units as JS `slice(0, max)` does; a cut inside a pair keeps
-/// the high surrogate, written as `\udXXX`.
-fn cut_utf16(text: &[u8], max: usize) -> String {
+/// Cut WTF-8 `text` at `max` UTF-16 units as JS `slice(0, max)` does, appending to `out`; a cut
+/// inside a pair keeps the high surrogate, written as `\udXXX`.
+fn cut_utf16(text: &[u8], max: usize, out: &mut String) {
     let mut units = 0;
     let mut i = 0;
     while i < text.len() {
@@ -154,7 +154,7 @@ fn cut_utf16(text: &[u8], max: usize) -> String {
             _ => (4, 2),
         };
         if units + w > max {
-            let mut out = wtf8_to_string(&text[..i]);
+            push_wtf8(out, &text[..i]);
             if units < max {
                 // Unit `max` falls inside a pair: JS keeps its high surrogate.
                 if let Some(c) = text
@@ -167,12 +167,12 @@ fn cut_utf16(text: &[u8], max: usize) -> String {
                     out.push_str(&format!("\\u{:04x}", pair[0]));
                 }
             }
-            return out;
+            return;
         }
         units += w;
         i += len;
     }
-    wtf8_to_string(text)
+    push_wtf8(out, text);
 }
 
 impl Signer {
@@ -192,12 +192,20 @@ impl Signer {
     /// The signature of a message given as WTF-8 (what a JSON string decodes to; plain UTF-8 is
     /// WTF-8).
     pub fn sign_wtf8(&mut self, message: &[u8]) -> String {
+        let mut out = String::new();
+        self.sign_wtf8_into(message, &mut out);
+        out
+    }
+
+    /// [`Signer::sign_wtf8`] into `out` (cleared first): no allocation once `out` is grown.
+    pub fn sign_wtf8_into(&mut self, message: &[u8], out: &mut String) {
+        out.clear();
         match self.version {
             SignatureVersion::V1 => {
                 replace_uuids(message, &mut self.a);
                 replace_digits(&self.a, &mut self.b);
                 replace_quoted(&self.b, &mut self.a);
-                cut_utf16(&self.a, MAX_SIGNATURE_UNITS)
+                cut_utf16(&self.a, MAX_SIGNATURE_UNITS, out);
             }
         }
     }

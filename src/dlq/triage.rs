@@ -23,11 +23,12 @@
 //! Blank lines (only spaces, tabs, CR) are skipped silently and not counted as invalid.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::BufRead;
 
 use serde::{Serialize, Serializer};
 
-use super::envelope::{DeadLetter, EnvelopeRef};
+use super::envelope::{DeadLetter, EnvelopeError, EnvelopeRef};
 use super::signature::{SignatureVersion, Signer};
 
 /// Errors of a triage run (invalid lines are not errors: they are counted and reported).
@@ -163,6 +164,7 @@ pub struct Triage {
     index: HashMap<Box<str>, usize>,
     groups: Vec<Group>,
     key: String,
+    signature: String,
     lines: u64,
     entries: u64,
     skipped: u64,
@@ -183,6 +185,7 @@ impl Triage {
             index: HashMap::new(),
             groups: Vec::new(),
             key: String::new(),
+            signature: String::new(),
             lines: 0,
             entries: 0,
             skipped: 0,
@@ -196,55 +199,76 @@ impl Triage {
         if is_blank(line) {
             return;
         }
-        match EnvelopeRef::parse(line) {
-            Ok(entry) => self.push(&entry),
-            Err(e) => {
-                self.skipped += 1;
-                if self.errors.len() < self.options.max_line_errors {
-                    self.errors.push(LineError {
-                        line: self.lines,
-                        message: e.to_string(),
-                    });
-                }
-            }
+        // The lean read checks everything the full one does; only the first envelope of a group
+        // is kept, and read again in full when its payload string had escapes.
+        match EnvelopeRef::parse_lean(line) {
+            Ok(entry) => self.add(&entry, || match entry.to_dead_letter() {
+                Some(sample) => Ok(sample),
+                None => EnvelopeRef::parse(line).map(|full| full.to_dead_letter()),
+            }),
+            Err(e) => self.skip(&e),
+        }
+    }
+
+    fn skip(&mut self, e: &EnvelopeError) {
+        self.skipped += 1;
+        if self.errors.len() < self.options.max_line_errors {
+            self.errors.push(LineError {
+                line: self.lines,
+                message: e.to_string(),
+            });
         }
     }
 
     /// Feed one valid envelope.
     pub fn push(&mut self, entry: &EnvelopeRef<'_>) {
-        self.entries += 1;
-        let signature = self.signer.sign_wtf8(entry.error_message_wtf8());
+        self.add(entry, || Ok(entry.to_dead_letter()));
+    }
+
+    fn add<P>(
+        &mut self,
+        entry: &EnvelopeRef<'_, P>,
+        sample: impl FnOnce() -> Result<DeadLetter, EnvelopeError>,
+    ) {
+        self.signer
+            .sign_wtf8_into(entry.error_message_wtf8(), &mut self.signature);
         let (class, version) = (entry.error_class(), entry.consumer_version());
         self.key.clear();
-        self.key.push_str(&class.len().to_string());
-        self.key.push(':');
-        self.key.push_str(class);
-        self.key.push_str(&version.len().to_string());
-        self.key.push(':');
-        self.key.push_str(version);
-        self.key.push_str(&signature);
+        // Lengths first: no two different triples give the same key. Writing to a String
+        // cannot fail.
+        let _ = write!(
+            self.key,
+            "{}:{class}{}:{version}",
+            class.len(),
+            version.len()
+        );
+        self.key.push_str(&self.signature);
 
         let at = entry.first_attempt_at();
         let at_ms = entry.first_attempt_ms();
         let dl_ms = entry.dead_lettered_ms();
-        let recent = self
-            .options
-            .recent_since_ms
-            .is_some_and(|since| dl_ms >= since);
         let idx = match self.index.get(self.key.as_str()) {
             Some(&i) => i,
             None => {
+                let sample = match sample() {
+                    Ok(sample) => sample,
+                    Err(e) => {
+                        // The lean and the full read check the same things: not expected.
+                        self.skip(&e);
+                        return;
+                    }
+                };
                 let i = self.groups.len();
                 self.index.insert(self.key.as_str().into(), i);
                 self.groups.push(Group {
                     error_class: class.to_string(),
                     consumer_version: version.to_string(),
-                    signature,
+                    signature: self.signature.clone(),
                     count: 0,
                     first_seen: at.to_string(),
                     last_seen: at.to_string(),
                     span_hours: 0.0,
-                    sample: entry.to_dead_letter(),
+                    sample,
                     stats: GroupStats {
                         first_seen_ms: at_ms,
                         last_seen_ms: at_ms,
@@ -257,6 +281,11 @@ impl Triage {
                 i
             }
         };
+        self.entries += 1;
+        let recent = self
+            .options
+            .recent_since_ms
+            .is_some_and(|since| dl_ms >= since);
         let g = &mut self.groups[idx];
         g.count += 1;
         if at < g.first_seen.as_str() {
@@ -274,11 +303,12 @@ impl Triage {
         s.oldest_dead_lettered_ms = s.oldest_dead_lettered_ms.min(dl_ms);
         s.newest_dead_lettered_ms = s.newest_dead_lettered_ms.max(dl_ms);
         s.recent += u64::from(recent);
-        let covered = self
-            .options
-            .covered_until_ms
-            .get(&g.signature)
-            .is_some_and(|&until| at_ms <= until);
+        let covered = !self.options.covered_until_ms.is_empty()
+            && self
+                .options
+                .covered_until_ms
+                .get(&g.signature)
+                .is_some_and(|&until| at_ms <= until);
         if !covered {
             s.open += 1;
             s.oldest_open_dead_lettered_ms = Some(
