@@ -7,6 +7,7 @@
 #
 #   bench/propagation.sh                        # 1000 producers, 40 API + 20 CLI transitions
 #   CLIENTS=200 TRANSITIONS=10 CLI_TRANSITIONS=5 bench/propagation.sh
+#   MIGRATE=path/to/migrate CLIENT=path/to/propagation-client bench/propagation.sh  # no build
 #
 # Prints Markdown tables: latencies, and the CPU of the daemon and of the client process.
 set -euo pipefail
@@ -21,9 +22,11 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 echo "ulimit -n: $(ulimit -n)" >&2
 
-cargo build --release --bin migrate >&2
-MIGRATE="$CARGO_TARGET_DIR/release/migrate"
-CLIENT=$(cargo bench --bench propagation --no-run --message-format=json 2>/dev/null |
+if [ -z "${MIGRATE:-}" ]; then
+  cargo build --release --bin migrate >&2
+  MIGRATE="$CARGO_TARGET_DIR/release/migrate"
+fi
+[ -n "${CLIENT:-}" ] || CLIENT=$(cargo bench --bench propagation --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

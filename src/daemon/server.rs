@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -19,6 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Shared;
+use super::hub::{Published, etag};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, AdvanceOptions, ControllerError};
 use crate::machine::Command;
@@ -156,7 +158,8 @@ async fn routing<S: Store + Clone + 'static>(
                 format!("no migration named {name:?} in this store"),
             );
         };
-        return doc_response(&rx.borrow());
+        let published = rx.borrow().clone();
+        return doc_response(&published);
     };
     let wait = match q.wait.as_deref().map(humantime::parse_duration).transpose() {
         Ok(w) => w.map(|w| w.min(MAX_WAIT)),
@@ -168,37 +171,44 @@ async fn routing<S: Store + Clone + 'static>(
         }
     };
     let known = if_none_match(&headers);
-    let current = rx.borrow_and_update().generation;
+    let published = rx.borrow_and_update().clone();
+    let current = published.generation();
     // A reader ahead of us (it saw a newer generation from another controller) waits too: this
     // daemon never hands back a document older than the one the reader has.
     if known.is_none_or(|k| k < current) {
-        return doc_response(&rx.borrow());
+        return doc_response(&published);
     }
+    drop(published);
     let Some(wait) = wait else {
         return not_modified(current);
     };
     let mut stopping = s.stopping.subscribe();
     tokio::select! {
-        changed = tokio::time::timeout(wait, rx.changed()) => match changed {
-            Ok(Ok(())) if known.is_none_or(|k| k < rx.borrow().generation) => {
-                doc_response(&rx.borrow())
+        changed = tokio::time::timeout(wait, rx.changed()) => {
+            // The shared, already encoded generation: no per-reader work but the response.
+            let latest = rx.borrow_and_update().clone();
+            match changed {
+                Ok(Ok(())) if known.is_none_or(|k| k < latest.generation()) => {
+                    doc_response(&latest)
+                }
+                _ => not_modified(current),
             }
-            _ => not_modified(current),
-        },
+        }
         // Shutting down: answer now, the reader asks again (maybe the other controller).
         _ = stopping.wait_for(|s| *s) => not_modified(current),
     }
 }
 
-fn etag(generation: u64) -> HeaderValue {
-    HeaderValue::from_str(&format!("\"{generation}\"")).unwrap_or(HeaderValue::from_static("\"0\""))
-}
-
-fn doc_response(doc: &crate::routing::RoutingDocument) -> Response {
-    let mut r = Json(doc).into_response();
-    r.headers_mut().insert(header::ETAG, etag(doc.generation));
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+/// The published body and `ETag`, shared with every other reader of this generation.
+fn doc_response(published: &Published) -> Response {
+    let mut r = Response::new(Body::from(published.body.clone()));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::ETAG, published.etag.clone());
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
 }
 
