@@ -4,14 +4,22 @@
 #
 #   bench/controller_scale.sh                   # 1000 migrations
 #   MIGRATIONS=100 TICKS=3 RUN_SECONDS=30 bench/controller_scale.sh
+#   BASE_HELPER=/path/to/old/controller_scale bench/controller_scale.sh   # before/after
 #
-# 1. setup: the migrations in a fresh SQLite store, each forced to slices[0];
-# 2. ticks: TICKS rounds of daemon::tick_all in one process (wall and CPU of each round); then
-#    COMPARE rounds alternating one-migration-after-the-other ticks and daemon::tick_all;
+# Two fleets, each in a fresh SQLite store: `same` (every migration asks Prometheus the same 5
+# queries: a round of the daemon asks them once) and `distinct` (each migration's queries name it:
+# same answers, 5,000 distinct texts per round). For each fleet:
+# 1. setup: the migrations, each forced to slices[0];
+# 2. ticks: TICKS rounds of daemon::tick_all in one process (wall and CPU of each round, and
+#    Prometheus's CPU meanwhile); with BASE_HELPER (the helper built from an older commit), ROUNDS
+#    rounds alternating that build's `ticks` and this one's on the same store: before/after in
+#    one run;
 # 3. run: the real `migrate run --interval 1s` for RUN_SECONDS (ticks back to back when a tick
 #    takes longer than 1 s): ticks done, CPU and peak RSS of the daemon, CPU of Prometheus and of
-#    the scrape endpoint meanwhile;
-# 4. parts: the pieces of one migration's tick, each alone (where the time goes).
+#    the scrape endpoint meanwhile.
+# Then the pieces of one migration's tick, each alone (where the time goes), PARTS calls each;
+# COMPARE > 0 adds that many rounds alternating one-migration-after-the-other ticks (no sharing
+# between migrations) and daemon::tick_all.
 #
 # Prometheus: PROM (default $QM_TEST_PROMETHEUS_URL from /tmp/qm-services/env, else
 # http://127.0.0.1:9090); started with scripts/services.sh when it does not answer.
@@ -21,7 +29,10 @@ MIGRATIONS=${MIGRATIONS:-1000}
 TICKS=${TICKS:-5}
 RUN_SECONDS=${RUN_SECONDS:-60}
 PARTS=${PARTS:-500}
-COMPARE=${COMPARE:-3}
+COMPARE=${COMPARE:-0}
+ROUNDS=${ROUNDS:-3}
+BASE_HELPER=${BASE_HELPER:-}
+FLEETS=${FLEETS:-same distinct}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 if [ -z "${PROM:-}" ] && [ -f /tmp/qm-services/env ]; then
   # shellcheck disable=SC1091
@@ -66,56 +77,95 @@ read -r SCRAPE scrape_size < "$work/serve.out"
 echo "scrape endpoint: $SCRAPE $scrape_size; Prometheus: $PROM (pid ${prom_pid:-?})"
 echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-state="sqlite://$work/state.db"
-echo
-"$HELPER" setup "$state" "$MIGRATIONS" "$PROM" "$SCRAPE"
+# prom_cpu: Prometheus's CPU seconds so far (0 when its pid is unknown)
+prom_cpu() { if [ -n "$prom_pid" ]; then cpu_of "$prom_pid"; else echo 0; fi; }
 
-echo
-echo "In-process daemon::tick_all (benches/controller_scale.rs ticks):"
-echo
-"$HELPER" ticks "$state" "$TICKS"
-echo
-echo "One migration after the other against daemon::tick_all, alternating (benches/controller_scale.rs compare):"
-echo
-"$HELPER" compare "$state" "$COMPARE"
+# ticks BIN STATE: K rounds of tick_all by BIN; prints "wall cpu rss hwm prom" (medians of the
+# warm rounds; Prometheus CPU per round over all of them)
+ticks() {
+  local p0 p1 line
+  p0=$(prom_cpu)
+  line=$("$1" ticks "$2" "$TICKS" | tee -a "$work/ticks.log" | grep '^summary')
+  p1=$(prom_cpu)
+  echo "$line" | sed -n 's/.*median tick \([0-9.]*\) s wall, \([0-9.]*\) s CPU; RSS \([0-9.]*\) MiB, peak \([0-9.]*\).*/\1 \2 \3 \4/p' |
+    awk -v p0="$p0" -v p1="$p1" -v k="$TICKS" '{ printf "%s %s %s %s %.2f\n", $1, $2, $3, $4, (p1 - p0) / k }'
+}
 
-echo
-echo "migrate run --interval 1s for ${RUN_SECONDS}s:"
-echo
-MIGRATE_LOG=error "$MIGRATE" --state "$state" run --listen 127.0.0.1:0 --interval 1s --id scale-bench \
-  2> "$work/daemon.err" &
-daemon_pid=$!
-pids+=("$daemon_pid")
-addr=
-for _ in $(seq 100); do
-  addr=$(sed -n 's|.* on http://\([0-9.:]*\) .*|\1|p' "$work/daemon.err" | head -1)
-  [ -n "$addr" ] && curl -sf "http://$addr/healthz" >/dev/null && break
-  sleep 0.1
+run_daemon() { # run_daemon STATE: migrate run for RUN_SECONDS, one table row
+  local state=$1 daemon_pid addr t_first t0 t1 c0 c1 s0 s1 p0 p1 e0 e1 rss hwm
+  MIGRATE_LOG=error "$MIGRATE" --state "$state" run --listen 127.0.0.1:0 --interval 1s --id scale-bench \
+    > /dev/null 2> "$work/daemon.err" &
+  daemon_pid=$!
+  pids+=("$daemon_pid")
+  addr=
+  for _ in $(seq 100); do
+    addr=$(sed -n 's|.* on http://\([0-9.:]*\) .*|\1|p' "$work/daemon.err" | head -1)
+    [ -n "$addr" ] && curl -sf "http://$addr/healthz" >/dev/null && break
+    sleep 0.1
+  done
+  done_ticks() { curl -sf "http://$addr/healthz" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ticks"])'; }
+  # Wait for the first (cold) tick to end, then measure whole ticks.
+  t_first=$(done_ticks)
+  while [ "$(done_ticks)" -le "$t_first" ]; do sleep 0.05; done
+  t0=$(done_ticks); c0=$(cpu_of "$daemon_pid"); s0=$(date +%s.%N)
+  p0=$(prom_cpu); e0=$(cpu_of "$serve_pid")
+  sleep "$RUN_SECONDS"
+  t1=$(done_ticks); c1=$(cpu_of "$daemon_pid"); s1=$(date +%s.%N)
+  p1=$(prom_cpu); e1=$(cpu_of "$serve_pid")
+  rss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
+  hwm=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
+  awk -v f="$fleet" -v m="$MIGRATIONS" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" \
+    -v p0="$p0" -v p1="$p1" -v e0="$e0" -v e1="$e1" -v rss="$rss" -v hwm="$hwm" 'BEGIN {
+    n = t1 - t0; w = s1 - s0
+    if (n < 1) { printf "| %s | %d | 0 | %.1f | > %.1f | - | - | - | %s | %s |\n", f, m, w, w, rss, hwm; exit }
+    printf "| %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", f, m, n, w, w / n, (c1 - c0) / n, (p1 - p0) / n, (e1 - e0) / n, rss, hwm
+  }'
+  kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
+}
+
+runs=()
+for fleet in $FLEETS; do
+  state="sqlite://$work/$fleet.db"
+  echo
+  "$HELPER" setup "$state" "$MIGRATIONS" "$PROM" "$SCRAPE" "$fleet"
+  echo
+  echo "Fleet '$fleet': in-process daemon::tick_all, $TICKS rounds (benches/controller_scale.rs ticks):"
+  echo
+  "$HELPER" ticks "$state" "$TICKS"
+  if [ -n "$BASE_HELPER" ]; then
+    echo
+    echo "Fleet '$fleet': before ($BASE_HELPER) and after (this build), alternating, $TICKS rounds each time;"
+    echo "medians of the warm rounds (the first of each process is left out); Prometheus CPU per round:"
+    echo
+    echo "| turn | before: wall s | CPU s | Prometheus CPU s | after: wall s | CPU s | Prometheus CPU s | after / before (wall) | (CPU) |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for r in $(seq "$ROUNDS"); do
+      read -r bw bc _ _ bp < <(ticks "$BASE_HELPER" "$state")
+      read -r nw nc _ _ np < <(ticks "$HELPER" "$state")
+      awk -v r="$r" -v bw="$bw" -v bc="$bc" -v bp="$bp" -v nw="$nw" -v nc="$nc" -v np="$np" 'BEGIN {
+        printf "| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r, bw, bc, bp, nw, nc, np, nw / bw, (bc > 0 ? nc / bc : 0)
+      }'
+    done
+  fi
+  if [ "$COMPARE" -gt 0 ]; then
+    echo
+    echo "Fleet '$fleet': one migration after the other against daemon::tick_all, alternating (benches/controller_scale.rs compare):"
+    echo
+    "$HELPER" compare "$state" "$COMPARE"
+  fi
+  runs+=("$(run_daemon "$state")")
 done
-ticks() { curl -sf "http://$addr/healthz" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ticks"])'; }
-# Wait for the first (cold) tick to end, then measure whole ticks.
-t_first=$(ticks)
-while [ "$(ticks)" -le "$t_first" ]; do sleep 0.05; done
-t0=$(ticks); c0=$(cpu_of "$daemon_pid"); s0=$(date +%s.%N)
-p0=$( [ -n "$prom_pid" ] && cpu_of "$prom_pid" || echo 0); e0=$(cpu_of "$serve_pid")
-sleep "$RUN_SECONDS"
-t1=$(ticks); c1=$(cpu_of "$daemon_pid"); s1=$(date +%s.%N)
-p1=$( [ -n "$prom_pid" ] && cpu_of "$prom_pid" || echo 0); e1=$(cpu_of "$serve_pid")
-rss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
-hwm=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
-echo "| migrations | ticks | wall s | wall s per tick | daemon CPU s per tick | Prometheus CPU s per tick | scrape endpoint CPU s per tick | daemon RSS MiB | daemon peak RSS MiB |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-awk -v m="$MIGRATIONS" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" \
-  -v p0="$p0" -v p1="$p1" -v e0="$e0" -v e1="$e1" -v rss="$rss" -v hwm="$hwm" 'BEGIN {
-  n = t1 - t0; w = s1 - s0
-  if (n < 1) { printf "| %d | 0 | %.1f | > %.1f | - | - | - | %s | %s |\n", m, w, w, rss, hwm; exit }
-  printf "| %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", m, n, w, w / n, (c1 - c0) / n, (p1 - p0) / n, (e1 - e0) / n, rss, hwm
-}'
-kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
+
+echo
+echo "migrate run --interval 1s for ${RUN_SECONDS}s, per fleet:"
+echo
+echo "| fleet | migrations | ticks | wall s | wall s per tick | daemon CPU s per tick | Prometheus CPU s per tick | scrape endpoint CPU s per tick | daemon RSS MiB | daemon peak RSS MiB |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${runs[@]}"
 
 echo
 echo "The pieces of one migration's tick, each alone ($PARTS calls each):"
 echo
-"$HELPER" parts "$state" "$PROM" "$SCRAPE" "$PARTS"
+"$HELPER" parts "sqlite://$work/$fleet.db" "$PROM" "$SCRAPE" "$PARTS"
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -4,7 +4,10 @@
 //!
 //! ```text
 //! controller_scale serve ADDR                  # the app's /metrics (one endpoint for everyone)
-//! controller_scale setup STATE N PROM SCRAPE   # N migrations in slices[0], ten gates each
+//! controller_scale setup STATE N PROM SCRAPE [distinct]
+//!                                              # N migrations in slices[0], ten gates each;
+//!                                              # `distinct`: each migration's PromQL queries
+//!                                              # name it (same answers, distinct texts)
 //! controller_scale ticks STATE K               # K rounds of daemon::tick_all in this process
 //! controller_scale compare STATE K             # K rounds each, alternating: one migration after
 //!                                              # the other (daemon::tick::tick in a loop) and
@@ -17,6 +20,12 @@
 //! queries evaluated in the controller). `auto_advance: false` and passing gates keep every
 //! migration where it is: each tick evaluates and records all ten gates and decides "ready for a
 //! person", the steady state of a fleet waiting on people.
+//!
+//! By default every migration asks Prometheus the same 5 queries, which a round of the daemon
+//! asks once for the whole fleet (see `daemon::tick_all`): a fleet of copies of one plan. With
+//! `distinct`, each query carries a matcher naming its migration that matches every series
+//! anyway (`{job!="scale-0042"}`, `{instance!="scale-0042"}`): the same answers, but 5,000
+//! distinct query texts per round, so nothing is shared but the scrape.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -46,7 +55,13 @@ fn main() {
     let num = |i: usize| -> usize { arg(i).parse().expect("a number") };
     match args.first().map(String::as_str) {
         Some("serve") => runtime.block_on(serve(arg(1).to_string())),
-        Some("setup") => runtime.block_on(setup(arg(1), num(2), arg(3), arg(4))),
+        Some("setup") => runtime.block_on(setup(
+            arg(1),
+            num(2),
+            arg(3),
+            arg(4),
+            args.get(5).map(String::as_str) == Some("distinct"),
+        )),
         Some("ticks") => runtime.block_on(ticks(arg(1), num(2))),
         Some("compare") => runtime.block_on(compare(arg(1), num(2))),
         Some("parts") => runtime.block_on(parts(arg(1), arg(2), arg(3), num(4))),
@@ -166,7 +181,17 @@ async fn serve(addr: String) {
 // ---------------------------------------------------------------------------------------------
 // The fleet.
 
-fn plan(name: &str, prom: &str, scrape: &str) -> String {
+fn plan(name: &str, prom: &str, scrape: &str, distinct: bool) -> String {
+    // Matchers that every series passes: they change the query text, not its answer.
+    let (m, also, or) = if distinct {
+        (
+            format!("{{job!=\"{name}\"}}"),
+            format!(",instance!=\"{name}\""),
+            " or vector(0)",
+        )
+    } else {
+        (String::new(), String::new(), "")
+    };
     format!(
         r#"version: 1
 name: {name}
@@ -193,15 +218,15 @@ phases:
     steps: [6, 32, 64, 128]
     observe: 24h
     exit:
-      - {{ name: prometheus serving, source: prom, query: 'sum(rate(prometheus_http_requests_total[1m]))', pass_if: ">= 0" }}
-      - {{ name: prometheus up, source: prom, query: 'max(up{{job="prometheus"}})', pass_if: "== 1" }}
-      - {{ name: head series, source: prom, query: 'sum(prometheus_tsdb_head_series)', pass_if: "> 0" }}
+      - {{ name: prometheus serving, source: prom, query: 'sum(rate(prometheus_http_requests_total{m}[1m]))', pass_if: ">= 0" }}
+      - {{ name: prometheus up, source: prom, query: 'max(up{{job="prometheus"{also}}})', pass_if: "== 1" }}
+      - {{ name: head series, source: prom, query: 'sum(prometheus_tsdb_head_series{m})', pass_if: "> 0" }}
       - {{ name: error ratio low, source: app, query: app_error_ratio_new, pass_if: "< 0.01" }}
       - {{ name: new consumes, source: app, query: 'sum(rate(app_messages_total{{route="new"}}[1m]))', pass_if: ">= 0" }}
       - {{ name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: ">= 1" }}
     guard:
-      - {{ name: prometheus still up, source: prom, query: 'max(up{{job="prometheus"}})', pass_if: "== 1" }}
-      - {{ name: targets, source: prom, query: 'count(up)', pass_if: ">= 1" }}
+      - {{ name: prometheus still up, source: prom, query: 'max(up{{job="prometheus"{also}}}){or}', pass_if: "== 1" }}
+      - {{ name: targets, source: prom, query: 'count(up{m})', pass_if: ">= 1" }}
       - {{ name: error ratio breach, source: app, query: app_error_ratio_new, pass_if: "< 0.05" }}
       - {{ name: old depth sane, source: app, query: app_old_depth, pass_if: ">= 0" }}
     on_breach: rollback
@@ -217,7 +242,7 @@ phases:
     )
 }
 
-async fn setup(state: &str, n: usize, prom: &str, scrape: &str) {
+async fn setup(state: &str, n: usize, prom: &str, scrape: &str, distinct: bool) {
     let store = any::open(state).await.expect("open the store");
     let fetcher = Fetcher::new(Duration::from_secs(10)).expect("a fetcher");
     let resolve = SystemResolve;
@@ -236,7 +261,7 @@ async fn setup(state: &str, n: usize, prom: &str, scrape: &str) {
     for i in 0..n {
         let name = format!("scale-{i:04}");
         let path = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&path, plan(&name, prom, scrape)).expect("write a plan");
+        std::fs::write(&path, plan(&name, prom, scrape, distinct)).expect("write a plan");
         let now = queue_migrate::time::now_ms();
         c.init(&path, &actor, now).await.expect("init");
         for _ in 0..3 {
@@ -257,9 +282,14 @@ async fn setup(state: &str, n: usize, prom: &str, scrape: &str) {
     }
     let r = store.get("scale-0000").await.expect("a migration");
     println!(
-        "setup: {n} migrations in {} (step {:?}) in {:.1} s",
+        "setup: {n} migrations in {} (step {:?}), {} PromQL queries, in {:.1} s",
         r.state.name(),
         r.state.step(),
+        if distinct {
+            "distinct"
+        } else {
+            "the same"
+        },
         started.elapsed().as_secs_f64()
     );
 }

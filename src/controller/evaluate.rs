@@ -1,6 +1,7 @@
 //! One round of gate evaluation for a migration's current phase (IO: sources and store).
 //!
-//! Each scrape source is scraped once per round and each Prometheus query asked once; the pure
+//! Each scrape source is scraped once per round and each Prometheus query asked once (once for
+//! the whole fleet when the fetcher is a round's: see [`Fetcher::for_round`]); the pure
 //! [`gate`](crate::gate) functions turn the observations into verdicts, with the memory (held-since
 //! marks, sample counts, peaks) of the step read from and written back to the store.
 
@@ -9,7 +10,6 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::gate::{self, Evaluation, Memory, Observation};
-use crate::indicators::exposition;
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
@@ -218,10 +218,10 @@ async fn scrape_sources<S: Store>(
             .max()
             .unwrap_or(0)
             .max(MIN_KEEP_MS);
-        let scraped = match fetcher.scrape(&url.value).await {
+        let reading = fetcher.scrape_parsed(&url.value).await;
+        let scraped = match &*reading {
             Err(why) => Err(format!("source {source}: {why}")),
-            Ok(text) => {
-                let parsed = exposition::parse(&text);
+            Ok(parsed) => {
                 if let Some(first) = parsed.errors.first() {
                     let more = parsed.errors.len() - 1;
                     Err(format!(

@@ -154,9 +154,18 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// A controller over the shared store; a standby's never writes.
     pub fn controller(&self, read_only: bool) -> Controller<'_, S> {
+        self.controller_with(&self.fetcher, read_only)
+    }
+
+    /// A controller over the shared store reading its sources through `fetcher` (a round's).
+    pub fn controller_with<'a>(
+        &'a self,
+        fetcher: &'a Fetcher,
+        read_only: bool,
+    ) -> Controller<'a, S> {
         Controller {
             store: &self.store,
-            fetcher: &self.fetcher,
+            fetcher,
             resolve: &*self.resolve,
             read_only,
         }
@@ -405,8 +414,15 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
 /// store's commits, so a few in flight overlap those waits (a migration is still ticked once).
 pub const TICK_CONCURRENCY: usize = 8;
 
-/// One tick of every migration in the store, at the config's clock. What [`run`]'s loop does
-/// while this daemon holds the lease. Up to [`TICK_CONCURRENCY`] migrations are ticked at once.
+/// One tick of every migration in the store: a round. What [`run`]'s loop does while this
+/// daemon holds the lease. Up to [`TICK_CONCURRENCY`] migrations are ticked at once.
+///
+/// The round is evaluated as of one instant (the config's clock read once at its start) and
+/// reads its sources through one round's fetcher ([`Fetcher::for_round`]): each `/metrics` URL is
+/// scraped once and each distinct PromQL instant query (same Prometheus, same text, same instant)
+/// asked once for every migration that reads it, and every migration records that scrape at the
+/// round's instant. That is what each migration would have read by itself at that instant; a
+/// failing source is a hold, with that source's reason, for each migration reading it.
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let names = match shared.store.list().await {
         Ok(records) => records.into_iter().map(|r| r.name).collect::<Vec<_>>(),
@@ -415,11 +431,12 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
             return;
         }
     };
+    let now = shared.now_ms();
+    let fetcher = shared.fetcher.for_round();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let lane = || async {
         while let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) {
-            let now = shared.now_ms();
-            match tick::tick(shared, name, now).await {
+            match tick::tick_with(shared, &fetcher, name, now).await {
                 Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
                 Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
             }

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use crate::controller::decide::{Decision, decide};
 use crate::controller::{AdvanceOptions, Controller, ControllerError, Loaded};
 use crate::gate::Verdict;
+use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, MachineError, State};
 use crate::plan::BreachAction;
 use crate::store::{Store, StoreError};
@@ -46,7 +47,7 @@ pub struct Memo {
     pub breach_announced: HashSet<String>,
 }
 
-/// Run one tick for `name` at `now_ms`.
+/// Run one tick for `name` at `now_ms`, reading its sources by itself.
 ///
 /// # Errors
 /// Store failures and plans that no longer compile; a conflict is not an error.
@@ -55,10 +56,24 @@ pub async fn tick<S: Store + Clone + 'static>(
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
+    tick_with(shared, &shared.fetcher, name, now_ms).await
+}
+
+/// Run one tick for `name` at `now_ms`, reading its sources through `fetcher` (a round's, shared
+/// with the other migrations of the round: see [`super::tick_all`]).
+///
+/// # Errors
+/// Store failures and plans that no longer compile; a conflict is not an error.
+pub async fn tick_with<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    fetcher: &Fetcher,
+    name: &str,
+    now_ms: i64,
+) -> Result<Action, ControllerError> {
     if !shared.is_leader() {
         return Ok(Action::Waiting);
     }
-    let c = shared.controller(false);
+    let c = shared.controller_with(fetcher, false);
     let loaded = c.load(name).await?;
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {

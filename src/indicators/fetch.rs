@@ -2,9 +2,24 @@
 //!
 //! Every failure comes back as a sentence that names the source and says what went wrong; the
 //! controller turns it into a gate hold, never into a number.
+//!
+//! # One round, one reading per source
+//! A fetcher made by [`Fetcher::for_round`] answers each distinct request once for as long as it
+//! lives (the daemon makes one per round of ticks, evaluated at one instant): one scrape (and
+//! parse) per `/metrics` URL, one answer per PromQL instant query (same Prometheus URL, same query
+//! text, same evaluation time). Concurrent askers wait for the one request in flight. Within a
+//! round this changes no reading: the same request at the same instant would get the same answer
+//! (up to the source's own drift during the round), and a failure is shared too, so every
+//! migration reading a failing source holds with that source's reason. A plain [`Fetcher::new`]
+//! shares nothing.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::sync::OnceCell;
+
+use super::exposition::{self, Exposition};
 use super::promql::{PromError, decode_instant};
 
 /// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
@@ -25,11 +40,38 @@ pub enum FetchError {
     Client(#[from] reqwest::Error),
 }
 
+/// A scrape parsed, or why it could not be had (a sentence without the source's name).
+pub type Scraped = Result<Exposition, String>;
+
+/// One answer per request, each filled once (by the first asker; the others wait for it).
+type Cells<K, V> = Mutex<HashMap<K, Arc<OnceCell<V>>>>;
+
+/// The readings of one round, by request.
+#[derive(Debug, Default)]
+struct RoundMemo {
+    /// By URL.
+    scrapes: Cells<String, Arc<Scraped>>,
+    /// By (Prometheus base URL, query text, evaluation time in ms).
+    queries: Cells<(String, String, i64), Result<f64, String>>,
+}
+
+/// The cell of `key`, made on first use (a poisoned lock still holds a usable map: the cells
+/// are only ever inserted).
+fn cell<K: std::hash::Hash + Eq, V>(map: &Cells<K, V>, key: K) -> Arc<OnceCell<V>> {
+    let mut map: MutexGuard<'_, _> = match map.lock() {
+        Ok(m) => m,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    map.entry(key).or_default().clone()
+}
+
 /// Fetches readings over HTTP with a per-request timeout.
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     client: reqwest::Client,
     timeout: Duration,
+    /// Set on a fetcher of one round (see the module docs).
+    round: Option<Arc<RoundMemo>>,
 }
 
 /// Install the one rustls crypto provider of the tree (ring). Safe to call more than once.
@@ -49,14 +91,58 @@ impl Fetcher {
             .connect_timeout(timeout)
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Fetcher { client, timeout })
+        Ok(Fetcher {
+            client,
+            timeout,
+            round: None,
+        })
     }
 
-    /// One PromQL instant query at `at_ms`: exactly one finite number, or why not.
+    /// A fetcher over the same client that answers each distinct request once while it lives:
+    /// one per round of ticks (see the module docs).
+    pub fn for_round(&self) -> Fetcher {
+        Fetcher {
+            round: Some(Arc::default()),
+            ..self.clone()
+        }
+    }
+
+    /// One PromQL instant query at `at_ms`: exactly one finite number, or why not (asked once
+    /// per round on a fetcher of a round).
     ///
     /// # Errors
     /// A sentence for the gate's hold reason.
     pub async fn prometheus(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
+        match &self.round {
+            None => self.prometheus_now(base, query, at_ms).await,
+            Some(memo) => {
+                let key = (
+                    base.trim_end_matches('/').to_string(),
+                    query.to_string(),
+                    at_ms,
+                );
+                cell(&memo.queries, key)
+                    .get_or_init(|| self.prometheus_now(base, query, at_ms))
+                    .await
+                    .clone()
+            }
+        }
+    }
+
+    /// A `/metrics` endpoint scraped and parsed (once per round on a fetcher of a round): its
+    /// samples and the lines that could not be read, or why there is no answer.
+    pub async fn scrape_parsed(&self, url: &str) -> Arc<Scraped> {
+        let now = || async { Arc::new(self.scrape(url).await.map(|t| exposition::parse(&t))) };
+        match &self.round {
+            None => now().await,
+            Some(memo) => cell(&memo.scrapes, url.to_string())
+                .get_or_init(now)
+                .await
+                .clone(),
+        }
+    }
+
+    async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
         let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
         let time = format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000));
         let response = self
