@@ -12,6 +12,7 @@
 
 pub mod decide;
 pub mod evaluate;
+pub mod plans;
 pub mod publish;
 pub mod views;
 
@@ -181,13 +182,33 @@ impl<S: Store> Controller<'_, S> {
     /// # Errors
     /// Unknown migration, or its stored plan no longer compiles here (a missing variable...).
     pub async fn load(&self, name: &str) -> Result<Loaded> {
+        self.load_with(name, None).await
+    }
+
+    /// [`Controller::load`], with the plan compiled by `plans` (kept while unchanged).
+    ///
+    /// # Errors
+    /// As [`Controller::load`].
+    pub async fn load_cached(&self, name: &str, plans: &plans::PlanCache) -> Result<Loaded> {
+        self.load_with(name, Some(plans)).await
+    }
+
+    async fn load_with(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
         let record = self.store.get(name).await?;
-        let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
-        let compiled = plan::compile(&record.plan_yaml, dir.as_deref(), self.resolve)
-            .map_err(ControllerError::Plan)?;
+        let (plan, ladder) = match plans {
+            Some(cache) => cache.compile(&record, self.resolve),
+            None => {
+                let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
+                plan::compile(&record.plan_yaml, dir.as_deref(), self.resolve).map(|c| {
+                    let ladder = Ladder::of(&c.plan);
+                    (c.plan, ladder)
+                })
+            }
+        }
+        .map_err(ControllerError::Plan)?;
         let loaded = Loaded {
-            ladder: Ladder::of(&compiled.plan),
-            plan: compiled.plan,
+            ladder,
+            plan,
             record,
         };
         if !self.read_only && loaded.record.published_generation < loaded.record.generation {

@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::controller::plans::PlanCache;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::Resolve;
@@ -116,6 +117,8 @@ pub struct Shared<S: Store> {
     /// Flips to true when the daemon stops: long-polls answer at once.
     pub stopping: watch::Sender<bool>,
     memo: Mutex<HashMap<String, Memo>>,
+    /// Each migration's compiled plan, kept while its stored plan (and what it reads) is unchanged.
+    plans: PlanCache,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: probes::ProbeRuns,
@@ -147,6 +150,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             lease_until: AtomicI64::new(0),
             stopping: watch::Sender::new(false),
             memo: Mutex::new(HashMap::new()),
+            plans: PlanCache::default(),
             #[cfg(feature = "brokers")]
             probes: probes::ProbeRuns::default(),
         }))
@@ -256,7 +260,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// Load and observe one migration (after a change).
     async fn refresh(&self, c: &Controller<'_, S>, name: &str) {
-        match c.load(name).await {
+        match c.load_cached(name, &self.plans).await {
             Ok(loaded) => self.observe(c, &loaded).await,
             Err(e) => tracing::warn!(migration = name, "cannot load: {e}"),
         }
@@ -431,6 +435,7 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
             return;
         }
     };
+    shared.plans.retain(&names);
     let now = shared.now_ms();
     let fetcher = shared.fetcher.for_round();
     let next = std::sync::atomic::AtomicUsize::new(0);

@@ -74,7 +74,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         return Ok(Action::Waiting);
     }
     let c = shared.controller_with(fetcher, false);
-    let loaded = c.load(name).await?;
+    let loaded = c.load_cached(name, &shared.plans).await?;
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {
         return Ok(Action::Done);

@@ -1,0 +1,258 @@
+//! Compiled plans kept between ticks, so that a daemon does not recompile every stored plan's
+//! YAML at every tick.
+//!
+//! An entry is used only while everything its compilation read is unchanged: the stored plan
+//! text, the plan's path (relative files are read from its directory), and every environment
+//! variable and `file:` secret the compiler asked the resolver for (each is asked again and
+//! compared; a secret file that changed recompiles, as it would have without the cache). A plan
+//! that does not compile is never kept: its errors come back at every tick, as before.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::machine::Ladder;
+use crate::plan::{self, Diagnostic, Plan, Resolve};
+use crate::store::MigrationRecord;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        // The data are only ever replaced whole: a panic elsewhere leaves them usable.
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// What one compilation read through its resolver.
+#[derive(Debug, Default)]
+struct Inputs {
+    env: Vec<(String, Option<String>)>,
+    files: Vec<(PathBuf, Result<String, String>)>,
+}
+
+impl Inputs {
+    fn unchanged(&self, resolve: &dyn Resolve) -> bool {
+        self.env.iter().all(|(name, v)| resolve.env(name) == *v)
+            && self
+                .files
+                .iter()
+                .all(|(path, content)| resolve.read_file(path) == *content)
+    }
+}
+
+/// A resolver that notes what it was asked and answered.
+struct Recording<'a> {
+    inner: &'a dyn Resolve,
+    seen: Mutex<Inputs>,
+}
+
+impl Resolve for Recording<'_> {
+    fn env(&self, name: &str) -> Option<String> {
+        let v = self.inner.env(name);
+        lock(&self.seen).env.push((name.to_string(), v.clone()));
+        v
+    }
+
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        let content = self.inner.read_file(path);
+        lock(&self.seen)
+            .files
+            .push((path.to_path_buf(), content.clone()));
+        content
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    plan_yaml: String,
+    plan_path: String,
+    inputs: Inputs,
+    plan: Plan,
+    ladder: Ladder,
+}
+
+/// Compiled plans by migration name.
+#[derive(Debug, Default)]
+pub struct PlanCache {
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+}
+
+impl PlanCache {
+    /// The stored plan of `record` compiled under `resolve`: the kept one while nothing it read
+    /// changed, else compiled again (and kept if it compiles).
+    ///
+    /// # Errors
+    /// The plan does not compile.
+    pub fn compile(
+        &self,
+        record: &MigrationRecord,
+        resolve: &dyn Resolve,
+    ) -> Result<(Plan, Ladder), Vec<Diagnostic>> {
+        let kept = lock(&self.entries).get(&record.name).cloned();
+        if let Some(e) = kept
+            && e.plan_yaml == record.plan_yaml
+            && e.plan_path == record.plan_path
+            && e.inputs.unchanged(resolve)
+        {
+            return Ok((e.plan.clone(), e.ladder.clone()));
+        }
+        let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
+        let recording = Recording {
+            inner: resolve,
+            seen: Mutex::default(),
+        };
+        let compiled = plan::compile(&record.plan_yaml, dir.as_deref(), &recording);
+        let inputs = std::mem::take(&mut *lock(&recording.seen));
+        match compiled {
+            Ok(c) => {
+                let ladder = Ladder::of(&c.plan);
+                let entry = Entry {
+                    plan_yaml: record.plan_yaml.clone(),
+                    plan_path: record.plan_path.clone(),
+                    inputs,
+                    plan: c.plan,
+                    ladder,
+                };
+                let out = (entry.plan.clone(), entry.ladder.clone());
+                lock(&self.entries).insert(record.name.clone(), Arc::new(entry));
+                Ok(out)
+            }
+            Err(diags) => {
+                lock(&self.entries).remove(&record.name);
+                Err(diags)
+            }
+        }
+    }
+
+    /// Forget the plans of migrations not in `names` (gone from the store).
+    pub fn retain(&self, names: &[String]) {
+        let names: HashSet<&str> = names.iter().map(String::as_str).collect();
+        lock(&self.entries).retain(|name, _| names.contains(name.as_str()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::State;
+
+    /// A resolver whose answers the test changes, counting what it is asked.
+    #[derive(Default)]
+    struct Env {
+        vars: Mutex<HashMap<String, String>>,
+        asked: Mutex<usize>,
+    }
+
+    impl Resolve for Env {
+        fn env(&self, name: &str) -> Option<String> {
+            *lock(&self.asked) += 1;
+            lock(&self.vars).get(name).cloned()
+        }
+        fn read_file(&self, path: &Path) -> Result<String, String> {
+            Err(format!("no file {}", path.display()))
+        }
+    }
+
+    fn record(yaml: &str) -> MigrationRecord {
+        MigrationRecord {
+            name: "m".into(),
+            plan_yaml: yaml.into(),
+            plan_path: "/nowhere/plan.yaml".into(),
+            plan_hash: String::new(),
+            state: State::Planned,
+            paused: false,
+            version: 1,
+            generation: 1,
+            published_generation: 1,
+            publish_error: None,
+            entered_at_ms: 0,
+            updated_at_ms: 0,
+            created_at_ms: 0,
+        }
+    }
+
+    const PLAN: &str = include_str!("../../plans/local.yaml");
+
+    fn env() -> Env {
+        let env = Env::default();
+        for (k, v) in [
+            ("QM_PROM_URL", "http://127.0.0.1:1"),
+            ("QM_SCRAPE_URL", "http://127.0.0.1:2/metrics"),
+        ] {
+            lock(&env.vars).insert(k.into(), v.into());
+        }
+        env
+    }
+
+    fn scrape_url(plan: &Plan) -> Option<String> {
+        match plan.sources.get("app") {
+            Some(plan::Source::Scrape { url }) => Some(url.value.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_kept_plan_is_the_one_a_fresh_compilation_gives() {
+        let env = env();
+        let cache = PlanCache::default();
+        let first = cache.compile(&record(PLAN), &env);
+        let Ok((plan, ladder)) = first else {
+            panic!("the plan compiles: {first:?}");
+        };
+        let asked = *lock(&env.asked);
+        let again = cache.compile(&record(PLAN), &env);
+        assert!(matches!(&again, Ok((p, l)) if *p == plan && *l == ladder));
+        assert_eq!(
+            *lock(&env.asked),
+            2 * asked,
+            "the variables are asked again"
+        );
+        let fresh = plan::compile(PLAN, Some(Path::new("/nowhere")), &env);
+        assert!(matches!(&fresh, Ok(c) if c.plan == plan));
+    }
+
+    #[test]
+    fn a_changed_plan_or_variable_compiles_again_and_errors_are_not_kept() {
+        let env = env();
+        let cache = PlanCache::default();
+        let url = |c: &PlanCache, yaml: &str| {
+            c.compile(&record(yaml), &env)
+                .ok()
+                .and_then(|(p, _)| scrape_url(&p))
+        };
+        assert_eq!(
+            url(&cache, PLAN).as_deref(),
+            Some("http://127.0.0.1:2/metrics")
+        );
+        lock(&env.vars).insert("QM_SCRAPE_URL".into(), "http://127.0.0.1:3/metrics".into());
+        assert_eq!(
+            url(&cache, PLAN).as_deref(),
+            Some("http://127.0.0.1:3/metrics"),
+            "a changed variable recompiles"
+        );
+        lock(&env.vars).remove("QM_SCRAPE_URL");
+        assert!(
+            cache.compile(&record(PLAN), &env).is_err(),
+            "an unset variable is an error"
+        );
+        assert!(
+            lock(&cache.entries).is_empty(),
+            "a plan in error is not kept"
+        );
+        lock(&env.vars).insert("QM_SCRAPE_URL".into(), "http://127.0.0.1:2/metrics".into());
+        let other = PLAN.replace("${QM_SCRAPE_URL}", "http://127.0.0.1:4/metrics");
+        assert_eq!(
+            url(&cache, PLAN).as_deref(),
+            Some("http://127.0.0.1:2/metrics")
+        );
+        assert_eq!(
+            url(&cache, &other).as_deref(),
+            Some("http://127.0.0.1:4/metrics"),
+            "a changed plan text recompiles"
+        );
+        cache.retain(&["m".to_string()]);
+        assert_eq!(lock(&cache.entries).len(), 1);
+        cache.retain(&[]);
+        assert!(lock(&cache.entries).is_empty());
+    }
+}
