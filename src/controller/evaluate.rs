@@ -13,7 +13,7 @@ use crate::gate::{self, Evaluation, Memory, Observation};
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
-use crate::store::{GateRecord, MigrationRecord, Store, StoreError, StoredPoint};
+use crate::store::{GateRecord, MigrationRecord, SourcePoints, Store, StoreError, StoredPoint};
 
 /// History kept for scrape sources when no query needs a range window.
 const MIN_KEEP_MS: i64 = 10 * 60 * 1000;
@@ -113,7 +113,7 @@ pub async fn evaluate_phase<S: Store>(
     }
     items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
 
-    let scraped = scrape_sources(store, fetcher, plan, rec, &items, now_ms, record).await?;
+    let (scraped, taken) = scrape_sources(store, fetcher, plan, rec, &items, now_ms).await?;
     let memory: HashMap<(String, String), GateRecord> = store
         .latest_evaluations(&rec.name, rec.entered_at_ms)
         .await?
@@ -178,12 +178,14 @@ pub async fn evaluate_phase<S: Store>(
                 at_ms: now_ms,
             })
             .collect();
-        store.record_evaluations(&rec.name, &rows).await?;
+        // The evaluations and the samples they read commit together: one commit per round.
+        store.record_round(&rec.name, &rows, &taken).await?;
     }
     Ok(reports)
 }
 
-/// Scrape each scrape source the items use, once, and fold the samples into its history.
+/// Scrape each scrape source the items use, once, and fold the samples into its history; also
+/// what to store of each scrape (kept with the round's evaluations).
 async fn scrape_sources<S: Store>(
     store: &S,
     fetcher: &Fetcher,
@@ -191,8 +193,7 @@ async fn scrape_sources<S: Store>(
     rec: &MigrationRecord,
     items: &[Item<'_>],
     now_ms: i64,
-    record: bool,
-) -> Result<HashMap<String, Scraped>, StoreError> {
+) -> Result<(HashMap<String, Scraped>, Vec<SourcePoints>), StoreError> {
     let mut queries: HashMap<&str, Vec<Query>> = HashMap::new();
     for item in items {
         if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
@@ -205,6 +206,7 @@ async fn scrape_sources<S: Store>(
         }
     }
     let mut out = HashMap::new();
+    let mut taken = Vec::new();
     for (source, qs) in queries {
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
@@ -237,27 +239,28 @@ async fn scrape_sources<S: Store>(
                     history.record(now_ms, &parsed.samples, &selectors);
                     let keep_from = now_ms.saturating_sub(keep_ms.saturating_mul(2));
                     history.prune(keep_from);
-                    if record {
-                        // A NaN sample (legal in the exposition: a summary with no
-                        // observations) is read this round from memory, where a query makes it
-                        // "no data"; it is not kept, because SQLite stores NaN as NULL and
-                        // refused the whole round (a store error instead of a hold).
-                        let points: Vec<StoredPoint> = history
-                            .points()
-                            .filter(|p| p.at_ms == now_ms && !p.value.is_nan())
-                            .map(to_stored)
-                            .collect();
-                        store
-                            .save_points(&rec.name, source, &points, &[now_ms], keep_from)
-                            .await?;
-                    }
+                    // A NaN sample (legal in the exposition: a summary with no observations) is
+                    // read this round from memory, where a query makes it "no data"; it is not
+                    // kept, because SQLite stores NaN as NULL and refused the whole round (a
+                    // store error instead of a hold).
+                    let points: Vec<StoredPoint> = history
+                        .points()
+                        .filter(|p| p.at_ms == now_ms && !p.value.is_nan())
+                        .map(to_stored)
+                        .collect();
+                    taken.push(SourcePoints {
+                        source: source.to_string(),
+                        points,
+                        scrape_times: vec![now_ms],
+                        keep_from_ms: keep_from,
+                    });
                     Ok(history)
                 }
             }
         };
         out.insert(source.to_string(), scraped);
     }
-    Ok(out)
+    Ok((out, taken))
 }
 
 async fn observe(

@@ -8,8 +8,8 @@
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, Store,
-    StoreError, StoredPoint,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, SourcePoints,
+    Store, StoreError, StoredPoint,
 };
 
 /// A store of any supported backend.
@@ -85,6 +85,15 @@ impl Store for AnyStore {
 
     async fn journal(&self, name: &str) -> Result<Vec<JournalEntry>> {
         delegate!(self, s => s.journal(name))
+    }
+
+    async fn record_round(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+        sources: &[SourcePoints],
+    ) -> Result<()> {
+        delegate!(self, s => s.record_round(name, records, sources))
     }
 
     async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {

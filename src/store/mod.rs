@@ -8,6 +8,8 @@
 //! # Guarantees
 //! - A transition (state update + journal entry) commits in one transaction or not at all.
 //! - The journal is append-only (both schemas refuse UPDATE and DELETE on it with triggers).
+//! - A round of evaluations and the scrape samples it took commit together or not at all
+//!   ([`Store::record_round`]).
 
 pub mod any;
 pub mod dispositions;
@@ -160,6 +162,16 @@ pub struct StoredPoint {
     pub value: f64,
 }
 
+/// What one round took from one scrape source: its samples and scrape instants to add, and where
+/// its history now starts (see [`Store::save_points`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourcePoints {
+    pub source: String,
+    pub points: Vec<StoredPoint>,
+    pub scrape_times: Vec<i64>,
+    pub keep_from_ms: i64,
+}
+
 /// Who holds a lease, until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -184,6 +196,15 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<MigrationRecord>> + Send;
     /// The journal, oldest first.
     fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;
+    /// Record a round of one migration in one transaction: its gate evaluations (as
+    /// [`Store::record_evaluations`]) and what it took from each scrape source (as
+    /// [`Store::save_points`]), so that a round costs one commit.
+    fn record_round(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+        sources: &[SourcePoints],
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Record a round of gate evaluations.
     fn record_evaluations(
         &self,

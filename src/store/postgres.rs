@@ -12,11 +12,11 @@ use std::str::FromStr;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{Connection, PgConnection, PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, Store,
-    StoreError, StoredPoint, parse_state,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, SourcePoints,
+    Store, StoreError, StoredPoint, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -134,6 +134,114 @@ fn gate_row(row: &PgRow) -> Result<GateRecord> {
 const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, from_state, \
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+
+/// A source's points and scrape instants added, and its history pruned (in the caller's
+/// transaction).
+async fn insert_points(
+    conn: &mut PgConnection,
+    name: &str,
+    source: &str,
+    points: &[StoredPoint],
+    scrape_times: &[i64],
+    keep_from_ms: i64,
+) -> Result<()> {
+    // One statement per table (arrays + UNNEST), not one round trip per row. A point given
+    // twice for one (series, at) keeps the last, as SQLite's INSERT OR REPLACE does (and
+    // ON CONFLICT DO UPDATE may touch a row only once per statement).
+    let mut last: HashMap<(&str, i64), &StoredPoint> = HashMap::with_capacity(points.len());
+    for p in points {
+        last.insert((p.series.as_str(), p.at_ms), p);
+    }
+    let mut series = Vec::with_capacity(last.len());
+    let mut metrics = Vec::with_capacity(last.len());
+    let mut labels = Vec::with_capacity(last.len());
+    let mut ats = Vec::with_capacity(last.len());
+    let mut values = Vec::with_capacity(last.len());
+    for p in last.into_values() {
+        series.push(p.series.as_str());
+        metrics.push(p.metric.as_str());
+        labels.push(p.labels.as_str());
+        ats.push(p.at_ms);
+        values.push(p.value);
+    }
+
+    if !scrape_times.is_empty() {
+        sqlx::query(
+            "INSERT INTO scrape_times (migration, source, at) \
+             SELECT $1, $2, at FROM UNNEST($3::BIGINT[]) AS t(at) ON CONFLICT DO NOTHING",
+        )
+        .bind(name)
+        .bind(source)
+        .bind(scrape_times)
+        .execute(&mut *conn)
+        .await?;
+    }
+    sqlx::query("DELETE FROM scrape_times WHERE migration = $1 AND source = $2 AND at < $3")
+        .bind(name)
+        .bind(source)
+        .bind(keep_from_ms)
+        .execute(&mut *conn)
+        .await?;
+    if !series.is_empty() {
+        sqlx::query(
+            "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
+             SELECT $1, $2, p.* FROM UNNEST($3::TEXT[], $4::TEXT[], $5::TEXT[], \
+             $6::BIGINT[], $7::DOUBLE PRECISION[]) AS p(series, metric, labels, at, value) \
+             ON CONFLICT (migration, source, series, at) DO UPDATE SET \
+             metric = EXCLUDED.metric, labels = EXCLUDED.labels, value = EXCLUDED.value",
+        )
+        .bind(name)
+        .bind(source)
+        .bind(&series)
+        .bind(&metrics)
+        .bind(&labels)
+        .bind(&ats)
+        .bind(&values)
+        .execute(&mut *conn)
+        .await?;
+    }
+    sqlx::query("DELETE FROM scrape_points WHERE migration = $1 AND source = $2 AND at < $3")
+        .bind(name)
+        .bind(source)
+        .bind(keep_from_ms)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// A round of evaluations in one multi-row INSERT (in the caller's transaction).
+async fn insert_evaluations(
+    conn: &mut PgConnection,
+    name: &str,
+    records: &[GateRecord],
+) -> Result<()> {
+    // PostgreSQL allows 65,535 parameters per statement: 15 per row.
+    for chunk in records.chunks(1_000) {
+        let mut q = QueryBuilder::<Postgres>::new(
+            "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
+             query, value, old_value, samples, verdict, reason, held_since, peak, at) ",
+        );
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(name)
+                .push_bind(r.step_entered_ms)
+                .push_bind(r.state.name())
+                .push_bind(step_of(r.state))
+                .push_bind(&r.gate)
+                .push_bind(&r.kind)
+                .push_bind(&r.query)
+                .push_bind(r.value)
+                .push_bind(r.old_value)
+                .push_bind(i64::from(r.samples))
+                .push_bind(&r.verdict)
+                .push_bind(&r.reason)
+                .push_bind(r.held_since_ms)
+                .push_bind(r.peak)
+                .push_bind(r.at_ms);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
 
 impl Store for PgStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
@@ -273,34 +381,31 @@ impl Store for PgStore {
             .collect()
     }
 
-    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+    async fn record_round(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+        sources: &[SourcePoints],
+    ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        for r in records {
-            sqlx::query(
-                "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
-                 query, value, old_value, samples, verdict, reason, held_since, peak, at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        insert_evaluations(&mut tx, name, records).await?;
+        for s in sources {
+            insert_points(
+                &mut tx,
+                name,
+                &s.source,
+                &s.points,
+                &s.scrape_times,
+                s.keep_from_ms,
             )
-            .bind(name)
-            .bind(r.step_entered_ms)
-            .bind(r.state.name())
-            .bind(step_of(r.state))
-            .bind(&r.gate)
-            .bind(&r.kind)
-            .bind(&r.query)
-            .bind(r.value)
-            .bind(r.old_value)
-            .bind(i64::from(r.samples))
-            .bind(&r.verdict)
-            .bind(&r.reason)
-            .bind(r.held_since_ms)
-            .bind(r.peak)
-            .bind(r.at_ms)
-            .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+        self.record_round(name, records, &[]).await
     }
 
     async fn latest_evaluations(
@@ -436,68 +541,8 @@ impl Store for PgStore {
         scrape_times: &[i64],
         keep_from_ms: i64,
     ) -> Result<()> {
-        // One statement per table (arrays + UNNEST), not one round trip per row. A point given
-        // twice for one (series, at) keeps the last, as SQLite's INSERT OR REPLACE does (and
-        // ON CONFLICT DO UPDATE may touch a row only once per statement).
-        let mut last: HashMap<(&str, i64), &StoredPoint> = HashMap::with_capacity(points.len());
-        for p in points {
-            last.insert((p.series.as_str(), p.at_ms), p);
-        }
-        let mut series = Vec::with_capacity(last.len());
-        let mut metrics = Vec::with_capacity(last.len());
-        let mut labels = Vec::with_capacity(last.len());
-        let mut ats = Vec::with_capacity(last.len());
-        let mut values = Vec::with_capacity(last.len());
-        for p in last.into_values() {
-            series.push(p.series.as_str());
-            metrics.push(p.metric.as_str());
-            labels.push(p.labels.as_str());
-            ats.push(p.at_ms);
-            values.push(p.value);
-        }
-
         let mut tx = self.pool.begin().await?;
-        if !scrape_times.is_empty() {
-            sqlx::query(
-                "INSERT INTO scrape_times (migration, source, at) \
-                 SELECT $1, $2, at FROM UNNEST($3::BIGINT[]) AS t(at) ON CONFLICT DO NOTHING",
-            )
-            .bind(name)
-            .bind(source)
-            .bind(scrape_times)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query("DELETE FROM scrape_times WHERE migration = $1 AND source = $2 AND at < $3")
-            .bind(name)
-            .bind(source)
-            .bind(keep_from_ms)
-            .execute(&mut *tx)
-            .await?;
-        if !series.is_empty() {
-            sqlx::query(
-                "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
-                 SELECT $1, $2, p.* FROM UNNEST($3::TEXT[], $4::TEXT[], $5::TEXT[], \
-                 $6::BIGINT[], $7::DOUBLE PRECISION[]) AS p(series, metric, labels, at, value) \
-                 ON CONFLICT (migration, source, series, at) DO UPDATE SET \
-                 metric = EXCLUDED.metric, labels = EXCLUDED.labels, value = EXCLUDED.value",
-            )
-            .bind(name)
-            .bind(source)
-            .bind(&series)
-            .bind(&metrics)
-            .bind(&labels)
-            .bind(&ats)
-            .bind(&values)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query("DELETE FROM scrape_points WHERE migration = $1 AND source = $2 AND at < $3")
-            .bind(name)
-            .bind(source)
-            .bind(keep_from_ms)
-            .execute(&mut *tx)
-            .await?;
+        insert_points(&mut tx, name, source, points, scrape_times, keep_from_ms).await?;
         tx.commit().await?;
         Ok(())
     }

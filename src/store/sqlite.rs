@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
-use sqlx::{Row, SqlitePool};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, Store,
-    StoreError, StoredPoint, parse_state,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, SourcePoints,
+    Store, StoreError, StoredPoint, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -147,6 +147,93 @@ fn gate_row(row: &SqliteRow) -> Result<GateRecord> {
 const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, from_state, \
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// Rows per multi-row INSERT: one statement instead of one per row (SQLite allows 32,766
+/// parameters in one statement; 500 rows of 15 columns stay well below).
+const ROWS_PER_INSERT: usize = 500;
+
+async fn insert_evaluations(
+    conn: &mut SqliteConnection,
+    name: &str,
+    records: &[GateRecord],
+) -> Result<()> {
+    for chunk in records.chunks(ROWS_PER_INSERT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
+             query, value, old_value, samples, verdict, reason, held_since, peak, at) ",
+        );
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(name)
+                .push_bind(r.step_entered_ms)
+                .push_bind(r.state.name())
+                .push_bind(step_of(r.state))
+                .push_bind(&r.gate)
+                .push_bind(&r.kind)
+                .push_bind(&r.query)
+                .push_bind(r.value)
+                .push_bind(r.old_value)
+                .push_bind(i64::from(r.samples))
+                .push_bind(&r.verdict)
+                .push_bind(&r.reason)
+                .push_bind(r.held_since_ms)
+                .push_bind(r.peak)
+                .push_bind(r.at_ms);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// A source's points and scrape instants added, and its history pruned (in the caller's
+/// transaction).
+async fn insert_points(
+    conn: &mut SqliteConnection,
+    name: &str,
+    source: &str,
+    points: &[StoredPoint],
+    scrape_times: &[i64],
+    keep_from_ms: i64,
+) -> Result<()> {
+    for chunk in scrape_times.chunks(ROWS_PER_INSERT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT OR IGNORE INTO scrape_times (migration, source, at) ",
+        );
+        q.push_values(chunk, |mut row, at| {
+            row.push_bind(name).push_bind(source).push_bind(at);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    sqlx::query("DELETE FROM scrape_times WHERE migration = ? AND source = ? AND at < ?")
+        .bind(name)
+        .bind(source)
+        .bind(keep_from_ms)
+        .execute(&mut *conn)
+        .await?;
+    // Rows go in order: of two points for one (series, at), the last replaces the first.
+    for chunk in points.chunks(ROWS_PER_INSERT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT OR REPLACE INTO scrape_points (migration, source, series, metric, labels, \
+             at, value) ",
+        );
+        q.push_values(chunk, |mut row, p| {
+            row.push_bind(name)
+                .push_bind(source)
+                .push_bind(&p.series)
+                .push_bind(&p.metric)
+                .push_bind(&p.labels)
+                .push_bind(p.at_ms)
+                .push_bind(p.value);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    sqlx::query("DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?")
+        .bind(name)
+        .bind(source)
+        .bind(keep_from_ms)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
 
 impl Store for SqliteStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
@@ -288,34 +375,31 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+    async fn record_round(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+        sources: &[SourcePoints],
+    ) -> Result<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for r in records {
-            sqlx::query(
-                "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
-                 query, value, old_value, samples, verdict, reason, held_since, peak, at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        insert_evaluations(&mut tx, name, records).await?;
+        for s in sources {
+            insert_points(
+                &mut tx,
+                name,
+                &s.source,
+                &s.points,
+                &s.scrape_times,
+                s.keep_from_ms,
             )
-            .bind(name)
-            .bind(r.step_entered_ms)
-            .bind(r.state.name())
-            .bind(step_of(r.state))
-            .bind(&r.gate)
-            .bind(&r.kind)
-            .bind(&r.query)
-            .bind(r.value)
-            .bind(r.old_value)
-            .bind(i64::from(r.samples))
-            .bind(&r.verdict)
-            .bind(&r.reason)
-            .bind(r.held_since_ms)
-            .bind(r.peak)
-            .bind(r.at_ms)
-            .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+        self.record_round(name, records, &[]).await
     }
 
     async fn latest_evaluations(
@@ -455,43 +539,7 @@ impl Store for SqliteStore {
         keep_from_ms: i64,
     ) -> Result<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for at in scrape_times {
-            sqlx::query(
-                "INSERT OR IGNORE INTO scrape_times (migration, source, at) VALUES (?, ?, ?)",
-            )
-            .bind(name)
-            .bind(source)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query("DELETE FROM scrape_times WHERE migration = ? AND source = ? AND at < ?")
-            .bind(name)
-            .bind(source)
-            .bind(keep_from_ms)
-            .execute(&mut *tx)
-            .await?;
-        for p in points {
-            sqlx::query(
-                "INSERT OR REPLACE INTO scrape_points (migration, source, series, metric, labels, \
-                 at, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(name)
-            .bind(source)
-            .bind(&p.series)
-            .bind(&p.metric)
-            .bind(&p.labels)
-            .bind(p.at_ms)
-            .bind(p.value)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query("DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?")
-            .bind(name)
-            .bind(source)
-            .bind(keep_from_ms)
-            .execute(&mut *tx)
-            .await?;
+        insert_points(&mut tx, name, source, points, scrape_times, keep_from_ms).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -875,6 +875,99 @@ async fn points_round_trip_and_prune() {
 }
 
 #[tokio::test]
+async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let round = [
+            gate(1_000, "lag", "exit", Some(5.0), 2_000),
+            gate(1_000, "errors", "guard", None, 2_000),
+        ];
+        let taken =
+            |source: &str, points: Vec<StoredPoint>, at: i64, keep_from_ms: i64| SourcePoints {
+                source: source.to_string(),
+                points,
+                scrape_times: vec![at],
+                keep_from_ms,
+            };
+        store
+            .record_round(
+                "m",
+                &round,
+                &[
+                    taken(
+                        "app",
+                        vec![point("q1", 2_000, 1.0), point("q2", 2_000, 2.0)],
+                        2_000,
+                        0,
+                    ),
+                    taken("rabbit", vec![], 2_000, 0),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.latest_evaluations("m", 1_000).await.unwrap(),
+            round.to_vec()
+        );
+        assert_eq!(
+            store.load_points("m", "app").await.unwrap(),
+            (
+                vec![point("q1", 2_000, 1.0), point("q2", 2_000, 2.0)],
+                vec![2_000]
+            )
+        );
+        assert_eq!(
+            store.load_points("m", "rabbit").await.unwrap(),
+            (vec![], vec![2_000])
+        );
+
+        // A round whose samples cannot be stored (NaN is NULL to SQLite, and PostgreSQL's text
+        // cannot hold a NUL) leaves neither its evaluations nor its other samples behind.
+        let mut bad = point("q3", 3_000, f64::NAN);
+        if b.kind == "postgres" {
+            bad = point("q3", 3_000, 3.0);
+            bad.labels = "[[\"queue\",\"nul\u{0}\"]]".into();
+        }
+        let later = [gate(1_000, "lag", "exit", Some(6.0), 3_000)];
+        let failed = store
+            .record_round(
+                "m",
+                &later,
+                &[
+                    taken("rabbit", vec![point("q1", 3_000, 9.0)], 3_000, 0),
+                    taken("app", vec![point("q1", 3_000, 1.5), bad], 3_000, 2_500),
+                ],
+            )
+            .await;
+        assert!(failed.is_err(), "[{}] {failed:?}", b.kind);
+        assert_eq!(
+            store.latest_evaluations("m", 1_000).await.unwrap(),
+            round.to_vec()
+        );
+        assert_eq!(
+            store.load_points("m", "app").await.unwrap(),
+            (
+                vec![point("q1", 2_000, 1.0), point("q2", 2_000, 2.0)],
+                vec![2_000]
+            )
+        );
+        assert_eq!(
+            store.load_points("m", "rabbit").await.unwrap(),
+            (vec![], vec![2_000])
+        );
+
+        // A round with no scrape source is a round of evaluations.
+        store.record_round("m", &later, &[]).await.unwrap();
+        assert_eq!(
+            store.latest_evaluations("m", 1_000).await.unwrap()[1],
+            later[0]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_reopened_store_sees_everything() {
     on_each_backend(|b| async move {
         let store = b.open().await;
