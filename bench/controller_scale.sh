@@ -21,6 +21,8 @@
 # COMPARE > 0 adds that many rounds alternating one-migration-after-the-other ticks (no sharing
 # between migrations) and daemon::tick_all.
 #
+# RUN_SECONDS=0 or PARTS=0 leave those parts out. HELPER and MIGRATE: binaries built already.
+#
 # Prometheus: PROM (default $QM_TEST_PROMETHEUS_URL from /tmp/qm-services/env, else
 # http://127.0.0.1:9090); started with scripts/services.sh when it does not answer.
 set -euo pipefail
@@ -45,14 +47,18 @@ if ! curl -sf "$PROM/-/ready" >/dev/null; then
   curl -sf "$PROM/-/ready" >/dev/null || { echo "Prometheus does not answer at $PROM" >&2; exit 2; }
 fi
 
-cargo build --release --bin migrate >&2
-MIGRATE="$CARGO_TARGET_DIR/release/migrate"
-HELPER=$(cargo bench --bench controller_scale --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
+# HELPER and MIGRATE may name binaries built already (then nothing is built).
+if [ -z "${HELPER:-}" ]; then
+  cargo build --release --bin migrate >&2
+  MIGRATE="$CARGO_TARGET_DIR/release/migrate"
+  HELPER=$(cargo bench --bench controller_scale --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "controller_scale" and m.get("executable"):
         print(m["executable"])')
+fi
+MIGRATE=${MIGRATE:-$CARGO_TARGET_DIR/release/migrate}
 [ -x "$HELPER" ] || { echo "cannot build the controller_scale helper" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -153,19 +159,23 @@ for fleet in $FLEETS; do
     echo
     "$HELPER" compare "$state" "$COMPARE"
   fi
-  runs+=("$(run_daemon "$state")")
+  if [ "$RUN_SECONDS" -gt 0 ]; then runs+=("$(run_daemon "$state")"); fi
 done
 
-echo
-echo "migrate run --interval 1s for ${RUN_SECONDS}s, per fleet:"
-echo
-echo "| fleet | migrations | ticks | wall s | wall s per tick | daemon CPU s per tick | Prometheus CPU s per tick | scrape endpoint CPU s per tick | daemon RSS MiB | daemon peak RSS MiB |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-printf '%s\n' "${runs[@]}"
+if [ "$RUN_SECONDS" -gt 0 ]; then
+  echo
+  echo "migrate run --interval 1s for ${RUN_SECONDS}s, per fleet:"
+  echo
+  echo "| fleet | migrations | ticks | wall s | wall s per tick | daemon CPU s per tick | Prometheus CPU s per tick | scrape endpoint CPU s per tick | daemon RSS MiB | daemon peak RSS MiB |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  printf '%s\n' "${runs[@]}"
+fi
 
-echo
-echo "The pieces of one migration's tick, each alone ($PARTS calls each):"
-echo
-"$HELPER" parts "sqlite://$work/$fleet.db" "$PROM" "$SCRAPE" "$PARTS"
+if [ "$PARTS" -gt 0 ]; then
+  echo
+  echo "The pieces of one migration's tick, each alone ($PARTS calls each):"
+  echo
+  "$HELPER" parts "sqlite://$work/$fleet.db" "$PROM" "$SCRAPE" "$PARTS"
+fi
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
