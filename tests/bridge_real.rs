@@ -221,3 +221,153 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
         assert_eq!(seqs, &sorted, "{key}: first deliveries out of order");
     }
 }
+
+/// Nothing is acked before its destination confirmed it, and a killed bridge whose coalesced
+/// acks were not all sent loses nothing. The new side is broken (its Redis key holds a string,
+/// so every `XADD` fails and is retried): bridge A confirms the old-side messages and acks them
+/// around the unconfirmed new-side ones (gaps in the ingress's delivery tags), then is killed.
+/// Once the new side is repaired, bridge B forwards every message A never confirmed (so A acked
+/// none of them) and those whose acks A held (duplicates, which consumers dedup).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
+    let (Some(amqp), Some(redis_url)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+        return;
+    };
+    let run = format!(
+        "gap-{}-{}",
+        std::process::id(),
+        queue_migrate::time::now_ms()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
+        .await
+        .unwrap();
+    let brokers = Brokers {
+        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
+        new: Arc::new(Adapter::connect(Kind::Redis, &redis_url).await.unwrap()),
+    };
+    let a = settings(&run, "bridge-a");
+    brokers.old.declare(&a.ingress).await.unwrap();
+    let redis = redis::Client::open(redis_url.as_str()).unwrap();
+    let mut raw = redis.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&a.new_queue)
+        .arg("not a stream")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+
+    let router = Router::with_default_slices(16);
+    router
+        .offer(RoutingDocument {
+            migration: a.migration.clone(),
+            generation: 3,
+            state: "slices".into(),
+            step: Some(0),
+            paused: false,
+            slices_total: 16,
+            slices_migrated: 8,
+            consume: vec![Side::Old, Side::New],
+            brokers: BrokerNames {
+                old: "rabbitmq".into(),
+                new: "redis".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        })
+        .unwrap();
+    let on_new = |key: &str| queue_migrate::slice::slice_of(key, 16) < 8;
+
+    let mut total_old = 0;
+    for seq in 0..PER_KEY {
+        for k in 0..KEYS {
+            let key = format!("order-{k}");
+            total_old += usize::from(!on_new(&key));
+            let body = serde_json::json!({"orderId": key, "seq": seq});
+            let m = Message::new(body.to_string().into_bytes());
+            brokers.old.publish(&a.ingress, &m).await.unwrap();
+        }
+    }
+    let total = KEYS * PER_KEY;
+    assert!(total_old > 0 && total_old < total, "keys on both sides");
+
+    let metrics_a = Arc::new(BridgeMetrics::new(&a.migration));
+    let task_a = tokio::spawn(bridge::run(
+        store.clone(),
+        a.clone(),
+        brokers.clone(),
+        router.clone(),
+        metrics_a.clone(),
+        std::future::pending(),
+    ));
+    // A forwards what its window lets through to old; the new side never confirms.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metrics_a.confirmed(Side::Old) < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "bridge A forwarded nothing to old"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    task_a.abort();
+    let _ = task_a.await;
+    assert_eq!(metrics_a.confirmed(Side::New), 0, "the new side is broken");
+    let confirmed_by_a = metrics_a.confirmed(Side::Old);
+
+    // Repair the new side; B takes over once A's lease expires.
+    let _: () = redis::cmd("DEL")
+        .arg(&a.new_queue)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let metrics_b = Arc::new(BridgeMetrics::new(&a.migration));
+    let (stop_b, stopped_b) = tokio::sync::oneshot::channel::<()>();
+    let task_b = tokio::spawn(bridge::run(
+        store.clone(),
+        settings(&run, "bridge-b"),
+        brokers.clone(),
+        router.clone(),
+        metrics_b.clone(),
+        async {
+            let _ = stopped_b.await;
+        },
+    ));
+
+    let distinct = |ms: &[Message]| {
+        ms.iter()
+            .map(|m| m.payload.clone())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    let mut old_seen = Vec::new();
+    let mut new_seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while distinct(&old_seen) + distinct(&new_seen) < total && Instant::now() < deadline {
+        let until = Instant::now() + Duration::from_secs(2);
+        collect(&brokers.old, &a.old_queue, &mut old_seen, until).await;
+        let until = Instant::now() + Duration::from_secs(2);
+        collect(&brokers.new, &a.new_queue, &mut new_seen, until).await;
+    }
+    let _ = stop_b.send(());
+    task_b.await.unwrap().unwrap();
+    assert_eq!(
+        distinct(&new_seen),
+        total - total_old,
+        "new-side messages lost: A acked a message its destination never confirmed"
+    );
+    assert_eq!(
+        distinct(&old_seen),
+        total_old,
+        "old-side messages lost (A confirmed {confirmed_by_a})"
+    );
+    for m in &new_seen {
+        let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        assert!(on_new(body["orderId"].as_str().unwrap()));
+    }
+    eprintln!(
+        "A confirmed {confirmed_by_a} to old before it was killed; old received {} ({} distinct): {} forwarded again",
+        old_seen.len(),
+        distinct(&old_seen),
+        old_seen.len() - distinct(&old_seen)
+    );
+}

@@ -8,7 +8,9 @@
 //! # Guarantees
 //! - An ingress message is acked only after its destination confirmed the publish. A crash (or a
 //!   lost connection) in between redelivers it: the worst case is a duplicate, which the
-//!   consumers' dedup absorbs, never a loss.
+//!   consumers' dedup absorbs, never a loss. On RabbitMQ the acks are coalesced
+//!   ([`AckMode::Coalesced`]): one `basic.ack(multiple)` for the lowest run of confirmed messages,
+//!   a few milliseconds later; a crash before it is sent redelivers those messages too.
 //! - Per-key order: one key is never in flight twice ([`order::KeyedQueue`]); the next message of a
 //!   key is routed (by the routing document current at that moment) only once the previous one
 //!   was confirmed.
@@ -32,7 +34,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use crate::brokers::{Adapter, BrokerError, Delivery, Message, SubscribeOptions};
+use crate::brokers::{AckMode, Adapter, BrokerError, Delivery, Message, SubscribeOptions};
 use crate::plan::BridgeKey;
 use crate::router::Router;
 use crate::routing::Side;
@@ -62,7 +64,8 @@ pub struct Settings {
     pub ingress: String,
     /// Where the key is.
     pub key: BridgeKey,
-    /// Most ingress messages unacked at once.
+    /// Most ingress messages being forwarded at once (a RabbitMQ ingress may hold up to twice
+    /// as many unacked: confirmed ones whose coalesced ack waits for an older one).
     pub prefetch: u16,
     /// The old-side queue consumers read (`brokers.old.queue`).
     pub old_queue: String,
@@ -206,8 +209,19 @@ pub async fn run<S: Store>(
     Ok(())
 }
 
-/// One forwarded message's outcome: its key, and whether it was confirmed and acked.
+/// One forwarded message's outcome: its key (it was confirmed and acked).
 type Done = String;
+
+/// What every forwarding task needs, shared (one `Arc` clone per message).
+struct Shared {
+    settings: Settings,
+    brokers: Brokers,
+    router: Router,
+    metrics: Arc<BridgeMetrics>,
+}
+
+/// How long a stopping session gives its last ingress acks to reach the broker.
+const ACK_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Forward while the lease is ours.
 async fn session<S: Store>(
@@ -238,10 +252,22 @@ async fn session<S: Store>(
             return Ended::Broker(e);
         }
     }
-    let mut sub = match brokers.old.subscribe(&settings.ingress, &options).await {
+    // The bridge settles out of delivery order (a busy key's next message is confirmed after
+    // later ones): per-message acks would each cost RabbitMQ a walk of the unacked list.
+    let mut sub = match brokers
+        .old
+        .subscribe_with(&settings.ingress, &options, AckMode::Coalesced)
+        .await
+    {
         Ok(s) => s,
         Err(e) => return Ended::Broker(e),
     };
+    let shared = Arc::new(Shared {
+        settings: settings.clone(),
+        brokers: brokers.clone(),
+        router: router.clone(),
+        metrics: metrics.clone(),
+    });
     let mut keyed: KeyedQueue<String, Delivery> = KeyedQueue::new();
     let mut tasks: JoinSet<Done> = JoinSet::new();
     let mut renew = tokio::time::interval(settings.lease_ttl / 3);
@@ -267,7 +293,7 @@ async fn session<S: Store>(
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 let Ok(key) = done else { continue };
                 if let Some(next) = keyed.complete(&key) {
-                    spawn_forward(&mut tasks, key, next, settings, brokers, router, metrics);
+                    spawn_forward(&mut tasks, key, next, &shared);
                 }
             }
             next = sub.next(), if keyed.len() < capacity => {
@@ -290,7 +316,7 @@ async fn session<S: Store>(
                     }
                 };
                 if let Some(start) = keyed.push(key.clone(), delivery) {
-                    spawn_forward(&mut tasks, key, start, settings, brokers, router, metrics);
+                    spawn_forward(&mut tasks, key, start, &shared);
                 }
             }
         }
@@ -310,41 +336,37 @@ async fn session<S: Store>(
         Ended::LeaseLost | Ended::Broker(_) => {}
     }
     tasks.abort_all();
+    // Send the acks of what was confirmed (what is not acked comes back: duplicates only).
+    if !matches!(ended, Ended::Broker(_)) {
+        match tokio::time::timeout(ACK_FLUSH_TIMEOUT, sub.flush_acks()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("last ingress acks not delivered (will come again): {e}"),
+            Err(_) => tracing::warn!(
+                "last ingress acks not delivered within {ACK_FLUSH_TIMEOUT:?} (will come again)"
+            ),
+        }
+    }
     drop(sub);
     keyed.clear();
     ended
 }
 
-fn spawn_forward(
-    tasks: &mut JoinSet<Done>,
-    key: String,
-    delivery: Delivery,
-    settings: &Settings,
-    brokers: &Brokers,
-    router: &Router,
-    metrics: &Arc<BridgeMetrics>,
-) {
-    let (settings, brokers, router, metrics) = (
-        settings.clone(),
-        brokers.clone(),
-        router.clone(),
-        metrics.clone(),
-    );
+fn spawn_forward(tasks: &mut JoinSet<Done>, key: String, delivery: Delivery, shared: &Arc<Shared>) {
+    let shared = shared.clone();
     tasks.spawn(async move {
-        forward(&key, delivery, &settings, &brokers, &router, &metrics).await;
+        forward(&key, delivery, &shared).await;
         key
     });
 }
 
 /// Publish one message to where its key goes now, retrying until confirmed; then ack the ingress.
-async fn forward(
-    key: &str,
-    delivery: Delivery,
-    settings: &Settings,
-    brokers: &Brokers,
-    router: &Router,
-    metrics: &BridgeMetrics,
-) {
+async fn forward(key: &str, delivery: Delivery, shared: &Shared) {
+    let Shared {
+        settings,
+        brokers,
+        router,
+        metrics,
+    } = shared;
     let mut backoff = Duration::from_millis(100);
     loop {
         let route = router.route(key);

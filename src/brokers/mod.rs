@@ -21,6 +21,9 @@
 //!   leaves an existing one as it is.
 //! - `publish` may be called from many tasks at once on one [`Adapter`] (`&self`): the
 //!   connection and the confirming channel are shared, each publish awaits its own confirm.
+//! - A delivery is acked on the broker only after its own [`Delivery::ack`]; with
+//!   [`AckMode::Coalesced`] (RabbitMQ) the ack may reach the broker a little later, covered by a
+//!   `basic.ack(multiple)`, and one not sent when the subscription goes is a redelivery.
 //!
 //! # Connecting
 //! [`Adapter::connect`] takes the plan's `kind` and `url`:
@@ -49,6 +52,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod ack_window;
 mod nats;
 mod rabbitmq;
 mod redis_streams;
@@ -252,6 +256,23 @@ impl SubscribeOptions {
     }
 }
 
+/// How a subscription's acks reach the broker ([`Adapter::subscribe_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AckMode {
+    /// Each [`Delivery::ack`] is sent to the broker before it returns.
+    #[default]
+    PerMessage,
+    /// RabbitMQ: [`Delivery::ack`] records the ack and returns; within a few milliseconds one
+    /// `basic.ack(multiple=true)` acks the lowest contiguous run of acked deliveries (a delivery
+    /// is never covered before its own `ack`). Deliveries acked behind an older unacked one wait
+    /// for it, at most `prefetch` of them and at most a second; then they are acked one by one.
+    /// The channel's prefetch is twice `prefetch` to hold them: the caller must keep at most
+    /// `prefetch` deliveries unacked itself. Acks not sent when the subscription is dropped or
+    /// its connection breaks are lost, so those messages come again (call
+    /// [`Subscription::flush_acks`] before a clean stop). NATS, Redis: the same as `PerMessage`.
+    Coalesced,
+}
+
 /// How long a publish waits for the broker's confirm before it reports
 /// [`BrokerError::NotConfirmed`] (the message may still have been stored: retry, dedup absorbs it).
 pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -344,9 +365,23 @@ impl Adapter {
     /// [`BrokerError::Operation`] when the queue / stream does not exist (RabbitMQ, JetStream:
     /// [`Adapter::declare`] it first) or the broker refuses.
     pub async fn subscribe(&self, queue: &str, options: &SubscribeOptions) -> Result<Subscription> {
+        self.subscribe_with(queue, options, AckMode::PerMessage)
+            .await
+    }
+
+    /// [`Adapter::subscribe`] with the acks sent as `acks` says.
+    ///
+    /// # Errors
+    /// As [`Adapter::subscribe`].
+    pub async fn subscribe_with(
+        &self,
+        queue: &str,
+        options: &SubscribeOptions,
+        acks: AckMode,
+    ) -> Result<Subscription> {
         let inner = match self {
             Adapter::RabbitMq(b) => {
-                SubscriptionInner::RabbitMq(Box::new(b.subscribe(queue, options).await?))
+                SubscriptionInner::RabbitMq(Box::new(b.subscribe(queue, options, acks).await?))
             }
             Adapter::Nats(b) => {
                 SubscriptionInner::Nats(Box::new(b.subscribe(queue, options).await?))
@@ -427,6 +462,19 @@ impl Subscription {
             SubscriptionInner::RabbitMq(s) => s.next().await,
             SubscriptionInner::Nats(s) => s.next().await,
             SubscriptionInner::Redis(s) => s.next().await,
+        }
+    }
+
+    /// Sends the acks recorded and not sent yet ([`AckMode::Coalesced`] on RabbitMQ, including
+    /// those waiting behind an unacked delivery); nothing to do otherwise.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when an ack could not be delivered (channel closed): those
+    /// messages will be delivered again.
+    pub async fn flush_acks(&self) -> Result<()> {
+        match &self.inner {
+            SubscriptionInner::RabbitMq(s) => s.flush_acks().await,
+            SubscriptionInner::Nats(_) | SubscriptionInner::Redis(_) => Ok(()),
         }
     }
 }

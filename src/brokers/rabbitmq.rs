@@ -1,9 +1,11 @@
 //! RabbitMQ over AMQP 0.9.1 (lapin): publisher confirms on one shared channel, one channel per
-//! subscription, the management API for the depth.
+//! subscription (acks per message, or coalesced: [`super::AckMode`]), the management API for
+//! the depth.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use lapin::options::{
@@ -12,10 +14,12 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 
+use super::ack_window::{AckWindow, WireAck};
 use super::{
-    BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, Message, Result, SubscribeOptions,
+    AckMode, BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, Message, Result,
+    SubscribeOptions,
 };
 
 const KIND: &str = "rabbitmq";
@@ -25,6 +29,12 @@ const MANAGEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
 /// AMQP `delivery_mode` of a persistent message.
 const PERSISTENT: u8 = 2;
+/// Coalesced acks: how long settled deliveries gather before one flush (so one `basic.ack`
+/// covers a batch, not one message).
+const FLUSH_DELAY: Duration = Duration::from_millis(5);
+/// Coalesced acks: the longest a settled delivery waits behind an older unsettled one before it
+/// is acked on its own.
+const MAX_HOLD: Duration = Duration::from_secs(1);
 
 /// A RabbitMQ adapter: one AMQP connection with a confirming channel shared by every publish,
 /// and the management API (for [`super::Adapter::depth`]).
@@ -269,15 +279,22 @@ impl RabbitMq {
         &self,
         queue: &str,
         options: &SubscribeOptions,
+        acks: AckMode,
     ) -> Result<Subscription> {
         let name = short(queue, "queue name").map_err(|e| op_error("subscribe", queue, e))?;
         let tag = ShortString::try_new(format!("{}.{}", options.group, options.consumer))
             .unwrap_or_default();
         let (connection, channel) = self.side_channel("subscribe", queue).await?;
+        // Coalesced: room for as many settled deliveries waiting for their ack as the caller
+        // keeps unsettled, so the held acks do not shrink its window.
+        let qos = match acks {
+            AckMode::PerMessage => options.prefetch,
+            AckMode::Coalesced => options.prefetch.saturating_mul(2),
+        };
         bounded(
             "subscribe",
             queue,
-            channel.basic_qos(options.prefetch, BasicQosOptions::default()),
+            channel.basic_qos(qos, BasicQosOptions::default()),
         )
         .await?;
         let consume = BasicConsumeOptions {
@@ -290,12 +307,31 @@ impl RabbitMq {
             channel.basic_consume(name, tag, consume, FieldTable::default()),
         )
         .await?;
+        let coalescer = match acks {
+            AckMode::PerMessage => None,
+            AckMode::Coalesced => {
+                let shared = Arc::new(Coalescer {
+                    queue: queue.to_string(),
+                    window: StdMutex::new(AckWindow::new(
+                        usize::from(options.prefetch.max(1)),
+                        MAX_HOLD,
+                    )),
+                    wire: Mutex::new(()),
+                    wake: Notify::new(),
+                    closed: AtomicBool::new(false),
+                    frames: [AtomicU64::new(0), AtomicU64::new(0)],
+                });
+                let flusher = tokio::spawn(flusher(shared.clone()));
+                Some((shared, flusher))
+            }
+        };
         Ok(Subscription {
             queue: queue.to_string(),
             consumer,
             _channel: channel,
             connection,
             failed: None,
+            coalescer,
         })
     }
 
@@ -489,6 +525,25 @@ pub(super) struct Subscription {
     _channel: Channel,
     connection: Arc<Connection>,
     failed: Option<String>,
+    /// Coalesced acks: the window shared with the ackers, and the task that flushes it.
+    coalescer: Option<(Arc<Coalescer>, tokio::task::JoinHandle<()>)>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // Acks not on the wire yet are dropped with the channel: the broker delivers those
+        // messages again (at least once, never lost).
+        if let Some((shared, flusher)) = &self.coalescer {
+            shared.closed.store(true, Ordering::Release);
+            flusher.abort();
+            tracing::debug!(
+                queue = %self.queue,
+                multiple = shared.frames[0].load(Ordering::Relaxed),
+                single = shared.frames[1].load(Ordering::Relaxed),
+                "coalesced ack frames sent"
+            );
+        }
+    }
 }
 
 impl fmt::Debug for Subscription {
@@ -510,17 +565,30 @@ impl Subscription {
             ));
         }
         match self.consumer.next().await {
-            Some(Ok(delivery)) => Ok(Some(super::Delivery {
-                message: Message {
-                    headers: read_headers(&delivery.properties),
-                    payload: delivery.data,
-                },
-                redelivered: delivery.redelivered,
-                acker: super::Acker::RabbitMq(Acker {
-                    queue: self.queue.clone(),
-                    inner: delivery.acker,
-                }),
-            })),
+            Some(Ok(delivery)) => {
+                let acker = match &self.coalescer {
+                    None => Acker::Single {
+                        queue: self.queue.clone(),
+                        inner: delivery.acker,
+                    },
+                    Some((shared, _)) => {
+                        let tag = delivery.delivery_tag;
+                        shared.window().delivered(tag, delivery.acker);
+                        Acker::Coalesced {
+                            tag,
+                            shared: shared.clone(),
+                        }
+                    }
+                };
+                Ok(Some(super::Delivery {
+                    message: Message {
+                        headers: read_headers(&delivery.properties),
+                        payload: delivery.data,
+                    },
+                    redelivered: delivery.redelivered,
+                    acker: super::Acker::RabbitMq(acker),
+                }))
+            }
             Some(Err(e)) => {
                 self.failed = Some(e.to_string());
                 Err(op_error("consume", &self.queue, e))
@@ -533,24 +601,127 @@ impl Subscription {
             None => Ok(None),
         }
     }
+
+    /// Sends every settled ack now (coalesced acks; nothing to do otherwise).
+    pub(super) async fn flush_acks(&self) -> Result<()> {
+        match &self.coalescer {
+            Some((shared, _)) => shared.flush(None).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// The coalesced acks of one subscription: its [`AckWindow`], shared by the deliveries' ackers
+/// (which settle) and the flusher task (which sends).
+pub(super) struct Coalescer {
+    queue: String,
+    window: StdMutex<AckWindow<lapin::Acker>>,
+    /// Held while acks or a nack go on the wire, so a nack always precedes a multiple ack that
+    /// would otherwise cover its tag.
+    wire: Mutex<()>,
+    wake: Notify,
+    closed: AtomicBool,
+    /// `basic.ack` frames sent: multiple, single (logged at debug when the subscription goes).
+    frames: [AtomicU64; 2],
+}
+
+impl Coalescer {
+    fn window(&self) -> std::sync::MutexGuard<'_, AckWindow<lapin::Acker>> {
+        // A panic while holding this lock cannot leave the window inconsistent (each method
+        // is one short update), so a poisoned lock is used as it is.
+        self.window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn closed_error(&self, operation: &'static str) -> BrokerError {
+        op_error(
+            operation,
+            &self.queue,
+            "the subscription is closed (the broker will deliver the message again)",
+        )
+    }
+
+    /// Sends what is due at `now` (`None`: every settled delivery, whatever it waits behind).
+    async fn flush(&self, now: Option<Instant>) -> Result<()> {
+        let _wire = self.wire.lock().await;
+        let ops = match now {
+            Some(now) => self.window().flush(now),
+            None => self.window().flush_all(),
+        };
+        let mut failed = None;
+        for op in ops {
+            let (acker, multiple) = match op {
+                WireAck::UpTo(acker) => (acker, true),
+                WireAck::One(acker) => (acker, false),
+            };
+            self.frames[usize::from(!multiple)].fetch_add(1, Ordering::Relaxed);
+            let sent = bounded("ack", &self.queue, acker.ack(BasicAckOptions { multiple })).await;
+            match sent {
+                Ok(true) => {}
+                Ok(false) => failed = Some(self.closed_error("ack")),
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// Flushes the coalesced acks of a subscription: a short while after a settle (so one ack
+/// covers a batch), and when a settled delivery has waited [`MAX_HOLD`] behind an older one.
+async fn flusher(shared: Arc<Coalescer>) {
+    loop {
+        let deadline = shared.window().deadline();
+        tokio::select! {
+            () = shared.wake.notified() => tokio::time::sleep(FLUSH_DELAY).await,
+            () = sleep_until(deadline), if deadline.is_some() => {}
+        }
+        if let Err(e) = shared.flush(Some(Instant::now())).await {
+            tracing::warn!("ingress acks not delivered (those messages will come again): {e}");
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(at) = deadline {
+        tokio::time::sleep_until(at.into()).await;
+    }
 }
 
 /// The ack handle of one RabbitMQ delivery.
 #[derive(Debug)]
-pub(super) struct Acker {
-    queue: String,
-    inner: lapin::Acker,
+pub(super) enum Acker {
+    /// Acked or nacked on the wire at once.
+    Single { queue: String, inner: lapin::Acker },
+    /// Settled in the subscription's window; the flusher sends the ack.
+    Coalesced { tag: u64, shared: Arc<Coalescer> },
+}
+
+impl fmt::Debug for Coalescer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Coalescer")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Acker {
     pub(super) async fn ack(self) -> Result<()> {
-        let done = bounded(
-            "ack",
-            &self.queue,
-            self.inner.ack(BasicAckOptions::default()),
-        )
-        .await?;
-        self.settled("ack", done)
+        match self {
+            Acker::Single { queue, inner } => {
+                let done = bounded("ack", &queue, inner.ack(BasicAckOptions::default())).await?;
+                settled(&queue, "ack", done)
+            }
+            Acker::Coalesced { tag, shared } => {
+                if shared.closed.load(Ordering::Acquire) {
+                    return Err(shared.closed_error("ack"));
+                }
+                if shared.window().settle(tag, Instant::now()) {
+                    shared.wake.notify_one();
+                }
+                Ok(())
+            }
+        }
     }
 
     pub(super) async fn nack(self) -> Result<()> {
@@ -558,20 +729,32 @@ impl Acker {
             requeue: true,
             multiple: false,
         };
-        let done = bounded("nack", &self.queue, self.inner.nack(options)).await?;
-        self.settled("nack", done)
-    }
-
-    fn settled(&self, operation: &'static str, done: bool) -> Result<()> {
-        if done {
-            Ok(())
-        } else {
-            Err(op_error(
-                operation,
-                &self.queue,
-                "the delivery's channel is closed (the broker will deliver the message again)",
-            ))
+        match self {
+            Acker::Single { queue, inner } => {
+                let done = bounded("nack", &queue, inner.nack(options)).await?;
+                settled(&queue, "nack", done)
+            }
+            Acker::Coalesced { tag, shared } => {
+                let _wire = shared.wire.lock().await;
+                let Some(inner) = shared.window().take_open(tag) else {
+                    return Err(shared.closed_error("nack"));
+                };
+                let done = bounded("nack", &shared.queue, inner.nack(options)).await?;
+                settled(&shared.queue, "nack", done)
+            }
         }
+    }
+}
+
+fn settled(queue: &str, operation: &'static str, done: bool) -> Result<()> {
+    if done {
+        Ok(())
+    } else {
+        Err(op_error(
+            operation,
+            queue,
+            "the delivery's channel is closed (the broker will deliver the message again)",
+        ))
     }
 }
 
