@@ -39,7 +39,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::routing::{Route, RoutingDocument, Side};
-use crate::slice::slice_of;
 
 /// The slice count of the safe default, before any document (the plan's default).
 pub const DEFAULT_SLICES: u32 = 128;
@@ -249,18 +248,7 @@ impl Router {
     /// Where a message of aggregate `key` goes now. Lock-free, no allocation; never fails.
     pub fn route(&self, key: &str) -> Route {
         match self.inner.hot.read() {
-            Some((generation, total, migrated)) => {
-                let slice = slice_of(key, total);
-                Route {
-                    target: if slice < migrated {
-                        Side::New
-                    } else {
-                        Side::Old
-                    },
-                    slice,
-                    generation,
-                }
-            }
+            Some((generation, total, migrated)) => Route::of(key, total, migrated, generation),
             None => self.route_from_document(key),
         }
     }
@@ -270,11 +258,7 @@ impl Router {
     fn route_from_document(&self, key: &str) -> Route {
         match &*self.inner.doc.load() {
             Some(doc) => doc.route(key),
-            None => Route {
-                target: Side::Old,
-                slice: slice_of(key, self.inner.default_slices),
-                generation: 0,
-            },
+            None => Route::of(key, self.inner.default_slices, 0, 0),
         }
     }
 
@@ -791,6 +775,7 @@ fn describe(e: &reqwest::Error) -> String {
 mod tests {
     use super::*;
     use crate::routing::BrokerNames;
+    use crate::slice::slice_of;
 
     fn doc(generation: u64, migrated: u32) -> RoutingDocument {
         RoutingDocument {

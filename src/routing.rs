@@ -63,19 +63,33 @@ pub struct Route {
     pub generation: u64,
 }
 
-impl RoutingDocument {
-    /// Route a message by its aggregate key.
-    pub fn route(&self, key: &str) -> Route {
-        let slice = slice_of(key, self.slices_total);
+impl Route {
+    /// The route of `key` under a document of `generation` that splits keys into `slices_total`
+    /// slices, the first `slices_migrated` of which go to new.
+    #[inline]
+    pub fn of(key: &str, slices_total: u32, slices_migrated: u32, generation: u64) -> Route {
+        let slice = slice_of(key, slices_total);
         Route {
-            target: if slice < self.slices_migrated {
+            target: if slice < slices_migrated {
                 Side::New
             } else {
                 Side::Old
             },
             slice,
-            generation: self.generation,
+            generation,
         }
+    }
+}
+
+impl RoutingDocument {
+    /// Route a message by its aggregate key.
+    pub fn route(&self, key: &str) -> Route {
+        Route::of(
+            key,
+            self.slices_total,
+            self.slices_migrated,
+            self.generation,
+        )
     }
 }
 

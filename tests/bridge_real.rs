@@ -90,24 +90,7 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
     brokers.old.declare(&a.ingress).await.unwrap();
 
     // Half of the 16 slices on new.
-    let router = Router::with_default_slices(16);
-    router
-        .offer(RoutingDocument {
-            migration: a.migration.clone(),
-            generation: 3,
-            state: "slices".into(),
-            step: Some(0),
-            paused: false,
-            slices_total: 16,
-            slices_migrated: 8,
-            consume: vec![Side::Old, Side::New],
-            brokers: BrokerNames {
-                old: "rabbitmq".into(),
-                new: "redis".into(),
-            },
-            updated_at: "2026-11-30T00:00:00Z".into(),
-        })
-        .unwrap();
+    let router = half_on_new(&a.migration);
 
     // The unchangeable producer: keys interleaved, a sequence number per key.
     for seq in 0..PER_KEY {
@@ -257,24 +240,7 @@ async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
         .await
         .unwrap();
 
-    let router = Router::with_default_slices(16);
-    router
-        .offer(RoutingDocument {
-            migration: a.migration.clone(),
-            generation: 3,
-            state: "slices".into(),
-            step: Some(0),
-            paused: false,
-            slices_total: 16,
-            slices_migrated: 8,
-            consume: vec![Side::Old, Side::New],
-            brokers: BrokerNames {
-                old: "rabbitmq".into(),
-                new: "redis".into(),
-            },
-            updated_at: "2026-11-30T00:00:00Z".into(),
-        })
-        .unwrap();
+    let router = half_on_new(&a.migration);
     let on_new = |key: &str| queue_migrate::slice::slice_of(key, 16) < 8;
 
     let mut total_old = 0;
@@ -370,4 +336,27 @@ async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
         distinct(&old_seen),
         old_seen.len() - distinct(&old_seen)
     );
+}
+
+/// A router holding generation 3 of `migration`: 8 of 16 slices on new (Redis), the rest on old.
+fn half_on_new(migration: &str) -> Router {
+    let router = Router::with_default_slices(16);
+    router
+        .offer(RoutingDocument {
+            migration: migration.to_owned(),
+            generation: 3,
+            state: "slices".into(),
+            step: Some(0),
+            paused: false,
+            slices_total: 16,
+            slices_migrated: 8,
+            consume: vec![Side::Old, Side::New],
+            brokers: BrokerNames {
+                old: "rabbitmq".into(),
+                new: "redis".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        })
+        .unwrap();
+    router
 }
