@@ -252,6 +252,7 @@ async fn setup(state: &str, n: usize, prom: &str, scrape: &str, distinct: bool) 
         fetcher: &fetcher,
         resolve: &resolve,
         read_only: false,
+        histories: None,
     };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let actor = Actor {
@@ -423,6 +424,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         fetcher: &fetcher,
         resolve: &resolve,
         read_only: true,
+        histories: None,
     };
     let names: Vec<String> = store
         .list()

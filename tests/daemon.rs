@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Indicators, T0};
-use queue_migrate::controller::{Actor, Controller};
+use queue_migrate::controller::histories::Histories;
+use queue_migrate::controller::{Actor, AdvanceOptions, Controller};
 use queue_migrate::daemon::{self, Config, DaemonError};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::plan::Resolve;
@@ -140,6 +141,7 @@ impl World {
             fetcher,
             resolve: &*self.resolve,
             read_only: false,
+            histories: None,
         }
     }
 
@@ -603,4 +605,76 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
     );
     assert_eq!(breach["migration"], "local");
     d.stop().await;
+}
+
+/// The daemon keeps each migration's scrape history in memory between rounds and reads from the
+/// store only what was stored since. Its reports must be the ones a whole read of the store
+/// gives, round after round, also when another process (a `migrate advance` from the CLI)
+/// records rounds in between: those rounds serve a counter reset that only they saw, which
+/// changes `increase` and `rate` if the kept history misses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
+    let gates = "query: app_new_consumer_connected, pass_if: \">= 1\" }\n      \
+        - { name: done lately, source: app, query: \"increase(app_done_total[2m])\", pass_if: \">= 0\" }\n      \
+        - { name: done rate, source: app, query: \"rate(app_done_total[1m])\", pass_if: \">= 0\" }";
+    let plan = plan().replace(
+        "query: app_new_consumer_connected, pass_if: \">= 1\" }",
+        gates,
+    );
+    let w = World::new(&plan).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let histories = Histories::default();
+    let whole = w.controller(&fetcher);
+    let kept = Controller {
+        histories: Some(&histories),
+        ..w.controller(&fetcher)
+    };
+    let actor = Actor {
+        name: "test".into(),
+        reason: None,
+    };
+    let t0 = T0 * 1000 + 60_000;
+    whole
+        .advance("local", &AdvanceOptions::default(), &actor, t0)
+        .await
+        .unwrap();
+    assert_eq!(w.state().await.0, "consume_dual");
+    let loaded = whole.load("local").await.unwrap();
+    let mut compared = 0;
+    for round in 1..=40_i64 {
+        let now = t0 + round * 15_000;
+        let by_the_cli = round % 7 == 3;
+        w.indicators.set(
+            "app_done_total",
+            if by_the_cli {
+                0.0
+            } else {
+                (round * 100) as f64
+            },
+        );
+        if by_the_cli {
+            whole.evaluate(&loaded, now, false).await.unwrap();
+            continue;
+        }
+        let expected = whole.evaluate(&loaded, now, true).await.unwrap();
+        let got = kept.evaluate(&loaded, now, false).await.unwrap();
+        assert_eq!(got.len(), 3);
+        for (g, e) in got.iter().zip(&expected) {
+            assert_eq!(g.name, e.name);
+            assert_eq!(g.eval, e.eval, "round {round}, gate {}", g.name);
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 34);
+    // What memory holds is what the store holds.
+    let taken = histories
+        .take("local", "app")
+        .expect("kept after the last round");
+    let (points, times) = w.store.load_points("local", "app").await.unwrap();
+    assert_eq!(
+        taken.history.scrape_times().collect::<Vec<_>>(),
+        times,
+        "scrape times"
+    );
+    assert_eq!(taken.history.points().count(), points.len());
 }

@@ -220,6 +220,7 @@ impl Ctx {
             fetcher,
             resolve: &self.resolve,
             read_only: false,
+            histories: None,
         }
     }
 }

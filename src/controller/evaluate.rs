@@ -12,6 +12,8 @@ use serde::Serialize;
 use crate::gate::{self, Evaluation, Memory, Observation};
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
+
+use super::histories::{Histories, Taken};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
 use crate::store::{GateRecord, MigrationRecord, SourcePoints, Store, StoreError, StoredPoint};
 
@@ -96,7 +98,10 @@ pub async fn evaluate_phase<S: Store>(
     rec: &MigrationRecord,
     now_ms: i64,
     record: bool,
+    histories: Option<&Histories>,
 ) -> Result<Vec<GateReport>, StoreError> {
+    // A dry run leaves memory as it is: its sample of now is not stored.
+    let histories = histories.filter(|_| record);
     let Some(kind) = rec.state.phase() else {
         return Ok(Vec::new());
     };
@@ -113,7 +118,8 @@ pub async fn evaluate_phase<S: Store>(
     }
     items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
 
-    let (scraped, taken) = scrape_sources(store, fetcher, plan, rec, &items, now_ms).await?;
+    let (mut scraped, taken, kept) =
+        scrape_sources(store, fetcher, plan, rec, &items, now_ms, histories).await?;
     let memory: HashMap<(String, String), GateRecord> = store
         .latest_evaluations(&rec.name, rec.entered_at_ms)
         .await?
@@ -180,12 +186,27 @@ pub async fn evaluate_phase<S: Store>(
             .collect();
         // The evaluations and the samples they read commit together: one commit per round.
         store.record_round(&rec.name, &rows, &taken).await?;
+        if let Some(histories) = histories {
+            for (source, previous) in kept {
+                if let Some(Ok(history)) = scraped.remove(&source) {
+                    histories.put(&rec.name, &source, history, now_ms, previous.as_ref());
+                }
+            }
+        }
     }
     Ok(reports)
 }
 
-/// Scrape each scrape source the items use, once, and fold the samples into its history; also
-/// what to store of each scrape (kept with the round's evaluations).
+/// What [`scrape_sources`] gives: each source's history (or why it is unusable), what to store
+/// of each scrape (kept with the round's evaluations), and which histories came from memory.
+type Scrapes = (
+    HashMap<String, Scraped>,
+    Vec<SourcePoints>,
+    Vec<(String, Option<Taken>)>,
+);
+
+/// Scrape each scrape source the items use, once, and fold the samples into its history (read
+/// from `histories` plus what the store holds since, or whole from the store).
 async fn scrape_sources<S: Store>(
     store: &S,
     fetcher: &Fetcher,
@@ -193,7 +214,8 @@ async fn scrape_sources<S: Store>(
     rec: &MigrationRecord,
     items: &[Item<'_>],
     now_ms: i64,
-) -> Result<(HashMap<String, Scraped>, Vec<SourcePoints>), StoreError> {
+    histories: Option<&Histories>,
+) -> Result<Scrapes, StoreError> {
     let mut queries: HashMap<&str, Vec<Query>> = HashMap::new();
     for item in items {
         if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
@@ -207,13 +229,19 @@ async fn scrape_sources<S: Store>(
     }
     let mut out = HashMap::new();
     let mut taken = Vec::new();
+    let mut kept = Vec::new();
     for (source, qs) in queries {
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
         };
-        let (stored, times) = store.load_points(&rec.name, source).await?;
-        let mut history = History::from_points(stored.into_iter().filter_map(from_stored))
-            .with_scrape_times(times);
+        let mut previous = histories.and_then(|h| h.take(&rec.name, source));
+        let (mut history, after_ms) = match previous.as_mut() {
+            Some(t) => (std::mem::take(&mut t.history), t.through_ms),
+            None => (History::new(), i64::MIN),
+        };
+        let (stored, times) = store.load_points_after(&rec.name, source, after_ms).await?;
+        history.add_points(stored.into_iter().filter_map(from_stored));
+        let mut history = history.with_scrape_times(times);
         let keep_ms = qs
             .iter()
             .map(|q| i64::try_from(q.retention().as_millis()).unwrap_or(i64::MAX))
@@ -244,8 +272,8 @@ async fn scrape_sources<S: Store>(
                     // kept, because SQLite stores NaN as NULL and refused the whole round (a
                     // store error instead of a hold).
                     let points: Vec<StoredPoint> = history
-                        .points()
-                        .filter(|p| p.at_ms == now_ms && !p.value.is_nan())
+                        .points_at(now_ms)
+                        .filter(|p| !p.value.is_nan())
                         .map(to_stored)
                         .collect();
                     taken.push(SourcePoints {
@@ -259,8 +287,9 @@ async fn scrape_sources<S: Store>(
             }
         };
         out.insert(source.to_string(), scraped);
+        kept.push((source.to_string(), previous));
     }
-    Ok((out, taken))
+    Ok((out, taken, kept))
 }
 
 async fn observe(

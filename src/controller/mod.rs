@@ -12,6 +12,7 @@
 
 pub mod decide;
 pub mod evaluate;
+pub mod histories;
 pub mod plans;
 pub mod publish;
 pub mod views;
@@ -120,6 +121,8 @@ pub struct Controller<'a, S: Store> {
     pub resolve: &'a (dyn Resolve + Send + Sync),
     /// A standby controller reads but never writes (no re-publication either).
     pub read_only: bool,
+    /// Scrape histories kept between rounds (a daemon's); `None` reads them whole every time.
+    pub histories: Option<&'a histories::Histories>,
 }
 
 /// The SHA-256 of a plan's text, hex.
@@ -319,6 +322,7 @@ impl<S: Store> Controller<'_, S> {
             &loaded.record,
             now_ms,
             !dry_run,
+            self.histories,
         )
         .await?)
     }

@@ -21,13 +21,14 @@ pub mod tick;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::controller::histories::Histories;
 use crate::controller::plans::PlanCache;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
@@ -53,7 +54,8 @@ pub struct Config {
     pub source_timeout: Duration,
     /// How long the lease lasts without renewal (renewed every third of it).
     pub lease_ttl: Duration,
-    /// How often the watcher looks for changes made by others.
+    /// How often the watcher looks for changes made by others (one cheap read of the store; every
+    /// migration is compared every [`WHOLE_WATCH_EVERY`] of these).
     pub watch_interval: Duration,
     /// This daemon's identity in the lease and the journal.
     pub holder: String,
@@ -78,6 +80,10 @@ impl std::fmt::Debug for Config {
             .finish_non_exhaustive()
     }
 }
+
+/// Every how many watcher polls every migration is compared, even when the store's mark did
+/// not move.
+pub const WHOLE_WATCH_EVERY: u64 = 10;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +123,13 @@ pub struct Shared<S: Store> {
     /// Flips to true when the daemon stops: long-polls answer at once.
     pub stopping: watch::Sender<bool>,
     memo: Mutex<HashMap<String, Memo>>,
+    /// The store's [`Store::generations_mark`] when the watcher last compared every migration.
+    watch_mark: Mutex<Option<(i64, i64)>>,
+    watch_polls: AtomicU64,
     /// Each migration's compiled plan, kept while its stored plan (and what it reads) is unchanged.
     plans: PlanCache,
+    /// Each migration's scrape histories, kept between rounds.
+    histories: Histories,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: probes::ProbeRuns,
@@ -150,7 +161,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
             lease_until: AtomicI64::new(0),
             stopping: watch::Sender::new(false),
             memo: Mutex::new(HashMap::new()),
+            watch_mark: Mutex::new(None),
+            watch_polls: AtomicU64::new(0),
             plans: PlanCache::default(),
+            histories: Histories::default(),
             #[cfg(feature = "brokers")]
             probes: probes::ProbeRuns::default(),
         }))
@@ -172,6 +186,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             fetcher,
             resolve: &*self.resolve,
             read_only,
+            histories: Some(&self.histories),
         }
     }
 
@@ -266,8 +281,16 @@ impl<S: Store + Clone + 'static> Shared<S> {
         }
     }
 
-    /// Every migration in the store whose generation moved since readers last saw it.
+    /// Every migration in the store whose generation moved since readers last saw it. Most calls
+    /// read one row ([`Store::generations_mark`]) and stop there when nothing moved; every
+    /// [`WHOLE_WATCH_EVERY`]th call compares every migration regardless.
     pub async fn watch_once(&self) {
+        let mark = self.store.generations_mark().await.ok();
+        let polls = self.watch_polls.fetch_add(1, Ordering::Relaxed);
+        let seen_mark = *self.watch_mark.lock().unwrap_or_else(|p| p.into_inner());
+        if mark.is_some() && mark == seen_mark && !polls.is_multiple_of(WHOLE_WATCH_EVERY) {
+            return;
+        }
         let read_only = !self.is_leader();
         let c = self.controller(read_only);
         let Ok(generations) = self.store.generations().await else {
@@ -279,6 +302,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
                 self.refresh(&c, &name).await;
             }
         }
+        *self.watch_mark.lock().unwrap_or_else(|p| p.into_inner()) = mark;
     }
 }
 

@@ -77,6 +77,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
     let loaded = c.load_cached(name, &shared.plans).await?;
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {
+        shared.histories.forget(name);
         return Ok(Action::Done);
     }
     let gates = c.evaluate(&loaded, now_ms, false).await?;

@@ -1005,6 +1005,20 @@ impl History {
         })
     }
 
+    /// The rows of the scrape taken at `at_ms` only: what [`History::points`] yields for that
+    /// time, without building the others.
+    pub fn points_at(&self, at_ms: i64) -> impl Iterator<Item = Point> + '_ {
+        self.series.iter().filter_map(move |(key, s)| {
+            s.value_at(at_ms).map(|value| Point {
+                series_key: key.clone(),
+                metric: s.metric.clone(),
+                labels: s.labels.clone(),
+                at_ms,
+                value,
+            })
+        })
+    }
+
     /// Rebuild from rows. The series key is recomputed from `metric` and `labels` (the
     /// stored `series_key` is not trusted); scrape times are taken from the points'
     /// times, so a scrape that kept no sample is not restored — add those with
@@ -1012,11 +1026,18 @@ impl History {
     /// Of two rows for the same series and time, the later one wins.
     pub fn from_points(points: impl IntoIterator<Item = Point>) -> Self {
         let mut h = History::new();
+        h.add_points(points);
+        h
+    }
+
+    /// Add rows to what is kept, as [`History::from_points`] reads them (a row for a series and
+    /// time already kept replaces it).
+    pub fn add_points(&mut self, points: impl IntoIterator<Item = Point>) {
         for p in points {
             let labels = sorted_labels(&p.labels);
             let key = series_key(&p.metric, &labels);
-            h.scrapes.insert(p.at_ms);
-            h.series
+            self.scrapes.insert(p.at_ms);
+            self.series
                 .entry(key)
                 .or_insert_with(|| Series {
                     metric: p.metric,
@@ -1025,7 +1046,6 @@ impl History {
                 })
                 .insert(p.at_ms, p.value);
         }
-        h
     }
 
     /// The times of all recorded scrapes, oldest first (including scrapes that kept no sample).
@@ -2116,6 +2136,17 @@ mod tests {
             History::from_points(shuffled).points().collect::<Vec<_>>(),
             pts
         );
+
+        // Rows added in two parts (what was kept, then what was stored since) rebuild the same.
+        let mut parts = History::from_points(pts.iter().filter(|p| p.at_ms < 3 * MIN).cloned());
+        parts.add_points(pts.iter().filter(|p| p.at_ms >= 3 * MIN).cloned());
+        assert_eq!(parts, History::from_points(pts.clone()));
+
+        // One scrape's rows alone are the rows of that time.
+        for at in [2 * MIN, 3 * MIN, 4 * MIN, 5 * MIN] {
+            let at_time: Vec<Point> = pts.iter().filter(|p| p.at_ms == at).cloned().collect();
+            assert_eq!(h.points_at(at).collect::<Vec<_>>(), at_time, "at {at}");
+        }
 
         // Pruning everything empties the history.
         h.prune(i64::MAX);

@@ -112,8 +112,13 @@ impl Store for AnyStore {
         delegate!(self, s => s.mark_published(name, generation))
     }
 
-    async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
-        delegate!(self, s => s.load_points(name, source))
+    async fn load_points_after(
+        &self,
+        name: &str,
+        source: &str,
+        after_ms: i64,
+    ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
+        delegate!(self, s => s.load_points_after(name, source, after_ms))
     }
 
     async fn save_points(
@@ -133,6 +138,10 @@ impl Store for AnyStore {
 
     async fn generations(&self) -> Result<Vec<(String, i64)>> {
         delegate!(self, s => s.generations())
+    }
+
+    async fn generations_mark(&self) -> Result<(i64, i64)> {
+        delegate!(self, s => s.generations_mark())
     }
 
     async fn acquire_lease(

@@ -231,6 +231,11 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<()>> + Send;
     /// The generation of every migration, by name (cheap: for watchers).
     fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
+    /// The number of migrations and the sum of their generations: one row however many
+    /// migrations there are. Generations only grow, so the pair changes whenever a transition
+    /// commits or a migration is added, which lets a watcher poll often and read
+    /// [`Store::generations`] only when something moved.
+    fn generations_mark(&self) -> impl Future<Output = Result<(i64, i64)>> + Send;
     /// Take or renew the lease `lease` for `holder` until `now_ms + ttl_ms`, unless another holder
     /// has it unexpired; returns who holds it now.
     fn acquire_lease(
@@ -255,6 +260,16 @@ pub trait Store: Send + Sync {
         &self,
         name: &str,
         source: &str,
+    ) -> impl Future<Output = Result<(Vec<StoredPoint>, Vec<i64>)>> + Send {
+        self.load_points_after(name, source, i64::MIN)
+    }
+    /// What [`Store::load_points`] answers, limited to samples and scrape instants after
+    /// `after_ms` (what a reader holding the history up to `after_ms` lacks).
+    fn load_points_after(
+        &self,
+        name: &str,
+        source: &str,
+        after_ms: i64,
     ) -> impl Future<Output = Result<(Vec<StoredPoint>, Vec<i64>)>> + Send;
     /// Add samples and scrape instants of a scrape source; drop those older than `keep_from_ms`.
     fn save_points(

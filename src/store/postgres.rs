@@ -459,6 +459,13 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn generations_mark(&self) -> Result<(i64, i64)> {
+        let row = sqlx::query("SELECT COUNT(*)::BIGINT AS n, COALESCE(SUM(generation), 0)::BIGINT AS total FROM migrations")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((row.try_get("n")?, row.try_get("total")?))
+    }
+
     async fn acquire_lease(
         &self,
         lease: &str,
@@ -499,13 +506,19 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
+    async fn load_points_after(
+        &self,
+        name: &str,
+        source: &str,
+        after_ms: i64,
+    ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
         let rows = sqlx::query(
             r#"SELECT series, metric, labels, at, value FROM scrape_points
-               WHERE migration = $1 AND source = $2 ORDER BY series COLLATE "C", at"#,
+               WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY series COLLATE "C", at"#,
         )
         .bind(name)
         .bind(source)
+        .bind(after_ms)
         .fetch_all(&self.pool)
         .await?;
         let points = rows
@@ -521,10 +534,11 @@ impl Store for PgStore {
             })
             .collect::<Result<Vec<_>>>()?;
         let times = sqlx::query(
-            "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 ORDER BY at",
+            "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
         )
         .bind(name)
         .bind(source)
+        .bind(after_ms)
         .fetch_all(&self.pool)
         .await?
         .iter()

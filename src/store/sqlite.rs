@@ -452,6 +452,15 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn generations_mark(&self) -> Result<(i64, i64)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, COALESCE(SUM(generation), 0) AS total FROM migrations",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("n")?, row.try_get("total")?))
+    }
+
     async fn acquire_lease(
         &self,
         lease: &str,
@@ -496,13 +505,19 @@ impl Store for SqliteStore {
         super::dispositions::DispositionStore::list(self).await
     }
 
-    async fn load_points(&self, name: &str, source: &str) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
+    async fn load_points_after(
+        &self,
+        name: &str,
+        source: &str,
+        after_ms: i64,
+    ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
         let rows = sqlx::query(
             "SELECT series, metric, labels, at, value FROM scrape_points \
-             WHERE migration = ? AND source = ? ORDER BY series, at",
+             WHERE migration = ? AND source = ? AND at > ? ORDER BY series, at",
         )
         .bind(name)
         .bind(source)
+        .bind(after_ms)
         .fetch_all(&self.pool)
         .await?;
         let points = rows
@@ -518,10 +533,11 @@ impl Store for SqliteStore {
             })
             .collect::<Result<Vec<_>>>()?;
         let times = sqlx::query(
-            "SELECT at FROM scrape_times WHERE migration = ? AND source = ? ORDER BY at",
+            "SELECT at FROM scrape_times WHERE migration = ? AND source = ? AND at > ? ORDER BY at",
         )
         .bind(name)
         .bind(source)
+        .bind(after_ms)
         .fetch_all(&self.pool)
         .await?
         .iter()

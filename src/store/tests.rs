@@ -684,11 +684,15 @@ async fn generations_of_every_migration() {
     on_each_backend(|b| async move {
         let store = b.open().await;
         assert_eq!(store.generations().await.unwrap(), vec![]);
+        assert_eq!(store.generations_mark().await.unwrap(), (0, 0));
         for name in ["b", "a", "A"] {
             store.create(&new_migration(name, 1_000)).await.unwrap();
         }
+        assert_eq!(store.generations_mark().await.unwrap(), (3, 3));
         let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None);
         store.commit("b", &c).await.unwrap();
+        // A transition moves the mark (a watcher then reads every generation).
+        assert_eq!(store.generations_mark().await.unwrap(), (3, 4));
         // By name, bytewise, like `list`.
         assert_eq!(
             store.generations().await.unwrap(),
@@ -856,6 +860,15 @@ async fn points_round_trip_and_prune() {
             ]
         );
         assert_eq!(times, vec![2_000, 3_000]);
+        // Only what was stored after an instant (what a reader holding the rest lacks).
+        assert_eq!(
+            store.load_points_after("m", "rabbit", 2_000).await.unwrap(),
+            (vec![second[0].clone(), second[3].clone()], vec![3_000])
+        );
+        assert_eq!(
+            store.load_points_after("m", "rabbit", 3_000).await.unwrap(),
+            (vec![], vec![])
+        );
 
         // Pruning with nothing new to add.
         store

@@ -1,0 +1,127 @@
+//! Scrape histories kept in memory between a daemon's rounds, so that a round reads from the
+//! store only the samples stored since the previous one instead of the whole history (and
+//! decodes only those).
+//!
+//! # Guarantees
+//! - The store stays the record: an entry is put back only after the round that built it
+//!   committed its samples, so memory never holds a sample the store lacks for long.
+//! - Samples another process stores (a `migrate advance` from the CLI, a previous leader) are
+//!   read at the next round when they are newer than the entry; one stored late with an older
+//!   instant is read when the entry is reloaded whole, every [`ROUNDS_BEFORE_RELOAD`] rounds.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::indicators::query::History;
+
+/// Rounds an entry serves before it is read whole from the store again.
+pub const ROUNDS_BEFORE_RELOAD: u32 = 100;
+
+/// Each (migration, scrape source)'s history as of its last committed round.
+#[derive(Debug, Default)]
+pub struct Histories {
+    entries: Mutex<HashMap<(String, String), Entry>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    history: History,
+    /// Everything the store held up to this instant is in `history`.
+    through_ms: i64,
+    rounds: u32,
+}
+
+/// A history taken out for one round.
+#[derive(Debug)]
+pub struct Taken {
+    pub history: History,
+    /// Read only what the store holds after this instant.
+    pub through_ms: i64,
+    rounds: u32,
+}
+
+impl Histories {
+    /// Take the kept history of `source` for `migration`, or `None` when it must be read whole
+    /// (none kept, or it served [`ROUNDS_BEFORE_RELOAD`] rounds). A round running meanwhile
+    /// for the same pair finds none and reads the store.
+    pub fn take(&self, migration: &str, source: &str) -> Option<Taken> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = entries.remove(&(migration.to_string(), source.to_string()))?;
+        (entry.rounds < ROUNDS_BEFORE_RELOAD).then_some(Taken {
+            history: entry.history,
+            through_ms: entry.through_ms,
+            rounds: entry.rounds,
+        })
+    }
+
+    /// Keep `history`, complete through `through_ms`, after its round committed. `previous` is
+    /// what [`Histories::take`] gave for this round (`None` after a whole read).
+    pub fn put(
+        &self,
+        migration: &str,
+        source: &str,
+        history: History,
+        through_ms: i64,
+        previous: Option<&Taken>,
+    ) {
+        let rounds = previous.map_or(0, |t| t.rounds + 1);
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.insert(
+            (migration.to_string(), source.to_string()),
+            Entry {
+                history,
+                through_ms,
+                rounds,
+            },
+        );
+    }
+
+    /// Forget every history of `migration` (it was removed, or this daemon stopped leading it).
+    pub fn forget(&self, migration: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.retain(|(m, _), _| m != migration);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_taken_once_and_reloaded_whole_after_its_rounds() {
+        let h = Histories::default();
+        assert!(h.take("m", "app").is_none());
+        h.put("m", "app", History::new(), 1_000, None);
+        let taken = h.take("m", "app").expect("kept");
+        assert_eq!(taken.through_ms, 1_000);
+        assert!(
+            h.take("m", "app").is_none(),
+            "a concurrent round reads the store"
+        );
+        let mut previous = taken;
+        for round in 1..ROUNDS_BEFORE_RELOAD {
+            h.put(
+                "m",
+                "app",
+                History::new(),
+                1_000 + i64::from(round),
+                Some(&previous),
+            );
+            previous = h.take("m", "app").expect("kept");
+        }
+        h.put("m", "app", History::new(), 9_999, Some(&previous));
+        assert!(h.take("m", "app").is_none(), "read whole again");
+    }
+
+    #[test]
+    fn forget_drops_every_source_of_one_migration() {
+        let h = Histories::default();
+        h.put("m", "a", History::new(), 1, None);
+        h.put("m", "b", History::new(), 1, None);
+        h.put("n", "a", History::new(), 1, None);
+        h.forget("m");
+        assert!(h.take("m", "a").is_none());
+        assert!(h.take("m", "b").is_none());
+        assert!(h.take("n", "a").is_some());
+    }
+}
