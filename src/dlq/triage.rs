@@ -23,7 +23,6 @@
 //! Blank lines (only spaces, tabs, CR) are skipped silently and not counted as invalid.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::io::BufRead;
 
 use serde::{Serialize, Serializer};
@@ -234,14 +233,14 @@ impl Triage {
             .sign_wtf8_into(entry.error_message_wtf8(), &mut self.signature);
         let (class, version) = (entry.error_class(), entry.consumer_version());
         self.key.clear();
-        // Lengths first: no two different triples give the same key. Writing to a String
-        // cannot fail.
-        let _ = write!(
-            self.key,
-            "{}:{class}{}:{version}",
-            class.len(),
-            version.len()
-        );
+        // Lengths first: no two different triples give the same key.
+        let mut digits = itoa::Buffer::new();
+        self.key.push_str(digits.format(class.len()));
+        self.key.push(':');
+        self.key.push_str(class);
+        self.key.push_str(digits.format(version.len()));
+        self.key.push(':');
+        self.key.push_str(version);
         self.key.push_str(&self.signature);
 
         let at = entry.first_attempt_at();
