@@ -350,26 +350,38 @@ pub fn triage_reader<R: BufRead>(
     options: TriageOptions,
 ) -> Result<TriageReport, TriageError> {
     let mut triage = Triage::new(options);
-    let mut line = Vec::with_capacity(4096);
+    // A line that crosses the end of the reader's buffer is gathered here; every other line is
+    // read where it lies in the buffer.
+    let mut partial = Vec::new();
     loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|source| TriageError::Io {
-                line: triage.lines + 1,
-                source,
-            })?;
-        if n == 0 {
+        let buf = reader.fill_buf().map_err(|source| TriageError::Io {
+            line: triage.lines + 1,
+            source,
+        })?;
+        if buf.is_empty() {
             break;
         }
-        if line.last() == Some(&b'\n') {
-            line.pop();
+        let Some(end) = memchr::memchr(b'\n', buf) else {
+            let n = buf.len();
+            partial.extend_from_slice(buf);
+            reader.consume(n);
+            continue;
+        };
+        if partial.is_empty() {
+            triage.push_line(&buf[..end]);
+        } else {
+            partial.extend_from_slice(&buf[..end]);
+            triage.push_line(&partial);
+            partial.clear();
+            if partial.capacity() > 1 << 20 {
+                // One huge line must not keep its buffer for the rest of the file.
+                partial = Vec::new();
+            }
         }
-        triage.push_line(&line);
-        if line.capacity() > 1 << 20 {
-            // One huge line must not keep its buffer for the rest of the file.
-            line = Vec::with_capacity(4096);
-        }
+        reader.consume(end + 1);
+    }
+    if !partial.is_empty() {
+        triage.push_line(&partial);
     }
     Ok(triage.finish())
 }
@@ -599,6 +611,26 @@ mod tests {
         assert_eq!(r.groups[0].first_seen, "2026-03-01T08:30:00.000Z");
         assert_eq!(r.groups[0].last_seen, "2026-03-01T10:00:00.000Z");
         assert_eq!(r.groups[0].sample.error_message, "timeout after 30012ms");
+    }
+
+    #[test]
+    fn lines_split_across_the_read_buffer_read_as_whole_ones() {
+        let good = line("t", "1", "m", "2026-03-01T10:00:00.000Z");
+        let other = line(
+            "v",
+            "2",
+            "timeout after 30012ms",
+            "2026-03-01T11:00:00.000Z",
+        );
+        // Blank and bad lines between, and a last line without its newline.
+        let text = format!("{good}\n\nnot json\n{other}\r\n{good}\n{other}");
+        let whole = run(&text);
+        assert_eq!((whole.lines, whole.entries, whole.skipped), (6, 4, 1));
+        for capacity in [1, 2, 7, 64, good.len(), good.len() + 1] {
+            let reader = std::io::BufReader::with_capacity(capacity, text.as_bytes());
+            let r = triage_reader(reader, TriageOptions::default()).expect("reads");
+            assert_eq!(r, whole, "buffer of {capacity} bytes");
+        }
     }
 
     #[test]
