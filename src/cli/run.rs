@@ -90,7 +90,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,
         lease_ttl: args.lease_ttl,
-        watch_interval: Duration::from_millis(50),
+        watch_interval: Duration::from_millis(25),
         holder: holder.clone(),
         token,
         read_only_api: args.read_only,

@@ -83,7 +83,7 @@ impl std::fmt::Debug for Config {
 
 /// Every how many watcher polls every migration is compared, even when the store's mark did
 /// not move.
-pub const WHOLE_WATCH_EVERY: u64 = 10;
+pub const WHOLE_WATCH_EVERY: u64 = 20;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
