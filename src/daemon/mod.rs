@@ -4,7 +4,7 @@
 //!   guards, act on a breach at once, advance when every exit gate passes ([`tick`]);
 //! - a lease in the store so that exactly one daemon per store acts; the others stand by, serve
 //!   read-only API calls and take over when the lease expires;
-//! - a watcher that notices changes made by others (the CLI) within half a second and publishes
+//! - a watcher that notices changes made by others (the CLI) within a poll (25 ms) and publishes
 //!   their routing to long-polling producers ([`hub`]);
 //! - the HTTP API and `/metrics` ([`server`]), webhooks ([`notify`]).
 //!
