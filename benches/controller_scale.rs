@@ -253,6 +253,7 @@ async fn setup(state: &str, n: usize, prom: &str, scrape: &str, distinct: bool) 
         resolve: &resolve,
         read_only: false,
         histories: None,
+        round: None,
     };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let actor = Actor {
@@ -425,6 +426,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         resolve: &resolve,
         read_only: true,
         histories: None,
+        round: None,
     };
     let names: Vec<String> = store
         .list()

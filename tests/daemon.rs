@@ -142,6 +142,7 @@ impl World {
             resolve: &*self.resolve,
             read_only: false,
             histories: None,
+            round: None,
         }
     }
 

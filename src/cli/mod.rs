@@ -221,6 +221,7 @@ impl Ctx {
             resolve: &self.resolve,
             read_only: false,
             histories: None,
+            round: None,
         }
     }
 }

@@ -14,8 +14,11 @@ use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
 
 use super::histories::{Histories, Taken};
+use super::round::{Kept, RoundBatch};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
-use crate::store::{GateRecord, MigrationRecord, SourcePoints, Store, StoreError, StoredPoint};
+use crate::store::{
+    GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
+};
 
 /// History kept for scrape sources when no query needs a range window.
 const MIN_KEEP_MS: i64 = 10 * 60 * 1000;
@@ -83,11 +86,22 @@ impl Item<'_> {
     }
 }
 
+/// What [`evaluate_phase`] does with the evaluations and the samples it read.
+#[derive(Debug, Clone, Copy)]
+pub enum Recording<'a> {
+    /// Nothing is written (a dry run).
+    DryRun,
+    /// Committed before it returns (a command on one migration).
+    Commit,
+    /// Left in a daemon's round, committed with the rest of the fleet's at the round's end.
+    Round(&'a RoundBatch),
+}
+
 /// What a scrape source gave this round: its history, or why it is unusable.
 type Scraped = Result<History, String>;
 
 /// Evaluate every gate of the migration's current phase at `now_ms`.
-/// With `record`, the evaluations (and their memory) are stored; a dry run only reads.
+/// The evaluations (and their memory) are stored as `recording` says; a dry run only reads.
 ///
 /// # Errors
 /// Only store failures: a source that fails makes its gates hold, it is not an error.
@@ -97,11 +111,11 @@ pub async fn evaluate_phase<S: Store>(
     plan: &Plan,
     rec: &MigrationRecord,
     now_ms: i64,
-    record: bool,
+    recording: Recording<'_>,
     histories: Option<&Histories>,
 ) -> Result<Vec<GateReport>, StoreError> {
     // A dry run leaves memory as it is: its sample of now is not stored.
-    let histories = histories.filter(|_| record);
+    let histories = histories.filter(|_| !matches!(recording, Recording::DryRun));
     let Some(kind) = rec.state.phase() else {
         return Ok(Vec::new());
     };
@@ -165,7 +179,7 @@ pub async fn evaluate_phase<S: Store>(
             evaluated_at_ms: now_ms,
         });
     }
-    if record {
+    if !matches!(recording, Recording::DryRun) {
         let rows: Vec<GateRecord> = reports
             .iter()
             .map(|r| GateRecord {
@@ -184,14 +198,44 @@ pub async fn evaluate_phase<S: Store>(
                 at_ms: now_ms,
             })
             .collect();
-        // The evaluations and the samples they read commit together: one commit per round.
-        store.record_round(&rec.name, &rows, &taken).await?;
-        if let Some(histories) = histories {
-            for (source, previous) in kept {
-                if let Some(Ok(history)) = scraped.remove(&source) {
-                    histories.put(&rec.name, &source, history, now_ms, previous.as_ref());
+        // The evaluations and the samples they read commit together.
+        let kept: Vec<Kept> = kept
+            .into_iter()
+            .filter_map(|(source, previous)| match scraped.remove(&source) {
+                Some(Ok(history)) => Some(Kept {
+                    migration: rec.name.clone(),
+                    source,
+                    history,
+                    through_ms: now_ms,
+                    previous,
+                }),
+                _ => None,
+            })
+            .collect();
+        match recording {
+            Recording::DryRun => {}
+            Recording::Commit => {
+                store.record_round(&rec.name, &rows, &taken).await?;
+                if let Some(histories) = histories {
+                    for k in kept {
+                        histories.put(
+                            &k.migration,
+                            &k.source,
+                            k.history,
+                            k.through_ms,
+                            k.previous.as_ref(),
+                        );
+                    }
                 }
             }
+            Recording::Round(batch) => batch.push(
+                RoundRecord {
+                    name: rec.name.clone(),
+                    records: rows,
+                    sources: taken,
+                },
+                kept,
+            ),
         }
     }
     Ok(reports)

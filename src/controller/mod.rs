@@ -15,6 +15,7 @@ pub mod evaluate;
 pub mod histories;
 pub mod plans;
 pub mod publish;
+pub mod round;
 pub mod views;
 
 use std::path::{Path, PathBuf};
@@ -123,6 +124,9 @@ pub struct Controller<'a, S: Store> {
     pub read_only: bool,
     /// Scrape histories kept between rounds (a daemon's); `None` reads them whole every time.
     pub histories: Option<&'a histories::Histories>,
+    /// A daemon's round: evaluations are left there and committed at the round's end instead
+    /// of one commit each.
+    pub round: Option<&'a round::RoundBatch>,
 }
 
 /// The SHA-256 of a plan's text, hex.
@@ -321,7 +325,11 @@ impl<S: Store> Controller<'_, S> {
             &loaded.plan,
             &loaded.record,
             now_ms,
-            !dry_run,
+            match (dry_run, self.round) {
+                (true, _) => evaluate::Recording::DryRun,
+                (false, None) => evaluate::Recording::Commit,
+                (false, Some(batch)) => evaluate::Recording::Round(batch),
+            },
             self.histories,
         )
         .await?)

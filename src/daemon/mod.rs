@@ -30,6 +30,7 @@ use tokio::sync::watch;
 
 use crate::controller::histories::Histories;
 use crate::controller::plans::PlanCache;
+use crate::controller::round::RoundBatch;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::Resolve;
@@ -187,6 +188,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             resolve: &*self.resolve,
             read_only,
             histories: Some(&self.histories),
+            round: None,
         }
     }
 
@@ -439,7 +441,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
 }
 
 /// How many migrations one tick evaluates at once: each waits mostly on its sources and on the
-/// store's commits, so a few in flight overlap those waits (a migration is still ticked once).
+/// store, so a few in flight overlap those waits (a migration is still ticked once).
 pub const TICK_CONCURRENCY: usize = 8;
 
 /// One tick of every migration in the store: a round. What [`run`]'s loop does while this
@@ -451,6 +453,11 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// asked once for every migration that reads it, and every migration records that scrape at the
 /// round's instant. That is what each migration would have read by itself at that instant; a
 /// failing source is a hold, with that source's reason, for each migration reading it.
+///
+/// The round's gate evaluations and samples are written in one transaction at its end
+/// ([`RoundBatch`]): a transition made during the round is committed at once, with its gates in
+/// its journal entry; if that last commit fails, the next round goes on from the memory of the
+/// round before.
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let names = match shared.store.list().await {
         Ok(records) => records.into_iter().map(|r| r.name).collect::<Vec<_>>(),
@@ -462,10 +469,11 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     shared.plans.retain(&names);
     let now = shared.now_ms();
     let fetcher = shared.fetcher.for_round();
+    let batch = RoundBatch::default();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let lane = || async {
         while let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) {
-            match tick::tick_with(shared, &fetcher, name, now).await {
+            match tick::tick_with(shared, &fetcher, Some(&batch), name, now).await {
                 Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
                 Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
             }
@@ -493,4 +501,10 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
         }
     })
     .await;
+    drop(lanes);
+    if let Err(e) = batch.commit(&shared.store, Some(&shared.histories)).await {
+        tracing::warn!(
+            "cannot record the round's gate evaluations (the next round goes on from the one before): {e}"
+        );
+    }
 }

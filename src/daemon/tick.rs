@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::controller::decide::{Decision, decide};
+use crate::controller::round::RoundBatch;
 use crate::controller::{AdvanceOptions, Controller, ControllerError, Loaded};
 use crate::gate::Verdict;
 use crate::indicators::fetch::Fetcher;
@@ -56,24 +57,29 @@ pub async fn tick<S: Store + Clone + 'static>(
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
-    tick_with(shared, &shared.fetcher, name, now_ms).await
+    tick_with(shared, &shared.fetcher, None, name, now_ms).await
 }
 
 /// Run one tick for `name` at `now_ms`, reading its sources through `fetcher` (a round's, shared
-/// with the other migrations of the round: see [`super::tick_all`]).
+/// with the other migrations of the round: see [`super::tick_all`]); with `round`, its gate
+/// evaluations and samples are left there for the round's one commit instead of committed here.
 ///
 /// # Errors
 /// Store failures and plans that no longer compile; a conflict is not an error.
 pub async fn tick_with<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     fetcher: &Fetcher,
+    round: Option<&RoundBatch>,
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
     if !shared.is_leader() {
         return Ok(Action::Waiting);
     }
-    let c = shared.controller_with(fetcher, false);
+    let c = Controller {
+        round,
+        ..shared.controller_with(fetcher, false)
+    };
     let loaded = c.load_cached(name, &shared.plans).await?;
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {

@@ -8,7 +8,7 @@
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, SourcePoints,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, RoundRecord,
     Store, StoreError, StoredPoint,
 };
 
@@ -87,13 +87,8 @@ impl Store for AnyStore {
         delegate!(self, s => s.journal(name))
     }
 
-    async fn record_round(
-        &self,
-        name: &str,
-        records: &[GateRecord],
-        sources: &[SourcePoints],
-    ) -> Result<()> {
-        delegate!(self, s => s.record_round(name, records, sources))
+    async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
+        delegate!(self, s => s.record_rounds(rounds))
     }
 
     async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {

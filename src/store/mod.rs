@@ -172,6 +172,15 @@ pub struct SourcePoints {
     pub keep_from_ms: i64,
 }
 
+/// One migration's round, as [`Store::record_round`] takes it: for writing many rounds in one
+/// transaction ([`Store::record_rounds`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundRecord {
+    pub name: String,
+    pub records: Vec<GateRecord>,
+    pub sources: Vec<SourcePoints>,
+}
+
 /// Who holds a lease, until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -204,7 +213,17 @@ pub trait Store: Send + Sync {
         name: &str,
         records: &[GateRecord],
         sources: &[SourcePoints],
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let round = RoundRecord {
+            name: name.to_string(),
+            records: records.to_vec(),
+            sources: sources.to_vec(),
+        };
+        async move { self.record_rounds(std::slice::from_ref(&round)).await }
+    }
+    /// Record the rounds of many migrations in one transaction (a daemon's round of the whole
+    /// fleet: one commit instead of one per migration). All or nothing.
+    fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send;
     /// Record a round of gate evaluations.
     fn record_evaluations(
         &self,

@@ -15,7 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, SourcePoints,
+    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, RoundRecord,
     Store, StoreError, StoredPoint, parse_state,
 };
 use crate::machine::{Snapshot, State};
@@ -381,24 +381,21 @@ impl Store for PgStore {
             .collect()
     }
 
-    async fn record_round(
-        &self,
-        name: &str,
-        records: &[GateRecord],
-        sources: &[SourcePoints],
-    ) -> Result<()> {
+    async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        insert_evaluations(&mut tx, name, records).await?;
-        for s in sources {
-            insert_points(
-                &mut tx,
-                name,
-                &s.source,
-                &s.points,
-                &s.scrape_times,
-                s.keep_from_ms,
-            )
-            .await?;
+        for round in rounds {
+            insert_evaluations(&mut tx, &round.name, &round.records).await?;
+            for s in &round.sources {
+                insert_points(
+                    &mut tx,
+                    &round.name,
+                    &s.source,
+                    &s.points,
+                    &s.scrape_times,
+                    s.keep_from_ms,
+                )
+                .await?;
+            }
         }
         tx.commit().await?;
         Ok(())

@@ -981,6 +981,69 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
 }
 
 #[tokio::test]
+async fn a_fleet_round_records_every_migration_or_none() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        for name in ["m", "n"] {
+            store.create(&new_migration(name, 1_000)).await.unwrap();
+        }
+        let round = |name: &str, value: f64, at: i64, extra: Option<StoredPoint>| RoundRecord {
+            name: name.to_string(),
+            records: vec![gate(1_000, "lag", "exit", Some(value), at)],
+            sources: vec![SourcePoints {
+                source: "app".to_string(),
+                points: std::iter::once(point("q1", at, value))
+                    .chain(extra)
+                    .collect(),
+                scrape_times: vec![at],
+                keep_from_ms: 0,
+            }],
+        };
+        store
+            .record_rounds(&[round("m", 1.0, 2_000, None), round("n", 2.0, 2_000, None)])
+            .await
+            .unwrap();
+        for (name, value) in [("m", 1.0), ("n", 2.0)] {
+            assert_eq!(
+                store.latest_evaluations(name, 1_000).await.unwrap(),
+                vec![gate(1_000, "lag", "exit", Some(value), 2_000)]
+            );
+            assert_eq!(
+                store.load_points(name, "app").await.unwrap(),
+                (vec![point("q1", 2_000, value)], vec![2_000])
+            );
+        }
+
+        // One migration's samples cannot be stored: the other's round is not written either.
+        let mut bad = point("q3", 3_000, f64::NAN);
+        if b.kind == "postgres" {
+            bad = point("q3", 3_000, 3.0);
+            bad.labels = "[[\"queue\",\"nul\u{0}\"]]".into();
+        }
+        let failed = store
+            .record_rounds(&[
+                round("m", 5.0, 3_000, None),
+                round("n", 6.0, 3_000, Some(bad)),
+            ])
+            .await;
+        assert!(failed.is_err(), "[{}] {failed:?}", b.kind);
+        for (name, value) in [("m", 1.0), ("n", 2.0)] {
+            assert_eq!(
+                store.latest_evaluations(name, 1_000).await.unwrap(),
+                vec![gate(1_000, "lag", "exit", Some(value), 2_000)]
+            );
+            assert_eq!(
+                store.load_points_after(name, "app", 2_000).await.unwrap(),
+                (vec![], vec![])
+            );
+        }
+        // An empty fleet round writes nothing and fails nothing.
+        store.record_rounds(&[]).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_reopened_store_sees_everything() {
     on_each_backend(|b| async move {
         let store = b.open().await;

@@ -1,0 +1,79 @@
+//! A daemon's round written in one transaction: each migration's tick leaves its gate
+//! evaluations and scrape samples here instead of committing them itself, and the round commits
+//! them all at its end (one commit for the fleet instead of one per migration).
+//!
+//! # Guarantees
+//! - All or nothing: a failed commit loses the round's evaluations and samples of every
+//!   migration (each then reads, next round, the memory of the round before, as if this one had
+//!   not run), and no history taken out for the round goes back into memory.
+//! - Decisions do not wait for it: a transition made during the round carries the gates it
+//!   rests on in its own journal entry.
+
+use std::sync::Mutex;
+
+use crate::indicators::query::History;
+use crate::store::{RoundRecord, Store, StoreError};
+
+use super::histories::{Histories, Taken};
+
+/// The rounds of a daemon's round of ticks, waiting for their commit.
+#[derive(Debug, Default)]
+pub struct RoundBatch {
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    rounds: Vec<RoundRecord>,
+    kept: Vec<Kept>,
+}
+
+/// A history to keep in memory once the round is committed.
+#[derive(Debug)]
+pub struct Kept {
+    pub migration: String,
+    pub source: String,
+    pub history: History,
+    /// Complete through this instant (the round's).
+    pub through_ms: i64,
+    /// What [`Histories::take`] gave for the round.
+    pub previous: Option<Taken>,
+}
+
+impl RoundBatch {
+    /// Add one migration's round and the histories it read.
+    pub fn push(&self, round: RoundRecord, kept: Vec<Kept>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.rounds.push(round);
+        pending.kept.extend(kept);
+    }
+
+    /// Write every round in one transaction, then keep the histories in `histories`. Returns how
+    /// many migrations' rounds were written.
+    ///
+    /// # Errors
+    /// The store's: nothing of the round is written then.
+    pub async fn commit<S: Store>(
+        self,
+        store: &S,
+        histories: Option<&Histories>,
+    ) -> Result<usize, StoreError> {
+        let pending = self.pending.into_inner().unwrap_or_else(|p| p.into_inner());
+        if pending.rounds.is_empty() {
+            return Ok(0);
+        }
+        store.record_rounds(&pending.rounds).await?;
+        if let Some(histories) = histories {
+            for k in pending.kept {
+                histories.put(
+                    &k.migration,
+                    &k.source,
+                    k.history,
+                    k.through_ms,
+                    k.previous.as_ref(),
+                );
+            }
+        }
+        Ok(pending.rounds.len())
+    }
+}
