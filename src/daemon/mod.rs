@@ -459,8 +459,11 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// its journal entry; if that last commit fails, the next round goes on from the memory of the
 /// round before.
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
-    let names = match shared.store.list().await {
-        Ok(records) => records.into_iter().map(|r| r.name).collect::<Vec<_>>(),
+    let names = match shared.store.generations().await {
+        Ok(generations) => generations
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>(),
         Err(e) => {
             tracing::warn!("cannot list migrations: {e}");
             return;

@@ -3,9 +3,9 @@
 //!
 //! [`DispositionStore`] is its own trait beside [`super::Store`], implemented by
 //! [`SqliteStore`] and by [`AnyStore`] (which delegates to SQLite; a PostgreSQL state store
-//! answers [`StoreError::UnsupportedUrl`] until `PgStore` gets an implementation and
-//! `migrations/postgres/0002_dlq.sql`). Both traits have a `list`: where both are in scope, call
-//! `DispositionStore::list(&store)`.
+//! answers [`StoreError::UnsupportedUrl`] until `PgStore` gets an implementation and a schema
+//! migration under `migrations/postgres/`). Both traits have a `list`: where both are in scope,
+//! call `DispositionStore::list(&store)`.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -21,11 +21,18 @@ use super::{
 use crate::machine::{Snapshot, State};
 
 /// The schema, embedded so that an installed binary needs no files beside it.
-const SCHEMA: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../migrations/postgres/0001_init.sql"),
-)];
+const SCHEMA: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        "generations index",
+        include_str!("../../migrations/postgres/0002_generations_index.sql"),
+    ),
+];
 
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]

@@ -26,6 +26,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "dlq",
         include_str!("../../migrations/sqlite/0002_dlq.sql"),
     ),
+    (
+        3,
+        "generations index",
+        include_str!("../../migrations/sqlite/0003_generations_index.sql"),
+    ),
 ];
 
 /// A SQLite store.
