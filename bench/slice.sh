@@ -5,6 +5,7 @@
 # load of the machine).
 #
 #   bench/slice.sh
+#   SLICE=path/to/slice-bench-binary bench/slice.sh   # built already: nothing is built
 #
 # Needs node and valgrind. Prints the figures and the ratios. The route_arcswap rows are the
 # baseline of the same run: Router::route's read path before its sequence lock (benches/slice.rs).
@@ -16,7 +17,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no)"
-cargo bench --bench slice -- --warm-up-time 2 --measurement-time 6 2>/dev/null | tee "$work/rust.out"
+# SLICE: a slice bench binary built already (then nothing is built).
+if [ -n "${SLICE:-}" ]; then
+  "$SLICE" --bench --warm-up-time 2 --measurement-time 6 2>/dev/null | tee "$work/rust.out"
+else
+  cargo bench --bench slice -- --warm-up-time 2 --measurement-time 6 2>/dev/null | tee "$work/rust.out"
+fi
 node bench/slice_node.js > "$work/node.json"
 echo "node: $(cat "$work/node.json")"
 
@@ -46,7 +52,8 @@ print(f"| node fatiaDe (seed 000) | {nc:.1f} (process) | {nc / ns['thread_cpu', 
 EOF
 
 if command -v valgrind >/dev/null; then
-  exe=$(cargo bench --bench slice --no-run --message-format=json 2>/dev/null |
+  exe=${SLICE:-}
+  [ -n "$exe" ] || exe=$(cargo bench --bench slice --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
