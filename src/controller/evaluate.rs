@@ -13,8 +13,8 @@ use crate::gate::{self, Evaluation, Memory, Observation};
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
 
-use super::histories::{Histories, Taken};
-use super::round::{Kept, RoundBatch};
+use super::histories::{Histories, Kept, Taken};
+use super::round::RoundBatch;
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
 use crate::store::{
     GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
@@ -217,15 +217,7 @@ pub async fn evaluate_phase<S: Store>(
             Recording::Commit => {
                 store.record_round(&rec.name, &rows, &taken).await?;
                 if let Some(histories) = histories {
-                    for k in kept {
-                        histories.put(
-                            &k.migration,
-                            &k.source,
-                            k.history,
-                            k.through_ms,
-                            k.previous.as_ref(),
-                        );
-                    }
+                    histories.keep(kept);
                 }
             }
             Recording::Round(batch) => batch.push(

@@ -31,6 +31,18 @@ struct Entry {
     rounds: u32,
 }
 
+/// A history to keep in memory once its round is committed.
+#[derive(Debug)]
+pub struct Kept {
+    pub migration: String,
+    pub source: String,
+    pub history: History,
+    /// Complete through this instant (the round's).
+    pub through_ms: i64,
+    /// What [`Histories::take`] gave for the round.
+    pub previous: Option<Taken>,
+}
+
 /// A history taken out for one round.
 #[derive(Debug)]
 pub struct Taken {
@@ -74,6 +86,19 @@ impl Histories {
                 rounds,
             },
         );
+    }
+
+    /// Keep histories whose rounds are committed.
+    pub fn keep(&self, kept: impl IntoIterator<Item = Kept>) {
+        for k in kept {
+            self.put(
+                &k.migration,
+                &k.source,
+                k.history,
+                k.through_ms,
+                k.previous.as_ref(),
+            );
+        }
     }
 
     /// Forget every history of `migration` (it was removed, or this daemon stopped leading it).

@@ -11,10 +11,9 @@
 
 use std::sync::Mutex;
 
-use crate::indicators::query::History;
 use crate::store::{RoundRecord, Store, StoreError};
 
-use super::histories::{Histories, Taken};
+use super::histories::{Histories, Kept};
 
 /// The rounds of a daemon's round of ticks, waiting for their commit.
 #[derive(Debug, Default)]
@@ -26,18 +25,6 @@ pub struct RoundBatch {
 struct Pending {
     rounds: Vec<RoundRecord>,
     kept: Vec<Kept>,
-}
-
-/// A history to keep in memory once the round is committed.
-#[derive(Debug)]
-pub struct Kept {
-    pub migration: String,
-    pub source: String,
-    pub history: History,
-    /// Complete through this instant (the round's).
-    pub through_ms: i64,
-    /// What [`Histories::take`] gave for the round.
-    pub previous: Option<Taken>,
 }
 
 impl RoundBatch {
@@ -64,15 +51,7 @@ impl RoundBatch {
         }
         store.record_rounds(&pending.rounds).await?;
         if let Some(histories) = histories {
-            for k in pending.kept {
-                histories.put(
-                    &k.migration,
-                    &k.source,
-                    k.history,
-                    k.through_ms,
-                    k.previous.as_ref(),
-                );
-            }
+            histories.keep(pending.kept);
         }
         Ok(pending.rounds.len())
     }
