@@ -505,6 +505,11 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     })
     .await;
     drop(lanes);
+    if !shared.is_leader() {
+        // The lease ran out during the round: another daemon may be leading; leave the store
+        // to it.
+        return;
+    }
     if let Err(e) = batch.commit(&shared.store, Some(&shared.histories)).await {
         tracing::warn!(
             "cannot record the round's gate evaluations (the next round goes on from the one before): {e}"
