@@ -27,6 +27,8 @@
 //! anyway (`{job!="scale-0042"}`, `{instance!="scale-0042"}`): the same answers, but 5,000
 //! distinct query texts per round, so nothing is shared but the scrape.
 
+mod support;
+
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -296,21 +298,6 @@ async fn setup(state: &str, n: usize, prom: &str, scrape: &str, distinct: bool) 
 // ---------------------------------------------------------------------------------------------
 // Measuring.
 
-/// This process's CPU time (user + system), from /proc/self/stat (clock ticks of 10 ms).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, s)| s);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // After the command: state is field 0, utime 11, stime 12.
-    (tick(11) + tick(12)) / 100.0
-}
-
 /// VmRSS and VmHWM in MiB.
 fn rss_mib() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -350,9 +337,12 @@ async fn ticks(state: &str, rounds: usize) {
     let mut walls = Vec::new();
     let mut cpus = Vec::new();
     for i in 0..rounds {
-        let (w0, c0) = (Instant::now(), cpu_seconds());
+        let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
         daemon::tick_all(&shared).await;
-        let (wall, cpu) = (w0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        let (wall, cpu) = (
+            w0.elapsed().as_secs_f64(),
+            support::cpu_seconds("self") - c0,
+        );
         walls.push(wall);
         cpus.push(cpu);
         println!(
@@ -393,14 +383,20 @@ async fn compare(state: &str, rounds: usize) {
     println!("|---:|---:|---:|---:|---:|");
     let mut ratios = Vec::new();
     for i in 0..rounds {
-        let (w0, c0) = (Instant::now(), cpu_seconds());
+        let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
         for name in &names {
             let _ = daemon::tick::tick(&shared, name, shared.now_ms()).await;
         }
-        let (sw, sc) = (w0.elapsed().as_secs_f64(), cpu_seconds() - c0);
-        let (w0, c0) = (Instant::now(), cpu_seconds());
+        let (sw, sc) = (
+            w0.elapsed().as_secs_f64(),
+            support::cpu_seconds("self") - c0,
+        );
+        let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
         daemon::tick_all(&shared).await;
-        let (cw, cc) = (w0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        let (cw, cc) = (
+            w0.elapsed().as_secs_f64(),
+            support::cpu_seconds("self") - c0,
+        );
         ratios.push(cw / sw);
         println!(
             "| {} | {sw:.2} | {cc_s:.2} | {cw:.2} | {cc:.2} |",
@@ -443,11 +439,11 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         println!(
             "| {part} | {calls} | {:.3} | {:.3} |",
             w0.elapsed().as_secs_f64() * 1e3 / calls as f64,
-            (cpu_seconds() - c0) * 1e3 / calls as f64
+            (support::cpu_seconds("self") - c0) * 1e3 / calls as f64
         );
     };
 
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         c.load(name(i)).await.expect("load");
     }
@@ -459,13 +455,13 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     for i in 0..n {
         c.load_cached(name(i), &plans).await.expect("load");
     }
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         c.load_cached(name(i), &plans).await.expect("load");
     }
     report("load_cached (store get + plan kept)", n, w0, c0);
 
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for _ in 0..n {
         fetcher
             .prometheus(prom, "max(up{job=\"prometheus\"})", now)
@@ -474,7 +470,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     }
     report("one Prometheus query", n, w0, c0);
 
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for _ in 0..n {
         let text = fetcher.scrape(scrape).await.expect("a scrape");
         let parsed = queue_migrate::indicators::exposition::parse(&text);
@@ -482,7 +478,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     }
     report("one scrape + parse", n, w0, c0);
 
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         store
             .load_points(name(i), "app")
@@ -491,7 +487,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     }
     report("load_points (scrape history)", n, w0, c0);
 
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         let r = store.get(name(i)).await.expect("get");
         store
@@ -508,7 +504,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
             .await
             .expect("latest evaluations")
     };
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         store
             .record_evaluations(name(i), &rows)
@@ -538,7 +534,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         scrape_times: vec![at_ms],
         keep_from_ms: 0,
     };
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         let t = taken(now + i64::try_from(i).unwrap_or(0));
         store
@@ -556,7 +552,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         w0,
         c0,
     );
-    let (w0, c0) = (Instant::now(), cpu_seconds());
+    let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {
         store
             .record_round(

@@ -22,6 +22,8 @@
 //! `QM_DEDUP_SQLITE_SYNC` (`full,normal`: SQLite `synchronous` settings to run), and
 //! `QM_TEST_POSTGRES_URL` (PostgreSQL is skipped without it).
 
+mod support;
+
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -90,7 +92,7 @@ macro_rules! run_workload {
         let msgs: &[Message] = $msgs;
         let server: Option<u32> = $server;
         let now = queue_migrate::time::now_ms();
-        let cpu0 = cpu_seconds("self") + server.map_or(0.0, |p| cpu_seconds(&p.to_string()));
+        let cpu0 = support::cpu_seconds("self") + server.map_or(0.0, |p| support::cpu_seconds(&p.to_string()));
         let started = Instant::now();
         for chunk in msgs.chunks($batch) {
             let mut tx = pool.begin_with($begin).await.expect("begin");
@@ -154,26 +156,12 @@ macro_rules! run_workload {
             tx.commit().await.expect("commit");
         }
         let wall = started.elapsed().as_secs_f64();
-        let cpu = cpu_seconds("self") + server.map_or(0.0, |p| cpu_seconds(&p.to_string())) - cpu0;
+        let cpu = support::cpu_seconds("self") + server.map_or(0.0, |p| support::cpu_seconds(&p.to_string())) - cpu0;
         Sample {
             rate: msgs.len() as f64 / wall,
             cpu_us: cpu * 1e6 / msgs.len() as f64,
         }
     }};
-}
-
-/// utime + stime of a process (`self` or a pid), in seconds (clock ticks of 10 ms).
-fn cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, s)| s);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (tick(11) + tick(12)) / 100.0
 }
 
 /// One workload's run: wall-clock rate, and CPU (this process, plus the PostgreSQL backend)
