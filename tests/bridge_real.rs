@@ -72,6 +72,33 @@ async fn collect(adapter: &Adapter, queue: &str, seen: &mut Vec<Message>, deadli
     }
 }
 
+/// How many different payloads `ms` holds (a redelivery counts once).
+fn distinct(ms: &[Message]) -> usize {
+    ms.iter()
+        .map(|m| m.payload.clone())
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
+/// Read both destination queues of `settings`, two seconds each in turn, until `total`
+/// different messages arrived or 40 s passed: what each side received, in order.
+async fn collect_both(
+    brokers: &Brokers,
+    settings: &Settings,
+    total: usize,
+) -> (Vec<Message>, Vec<Message>) {
+    let mut old_seen = Vec::new();
+    let mut new_seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while distinct(&old_seen) + distinct(&new_seen) < total && Instant::now() < deadline {
+        let until = Instant::now() + Duration::from_secs(2);
+        collect(&brokers.old, &settings.old_queue, &mut old_seen, until).await;
+        let until = Instant::now() + Duration::from_secs(2);
+        collect(&brokers.new, &settings.new_queue, &mut new_seen, until).await;
+    }
+    (old_seen, new_seen)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
     let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
@@ -146,21 +173,7 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
 
     // Everything arrives: on old the slices >= 8, on new the others.
     let total = KEYS * PER_KEY * 2;
-    let distinct = |ms: &[Message]| {
-        ms.iter()
-            .map(|m| m.payload.clone())
-            .collect::<std::collections::HashSet<_>>()
-            .len()
-    };
-    let mut old_seen = Vec::new();
-    let mut new_seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while distinct(&old_seen) + distinct(&new_seen) < total && Instant::now() < deadline {
-        let until = Instant::now() + Duration::from_secs(2);
-        collect(&brokers.old, &a.old_queue, &mut old_seen, until).await;
-        let until = Instant::now() + Duration::from_secs(2);
-        collect(&brokers.new, &a.new_queue, &mut new_seen, until).await;
-    }
+    let (old_seen, new_seen) = collect_both(&brokers, &a, total).await;
     let _ = stop_b.send(());
     task_b.await.unwrap().unwrap();
     assert!(
@@ -299,21 +312,7 @@ async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
         },
     ));
 
-    let distinct = |ms: &[Message]| {
-        ms.iter()
-            .map(|m| m.payload.clone())
-            .collect::<std::collections::HashSet<_>>()
-            .len()
-    };
-    let mut old_seen = Vec::new();
-    let mut new_seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while distinct(&old_seen) + distinct(&new_seen) < total && Instant::now() < deadline {
-        let until = Instant::now() + Duration::from_secs(2);
-        collect(&brokers.old, &a.old_queue, &mut old_seen, until).await;
-        let until = Instant::now() + Duration::from_secs(2);
-        collect(&brokers.new, &a.new_queue, &mut new_seen, until).await;
-    }
+    let (old_seen, new_seen) = collect_both(&brokers, &a, total).await;
     let _ = stop_b.send(());
     task_b.await.unwrap().unwrap();
     assert_eq!(
