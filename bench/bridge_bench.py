@@ -380,11 +380,18 @@ def run_bridge(args, amqp, mgmt, msgs, prefetch, round_no):
             proc.wait()
         log.close()
     drained = settle_ingress(mgmt, ingress)
+    return row("bridge", prefetch, round_no, msgs, load_s, t0, t_done, samples, beam_cpu, drained,
+               load0, red if args.reductions else None, migrate_cpu=cpu, confirmed=confirmed)
+
+
+def row(kind, prefetch, round_no, msgs, load_s, t0, t_done, samples, beam_cpu, drained, load0,
+        red, migrate_cpu=None, confirmed=None):
+    """One round's result, the same fields for the bridge and the shovel."""
     wall = t_done - t0
     return {
-        "reductions_per_msg": red if args.reductions else None,
-        "forwarder": f"bridge prefetch {prefetch}",
-        "kind": "bridge",
+        "reductions_per_msg": red,
+        "forwarder": f"{kind} prefetch {prefetch}",
+        "kind": kind,
         "prefetch": prefetch,
         "round": round_no,
         "n": len(msgs),
@@ -393,7 +400,7 @@ def run_bridge(args, amqp, mgmt, msgs, prefetch, round_no):
         "first_s": round(first_seen(samples), 3),
         "rate": round(len(msgs) / wall, 1),
         "steady_rate": round(steady_rate(samples, len(msgs)), 1),
-        "migrate_cpu_s": round(cpu, 2),
+        "migrate_cpu_s": None if migrate_cpu is None else round(migrate_cpu, 2),
         "beam_cpu_s": round(beam_cpu, 2),
         "confirmed_metric": confirmed,
         "ingress_drained": drained,
@@ -450,26 +457,8 @@ def run_shovel(args, amqp, mgmt, msgs, prefetch, round_no):
         time.sleep(0.5)  # let the last multiple-ack reach the source before the shovel stops
         mgmt.call("DELETE", path)
     drained = settle_ingress(mgmt, ingress)
-    wall = t_done - t0
-    return {
-        "reductions_per_msg": red if args.reductions else None,
-        "forwarder": f"shovel prefetch {prefetch}",
-        "kind": "shovel",
-        "prefetch": prefetch,
-        "round": round_no,
-        "n": len(msgs),
-        "load_s": round(load_s, 2),
-        "wall_s": round(wall, 3),
-        "first_s": round(first_seen(samples), 3),
-        "rate": round(len(msgs) / wall, 1),
-        "steady_rate": round(steady_rate(samples, len(msgs)), 1),
-        "migrate_cpu_s": None,
-        "beam_cpu_s": round(beam_cpu, 2),
-        "confirmed_metric": None,
-        "ingress_drained": drained,
-        "loadavg_start": load0,
-        "loadavg_end": loadavg(),
-    }
+    return row("shovel", prefetch, round_no, msgs, load_s, t0, t_done, samples, beam_cpu, drained,
+               load0, red if args.reductions else None)
 
 
 # ---------------------------------------------------------------------------------------------
