@@ -12,13 +12,13 @@ use serde::Serialize;
 use crate::gate::{self, Evaluation, Memory, Observation};
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
-
-use super::histories::{Histories, Kept, Taken};
-use super::round::RoundBatch;
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
 use crate::store::{
     GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
 };
+
+use super::histories::{Histories, Kept};
+use super::round::RoundBatch;
 
 /// History kept for scrape sources when no query needs a range window.
 const MIN_KEEP_MS: i64 = 10 * 60 * 1000;
@@ -198,20 +198,20 @@ pub async fn evaluate_phase<S: Store>(
                 at_ms: now_ms,
             })
             .collect();
-        // The evaluations and the samples they read commit together.
         let kept: Vec<Kept> = kept
             .into_iter()
-            .filter_map(|(source, previous)| match scraped.remove(&source) {
+            .filter_map(|(source, rounds)| match scraped.remove(&source) {
                 Some(Ok(history)) => Some(Kept {
                     migration: rec.name.clone(),
                     source,
                     history,
                     through_ms: now_ms,
-                    previous,
+                    rounds,
                 }),
                 _ => None,
             })
             .collect();
+        // The evaluations and the samples they read commit together.
         match recording {
             Recording::DryRun => {}
             Recording::Commit => {
@@ -234,11 +234,12 @@ pub async fn evaluate_phase<S: Store>(
 }
 
 /// What [`scrape_sources`] gives: each source's history (or why it is unusable), what to store
-/// of each scrape (kept with the round's evaluations), and which histories came from memory.
+/// of each scrape (kept with the round's evaluations), and how many rounds each source's
+/// history has served from memory (0: read whole).
 type Scrapes = (
     HashMap<String, Scraped>,
     Vec<SourcePoints>,
-    Vec<(String, Option<Taken>)>,
+    Vec<(String, u32)>,
 );
 
 /// Scrape each scrape source the items use, once, and fold the samples into its history (read
@@ -270,11 +271,11 @@ async fn scrape_sources<S: Store>(
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
         };
-        let mut previous = histories.and_then(|h| h.take(&rec.name, source));
-        let (mut history, after_ms) = match previous.as_mut() {
-            Some(t) => (std::mem::take(&mut t.history), t.through_ms),
-            None => (History::new(), i64::MIN),
-        };
+        let (mut history, after_ms, rounds) =
+            match histories.and_then(|h| h.take(&rec.name, source)) {
+                Some(t) => (t.history, t.through_ms, t.rounds + 1),
+                None => (History::new(), i64::MIN, 0),
+            };
         let (stored, times) = store.load_points_after(&rec.name, source, after_ms).await?;
         history.add_points(stored.into_iter().filter_map(from_stored));
         let mut history = history.with_scrape_times(times);
@@ -323,7 +324,7 @@ async fn scrape_sources<S: Store>(
             }
         };
         out.insert(source.to_string(), scraped);
-        kept.push((source.to_string(), previous));
+        kept.push((source.to_string(), rounds));
     }
     Ok((out, taken, kept))
 }

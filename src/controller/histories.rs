@@ -39,8 +39,8 @@ pub struct Kept {
     pub history: History,
     /// Complete through this instant (the round's).
     pub through_ms: i64,
-    /// What [`Histories::take`] gave for the round.
-    pub previous: Option<Taken>,
+    /// Rounds it served since it was read whole (this one included; 0 after a whole read).
+    pub rounds: u32,
 }
 
 /// A history taken out for one round.
@@ -49,7 +49,8 @@ pub struct Taken {
     pub history: History,
     /// Read only what the store holds after this instant.
     pub through_ms: i64,
-    rounds: u32,
+    /// Rounds it served since it was read whole.
+    pub rounds: u32,
 }
 
 impl Histories {
@@ -66,17 +67,16 @@ impl Histories {
         })
     }
 
-    /// Keep `history`, complete through `through_ms`, after its round committed. `previous` is
-    /// what [`Histories::take`] gave for this round (`None` after a whole read).
+    /// Keep `history`, complete through `through_ms`, after its round committed; it served
+    /// `rounds` rounds since it was read whole.
     pub fn put(
         &self,
         migration: &str,
         source: &str,
         history: History,
         through_ms: i64,
-        previous: Option<&Taken>,
+        rounds: u32,
     ) {
-        let rounds = previous.map_or(0, |t| t.rounds + 1);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.insert(
             (migration.to_string(), source.to_string()),
@@ -91,13 +91,7 @@ impl Histories {
     /// Keep histories whose rounds are committed.
     pub fn keep(&self, kept: impl IntoIterator<Item = Kept>) {
         for k in kept {
-            self.put(
-                &k.migration,
-                &k.source,
-                k.history,
-                k.through_ms,
-                k.previous.as_ref(),
-            );
+            self.put(&k.migration, &k.source, k.history, k.through_ms, k.rounds);
         }
     }
 
@@ -116,9 +110,9 @@ mod tests {
     fn an_entry_is_taken_once_and_reloaded_whole_after_its_rounds() {
         let h = Histories::default();
         assert!(h.take("m", "app").is_none());
-        h.put("m", "app", History::new(), 1_000, None);
+        h.put("m", "app", History::new(), 1_000, 0);
         let taken = h.take("m", "app").expect("kept");
-        assert_eq!(taken.through_ms, 1_000);
+        assert_eq!((taken.through_ms, taken.rounds), (1_000, 0));
         assert!(
             h.take("m", "app").is_none(),
             "a concurrent round reads the store"
@@ -130,20 +124,21 @@ mod tests {
                 "app",
                 History::new(),
                 1_000 + i64::from(round),
-                Some(&previous),
+                previous.rounds + 1,
             );
             previous = h.take("m", "app").expect("kept");
+            assert_eq!(previous.rounds, round);
         }
-        h.put("m", "app", History::new(), 9_999, Some(&previous));
+        h.put("m", "app", History::new(), 9_999, previous.rounds + 1);
         assert!(h.take("m", "app").is_none(), "read whole again");
     }
 
     #[test]
     fn forget_drops_every_source_of_one_migration() {
         let h = Histories::default();
-        h.put("m", "a", History::new(), 1, None);
-        h.put("m", "b", History::new(), 1, None);
-        h.put("n", "a", History::new(), 1, None);
+        h.put("m", "a", History::new(), 1, 0);
+        h.put("m", "b", History::new(), 1, 0);
+        h.put("n", "a", History::new(), 1, 0);
         h.forget("m");
         assert!(h.take("m", "a").is_none());
         assert!(h.take("m", "b").is_none());
