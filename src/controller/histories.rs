@@ -10,7 +10,7 @@
 //!   instant is read when the entry is reloaded whole, every [`ROUNDS_BEFORE_RELOAD`] rounds.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::indicators::query::History;
 
@@ -20,7 +20,8 @@ pub const ROUNDS_BEFORE_RELOAD: u32 = 100;
 /// Each (migration, scrape source)'s history as of its last committed round.
 #[derive(Debug, Default)]
 pub struct Histories {
-    entries: Mutex<HashMap<(String, String), Entry>>,
+    /// By migration, then by source (looked up by `&str`, a migration forgotten at once).
+    entries: Mutex<HashMap<String, HashMap<String, Entry>>>,
 }
 
 #[derive(Debug)]
@@ -58,8 +59,7 @@ impl Histories {
     /// (none kept, or it served [`ROUNDS_BEFORE_RELOAD`] rounds). A round running meanwhile
     /// for the same pair finds none and reads the store.
     pub fn take(&self, migration: &str, source: &str) -> Option<Taken> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = entries.remove(&(migration.to_string(), source.to_string()))?;
+        let entry = self.entries().get_mut(migration)?.remove(source)?;
         (entry.rounds < ROUNDS_BEFORE_RELOAD).then_some(Taken {
             history: entry.history,
             through_ms: entry.through_ms,
@@ -77,15 +77,17 @@ impl Histories {
         through_ms: i64,
         rounds: u32,
     ) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.insert(
-            (migration.to_string(), source.to_string()),
-            Entry {
-                history,
-                through_ms,
-                rounds,
-            },
-        );
+        self.entries()
+            .entry(migration.to_string())
+            .or_default()
+            .insert(
+                source.to_string(),
+                Entry {
+                    history,
+                    through_ms,
+                    rounds,
+                },
+            );
     }
 
     /// Keep histories whose rounds are committed.
@@ -95,10 +97,14 @@ impl Histories {
         }
     }
 
-    /// Forget every history of `migration` (it was removed, or this daemon stopped leading it).
+    /// Forget every history of `migration` (it is complete: no round reads its sources again).
     pub fn forget(&self, migration: &str) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.retain(|(m, _), _| m != migration);
+        self.entries().remove(migration);
+    }
+
+    /// The entries; each is replaced whole, so a panic elsewhere leaves them usable.
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, HashMap<String, Entry>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

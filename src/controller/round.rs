@@ -9,7 +9,7 @@
 //! - Decisions do not wait for it: a transition made during the round carries the gates it
 //!   rests on in its own journal entry.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use crate::store::{RoundRecord, Store, StoreError};
 
@@ -30,7 +30,7 @@ struct Pending {
 impl RoundBatch {
     /// Add one migration's round and the histories it read.
     pub fn push(&self, round: RoundRecord, kept: Vec<Kept>) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         pending.rounds.push(round);
         pending.kept.extend(kept);
     }
@@ -45,7 +45,10 @@ impl RoundBatch {
         store: &S,
         histories: Option<&Histories>,
     ) -> Result<usize, StoreError> {
-        let pending = self.pending.into_inner().unwrap_or_else(|p| p.into_inner());
+        let pending = self
+            .pending
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         if pending.rounds.is_empty() {
             return Ok(0);
         }

@@ -22,7 +22,7 @@ pub mod tick;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -289,7 +289,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
     pub async fn watch_once(&self) {
         let mark = self.store.generations_mark().await.ok();
         let polls = self.watch_polls.fetch_add(1, Ordering::Relaxed);
-        let seen_mark = *self.watch_mark.lock().unwrap_or_else(|p| p.into_inner());
+        let seen_mark = *self
+            .watch_mark
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if mark.is_some() && mark == seen_mark && !polls.is_multiple_of(WHOLE_WATCH_EVERY) {
             return;
         }
@@ -304,7 +307,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
                 self.refresh(&c, &name).await;
             }
         }
-        *self.watch_mark.lock().unwrap_or_else(|p| p.into_inner()) = mark;
+        *self
+            .watch_mark
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = mark;
     }
 }
 
