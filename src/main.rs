@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(cli.worker_threads())
         .enable_all()
         .build()
     {

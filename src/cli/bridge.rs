@@ -40,6 +40,10 @@ pub struct BridgeArgs {
     /// This instance's name in the lease (default: bridge@HOST:PID).
     #[arg(long)]
     pub id: Option<String>,
+    /// Worker threads. One forwards as fast as two where the brokers take the CPU, with about
+    /// a tenth less of it (BENCHMARKS.md); raise it when the bridge's own CPU is the limit.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
 }
 
 async fn connect(broker: &Broker, side: &str) -> Result<Adapter, CliError> {

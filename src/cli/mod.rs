@@ -119,6 +119,16 @@ pub enum Cmd {
     Slice(slice::SliceArgs),
 }
 
+impl Cli {
+    /// Tokio worker threads for the command: the bridge's `--threads`, two for everything else.
+    pub fn worker_threads(&self) -> usize {
+        match &self.command {
+            Cmd::Bridge(a) => usize::from(a.threads),
+            _ => 2,
+        }
+    }
+}
+
 /// An error at the edge: the message for a person and the exit code.
 #[derive(Debug)]
 pub struct CliError {
@@ -304,4 +314,26 @@ pub fn print_applied(applied: &crate::controller::Applied, json: bool) -> CliRes
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn the_bridge_runs_on_its_threads_flag_and_everything_else_on_two() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+        let threads = |args: &[&str]| parse(args).map(|c| c.worker_threads()).ok();
+        assert_eq!(threads(&["migrate", "bridge", "orders"]), Some(1));
+        assert_eq!(
+            threads(&["migrate", "bridge", "orders", "--threads", "3"]),
+            Some(3)
+        );
+        assert_eq!(threads(&["migrate", "run"]), Some(2));
+        assert_eq!(
+            threads(&["migrate", "bridge", "orders", "--threads", "0"]),
+            None
+        );
+    }
 }
