@@ -179,56 +179,56 @@ pub async fn evaluate_phase<S: Store>(
             evaluated_at_ms: now_ms,
         });
     }
-    if !matches!(recording, Recording::DryRun) {
-        let rows: Vec<GateRecord> = reports
-            .iter()
-            .map(|r| GateRecord {
-                step_entered_ms: rec.entered_at_ms,
-                state: rec.state,
-                gate: r.name.clone(),
-                kind: r.kind.to_string(),
-                query: r.query.clone(),
-                value: r.eval.value,
-                old_value: r.eval.old_value,
-                samples: r.eval.memory.samples,
-                verdict: r.eval.verdict.as_str().to_string(),
-                reason: r.eval.reason.clone(),
-                held_since_ms: r.eval.memory.held_since_ms,
-                peak: r.eval.memory.peak,
-                at_ms: now_ms,
-            })
-            .collect();
-        let kept: Vec<Kept> = kept
-            .into_iter()
-            .filter_map(|(source, rounds)| match scraped.remove(&source) {
-                Some(Ok(history)) => Some(Kept {
-                    migration: rec.name.clone(),
-                    source,
-                    history,
-                    through_ms: now_ms,
-                    rounds,
-                }),
-                _ => None,
-            })
-            .collect();
-        // The evaluations and the samples they read commit together.
-        match recording {
-            Recording::DryRun => {}
-            Recording::Commit => {
-                store.record_round(&rec.name, &rows, &taken).await?;
-                if let Some(histories) = histories {
-                    histories.keep(kept);
-                }
+    let batch = match recording {
+        Recording::DryRun => return Ok(reports),
+        Recording::Commit => None,
+        Recording::Round(batch) => Some(batch),
+    };
+    let rows: Vec<GateRecord> = reports
+        .iter()
+        .map(|r| GateRecord {
+            step_entered_ms: rec.entered_at_ms,
+            state: rec.state,
+            gate: r.name.clone(),
+            kind: r.kind.to_string(),
+            query: r.query.clone(),
+            value: r.eval.value,
+            old_value: r.eval.old_value,
+            samples: r.eval.memory.samples,
+            verdict: r.eval.verdict.as_str().to_string(),
+            reason: r.eval.reason.clone(),
+            held_since_ms: r.eval.memory.held_since_ms,
+            peak: r.eval.memory.peak,
+            at_ms: now_ms,
+        })
+        .collect();
+    let kept: Vec<Kept> = kept
+        .into_iter()
+        .filter_map(|(source, rounds)| match scraped.remove(&source) {
+            Some(Ok(history)) => Some(Kept {
+                migration: rec.name.clone(),
+                source,
+                history,
+                through_ms: now_ms,
+                rounds,
+            }),
+            _ => None,
+        })
+        .collect();
+    // The evaluations and the samples they read commit together.
+    let round = RoundRecord {
+        name: rec.name.clone(),
+        records: rows,
+        sources: taken,
+    };
+    match batch {
+        None => {
+            store.record_rounds(std::slice::from_ref(&round)).await?;
+            if let Some(histories) = histories {
+                histories.keep(kept);
             }
-            Recording::Round(batch) => batch.push(
-                RoundRecord {
-                    name: rec.name.clone(),
-                    records: rows,
-                    sources: taken,
-                },
-                kept,
-            ),
         }
+        Some(batch) => batch.push(round, kept),
     }
     Ok(reports)
 }

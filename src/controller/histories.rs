@@ -21,15 +21,7 @@ pub const ROUNDS_BEFORE_RELOAD: u32 = 100;
 #[derive(Debug, Default)]
 pub struct Histories {
     /// By migration, then by source (looked up by `&str`, a migration forgotten at once).
-    entries: Mutex<HashMap<String, HashMap<String, Entry>>>,
-}
-
-#[derive(Debug)]
-struct Entry {
-    history: History,
-    /// Everything the store held up to this instant is in `history`.
-    through_ms: i64,
-    rounds: u32,
+    entries: Mutex<HashMap<String, HashMap<String, Taken>>>,
 }
 
 /// A history to keep in memory once its round is committed.
@@ -44,11 +36,12 @@ pub struct Kept {
     pub rounds: u32,
 }
 
-/// A history taken out for one round.
+/// A history kept between rounds, or taken out for one.
 #[derive(Debug)]
 pub struct Taken {
     pub history: History,
-    /// Read only what the store holds after this instant.
+    /// Everything the store held up to this instant is in `history`: read only what it holds
+    /// after.
     pub through_ms: i64,
     /// Rounds it served since it was read whole.
     pub rounds: u32,
@@ -59,12 +52,8 @@ impl Histories {
     /// (none kept, or it served [`ROUNDS_BEFORE_RELOAD`] rounds). A round running meanwhile
     /// for the same pair finds none and reads the store.
     pub fn take(&self, migration: &str, source: &str) -> Option<Taken> {
-        let entry = self.entries().get_mut(migration)?.remove(source)?;
-        (entry.rounds < ROUNDS_BEFORE_RELOAD).then_some(Taken {
-            history: entry.history,
-            through_ms: entry.through_ms,
-            rounds: entry.rounds,
-        })
+        let taken = self.entries().get_mut(migration)?.remove(source)?;
+        (taken.rounds < ROUNDS_BEFORE_RELOAD).then_some(taken)
     }
 
     /// Keep `history`, complete through `through_ms`, after its round committed; it served
@@ -82,7 +71,7 @@ impl Histories {
             .or_default()
             .insert(
                 source.to_string(),
-                Entry {
+                Taken {
                     history,
                     through_ms,
                     rounds,
@@ -103,7 +92,7 @@ impl Histories {
     }
 
     /// The entries; each is replaced whole, so a panic elsewhere leaves them usable.
-    fn entries(&self) -> MutexGuard<'_, HashMap<String, HashMap<String, Entry>>> {
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, HashMap<String, Taken>>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
