@@ -92,7 +92,8 @@ macro_rules! run_workload {
         let msgs: &[Message] = $msgs;
         let server: Option<u32> = $server;
         let now = queue_migrate::time::now_ms();
-        let cpu0 = support::cpu_seconds("self") + server.map_or(0.0, |p| support::cpu_seconds(&p.to_string()));
+        let cpu_now = || support::cpu_seconds("self") + server.map_or(0.0, |p| support::cpu_seconds(&p.to_string()));
+        let cpu0 = cpu_now();
         let started = Instant::now();
         for chunk in msgs.chunks($batch) {
             let mut tx = pool.begin_with($begin).await.expect("begin");
@@ -156,7 +157,7 @@ macro_rules! run_workload {
             tx.commit().await.expect("commit");
         }
         let wall = started.elapsed().as_secs_f64();
-        let cpu = support::cpu_seconds("self") + server.map_or(0.0, |p| support::cpu_seconds(&p.to_string())) - cpu0;
+        let cpu = cpu_now() - cpu0;
         Sample {
             rate: msgs.len() as f64 / wall,
             cpu_us: cpu * 1e6 / msgs.len() as f64,
