@@ -141,6 +141,8 @@ pub async fn evaluate_phase<S: Store>(
         .map(|r| ((r.gate.clone(), r.kind.clone()), r))
         .collect();
 
+    prefetch(fetcher, plan, &items, now_ms).await;
+
     let mut reports = Vec::with_capacity(items.len());
     for item in &items {
         let (observation, note) = match dead_letters(store, plan, item).await {
@@ -327,6 +329,26 @@ async fn scrape_sources<S: Store>(
         kept.push((source.to_string(), rounds));
     }
     Ok((out, taken, kept))
+}
+
+/// Ask the phase's Prometheus queries ahead of its gates, a few per request: a round's fetcher
+/// keeps the answers for [`read_one`] (see [`Fetcher::prefetch_prometheus`]).
+async fn prefetch(fetcher: &Fetcher, plan: &Plan, items: &[Item<'_>], now_ms: i64) {
+    let mut by_url: Vec<(&str, Vec<&str>)> = Vec::new();
+    for item in items {
+        if let Some(Source::Prometheus { url }) = plan.sources.get(item.source()) {
+            match by_url.iter_mut().find(|(u, _)| *u == url.value) {
+                Some((_, queries)) => queries.extend(item.queries()),
+                None => by_url.push((&url.value, item.queries())),
+            }
+        }
+    }
+    futures_util::future::join_all(
+        by_url
+            .iter()
+            .map(|(url, queries)| fetcher.prefetch_prometheus(url, queries, now_ms)),
+    )
+    .await;
 }
 
 async fn observe(

@@ -12,15 +12,22 @@
 //! (up to the source's own drift during the round), and a failure is shared too, so every
 //! migration reading a failing source holds with that source's reason. A plain [`Fetcher::new`]
 //! shares nothing.
+//!
+//! # A few queries per request
+//! Answering a request costs Prometheus about as much as evaluating a simple query, so a round's
+//! fetcher can ask a migration's queries ahead of its gates, up to [`QUERIES_PER_REQUEST`] per
+//! request ([`Fetcher::prefetch_prometheus`]). Each query still gets the answer it would have got
+//! alone: see that method's guarantees.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
 use super::exposition::{self, Exposition};
-use super::promql::{PromError, decode_instant};
+use super::promql::{PromError, batch_query, decode_batch, decode_instant};
 
 /// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
 /// takes up to ~30 times the body in memory (short lines such as `a 1`), ~9 times for realistic
@@ -31,6 +38,11 @@ pub const MAX_SCRAPE_BYTES: usize = 16 * 1024 * 1024;
 /// Largest Prometheus instant-query answer read: one number needs a few hundred bytes, and even
 /// a query matching thousands of series (a hold that lists three of them) stays far below this.
 pub const MAX_QUERY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most queries asked in one request by [`Fetcher::prefetch_prometheus`]. Ten per request
+/// halve what Prometheus spends on a fleet of distinct queries, fifty gain nothing more
+/// (BENCHMARKS.md, "Controller scale").
+pub const QUERIES_PER_REQUEST: usize = 10;
 
 /// Errors of the HTTP client itself.
 #[derive(Debug, thiserror::Error)]
@@ -46,23 +58,59 @@ pub type Scraped = Result<Exposition, String>;
 /// One answer per request, each filled once (by the first asker; the others wait for it).
 type Cells<K, V> = Mutex<HashMap<K, Arc<OnceCell<V>>>>;
 
+/// The answer to one PromQL instant query: one finite number, or why not.
+type Answer = Result<f64, String>;
+
+/// What one request for several queries gave.
+enum Batched {
+    /// Prometheus answered: each query's number, or `None` for a query to ask alone.
+    Parts(Vec<Option<f64>>),
+    /// The source timed out or could not be reached, which each query alone would have met
+    /// too: its reason.
+    Unreachable(String),
+    /// Anything else (a scalar part, one bad query, an error page): each query is asked alone.
+    Refused,
+}
+
+/// A request that failed: why (a sentence naming the URL), and whether the source was out of
+/// reach (timed out, or refused the connection).
+struct Failure {
+    reason: String,
+    unreachable: bool,
+}
+
+impl From<Failure> for String {
+    fn from(f: Failure) -> String {
+        f.reason
+    }
+}
+
 /// The readings of one round, by request.
 #[derive(Debug, Default)]
 struct RoundMemo {
     /// By URL.
     scrapes: Cells<String, Arc<Scraped>>,
     /// By (Prometheus base URL, query text, evaluation time in ms).
-    queries: Cells<(String, String, i64), Result<f64, String>>,
+    queries: Cells<(String, String, i64), Answer>,
 }
 
-/// The cell of `key`, made on first use (a poisoned lock still holds a usable map: the cells
-/// are only ever inserted).
-fn cell<K: std::hash::Hash + Eq, V>(map: &Cells<K, V>, key: K) -> Arc<OnceCell<V>> {
-    let mut map: MutexGuard<'_, _> = match map.lock() {
+/// The map of cells, locked (a poisoned lock still holds a usable map: the cells are only ever
+/// inserted).
+fn lock<K, V>(map: &Cells<K, V>) -> MutexGuard<'_, HashMap<K, Arc<OnceCell<V>>>> {
+    match map.lock() {
         Ok(m) => m,
         Err(poisoned) => poisoned.into_inner(),
-    };
-    map.entry(key).or_default().clone()
+    }
+}
+
+/// The cell of `key`, made on first use.
+fn cell<K: std::hash::Hash + Eq, V>(map: &Cells<K, V>, key: K) -> Arc<OnceCell<V>> {
+    lock(map).entry(key).or_default().clone()
+}
+
+/// The evaluation time of an instant query: seconds with milliseconds.
+fn instant(at_ms: i64) -> String {
+    format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
 }
 
 /// Fetches readings over HTTP with a per-request timeout.
@@ -129,6 +177,103 @@ impl Fetcher {
         }
     }
 
+    /// Ask `queries` of the Prometheus at `base`, at `at_ms`, ahead of the gates that read them:
+    /// up to [`QUERIES_PER_REQUEST`] per request, each request's queries joined with `or`
+    /// ([`batch_query`]). A round's fetcher keeps each answer for [`Fetcher::prometheus`]; a plain
+    /// one has nowhere to keep them and does nothing.
+    ///
+    /// # Guarantees
+    /// Each query's answer is the one it would have got asked alone at `at_ms`:
+    /// - a query already asked (or being asked) this round is not asked again, nor one listed
+    ///   twice;
+    /// - a query that was not exactly one finite number in the batch's answer (no series,
+    ///   several, NaN) is asked alone, so that its reason is its own;
+    /// - a request that Prometheus refuses as a whole (a part that is a scalar or a range vector,
+    ///   one bad query, an error page) is followed by one request per query;
+    /// - a request that times out or cannot connect gives that reason to each of its queries,
+    ///   without asking them again: a slow source holds the gates after one timeout, not two.
+    pub async fn prefetch_prometheus(&self, base: &str, queries: &[&str], at_ms: i64) {
+        let Some(memo) = &self.round else {
+            return;
+        };
+        let base = base.trim_end_matches('/');
+        let claimed: Vec<(&str, Arc<OnceCell<Answer>>)> = {
+            let mut map = lock(&memo.queries);
+            let mut claimed = Vec::new();
+            for &query in queries {
+                let key = (base.to_string(), query.to_string(), at_ms);
+                if let Entry::Vacant(slot) = map.entry(key) {
+                    claimed.push((query, slot.insert(Arc::default()).clone()));
+                }
+            }
+            claimed
+        };
+        if claimed.len() < 2 {
+            // One query goes alone, when its gate asks for it.
+            return;
+        }
+        let requests = claimed.len().div_ceil(QUERIES_PER_REQUEST);
+        let per_request = claimed.len().div_ceil(requests);
+        futures_util::future::join_all(
+            claimed
+                .chunks(per_request)
+                .map(|chunk| self.fill_batch(base, chunk, at_ms)),
+        )
+        .await;
+    }
+
+    /// Fill the cells of `chunk` from one request for all its queries, each query alone where
+    /// that request gave it no number (see [`Fetcher::prefetch_prometheus`]).
+    async fn fill_batch(&self, base: &str, chunk: &[(&str, Arc<OnceCell<Answer>>)], at_ms: i64) {
+        let texts: Vec<&str> = chunk.iter().map(|(query, _)| *query).collect();
+        let batched = OnceCell::new();
+        let (texts, batched) = (&texts, &batched);
+        futures_util::future::join_all(chunk.iter().enumerate().map(|(i, (query, cell))| {
+            cell.get_or_init(move || async move {
+                let answer = batched
+                    .get_or_init(|| self.prometheus_batch(base, texts, at_ms))
+                    .await;
+                match answer {
+                    Batched::Parts(values) => match values.get(i).copied().flatten() {
+                        Some(value) => Ok(value),
+                        None => self.prometheus_now(base, query, at_ms).await,
+                    },
+                    Batched::Unreachable(reason) => Err(reason.clone()),
+                    Batched::Refused => self.prometheus_now(base, query, at_ms).await,
+                }
+            })
+        }))
+        .await;
+    }
+
+    /// One request for several queries ([`batch_query`]), sent as a form (a few queries would
+    /// make a long URL).
+    async fn prometheus_batch(&self, base: &str, queries: &[&str], at_ms: i64) -> Batched {
+        let url = format!("{base}/api/v1/query");
+        let form = [("query", batch_query(queries)), ("time", instant(at_ms))];
+        let failed = |f: Failure| match f.unreachable {
+            true => Batched::Unreachable(f.reason),
+            false => Batched::Refused,
+        };
+        let response = match self.client.post(&url).form(&form).send().await {
+            Ok(response) => response,
+            Err(e) => return failed(self.failure(&url, &e)),
+        };
+        if !response.status().is_success() {
+            return Batched::Refused;
+        }
+        match self
+            .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
+            .await
+        {
+            Ok(body) => match decode_batch(&String::from_utf8_lossy(&body), queries.len()) {
+                Ok(values) => Batched::Parts(values),
+                Err(_) => Batched::Refused,
+            },
+            Err(f) => failed(f),
+        }
+    }
+
     /// A `/metrics` endpoint scraped and parsed (once per round on a fetcher of a round): its
     /// samples and the lines that could not be read, or why there is no answer.
     pub async fn scrape_parsed(&self, url: &str) -> Arc<Scraped> {
@@ -144,7 +289,7 @@ impl Fetcher {
 
     async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
         let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
-        let time = format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000));
+        let time = instant(at_ms);
         let response = self
             .client
             .get(&url)
@@ -263,25 +408,38 @@ impl Fetcher {
         url: &str,
         cap: usize,
         what: &str,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, Failure> {
         let mib = cap / (1024 * 1024);
+        let refused = |reason| Failure {
+            reason,
+            unreachable: false,
+        };
         if let Some(announced) = response.content_length()
             && announced > cap as u64
         {
-            return Err(format!(
+            return Err(refused(format!(
                 "{url} announced {announced} bytes of {what}, more than {mib} MiB: refusing to read it"
-            ));
+            )));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.describe(url, &e))? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.failure(url, &e))? {
             if body.len() + chunk.len() > cap {
-                return Err(format!(
+                return Err(refused(format!(
                     "{url} sent more than {mib} MiB of {what}: refusing to parse it"
-                ));
+                )));
             }
             body.extend_from_slice(&chunk);
         }
         Ok(body)
+    }
+
+    /// A failed request: [`Fetcher::describe`]'s sentence, and whether the source was out of
+    /// reach.
+    fn failure(&self, url: &str, e: &reqwest::Error) -> Failure {
+        Failure {
+            reason: self.describe(url, e),
+            unreachable: e.is_timeout() || e.is_connect(),
+        }
     }
 
     /// A failed request in a sentence: timed out (after how long), cannot connect, cut off

@@ -6,7 +6,10 @@
 //! - never panics, whatever the input;
 //! - a success is exactly one finite number: a `vector` result with exactly one sample,
 //!   or a `scalar` result; everything else is a [`PromError`] that says why and, where
-//!   it can, what to change in the query.
+//!   it can, what to change in the query;
+//! - several queries can be asked as one ([`batch_query`]) and the answer split back into one
+//!   number per query ([`decode_batch`]); a query whose part is not exactly one finite number is
+//!   asked again alone, so that its error is its own.
 
 use std::collections::BTreeMap;
 
@@ -109,6 +112,28 @@ fn malformed(reason: impl Into<String>) -> PromError {
 /// sets), NaN/±Inf ("not a finite number"), a matrix/string result, malformed JSON, value not
 /// parseable.
 pub fn decode_instant(body: &str) -> Result<f64, PromError> {
+    let data = success_data(body)?;
+    match data.result_type.as_str() {
+        "vector" => decode_vector(data.result),
+        "scalar" => {
+            let (_, v): (Value, Value) = serde_json::from_value(data.result)
+                .map_err(|e| malformed(format!("scalar result: {e}")))?;
+            sample_value(&v)
+        }
+        "matrix" => Err(PromError::UnusableResultType {
+            result_type: "matrix".to_owned(),
+            hint: "; a range selector `x[5m]` needs a function around it, e.g. `sum(rate(x[5m]))`"
+                .to_owned(),
+        }),
+        other => Err(PromError::UnusableResultType {
+            result_type: other.to_owned(),
+            hint: String::new(),
+        }),
+    }
+}
+
+/// The `data` of a `"status": "success"` answer, or the error the answer is.
+fn success_data(body: &str) -> Result<Data, PromError> {
     let value: Value = serde_json::from_str(body).map_err(|e| PromError::InvalidJson {
         reason: e.to_string(),
         start: body.trim_start().chars().take(60).collect(),
@@ -135,23 +160,7 @@ pub fn decode_instant(body: &str) -> Result<f64, PromError> {
         .ok_or_else(|| malformed("status is success but `data` is missing"))?;
     let data: Data =
         serde_json::from_value(data).map_err(|e| malformed(format!("in `data`: {e}")))?;
-    match data.result_type.as_str() {
-        "vector" => decode_vector(data.result),
-        "scalar" => {
-            let (_, v): (Value, Value) = serde_json::from_value(data.result)
-                .map_err(|e| malformed(format!("scalar result: {e}")))?;
-            sample_value(&v)
-        }
-        "matrix" => Err(PromError::UnusableResultType {
-            result_type: "matrix".to_owned(),
-            hint: "; a range selector `x[5m]` needs a function around it, e.g. `sum(rate(x[5m]))`"
-                .to_owned(),
-        }),
-        other => Err(PromError::UnusableResultType {
-            result_type: other.to_owned(),
-            hint: String::new(),
-        }),
-    }
+    Ok(data)
 }
 
 fn decode_vector(result: Value) -> Result<f64, PromError> {
@@ -217,6 +226,65 @@ fn sample_value(v: &Value) -> Result<f64, PromError> {
     } else {
         Err(PromError::NotFinite { value: text })
     }
+}
+
+/// The label that tells the parts of a batched query apart (see [`batch_query`]).
+pub const BATCH_LABEL: &str = "queue_migrate_part";
+
+/// Several instant queries as one: `label_replace((q0), "queue_migrate_part", "0", "", "") or
+/// label_replace((q1), …, "1", …) or …`. Each part's series carry the part's index, so no part's
+/// series hides another's in the `or`, and [`decode_batch`] gives each part its own answer. A
+/// line feed closes each part, so that a `#` comment in a query cannot swallow the rest.
+///
+/// A part that is not an instant vector (a scalar, a range vector) fails the whole query: the
+/// caller asks such parts one by one.
+pub fn batch_query(parts: &[&str]) -> String {
+    let mut text = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            text.push_str(" or ");
+        }
+        text.push_str(&format!(
+            "label_replace(({part}\n), \"{BATCH_LABEL}\", \"{i}\", \"\", \"\")"
+        ));
+    }
+    text
+}
+
+/// Decode the answer to a [`batch_query`] of `parts` queries: for each part, its number when it
+/// gave exactly one series with a finite value, `None` otherwise (no series, several, NaN): the
+/// caller asks that part alone, whose own answer says why.
+///
+/// # Errors
+/// The answer as a whole is not a usable vector (the same errors as [`decode_instant`]), or a
+/// series carries no part index, or one out of range: nothing in it can be trusted to a part.
+pub fn decode_batch(body: &str, parts: usize) -> Result<Vec<Option<f64>>, PromError> {
+    let data = success_data(body)?;
+    if data.result_type != "vector" {
+        return Err(PromError::UnusableResultType {
+            result_type: data.result_type,
+            hint: String::new(),
+        });
+    }
+    let samples: Vec<VectorSample> = serde_json::from_value(data.result)
+        .map_err(|e| malformed(format!("vector result: {e}")))?;
+    let mut seen = vec![0_usize; parts];
+    let mut values = vec![None; parts];
+    for sample in samples {
+        let part = sample
+            .metric
+            .get(BATCH_LABEL)
+            .and_then(|i| i.parse::<usize>().ok())
+            .filter(|&i| i < parts)
+            .ok_or_else(|| malformed(format!("a series without a valid `{BATCH_LABEL}` label")))?;
+        seen[part] += 1;
+        values[part] = sample_value(&sample.value.1).ok();
+    }
+    Ok(values
+        .into_iter()
+        .zip(seen)
+        .map(|(value, seen)| value.filter(|_| seen == 1))
+        .collect())
 }
 
 #[cfg(test)]
@@ -436,6 +504,71 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_batch_wraps_each_part_in_its_own_label_and_closes_its_comments() {
+        assert_eq!(
+            batch_query(&["up # the scrape", "sum(x) or vector(0)"]),
+            "label_replace((up # the scrape\n), \"queue_migrate_part\", \"0\", \"\", \"\") or \
+             label_replace((sum(x) or vector(0)\n), \"queue_migrate_part\", \"1\", \"\", \"\")"
+        );
+        assert_eq!(batch_query(&[]), "");
+    }
+
+    #[test]
+    fn a_batch_answer_gives_each_part_its_number_or_none_when_it_must_be_asked_alone() {
+        let part =
+            |i: usize, value: &str| one(&format!(r#""job":"a","queue_migrate_part":"{i}""#), value);
+        let body = vector(
+            &[
+                part(0, r#""1.5""#),
+                part(2, r#""7""#),
+                part(3, r#""1""#),
+                part(3, r#""2""#),
+                part(4, r#""NaN""#),
+                part(5, r#""x""#),
+            ]
+            .join(","),
+        );
+        // Part 1 matched nothing, part 3 gave two series, 4 is NaN, 5 not a number.
+        assert_eq!(
+            decode_batch(&body, 6),
+            Ok(vec![Some(1.5), None, Some(7.0), None, None, None])
+        );
+        assert_eq!(decode_batch(&vector(""), 2), Ok(vec![None, None]));
+    }
+
+    #[test]
+    fn a_batch_answer_that_cannot_be_split_by_part_is_an_error() {
+        let failed = r#"{"status":"error","errorType":"bad_data","error":"expected type instant vector in call to function \"label_replace\", got scalar"}"#;
+        assert!(matches!(
+            decode_batch(failed, 2),
+            Err(PromError::QueryFailed { .. })
+        ));
+        // A series without the part label, or with an index beyond the parts asked.
+        for labels in [
+            r#""job":"a""#,
+            r#""queue_migrate_part":"2""#,
+            r#""queue_migrate_part":"-1""#,
+            r#""queue_migrate_part":"one""#,
+        ] {
+            let body = vector(&one(labels, r#""1""#));
+            assert!(
+                matches!(decode_batch(&body, 2), Err(PromError::Malformed { .. })),
+                "{labels}: {:?}",
+                decode_batch(&body, 2)
+            );
+        }
+        let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}"#;
+        assert!(matches!(
+            decode_batch(scalar, 1),
+            Err(PromError::UnusableResultType { .. })
+        ));
+        assert!(matches!(
+            decode_batch("<html>", 1),
+            Err(PromError::InvalidJson { .. })
+        ));
+    }
+
     fn json_like() -> impl Strategy<Value = String> {
         let leaf = prop_oneof![
             Just("null".to_owned()),
@@ -443,6 +576,7 @@ mod tests {
             Just("\"vector\"".to_owned()),
             Just("\"scalar\"".to_owned()),
             Just("\"NaN\"".to_owned()),
+            Just("\"1\"".to_owned()),
             any::<f64>().prop_map(|f| format!("\"{f}\"")),
             any::<i64>().prop_map(|i| i.to_string()),
             "[a-z\"{}\\[\\],:]{0,8}",
@@ -459,6 +593,7 @@ mod tests {
                             Just("resultType"),
                             Just("result"),
                             Just("metric"),
+                            Just("queue_migrate_part"),
                             Just("value"),
                             Just("errorType"),
                             Just("error"),
@@ -482,6 +617,14 @@ mod tests {
         #[test]
         fn decode_instant_never_panics(body in any::<String>()) {
             let _ = decode_instant(&body);
+        }
+
+        #[test]
+        fn decode_batch_never_panics(body in json_like(), parts in 0_usize..4) {
+            if let Ok(values) = decode_batch(&body, parts) {
+                prop_assert_eq!(values.len(), parts);
+                prop_assert!(values.iter().flatten().all(|v| v.is_finite()));
+            }
         }
 
         #[test]

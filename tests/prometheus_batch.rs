@@ -1,0 +1,219 @@
+//! A round's PromQL queries asked a few per request (`Fetcher::prefetch_prometheus`): against a
+//! real Prometheus (`QM_TEST_PROMETHEUS_URL`, started by `scripts/services.sh start prometheus`),
+//! every query gets exactly the answer, or the reason, it gets when asked alone, and Prometheus
+//! counts fewer requests than queries. Against a server that never answers, a batch costs one
+//! timeout, not one per query.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use queue_migrate::indicators::fetch::Fetcher;
+
+fn url() -> Option<String> {
+    match std::env::var("QM_TEST_PROMETHEUS_URL") {
+        Ok(u) => Some(u),
+        Err(_) => {
+            use std::io::Write as _;
+            let test = std::thread::current().name().unwrap_or("?").to_string();
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: set QM_TEST_PROMETHEUS_URL (e.g. http://127.0.0.1:9090) to run it"
+            );
+            None
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The instant queries Prometheus has answered so far (every status code), from its own
+/// `prometheus_http_requests_total`.
+async fn queries_served(client: &reqwest::Client, base: &str) -> f64 {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("prometheus_http_requests_total{")
+                && l.contains(r#"handler="/api/v1/query""#)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Each query asked alone (a plain fetcher) and through a round's prefetch: the same answers,
+/// and how many requests the round made.
+async fn alone_and_batched(
+    base: &str,
+    queries: &[&str],
+    at_ms: i64,
+) -> (Vec<Result<f64, String>>, Vec<Result<f64, String>>, f64) {
+    let plain = Fetcher::new(Duration::from_secs(5)).unwrap();
+    let mut alone = Vec::new();
+    for q in queries {
+        alone.push(plain.prometheus(base, q, at_ms).await);
+    }
+    let round = plain.for_round();
+    let before = queries_served(plain.client(), base).await;
+    round.prefetch_prometheus(base, queries, at_ms).await;
+    let mut batched = Vec::new();
+    for q in queries {
+        batched.push(round.prometheus(base, q, at_ms).await);
+    }
+    let requests = queries_served(plain.client(), base).await - before;
+    (alone, batched, requests)
+}
+
+#[tokio::test]
+async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
+    let Some(base) = url() else { return };
+    let client = Fetcher::new(Duration::from_secs(5))
+        .unwrap()
+        .client()
+        .clone();
+    // Prometheus scrapes itself every second: wait for its first scrape.
+    let mut tries = 0;
+    loop {
+        let body = client
+            .get(format!("{base}/api/v1/query"))
+            .query(&[("query", r#"up{job="prometheus"}"#)])
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if body.contains(r#""value""#) {
+            break;
+        }
+        tries += 1;
+        assert!(
+            tries < 300,
+            "Prometheus at {base} never scraped itself: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let at_ms = now_ms() - 1_000;
+
+    // Instant vectors: one request for all, then one for each part that was not exactly one
+    // finite number (its reason is its own).
+    let vectors = [
+        r#"sum(up{job="prometheus"}) # the self-scrape"#,
+        "vector(3)",
+        "sum(queue_migrate_batch_test_no_such_metric)",
+        "vector(0) / 0",
+        r#"label_replace(vector(1), "a", "x", "", "") or label_replace(vector(2), "a", "y", "", "")"#,
+        "vector(7) * 2",
+        "vector(3)",
+    ];
+    let (alone, batched, requests) = alone_and_batched(&base, &vectors, at_ms).await;
+    assert_eq!(batched, alone);
+    assert_eq!(alone[0], Ok(1.0));
+    assert_eq!(alone[1], Ok(3.0));
+    assert!(
+        alone[2].as_ref().unwrap_err().contains("empty result"),
+        "{alone:?}"
+    );
+    assert!(
+        alone[3]
+            .as_ref()
+            .unwrap_err()
+            .contains("not a finite number"),
+        "{alone:?}"
+    );
+    assert!(
+        alone[4].as_ref().unwrap_err().contains("2 series"),
+        "{alone:?}"
+    );
+    assert_eq!(alone[5], Ok(14.0));
+    // Six distinct queries: one request for them all, three alone (empty, NaN, two series).
+    assert_eq!(requests, 4.0, "requests for {vectors:?}");
+
+    // A scalar or a bad query fails the whole `or`: every query is then asked alone.
+    let refused = ["vector(1)", "scalar(vector(4))", "sum(", "vector(5)"];
+    let (alone, batched, requests) = alone_and_batched(&base, &refused, at_ms).await;
+    assert_eq!(batched, alone);
+    assert_eq!(alone[1], Ok(4.0));
+    assert!(
+        alone[2].as_ref().unwrap_err().contains("bad_data"),
+        "{alone:?}"
+    );
+    assert_eq!(requests, 5.0, "requests for {refused:?}");
+
+    // More than ten queries go in several requests of at most ten.
+    let many: Vec<String> = (0..23).map(|i| format!("vector({i})")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (alone, batched, requests) = alone_and_batched(&base, &many, at_ms).await;
+    assert_eq!(batched, alone);
+    assert_eq!(alone[22], Ok(22.0));
+    assert_eq!(requests, 3.0);
+
+    // Queries already asked this round are not asked again.
+    let round = Fetcher::new(Duration::from_secs(5)).unwrap().for_round();
+    round.prefetch_prometheus(&base, &vectors, at_ms).await;
+    let before = queries_served(&client, &base).await;
+    round.prefetch_prometheus(&base, &vectors, at_ms).await;
+    for q in vectors {
+        round.prometheus(&base, q, at_ms).await.ok();
+    }
+    assert_eq!(queries_served(&client, &base).await - before, 0.0);
+}
+
+#[tokio::test]
+async fn a_batch_that_times_out_costs_one_timeout_not_one_per_query() {
+    // A server that accepts connections and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming().flatten() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            open.push(stream);
+        }
+    });
+    let queries = ["vector(1)", "vector(2)", "vector(3)"];
+    let plain = Fetcher::new(Duration::from_millis(300)).unwrap();
+    let alone = plain.prometheus(&base, queries[0], 0).await;
+    assert_eq!(connections.swap(0, Ordering::SeqCst), 1);
+    let round = plain.for_round();
+    round.prefetch_prometheus(&base, &queries, 0).await;
+    for q in queries {
+        // The same reason as the query alone, and no second wait.
+        assert_eq!(round.prometheus(&base, q, 0).await, alone);
+    }
+    assert!(
+        alone.as_ref().unwrap_err().contains("timed out"),
+        "{alone:?}"
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+
+    // Nothing listening: one refused connection, each query with that reason.
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let alone = plain.prometheus(&closed, queries[0], 0).await;
+    assert!(
+        alone.as_ref().unwrap_err().contains("cannot connect"),
+        "{alone:?}"
+    );
+    let round = plain.for_round();
+    round.prefetch_prometheus(&closed, &queries, 0).await;
+    for q in queries {
+        assert_eq!(round.prometheus(&closed, q, 0).await, alone);
+    }
+}
