@@ -22,6 +22,7 @@
 # between migrations) and daemon::tick_all.
 #
 # RUN_SECONDS=0 or PARTS=0 leave those parts out. HELPER and MIGRATE: binaries built already.
+# RUN_ARGS: more options for `migrate run` (e.g. `--queries-per-request 1`).
 #
 # Prometheus: PROM (default $QM_TEST_PROMETHEUS_URL from /tmp/qm-services/env, else
 # http://127.0.0.1:9090); started with scripts/services.sh when it does not answer.
@@ -35,6 +36,7 @@ COMPARE=${COMPARE:-0}
 ROUNDS=${ROUNDS:-3}
 BASE_HELPER=${BASE_HELPER:-}
 FLEETS=${FLEETS:-same distinct}
+RUN_ARGS=${RUN_ARGS:-}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 if [ -z "${PROM:-}" ] && [ -f /tmp/qm-services/env ]; then
   # shellcheck disable=SC1091
@@ -99,8 +101,9 @@ ticks() {
 
 run_daemon() { # run_daemon STATE: migrate run for RUN_SECONDS, one table row
   local state=$1 daemon_pid addr t_first t0 t1 c0 c1 s0 s1 p0 p1 e0 e1 rss hwm
+  # shellcheck disable=SC2086
   MIGRATE_LOG=error "$MIGRATE" --state "$state" run --listen 127.0.0.1:0 --interval 1s --id scale-bench \
-    > /dev/null 2> "$work/daemon.err" &
+    $RUN_ARGS > /dev/null 2> "$work/daemon.err" &
   daemon_pid=$!
   pids+=("$daemon_pid")
   addr=

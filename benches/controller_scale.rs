@@ -317,6 +317,7 @@ fn config() -> Config {
     Config {
         interval: Duration::from_secs(15),
         source_timeout: Duration::from_secs(10),
+        queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
         lease_ttl: Duration::from_secs(15),
         watch_interval: Duration::from_millis(500),
         holder: "controller-scale-bench".into(),

@@ -152,6 +152,7 @@ impl World {
         let mut config = Config {
             interval: Duration::from_millis(40),
             source_timeout: Duration::from_secs(2),
+            queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
             lease_ttl: Duration::from_secs(3),
             watch_interval: Duration::from_millis(50),
             holder: "daemon-test".into(),
@@ -528,6 +529,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
     let config = Config {
         interval: Duration::from_millis(50),
         source_timeout: Duration::from_secs(2),
+        queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
         lease_ttl: Duration::from_secs(3),
         watch_interval: Duration::from_millis(50),
         holder: "x".into(),

@@ -33,18 +33,17 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
+/// The body of an answer.
+async fn text(request: reqwest::RequestBuilder) -> String {
+    request.send().await.unwrap().text().await.unwrap()
+}
+
 /// The instant queries Prometheus has answered so far (every status code), from its own
 /// `prometheus_http_requests_total`.
 async fn queries_served(client: &reqwest::Client, base: &str) -> f64 {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
+    text(client.get(format!("{base}/metrics")))
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
+        .lines()
         .filter(|l| {
             l.starts_with("prometheus_http_requests_total{")
                 && l.contains(r#"handler="/api/v1/query""#)
@@ -86,15 +85,12 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
     // Prometheus scrapes itself every second: wait for its first scrape.
     let mut tries = 0;
     loop {
-        let body = client
-            .get(format!("{base}/api/v1/query"))
-            .query(&[("query", r#"up{job="prometheus"}"#)])
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = text(
+            client
+                .get(format!("{base}/api/v1/query"))
+                .query(&[("query", r#"up{job="prometheus"}"#)]),
+        )
+        .await;
         if body.contains(r#""value""#) {
             break;
         }
@@ -159,6 +155,19 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
     assert_eq!(batched, alone);
     assert_eq!(alone[22], Ok(22.0));
     assert_eq!(requests, 3.0);
+
+    // One query per request: each is asked alone, when its gate reads it.
+    let alone_only = Fetcher::new(Duration::from_secs(5))
+        .unwrap()
+        .with_queries_per_request(1)
+        .for_round();
+    let before = queries_served(&client, &base).await;
+    alone_only.prefetch_prometheus(&base, &refused, at_ms).await;
+    assert_eq!(queries_served(&client, &base).await - before, 0.0);
+    assert_eq!(
+        alone_only.prometheus(&base, refused[1], at_ms).await,
+        Ok(4.0)
+    );
 
     // Queries already asked this round are not asked again.
     let round = Fetcher::new(Duration::from_secs(5)).unwrap().for_round();

@@ -322,6 +322,30 @@ mod tests {
     use clap::Parser;
 
     #[test]
+    fn a_daemon_round_asks_ten_prometheus_queries_per_request_unless_told() {
+        let per_request = |args: &[&str]| match Cli::try_parse_from(args.iter().copied()) {
+            Ok(Cli {
+                command: Cmd::Run(run),
+                ..
+            }) => Some(run.queries_per_request),
+            _ => None,
+        };
+        assert_eq!(per_request(&["migrate", "run"]), Some(10));
+        assert_eq!(
+            per_request(&["migrate", "run", "--queries-per-request", "1"]),
+            Some(1)
+        );
+        assert_eq!(
+            per_request(&["migrate", "run", "--queries-per-request", "0"]),
+            None
+        );
+        assert_eq!(
+            per_request(&["migrate", "run", "--queries-per-request", "101"]),
+            None
+        );
+    }
+
+    #[test]
     fn the_bridge_runs_on_its_threads_flag_and_everything_else_on_two() {
         let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
         let threads = |args: &[&str]| parse(args).map(|c| c.worker_threads()).ok();

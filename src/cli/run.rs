@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::{CliError, CliResult, Ctx, redact_url};
 use crate::daemon::{self, Config};
+use crate::indicators::fetch::QUERIES_PER_REQUEST;
 use crate::plan::SystemResolve;
 
 #[derive(Debug, Args)]
@@ -37,6 +38,15 @@ pub struct RunArgs {
     /// This controller's name in the lease and the journal (default: daemon@HOST:PID).
     #[arg(long)]
     pub id: Option<String>,
+    /// Most Prometheus queries of a migration asked in one request (joined with `or`, each
+    /// answer split back): fewer requests cost Prometheus less CPU (BENCHMARKS.md). 1 asks each
+    /// query alone, for a source or a proxy that refuses POST or `label_replace`.
+    #[arg(
+        long,
+        default_value_t = QUERIES_PER_REQUEST as u16,
+        value_parser = clap::value_parser!(u16).range(1..=100)
+    )]
+    pub queries_per_request: u16,
 }
 
 fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
@@ -89,6 +99,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     let config = Config {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,
+        queries_per_request: usize::from(args.queries_per_request),
         lease_ttl: args.lease_ttl,
         watch_interval: Duration::from_millis(25),
         holder: holder.clone(),

@@ -132,16 +132,20 @@ pub async fn evaluate_phase<S: Store>(
     }
     items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
 
-    let (mut scraped, taken, kept) =
-        scrape_sources(store, fetcher, plan, rec, &items, now_ms, histories).await?;
-    let memory: HashMap<(String, String), GateRecord> = store
-        .latest_evaluations(&rec.name, rec.entered_at_ms)
-        .await?
+    // The Prometheus queries are asked while the store is read.
+    let reads = async {
+        let scraped = scrape_sources(store, fetcher, plan, rec, &items, now_ms, histories).await?;
+        let latest = store
+            .latest_evaluations(&rec.name, rec.entered_at_ms)
+            .await?;
+        Ok::<_, StoreError>((scraped, latest))
+    };
+    let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, &items, now_ms));
+    let ((mut scraped, taken, kept), latest) = reads?;
+    let memory: HashMap<(String, String), GateRecord> = latest
         .into_iter()
         .map(|r| ((r.gate.clone(), r.kind.clone()), r))
         .collect();
-
-    prefetch(fetcher, plan, &items, now_ms).await;
 
     let mut reports = Vec::with_capacity(items.len());
     for item in &items {

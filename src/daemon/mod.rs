@@ -53,6 +53,9 @@ pub struct Config {
     pub interval: Duration,
     /// How long to wait for an indicator source before its gates hold.
     pub source_timeout: Duration,
+    /// Most Prometheus queries a round asks in one request (1: each alone); see
+    /// [`Fetcher::prefetch_prometheus`].
+    pub queries_per_request: usize,
     /// How long the lease lasts without renewal (renewed every third of it).
     pub lease_ttl: Duration,
     /// How often the watcher looks for changes made by others (one cheap read of the store; every
@@ -148,7 +151,8 @@ impl<S: Store + Clone + 'static> Shared<S> {
         config: Config,
         resolve: Arc<dyn Resolve + Send + Sync>,
     ) -> Result<Arc<Shared<S>>, DaemonError> {
-        let fetcher = Fetcher::new(config.source_timeout)?;
+        let fetcher = Fetcher::new(config.source_timeout)?
+            .with_queries_per_request(config.queries_per_request);
         let notifier = Notifier::start(fetcher.client().clone());
         Ok(Arc::new(Shared {
             store,

@@ -40,7 +40,7 @@ pub const MAX_SCRAPE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_QUERY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Most queries asked in one request by [`Fetcher::prefetch_prometheus`]. Ten per request
-/// halve what Prometheus spends on a fleet of distinct queries, fifty gain nothing more
+/// halve what Prometheus spends serving 5,000 distinct queries, fifty gain nothing more
 /// (BENCHMARKS.md, "Controller scale").
 pub const QUERIES_PER_REQUEST: usize = 10;
 
@@ -118,6 +118,8 @@ fn instant(at_ms: i64) -> String {
 pub struct Fetcher {
     client: reqwest::Client,
     timeout: Duration,
+    /// Most Prometheus queries per request of [`Fetcher::prefetch_prometheus`] (1: each alone).
+    per_request: usize,
     /// Set on a fetcher of one round (see the module docs).
     round: Option<Arc<RoundMemo>>,
 }
@@ -142,8 +144,18 @@ impl Fetcher {
         Ok(Fetcher {
             client,
             timeout,
+            per_request: QUERIES_PER_REQUEST,
             round: None,
         })
+    }
+
+    /// At most `n` Prometheus queries per request of [`Fetcher::prefetch_prometheus`]
+    /// ([`QUERIES_PER_REQUEST`] unless set); 1 (or 0) asks each query alone.
+    pub fn with_queries_per_request(self, n: usize) -> Fetcher {
+        Fetcher {
+            per_request: n.max(1),
+            ..self
+        }
     }
 
     /// A fetcher over the same client that answers each distinct request once while it lives:
@@ -178,7 +190,8 @@ impl Fetcher {
     }
 
     /// Ask `queries` of the Prometheus at `base`, at `at_ms`, ahead of the gates that read them:
-    /// up to [`QUERIES_PER_REQUEST`] per request, each request's queries joined with `or`
+    /// up to [`QUERIES_PER_REQUEST`] per request (unless [`Fetcher::with_queries_per_request`]
+    /// says otherwise), each request's queries joined with `or`
     /// ([`batch_query`]). A round's fetcher keeps each answer for [`Fetcher::prometheus`]; a plain
     /// one has nowhere to keep them and does nothing.
     ///
@@ -208,11 +221,11 @@ impl Fetcher {
             }
             claimed
         };
-        if claimed.len() < 2 {
-            // One query goes alone, when its gate asks for it.
+        if claimed.len() < 2 || self.per_request < 2 {
+            // A query that goes alone is asked when its gate reads it.
             return;
         }
-        let requests = claimed.len().div_ceil(QUERIES_PER_REQUEST);
+        let requests = claimed.len().div_ceil(self.per_request);
         let per_request = claimed.len().div_ceil(requests);
         futures_util::future::join_all(
             claimed
