@@ -1,8 +1,8 @@
 //! A round's PromQL queries asked a few per request (`Fetcher::prefetch_prometheus`): against a
 //! real Prometheus (`QM_TEST_PROMETHEUS_URL`, started by `scripts/services.sh start prometheus`),
 //! every query gets exactly the answer, or the reason, it gets when asked alone, and Prometheus
-//! counts fewer requests than queries. Against a server that never answers, a batch costs one
-//! timeout, not one per query.
+//! counts fewer requests than queries. Against a server that never answers, each query still
+//! gets the reason it gets alone.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -113,6 +113,8 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
         r#"label_replace(vector(1), "a", "x", "", "") or label_replace(vector(2), "a", "y", "", "")"#,
         "vector(7) * 2",
         "vector(3)",
+        // Not self-contained: asked alone, a syntax error (in a batch it would read 1).
+        "vector(5)) or (vector(1)",
     ];
     let (alone, batched, requests) = alone_and_batched(&base, &vectors, at_ms).await;
     assert_eq!(batched, alone);
@@ -134,19 +136,33 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
         "{alone:?}"
     );
     assert_eq!(alone[5], Ok(14.0));
-    // Six distinct queries: one request for them all, three alone (empty, NaN, two series).
-    assert_eq!(requests, 4.0, "requests for {vectors:?}");
+    assert!(
+        alone[7].as_ref().unwrap_err().contains("bad_data"),
+        "{alone:?}"
+    );
+    // Seven distinct queries: one request for the six self-contained ones, three of them again
+    // alone (empty, NaN, two series), and the seventh alone.
+    assert_eq!(requests, 5.0, "requests for {vectors:?}");
 
-    // A scalar or a bad query fails the whole `or`: every query is then asked alone.
-    let refused = ["vector(1)", "scalar(vector(4))", "sum(", "vector(5)"];
+    // A query that is plainly a scalar, or not self-contained, is not put in a batch; a scalar
+    // that is not plain fails the whole `or`, and every query of that batch is asked alone.
+    let refused = [
+        "vector(1)",
+        "1 + scalar(vector(4))",
+        "sum(",
+        "vector(5)",
+        "scalar(vector(6))",
+    ];
     let (alone, batched, requests) = alone_and_batched(&base, &refused, at_ms).await;
     assert_eq!(batched, alone);
-    assert_eq!(alone[1], Ok(4.0));
+    assert_eq!(alone[1], Ok(5.0));
     assert!(
         alone[2].as_ref().unwrap_err().contains("bad_data"),
         "{alone:?}"
     );
-    assert_eq!(requests, 5.0, "requests for {refused:?}");
+    assert_eq!(alone[4], Ok(6.0));
+    // One refused batch of three, its three again alone, and the two left out alone.
+    assert_eq!(requests, 6.0, "requests for {refused:?}");
 
     // More than ten queries go in several requests of at most ten.
     let many: Vec<String> = (0..23).map(|i| format!("vector({i})")).collect();
@@ -166,12 +182,15 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
     assert_eq!(queries_served(&client, &base).await - before, 0.0);
     assert_eq!(
         alone_only.prometheus(&base, refused[1], at_ms).await,
-        Ok(4.0)
+        Ok(5.0)
     );
 
     // Queries already asked this round are not asked again.
     let round = Fetcher::new(Duration::from_secs(5)).unwrap().for_round();
     round.prefetch_prometheus(&base, &vectors, at_ms).await;
+    for q in vectors {
+        round.prometheus(&base, q, at_ms).await.ok();
+    }
     let before = queries_served(&client, &base).await;
     round.prefetch_prometheus(&base, &vectors, at_ms).await;
     for q in vectors {
@@ -181,8 +200,9 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
 }
 
 #[tokio::test]
-async fn a_batch_that_times_out_costs_one_timeout_not_one_per_query() {
-    // A server that accepts connections and never answers.
+async fn a_batch_that_times_out_is_asked_query_by_query_and_each_gets_the_reason_it_gets_alone() {
+    // A server that accepts connections and never answers. A batch takes about as long as its
+    // queries together, so its timeout says nothing of theirs: each is asked alone, in turn.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let connections = Arc::new(AtomicUsize::new(0));
@@ -197,20 +217,25 @@ async fn a_batch_that_times_out_costs_one_timeout_not_one_per_query() {
     let queries = ["vector(1)", "vector(2)", "vector(3)"];
     let plain = Fetcher::new(Duration::from_millis(300)).unwrap();
     let alone = plain.prometheus(&base, queries[0], 0).await;
-    assert_eq!(connections.swap(0, Ordering::SeqCst), 1);
-    let round = plain.for_round();
-    round.prefetch_prometheus(&base, &queries, 0).await;
-    for q in queries {
-        // The same reason as the query alone, and no second wait.
-        assert_eq!(round.prometheus(&base, q, 0).await, alone);
-    }
     assert!(
         alone.as_ref().unwrap_err().contains("timed out"),
         "{alone:?}"
     );
-    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    let round = plain.for_round();
+    round.prefetch_prometheus(&base, &queries, 0).await;
+    for q in queries {
+        assert_eq!(round.prometheus(&base, q, 0).await, alone);
+    }
+    // The accept thread counts a connection as soon as it is made; give it a moment.
+    let mut tries = 0;
+    while connections.load(Ordering::SeqCst) < 5 && tries < 50 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tries += 1;
+    }
+    // One for the query alone, one for the batch, one for each of its queries.
+    assert_eq!(connections.load(Ordering::SeqCst), 5);
 
-    // Nothing listening: one refused connection, each query with that reason.
+    // Nothing listening: each query of the batch gets the reason it gets alone.
     let closed = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())

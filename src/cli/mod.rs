@@ -340,7 +340,7 @@ mod tests {
             None
         );
         assert_eq!(
-            per_request(&["migrate", "run", "--queries-per-request", "101"]),
+            per_request(&["migrate", "run", "--queries-per-request", "31"]),
             None
         );
     }

@@ -40,11 +40,11 @@ pub struct RunArgs {
     pub id: Option<String>,
     /// Most Prometheus queries of a migration asked in one request (joined with `or`, each
     /// answer split back): fewer requests cost Prometheus less CPU (BENCHMARKS.md). 1 asks each
-    /// query alone, for a source or a proxy that refuses POST or `label_replace`.
+    /// query alone, for a source or a proxy that refuses POST or `label_replace`; at most 30.
     #[arg(
         long,
         default_value_t = QUERIES_PER_REQUEST as u16,
-        value_parser = clap::value_parser!(u16).range(1..=100)
+        value_parser = clap::value_parser!(u16).range(1..=30)
     )]
     pub queries_per_request: u16,
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use super::exposition::{self, Exposition};
-use super::promql::{PromError, batch_query, decode_batch, decode_instant};
+use super::promql::{PromError, batch_query, batchable, decode_batch, decode_instant};
 
 /// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
 /// takes up to ~30 times the body in memory (short lines such as `a 1`), ~9 times for realistic
@@ -65,15 +65,15 @@ type Answer = Result<f64, String>;
 enum Batched {
     /// Prometheus answered: each query's number, or `None` for a query to ask alone.
     Parts(Vec<Option<f64>>),
-    /// The source timed out or could not be reached, which each query alone would have met
-    /// too: its reason.
+    /// The source could not be reached, which each query alone would have met too: its reason.
     Unreachable(String),
-    /// Anything else (a scalar part, one bad query, an error page): each query is asked alone.
+    /// Anything else (a scalar part, one bad query, an error page, a timeout: a batch takes
+    /// about as long as its queries together): each query is asked alone.
     Refused,
 }
 
 /// A request that failed: why (a sentence naming the URL), and whether the source was out of
-/// reach (timed out, or refused the connection).
+/// reach (no connection could be made).
 struct Failure {
     reason: String,
     unreachable: bool,
@@ -199,12 +199,15 @@ impl Fetcher {
     /// Each query's answer is the one it would have got asked alone at `at_ms`:
     /// - a query already asked (or being asked) this round is not asked again, nor one listed
     ///   twice;
+    /// - only self-contained expressions go in a batch ([`batchable`]); the others, and a
+    ///   request's single query, are asked alone;
     /// - a query that was not exactly one finite number in the batch's answer (no series,
     ///   several, NaN) is asked alone, so that its reason is its own;
-    /// - a request that Prometheus refuses as a whole (a part that is a scalar or a range vector,
-    ///   one bad query, an error page) is followed by one request per query;
-    /// - a request that times out or cannot connect gives that reason to each of its queries,
-    ///   without asking them again: a slow source holds the gates after one timeout, not two.
+    /// - a request that fails as a whole (a part that is a scalar or a range vector, one bad
+    ///   query, an error page, a timeout) is followed by one request per query, one after the
+    ///   other as the gates would have asked them;
+    /// - a request that cannot connect gives that reason to each of its queries, without
+    ///   asking them again.
     pub async fn prefetch_prometheus(&self, base: &str, queries: &[&str], at_ms: i64) {
         let Some(memo) = &self.round else {
             return;
@@ -214,6 +217,9 @@ impl Fetcher {
             let mut map = lock(&memo.queries);
             let mut claimed = Vec::new();
             for &query in queries {
+                if !batchable(query) {
+                    continue;
+                }
                 let key = (base.to_string(), query.to_string(), at_ms);
                 if let Entry::Vacant(slot) = map.entry(key) {
                     claimed.push((query, slot.insert(Arc::default()).clone()));
@@ -235,12 +241,22 @@ impl Fetcher {
         .await;
     }
 
-    /// Fill the cells of `chunk` from one request for all its queries, each query alone where
-    /// that request gave it no number (see [`Fetcher::prefetch_prometheus`]).
+    /// Fill the cells of `chunk` from one request for all its queries, each query alone (one
+    /// at a time) where that request gave it no number (see [`Fetcher::prefetch_prometheus`]).
     async fn fill_batch(&self, base: &str, chunk: &[(&str, Arc<OnceCell<Answer>>)], at_ms: i64) {
+        if let [(query, cell)] = chunk {
+            cell.get_or_init(|| self.prometheus_now(base, query, at_ms))
+                .await;
+            return;
+        }
         let texts: Vec<&str> = chunk.iter().map(|(query, _)| *query).collect();
         let batched = OnceCell::new();
-        let (texts, batched) = (&texts, &batched);
+        let one_at_a_time = tokio::sync::Mutex::new(());
+        let (texts, batched, one_at_a_time) = (&texts, &batched, &one_at_a_time);
+        let alone = move |query| async move {
+            let _turn = one_at_a_time.lock().await;
+            self.prometheus_now(base, query, at_ms).await
+        };
         futures_util::future::join_all(chunk.iter().enumerate().map(|(i, (query, cell))| {
             cell.get_or_init(move || async move {
                 let answer = batched
@@ -249,10 +265,10 @@ impl Fetcher {
                 match answer {
                     Batched::Parts(values) => match values.get(i).copied().flatten() {
                         Some(value) => Ok(value),
-                        None => self.prometheus_now(base, query, at_ms).await,
+                        None => alone(query).await,
                     },
                     Batched::Unreachable(reason) => Err(reason.clone()),
-                    Batched::Refused => self.prometheus_now(base, query, at_ms).await,
+                    Batched::Refused => alone(query).await,
                 }
             })
         }))
@@ -451,7 +467,7 @@ impl Fetcher {
     fn failure(&self, url: &str, e: &reqwest::Error) -> Failure {
         Failure {
             reason: self.describe(url, e),
-            unreachable: e.is_timeout() || e.is_connect(),
+            unreachable: e.is_connect(),
         }
     }
 

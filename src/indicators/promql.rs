@@ -251,6 +251,48 @@ pub fn batch_query(parts: &[&str]) -> String {
     text
 }
 
+/// Whether `query` can be a part of a [`batch_query`]: one self-contained expression (its
+/// brackets balanced outside strings and comments, its strings closed), so that the parentheses
+/// around it cannot join it with the text around it (`x) or vector(1`, an error alone, would
+/// read as a number in a batch); and not plainly a scalar (a number, `scalar(…)`), which would
+/// fail every batch it is in.
+pub fn batchable(query: &str) -> bool {
+    let trimmed = query.trim();
+    if trimmed.is_empty() || trimmed.parse::<f64>().is_ok() || trimmed.starts_with("scalar(") {
+        return false;
+    }
+    let mut open: Vec<char> = Vec::new();
+    let mut chars = query.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\'' => loop {
+                match chars.next() {
+                    None => return false,
+                    Some('\\') => {
+                        if chars.next().is_none() {
+                            return false;
+                        }
+                    }
+                    Some(q) if q == c => break,
+                    Some(_) => {}
+                }
+            },
+            // A raw string: its end must come.
+            '`' if !chars.by_ref().any(|q| q == '`') => return false,
+            '#' => {
+                let _ = chars.by_ref().find(|&q| q == '\n');
+            }
+            '(' => open.push(')'),
+            '[' => open.push(']'),
+            '{' => open.push('}'),
+            // A closing bracket must close the last one opened.
+            ')' | ']' | '}' if open.pop() != Some(c) => return false,
+            _ => {}
+        }
+    }
+    open.is_empty()
+}
+
 /// Decode the answer to a [`batch_query`] of `parts` queries: for each part, its number when it
 /// gave exactly one series with a finite value, `None` otherwise (no series, several, NaN): the
 /// caller asks that part alone, whose own answer says why.
@@ -512,6 +554,36 @@ mod tests {
              label_replace((sum(x) or vector(0)\n), \"queue_migrate_part\", \"1\", \"\", \"\")"
         );
         assert_eq!(batch_query(&[]), "");
+    }
+
+    #[test]
+    fn only_a_self_contained_expression_that_is_not_plainly_a_scalar_goes_in_a_batch() {
+        for yes in [
+            "sum(rate(x[5m]))",
+            r#"max(up{job="a)"}) or vector(0)"#,
+            r#"sum(x{a='[', b="\"("}) # a comment ) with ( brackets"#,
+            "sum(x{a=`)`})",
+            "vector(1)",
+            "time() - max(x)",
+        ] {
+            assert!(batchable(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "  ",
+            "x) or vector(1",
+            "(x",
+            "x]",
+            "sum(x{a=\"}",
+            "sum(x{a=`}",
+            "x{a=\"\\",
+            "(x]",
+            "42",
+            " 1e3 ",
+            "scalar(sum(x))",
+        ] {
+            assert!(!batchable(no), "{no:?}");
+        }
     }
 
     #[test]
