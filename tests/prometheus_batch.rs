@@ -216,16 +216,7 @@ async fn a_batch_that_times_out_is_asked_query_by_query_and_each_gets_the_reason
     });
     let queries = ["vector(1)", "vector(2)", "vector(3)"];
     let plain = Fetcher::new(Duration::from_millis(300)).unwrap();
-    let alone = plain.prometheus(&base, queries[0], 0).await;
-    assert!(
-        alone.as_ref().unwrap_err().contains("timed out"),
-        "{alone:?}"
-    );
-    let round = plain.for_round();
-    round.prefetch_prometheus(&base, &queries, 0).await;
-    for q in queries {
-        assert_eq!(round.prometheus(&base, q, 0).await, alone);
-    }
+    each_gets_the_reason_it_gets_alone(&plain, &base, &queries, "timed out").await;
     // The accept thread counts a connection as soon as it is made; give it a moment.
     let mut tries = 0;
     while connections.load(Ordering::SeqCst) < 5 && tries < 50 {
@@ -240,14 +231,22 @@ async fn a_batch_that_times_out_is_asked_query_by_query_and_each_gets_the_reason
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
     };
-    let alone = plain.prometheus(&closed, queries[0], 0).await;
-    assert!(
-        alone.as_ref().unwrap_err().contains("cannot connect"),
-        "{alone:?}"
-    );
+    each_gets_the_reason_it_gets_alone(&plain, &closed, &queries, "cannot connect").await;
+}
+
+/// The first of `queries` asked alone fails with a reason saying `expected`; each of them read
+/// through a round's prefetch then fails with that same reason.
+async fn each_gets_the_reason_it_gets_alone(
+    plain: &Fetcher,
+    base: &str,
+    queries: &[&str],
+    expected: &str,
+) {
+    let alone = plain.prometheus(base, queries[0], 0).await;
+    assert!(alone.as_ref().unwrap_err().contains(expected), "{alone:?}");
     let round = plain.for_round();
-    round.prefetch_prometheus(&closed, &queries, 0).await;
+    round.prefetch_prometheus(base, queries, 0).await;
     for q in queries {
-        assert_eq!(round.prometheus(&closed, q, 0).await, alone);
+        assert_eq!(round.prometheus(base, q, 0).await, alone);
     }
 }

@@ -108,6 +108,20 @@ fn cell<K: std::hash::Hash + Eq, V>(map: &Cells<K, V>, key: K) -> Arc<OnceCell<V
     lock(map).entry(key).or_default().clone()
 }
 
+/// A round's memo key of an instant query: (Prometheus base URL, query text, evaluation time).
+fn query_key(base: &str, query: &str, at_ms: i64) -> (String, String, i64) {
+    (
+        base.trim_end_matches('/').to_string(),
+        query.to_string(),
+        at_ms,
+    )
+}
+
+/// The instant-query endpoint of the Prometheus at `base`.
+fn query_url(base: &str) -> String {
+    format!("{}/api/v1/query", base.trim_end_matches('/'))
+}
+
 /// The evaluation time of an instant query: seconds with milliseconds.
 fn instant(at_ms: i64) -> String {
     format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
@@ -175,17 +189,10 @@ impl Fetcher {
     pub async fn prometheus(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
         match &self.round {
             None => self.prometheus_now(base, query, at_ms).await,
-            Some(memo) => {
-                let key = (
-                    base.trim_end_matches('/').to_string(),
-                    query.to_string(),
-                    at_ms,
-                );
-                cell(&memo.queries, key)
-                    .get_or_init(|| self.prometheus_now(base, query, at_ms))
-                    .await
-                    .clone()
-            }
+            Some(memo) => cell(&memo.queries, query_key(base, query, at_ms))
+                .get_or_init(|| self.prometheus_now(base, query, at_ms))
+                .await
+                .clone(),
         }
     }
 
@@ -212,7 +219,6 @@ impl Fetcher {
         let Some(memo) = &self.round else {
             return;
         };
-        let base = base.trim_end_matches('/');
         let claimed: Vec<(&str, Arc<OnceCell<Answer>>)> = {
             let mut map = lock(&memo.queries);
             let mut claimed = Vec::new();
@@ -220,8 +226,7 @@ impl Fetcher {
                 if !batchable(query) {
                     continue;
                 }
-                let key = (base.to_string(), query.to_string(), at_ms);
-                if let Entry::Vacant(slot) = map.entry(key) {
+                if let Entry::Vacant(slot) = map.entry(query_key(base, query, at_ms)) {
                     claimed.push((query, slot.insert(Arc::default()).clone()));
                 }
             }
@@ -278,7 +283,7 @@ impl Fetcher {
     /// One request for several queries ([`batch_query`]), sent as a form (a few queries would
     /// make a long URL).
     async fn prometheus_batch(&self, base: &str, queries: &[&str], at_ms: i64) -> Batched {
-        let url = format!("{base}/api/v1/query");
+        let url = query_url(base);
         let form = [("query", batch_query(queries)), ("time", instant(at_ms))];
         let failed = |f: Failure| match f.unreachable {
             true => Batched::Unreachable(f.reason),
@@ -317,7 +322,7 @@ impl Fetcher {
     }
 
     async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
-        let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
+        let url = query_url(base);
         let time = instant(at_ms);
         let response = self
             .client

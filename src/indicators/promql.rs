@@ -163,9 +163,13 @@ fn success_data(body: &str) -> Result<Data, PromError> {
     Ok(data)
 }
 
+/// The samples of a `vector` result.
+fn vector_samples(result: Value) -> Result<Vec<VectorSample>, PromError> {
+    serde_json::from_value(result).map_err(|e| malformed(format!("vector result: {e}")))
+}
+
 fn decode_vector(result: Value) -> Result<f64, PromError> {
-    let samples: Vec<VectorSample> =
-        serde_json::from_value(result).map_err(|e| malformed(format!("vector result: {e}")))?;
+    let samples = vector_samples(result)?;
     match samples.as_slice() {
         [] => Err(PromError::EmptyResult),
         [one] => sample_value(&one.value.1),
@@ -308,8 +312,7 @@ pub fn decode_batch(body: &str, parts: usize) -> Result<Vec<Option<f64>>, PromEr
             hint: String::new(),
         });
     }
-    let samples: Vec<VectorSample> = serde_json::from_value(data.result)
-        .map_err(|e| malformed(format!("vector result: {e}")))?;
+    let samples = vector_samples(data.result)?;
     let mut seen = vec![0_usize; parts];
     let mut values = vec![None; parts];
     for sample in samples {
