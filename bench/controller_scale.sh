@@ -21,8 +21,13 @@
 # COMPARE > 0 adds that many rounds alternating one-migration-after-the-other ticks (no sharing
 # between migrations) and daemon::tick_all.
 #
+# AGE=H: before the ticks, give each migration's step H earlier rounds of evaluations (ten rows
+# each, written straight into the SQLite file), as a step that has been evaluated H times has:
+# a soak step of 12 h at a 15-s interval holds 2,880.
+#
 # RUN_SECONDS=0 or PARTS=0 leave those parts out. HELPER and MIGRATE: binaries built already.
-# RUN_ARGS: more options for `migrate run` (e.g. `--queries-per-request 1`).
+# RUN_ARGS: more options for `migrate run` (e.g. `--queries-per-request 1`). BASE_MIGRATE (an
+# older `migrate`): its run too, before this build's, on the same store.
 #
 # Prometheus: PROM (default $QM_TEST_PROMETHEUS_URL from /tmp/qm-services/env, else
 # http://127.0.0.1:9090); started with scripts/services.sh when it does not answer.
@@ -35,6 +40,7 @@ PARTS=${PARTS:-500}
 COMPARE=${COMPARE:-0}
 ROUNDS=${ROUNDS:-3}
 BASE_HELPER=${BASE_HELPER:-}
+AGE=${AGE:-0}
 FLEETS=${FLEETS:-same distinct}
 RUN_ARGS=${RUN_ARGS:-}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -99,8 +105,8 @@ ticks() {
     awk -v p0="$p0" -v p1="$p1" -v k="$TICKS" '{ printf "%s %s %s %s %.2f\n", $1, $2, $3, $4, (p1 - p0) / k }'
 }
 
-run_daemon() { # run_daemon STATE: migrate run for RUN_SECONDS, one table row
-  local state=$1 daemon_pid addr t_first t0 t1 c0 c1 s0 s1 p0 p1 e0 e1 rss hwm
+run_daemon() { # run_daemon STATE LABEL: migrate run for RUN_SECONDS, one table row
+  local state=$1 label=$2 daemon_pid addr t_first t0 t1 c0 c1 s0 s1 p0 p1 e0 e1 rss hwm
   # shellcheck disable=SC2086
   MIGRATE_LOG=error "$MIGRATE" --state "$state" run --listen 127.0.0.1:0 --interval 1s --id scale-bench \
     $RUN_ARGS > /dev/null 2> "$work/daemon.err" &
@@ -123,7 +129,7 @@ run_daemon() { # run_daemon STATE: migrate run for RUN_SECONDS, one table row
   p1=$(prom_cpu); e1=$(cpu_of "$serve_pid")
   rss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
   hwm=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
-  awk -v f="$fleet" -v m="$MIGRATIONS" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" \
+  awk -v f="$label" -v m="$MIGRATIONS" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" \
     -v p0="$p0" -v p1="$p1" -v e0="$e0" -v e1="$e1" -v rss="$rss" -v hwm="$hwm" 'BEGIN {
     n = t1 - t0; w = s1 - s0
     if (n < 1) { printf "| %s | %d | 0 | %.1f | > %.1f | - | - | - | %s | %s |\n", f, m, w, w, rss, hwm; exit }
@@ -132,11 +138,34 @@ run_daemon() { # run_daemon STATE: migrate run for RUN_SECONDS, one table row
   kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
 }
 
+age_steps() { # age_steps DB H: H earlier rounds of the ten gates in each migration's step
+  local t0=$SECONDS
+  python3 - "$1" "$2" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+gates = [(g, "exit") for g in ("prometheus serving", "prometheus up", "head series",
+         "error ratio low", "new consumes", "new consumer connected")]
+gates += [(g, "guard") for g in ("prometheus still up", "targets", "error ratio breach",
+          "old depth sane")]
+migrations = db.execute("SELECT name, entered_at, state, step FROM migrations").fetchall()
+for i in range(int(sys.argv[2])):
+    db.executemany(
+        "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, query,"
+        " value, old_value, samples, verdict, reason, held_since, peak, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, 'aged', 1.0, NULL, 1, 'pass', 'an earlier round', NULL, NULL, ?)",
+        ((m, e, st, sp, g, k, e + i) for (m, e, st, sp) in migrations for (g, k) in gates))
+    db.commit()
+print("gate_evaluations:", db.execute("SELECT COUNT(*) FROM gate_evaluations").fetchone()[0], "rows")
+PY
+  echo "aged: $2 earlier rounds per migration's step ($((SECONDS - t0)) s)"
+}
+
 runs=()
 for fleet in $FLEETS; do
   state="sqlite://$work/$fleet.db"
   echo
   "$HELPER" setup "$state" "$MIGRATIONS" "$PROM" "$SCRAPE" "$fleet"
+  if [ "$AGE" -gt 0 ]; then age_steps "$work/$fleet.db" "$AGE"; fi
   echo
   echo "Fleet '$fleet': in-process daemon::tick_all, $TICKS rounds (benches/controller_scale.rs ticks):"
   echo
@@ -162,7 +191,12 @@ for fleet in $FLEETS; do
     echo
     "$HELPER" compare "$state" "$COMPARE"
   fi
-  if [ "$RUN_SECONDS" -gt 0 ]; then runs+=("$(run_daemon "$state")"); fi
+  if [ "$RUN_SECONDS" -gt 0 ]; then
+    if [ -n "${BASE_MIGRATE:-}" ]; then
+      runs+=("$(MIGRATE=$BASE_MIGRATE run_daemon "$state" "$fleet (before)")")
+    fi
+    runs+=("$(run_daemon "$state" "$fleet")")
+  fi
 done
 
 if [ "$RUN_SECONDS" -gt 0 ]; then

@@ -40,7 +40,21 @@ use queue_migrate::daemon::{self, Config, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::plan::SystemResolve;
 use queue_migrate::store::any;
-use queue_migrate::store::{GateRecord, SourcePoints, Store, StoredPoint};
+use queue_migrate::store::{GateKey, GateRecord, SourcePoints, Store, StoredPoint};
+
+/// The gates of the `slices` phase of [`plan`], as their evaluations are stored.
+const SLICES_GATES: &[GateKey<'static>] = &[
+    ("prometheus serving", "exit"),
+    ("prometheus up", "exit"),
+    ("head series", "exit"),
+    ("error ratio low", "exit"),
+    ("new consumes", "exit"),
+    ("new consumer connected", "exit"),
+    ("prometheus still up", "guard"),
+    ("targets", "guard"),
+    ("error ratio breach", "guard"),
+    ("old depth sane", "guard"),
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -492,7 +506,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     for i in 0..n {
         let r = store.get(name(i)).await.expect("get");
         store
-            .latest_evaluations(&r.name, r.entered_at_ms)
+            .latest_evaluations(&r.name, r.entered_at_ms, SLICES_GATES)
             .await
             .expect("latest evaluations");
     }
@@ -501,7 +515,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     let rows: Vec<GateRecord> = {
         let r = store.get(name(0)).await.expect("get");
         store
-            .latest_evaluations(&r.name, r.entered_at_ms)
+            .latest_evaluations(&r.name, r.entered_at_ms, SLICES_GATES)
             .await
             .expect("latest evaluations")
     };

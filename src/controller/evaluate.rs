@@ -14,7 +14,7 @@ use crate::indicators::fetch::Fetcher;
 use crate::indicators::query::{History, Point, Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
 use crate::store::{
-    GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
+    GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
 };
 
 use super::histories::{Histories, Kept};
@@ -133,10 +133,11 @@ pub async fn evaluate_phase<S: Store>(
     items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
 
     // The Prometheus queries are asked while the store is read.
+    let keys: Vec<GateKey<'_>> = items.iter().map(|i| (i.name(), i.kind())).collect();
     let reads = async {
         let scraped = scrape_sources(store, fetcher, plan, rec, &items, now_ms, histories).await?;
         let latest = store
-            .latest_evaluations(&rec.name, rec.entered_at_ms)
+            .latest_evaluations(&rec.name, rec.entered_at_ms, &keys)
             .await?;
         Ok::<_, StoreError>((scraped, latest))
     };

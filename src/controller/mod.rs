@@ -469,22 +469,11 @@ impl<S: Store> Controller<'_, S> {
         let Some(phase) = loaded.plan.phase(kind) else {
             return Ok(Vec::new());
         };
+        let names = phase.gate_keys();
         let latest = self
             .store
-            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms)
+            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms, &names)
             .await?;
-        let mut names: Vec<(&str, &str)> = phase
-            .exit
-            .iter()
-            .map(|g| (g.name.as_str(), "exit"))
-            .collect();
-        if phase.require_peak.is_some() {
-            names.push(("require_peak", "exit"));
-        }
-        if phase.require_deploy.is_some() {
-            names.push(("require_deploy", "exit"));
-        }
-        names.extend(phase.guard.iter().map(|g| (g.name.as_str(), "guard")));
         Ok(names
             .into_iter()
             .map(|(name, k)| {

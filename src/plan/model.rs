@@ -309,6 +309,27 @@ pub struct Phase {
     pub probes: Option<Probes>,
 }
 
+impl Phase {
+    /// Every gate of the phase as its evaluations are stored, `(name, kind)`, in the order they
+    /// are evaluated: the exit gates, `require_peak` and `require_deploy` (kind `exit`), then the
+    /// guards.
+    pub fn gate_keys(&self) -> Vec<(&str, &'static str)> {
+        let mut keys: Vec<(&str, &'static str)> = self
+            .exit
+            .iter()
+            .map(|g| (g.name.as_str(), "exit"))
+            .collect();
+        if self.require_peak.is_some() {
+            keys.push(("require_peak", "exit"));
+        }
+        if self.require_deploy.is_some() {
+            keys.push(("require_deploy", "exit"));
+        }
+        keys.extend(self.guard.iter().map(|g| (g.name.as_str(), "guard")));
+        keys
+    }
+}
+
 /// `require_peak` / `require_deploy`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Requirement {

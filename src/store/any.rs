@@ -8,8 +8,8 @@
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, RoundRecord,
-    Store, StoreError, StoredPoint,
+    Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
+    RoundRecord, Store, StoreError, StoredPoint,
 };
 
 /// A store of any supported backend.
@@ -99,8 +99,9 @@ impl Store for AnyStore {
         &self,
         name: &str,
         step_entered_ms: i64,
+        gates: &[GateKey<'_>],
     ) -> Result<Vec<GateRecord>> {
-        delegate!(self, s => s.latest_evaluations(name, step_entered_ms))
+        delegate!(self, s => s.latest_evaluations(name, step_entered_ms, gates))
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {

@@ -9,8 +9,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
-    Commit, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result, RoundRecord,
-    Store, StoreError, StoredPoint, parse_state,
+    Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
+    RoundRecord, Store, StoreError, StoredPoint, latest_evaluations_queries, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -408,19 +408,16 @@ impl Store for SqliteStore {
         &self,
         name: &str,
         step_entered_ms: i64,
+        gates: &[GateKey<'_>],
     ) -> Result<Vec<GateRecord>> {
-        sqlx::query(
-            "SELECT g.* FROM gate_evaluations g JOIN (SELECT MAX(id) AS id FROM gate_evaluations \
-             WHERE migration = ? AND step_entered = ? GROUP BY gate, kind) latest \
-             ON g.id = latest.id ORDER BY g.id",
-        )
-        .bind(name)
-        .bind(step_entered_ms)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(gate_row)
-        .collect()
+        let mut rows = Vec::new();
+        for mut q in latest_evaluations_queries::<Sqlite>(name, step_entered_ms, gates) {
+            for row in q.build().fetch_all(&self.pool).await? {
+                rows.push((row.try_get::<i64, _>("id")?, gate_row(&row)?));
+            }
+        }
+        rows.sort_by_key(|(id, _)| *id);
+        Ok(rows.into_iter().map(|(_, r)| r).collect())
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {

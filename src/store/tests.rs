@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, PgPool, SqlitePool};
+use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, PgPool, Row, SqlitePool};
 
 use super::any::{self, AnyStore};
 use super::*;
@@ -218,6 +218,15 @@ fn commit(
         evidence: json!({ "gates": [{ "name": "lag", "value": 1.5 }], "at": at_ms }),
     }
 }
+
+/// Every gate the scenarios record, for reading back all their latest evaluations.
+const ALL_GATES: &[GateKey<'static>] = &[
+    ("lag", "exit"),
+    ("lag", "guard"),
+    ("errors", "exit"),
+    ("errors", "guard"),
+    ("depth", "require_peak"),
+];
 
 fn gate(
     step_entered_ms: i64,
@@ -554,12 +563,117 @@ async fn the_journal_is_append_only() {
 }
 
 #[tokio::test]
+async fn latest_evaluations_of_the_gates_named_only() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        assert_eq!(
+            store.latest_evaluations("m", 1_000, &[]).await.unwrap(),
+            vec![]
+        );
+        // More gates than one statement names, each evaluated in two rounds, recorded in an
+        // order that is not their names' order.
+        let names: Vec<String> = (0..GATES_PER_READ * 2 + 7)
+            .rev()
+            .map(|i| format!("g{i}"))
+            .collect();
+        for (round, at) in [(1.0, 2_000), (2.0, 3_000)] {
+            let rows: Vec<GateRecord> = names
+                .iter()
+                .map(|n| gate(1_000, n, "exit", Some(round), at))
+                .collect();
+            store.record_evaluations("m", &rows).await.unwrap();
+        }
+        let all: Vec<GateKey<'_>> = names.iter().map(|n| (n.as_str(), "exit")).collect();
+        let latest = store.latest_evaluations("m", 1_000, &all).await.unwrap();
+        let expected: Vec<GateRecord> = names
+            .iter()
+            .map(|n| gate(1_000, n, "exit", Some(2.0), 3_000))
+            .collect();
+        assert_eq!(latest, expected, "[{}] in the order recorded", b.kind);
+
+        // Only the gates named; a gate named twice is read once; an unknown gate, another
+        // kind or another step has none.
+        let some = [
+            ("g3", "exit"),
+            ("g1", "exit"),
+            ("g3", "exit"),
+            ("g1", "guard"),
+            ("nope", "exit"),
+        ];
+        assert_eq!(
+            store.latest_evaluations("m", 1_000, &some).await.unwrap(),
+            vec![
+                gate(1_000, "g3", "exit", Some(2.0), 3_000),
+                gate(1_000, "g1", "exit", Some(2.0), 3_000),
+            ]
+        );
+        assert_eq!(
+            store.latest_evaluations("m", 999, &some).await.unwrap(),
+            vec![]
+        );
+    })
+    .await;
+}
+
+/// Regression: the latest evaluations were found by grouping every evaluation of the step (one
+/// row per gate per tick), so a tick grew with the age of each migration's step (about 8 ms per
+/// migration after 3,000 ticks). Each gate is now one seek of the index.
+#[tokio::test]
+async fn latest_evaluations_seek_each_gate_instead_of_scanning_the_step() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("state.db").display());
+    let store = any::open(&url).await.unwrap();
+    let pool = SqlitePool::connect(&url).await.unwrap();
+    let gates = [("lag", "exit"), ("errors", "guard")];
+    let queries = latest_evaluations_queries::<sqlx::Sqlite>("m", 1_000, &gates);
+    assert_eq!(queries.len(), 1);
+    let sql = format!("EXPLAIN QUERY PLAN {}", queries[0].sql().as_str());
+    let mut explain = sqlx::query(AssertSqlSafe(sql));
+    // The statement names the gates in sorted order.
+    for (gate, kind) in [("errors", "guard"), ("lag", "exit")] {
+        explain = explain.bind("m").bind(1_000_i64).bind(gate).bind(kind);
+    }
+    let details: Vec<String> = explain
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<String, _>("detail"))
+        .collect();
+    let seeks = details
+        .iter()
+        .filter(|d| {
+            d.contains(
+                "USING COVERING INDEX gate_evaluations_latest \
+                 (migration=? AND step_entered=? AND gate=? AND kind=?)",
+            )
+        })
+        .count();
+    assert_eq!(seeks, 2, "{details:#?}");
+    for d in &details {
+        assert!(
+            !d.contains("SCAN") && !d.contains("GROUP BY") && !d.contains("TEMP B-TREE"),
+            "{details:#?}"
+        );
+    }
+    pool.close().await;
+    drop(store);
+}
+
+#[tokio::test]
 async fn latest_evaluations_per_gate_and_kind_of_one_step() {
     on_each_backend(|b| async move {
         let store = b.open().await;
         store.create(&new_migration("m", 1_000)).await.unwrap();
         store.create(&new_migration("other", 1_000)).await.unwrap();
-        assert_eq!(store.latest_evaluations("m", 10_000).await.unwrap(), vec![]);
+        assert_eq!(
+            store
+                .latest_evaluations("m", 10_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![]
+        );
 
         let round1 = [
             gate(10_000, "lag", "exit", Some(5.0), 11_000),
@@ -593,7 +707,10 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
         store.record_evaluations("m", &[]).await.unwrap();
 
         // The latest row of each (gate, kind), in the order they were recorded.
-        let latest = store.latest_evaluations("m", 10_000).await.unwrap();
+        let latest = store
+            .latest_evaluations("m", 10_000, ALL_GATES)
+            .await
+            .unwrap();
         assert_eq!(
             latest,
             vec![
@@ -604,15 +721,25 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
             ]
         );
         assert_eq!(
-            store.latest_evaluations("m", 20_000).await.unwrap(),
+            store
+                .latest_evaluations("m", 20_000, ALL_GATES)
+                .await
+                .unwrap(),
             vec![elsewhere[0].clone()]
         );
         assert_eq!(
-            store.latest_evaluations("other", 10_000).await.unwrap()[0].value,
+            store
+                .latest_evaluations("other", 10_000, ALL_GATES)
+                .await
+                .unwrap()[0]
+                .value,
             Some(97.0)
         );
         assert_eq!(
-            store.latest_evaluations("unknown", 10_000).await.unwrap(),
+            store
+                .latest_evaluations("unknown", 10_000, ALL_GATES)
+                .await
+                .unwrap(),
             vec![]
         );
     })
@@ -920,7 +1047,10 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
             .await
             .unwrap();
         assert_eq!(
-            store.latest_evaluations("m", 1_000).await.unwrap(),
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
             round.to_vec()
         );
         assert_eq!(
@@ -955,7 +1085,10 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
             .await;
         assert!(failed.is_err(), "[{}] {failed:?}", b.kind);
         assert_eq!(
-            store.latest_evaluations("m", 1_000).await.unwrap(),
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
             round.to_vec()
         );
         assert_eq!(
@@ -973,7 +1106,10 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
         // A round with no scrape source is a round of evaluations.
         store.record_round("m", &later, &[]).await.unwrap();
         assert_eq!(
-            store.latest_evaluations("m", 1_000).await.unwrap()[1],
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap()[1],
             later[0]
         );
     })
@@ -1005,7 +1141,10 @@ async fn a_fleet_round_records_every_migration_or_none() {
             .unwrap();
         for (name, value) in [("m", 1.0), ("n", 2.0)] {
             assert_eq!(
-                store.latest_evaluations(name, 1_000).await.unwrap(),
+                store
+                    .latest_evaluations(name, 1_000, ALL_GATES)
+                    .await
+                    .unwrap(),
                 vec![gate(1_000, "lag", "exit", Some(value), 2_000)]
             );
             assert_eq!(
@@ -1029,7 +1168,10 @@ async fn a_fleet_round_records_every_migration_or_none() {
         assert!(failed.is_err(), "[{}] {failed:?}", b.kind);
         for (name, value) in [("m", 1.0), ("n", 2.0)] {
             assert_eq!(
-                store.latest_evaluations(name, 1_000).await.unwrap(),
+                store
+                    .latest_evaluations(name, 1_000, ALL_GATES)
+                    .await
+                    .unwrap(),
                 vec![gate(1_000, "lag", "exit", Some(value), 2_000)]
             );
             assert_eq!(
@@ -1061,7 +1203,10 @@ async fn a_reopened_store_sees_everything() {
             .unwrap();
         let list = store.list().await.unwrap();
         let journal = store.journal("m").await.unwrap();
-        let evaluations = store.latest_evaluations("m", 2_000).await.unwrap();
+        let evaluations = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
         let points = store.load_points("m", "s").await.unwrap();
         drop(store);
 
@@ -1072,7 +1217,10 @@ async fn a_reopened_store_sees_everything() {
             assert_eq!(again.get("m").await.unwrap().published_generation, 2);
             assert_eq!(again.journal("m").await.unwrap(), journal);
             assert_eq!(
-                again.latest_evaluations("m", 2_000).await.unwrap(),
+                again
+                    .latest_evaluations("m", 2_000, ALL_GATES)
+                    .await
+                    .unwrap(),
                 evaluations
             );
             assert_eq!(again.load_points("m", "s").await.unwrap(), points);
