@@ -9,10 +9,12 @@
 //! - A transition (state update + journal entry) commits in one transaction or not at all.
 //! - The journal is append-only (both schemas refuse UPDATE and DELETE on it with triggers).
 //! - A round of evaluations and the scrape samples it took commit together or not at all
-//!   ([`Store::record_round`]).
+//!   ([`Store::record_round`]); each gate's newest evaluation is kept apart from the history,
+//!   so that reading it back does not grow with the history.
 
 pub mod any;
 pub mod dispositions;
+mod memory;
 pub mod postgres;
 pub mod sqlite;
 
@@ -185,51 +187,6 @@ pub struct RoundRecord {
 /// (`require_peak` and `require_deploy` are exit gates of those names).
 pub type GateKey<'a> = (&'a str, &'a str);
 
-/// How many gates one statement of [`Store::latest_evaluations`] names (four parameters each).
-const GATES_PER_READ: usize = 100;
-
-/// The statements reading the latest evaluation of each of `gates` in one step: each gate's row
-/// is found by its own seek of the `(migration, step_entered, gate, kind, id)` index, so the cost
-/// does not grow with the evaluations the step has piled up. `gates` is deduplicated; one
-/// statement per [`GATES_PER_READ`] of them.
-fn latest_evaluations_queries<DB>(
-    name: &str,
-    step_entered_ms: i64,
-    gates: &[GateKey<'_>],
-) -> Vec<sqlx::QueryBuilder<DB>>
-where
-    DB: sqlx::Database,
-    DB::Arguments: Default,
-    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    let mut unique = gates.to_vec();
-    unique.sort_unstable();
-    unique.dedup();
-    unique
-        .chunks(GATES_PER_READ)
-        .map(|chunk| {
-            let mut q = sqlx::QueryBuilder::new("SELECT * FROM gate_evaluations WHERE id IN (");
-            for (i, (gate, kind)) in chunk.iter().enumerate() {
-                if i > 0 {
-                    q.push(", ");
-                }
-                q.push("(SELECT MAX(id) FROM gate_evaluations WHERE migration = ")
-                    .push_bind(name)
-                    .push(" AND step_entered = ")
-                    .push_bind(step_entered_ms)
-                    .push(" AND gate = ")
-                    .push_bind(*gate)
-                    .push(" AND kind = ")
-                    .push_bind(*kind)
-                    .push(")");
-            }
-            q.push(") ORDER BY id");
-            q
-        })
-        .collect()
-}
-
 /// Who holds a lease, until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -279,12 +236,14 @@ pub trait Store: Send + Sync {
         name: &str,
         records: &[GateRecord],
     ) -> impl Future<Output = Result<()>> + Send;
-    /// The latest evaluation of each of `gates` in the step entered at `step_entered_ms`, in the
-    /// order they were recorded; a gate not evaluated in that step has none.
+    /// The latest evaluation of each of `gates` in the step entered at `step_entered_ms`, oldest
+    /// evaluation first, then by gate and kind; a gate not evaluated in that step has none.
     ///
     /// # Guarantees
-    /// The cost grows with the number of gates named, not with the number of evaluations the
-    /// step has recorded (a step of a long soak holds one row per gate per tick).
+    /// Read from each gate's memory (one row per gate per step), not from the history: the cost
+    /// does not grow with the evaluations a step has recorded (a long soak holds one row per
+    /// gate per tick). Of two evaluations of a gate, the later in evaluation time is the latest,
+    /// whichever committed last.
     fn latest_evaluations(
         &self,
         name: &str,

@@ -12,11 +12,11 @@ use std::str::FromStr;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{Connection, PgConnection, PgPool, Postgres, QueryBuilder, Row};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::{
     Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, latest_evaluations_queries, parse_state,
+    RoundRecord, Store, StoreError, StoredPoint, memory, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -31,6 +31,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         2,
         "generations index",
         include_str!("../../migrations/postgres/0002_generations_index.sql"),
+    ),
+    (
+        3,
+        "gate memory",
+        include_str!("../../migrations/postgres/0003_gate_memory.sql"),
     ),
 ];
 
@@ -47,6 +52,17 @@ impl PgStore {
     /// # Errors
     /// The database cannot be reached or its schema cannot be applied.
     pub async fn open(url: &str) -> Result<PgStore> {
+        Self::open_with(url, SCHEMA).await
+    }
+
+    /// [`Self::open`] with the schema up to `version` only (tests of upgrades).
+    #[cfg(test)]
+    pub(crate) async fn open_at_version(url: &str, version: i64) -> Result<PgStore> {
+        let upto = SCHEMA.iter().take_while(|(v, _, _)| *v <= version).count();
+        Self::open_with(url, &SCHEMA[..upto]).await
+    }
+
+    async fn open_with(url: &str, schema: &[(i64, &'static str, &'static str)]) -> Result<PgStore> {
         let options = PgConnectOptions::from_str(url)?.application_name("queue-migrate");
         // One plain connection first: a wrong host, port or password fails at once (a pool
         // retries until its acquire timeout, 30 s of silence).
@@ -55,7 +71,7 @@ impl PgStore {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        let migrations = SCHEMA
+        let migrations = schema
             .iter()
             .map(|(version, description, sql)| {
                 Migration::new(
@@ -71,10 +87,6 @@ impl PgStore {
         Migrator::with_migrations(migrations).run(&pool).await?;
         Ok(PgStore { pool })
     }
-}
-
-fn step_of(state: State) -> Option<i64> {
-    state.step().and_then(|s| i64::try_from(s).ok())
 }
 
 fn migration_row(row: &PgRow) -> Result<MigrationRecord> {
@@ -216,6 +228,10 @@ async fn insert_points(
     Ok(())
 }
 
+/// The memory of every gate of a migration in one step, oldest evaluation first.
+pub(super) const LATEST_EVALUATIONS: &str = "SELECT * FROM gate_memory WHERE migration = $1 \
+     AND step_entered = $2 ORDER BY at, gate, kind";
+
 /// A round of evaluations in one multi-row INSERT (in the caller's transaction).
 async fn insert_evaluations(
     conn: &mut PgConnection,
@@ -224,27 +240,14 @@ async fn insert_evaluations(
 ) -> Result<()> {
     // PostgreSQL allows 65,535 parameters per statement: 15 per row.
     for chunk in records.chunks(1_000) {
-        let mut q = QueryBuilder::<Postgres>::new(
-            "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
-             query, value, old_value, samples, verdict, reason, held_since, peak, at) ",
-        );
-        q.push_values(chunk, |mut row, r| {
-            row.push_bind(name)
-                .push_bind(r.step_entered_ms)
-                .push_bind(r.state.name())
-                .push_bind(step_of(r.state))
-                .push_bind(&r.gate)
-                .push_bind(&r.kind)
-                .push_bind(&r.query)
-                .push_bind(r.value)
-                .push_bind(r.old_value)
-                .push_bind(i64::from(r.samples))
-                .push_bind(&r.verdict)
-                .push_bind(&r.reason)
-                .push_bind(r.held_since_ms)
-                .push_bind(r.peak)
-                .push_bind(r.at_ms);
-        });
+        let mut q = memory::insert_history::<Postgres>();
+        memory::push_gate_rows(&mut q, name, chunk);
+        q.build().execute(&mut *conn).await?;
+    }
+    for chunk in memory::newest_per_gate(records).chunks(1_000) {
+        let mut q = memory::upsert_memory::<Postgres>();
+        memory::push_gate_rows(&mut q, name, chunk.iter().copied());
+        q.push(memory::UPSERT_MEMORY_TAIL);
         q.build().execute(&mut *conn).await?;
     }
     Ok(())
@@ -343,7 +346,7 @@ impl Store for PgStore {
              WHERE name = $8 AND version = $9 RETURNING *",
         )
         .bind(c.to.state.name())
-        .bind(step_of(c.to.state))
+        .bind(memory::step_of(c.to.state))
         .bind(c.to.paused)
         .bind(version)
         .bind(generation)
@@ -361,10 +364,10 @@ impl Store for PgStore {
             .bind(c.at_ms)
             .bind(&c.command)
             .bind(current.state.name())
-            .bind(step_of(current.state))
+            .bind(memory::step_of(current.state))
             .bind(current.paused)
             .bind(c.to.state.name())
-            .bind(step_of(c.to.state))
+            .bind(memory::step_of(c.to.state))
             .bind(c.to.paused)
             .bind(&c.actor)
             .bind(&c.reason)
@@ -418,14 +421,12 @@ impl Store for PgStore {
         step_entered_ms: i64,
         gates: &[GateKey<'_>],
     ) -> Result<Vec<GateRecord>> {
-        let mut rows = Vec::new();
-        for mut q in latest_evaluations_queries::<Postgres>(name, step_entered_ms, gates) {
-            for row in q.build().fetch_all(&self.pool).await? {
-                rows.push((row.try_get::<i64, _>("id")?, gate_row(&row)?));
-            }
-        }
-        rows.sort_by_key(|(id, _)| *id);
-        Ok(rows.into_iter().map(|(_, r)| r).collect())
+        let rows = sqlx::query(LATEST_EVALUATIONS)
+            .bind(name)
+            .bind(step_entered_ms)
+            .fetch_all(&self.pool)
+            .await?;
+        memory::named(rows.iter().map(gate_row), gates)
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {

@@ -10,7 +10,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
     Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, latest_evaluations_queries, parse_state,
+    RoundRecord, Store, StoreError, StoredPoint, memory, parse_state,
 };
 use crate::machine::{Snapshot, State};
 
@@ -30,6 +30,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         3,
         "generations index",
         include_str!("../../migrations/sqlite/0003_generations_index.sql"),
+    ),
+    (
+        4,
+        "gate memory",
+        include_str!("../../migrations/sqlite/0004_gate_memory.sql"),
     ),
 ];
 
@@ -51,6 +56,20 @@ impl SqliteStore {
     /// # Errors
     /// The database cannot be opened or its schema cannot be applied.
     pub async fn open(url: &str) -> Result<SqliteStore> {
+        Self::open_with(url, SCHEMA).await
+    }
+
+    /// [`Self::open`] with the schema up to `version` only (tests of upgrades).
+    #[cfg(test)]
+    pub(crate) async fn open_at_version(url: &str, version: i64) -> Result<SqliteStore> {
+        let upto = SCHEMA.iter().take_while(|(v, _, _)| *v <= version).count();
+        Self::open_with(url, &SCHEMA[..upto]).await
+    }
+
+    async fn open_with(
+        url: &str,
+        schema: &[(i64, &'static str, &'static str)],
+    ) -> Result<SqliteStore> {
         let url = if url.starts_with("sqlite:") {
             url.to_string()
         } else {
@@ -65,7 +84,7 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        let migrations = SCHEMA
+        let migrations = schema
             .iter()
             .map(|(version, description, sql)| {
                 Migration::new(
@@ -84,10 +103,6 @@ impl SqliteStore {
 
 fn b(v: bool) -> i64 {
     i64::from(v)
-}
-
-fn step_of(state: State) -> Option<i64> {
-    state.step().and_then(|s| i64::try_from(s).ok())
 }
 
 fn migration_row(row: &SqliteRow) -> Result<MigrationRecord> {
@@ -157,33 +172,24 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
 /// parameters in one statement; 500 rows of 15 columns stay well below).
 const ROWS_PER_INSERT: usize = 500;
 
+/// The memory of every gate of a migration in one step, oldest evaluation first.
+pub(super) const LATEST_EVALUATIONS: &str = "SELECT * FROM gate_memory WHERE migration = ? \
+     AND step_entered = ? ORDER BY at, gate, kind";
+
 async fn insert_evaluations(
     conn: &mut SqliteConnection,
     name: &str,
     records: &[GateRecord],
 ) -> Result<()> {
     for chunk in records.chunks(ROWS_PER_INSERT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
-             query, value, old_value, samples, verdict, reason, held_since, peak, at) ",
-        );
-        q.push_values(chunk, |mut row, r| {
-            row.push_bind(name)
-                .push_bind(r.step_entered_ms)
-                .push_bind(r.state.name())
-                .push_bind(step_of(r.state))
-                .push_bind(&r.gate)
-                .push_bind(&r.kind)
-                .push_bind(&r.query)
-                .push_bind(r.value)
-                .push_bind(r.old_value)
-                .push_bind(i64::from(r.samples))
-                .push_bind(&r.verdict)
-                .push_bind(&r.reason)
-                .push_bind(r.held_since_ms)
-                .push_bind(r.peak)
-                .push_bind(r.at_ms);
-        });
+        let mut q = memory::insert_history::<Sqlite>();
+        memory::push_gate_rows(&mut q, name, chunk);
+        q.build().execute(&mut *conn).await?;
+    }
+    for chunk in memory::newest_per_gate(records).chunks(ROWS_PER_INSERT) {
+        let mut q = memory::upsert_memory::<Sqlite>();
+        memory::push_gate_rows(&mut q, name, chunk.iter().copied());
+        q.push(memory::UPSERT_MEMORY_TAIL);
         q.build().execute(&mut *conn).await?;
     }
     Ok(())
@@ -334,7 +340,7 @@ impl Store for SqliteStore {
              entered_at = ?, updated_at = ? WHERE name = ? AND version = ?",
         )
         .bind(c.to.state.name())
-        .bind(step_of(c.to.state))
+        .bind(memory::step_of(c.to.state))
         .bind(b(c.to.paused))
         .bind(version)
         .bind(generation)
@@ -353,10 +359,10 @@ impl Store for SqliteStore {
             .bind(c.at_ms)
             .bind(&c.command)
             .bind(current.state.name())
-            .bind(step_of(current.state))
+            .bind(memory::step_of(current.state))
             .bind(b(current.paused))
             .bind(c.to.state.name())
-            .bind(step_of(c.to.state))
+            .bind(memory::step_of(c.to.state))
             .bind(b(c.to.paused))
             .bind(&c.actor)
             .bind(&c.reason)
@@ -410,14 +416,12 @@ impl Store for SqliteStore {
         step_entered_ms: i64,
         gates: &[GateKey<'_>],
     ) -> Result<Vec<GateRecord>> {
-        let mut rows = Vec::new();
-        for mut q in latest_evaluations_queries::<Sqlite>(name, step_entered_ms, gates) {
-            for row in q.build().fetch_all(&self.pool).await? {
-                rows.push((row.try_get::<i64, _>("id")?, gate_row(&row)?));
-            }
-        }
-        rows.sort_by_key(|(id, _)| *id);
-        Ok(rows.into_iter().map(|(_, r)| r).collect())
+        let rows = sqlx::query(LATEST_EVALUATIONS)
+            .bind(name)
+            .bind(step_entered_ms)
+            .fetch_all(&self.pool)
+            .await?;
+        memory::named(rows.iter().map(gate_row), gates)
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {

@@ -219,6 +219,13 @@ fn commit(
     }
 }
 
+/// `rows` as [`Store::latest_evaluations`] orders them: by evaluation time, then gate and kind.
+fn by_time(rows: &[GateRecord]) -> Vec<GateRecord> {
+    let mut v = rows.to_vec();
+    v.sort_by(|a, b| (a.at_ms, &a.gate, &a.kind).cmp(&(b.at_ms, &b.gate, &b.kind)));
+    v
+}
+
 /// Every gate the scenarios record, for reading back all their latest evaluations.
 const ALL_GATES: &[GateKey<'static>] = &[
     ("lag", "exit"),
@@ -573,10 +580,7 @@ async fn latest_evaluations_of_the_gates_named_only() {
         );
         // More gates than one statement names, each evaluated in two rounds, recorded in an
         // order that is not their names' order.
-        let names: Vec<String> = (0..GATES_PER_READ * 2 + 7)
-            .rev()
-            .map(|i| format!("g{i}"))
-            .collect();
+        let mut names: Vec<String> = (0..250).rev().map(|i| format!("g{i}")).collect();
         for (round, at) in [(1.0, 2_000), (2.0, 3_000)] {
             let rows: Vec<GateRecord> = names
                 .iter()
@@ -586,11 +590,12 @@ async fn latest_evaluations_of_the_gates_named_only() {
         }
         let all: Vec<GateKey<'_>> = names.iter().map(|n| (n.as_str(), "exit")).collect();
         let latest = store.latest_evaluations("m", 1_000, &all).await.unwrap();
+        names.sort();
         let expected: Vec<GateRecord> = names
             .iter()
             .map(|n| gate(1_000, n, "exit", Some(2.0), 3_000))
             .collect();
-        assert_eq!(latest, expected, "[{}] in the order recorded", b.kind);
+        assert_eq!(latest, expected, "[{}] by time, then gate", b.kind);
 
         // Only the gates named; a gate named twice is read once; an unknown gate, another
         // kind or another step has none.
@@ -604,8 +609,8 @@ async fn latest_evaluations_of_the_gates_named_only() {
         assert_eq!(
             store.latest_evaluations("m", 1_000, &some).await.unwrap(),
             vec![
-                gate(1_000, "g3", "exit", Some(2.0), 3_000),
                 gate(1_000, "g1", "exit", Some(2.0), 3_000),
+                gate(1_000, "g3", "exit", Some(2.0), 3_000),
             ]
         );
         assert_eq!(
@@ -616,49 +621,151 @@ async fn latest_evaluations_of_the_gates_named_only() {
     .await;
 }
 
-/// Regression: the latest evaluations were found by grouping every evaluation of the step (one
-/// row per gate per tick), so a tick grew with the age of each migration's step (about 8 ms per
-/// migration after 3,000 ticks). Each gate is now one seek of the index.
+/// Regression: a tick found each gate's memory among every evaluation of the step (one row per
+/// gate per tick, behind an index as large as the history), so it grew with the age of each
+/// migration's step: 5.7 s against 1.7 s for 1,000 migrations after 1,000 ticks. It now reads
+/// `gate_memory` alone, one row per gate.
 #[tokio::test]
-async fn latest_evaluations_seek_each_gate_instead_of_scanning_the_step() {
+async fn a_tick_reads_gate_memory_not_the_history() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let url = format!("sqlite://{}", dir.path().join("state.db").display());
     let store = any::open(&url).await.unwrap();
     let pool = SqlitePool::connect(&url).await.unwrap();
-    let gates = [("lag", "exit"), ("errors", "guard")];
-    let queries = latest_evaluations_queries::<sqlx::Sqlite>("m", 1_000, &gates);
-    assert_eq!(queries.len(), 1);
-    let sql = format!("EXPLAIN QUERY PLAN {}", queries[0].sql().as_str());
-    let mut explain = sqlx::query(AssertSqlSafe(sql));
-    // The statement names the gates in sorted order.
-    for (gate, kind) in [("errors", "guard"), ("lag", "exit")] {
-        explain = explain.bind("m").bind(1_000_i64).bind(gate).bind(kind);
-    }
-    let details: Vec<String> = explain
+    let sql = format!("EXPLAIN QUERY PLAN {}", sqlite::LATEST_EVALUATIONS);
+    let details: Vec<String> = sqlx::query(AssertSqlSafe(sql))
+        .bind("m")
+        .bind(1_000_i64)
         .fetch_all(&pool)
         .await
         .unwrap()
         .iter()
         .map(|r| r.get::<String, _>("detail"))
         .collect();
-    let seeks = details
-        .iter()
-        .filter(|d| {
-            d.contains(
-                "USING COVERING INDEX gate_evaluations_latest \
-                 (migration=? AND step_entered=? AND gate=? AND kind=?)",
-            )
-        })
-        .count();
-    assert_eq!(seeks, 2, "{details:#?}");
-    for d in &details {
-        assert!(
-            !d.contains("SCAN") && !d.contains("GROUP BY") && !d.contains("TEMP B-TREE"),
-            "{details:#?}"
-        );
-    }
+    assert!(
+        details
+            .iter()
+            .any(|d| d.starts_with("SEARCH gate_memory USING INDEX")
+                && d.ends_with("(migration=? AND step_entered=?)")),
+        "{details:#?}"
+    );
+    assert!(
+        details
+            .iter()
+            .all(|d| !d.contains("gate_evaluations") && !d.starts_with("SCAN")),
+        "{details:#?}"
+    );
     pool.close().await;
     drop(store);
+}
+
+#[tokio::test]
+async fn a_round_that_commits_late_does_not_replace_a_newer_memory() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let newer = gate(1_000, "lag", "exit", Some(2.0), 5_000);
+        store
+            .record_evaluations("m", std::slice::from_ref(&newer))
+            .await
+            .unwrap();
+        // A daemon's round evaluated at 4,000 commits after a command's evaluation at 5,000.
+        store
+            .record_evaluations("m", &[gate(1_000, "lag", "exit", Some(1.0), 4_000)])
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![newer]
+        );
+        // Of one gate twice in one round, the later evaluation is the memory.
+        let twice = [
+            gate(1_000, "lag", "exit", Some(3.0), 6_000),
+            gate(1_000, "lag", "exit", Some(4.0), 6_000),
+        ];
+        store.record_evaluations("m", &twice).await.unwrap();
+        assert_eq!(
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![twice[1].clone()]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_upgraded_store_keeps_the_memory_of_its_gates() {
+    on_each_backend(|b| async move {
+        // The schema before gate_memory: SQLite 3, PostgreSQL 2.
+        let before = if b.kind == "postgres" { 2 } else { 3 };
+        let old_round = [
+            gate(1_000, "lag", "exit", Some(1.0), 2_000),
+            gate(1_000, "lag", "guard", Some(1.0), 2_000),
+        ];
+        let newer = [
+            gate(1_000, "lag", "exit", Some(5.0), 3_000),
+            gate(7_000, "lag", "exit", Some(9.0), 8_000),
+        ];
+        let rows = |records: &[GateRecord]| -> String {
+            records
+                .iter()
+                .map(|r| {
+                    format!(
+                        "('m', {}, 'slices', 1, '{}', '{}', 'q', {}, NULL, 3, 'hold', 'r', NULL, NULL, {})",
+                        r.step_entered_ms,
+                        r.gate,
+                        r.kind,
+                        r.value.unwrap_or_default(),
+                        r.at_ms
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let insert = format!(
+            "INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
+             query, value, old_value, samples, verdict, reason, held_since, peak, at) VALUES {}; \
+             INSERT INTO gate_evaluations (migration, step_entered, state, step, gate, kind, \
+             query, value, old_value, samples, verdict, reason, held_since, peak, at) VALUES {}",
+            rows(&old_round),
+            rows(&newer)
+        );
+        if b.kind == "postgres" {
+            let old = postgres::PgStore::open_at_version(&b.url, before).await.unwrap();
+            old.create(&new_migration("m", 1_000)).await.unwrap();
+            let pool = PgPool::connect(&b.url).await.unwrap();
+            pool.execute(AssertSqlSafe(insert)).await.unwrap();
+            pool.close().await;
+        } else {
+            let old = sqlite::SqliteStore::open_at_version(&b.url, before).await.unwrap();
+            old.create(&new_migration("m", 1_000)).await.unwrap();
+            let pool = SqlitePool::connect(&b.url).await.unwrap();
+            pool.execute(AssertSqlSafe(insert)).await.unwrap();
+            pool.close().await;
+        }
+        let store = b.open().await;
+        let memory = |v: f64, at: i64, step: i64, kind: &str| {
+            let mut r = gate(step, "lag", kind, Some(v), at);
+            r.query = "q".into();
+            r.old_value = None;
+            r.reason = "r".into();
+            r.held_since_ms = None;
+            r
+        };
+        assert_eq!(
+            store.latest_evaluations("m", 1_000, ALL_GATES).await.unwrap(),
+            vec![memory(1.0, 2_000, 1_000, "guard"), memory(5.0, 3_000, 1_000, "exit")]
+        );
+        assert_eq!(
+            store.latest_evaluations("m", 7_000, ALL_GATES).await.unwrap(),
+            vec![memory(9.0, 8_000, 7_000, "exit")]
+        );
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -706,7 +813,7 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
             .unwrap();
         store.record_evaluations("m", &[]).await.unwrap();
 
-        // The latest row of each (gate, kind), in the order they were recorded.
+        // The latest row of each (gate, kind), oldest evaluation first, then by gate and kind.
         let latest = store
             .latest_evaluations("m", 10_000, ALL_GATES)
             .await
@@ -715,8 +822,8 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
             latest,
             vec![
                 round1[1].clone(),
-                round2[0].clone(),
                 round2[1].clone(),
+                round2[0].clone(),
                 peaked
             ]
         );
@@ -1051,7 +1158,7 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
                 .latest_evaluations("m", 1_000, ALL_GATES)
                 .await
                 .unwrap(),
-            round.to_vec()
+            by_time(&round)
         );
         assert_eq!(
             store.load_points("m", "app").await.unwrap(),
@@ -1089,7 +1196,7 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
                 .latest_evaluations("m", 1_000, ALL_GATES)
                 .await
                 .unwrap(),
-            round.to_vec()
+            by_time(&round)
         );
         assert_eq!(
             store.load_points("m", "app").await.unwrap(),

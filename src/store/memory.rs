@@ -1,0 +1,174 @@
+//! Gate rows as both backends write them: every evaluation appended to `gate_evaluations` (the
+//! history), and the newest of each gate in each step kept in `gate_memory`, which is all a tick
+//! reads back (its "held since", samples and peak).
+//!
+//! # Guarantees
+//! - A gate's memory row only moves forward in evaluation time: a round that commits late (a
+//!   daemon's round ending after a command's evaluation) never replaces a newer evaluation.
+//! - Reading the memory costs the same whether the history holds ten rows or ten million.
+
+use std::collections::{HashMap, HashSet};
+
+use sqlx::{Database, Encode, QueryBuilder, Type};
+
+use super::{GateKey, GateRecord, Result};
+use crate::machine::State;
+
+/// The columns of a gate row, in the order [`push_gate_rows`] binds them.
+const COLUMNS: &str = "(migration, step_entered, state, step, gate, kind, query, value, \
+     old_value, samples, verdict, reason, held_since, peak, at) ";
+
+/// Start of the statement appending evaluations to the history.
+pub(super) fn insert_history<DB: Database>() -> QueryBuilder<DB>
+where
+    DB::Arguments: Default,
+{
+    QueryBuilder::new(format!("INSERT INTO gate_evaluations {COLUMNS}"))
+}
+
+/// Start of the statement keeping each gate's newest evaluation; finish it with
+/// [`UPSERT_MEMORY_TAIL`] after the rows.
+pub(super) fn upsert_memory<DB: Database>() -> QueryBuilder<DB>
+where
+    DB::Arguments: Default,
+{
+    QueryBuilder::new(format!("INSERT INTO gate_memory {COLUMNS}"))
+}
+
+/// The end of [`upsert_memory`]'s statement (the same in SQLite and PostgreSQL).
+pub(super) const UPSERT_MEMORY_TAIL: &str = " ON CONFLICT (migration, step_entered, gate, kind) \
+     DO UPDATE SET state = excluded.state, step = excluded.step, \
+     query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
+     samples = excluded.samples, verdict = excluded.verdict, reason = excluded.reason, \
+     held_since = excluded.held_since, peak = excluded.peak, at = excluded.at \
+     WHERE excluded.at >= gate_memory.at";
+
+/// Bind `rows` of migration `name` as the `VALUES` of a statement started by
+/// [`insert_history`] or [`upsert_memory`].
+pub(super) fn push_gate_rows<'r, DB>(
+    q: &mut QueryBuilder<DB>,
+    name: &str,
+    rows: impl IntoIterator<Item = &'r GateRecord>,
+) where
+    DB: Database,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<f64>: Encode<'t, DB> + Type<DB>,
+{
+    q.push_values(rows, |mut row, r| {
+        row.push_bind(name)
+            .push_bind(r.step_entered_ms)
+            .push_bind(r.state.name())
+            .push_bind(step_of(r.state))
+            .push_bind(r.gate.as_str())
+            .push_bind(r.kind.as_str())
+            .push_bind(r.query.as_str())
+            .push_bind(r.value)
+            .push_bind(r.old_value)
+            .push_bind(i64::from(r.samples))
+            .push_bind(r.verdict.as_str())
+            .push_bind(r.reason.as_str())
+            .push_bind(r.held_since_ms)
+            .push_bind(r.peak)
+            .push_bind(r.at_ms);
+    });
+}
+
+/// The rows of `rows` that belong to one of `gates`, in their order (a step's memory may hold
+/// gates the phase no longer has).
+///
+/// # Errors
+/// The first row that could not be read.
+pub(super) fn named(
+    rows: impl IntoIterator<Item = Result<GateRecord>>,
+    gates: &[GateKey<'_>],
+) -> Result<Vec<GateRecord>> {
+    let gates: HashSet<GateKey<'_>> = gates.iter().copied().collect();
+    let mut kept = Vec::new();
+    for row in rows {
+        let r = row?;
+        if gates.contains(&(r.gate.as_str(), r.kind.as_str())) {
+            kept.push(r);
+        }
+    }
+    Ok(kept)
+}
+
+/// The step number stored beside a state.
+pub(super) fn step_of(state: State) -> Option<i64> {
+    state.step().and_then(|s| i64::try_from(s).ok())
+}
+
+/// The newest row of each `(step, gate, kind)` of `records` (the later of two rows with the same
+/// evaluation time), in their order: one statement may not update a row twice.
+pub(super) fn newest_per_gate(records: &[GateRecord]) -> Vec<&GateRecord> {
+    let mut newest: HashMap<(i64, &str, &str), usize> = HashMap::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let slot = newest
+            .entry((r.step_entered_ms, &r.gate, &r.kind))
+            .or_insert(i);
+        if r.at_ms >= records[*slot].at_ms {
+            *slot = i;
+        }
+    }
+    let mut keep: Vec<usize> = newest.into_values().collect();
+    keep.sort_unstable();
+    keep.into_iter().map(|i| &records[i]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(gate: &str, kind: &str, at_ms: i64) -> GateRecord {
+        GateRecord {
+            step_entered_ms: 1,
+            state: State::Slices(0),
+            gate: gate.into(),
+            kind: kind.into(),
+            query: String::new(),
+            value: None,
+            old_value: None,
+            samples: 0,
+            verdict: "hold".into(),
+            reason: String::new(),
+            held_since_ms: None,
+            peak: None,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn newest_per_gate_keeps_the_latest_evaluation_of_each_gate_and_kind() {
+        let rows = [
+            row("lag", "exit", 5),
+            row("lag", "guard", 5),
+            row("lag", "exit", 7),
+            row("depth", "exit", 6),
+            row("lag", "exit", 6),
+            row("depth", "exit", 6),
+        ];
+        let kept: Vec<_> = newest_per_gate(&rows)
+            .into_iter()
+            .map(|r| (r.gate.as_str(), r.kind.as_str(), r.at_ms))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                ("lag", "guard", 5),
+                ("lag", "exit", 7),
+                ("depth", "exit", 6)
+            ]
+        );
+        // Another step's row of the same gate is another gate's memory.
+        let mut other_step = row("lag", "exit", 4);
+        other_step.step_entered_ms = 2;
+        let both = [rows[0].clone(), other_step];
+        assert_eq!(newest_per_gate(&both).len(), 2);
+        // Of two rows at the same time, the later one: its index is the last.
+        let same = newest_per_gate(&rows[3..]);
+        assert!(std::ptr::eq(same[1], &rows[5]), "{same:?}");
+        assert!(newest_per_gate(&[]).is_empty());
+    }
+}
