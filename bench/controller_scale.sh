@@ -27,7 +27,8 @@
 #
 # RUN_SECONDS=0 or PARTS=0 leave those parts out. HELPER and MIGRATE: binaries built already.
 # RUN_ARGS: more options for `migrate run` (e.g. `--queries-per-request 1`). BASE_MIGRATE (an
-# older `migrate`): its run too, before this build's, on the same store.
+# older `migrate` of the same schema: an older schema refuses the store): its run too, before
+# this build's, on the same store.
 #
 # Prometheus: PROM (default $QM_TEST_PROMETHEUS_URL from /tmp/qm-services/env, else
 # http://127.0.0.1:9090); started with scripts/services.sh when it does not answer.

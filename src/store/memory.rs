@@ -3,8 +3,9 @@
 //! reads back (its "held since", samples and peak).
 //!
 //! # Guarantees
-//! - A gate's memory row only moves forward in evaluation time: a round that commits late (a
-//!   daemon's round ending after a command's evaluation) never replaces a newer evaluation.
+//! - A gate's memory is the evaluation written last, as the newest row of the history was: the
+//!   clocks of the writers (a daemon, a person's CLI) do not decide, so one that runs ahead cannot
+//!   freeze it.
 //! - Reading the memory costs the same whether the history holds ten rows or ten million.
 
 use std::collections::{HashMap, HashSet};
@@ -40,8 +41,7 @@ pub(super) const UPSERT_MEMORY_TAIL: &str = " ON CONFLICT (migration, step_enter
      DO UPDATE SET state = excluded.state, step = excluded.step, \
      query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
      samples = excluded.samples, verdict = excluded.verdict, reason = excluded.reason, \
-     held_since = excluded.held_since, peak = excluded.peak, at = excluded.at \
-     WHERE excluded.at >= gate_memory.at";
+     held_since = excluded.held_since, peak = excluded.peak, at = excluded.at";
 
 /// Bind `rows` of migration `name` as the `VALUES` of a statement started by
 /// [`insert_history`] or [`upsert_memory`].
@@ -100,17 +100,12 @@ pub(super) fn step_of(state: State) -> Option<i64> {
     state.step().and_then(|s| i64::try_from(s).ok())
 }
 
-/// The newest row of each `(step, gate, kind)` of `records` (the later of two rows with the same
-/// evaluation time), in their order: one statement may not update a row twice.
+/// The last row of each `(step, gate, kind)` of `records`, in their order: one statement may not
+/// update a row twice.
 pub(super) fn newest_per_gate(records: &[GateRecord]) -> Vec<&GateRecord> {
     let mut newest: HashMap<(i64, &str, &str), usize> = HashMap::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
-        let slot = newest
-            .entry((r.step_entered_ms, &r.gate, &r.kind))
-            .or_insert(i);
-        if r.at_ms >= records[*slot].at_ms {
-            *slot = i;
-        }
+        newest.insert((r.step_entered_ms, &r.gate, &r.kind), i);
     }
     let mut keep: Vec<usize> = newest.into_values().collect();
     keep.sort_unstable();
@@ -140,7 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn newest_per_gate_keeps_the_latest_evaluation_of_each_gate_and_kind() {
+    fn newest_per_gate_keeps_the_last_row_of_each_gate_and_kind() {
         let rows = [
             row("lag", "exit", 5),
             row("lag", "guard", 5),
@@ -157,7 +152,7 @@ mod tests {
             kept,
             vec![
                 ("lag", "guard", 5),
-                ("lag", "exit", 7),
+                ("lag", "exit", 6),
                 ("depth", "exit", 6)
             ]
         );
@@ -166,7 +161,7 @@ mod tests {
         other_step.step_entered_ms = 2;
         let both = [rows[0].clone(), other_step];
         assert_eq!(newest_per_gate(&both).len(), 2);
-        // Of two rows at the same time, the later one: its index is the last.
+        // Of two rows at the same time, the later one.
         let same = newest_per_gate(&rows[3..]);
         assert!(std::ptr::eq(same[1], &rows[5]), "{same:?}");
         assert!(newest_per_gate(&[]).is_empty());

@@ -242,8 +242,8 @@ pub trait Store: Send + Sync {
     /// # Guarantees
     /// Read from each gate's memory (one row per gate per step), not from the history: the cost
     /// does not grow with the evaluations a step has recorded (a long soak holds one row per
-    /// gate per tick). Of two evaluations of a gate, the later in evaluation time is the latest,
-    /// whichever committed last.
+    /// gate per tick). Of two evaluations of a gate, the one written last is the latest (as the
+    /// newest row of the history), whatever the clocks that stamped them.
     fn latest_evaluations(
         &self,
         name: &str,

@@ -578,9 +578,9 @@ async fn latest_evaluations_of_the_gates_named_only() {
             store.latest_evaluations("m", 1_000, &[]).await.unwrap(),
             vec![]
         );
-        // More gates than one statement names, each evaluated in two rounds, recorded in an
-        // order that is not their names' order.
-        let mut names: Vec<String> = (0..250).rev().map(|i| format!("g{i}")).collect();
+        // More gates in one round than one statement writes (SQLite 500 rows, PostgreSQL 1,000),
+        // each evaluated in two rounds, recorded in an order that is not their names' order.
+        let mut names: Vec<String> = (0..1_100).rev().map(|i| format!("g{i}")).collect();
         for (round, at) in [(1.0, 2_000), (2.0, 3_000)] {
             let rows: Vec<GateRecord> = names
                 .iter()
@@ -659,27 +659,34 @@ async fn a_tick_reads_gate_memory_not_the_history() {
 }
 
 #[tokio::test]
-async fn a_round_that_commits_late_does_not_replace_a_newer_memory() {
+/// Regression (review of the first gate_memory): a memory that only moved forward in evaluation
+/// time froze for as long as one writer's clock ran ahead (a CLI on a laptop N minutes fast):
+/// every daemon round in those minutes was dropped, so a `for:` gate could neither restart nor
+/// pass. The row written last wins, as the history's newest row did.
+async fn the_memory_is_the_evaluation_written_last_whatever_its_clock() {
     on_each_backend(|b| async move {
         let store = b.open().await;
         store.create(&new_migration("m", 1_000)).await.unwrap();
-        let newer = gate(1_000, "lag", "exit", Some(2.0), 5_000);
+        // A command whose clock runs ahead evaluates at 9,000...
         store
-            .record_evaluations("m", std::slice::from_ref(&newer))
+            .record_evaluations("m", &[gate(1_000, "lag", "exit", Some(2.0), 9_000)])
             .await
             .unwrap();
-        // A daemon's round evaluated at 4,000 commits after a command's evaluation at 5,000.
-        store
-            .record_evaluations("m", &[gate(1_000, "lag", "exit", Some(1.0), 4_000)])
-            .await
-            .unwrap();
-        assert_eq!(
+        // ...then the daemon's rounds, stamped by a correct clock, are the memory.
+        for at in [5_000, 6_000] {
+            let round = gate(1_000, "lag", "exit", Some(1.0), at);
             store
-                .latest_evaluations("m", 1_000, ALL_GATES)
+                .record_evaluations("m", std::slice::from_ref(&round))
                 .await
-                .unwrap(),
-            vec![newer]
-        );
+                .unwrap();
+            assert_eq!(
+                store
+                    .latest_evaluations("m", 1_000, ALL_GATES)
+                    .await
+                    .unwrap(),
+                vec![round]
+            );
+        }
         // Of one gate twice in one round, the later evaluation is the memory.
         let twice = [
             gate(1_000, "lag", "exit", Some(3.0), 6_000),
