@@ -38,23 +38,9 @@ use queue_migrate::controller::plans::PlanCache;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller};
 use queue_migrate::daemon::{self, Config, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
-use queue_migrate::plan::SystemResolve;
+use queue_migrate::plan::{PhaseKind, SystemResolve};
 use queue_migrate::store::any;
-use queue_migrate::store::{GateKey, GateRecord, SourcePoints, Store, StoredPoint};
-
-/// The gates of the `slices` phase of [`plan`], as their evaluations are stored.
-const SLICES_GATES: &[GateKey<'static>] = &[
-    ("prometheus serving", "exit"),
-    ("prometheus up", "exit"),
-    ("head series", "exit"),
-    ("error ratio low", "exit"),
-    ("new consumes", "exit"),
-    ("new consumer connected", "exit"),
-    ("prometheus still up", "guard"),
-    ("targets", "guard"),
-    ("error ratio breach", "guard"),
-    ("old depth sane", "guard"),
-];
+use queue_migrate::store::{GateRecord, SourcePoints, Store, StoredPoint};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -447,6 +433,12 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         .map(|r| r.name)
         .collect();
     let name = |i: usize| &names[i % names.len()];
+    let loaded = c.load(name(0)).await.expect("load");
+    let gates = loaded
+        .plan
+        .phase(PhaseKind::Slices)
+        .expect("a slices phase")
+        .gate_keys();
     let now = queue_migrate::time::now_ms();
     println!("| part | calls | wall ms per call | CPU ms per call |");
     println!("|---|---:|---:|---:|");
@@ -506,7 +498,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     for i in 0..n {
         let r = store.get(name(i)).await.expect("get");
         store
-            .latest_evaluations(&r.name, r.entered_at_ms, SLICES_GATES)
+            .latest_evaluations(&r.name, r.entered_at_ms, &gates)
             .await
             .expect("latest evaluations");
     }
@@ -515,7 +507,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     let rows: Vec<GateRecord> = {
         let r = store.get(name(0)).await.expect("get");
         store
-            .latest_evaluations(&r.name, r.entered_at_ms, SLICES_GATES)
+            .latest_evaluations(&r.name, r.entered_at_ms, &gates)
             .await
             .expect("latest evaluations")
     };

@@ -12,50 +12,41 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
-use super::{GateKey, GateRecord, Result};
-use crate::machine::State;
+use super::{GateKey, GateRecord, Result, step_of};
 
-/// The columns of a gate row, in the order [`push_gate_rows`] binds them.
+/// The columns of a gate row, in the order [`write_rows`] binds them.
 const COLUMNS: &str = "(migration, step_entered, state, step, gate, kind, query, value, \
      old_value, samples, verdict, reason, held_since, peak, at) ";
 
-/// Start of the statement appending evaluations to the history.
-pub(super) fn insert_history<DB: Database>() -> QueryBuilder<DB>
-where
-    DB::Arguments: Default,
-{
-    QueryBuilder::new(format!("INSERT INTO gate_evaluations {COLUMNS}"))
+/// Where [`write_rows`] writes a round's gate rows.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Table {
+    /// Appended to the history, `gate_evaluations`.
+    History,
+    /// Each gate's memory in `gate_memory`, replaced in place: one row per gate and step in one
+    /// statement (see [`newest_per_gate`]).
+    Memory,
 }
 
-/// Start of the statement keeping each gate's newest evaluation; finish it with
-/// [`UPSERT_MEMORY_TAIL`] after the rows.
-pub(super) fn upsert_memory<DB: Database>() -> QueryBuilder<DB>
-where
-    DB::Arguments: Default,
-{
-    QueryBuilder::new(format!("INSERT INTO gate_memory {COLUMNS}"))
-}
-
-/// The end of [`upsert_memory`]'s statement (the same in SQLite and PostgreSQL).
-pub(super) const UPSERT_MEMORY_TAIL: &str = " ON CONFLICT (migration, step_entered, gate, kind) \
-     DO UPDATE SET state = excluded.state, step = excluded.step, \
-     query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
-     samples = excluded.samples, verdict = excluded.verdict, reason = excluded.reason, \
-     held_since = excluded.held_since, peak = excluded.peak, at = excluded.at";
-
-/// Bind `rows` of migration `name` as the `VALUES` of a statement started by
-/// [`insert_history`] or [`upsert_memory`].
-pub(super) fn push_gate_rows<'r, DB>(
-    q: &mut QueryBuilder<DB>,
+/// The statement writing `rows` of migration `name` to `table`.
+pub(super) fn write_rows<'r, DB>(
+    table: Table,
     name: &str,
     rows: impl IntoIterator<Item = &'r GateRecord>,
-) where
+) -> QueryBuilder<DB>
+where
     DB: Database,
+    DB::Arguments: Default,
     for<'t> &'t str: Encode<'t, DB> + Type<DB>,
     for<'t> i64: Encode<'t, DB> + Type<DB>,
     for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
     for<'t> Option<f64>: Encode<'t, DB> + Type<DB>,
 {
+    let into = match table {
+        Table::History => "gate_evaluations",
+        Table::Memory => "gate_memory",
+    };
+    let mut q = QueryBuilder::new(format!("INSERT INTO {into} {COLUMNS}"));
     q.push_values(rows, |mut row, r| {
         row.push_bind(name)
             .push_bind(r.step_entered_ms)
@@ -73,6 +64,16 @@ pub(super) fn push_gate_rows<'r, DB>(
             .push_bind(r.peak)
             .push_bind(r.at_ms);
     });
+    if let Table::Memory = table {
+        q.push(
+            " ON CONFLICT (migration, step_entered, gate, kind) \
+             DO UPDATE SET state = excluded.state, step = excluded.step, \
+             query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
+             samples = excluded.samples, verdict = excluded.verdict, reason = excluded.reason, \
+             held_since = excluded.held_since, peak = excluded.peak, at = excluded.at",
+        );
+    }
+    q
 }
 
 /// The rows of `rows` that belong to one of `gates`, in their order (a step's memory may hold
@@ -95,11 +96,6 @@ pub(super) fn named(
     Ok(kept)
 }
 
-/// The step number stored beside a state.
-pub(super) fn step_of(state: State) -> Option<i64> {
-    state.step().and_then(|s| i64::try_from(s).ok())
-}
-
 /// The last row of each `(step, gate, kind)` of `records`, in their order: one statement may not
 /// update a row twice.
 pub(super) fn newest_per_gate(records: &[GateRecord]) -> Vec<&GateRecord> {
@@ -115,6 +111,7 @@ pub(super) fn newest_per_gate(records: &[GateRecord]) -> Vec<&GateRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::State;
 
     fn row(gate: &str, kind: &str, at_ms: i64) -> GateRecord {
         GateRecord {

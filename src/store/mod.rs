@@ -315,6 +315,11 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
+/// The step stored beside a state (the inverse of [`parse_state`]).
+pub(crate) fn step_of(state: State) -> Option<i64> {
+    state.step().and_then(|s| i64::try_from(s).ok())
+}
+
 /// Map a stored (state, step) pair back to a [`State`].
 pub(crate) fn parse_state(name: &str, step: Option<i64>) -> Result<State> {
     let step = step

@@ -16,7 +16,7 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::{
     Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, memory, parse_state,
+    RoundRecord, Store, StoreError, StoredPoint, memory, memory::Table, parse_state, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -240,15 +240,16 @@ async fn insert_evaluations(
 ) -> Result<()> {
     // PostgreSQL allows 65,535 parameters per statement: 15 per row.
     for chunk in records.chunks(1_000) {
-        let mut q = memory::insert_history::<Postgres>();
-        memory::push_gate_rows(&mut q, name, chunk);
-        q.build().execute(&mut *conn).await?;
+        memory::write_rows::<Postgres>(Table::History, name, chunk)
+            .build()
+            .execute(&mut *conn)
+            .await?;
     }
     for chunk in memory::newest_per_gate(records).chunks(1_000) {
-        let mut q = memory::upsert_memory::<Postgres>();
-        memory::push_gate_rows(&mut q, name, chunk.iter().copied());
-        q.push(memory::UPSERT_MEMORY_TAIL);
-        q.build().execute(&mut *conn).await?;
+        memory::write_rows::<Postgres>(Table::Memory, name, chunk.iter().copied())
+            .build()
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
@@ -346,7 +347,7 @@ impl Store for PgStore {
              WHERE name = $8 AND version = $9 RETURNING *",
         )
         .bind(c.to.state.name())
-        .bind(memory::step_of(c.to.state))
+        .bind(step_of(c.to.state))
         .bind(c.to.paused)
         .bind(version)
         .bind(generation)
@@ -364,10 +365,10 @@ impl Store for PgStore {
             .bind(c.at_ms)
             .bind(&c.command)
             .bind(current.state.name())
-            .bind(memory::step_of(current.state))
+            .bind(step_of(current.state))
             .bind(current.paused)
             .bind(c.to.state.name())
-            .bind(memory::step_of(c.to.state))
+            .bind(step_of(c.to.state))
             .bind(c.to.paused)
             .bind(&c.actor)
             .bind(&c.reason)

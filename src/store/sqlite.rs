@@ -10,7 +10,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
     Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, memory, parse_state,
+    RoundRecord, Store, StoreError, StoredPoint, memory, memory::Table, parse_state, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -182,15 +182,16 @@ async fn insert_evaluations(
     records: &[GateRecord],
 ) -> Result<()> {
     for chunk in records.chunks(ROWS_PER_INSERT) {
-        let mut q = memory::insert_history::<Sqlite>();
-        memory::push_gate_rows(&mut q, name, chunk);
-        q.build().execute(&mut *conn).await?;
+        memory::write_rows::<Sqlite>(Table::History, name, chunk)
+            .build()
+            .execute(&mut *conn)
+            .await?;
     }
     for chunk in memory::newest_per_gate(records).chunks(ROWS_PER_INSERT) {
-        let mut q = memory::upsert_memory::<Sqlite>();
-        memory::push_gate_rows(&mut q, name, chunk.iter().copied());
-        q.push(memory::UPSERT_MEMORY_TAIL);
-        q.build().execute(&mut *conn).await?;
+        memory::write_rows::<Sqlite>(Table::Memory, name, chunk.iter().copied())
+            .build()
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
@@ -340,7 +341,7 @@ impl Store for SqliteStore {
              entered_at = ?, updated_at = ? WHERE name = ? AND version = ?",
         )
         .bind(c.to.state.name())
-        .bind(memory::step_of(c.to.state))
+        .bind(step_of(c.to.state))
         .bind(b(c.to.paused))
         .bind(version)
         .bind(generation)
@@ -359,10 +360,10 @@ impl Store for SqliteStore {
             .bind(c.at_ms)
             .bind(&c.command)
             .bind(current.state.name())
-            .bind(memory::step_of(current.state))
+            .bind(step_of(current.state))
             .bind(b(current.paused))
             .bind(c.to.state.name())
-            .bind(memory::step_of(c.to.state))
+            .bind(step_of(c.to.state))
             .bind(b(c.to.paused))
             .bind(&c.actor)
             .bind(&c.reason)
