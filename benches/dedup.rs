@@ -11,8 +11,12 @@
 //!
 //! - `bare`: `INSERT INTO bench_bare (key) VALUES ($1)`, a one-column primary key (the ceiling);
 //! - `bare_row`: a plain `INSERT` of the dedup row (key, hash, two times) into a copy of
-//!   `qm_dedup_keys` (the schema's share of the cost, without the claim's upsert);
+//!   `qm_dedup_keys` as that database has it (the schema's share of the cost, without the claim's
+//!   upsert);
 //! - `claim`: `sql::claim` of a fresh key (the upsert; one statement when the key is new);
+//! - `claim_expiry_index` (SQLite only): the same, in a second database file whose
+//!   `qm_dedup_keys` still has the expiry index of the earlier schema (the baseline of the change
+//!   that dropped it, in the same run);
 //! - `claim_dup`: `sql::claim` of a key already committed (upsert + read-back: a redelivery);
 //! - `effect` / `claim_effect`: a consumer's transaction, one ledger row, without and with the
 //!   claim in front.
@@ -37,6 +41,7 @@ const WORKLOADS: &[&str] = &[
     "bare",
     "bare_row",
     "claim",
+    "claim_expiry_index",
     "claim_dup",
     "effect",
     "claim_effect",
@@ -73,6 +78,7 @@ fn env_num(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The ceiling, the ledger, and `bench_rows`, a copy of `qm_dedup_keys` as PostgreSQL has it.
 const BENCH_TABLES: &str = "\
 CREATE TABLE IF NOT EXISTS bench_bare (key TEXT NOT NULL PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS bench_rows (
@@ -84,6 +90,22 @@ CREATE TABLE IF NOT EXISTS bench_rows (
 CREATE INDEX IF NOT EXISTS bench_rows_expiry ON bench_rows (expires_at_ms);
 CREATE TABLE IF NOT EXISTS bench_ledger (key TEXT NOT NULL, amount BIGINT NOT NULL);
 ";
+
+/// The same for SQLite, whose `qm_dedup_keys` is `WITHOUT ROWID` with no expiry index.
+const SQLITE_BENCH_TABLES: &str = "\
+CREATE TABLE IF NOT EXISTS bench_bare (key TEXT NOT NULL PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS bench_rows (
+    key           TEXT   NOT NULL PRIMARY KEY,
+    payload_hash  TEXT   NOT NULL,
+    claimed_at_ms BIGINT NOT NULL,
+    expires_at_ms BIGINT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bench_ledger (key TEXT NOT NULL, amount BIGINT NOT NULL);
+";
+
+/// The expiry index of the earlier SQLite schema, for the `claim_expiry_index` baseline.
+const EARLIER_SQLITE_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS qm_dedup_keys_expiry ON qm_dedup_keys (expires_at_ms)";
 
 /// One body for both databases (only the pool and the `BEGIN` differ).
 macro_rules! run_workload {
@@ -280,22 +302,30 @@ async fn sqlite(sync: &str, n: usize, rounds: usize, batches: &[usize]) -> Resul
         "full" => SqliteSynchronous::Full,
         other => panic!("QM_DEDUP_SQLITE_SYNC: full or normal, not {other}"),
     };
-    let options = SqliteConnectOptions::new()
-        .filename(dir.path().join("consumer.db"))
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(synchronous)
-        .busy_timeout(Duration::from_secs(20));
-    let pool: Pool<Sqlite> = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .expect("open SQLite");
+    let open = |file: &str| {
+        let options = SqliteConnectOptions::new()
+            .filename(dir.path().join(file))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(synchronous)
+            .busy_timeout(Duration::from_secs(20));
+        SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+    };
+    let pool: Pool<Sqlite> = open("consumer.db").await.expect("open SQLite");
     sql::ensure_schema(&pool).await.expect("schema");
-    sqlx::raw_sql(BENCH_TABLES)
+    sqlx::raw_sql(SQLITE_BENCH_TABLES)
         .execute(&pool)
         .await
         .expect("bench tables");
+    // The baseline: the same schema plus the earlier expiry index, in a file of its own.
+    let earlier: Pool<Sqlite> = open("earlier.db").await.expect("open SQLite");
+    sql::ensure_schema(&earlier).await.expect("schema");
+    sqlx::raw_sql(EARLIER_SQLITE_INDEX)
+        .execute(&earlier)
+        .await
+        .expect("the earlier expiry index");
     let db = format!(
         "SQLite (WAL, synchronous={}), one connection",
         sync.to_uppercase()
@@ -308,7 +338,11 @@ async fn sqlite(sync: &str, n: usize, rounds: usize, batches: &[usize]) -> Resul
         for &batch in batches {
             for w in order(round) {
                 let msgs = messages(&key_tag(w, "sqlite", batch, round), n);
-                let sample = run_workload!(&pool, "BEGIN IMMEDIATE", w, &msgs, batch, None);
+                let sample = if w == "claim_expiry_index" {
+                    run_workload!(&earlier, "BEGIN IMMEDIATE", "claim", &msgs, batch, None)
+                } else {
+                    run_workload!(&pool, "BEGIN IMMEDIATE", w, &msgs, batch, None)
+                };
                 if round > 0 {
                     results.push(w, batch, sample);
                 }
@@ -316,6 +350,7 @@ async fn sqlite(sync: &str, n: usize, rounds: usize, batches: &[usize]) -> Resul
         }
     }
     pool.close().await;
+    earlier.close().await;
     results
 }
 
@@ -361,7 +396,10 @@ async fn postgres(url: &str, n: usize, rounds: usize, batches: &[usize]) -> Resu
     let backend = u32::try_from(backend).ok();
     for round in 0..=rounds {
         for &batch in batches {
-            for w in order(round) {
+            for w in order(round)
+                .into_iter()
+                .filter(|w| *w != "claim_expiry_index")
+            {
                 let msgs = messages(&key_tag(w, "pg", batch, round), n);
                 let sample = run_workload!(&pool, "BEGIN", w, &msgs, batch, backend);
                 if round > 0 {

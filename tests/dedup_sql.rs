@@ -470,3 +470,137 @@ fn retryable_errors_are_recognised() {
     assert!(SqlDedupError::Unstable("k".into()).is_retryable());
     assert!(!SqlDedupError::Database(sqlx::Error::RowNotFound).is_retryable());
 }
+
+/// `SQLITE_SCHEMA` as it was before the expiry index was dropped from it: what a consumer's
+/// existing database looks like.
+const EARLIER_SQLITE_SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS qm_dedup_keys (
+    key           TEXT   NOT NULL PRIMARY KEY,
+    payload_hash  TEXT   NOT NULL,
+    claimed_at_ms BIGINT NOT NULL,
+    expires_at_ms BIGINT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS qm_dedup_keys_expiry ON qm_dedup_keys (expires_at_ms);
+CREATE TABLE IF NOT EXISTS qm_aggregate_versions (
+    aggregate TEXT   NOT NULL PRIMARY KEY,
+    version   BIGINT NOT NULL
+) WITHOUT ROWID;
+";
+
+async fn sqlite_claim(pool: &Pool<Sqlite>, dedup: SqlDedup, n: u32, h: &str, now: i64) -> Claim {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let c = dedup.claim(&mut tx, &key(n), &hash(h), now).await.unwrap();
+    tx.commit().await.unwrap();
+    c
+}
+
+async fn sqlite_expiry_index(pool: &Pool<Sqlite>) -> bool {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'qm_dedup_keys_expiry'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    n == 1
+}
+
+#[tokio::test]
+async fn a_sqlite_database_of_the_earlier_schema_keeps_deduplicating_across_the_upgrade() {
+    let (pool, _dir) = sqlite().await.unwrap();
+    sqlx::raw_sql(EARLIER_SQLITE_SCHEMA)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert!(sqlite_expiry_index(&pool).await);
+    let short = SqlDedup::with_ttl(Duration::from_secs(3600));
+    let long = SqlDedup::new();
+    // Claimed by a consumer of the earlier version, before the upgrade.
+    assert_eq!(sqlite_claim(&pool, long, 1, "a", 0).await, Claim::Fresh);
+    assert_eq!(sqlite_claim(&pool, short, 2, "b", 0).await, Claim::Fresh);
+
+    sql::ensure_schema(&pool).await.unwrap();
+    assert!(
+        !sqlite_expiry_index(&pool).await,
+        "the upgrade drops the index"
+    );
+    sql::ensure_schema(&pool).await.unwrap(); // idempotent after the upgrade
+
+    // The keys claimed before the upgrade still deduplicate, and still conflict.
+    assert_eq!(
+        sqlite_claim(&pool, long, 1, "a", HOUR).await,
+        Claim::Duplicate
+    );
+    assert!(matches!(
+        sqlite_claim(&pool, long, 1, "other", HOUR).await,
+        Claim::Conflict { stored_hash } if stored_hash == hash("a")
+    ));
+    // Key 2 expired at 1 h: absent, taken over.
+    assert_eq!(sqlite_claim(&pool, short, 2, "b", HOUR).await, Claim::Fresh);
+    assert_eq!(
+        sqlite_claim(&pool, short, 2, "b", HOUR + 1).await,
+        Claim::Duplicate
+    );
+    assert_eq!(sqlite_claim(&pool, long, 3, "c", HOUR).await, Claim::Fresh);
+
+    // The purge without the index: 300 keys, short and long TTLs interleaved in key order, purged
+    // 7 at a time; only the expired ones go, whatever steps they fall in.
+    for n in 100..400 {
+        let dedup = if n % 2 == 0 { short } else { long };
+        assert_eq!(sqlite_claim(&pool, dedup, n, "x", 0).await, Claim::Fresh);
+    }
+    // 150 short keys, and key 2 (re-claimed at 1 h, expired at 2 h).
+    assert_eq!(sql::purge_expired(&pool, 3 * HOUR, 7).await.unwrap(), 151);
+    assert_eq!(sql::purge_expired(&pool, 3 * HOUR, 7).await.unwrap(), 0);
+    let (left,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM qm_dedup_keys")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 152); // keys 1, 3 and the 150 long ones
+    assert_eq!(
+        sqlite_claim(&pool, long, 101, "x", 3 * HOUR).await,
+        Claim::Duplicate
+    );
+    assert_eq!(
+        sqlite_claim(&pool, short, 100, "x", 3 * HOUR).await,
+        Claim::Fresh
+    );
+}
+
+#[tokio::test]
+async fn a_sqlite_purge_step_reads_at_most_batch_keys_even_when_none_of_them_expired() {
+    let (pool, _dir) = sqlite().await.unwrap();
+    sql::ensure_schema(&pool).await.unwrap();
+    let short = SqlDedup::with_ttl(Duration::from_secs(3600));
+    let long = SqlDedup::new();
+    // 30 live keys, then (in key order: "order-999" sorts after "order-129") one expired key.
+    for n in 100..130 {
+        assert_eq!(sqlite_claim(&pool, long, n, "x", 0).await, Claim::Fresh);
+    }
+    assert_eq!(sqlite_claim(&pool, short, 999, "x", 0).await, Claim::Fresh);
+
+    // The first step looks at 7 keys, finds nothing to delete, and goes on after the 7th; it
+    // does not read on through the table until it finds expired keys.
+    let step = <Sqlite as DedupDatabase>::purge_step(&pool, 3 * HOUR, 7, None)
+        .await
+        .unwrap();
+    assert_eq!(step.deleted, 0);
+    assert_eq!(step.next.as_deref(), Some(key(106).as_str()));
+    // The last step (the 3 keys after order-127: 128, 129 and 999) deletes the expired one and ends.
+    let step =
+        <Sqlite as DedupDatabase>::purge_step(&pool, 3 * HOUR, 7, Some(key(127).to_string()))
+            .await
+            .unwrap();
+    assert_eq!(step.deleted, 1);
+    assert_eq!(step.next, None);
+
+    assert_eq!(
+        sqlite_claim(&pool, short, 999, "x", 3 * HOUR).await,
+        Claim::Fresh
+    );
+    assert_eq!(sql::purge_expired(&pool, 5 * HOUR, 7).await.unwrap(), 1);
+    let (left,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM qm_dedup_keys")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 30);
+}

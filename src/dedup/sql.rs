@@ -48,7 +48,7 @@
 //!
 //! # Schema
 //! [`ensure_schema`] creates the two tables if missing; or run [`SQLITE_SCHEMA`] /
-//! [`POSTGRES_SCHEMA`] with your own migrations:
+//! [`POSTGRES_SCHEMA`] with your own migrations. PostgreSQL:
 //!
 //! ```sql
 //! CREATE TABLE IF NOT EXISTS qm_dedup_keys (
@@ -63,6 +63,24 @@
 //!     version   BIGINT NOT NULL
 //! );
 //! ```
+//!
+//! SQLite: the same columns, both tables `WITHOUT ROWID` (one b-tree each, keyed by the primary
+//! key), and no index on `expires_at_ms`. That index was a second b-tree written by every claim:
+//! measured, it was most of what a claim cost beyond a bare one-column insert (BENCHMARKS.md,
+//! "Durable dedup throughput"). Without it, [`purge_expired`] on SQLite walks the keys in primary
+//! key order instead of in expiry order: each step first reads (no write lock; in WAL mode it
+//! blocks no one) the next `batch` keys after the previous step's last one, then, if any of them
+//! expired, deletes those in one short write statement that re-checks their expiry. A purge run
+//! reads the whole table once, `batch` keys per step, so no step holds a read or the write lock
+//! for longer than `batch` keys take, however large the table and however few keys expired.
+//!
+//! Upgrading a SQLite database created with the earlier schema (which had
+//! `qm_dedup_keys_expiry`): [`SQLITE_SCHEMA`] drops that index, and [`ensure_schema`] runs it in
+//! one `BEGIN IMMEDIATE` transaction, so the upgrade happens once, atomically, and consumers
+//! starting together serialise on the write lock. The table itself is unchanged (same
+//! columns, same types, same rows), so keys claimed before the upgrade keep deduplicating. A
+//! database whose schema is applied by your own migrations and keeps the index also works: the
+//! claims pay for the index, the purge does not use it.
 
 use std::future::Future;
 use std::time::Duration;
@@ -71,7 +89,9 @@ use sqlx::{Pool, Postgres, Row, Sqlite, Transaction};
 
 use super::{BusinessKey, DEFAULT_KEY_TTL, PayloadHash, millis};
 
-/// The consumer tables for SQLite.
+/// The consumer tables for SQLite (no expiry index: see the module's "Schema"; the `DROP INDEX`
+/// upgrades a database created with the earlier schema). [`ensure_schema`] runs it in one
+/// `BEGIN IMMEDIATE` transaction; your own migrations run it in theirs.
 pub const SQLITE_SCHEMA: &str = "\
 CREATE TABLE IF NOT EXISTS qm_dedup_keys (
     key           TEXT   NOT NULL PRIMARY KEY,
@@ -79,7 +99,7 @@ CREATE TABLE IF NOT EXISTS qm_dedup_keys (
     claimed_at_ms BIGINT NOT NULL,
     expires_at_ms BIGINT NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS qm_dedup_keys_expiry ON qm_dedup_keys (expires_at_ms);
+DROP INDEX IF EXISTS qm_dedup_keys_expiry;
 CREATE TABLE IF NOT EXISTS qm_aggregate_versions (
     aggregate TEXT   NOT NULL PRIMARY KEY,
     version   BIGINT NOT NULL
@@ -112,12 +132,25 @@ ON CONFLICT (key) DO UPDATE SET payload_hash = excluded.payload_hash,
     claimed_at_ms = excluded.claimed_at_ms, expires_at_ms = excluded.expires_at_ms
 WHERE qm_dedup_keys.expires_at_ms <= excluded.claimed_at_ms";
 const SELECT_HASH: &str = "SELECT payload_hash FROM qm_dedup_keys WHERE key = $1";
-/// The outer `expires_at_ms` re-check keeps a concurrently re-claimed key (PostgreSQL re-evaluates
-/// it on the row's new version).
+/// PostgreSQL's purge step, in expiry order through the index. The outer `expires_at_ms` re-check
+/// keeps a concurrently re-claimed key (PostgreSQL re-evaluates it on the row's new version).
 const PURGE_BATCH: &str = "\
 DELETE FROM qm_dedup_keys WHERE key IN (
     SELECT key FROM qm_dedup_keys WHERE expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT $2
 ) AND expires_at_ms <= $1";
+/// SQLite's purge step, part 1 (a read): the next `$2` keys after `$1` in key order: how many, the
+/// last of them, and how many of them are expired at `$3`.
+const SQLITE_PURGE_SCAN: &str = "\
+SELECT COUNT(*), MAX(key), COALESCE(SUM(expires_at_ms <= $3), 0) FROM (
+    SELECT key, expires_at_ms FROM qm_dedup_keys WHERE key > $1 ORDER BY key LIMIT $2
+)";
+/// SQLite's purge step, part 2 (a short write): the expired keys in `($1, $2]`, at most `$4`; the
+/// expiry is checked again under the write lock, so a key re-claimed since the scan stays.
+const SQLITE_PURGE_DELETE: &str = "\
+DELETE FROM qm_dedup_keys WHERE key IN (
+    SELECT key FROM qm_dedup_keys
+    WHERE key > $1 AND key <= $2 AND expires_at_ms <= $3 ORDER BY key LIMIT $4
+)";
 const UPSERT_VERSION: &str = "\
 INSERT INTO qm_aggregate_versions (aggregate, version) VALUES ($1, $2)
 ON CONFLICT (aggregate) DO UPDATE SET version = excluded.version
@@ -243,12 +276,25 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
         aggregate: &'c str,
     ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send + 'c;
 
+    /// One step of [`purge_expired`]: delete up to `batch` keys expired at `now_ms`, those after
+    /// `after` where the database purges in key order (SQLite).
+    #[doc(hidden)]
+    fn purge_step<'c>(
+        pool: &'c Pool<Self>,
+        now_ms: i64,
+        batch: i64,
+        after: Option<String>,
+    ) -> impl Future<Output = Result<PurgeStep, sqlx::Error>> + Send + 'c;
+
+    /// The first step of a purge: delete up to `batch` expired keys.
     #[doc(hidden)]
     fn purge_batch<'c>(
         pool: &'c Pool<Self>,
         now_ms: i64,
         batch: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c;
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c {
+        async move { Ok(Self::purge_step(pool, now_ms, batch, None).await?.deleted) }
+    }
 
     #[doc(hidden)]
     fn apply_schema<'c>(
@@ -256,10 +302,95 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
 }
 
+/// What one step of a purge did.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeStep {
+    /// Keys deleted.
+    pub deleted: u64,
+    /// Where the next step starts; `None`: the purge is done.
+    pub next: Option<String>,
+}
+
+/// SQLite: a read looks at the next `batch` keys in key order, then, if any of them expired, one
+/// short write deletes those (see the module's "Schema"). Both statements are bounded by `batch`,
+/// whatever the size of the table and however few of its keys expired.
+async fn sqlite_purge_step(
+    pool: &Pool<Sqlite>,
+    now_ms: i64,
+    batch: i64,
+    after: Option<String>,
+) -> Result<PurgeStep, sqlx::Error> {
+    // Every stored key is non-empty TEXT (`BusinessKey`), so all of them sort after ''.
+    let after = after.unwrap_or_default();
+    let (seen, last, expired): (i64, Option<String>, i64) = sqlx::query_as(SQLITE_PURGE_SCAN)
+        .bind(&after)
+        .bind(batch)
+        .bind(now_ms)
+        .fetch_one(pool)
+        .await?;
+    let Some(last) = last else {
+        return Ok(PurgeStep {
+            deleted: 0,
+            next: None,
+        });
+    };
+    let deleted = if expired > 0 {
+        sqlx::query(SQLITE_PURGE_DELETE)
+            .bind(&after)
+            .bind(&last)
+            .bind(now_ms)
+            .bind(batch)
+            .execute(pool)
+            .await?
+            .rows_affected()
+    } else {
+        0
+    };
+    Ok(PurgeStep {
+        deleted,
+        next: (seen >= batch).then_some(last),
+    })
+}
+
+/// PostgreSQL: the oldest `batch` expired keys through the expiry index.
+async fn postgres_purge_step(
+    pool: &Pool<Postgres>,
+    now_ms: i64,
+    batch: i64,
+    _after: Option<String>,
+) -> Result<PurgeStep, sqlx::Error> {
+    let deleted = sqlx::query(PURGE_BATCH)
+        .bind(now_ms)
+        .bind(batch)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    Ok(PurgeStep {
+        deleted,
+        // Until a step comes back short; the deleted keys are gone, so no cursor is needed.
+        next: (i64::try_from(deleted).unwrap_or(i64::MAX) >= batch).then(String::new),
+    })
+}
+
+/// SQLite: the schema (and the upgrade of an earlier one) in one write transaction; a failure
+/// rolls all of it back.
+async fn sqlite_apply_schema(pool: &Pool<Sqlite>) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::raw_sql(SQLITE_SCHEMA).execute(&mut *tx).await?;
+    tx.commit().await
+}
+
+/// PostgreSQL: the schema carries its own transaction and advisory lock.
+async fn postgres_apply_schema(pool: &Pool<Postgres>) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(POSTGRES_SCHEMA).execute(pool).await?;
+    Ok(())
+}
+
 /// One body for both databases: the statements are portable (`$n` placeholders, `ON CONFLICT`),
-/// only the connection types differ.
+/// only the connection types and the purge differ.
 macro_rules! dedup_database {
-    ($db:ty, $schema:expr) => {
+    ($db:ty, $schema:expr, $purge_step:path, $apply_schema:path) => {
         impl DedupDatabase for $db {
             const SCHEMA: &'static str = $schema;
 
@@ -315,29 +446,34 @@ macro_rules! dedup_database {
                 row.map(|r| r.try_get::<i64, _>(0)).transpose()
             }
 
-            async fn purge_batch(
+            async fn purge_step(
                 pool: &Pool<$db>,
                 now_ms: i64,
                 batch: i64,
-            ) -> Result<u64, sqlx::Error> {
-                Ok(sqlx::query(PURGE_BATCH)
-                    .bind(now_ms)
-                    .bind(batch)
-                    .execute(pool)
-                    .await?
-                    .rows_affected())
+                after: Option<String>,
+            ) -> Result<PurgeStep, sqlx::Error> {
+                $purge_step(pool, now_ms, batch, after).await
             }
 
             async fn apply_schema(pool: &Pool<$db>) -> Result<(), sqlx::Error> {
-                sqlx::raw_sql($schema).execute(pool).await?;
-                Ok(())
+                $apply_schema(pool).await
             }
         }
     };
 }
 
-dedup_database!(Sqlite, SQLITE_SCHEMA);
-dedup_database!(Postgres, POSTGRES_SCHEMA);
+dedup_database!(
+    Sqlite,
+    SQLITE_SCHEMA,
+    sqlite_purge_step,
+    sqlite_apply_schema
+);
+dedup_database!(
+    Postgres,
+    POSTGRES_SCHEMA,
+    postgres_purge_step,
+    postgres_apply_schema
+);
 
 /// The durable mode with a key TTL other than the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -444,9 +580,10 @@ pub async fn accept_version<DB: DedupDatabase>(
 }
 
 /// Delete keys expired at `now_ms`, at most `batch` per statement (each its own short transaction,
-/// so consumers are never blocked for long), until a batch comes back short. Returns how many
-/// were deleted. Run it periodically (e.g. hourly) from one place or several: concurrent purges
-/// are safe.
+/// so consumers are never blocked for long). Returns how many were deleted. Run it periodically
+/// (e.g. hourly) from one place or several: concurrent purges are safe. PostgreSQL finds the
+/// expired keys through its expiry index, until a statement deletes fewer than `batch`; SQLite
+/// reads the table once in key order, `batch` keys per step (see the module's "Schema").
 ///
 /// # Errors
 /// The database failed (what was deleted before stays deleted).
@@ -457,11 +594,13 @@ pub async fn purge_expired<DB: DedupDatabase>(
 ) -> Result<usize, SqlDedupError> {
     let batch = i64::from(batch.max(1));
     let mut total: usize = 0;
+    let mut after = None;
     loop {
-        let n = DB::purge_batch(pool, now_ms, batch).await?;
-        total = total.saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
-        if i64::try_from(n).unwrap_or(i64::MAX) < batch {
-            return Ok(total);
+        let step = DB::purge_step(pool, now_ms, batch, after).await?;
+        total = total.saturating_add(usize::try_from(step.deleted).unwrap_or(usize::MAX));
+        match step.next {
+            Some(next) => after = Some(next),
+            None => return Ok(total),
         }
         tokio::task::yield_now().await;
     }
