@@ -37,6 +37,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory",
         include_str!("../../migrations/postgres/0003_gate_memory.sql"),
     ),
+    (
+        4,
+        "scrape points by time",
+        include_str!("../../migrations/postgres/0004_scrape_points_by_time.sql"),
+    ),
 ];
 
 /// A PostgreSQL store.

@@ -36,6 +36,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory",
         include_str!("../../migrations/sqlite/0004_gate_memory.sql"),
     ),
+    (
+        5,
+        "scrape points by time",
+        include_str!("../../migrations/sqlite/0005_scrape_points_by_time.sql"),
+    ),
 ];
 
 /// A SQLite store.
@@ -196,6 +201,15 @@ async fn insert_evaluations(
     Ok(())
 }
 
+/// The samples of a source stored after an instant (a seek on the key: see
+/// `migrations/sqlite/0005_scrape_points_by_time.sql`).
+pub(super) const POINTS_AFTER: &str = "SELECT series, metric, labels, at, value FROM scrape_points \
+     WHERE migration = ? AND source = ? AND at > ? ORDER BY series, at";
+
+/// The samples of a source older than the retention.
+pub(super) const PRUNE_POINTS: &str =
+    "DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?";
+
 /// A source's points and scrape instants added, and its history pruned (in the caller's
 /// transaction).
 async fn insert_points(
@@ -238,7 +252,7 @@ async fn insert_points(
         });
         q.build().execute(&mut *conn).await?;
     }
-    sqlx::query("DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?")
+    sqlx::query(PRUNE_POINTS)
         .bind(name)
         .bind(source)
         .bind(keep_from_ms)
@@ -515,15 +529,12 @@ impl Store for SqliteStore {
         source: &str,
         after_ms: i64,
     ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
-        let rows = sqlx::query(
-            "SELECT series, metric, labels, at, value FROM scrape_points \
-             WHERE migration = ? AND source = ? AND at > ? ORDER BY series, at",
-        )
-        .bind(name)
-        .bind(source)
-        .bind(after_ms)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(POINTS_AFTER)
+            .bind(name)
+            .bind(source)
+            .bind(after_ms)
+            .fetch_all(&self.pool)
+            .await?;
         let points = rows
             .iter()
             .map(|r| {
