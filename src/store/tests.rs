@@ -39,8 +39,27 @@ impl Backend {
         store
     }
 
-    /// Run one SQL statement on the database behind the store's back.
-    async fn raw_execute(&self, sql: &'static str) -> Result<u64, sqlx::Error> {
+    /// A store on this database whose schema goes only up to `sqlite` or `postgres` (this
+    /// backend's version): what an older release left behind, for tests of upgrades.
+    async fn open_at_version(&self, sqlite: i64, postgres: i64) -> AnyStore {
+        if self.kind == "postgres" {
+            AnyStore::Postgres(
+                postgres::PgStore::open_at_version(&self.url, postgres)
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            AnyStore::Sqlite(
+                sqlite::SqliteStore::open_at_version(&self.url, sqlite)
+                    .await
+                    .unwrap(),
+            )
+        }
+    }
+
+    /// Run SQL on the database behind the store's back.
+    async fn raw_execute(&self, sql: impl Into<String>) -> Result<u64, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.into());
         if self.kind == "postgres" {
             let pool = PgPool::connect(&self.url).await?;
             let done = pool.execute(sql).await;
@@ -693,29 +712,17 @@ async fn a_tick_reads_and_prunes_scrape_points_by_time_not_by_walking_the_source
 async fn an_upgraded_store_keeps_its_scrape_history() {
     on_each_backend(|b| async move {
         // The schema before scrape points were keyed by time: SQLite 4, PostgreSQL 3.
-        let before = if b.kind == "postgres" { 3 } else { 4 };
         let saved = [
             point("q2", 1_000, 10.0),
             point("q1", 1_000, 1.0),
             point("q1", 2_000, 2.0),
         ];
-        if b.kind == "postgres" {
-            let old = postgres::PgStore::open_at_version(&b.url, before)
-                .await
-                .unwrap();
-            old.create(&new_migration("m", 1_000)).await.unwrap();
-            old.save_points("m", "app", &saved, &[1_000, 2_000], 0)
-                .await
-                .unwrap();
-        } else {
-            let old = sqlite::SqliteStore::open_at_version(&b.url, before)
-                .await
-                .unwrap();
-            old.create(&new_migration("m", 1_000)).await.unwrap();
-            old.save_points("m", "app", &saved, &[1_000, 2_000], 0)
-                .await
-                .unwrap();
-        }
+        let old = b.open_at_version(4, 3).await;
+        old.create(&new_migration("m", 1_000)).await.unwrap();
+        old.save_points("m", "app", &saved, &[1_000, 2_000], 0)
+            .await
+            .unwrap();
+        drop(old);
         let store = b.open().await;
         assert_eq!(
             store.load_points("m", "app").await.unwrap(),
@@ -788,7 +795,7 @@ async fn the_memory_is_the_evaluation_written_last_whatever_its_clock() {
 async fn an_upgraded_store_keeps_the_memory_of_its_gates() {
     on_each_backend(|b| async move {
         // The schema before gate_memory: SQLite 3, PostgreSQL 2.
-        let before = if b.kind == "postgres" { 2 } else { 3 };
+        let (before_sqlite, before_postgres) = (3, 2);
         let old_round = [
             gate(1_000, "lag", "exit", Some(1.0), 2_000),
             gate(1_000, "lag", "guard", Some(1.0), 2_000),
@@ -821,19 +828,10 @@ async fn an_upgraded_store_keeps_the_memory_of_its_gates() {
             rows(&old_round),
             rows(&newer)
         );
-        if b.kind == "postgres" {
-            let old = postgres::PgStore::open_at_version(&b.url, before).await.unwrap();
-            old.create(&new_migration("m", 1_000)).await.unwrap();
-            let pool = PgPool::connect(&b.url).await.unwrap();
-            pool.execute(AssertSqlSafe(insert)).await.unwrap();
-            pool.close().await;
-        } else {
-            let old = sqlite::SqliteStore::open_at_version(&b.url, before).await.unwrap();
-            old.create(&new_migration("m", 1_000)).await.unwrap();
-            let pool = SqlitePool::connect(&b.url).await.unwrap();
-            pool.execute(AssertSqlSafe(insert)).await.unwrap();
-            pool.close().await;
-        }
+        let old = b.open_at_version(before_sqlite, before_postgres).await;
+        old.create(&new_migration("m", 1_000)).await.unwrap();
+        drop(old);
+        b.raw_execute(insert).await.unwrap();
         let store = b.open().await;
         let memory = |v: f64, at: i64, step: i64, kind: &str| {
             let mut r = gate(step, "lag", kind, Some(v), at);
