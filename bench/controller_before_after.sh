@@ -54,7 +54,8 @@ cp "$SRC" "$work/base.db"
 cp "$SRC" "$work/new.db"
 samples() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM scrape_points").fetchone()[0])' "$1"; }
 cpu_of() { awk '{ split($0, a, ") "); split(a[2], f, " "); printf "%.2f", (f[12] + f[13]) / 100 }' "/proc/$1/stat"; }
-prom_pid=$(pgrep -f '^[^ ]*prometheus .*--config' | head -1)
+prom_pid=$(pgrep -f '^[^ ]*prometheus .*--config' | head -1 || true)
+prom_cpu() { if [ -n "$prom_pid" ]; then cpu_of "$prom_pid"; else echo 0; fi; }
 
 one() { # one LABEL BIN DB: a row of the table
   local label=$1 bin=$2 db=$work/$3.db daemon_pid addr t t0 t1 c0 c1 s0 s1 p0 p1 hwm
@@ -74,9 +75,10 @@ one() { # one LABEL BIN DB: a row of the table
     t=$(done_ticks)
     while [ "$(done_ticks)" -le "$t" ]; do sleep 0.05; done
   done
-  t0=$(done_ticks); c0=$(cpu_of "$daemon_pid"); s0=$(date +%s.%N); p0=$(cpu_of "$prom_pid")
+  t0=$(done_ticks); c0=$(cpu_of "$daemon_pid"); s0=$(date +%s.%N); p0=$(prom_cpu)
   sleep "$SECS"
-  t1=$(done_ticks); c1=$(cpu_of "$daemon_pid"); s1=$(date +%s.%N); p1=$(cpu_of "$prom_pid")
+  t1=$(done_ticks); c1=$(cpu_of "$daemon_pid"); s1=$(date +%s.%N); p1=$(prom_cpu)
+  # Peak RSS since the start: on a first start of an older store it includes the upgrade.
   hwm=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
   kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
   awk -v l="$label" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" -v p0="$p0" -v p1="$p1" \

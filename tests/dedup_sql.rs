@@ -604,3 +604,24 @@ async fn a_sqlite_purge_step_reads_at_most_batch_keys_even_when_none_of_them_exp
         .unwrap();
     assert_eq!(left, 30);
 }
+
+/// Regression (review of the no-expiry-index schema): `ensure_schema` took SQLite's write lock at
+/// every start, so a consumer starting while another held a long effect waited for it, and
+/// failed with `SQLITE_BUSY` past its busy timeout. A current schema is now only read.
+#[tokio::test]
+async fn ensure_schema_on_a_current_sqlite_database_does_not_wait_for_the_write_lock() {
+    let (pool, _dir) = sqlite().await.unwrap();
+    sql::ensure_schema(&pool).await.unwrap();
+    let mut long_effect = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let claimed = SqlDedup::new()
+        .claim(&mut long_effect, &key(1), &hash("a"), 0)
+        .await
+        .unwrap();
+    assert_eq!(claimed, Claim::Fresh);
+    // The pool's busy timeout is 20 s: waiting for the lock would take that long.
+    tokio::time::timeout(Duration::from_secs(5), sql::ensure_schema(&pool))
+        .await
+        .expect("ensure_schema waited for the write lock")
+        .unwrap();
+    long_effect.rollback().await.unwrap();
+}

@@ -81,6 +81,12 @@
 //! columns, same types, same rows), so keys claimed before the upgrade keep deduplicating. A
 //! database whose schema is applied by your own migrations and keeps the index also works: the
 //! claims pay for the index, the purge does not use it.
+//!
+//! Upgrade every consumer sharing one SQLite file before an older one restarts or purges: an
+//! older consumer's schema creates the index again when it starts (a build over the whole table
+//! under the write lock, which the next upgraded consumer drops again), and its purge, when it
+//! finds no index, sorts the whole table inside each of its delete statements, holding the write
+//! lock meanwhile.
 
 use std::future::Future;
 use std::time::Duration;
@@ -286,7 +292,8 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
         after: Option<String>,
     ) -> impl Future<Output = Result<PurgeStep, sqlx::Error>> + Send + 'c;
 
-    /// The first step of a purge: delete up to `batch` expired keys.
+    /// The first step of a purge: PostgreSQL deletes up to `batch` expired keys; SQLite looks at
+    /// the first `batch` keys and deletes the expired among them (maybe none).
     #[doc(hidden)]
     fn purge_batch<'c>(
         pool: &'c Pool<Self>,
@@ -373,9 +380,23 @@ async fn postgres_purge_step(
     })
 }
 
-/// SQLite: the schema (and the upgrade of an earlier one) in one write transaction; a failure
-/// rolls all of it back.
+/// Whether a SQLite database has both consumer tables and not the earlier expiry index: then
+/// there is nothing to apply.
+const SQLITE_SCHEMA_CURRENT: &str = "\
+SELECT COUNT(*) = 2 AND NOT EXISTS (
+    SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'qm_dedup_keys_expiry'
+) FROM sqlite_master WHERE type = 'table' AND name IN ('qm_dedup_keys', 'qm_aggregate_versions')";
+
+/// SQLite: nothing when the schema is current (a read: a consumer starting while another holds
+/// a long effect does not wait for the write lock); otherwise the schema (and the upgrade of an
+/// earlier one) in one write transaction, which a failure rolls back whole.
 async fn sqlite_apply_schema(pool: &Pool<Sqlite>) -> Result<(), sqlx::Error> {
+    let (current,): (bool,) = sqlx::query_as(SQLITE_SCHEMA_CURRENT)
+        .fetch_one(pool)
+        .await?;
+    if current {
+        return Ok(());
+    }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::raw_sql(SQLITE_SCHEMA).execute(&mut *tx).await?;
     tx.commit().await
@@ -607,6 +628,8 @@ pub async fn purge_expired<DB: DedupDatabase>(
 }
 
 /// Create the consumer tables if they do not exist ([`SQLITE_SCHEMA`] or [`POSTGRES_SCHEMA`]).
+/// On SQLite, a database made by an earlier version loses its expiry index here, under the
+/// write lock (see the module's "Schema"); a current one is only read.
 ///
 /// # Errors
 /// The database failed.
