@@ -385,11 +385,12 @@ macro_rules! suite {
                         .unwrap();
                 }
                 assert_eq!(keys(&pool).await, 261);
-                // One batch deletes at most `batch` keys.
+                // One step deletes at most `batch` keys.
                 assert_eq!(
-                    <$db as DedupDatabase>::purge_batch(&pool, 3 * HOUR, 100)
+                    <$db as DedupDatabase>::purge_step(&pool, 3 * HOUR, 100, None)
                         .await
-                        .unwrap(),
+                        .unwrap()
+                        .deleted,
                     100
                 );
                 // The other 150, and key 6 (re-claimed at 1 h, expired at 2 h): two batches.

@@ -96,8 +96,9 @@ use sqlx::{Pool, Postgres, Row, Sqlite, Transaction};
 use super::{BusinessKey, DEFAULT_KEY_TTL, PayloadHash, millis};
 
 /// The consumer tables for SQLite (no expiry index: see the module's "Schema"; the `DROP INDEX`
-/// upgrades a database created with the earlier schema). [`ensure_schema`] runs it in one
-/// `BEGIN IMMEDIATE` transaction; your own migrations run it in theirs.
+/// upgrades a database created with the earlier schema). [`ensure_schema`] runs it, when the
+/// schema is not current, in one `BEGIN IMMEDIATE` transaction; your own migrations run it in
+/// theirs.
 pub const SQLITE_SCHEMA: &str = "\
 CREATE TABLE IF NOT EXISTS qm_dedup_keys (
     key           TEXT   NOT NULL PRIMARY KEY,
@@ -282,8 +283,9 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
         aggregate: &'c str,
     ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send + 'c;
 
-    /// One step of [`purge_expired`]: delete up to `batch` keys expired at `now_ms`, those after
-    /// `after` where the database purges in key order (SQLite).
+    /// One step of [`purge_expired`]: PostgreSQL deletes up to `batch` keys expired at `now_ms`;
+    /// SQLite looks at the `batch` keys after `after` in key order and deletes the expired among
+    /// them (maybe none).
     #[doc(hidden)]
     fn purge_step<'c>(
         pool: &'c Pool<Self>,
@@ -291,17 +293,6 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
         batch: i64,
         after: Option<String>,
     ) -> impl Future<Output = Result<PurgeStep, sqlx::Error>> + Send + 'c;
-
-    /// The first step of a purge: PostgreSQL deletes up to `batch` expired keys; SQLite looks at
-    /// the first `batch` keys and deletes the expired among them (maybe none).
-    #[doc(hidden)]
-    fn purge_batch<'c>(
-        pool: &'c Pool<Self>,
-        now_ms: i64,
-        batch: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c {
-        async move { Ok(Self::purge_step(pool, now_ms, batch, None).await?.deleted) }
-    }
 
     #[doc(hidden)]
     fn apply_schema<'c>(
