@@ -16,6 +16,9 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    if let Some(arenas) = cli.malloc_arenas() {
+        cap_malloc_arenas(arenas);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cli.worker_threads())
         .enable_all()
@@ -35,3 +38,19 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Keep at most `arenas` malloc arenas, unless the operator set `MALLOC_ARENA_MAX` (glibc reads
+/// it itself). Called before the runtime starts any thread.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn cap_malloc_arenas(arenas: i32) {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets a parameter of glibc's allocator, and no other thread
+        // exists yet to allocate concurrently.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn cap_malloc_arenas(_arenas: i32) {}

@@ -13,11 +13,14 @@ use std::time::Duration;
 use common::{Indicators, T0};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller};
-use queue_migrate::daemon::{self, Config, DaemonError};
+use queue_migrate::daemon::tick::{Action, Read, tick_with};
+use queue_migrate::daemon::{self, Config, DaemonError, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
+use queue_migrate::machine::{Command, Snapshot};
 use queue_migrate::plan::Resolve;
 use queue_migrate::store::sqlite::SqliteStore;
-use queue_migrate::store::{Store, any::AnyStore};
+use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
+use serde_json::json;
 
 struct MapResolve(HashMap<String, String>);
 
@@ -148,19 +151,7 @@ impl World {
 
     async fn start(&self, tweak: impl FnOnce(&mut Config)) -> Running {
         let clock = Arc::new(AtomicI64::new(T0 * 1000));
-        let c2 = clock.clone();
-        let mut config = Config {
-            interval: Duration::from_millis(40),
-            source_timeout: Duration::from_secs(2),
-            queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
-            lease_ttl: Duration::from_secs(3),
-            watch_interval: Duration::from_millis(50),
-            holder: "daemon-test".into(),
-            token: None,
-            read_only_api: false,
-            confirm_complete: vec![],
-            clock: Arc::new(move || c2.load(Ordering::SeqCst)),
-        };
+        let mut config = config(clock.clone());
         tweak(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -204,6 +195,22 @@ impl World {
 
 fn plan() -> String {
     include_str!("../plans/local.yaml").to_string()
+}
+
+/// A daemon's configuration for these tests: fast ticks, the clock `clock` (ms).
+fn config(clock: Arc<AtomicI64>) -> Config {
+    Config {
+        interval: Duration::from_millis(40),
+        source_timeout: Duration::from_secs(2),
+        queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
+        lease_ttl: Duration::from_secs(3),
+        watch_interval: Duration::from_millis(50),
+        holder: "daemon-test".into(),
+        token: None,
+        read_only_api: false,
+        confirm_complete: vec![],
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,12 +264,17 @@ async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
     d.climb_until(&w, |s| s.1 == Some(1)).await;
     assert_eq!(w.state().await, ("slices".into(), Some(1), false));
     let before = w.store.journal("local").await.unwrap().len();
-    let ticks_before = d.ticks().await;
+    // How many times the guard was evaluated in this step, as of the last committed round.
+    let step = w.store.get("local").await.unwrap().entered_at_ms;
+    let guard = [("error ratio breach", "guard")];
+    let evaluated = w
+        .store
+        .latest_evaluations("local", step, &guard)
+        .await
+        .unwrap()[0]
+        .samples;
     w.indicators.set("app_error_ratio_new", 0.2);
     w.wait_for("the breach rollback", |s| s.1 == Some(0)).await;
-    // The tick in progress may have read the old value, the next one acts; one more may finish
-    // before this poll looks.
-    assert!(d.ticks().await <= ticks_before + 3, "acted within one tick");
     assert_eq!(w.state().await, ("slices".into(), Some(0), true));
     // Give it many more ticks with the guard still failing: no cascade while paused.
     d.advance_clock(5);
@@ -287,6 +299,14 @@ async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
         .unwrap();
     assert_eq!(breach["verdict"], "fail");
     assert_eq!(breach["value"], 0.2);
+    // Acted within one tick, counted in the guard's own evaluations (not in ticks seen by this
+    // test's polling, which a loaded machine delays): the round in progress may have read the
+    // old value and one more may have started before it was set; the next one acts.
+    let acted_at = breach["samples"].as_u64().unwrap();
+    assert!(
+        acted_at <= u64::from(evaluated) + 3,
+        "acted at the guard's evaluation {acted_at}, {evaluated} before the breach"
+    );
     // A person fixes things and resumes; the daemon climbs again.
     w.indicators.set("app_error_ratio_new", 0.001);
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
@@ -680,4 +700,95 @@ async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
         "scrape times"
     );
     assert_eq!(taken.history.points().count(), points.len());
+}
+
+/// A round reads the whole fleet once, at its start, and ticks each migration from that read. A
+/// migration a person moves after the read must not be acted on from it: the transition the old
+/// read calls for is a conflict, and a routing the read saw left behind is re-published from the
+/// store as it is now, never from the read (which would put an older generation back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since() {
+    let w = World::new(&plan()).await;
+    let now = T0 * 1000 + 60_000;
+    let shared = Shared::new(
+        w.store.clone(),
+        config(Arc::new(AtomicI64::new(now))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let person = w.controller(&fetcher);
+    let actor = Actor {
+        name: "alice".into(),
+        reason: Some("looking".into()),
+    };
+    let read_of = |fleet: &mut Fleet| {
+        let record = fleet.records.remove(0);
+        let memory = fleet.memory.remove(&record.name).unwrap_or_default();
+        Read::Fleet(record, memory)
+    };
+
+    // Planned, every gate green, auto_advance: the read calls for an advance. A person pauses
+    // the migration after the read.
+    let mut fleet = w.store.fleet().await.unwrap();
+    person
+        .command("local", &Command::Pause, &actor, json!({}), now)
+        .await
+        .unwrap();
+    let action = tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+        .await
+        .unwrap();
+    assert_eq!(action, Action::Conflict);
+    assert_eq!(w.state().await, ("planned".to_string(), None, true));
+    let commands: Vec<String> = w
+        .store
+        .journal("local")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.command)
+        .collect();
+    assert_eq!(commands, ["init", "pause"]);
+
+    // A command committed its transition and died before publishing it; the round reads that.
+    // Then a person acts: the routing is re-published and a newer generation published.
+    let paused = w.store.get("local").await.unwrap();
+    let resumed = w
+        .store
+        .commit(
+            "local",
+            &Commit {
+                expected_version: paused.version,
+                command: "resume".into(),
+                to: Snapshot {
+                    state: paused.state,
+                    paused: false,
+                },
+                at_ms: now,
+                actor: "crashed".into(),
+                reason: None,
+                forced: false,
+                evidence: json!({}),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(resumed.published_generation < resumed.generation);
+    let mut fleet = w.store.fleet().await.unwrap();
+    person
+        .command("local", &Command::Pause, &actor, json!({}), now)
+        .await
+        .unwrap();
+    let newest = w.store.get("local").await.unwrap();
+    assert_eq!(newest.generation, resumed.generation + 1);
+    tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+        .await
+        .unwrap();
+    let routing: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(w.dir.path().join("local.routing.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(routing["generation"], newest.generation, "{routing}");
+    assert_eq!(w.state().await, ("planned".to_string(), None, true));
 }

@@ -127,6 +127,18 @@ impl Cli {
             _ => 2,
         }
     }
+
+    /// How many malloc arenas the command should keep at most, before any thread starts: the
+    /// daemon holds every source's scrape history, many small allocations made and freed on
+    /// several threads, which glibc's default (up to 8 arenas per core) leaves scattered, free
+    /// but held, across one arena per thread. `None` keeps the default (and so does an operator's
+    /// `MALLOC_ARENA_MAX`).
+    pub fn malloc_arenas(&self) -> Option<i32> {
+        match &self.command {
+            Cmd::Run(_) => Some(2),
+            _ => None,
+        }
+    }
 }
 
 /// An error at the edge: the message for a person and the exit code.

@@ -17,6 +17,7 @@ use crate::store::{
     GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
 };
 
+use super::Loaded;
 use super::histories::{Histories, Kept};
 use super::round::RoundBatch;
 
@@ -102,18 +103,21 @@ type Scraped = Result<History, String>;
 
 /// Evaluate every gate of the migration's current phase at `now_ms`.
 /// The evaluations (and their memory) are stored as `recording` says; a dry run only reads.
+/// The gates' memory is [`Loaded::memory`] when it was read with the record
+/// ([`Store::fleet`]), else read from the store.
 ///
 /// # Errors
 /// Only store failures: a source that fails makes its gates hold, it is not an error.
 pub async fn evaluate_phase<S: Store>(
     store: &S,
     fetcher: &Fetcher,
-    plan: &Plan,
-    rec: &MigrationRecord,
+    loaded: &Loaded,
     now_ms: i64,
     recording: Recording<'_>,
     histories: Option<&Histories>,
 ) -> Result<Vec<GateReport>, StoreError> {
+    let (plan, rec) = (&loaded.plan, &loaded.record);
+    let memory = loaded.memory.as_deref();
     // A dry run leaves memory as it is: its sample of now is not stored.
     let histories = histories.filter(|_| !matches!(recording, Recording::DryRun));
     let Some(kind) = rec.state.phase() else {
@@ -136,16 +140,25 @@ pub async fn evaluate_phase<S: Store>(
     let keys: Vec<GateKey<'_>> = items.iter().map(|i| (i.name(), i.kind())).collect();
     let reads = async {
         let scraped = scrape_sources(store, fetcher, plan, rec, &items, now_ms, histories).await?;
-        let latest = store
-            .latest_evaluations(&rec.name, rec.entered_at_ms, &keys)
-            .await?;
-        Ok::<_, StoreError>((scraped, latest))
+        let read = match memory {
+            Some(_) => None,
+            None => Some(
+                store
+                    .latest_evaluations(&rec.name, rec.entered_at_ms, &keys)
+                    .await?,
+            ),
+        };
+        Ok::<_, StoreError>((scraped, read))
     };
     let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, &items, now_ms));
-    let ((mut scraped, taken, kept), latest) = reads?;
-    let memory: HashMap<(String, String), GateRecord> = latest
-        .into_iter()
-        .map(|r| ((r.gate.clone(), r.kind.clone()), r))
+    let ((mut scraped, taken, kept), read) = reads?;
+    // Rows of gates the phase no longer has are never looked up.
+    let memory: HashMap<(&str, &str), &GateRecord> = read
+        .as_deref()
+        .or(memory)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| ((r.gate.as_str(), r.kind.as_str()), r))
         .collect();
 
     let mut reports = Vec::with_capacity(items.len());
@@ -155,7 +168,7 @@ pub async fn evaluate_phase<S: Store>(
             None => (observe(fetcher, plan, item, &scraped, now_ms).await, None),
         };
         let mem = memory
-            .get(&(item.name().to_string(), item.kind().to_string()))
+            .get(&(item.name(), item.kind()))
             .map(|r| Memory {
                 held_since_ms: r.held_since_ms,
                 samples: r.samples,
@@ -284,7 +297,7 @@ async fn scrape_sources<S: Store>(
                 None => (History::new(), i64::MIN, 0),
             };
         let (stored, times) = store.load_points_after(&rec.name, source, after_ms).await?;
-        history.add_points(stored.into_iter().filter_map(from_stored));
+        add_stored(&mut history, stored);
         let mut history = history.with_scrape_times(times);
         let keep_ms = qs
             .iter()
@@ -484,15 +497,21 @@ async fn dead_letters<S: Store>(
 
 /// A stored point back into the history (a row whose labels do not decode is skipped: the
 /// history is a cache of observations, and a missing point only delays a rate).
-fn from_stored(p: StoredPoint) -> Option<Point> {
-    let labels: Vec<(String, String)> = serde_json::from_str(&p.labels).ok()?;
-    Some(Point {
-        series_key: p.series,
-        metric: p.metric,
-        labels,
-        at_ms: p.at_ms,
-        value: p.value,
-    })
+/// Add stored rows to `history`: each run of rows of one series (the store returns them series
+/// by series) has its labels parsed once. A row whose labels cannot be read is left out.
+fn add_stored(history: &mut History, stored: Vec<StoredPoint>) {
+    let mut rows = stored.into_iter().peekable();
+    let mut points = Vec::new();
+    while let Some(first) = rows.next() {
+        points.clear();
+        points.push((first.at_ms, first.value));
+        while let Some(p) = rows.next_if(|p| p.metric == first.metric && p.labels == first.labels) {
+            points.push((p.at_ms, p.value));
+        }
+        if let Ok(labels) = serde_json::from_str::<Vec<(String, String)>>(&first.labels) {
+            history.add_series_points(first.metric, &labels, points.drain(..));
+        }
+    }
 }
 
 fn to_stored(p: Point) -> StoredPoint {
@@ -502,5 +521,52 @@ fn to_stored(p: Point) -> StoredPoint {
         metric: p.metric,
         at_ms: p.at_ms,
         value: p.value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(series: &str, labels: &str, at_ms: i64, value: f64) -> StoredPoint {
+        StoredPoint {
+            series: series.into(),
+            metric: "depth".into(),
+            labels: labels.into(),
+            at_ms,
+            value,
+        }
+    }
+
+    #[test]
+    fn stored_rows_read_series_by_series_are_the_history_of_their_points() {
+        let a = r#"[["queue","a"]]"#;
+        let b = r#"[["queue","b"]]"#;
+        let rows = vec![
+            stored("a", a, 1_000, 1.0),
+            stored("a", a, 2_000, 2.0),
+            stored("b", b, 1_000, 5.0),
+            stored("x", "not json", 1_000, 9.0),
+            // Out of the store's order: still its series' point.
+            stored("a", a, 3_000, 3.0),
+        ];
+        let mut history = History::new();
+        add_stored(&mut history, rows.clone());
+        let expected = History::from_points(rows.into_iter().filter_map(|p| {
+            let labels = serde_json::from_str(&p.labels).ok()?;
+            Some(Point {
+                series_key: p.series,
+                metric: p.metric,
+                labels,
+                at_ms: p.at_ms,
+                value: p.value,
+            })
+        }));
+        assert_eq!(history, expected);
+        assert_eq!(
+            history.points().count(),
+            4,
+            "the unreadable row is left out"
+        );
     }
 }

@@ -30,7 +30,7 @@ use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, Ladder, MachineError, Transition};
 use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve};
 use crate::routing::RoutingDocument;
-use crate::store::{Commit, MigrationRecord, NewMigration, Store, StoreError};
+use crate::store::{Commit, GateRecord, MigrationRecord, NewMigration, Store, StoreError};
 
 /// Why a command did not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +77,10 @@ pub struct Loaded {
     pub record: MigrationRecord,
     pub plan: Plan,
     pub ladder: Ladder,
+    /// The memory of the gates of the record's step, when it was read with the record (a
+    /// daemon's round reads the fleet's at once: [`Store::fleet`]); `None` reads it from the
+    /// store when the gates are evaluated.
+    pub memory: Option<Vec<GateRecord>>,
 }
 
 /// A committed transition and what became of its publication.
@@ -179,6 +183,7 @@ impl<S: Store> Controller<'_, S> {
             ladder: Ladder::of(&compiled.plan),
             plan: compiled.plan.clone(),
             record,
+            memory: None,
         };
         let applied = self.publish(&loaded, "init", "planned").await?;
         Ok((applied, compiled))
@@ -200,6 +205,33 @@ impl<S: Store> Controller<'_, S> {
         self.load_with(name, Some(plans)).await
     }
 
+    /// A migration as a daemon's round read it with the rest of the fleet ([`Store::fleet`]):
+    /// its record and its step's gate memory, its plan compiled by `plans`. One whose routing is
+    /// behind is read again from the store and re-published, as [`Controller::load_cached`]
+    /// does: what is published comes from the record as it is now, never from an older read.
+    ///
+    /// # Errors
+    /// As [`Controller::load`].
+    pub async fn load_read(
+        &self,
+        record: MigrationRecord,
+        memory: Vec<GateRecord>,
+        plans: &plans::PlanCache,
+    ) -> Result<Loaded> {
+        if !self.read_only && record.published_generation < record.generation {
+            return self.load_cached(&record.name, plans).await;
+        }
+        let (plan, ladder) = plans
+            .compile(&record, self.resolve)
+            .map_err(ControllerError::Plan)?;
+        Ok(Loaded {
+            record,
+            plan,
+            ladder,
+            memory: Some(memory),
+        })
+    }
+
     async fn load_with(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
         let record = self.store.get(name).await?;
         let (plan, ladder) = match plans {
@@ -217,6 +249,7 @@ impl<S: Store> Controller<'_, S> {
             ladder,
             plan,
             record,
+            memory: None,
         };
         if !self.read_only && loaded.record.published_generation < loaded.record.generation {
             let state = loaded.record.state.to_string();
@@ -304,6 +337,7 @@ impl<S: Store> Controller<'_, S> {
             record,
             plan: loaded.plan.clone(),
             ladder: loaded.ladder.clone(),
+            memory: None,
         };
         self.publish(&after, t.command, &t.from.state.to_string())
             .await
@@ -322,8 +356,7 @@ impl<S: Store> Controller<'_, S> {
         Ok(evaluate::evaluate_phase(
             self.store,
             self.fetcher,
-            &loaded.plan,
-            &loaded.record,
+            loaded,
             now_ms,
             match (dry_run, self.round) {
                 (true, _) => evaluate::Recording::DryRun,

@@ -34,7 +34,7 @@ use crate::controller::round::RoundBatch;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::Resolve;
-use crate::store::{Store, StoreError};
+use crate::store::{Fleet, Store, StoreError};
 use hub::Hub;
 use metrics::Metrics;
 use notify::{Event, EventKind, Notifier};
@@ -464,35 +464,48 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// round's instant. That is what each migration would have read by itself at that instant; a
 /// failing source is a hold, with that source's reason, for each migration reading it.
 ///
+/// The round starts from one read of the fleet ([`Store::fleet`]): every record and the gate
+/// memory of its step, in two statements instead of two per migration. A migration that another
+/// process moves during the round is a conflict when its tick commits a transition (the next
+/// round reads it afresh), as for two commands racing.
+///
 /// The round's gate evaluations and samples are written in one transaction at its end
 /// ([`RoundBatch`]): a transition made during the round is committed at once, with its gates in
 /// its journal entry; if that last commit fails, the next round goes on from the memory of the
 /// round before.
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
-    let names = match shared.store.generations().await {
-        Ok(generations) => generations
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect::<Vec<_>>(),
+    let Fleet {
+        records,
+        mut memory,
+    } = match shared.store.fleet().await {
+        Ok(fleet) => fleet,
         Err(e) => {
             tracing::warn!("cannot list migrations: {e}");
             return;
         }
     };
+    let names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
     shared.plans.retain(&names);
+    let count = records.len();
+    let queue = Mutex::new(records.into_iter().map(|r| {
+        let m = memory.remove(&r.name).unwrap_or_default();
+        tick::Read::Fleet(r, m)
+    }));
     let now = shared.now_ms();
     let fetcher = shared.fetcher.for_round();
     let batch = RoundBatch::default();
-    let next = std::sync::atomic::AtomicUsize::new(0);
     let lane = || async {
-        while let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) {
-            match tick::tick_with(shared, &fetcher, Some(&batch), name, now).await {
+        loop {
+            let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+            let Some(read) = next else { break };
+            let name = read.name().to_string();
+            match tick::tick_with(shared, &fetcher, Some(&batch), read, now).await {
                 Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
                 Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
             }
         }
     };
-    let mut lanes: Vec<_> = (0..TICK_CONCURRENCY.min(names.len()))
+    let mut lanes: Vec<_> = (0..TICK_CONCURRENCY.min(count))
         .map(|_| Some(Box::pin(lane())))
         .collect();
     // Drive the lanes together on this task (no spawn: they borrow `shared`).

@@ -10,7 +10,7 @@ use crate::gate::Verdict;
 use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, MachineError, State};
 use crate::plan::BreachAction;
-use crate::store::{Store, StoreError};
+use crate::store::{GateRecord, MigrationRecord, Store, StoreError};
 
 use super::Shared;
 use super::notify::EventKind;
@@ -48,6 +48,28 @@ pub struct Memo {
     pub breach_announced: HashSet<String>,
 }
 
+/// Where a tick reads its migration from.
+#[derive(Debug, Clone)]
+pub enum Read<'a> {
+    /// The store, now.
+    Store(&'a str),
+    /// A round's read of the fleet ([`Store::fleet`]): the record and its step's gate memory.
+    /// A decision made on it commits only if the migration did not change since (a conflict
+    /// otherwise, as for any command), and a routing left behind is re-published from the
+    /// store, not from this read.
+    Fleet(MigrationRecord, Vec<GateRecord>),
+}
+
+impl Read<'_> {
+    /// The migration's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Read::Store(name) => name,
+            Read::Fleet(record, _) => &record.name,
+        }
+    }
+}
+
 /// Run one tick for `name` at `now_ms`, reading its sources by itself.
 ///
 /// # Errors
@@ -57,12 +79,13 @@ pub async fn tick<S: Store + Clone + 'static>(
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
-    tick_with(shared, &shared.fetcher, None, name, now_ms).await
+    tick_with(shared, &shared.fetcher, None, Read::Store(name), now_ms).await
 }
 
-/// Run one tick for `name` at `now_ms`, reading its sources through `fetcher` (a round's, shared
-/// with the other migrations of the round: see [`super::tick_all`]); with `round`, its gate
-/// evaluations and samples are left there for the round's one commit instead of committed here.
+/// Run one tick of the migration `read` names at `now_ms`, reading its sources through
+/// `fetcher` (a round's, shared with the other migrations of the round: see
+/// [`super::tick_all`]); with `round`, its gate evaluations and samples are left there for the
+/// round's one commit instead of committed here.
 ///
 /// # Errors
 /// Store failures and plans that no longer compile; a conflict is not an error.
@@ -70,7 +93,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     fetcher: &Fetcher,
     round: Option<&RoundBatch>,
-    name: &str,
+    read: Read<'_>,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
     if !shared.is_leader() {
@@ -80,7 +103,11 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         round,
         ..shared.controller_with(fetcher, false)
     };
-    let loaded = c.load_cached(name, &shared.plans).await?;
+    let name = &*read.name().to_string();
+    let loaded = match read {
+        Read::Store(name) => c.load_cached(name, &shared.plans).await?,
+        Read::Fleet(record, memory) => c.load_read(record, memory, &shared.plans).await?,
+    };
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {
         shared.histories.forget(name);
@@ -116,7 +143,8 @@ pub async fn tick_with<S: Store + Clone + 'static>(
                 &Command::Advance { confirm },
             )?;
             let actor = shared.actor("every exit gate passes and the minimum time is met");
-            let out = c
+            // An error (a conflict above all) is the outcome's, not returned from here.
+            match c
                 .advance_with(
                     &loaded,
                     &t,
@@ -125,13 +153,15 @@ pub async fn tick_with<S: Store + Clone + 'static>(
                     &actor,
                     now_ms,
                 )
-                .await?;
-            if out.applied.is_some() {
-                shared.metrics.transition(name, "advance");
-                shared.refresh(&c, name).await;
-                Ok(Action::Advanced { to: t.to.state })
-            } else {
-                Ok(Action::Waiting)
+                .await
+            {
+                Ok(out) if out.applied.is_some() => {
+                    shared.metrics.transition(name, "advance");
+                    shared.refresh(&c, name).await;
+                    Ok(Action::Advanced { to: t.to.state })
+                }
+                Ok(_) => Ok(Action::Waiting),
+                Err(e) => Err(e),
             }
         }
         Decision::ReadyForHuman { why } => {

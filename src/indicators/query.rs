@@ -916,7 +916,26 @@ impl Series {
     fn insert(&mut self, at_ms: i64, value: f64) {
         match self.points.binary_search_by_key(&at_ms, |p| p.0) {
             Ok(i) => self.points[i].1 = value,
-            Err(i) => self.points.insert(i, (at_ms, value)),
+            Err(i) => {
+                if self.points.len() == self.points.capacity() {
+                    // Grow by an eighth, not by doubling: a series gains one point per scrape
+                    // for as long as its history is kept, and doubling would leave up to half
+                    // of every long history unused.
+                    let more = (self.points.len() / 8).max(4);
+                    self.points.reserve_exact(more);
+                }
+                self.points.insert(i, (at_ms, value));
+            }
+        }
+    }
+
+    /// Drop the points older than `keep_from_ms`, and give back the room a shorter history no
+    /// longer needs.
+    fn prune(&mut self, keep_from_ms: i64) {
+        self.points.retain(|p| p.0 >= keep_from_ms);
+        let len = self.points.len();
+        if self.points.capacity() > 2 * len + 8 {
+            self.points.shrink_to(len + len / 8);
         }
     }
 
@@ -987,7 +1006,7 @@ impl History {
     pub fn prune(&mut self, keep_from_ms: i64) {
         self.scrapes.retain(|t| *t >= keep_from_ms);
         self.series.retain(|_, s| {
-            s.points.retain(|p| p.0 >= keep_from_ms);
+            s.prune(keep_from_ms);
             !s.points.is_empty()
         });
     }
@@ -1045,6 +1064,32 @@ impl History {
                     points: Vec::new(),
                 })
                 .insert(p.at_ms, p.value);
+        }
+    }
+
+    /// Add the rows of one series, as [`History::add_points`] adds each: its labels sorted and
+    /// its key built once for all of them, and room made for them at once (a history read whole
+    /// from the store comes series by series).
+    pub fn add_series_points(
+        &mut self,
+        metric: String,
+        labels: &[(String, String)],
+        points: impl ExactSizeIterator<Item = (i64, f64)>,
+    ) {
+        let labels = sorted_labels(labels);
+        let key = series_key(&metric, &labels);
+        let series = self.series.entry(key).or_insert_with(|| Series {
+            metric,
+            labels,
+            points: Vec::new(),
+        });
+        let (n, len) = (points.len(), series.points.len());
+        if n > series.points.capacity() - len {
+            series.points.reserve_exact(n.max(len / 8));
+        }
+        for (at_ms, value) in points {
+            self.scrapes.insert(at_ms);
+            series.insert(at_ms, value);
         }
     }
 
@@ -2206,5 +2251,82 @@ mod tests {
                 prop_assert_eq!(r.samples as usize, steps.len() + 1);
             }
         }
+    }
+
+    fn point_of(series: &str, at_ms: i64, value: f64) -> Point {
+        Point {
+            series_key: String::new(),
+            metric: "depth".into(),
+            labels: vec![("z".into(), "1".into()), ("queue".into(), series.into())],
+            at_ms,
+            value,
+        }
+    }
+
+    #[test]
+    fn a_series_added_at_once_is_what_its_points_added_one_by_one_give() {
+        let points: Vec<Point> = (0..50)
+            .flat_map(|i| {
+                [
+                    point_of("a", i * 1_000, i as f64),
+                    point_of("b", i * 1_000, 1.0),
+                ]
+            })
+            .collect();
+        let one_by_one = History::from_points(points.clone());
+        let mut at_once = History::new();
+        for series in ["a", "b"] {
+            let of: Vec<&Point> = points.iter().filter(|p| p.labels[1].1 == series).collect();
+            at_once.add_series_points(
+                "depth".into(),
+                &of[0].labels,
+                of.iter().map(|p| (p.at_ms, p.value)),
+            );
+        }
+        assert_eq!(at_once, one_by_one);
+        // Added again over a history holding them: the later value of a time replaces it.
+        at_once.add_series_points(
+            "depth".into(),
+            &points[0].labels,
+            [(49_000, -1.0), (50_000, 50.0)].into_iter(),
+        );
+        let a: Vec<(i64, f64)> = at_once
+            .points()
+            .filter(|p| p.series_key == "depth{queue=\"a\",z=\"1\"}")
+            .map(|p| (p.at_ms, p.value))
+            .skip(48)
+            .collect();
+        assert_eq!(a, [(48_000, 48.0), (49_000, -1.0), (50_000, 50.0)]);
+        assert_eq!(at_once.scrape_times().last(), Some(50_000));
+    }
+
+    /// Regression: a series' points grew by doubling, so a long history held up to twice the
+    /// room its points need: a daemon holding 17 minutes of scrapes of 1,000 sources (3.5 M
+    /// samples) went from 143 to 197 MiB once its series passed 512 points.
+    #[test]
+    fn a_series_keeps_little_spare_room_as_it_grows_and_after_a_prune() {
+        let mut s = Series {
+            metric: "depth".into(),
+            labels: Vec::new(),
+            points: Vec::new(),
+        };
+        for at in 0..10_000 {
+            s.insert(at, 0.0);
+            let len = s.points.len();
+            assert!(
+                s.points.capacity() <= len + len / 8 + 4,
+                "{len}: {}",
+                s.points.capacity()
+            );
+        }
+        s.prune(9_000);
+        assert_eq!(s.points.len(), 1_000);
+        assert!(
+            s.points.capacity() <= 2 * 1_000 + 8,
+            "{}",
+            s.points.capacity()
+        );
+        s.prune(9_990);
+        assert_eq!(s.points.first(), Some(&(9_990, 0.0)));
     }
 }

@@ -8,7 +8,7 @@
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
     RoundRecord, Store, StoreError, StoredPoint,
 };
 
@@ -77,6 +77,10 @@ impl Store for AnyStore {
 
     async fn list(&self) -> Result<Vec<MigrationRecord>> {
         delegate!(self, s => s.list())
+    }
+
+    async fn fleet(&self) -> Result<Fleet> {
+        delegate!(self, s => s.fleet())
     }
 
     async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
-use super::{GateKey, GateRecord, Result, step_of};
+use super::{GateKey, GateRecord, Result, RoundRecord, step_of};
 
 /// The columns of a gate row, in the order [`write_rows`] binds them.
 const COLUMNS: &str = "(migration, step_entered, state, step, gate, kind, query, value, \
@@ -28,11 +28,22 @@ pub(super) enum Table {
     Memory,
 }
 
-/// The statement writing `rows` of migration `name` to `table`.
+/// A gate row with the migration it belongs to: a round writes the rows of the whole fleet in
+/// the same statements.
+pub(super) type Owned<'r> = (&'r str, &'r GateRecord);
+
+/// The rows of every round, each with its migration, in the rounds' order.
+pub(super) fn rows_of(rounds: &[RoundRecord]) -> Vec<Owned<'_>> {
+    rounds
+        .iter()
+        .flat_map(|round| round.records.iter().map(|r| (round.name.as_str(), r)))
+        .collect()
+}
+
+/// The statement writing `rows` (of any migrations) to `table`.
 pub(super) fn write_rows<'r, DB>(
     table: Table,
-    name: &str,
-    rows: impl IntoIterator<Item = &'r GateRecord>,
+    rows: impl IntoIterator<Item = Owned<'r>>,
 ) -> QueryBuilder<DB>
 where
     DB: Database,
@@ -47,7 +58,7 @@ where
         Table::Memory => "gate_memory",
     };
     let mut q = QueryBuilder::new(format!("INSERT INTO {into} {COLUMNS}"));
-    q.push_values(rows, |mut row, r| {
+    q.push_values(rows, |mut row, (name, r)| {
         row.push_bind(name)
             .push_bind(r.step_entered_ms)
             .push_bind(r.state.name())
@@ -96,16 +107,16 @@ pub(super) fn named(
     Ok(kept)
 }
 
-/// The last row of each `(step, gate, kind)` of `records`, in their order: one statement may not
-/// update a row twice.
-pub(super) fn newest_per_gate(records: &[GateRecord]) -> Vec<&GateRecord> {
-    let mut newest: HashMap<(i64, &str, &str), usize> = HashMap::with_capacity(records.len());
-    for (i, r) in records.iter().enumerate() {
-        newest.insert((r.step_entered_ms, &r.gate, &r.kind), i);
+/// The last row of each `(migration, step, gate, kind)` of `records`, in their order: one
+/// statement may not update a row twice.
+pub(super) fn newest_per_gate<'r>(records: &[Owned<'r>]) -> Vec<Owned<'r>> {
+    let mut newest: HashMap<(&str, i64, &str, &str), usize> = HashMap::with_capacity(records.len());
+    for (i, (name, r)) in records.iter().enumerate() {
+        newest.insert((name, r.step_entered_ms, &r.gate, &r.kind), i);
     }
     let mut keep: Vec<usize> = newest.into_values().collect();
     keep.sort_unstable();
-    keep.into_iter().map(|i| &records[i]).collect()
+    keep.into_iter().map(|i| records[i]).collect()
 }
 
 #[cfg(test)]
@@ -141,9 +152,10 @@ mod tests {
             row("lag", "exit", 6),
             row("depth", "exit", 6),
         ];
-        let kept: Vec<_> = newest_per_gate(&rows)
+        let of_m: Vec<Owned<'_>> = rows.iter().map(|r| ("m", r)).collect();
+        let kept: Vec<_> = newest_per_gate(&of_m)
             .into_iter()
-            .map(|r| (r.gate.as_str(), r.kind.as_str(), r.at_ms))
+            .map(|(_, r)| (r.gate.as_str(), r.kind.as_str(), r.at_ms))
             .collect();
         assert_eq!(
             kept,
@@ -156,11 +168,20 @@ mod tests {
         // Another step's row of the same gate is another gate's memory.
         let mut other_step = row("lag", "exit", 4);
         other_step.step_entered_ms = 2;
-        let both = [rows[0].clone(), other_step];
-        assert_eq!(newest_per_gate(&both).len(), 2);
+        assert_eq!(
+            newest_per_gate(&[("m", &rows[0]), ("m", &other_step)]).len(),
+            2
+        );
+        // So is another migration's row of the same gate in a step entered at the same instant.
+        let fleet = [("m", &rows[0]), ("n", &rows[2]), ("m", &rows[4])];
+        let kept: Vec<_> = newest_per_gate(&fleet)
+            .into_iter()
+            .map(|(name, r)| (name, r.at_ms))
+            .collect();
+        assert_eq!(kept, vec![("n", 7), ("m", 6)]);
         // Of two rows at the same time, the later one.
-        let same = newest_per_gate(&rows[3..]);
-        assert!(std::ptr::eq(same[1], &rows[5]), "{same:?}");
+        let same = newest_per_gate(&of_m[3..]);
+        assert!(std::ptr::eq(same[1].1, &rows[5]), "{same:?}");
         assert!(newest_per_gate(&[]).is_empty());
     }
 }

@@ -183,6 +183,63 @@ pub struct RoundRecord {
     pub sources: Vec<SourcePoints>,
 }
 
+/// One source's part of a round, with the migration it belongs to: a backend writes the samples
+/// of every source of the fleet's round in the same statements.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SourceRows<'a> {
+    pub name: &'a str,
+    pub source: &'a str,
+    pub points: &'a [StoredPoint],
+    pub scrape_times: &'a [i64],
+    pub keep_from_ms: i64,
+}
+
+impl<'a> SourceRows<'a> {
+    /// Every source of every round, in the rounds' order.
+    pub fn of(rounds: &'a [RoundRecord]) -> Vec<SourceRows<'a>> {
+        rounds
+            .iter()
+            .flat_map(|round| {
+                round.sources.iter().map(|s| SourceRows {
+                    name: &round.name,
+                    source: &s.source,
+                    points: &s.points,
+                    scrape_times: &s.scrape_times,
+                    keep_from_ms: s.keep_from_ms,
+                })
+            })
+            .collect()
+    }
+
+    /// Each sample with its migration and source, in order.
+    pub fn points(sources: &[SourceRows<'a>]) -> Vec<(&'a str, &'a str, &'a StoredPoint)> {
+        sources
+            .iter()
+            .flat_map(|s| s.points.iter().map(move |p| (s.name, s.source, p)))
+            .collect()
+    }
+
+    /// Each scrape instant with its migration and source, in order.
+    pub fn scrape_times(sources: &[SourceRows<'a>]) -> Vec<(&'a str, &'a str, i64)> {
+        sources
+            .iter()
+            .flat_map(|s| s.scrape_times.iter().map(move |&at| (s.name, s.source, at)))
+            .collect()
+    }
+}
+
+/// Every migration, and the memory of the gates of the step each one is in, read together: what
+/// a daemon's round starts from (see [`Store::fleet`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fleet {
+    /// By name.
+    pub records: Vec<MigrationRecord>,
+    /// By migration: the memory of each gate evaluated in the step its record is in, oldest
+    /// evaluation first (as [`Store::latest_evaluations`] answers, for every gate the step
+    /// remembers). A migration with none has no entry.
+    pub memory: std::collections::HashMap<String, Vec<GateRecord>>,
+}
+
 /// A gate as its evaluations are stored: `(name, kind)`, the kind being `exit` or `guard`
 /// (`require_peak` and `require_deploy` are exit gates of those names).
 pub type GateKey<'a> = (&'a str, &'a str);
@@ -202,6 +259,13 @@ pub trait Store: Send + Sync {
     fn get(&self, name: &str) -> impl Future<Output = Result<MigrationRecord>> + Send;
     /// Every migration, by name.
     fn list(&self) -> impl Future<Output = Result<Vec<MigrationRecord>>> + Send;
+    /// Every migration with the memory of its current step's gates, as one snapshot: a
+    /// daemon's round reads the fleet in two statements instead of two per migration.
+    ///
+    /// # Guarantees
+    /// The records and the memory are read in one transaction: each migration's memory is that
+    /// of the step its record is in, as [`Store::latest_evaluations`] would have answered then.
+    fn fleet(&self) -> impl Future<Output = Result<Fleet>> + Send;
     /// Apply a transition and append its journal entry, in one transaction, only if the
     /// migration is still at `commit.expected_version`.
     fn commit(

@@ -15,8 +15,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::{
-    Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, memory, memory::Table, parse_state, step_of,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
+    RoundRecord, SourceRows, Store, StoreError, StoredPoint, memory, memory::Table, parse_state,
+    step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -161,103 +162,147 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
 
 /// A source's points and scrape instants added, and its history pruned (in the caller's
 /// transaction).
-async fn insert_points(
-    conn: &mut PgConnection,
-    name: &str,
-    source: &str,
-    points: &[StoredPoint],
-    scrape_times: &[i64],
-    keep_from_ms: i64,
-) -> Result<()> {
-    // One statement per table (arrays + UNNEST), not one round trip per row. A point given
-    // twice for one (series, at) keeps the last, as SQLite's INSERT OR REPLACE does (and
-    // ON CONFLICT DO UPDATE may touch a row only once per statement).
-    let mut last: HashMap<(&str, i64), &StoredPoint> = HashMap::with_capacity(points.len());
-    for p in points {
-        last.insert((p.series.as_str(), p.at_ms), p);
+/// The sources' points and scrape instants added, then each source's history pruned: one
+/// statement per table for the whole fleet's round (arrays + UNNEST), in the caller's
+/// transaction.
+async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> Result<()> {
+    // A point given twice for one (migration, source, series, at) keeps the last, as SQLite's
+    // INSERT OR REPLACE does (and ON CONFLICT DO UPDATE may touch a row only once per
+    // statement).
+    let all = SourceRows::points(sources);
+    let mut last: HashMap<(&str, &str, &str, i64), usize> = HashMap::with_capacity(all.len());
+    for (i, (name, source, p)) in all.iter().enumerate() {
+        last.insert((name, source, p.series.as_str(), p.at_ms), i);
     }
-    let mut series = Vec::with_capacity(last.len());
-    let mut metrics = Vec::with_capacity(last.len());
-    let mut labels = Vec::with_capacity(last.len());
-    let mut ats = Vec::with_capacity(last.len());
-    let mut values = Vec::with_capacity(last.len());
-    for p in last.into_values() {
-        series.push(p.series.as_str());
-        metrics.push(p.metric.as_str());
-        labels.push(p.labels.as_str());
-        ats.push(p.at_ms);
-        values.push(p.value);
+    let mut keep: Vec<usize> = last.into_values().collect();
+    keep.sort_unstable();
+    let mut columns = PointColumns::with_capacity(keep.len());
+    for i in keep {
+        columns.push(all[i]);
     }
-
-    if !scrape_times.is_empty() {
+    let times = SourceRows::scrape_times(sources);
+    if !times.is_empty() {
+        let (names, (srcs, ats)): (Vec<&str>, (Vec<&str>, Vec<i64>)) =
+            times.into_iter().map(|(n, s, at)| (n, (s, at))).unzip();
         sqlx::query(
             "INSERT INTO scrape_times (migration, source, at) \
-             SELECT $1, $2, at FROM UNNEST($3::BIGINT[]) AS t(at) ON CONFLICT DO NOTHING",
+             SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) ON CONFLICT DO NOTHING",
         )
-        .bind(name)
-        .bind(source)
-        .bind(scrape_times)
+        .bind(&names)
+        .bind(&srcs)
+        .bind(&ats)
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("DELETE FROM scrape_times WHERE migration = $1 AND source = $2 AND at < $3")
-        .bind(name)
-        .bind(source)
-        .bind(keep_from_ms)
-        .execute(&mut *conn)
-        .await?;
-    if !series.is_empty() {
+    if !columns.names.is_empty() {
         sqlx::query(
             "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
-             SELECT $1, $2, p.* FROM UNNEST($3::TEXT[], $4::TEXT[], $5::TEXT[], \
-             $6::BIGINT[], $7::DOUBLE PRECISION[]) AS p(series, metric, labels, at, value) \
+             SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], \
+             $6::BIGINT[], $7::DOUBLE PRECISION[]) \
              ON CONFLICT (migration, source, series, at) DO UPDATE SET \
              metric = EXCLUDED.metric, labels = EXCLUDED.labels, value = EXCLUDED.value",
         )
-        .bind(name)
-        .bind(source)
-        .bind(&series)
-        .bind(&metrics)
-        .bind(&labels)
-        .bind(&ats)
-        .bind(&values)
+        .bind(&columns.names)
+        .bind(&columns.sources)
+        .bind(&columns.series)
+        .bind(&columns.metrics)
+        .bind(&columns.labels)
+        .bind(&columns.ats)
+        .bind(&columns.values)
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("DELETE FROM scrape_points WHERE migration = $1 AND source = $2 AND at < $3")
-        .bind(name)
-        .bind(source)
-        .bind(keep_from_ms)
-        .execute(&mut *conn)
-        .await?;
+    if !sources.is_empty() {
+        let names: Vec<&str> = sources.iter().map(|s| s.name).collect();
+        let srcs: Vec<&str> = sources.iter().map(|s| s.source).collect();
+        let keep_from: Vec<i64> = sources.iter().map(|s| s.keep_from_ms).collect();
+        for prune in [PRUNE_TIMES, PRUNE_POINTS] {
+            sqlx::query(prune)
+                .bind(&names)
+                .bind(&srcs)
+                .bind(&keep_from)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
     Ok(())
+}
+
+/// Each source's scrape instants older than its retention (`$1` names, `$2` sources, `$3` the
+/// instants each keeps from), for many sources in one statement.
+const PRUNE_TIMES: &str = "DELETE FROM scrape_times t \
+     USING UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS k(migration, source, keep_from) \
+     WHERE t.migration = k.migration AND t.source = k.source AND t.at < k.keep_from";
+
+/// Each source's samples older than its retention, as [`PRUNE_TIMES`].
+const PRUNE_POINTS: &str = "DELETE FROM scrape_points t \
+     USING UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS k(migration, source, keep_from) \
+     WHERE t.migration = k.migration AND t.source = k.source AND t.at < k.keep_from";
+
+/// Samples as the columns UNNEST reads.
+struct PointColumns<'a> {
+    names: Vec<&'a str>,
+    sources: Vec<&'a str>,
+    series: Vec<&'a str>,
+    metrics: Vec<&'a str>,
+    labels: Vec<&'a str>,
+    ats: Vec<i64>,
+    values: Vec<f64>,
+}
+
+impl<'a> PointColumns<'a> {
+    fn with_capacity(n: usize) -> Self {
+        PointColumns {
+            names: Vec::with_capacity(n),
+            sources: Vec::with_capacity(n),
+            series: Vec::with_capacity(n),
+            metrics: Vec::with_capacity(n),
+            labels: Vec::with_capacity(n),
+            ats: Vec::with_capacity(n),
+            values: Vec::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, (name, source, p): (&'a str, &'a str, &'a StoredPoint)) {
+        self.names.push(name);
+        self.sources.push(source);
+        self.series.push(&p.series);
+        self.metrics.push(&p.metric);
+        self.labels.push(&p.labels);
+        self.ats.push(p.at_ms);
+        self.values.push(p.value);
+    }
 }
 
 /// The memory of every gate of a migration in one step, oldest evaluation first.
-pub(super) const LATEST_EVALUATIONS: &str = "SELECT * FROM gate_memory WHERE migration = $1 \
-     AND step_entered = $2 ORDER BY at, gate, kind";
+pub(super) const LATEST_EVALUATIONS: &str = r#"SELECT * FROM gate_memory WHERE migration = $1
+     AND step_entered = $2 ORDER BY at, gate COLLATE "C", kind COLLATE "C""#;
 
 /// A round of evaluations in one multi-row INSERT (in the caller's transaction).
-async fn insert_evaluations(
-    conn: &mut PgConnection,
-    name: &str,
-    records: &[GateRecord],
-) -> Result<()> {
+/// The gate rows of every round: appended to the history, and each gate's memory replaced, in
+/// statements of up to 1,000 rows whatever migrations they belong to.
+async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> Result<()> {
     // PostgreSQL allows 65,535 parameters per statement: 15 per row.
-    for chunk in records.chunks(1_000) {
-        memory::write_rows::<Postgres>(Table::History, name, chunk)
+    let rows = memory::rows_of(rounds);
+    for chunk in rows.chunks(1_000) {
+        memory::write_rows::<Postgres>(Table::History, chunk.iter().copied())
             .build()
             .execute(&mut *conn)
             .await?;
     }
-    for chunk in memory::newest_per_gate(records).chunks(1_000) {
-        memory::write_rows::<Postgres>(Table::Memory, name, chunk.iter().copied())
+    for chunk in memory::newest_per_gate(&rows).chunks(1_000) {
+        memory::write_rows::<Postgres>(Table::Memory, chunk.iter().copied())
             .build()
             .execute(&mut *conn)
             .await?;
     }
     Ok(())
 }
+
+/// Each migration's gate memory of the step it is in (see [`Store::fleet`]).
+const FLEET_MEMORY: &str = r#"SELECT g.* FROM gate_memory g JOIN migrations m
+     ON m.name = g.migration AND m.entered_at = g.step_entered
+     ORDER BY g.migration COLLATE "C", g.at, g.gate COLLATE "C", g.kind COLLATE "C""#;
 
 impl Store for PgStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
@@ -319,6 +364,27 @@ impl Store for PgStore {
             .iter()
             .map(migration_row)
             .collect()
+    }
+
+    async fn fleet(&self) -> Result<Fleet> {
+        // One snapshot for both statements.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?;
+        let records = sqlx::query(r#"SELECT * FROM migrations ORDER BY name COLLATE "C""#)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(migration_row)
+            .collect::<Result<Vec<_>>>()?;
+        let mut memory: HashMap<String, Vec<GateRecord>> = HashMap::new();
+        for row in sqlx::query(FLEET_MEMORY).fetch_all(&mut *tx).await? {
+            let name: String = row.try_get("migration")?;
+            memory.entry(name).or_default().push(gate_row(&row)?);
+        }
+        tx.commit().await?;
+        Ok(Fleet { records, memory })
     }
 
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
@@ -399,20 +465,8 @@ impl Store for PgStore {
 
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        for round in rounds {
-            insert_evaluations(&mut tx, &round.name, &round.records).await?;
-            for s in &round.sources {
-                insert_points(
-                    &mut tx,
-                    &round.name,
-                    &s.source,
-                    &s.points,
-                    &s.scrape_times,
-                    s.keep_from_ms,
-                )
-                .await?;
-            }
-        }
+        insert_evaluations(&mut tx, rounds).await?;
+        insert_points(&mut tx, &SourceRows::of(rounds)).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -564,7 +618,14 @@ impl Store for PgStore {
         keep_from_ms: i64,
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        insert_points(&mut tx, name, source, points, scrape_times, keep_from_ms).await?;
+        let one = SourceRows {
+            name,
+            source,
+            points,
+            scrape_times,
+            keep_from_ms,
+        };
+        insert_points(&mut tx, &[one]).await?;
         tx.commit().await?;
         Ok(())
     }

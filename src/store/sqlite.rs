@@ -1,6 +1,7 @@
 //! The SQLite backend of the [`Store`](super::Store) (a file; WAL mode).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -9,8 +10,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
-    Commit, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, memory, memory::Table, parse_state, step_of,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
+    RoundRecord, SourceRows, Store, StoreError, StoredPoint, memory, memory::Table, parse_state,
+    step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -173,33 +175,40 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// Rows per multi-row INSERT: one statement instead of one per row (SQLite allows 32,766
-/// parameters in one statement; 500 rows of 15 columns stay well below).
-const ROWS_PER_INSERT: usize = 500;
+/// Rows per multi-row INSERT: one statement instead of one per row. Each size of statement is
+/// compiled once and kept on every connection of the pool; a 500-row one is a program large
+/// enough to show in the daemon's memory, and 50 rows already spread a statement's fixed cost.
+const ROWS_PER_INSERT: usize = 50;
 
 /// The memory of every gate of a migration in one step, oldest evaluation first.
 pub(super) const LATEST_EVALUATIONS: &str = "SELECT * FROM gate_memory WHERE migration = ? \
      AND step_entered = ? ORDER BY at, gate, kind";
 
-async fn insert_evaluations(
-    conn: &mut SqliteConnection,
-    name: &str,
-    records: &[GateRecord],
-) -> Result<()> {
-    for chunk in records.chunks(ROWS_PER_INSERT) {
-        memory::write_rows::<Sqlite>(Table::History, name, chunk)
+/// The gate rows of every round: appended to the history, and each gate's memory replaced, in
+/// statements of up to [`ROWS_PER_INSERT`] rows whatever migrations they belong to.
+async fn insert_evaluations(conn: &mut SqliteConnection, rounds: &[RoundRecord]) -> Result<()> {
+    let rows = memory::rows_of(rounds);
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        memory::write_rows::<Sqlite>(Table::History, chunk.iter().copied())
             .build()
             .execute(&mut *conn)
             .await?;
     }
-    for chunk in memory::newest_per_gate(records).chunks(ROWS_PER_INSERT) {
-        memory::write_rows::<Sqlite>(Table::Memory, name, chunk.iter().copied())
+    for chunk in memory::newest_per_gate(&rows).chunks(ROWS_PER_INSERT) {
+        memory::write_rows::<Sqlite>(Table::Memory, chunk.iter().copied())
             .build()
             .execute(&mut *conn)
             .await?;
     }
     Ok(())
 }
+
+/// Each migration's gate memory of the step it is in (see [`Store::fleet`]): one seek per
+/// migration (`CROSS JOIN` keeps `migrations` the outer loop in SQLite, where scanning the memory
+/// of every step ever entered would read more).
+pub(super) const FLEET_MEMORY: &str = "SELECT g.* FROM migrations m CROSS JOIN gate_memory g \
+     WHERE g.migration = m.name AND g.step_entered = m.entered_at \
+     ORDER BY g.migration, g.at, g.gate, g.kind";
 
 /// The samples of a source stored after an instant (a seek on the key: see
 /// `migrations/sqlite/0005_scrape_points_by_time.sql`).
@@ -210,38 +219,29 @@ pub(super) const POINTS_AFTER: &str = "SELECT series, metric, labels, at, value 
 pub(super) const PRUNE_POINTS: &str =
     "DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?";
 
-/// A source's points and scrape instants added, and its history pruned (in the caller's
-/// transaction).
-async fn insert_points(
-    conn: &mut SqliteConnection,
-    name: &str,
-    source: &str,
-    points: &[StoredPoint],
-    scrape_times: &[i64],
-    keep_from_ms: i64,
-) -> Result<()> {
-    for chunk in scrape_times.chunks(ROWS_PER_INSERT) {
+/// The scrape instants of a source older than the retention.
+const PRUNE_TIMES: &str = "DELETE FROM scrape_times WHERE migration = ? AND source = ? AND at < ?";
+
+/// The sources' points and scrape instants added, in statements of up to [`ROWS_PER_INSERT`]
+/// rows whatever migrations and sources they belong to, then each source's history pruned (in
+/// the caller's transaction).
+async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) -> Result<()> {
+    for chunk in SourceRows::scrape_times(sources).chunks(ROWS_PER_INSERT) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT OR IGNORE INTO scrape_times (migration, source, at) ",
         );
-        q.push_values(chunk, |mut row, at| {
+        q.push_values(chunk, |mut row, &(name, source, at)| {
             row.push_bind(name).push_bind(source).push_bind(at);
         });
         q.build().execute(&mut *conn).await?;
     }
-    sqlx::query("DELETE FROM scrape_times WHERE migration = ? AND source = ? AND at < ?")
-        .bind(name)
-        .bind(source)
-        .bind(keep_from_ms)
-        .execute(&mut *conn)
-        .await?;
     // Rows go in order: of two points for one (series, at), the last replaces the first.
-    for chunk in points.chunks(ROWS_PER_INSERT) {
+    for chunk in SourceRows::points(sources).chunks(ROWS_PER_INSERT) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT OR REPLACE INTO scrape_points (migration, source, series, metric, labels, \
              at, value) ",
         );
-        q.push_values(chunk, |mut row, p| {
+        q.push_values(chunk, |mut row, &(name, source, p)| {
             row.push_bind(name)
                 .push_bind(source)
                 .push_bind(&p.series)
@@ -252,12 +252,16 @@ async fn insert_points(
         });
         q.build().execute(&mut *conn).await?;
     }
-    sqlx::query(PRUNE_POINTS)
-        .bind(name)
-        .bind(source)
-        .bind(keep_from_ms)
-        .execute(&mut *conn)
-        .await?;
+    for s in sources {
+        for prune in [PRUNE_TIMES, PRUNE_POINTS] {
+            sqlx::query(prune)
+                .bind(s.name)
+                .bind(s.source)
+                .bind(s.keep_from_ms)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
     Ok(())
 }
 
@@ -325,6 +329,24 @@ impl Store for SqliteStore {
             .iter()
             .map(migration_row)
             .collect()
+    }
+
+    async fn fleet(&self) -> Result<Fleet> {
+        // One read transaction: both statements see the same snapshot of the WAL.
+        let mut tx = self.pool.begin().await?;
+        let records = sqlx::query("SELECT * FROM migrations ORDER BY name")
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(migration_row)
+            .collect::<Result<Vec<_>>>()?;
+        let mut memory: HashMap<String, Vec<GateRecord>> = HashMap::new();
+        for row in sqlx::query(FLEET_MEMORY).fetch_all(&mut *tx).await? {
+            let name: String = row.try_get("migration")?;
+            memory.entry(name).or_default().push(gate_row(&row)?);
+        }
+        tx.commit().await?;
+        Ok(Fleet { records, memory })
     }
 
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
@@ -403,20 +425,8 @@ impl Store for SqliteStore {
 
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for round in rounds {
-            insert_evaluations(&mut tx, &round.name, &round.records).await?;
-            for s in &round.sources {
-                insert_points(
-                    &mut tx,
-                    &round.name,
-                    &s.source,
-                    &s.points,
-                    &s.scrape_times,
-                    s.keep_from_ms,
-                )
-                .await?;
-            }
-        }
+        insert_evaluations(&mut tx, rounds).await?;
+        insert_points(&mut tx, &SourceRows::of(rounds)).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -570,7 +580,14 @@ impl Store for SqliteStore {
         keep_from_ms: i64,
     ) -> Result<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        insert_points(&mut tx, name, source, points, scrape_times, keep_from_ms).await?;
+        let one = SourceRows {
+            name,
+            source,
+            points,
+            scrape_times,
+            keep_from_ms,
+        };
+        insert_points(&mut tx, &[one]).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -597,7 +597,7 @@ async fn latest_evaluations_of_the_gates_named_only() {
             store.latest_evaluations("m", 1_000, &[]).await.unwrap(),
             vec![]
         );
-        // More gates in one round than one statement writes (SQLite 500 rows, PostgreSQL 1,000),
+        // More gates in one round than one statement writes (SQLite 50 rows, PostgreSQL 1,000),
         // each evaluated in two rounds, recorded in an order that is not their names' order.
         let mut names: Vec<String> = (0..1_100).rev().map(|i| format!("g{i}")).collect();
         for (round, at) in [(1.0, 2_000), (2.0, 3_000)] {
@@ -665,6 +665,16 @@ async fn sqlite_query_plan(sql: &str) -> Vec<String> {
 /// `gate_memory` alone, one row per gate.
 #[tokio::test]
 async fn a_tick_reads_gate_memory_not_the_history() {
+    let fleet = sqlite_query_plan(sqlite::FLEET_MEMORY).await;
+    assert!(
+        fleet.iter().any(|d| d.starts_with("SEARCH g USING INDEX")
+            && d.ends_with("(migration=? AND step_entered=?)")),
+        "a round seeks each migration's step: {fleet:#?}"
+    );
+    assert!(
+        fleet.iter().all(|d| !d.contains("gate_evaluations")),
+        "{fleet:#?}"
+    );
     let details = sqlite_query_plan(sqlite::LATEST_EVALUATIONS).await;
     assert!(
         details
@@ -1373,6 +1383,127 @@ async fn a_fleet_round_records_every_migration_or_none() {
         }
         // An empty fleet round writes nothing and fails nothing.
         store.record_rounds(&[]).await.unwrap();
+    })
+    .await;
+}
+
+/// A fleet's round writes the rows of every migration in the same statements: rows of one gate
+/// or one series in two migrations stay apart, each source keeps its own retention, and within
+/// one migration the row given last wins, as when each migration was written by itself.
+#[tokio::test]
+async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        for name in ["m", "n"] {
+            store.create(&new_migration(name, 1_000)).await.unwrap();
+            store
+                .save_points(name, "app", &[point("q1", 2_000, 0.5)], &[2_000], 0)
+                .await
+                .unwrap();
+        }
+        let taken = |points: Vec<StoredPoint>, keep_from_ms: i64| SourcePoints {
+            source: "app".to_string(),
+            points,
+            scrape_times: vec![3_000],
+            keep_from_ms,
+        };
+        let rounds = [
+            RoundRecord {
+                name: "m".into(),
+                records: vec![
+                    gate(1_000, "lag", "exit", Some(1.0), 3_000),
+                    gate(1_000, "lag", "exit", Some(1.5), 3_000),
+                ],
+                sources: vec![taken(
+                    vec![point("q1", 3_000, 1.0), point("q1", 3_000, 1.5)],
+                    0,
+                )],
+            },
+            RoundRecord {
+                name: "n".into(),
+                records: vec![gate(1_000, "lag", "exit", Some(2.0), 3_000)],
+                sources: vec![taken(vec![point("q1", 3_000, 2.0)], 2_500)],
+            },
+        ];
+        store.record_rounds(&rounds).await.unwrap();
+        let lag = [("lag", "exit")];
+        assert_eq!(
+            store.latest_evaluations("m", 1_000, &lag).await.unwrap(),
+            vec![gate(1_000, "lag", "exit", Some(1.5), 3_000)],
+            "[{}] the row given last",
+            b.kind
+        );
+        assert_eq!(
+            store.latest_evaluations("n", 1_000, &lag).await.unwrap(),
+            vec![gate(1_000, "lag", "exit", Some(2.0), 3_000)]
+        );
+        assert_eq!(
+            store.load_points("m", "app").await.unwrap(),
+            (
+                vec![point("q1", 2_000, 0.5), point("q1", 3_000, 1.5)],
+                vec![2_000, 3_000]
+            ),
+            "[{}] m keeps its history",
+            b.kind
+        );
+        assert_eq!(
+            store.load_points("n", "app").await.unwrap(),
+            (vec![point("q1", 3_000, 2.0)], vec![3_000]),
+            "[{}] n's retention is n's",
+            b.kind
+        );
+    })
+    .await;
+}
+
+/// A round starts from one read of the fleet: every record, with the memory of the step it is
+/// in (not of a step it left), as `latest_evaluations` answers for that step.
+#[tokio::test]
+async fn the_fleet_is_every_record_with_the_memory_of_its_current_step() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        assert_eq!(store.fleet().await.unwrap(), Fleet::default());
+        for name in ["n", "m", "o"] {
+            store.create(&new_migration(name, 1_000)).await.unwrap();
+        }
+        let first = [
+            gate(1_000, "lag", "exit", Some(1.0), 2_000),
+            gate(1_000, "errors", "guard", Some(0.0), 1_500),
+        ];
+        for name in ["m", "n"] {
+            store.record_evaluations(name, &first).await.unwrap();
+        }
+        // m moves on: its memory is that of its new step.
+        store
+            .commit(
+                "m",
+                &commit(1, "advance", snap(State::Slices(1), false), 3_000, None),
+            )
+            .await
+            .unwrap();
+        let later = [gate(3_000, "lag", "exit", Some(4.0), 4_000)];
+        store.record_evaluations("m", &later).await.unwrap();
+
+        let fleet = store.fleet().await.unwrap();
+        let names: Vec<&str> = fleet.records.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["m", "n", "o"], "[{}] by name", b.kind);
+        assert_eq!(fleet.records, store.list().await.unwrap());
+        assert_eq!(
+            fleet.memory.len(),
+            2,
+            "[{}] o has none: {:?}",
+            b.kind,
+            fleet.memory
+        );
+        assert_eq!(fleet.memory["m"], later);
+        assert_eq!(fleet.memory["n"], by_time(&first));
+        assert_eq!(
+            fleet.memory["n"],
+            store
+                .latest_evaluations("n", 1_000, ALL_GATES)
+                .await
+                .unwrap()
+        );
     })
     .await;
 }
