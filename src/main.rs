@@ -39,11 +39,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// Keep at most `arenas` malloc arenas, unless the operator set `MALLOC_ARENA_MAX` (glibc reads
-/// it itself). Called before the runtime starts any thread.
+/// Keep at most `arenas` malloc arenas, unless the operator chose a number (`MALLOC_ARENA_MAX`,
+/// or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`: glibc reads both itself). Called before the
+/// runtime starts any thread.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn cap_malloc_arenas(arenas: i32) {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+    let tuned = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() && !tuned {
         // SAFETY: mallopt only sets a parameter of glibc's allocator, and no other thread
         // exists yet to allocate concurrently.
         unsafe {

@@ -247,7 +247,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
         self.metrics.routing(&doc);
         self.hub.update(doc);
         let generation = loaded.record.generation;
-        let previous = self.with_memo(&loaded.record.name, |m| m.generation.replace(generation));
+        // Never lowered: a read older than one already seen announces nothing again.
+        let previous = self.with_memo(&loaded.record.name, |m| {
+            let previous = m.generation;
+            m.generation = Some(previous.map_or(generation, |p| p.max(generation)));
+            previous
+        });
         if !self.is_leader() {
             return;
         }

@@ -106,6 +106,15 @@ pub async fn tick_with<S: Store + Clone + 'static>(
     let name = &*read.name().to_string();
     let loaded = match read {
         Read::Store(name) => c.load_cached(name, &shared.plans).await?,
+        // The watcher saw the migration move since the round read it: read it again, so that
+        // nothing is announced or decided from the older read.
+        Read::Fleet(record, _)
+            if shared.hub.generation(name).is_some_and(|seen| {
+                i64::try_from(seen).unwrap_or(i64::MAX) > record.generation
+            }) =>
+        {
+            c.load_cached(name, &shared.plans).await?
+        }
         Read::Fleet(record, memory) => c.load_read(record, memory, &shared.plans).await?,
     };
     shared.observe(&c, &loaded).await;

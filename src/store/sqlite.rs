@@ -175,9 +175,11 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// Rows per multi-row INSERT: one statement instead of one per row. Each size of statement is
-/// compiled once and kept on every connection of the pool; a 500-row one is a program large
-/// enough to show in the daemon's memory, and 50 rows already spread a statement's fixed cost.
+/// Rows per multi-row INSERT: one statement instead of one per row. sqlx keeps the statements it
+/// prepared on each connection of the pool, and a statement's compiled program grows with its
+/// rows; 50 rows keep those small while already spreading a statement's fixed cost (the round's
+/// commit moved from 500 to 50 together with the daemon's arena cap, measured together:
+/// BENCHMARKS.md, seventh pass).
 const ROWS_PER_INSERT: usize = 50;
 
 /// The memory of every gate of a migration in one step, oldest evaluation first.
