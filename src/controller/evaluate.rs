@@ -495,10 +495,9 @@ async fn dead_letters<S: Store>(
     Some((Observation::Value(value), Some(reading.reason(5))))
 }
 
-/// A stored point back into the history (a row whose labels do not decode is skipped: the
-/// history is a cache of observations, and a missing point only delays a rate).
 /// Add stored rows to `history`: each run of rows of one series (the store returns them series
-/// by series) has its labels parsed once. A row whose labels cannot be read is left out.
+/// by series) has its labels parsed once. A row whose labels cannot be read is left out (the
+/// history is a cache of observations, and a missing point only delays a rate).
 fn add_stored(history: &mut History, stored: Vec<StoredPoint>) {
     let mut rows = stored.into_iter().peekable();
     let mut points = Vec::new();

@@ -491,7 +491,6 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     };
     let names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
     shared.plans.retain(&names);
-    let count = records.len();
     let queue = Mutex::new(records.into_iter().map(|r| {
         let m = memory.remove(&r.name).unwrap_or_default();
         tick::Read::Fleet(r, m)
@@ -510,7 +509,7 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
             }
         }
     };
-    let mut lanes: Vec<_> = (0..TICK_CONCURRENCY.min(count))
+    let mut lanes: Vec<_> = (0..TICK_CONCURRENCY.min(names.len()))
         .map(|_| Some(Box::pin(lane())))
         .collect();
     // Drive the lanes together on this task (no spawn: they borrow `shared`).
