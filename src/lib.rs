@@ -11,8 +11,9 @@
 //!   error at once, with its path and line.
 //! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
 //! - [`gate`] — gate verdicts (pass / hold / fail) from observations.
-//! - [`indicators::exposition`], [`indicators::query`], [`indicators::promql`] — reading
-//!   /metrics text, the scrape query language, Prometheus API answers.
+//! - [`indicators::exposition`], [`indicators::query`], [`indicators::history`],
+//!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
+//!   it reads, Prometheus API answers.
 //! - [`time`] — instants as numbers; only binaries read the clock.
 //!
 //! Shell:

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::gate::{self, Evaluation, Memory, Observation};
 use crate::indicators::fetch::Fetcher;
-use crate::indicators::query::{History, Point, Query, parse_query};
+use crate::indicators::history::{History, Point};
+use crate::indicators::query::{Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
 use crate::store::{
     GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
@@ -291,14 +292,15 @@ async fn scrape_sources<S: Store>(
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
         };
-        let (mut history, after_ms, rounds) =
-            match histories.and_then(|h| h.take(&rec.name, source)) {
-                Some(t) => (t.history, t.through_ms, t.rounds + 1),
-                None => (History::new(), i64::MIN, 0),
-            };
+        let (history, after_ms, rounds) = match histories.and_then(|h| h.take(&rec.name, source)) {
+            Some(t) => (t.history, t.through_ms, t.rounds + 1),
+            None => (History::new(), i64::MIN, 0),
+        };
         let (stored, times) = store.load_points_after(&rec.name, source, after_ms).await?;
-        add_stored(&mut history, stored);
+        // The instants first: then every sample's is already a scrape of the history, and
+        // adding the samples moves no series' values.
         let mut history = history.with_scrape_times(times);
+        add_stored(&mut history, stored);
         let keep_ms = qs
             .iter()
             .map(|q| i64::try_from(q.retention().as_millis()).unwrap_or(i64::MAX))
@@ -508,7 +510,7 @@ fn add_stored(history: &mut History, stored: Vec<StoredPoint>) {
             points.push((p.at_ms, p.value));
         }
         if let Ok(labels) = serde_json::from_str::<Vec<(String, String)>>(&first.labels) {
-            history.add_series_points(first.metric, &labels, points.drain(..));
+            history.add_series_points(first.metric, &labels, &points);
         }
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::indicators::query::History;
+use crate::indicators::history::History;
 
 /// Rounds an entry serves before it is read whole from the store again.
 pub const ROUNDS_BEFORE_RELOAD: u32 = 100;

@@ -2,12 +2,14 @@
 //!
 //! - [`exposition`] (pure): a strict parser of the Prometheus text format (and OpenMetrics);
 //!   every sample line is returned exactly or reported with its line number.
-//! - [`query`] (pure): the small query language of `scrape:` sources and the sample history it
-//!   needs for `rate()` / `increase()`.
+//! - [`query`] (pure): the small query language of `scrape:` sources.
+//! - [`history`] (pure): the samples of a `scrape:` source kept between scrapes, which its
+//!   queries read (`rate()` / `increase()` over a window).
 //! - [`promql`] (pure): decoding a Prometheus HTTP API instant-query answer into one number.
 //! - [`fetch`] (IO): the HTTP client for both kinds of source.
 
 pub mod exposition;
 pub mod fetch;
+pub mod history;
 pub mod promql;
 pub mod query;

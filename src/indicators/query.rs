@@ -29,11 +29,11 @@
 //! - a bare selector or range function is summed over series; `sum`/`min`/`max` around
 //!   either aggregate the per-series values (so `max(rate(x[5m]))` works too).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
 use crate::indicators::exposition::{MatchOp, Matcher, Sample};
+use crate::indicators::history::{History, Series};
 
 /// A query whose latest scrape is older than this (relative to `now_ms`) is no data.
 pub const STALENESS: Duration = Duration::from_secs(5 * 60);
@@ -200,11 +200,11 @@ impl Selector {
         s.name == self.metric && s.matches(&self.metric, &self.matchers)
     }
 
-    fn matches_series(&self, series: &Series) -> bool {
-        if series.metric != self.metric {
+    pub(crate) fn matches_series(&self, series: &Series) -> bool {
+        if series.metric() != self.metric {
             return false;
         }
-        self.matches(&probe(&series.metric, &series.labels))
+        self.matches(&probe(series.metric(), series.labels()))
     }
 }
 
@@ -887,235 +887,6 @@ fn is_known_promql_function(name: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------
-// History
-// ---------------------------------------------------------------------------
-
-/// One stored sample of one series, for persistence.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Point {
-    /// Stable key of the series: `metric{a="x",b="y"}` with labels sorted by name
-    /// (values escaped as in PromQL); just `metric` without labels.
-    pub series_key: String,
-    pub metric: String,
-    /// Labels sorted by name (then value).
-    pub labels: Vec<(String, String)>,
-    /// When the scrape that produced it was taken (Unix ms).
-    pub at_ms: i64,
-    pub value: f64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Series {
-    metric: String,
-    labels: Vec<(String, String)>,
-    /// Sorted by time, at most one point per `at_ms`.
-    points: Vec<(i64, f64)>,
-}
-
-impl Series {
-    fn insert(&mut self, at_ms: i64, value: f64) {
-        match self.points.binary_search_by_key(&at_ms, |p| p.0) {
-            Ok(i) => self.points[i].1 = value,
-            Err(i) => {
-                if self.points.len() == self.points.capacity() {
-                    // Grow by an eighth, not by doubling: a series gains one point per scrape
-                    // for as long as its history is kept, and doubling would leave up to half
-                    // of every long history unused.
-                    let more = (self.points.len() / 8).max(4);
-                    self.points.reserve_exact(more);
-                }
-                self.points.insert(i, (at_ms, value));
-            }
-        }
-    }
-
-    /// Drop the points older than `keep_from_ms`, and give back the room a shorter history no
-    /// longer needs.
-    fn prune(&mut self, keep_from_ms: i64) {
-        self.points.retain(|p| p.0 >= keep_from_ms);
-        let len = self.points.len();
-        if self.points.capacity() > 2 * len + 8 {
-            self.points.shrink_to(len + len / 8);
-        }
-    }
-
-    fn value_at(&self, at_ms: i64) -> Option<f64> {
-        self.points
-            .binary_search_by_key(&at_ms, |p| p.0)
-            .ok()
-            .map(|i| self.points[i].1)
-    }
-}
-
-/// The stable key of a series; `labels` must already be sorted.
-pub fn series_key(metric: &str, labels: &[(String, String)]) -> String {
-    if labels.is_empty() {
-        return metric.to_owned();
-    }
-    let body: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape_value(v)))
-        .collect();
-    format!("{metric}{{{}}}", body.join(","))
-}
-
-fn sorted_labels(labels: &[(String, String)]) -> Vec<(String, String)> {
-    let mut labels = labels.to_vec();
-    labels.sort();
-    labels
-}
-
-/// Samples kept between scrapes: per series (metric name + sorted labels rendered as a
-/// stable string key), a time-ordered list of `(at_ms, value)`; plus the times of the
-/// scrapes themselves, so that a series missing from the latest scrape counts as gone.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct History {
-    series: BTreeMap<String, Series>,
-    scrapes: BTreeSet<i64>,
-}
-
-impl History {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Record one scrape taken at `at_ms`: keeps only samples of series matching one of
-    /// `selectors`. The samples' own timestamps are ignored; the scrape time is used. A
-    /// series appearing twice in one scrape keeps its last value. Recording the same
-    /// `at_ms` again overwrites that scrape's values.
-    pub fn record(&mut self, at_ms: i64, samples: &[Sample], selectors: &[&Selector]) {
-        self.scrapes.insert(at_ms);
-        for s in samples {
-            if !selectors.iter().any(|sel| sel.matches(s)) {
-                continue;
-            }
-            let labels = sorted_labels(&s.labels);
-            let key = series_key(&s.name, &labels);
-            self.series
-                .entry(key)
-                .or_insert_with(|| Series {
-                    metric: s.name.clone(),
-                    labels,
-                    points: Vec::new(),
-                })
-                .insert(at_ms, s.value);
-        }
-    }
-
-    /// Drop points (and scrape times) older than `keep_from_ms`.
-    pub fn prune(&mut self, keep_from_ms: i64) {
-        self.scrapes.retain(|t| *t >= keep_from_ms);
-        self.series.retain(|_, s| {
-            s.prune(keep_from_ms);
-            !s.points.is_empty()
-        });
-    }
-
-    /// Flat rows for persistence, ordered by series key then time.
-    pub fn points(&self) -> impl Iterator<Item = Point> + '_ {
-        self.series.iter().flat_map(|(key, s)| {
-            s.points.iter().map(move |&(at_ms, value)| Point {
-                series_key: key.clone(),
-                metric: s.metric.clone(),
-                labels: s.labels.clone(),
-                at_ms,
-                value,
-            })
-        })
-    }
-
-    /// The rows of the scrape taken at `at_ms` only: what [`History::points`] yields for that
-    /// time, without building the others.
-    pub fn points_at(&self, at_ms: i64) -> impl Iterator<Item = Point> + '_ {
-        self.series.iter().filter_map(move |(key, s)| {
-            s.value_at(at_ms).map(|value| Point {
-                series_key: key.clone(),
-                metric: s.metric.clone(),
-                labels: s.labels.clone(),
-                at_ms,
-                value,
-            })
-        })
-    }
-
-    /// Rebuild from rows. The series key is recomputed from `metric` and `labels` (the
-    /// stored `series_key` is not trusted); scrape times are taken from the points'
-    /// times, so a scrape that kept no sample is not restored — add those with
-    /// [`History::with_scrape_times`] if they were saved from [`History::scrape_times`].
-    /// Of two rows for the same series and time, the later one wins.
-    pub fn from_points(points: impl IntoIterator<Item = Point>) -> Self {
-        let mut h = History::new();
-        h.add_points(points);
-        h
-    }
-
-    /// Add rows to what is kept, as [`History::from_points`] reads them (a row for a series and
-    /// time already kept replaces it).
-    pub fn add_points(&mut self, points: impl IntoIterator<Item = Point>) {
-        for p in points {
-            let labels = sorted_labels(&p.labels);
-            let key = series_key(&p.metric, &labels);
-            self.scrapes.insert(p.at_ms);
-            self.series
-                .entry(key)
-                .or_insert_with(|| Series {
-                    metric: p.metric,
-                    labels,
-                    points: Vec::new(),
-                })
-                .insert(p.at_ms, p.value);
-        }
-    }
-
-    /// Add the rows of one series, as [`History::add_points`] adds each: its labels sorted and
-    /// its key built once for all of them, and room made for them at once (a history read whole
-    /// from the store comes series by series).
-    pub fn add_series_points(
-        &mut self,
-        metric: String,
-        labels: &[(String, String)],
-        points: impl ExactSizeIterator<Item = (i64, f64)>,
-    ) {
-        let labels = sorted_labels(labels);
-        let key = series_key(&metric, &labels);
-        let series = self.series.entry(key).or_insert_with(|| Series {
-            metric,
-            labels,
-            points: Vec::new(),
-        });
-        let (n, len) = (points.len(), series.points.len());
-        if n > series.points.capacity() - len {
-            series.points.reserve_exact(n.max(len / 8));
-        }
-        for (at_ms, value) in points {
-            self.scrapes.insert(at_ms);
-            series.insert(at_ms, value);
-        }
-    }
-
-    /// The times of all recorded scrapes, oldest first (including scrapes that kept no sample).
-    pub fn scrape_times(&self) -> impl Iterator<Item = i64> + '_ {
-        self.scrapes.iter().copied()
-    }
-
-    /// Add scrape times (e.g. restored next to [`History::from_points`]).
-    pub fn with_scrape_times(mut self, times: impl IntoIterator<Item = i64>) -> Self {
-        self.scrapes.extend(times);
-        self
-    }
-
-    /// Whether nothing at all is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.scrapes.is_empty() && self.series.is_empty()
-    }
-
-    /// The newest scrape at or before `now_ms`.
-    fn latest_scrape(&self, now_ms: i64) -> Option<i64> {
-        self.scrapes.range(..=now_ms).next_back().copied()
-    }
-}
-
-// ---------------------------------------------------------------------------
 // Evaluation
 // ---------------------------------------------------------------------------
 
@@ -1213,10 +984,10 @@ impl Query {
     /// whole query is no data when the newest scrape at or before `now_ms` is more than
     /// [`STALENESS`] old.
     pub fn evaluate(&self, history: &History, now_ms: i64) -> Result<Reading, NoData> {
-        let Some(latest) = history.latest_scrape(now_ms) else {
+        let Some((latest, latest_ms)) = history.latest_scrape(now_ms) else {
             return Err(no_data("no scrape recorded yet"));
         };
-        let age_ms = now_ms.saturating_sub(latest);
+        let age_ms = now_ms.saturating_sub(latest_ms);
         if age_ms > duration_ms(STALENESS) {
             return Err(no_data(format!(
                 "stale: last scrape {} s ago",
@@ -1255,14 +1026,14 @@ impl Source {
 
 impl Operand {
     /// Per-series values, then the aggregation over them.
-    fn evaluate(&self, history: &History, latest: i64, now_ms: i64) -> Result<Reading, NoData> {
+    /// `latest` is the index of the newest scrape at or before `now_ms`.
+    fn evaluate(&self, history: &History, latest: usize, now_ms: i64) -> Result<Reading, NoData> {
         let (values, samples) = match &self.source {
             Source::Instant(sel) => {
                 let values: Vec<f64> = history
-                    .series
-                    .values()
+                    .series()
                     .filter(|s| sel.matches_series(s))
-                    .filter_map(|s| s.value_at(latest))
+                    .filter_map(|s| s.value(latest))
                     .collect();
                 if values.is_empty() {
                     return Err(no_data(format!(
@@ -1311,17 +1082,9 @@ fn range_values(
     let mut used = 0usize;
     let mut most_points = 0usize;
     let mut any_series = false;
-    for s in history
-        .series
-        .values()
-        .filter(|s| selector.matches_series(s))
-    {
-        let pts: Vec<(i64, f64)> = s
-            .points
-            .iter()
-            .copied()
-            .filter(|(t, _)| *t > from && *t <= now_ms)
-            .collect();
+    let scrapes = history.scrapes_between(from, now_ms);
+    for s in history.series().filter(|s| selector.matches_series(s)) {
+        let pts: Vec<(i64, f64)> = history.points_of(s, scrapes.clone()).collect();
         if pts.is_empty() {
             continue;
         }
@@ -2108,107 +1871,6 @@ mod tests {
         ]);
     }
 
-    #[test]
-    fn record_keeps_only_selected_series() {
-        let query = q("rate(a_total{k=\"1\"}[5m]) / b");
-        let mut h = History::new();
-        h.record(
-            1000,
-            &[
-                sample("a_total", &[("k", "1")], 1.0),
-                sample("a_total", &[("k", "2")], 2.0),
-                sample("b", &[("z", "1"), ("a", "2")], 3.0),
-                sample("c", &[], 4.0),
-            ],
-            &query.selectors(),
-        );
-        let keys: Vec<String> = h.points().map(|p| p.series_key).collect();
-        assert_eq!(keys, ["a_total{k=\"1\"}", "b{a=\"2\",z=\"1\"}"]);
-        let b = h.points().find(|p| p.metric == "b");
-        assert_eq!(
-            b.map(|p| p.labels),
-            Some(vec![
-                ("a".to_owned(), "2".to_owned()),
-                ("z".to_owned(), "1".to_owned())
-            ])
-        );
-    }
-
-    #[test]
-    fn history_prune_and_points_round_trip() {
-        let query = q("x");
-        let mut h = History::new();
-        for (i, at) in [0, MIN, 2 * MIN, 3 * MIN].into_iter().enumerate() {
-            let v = i as f64;
-            h.record(
-                at,
-                &[
-                    sample("x", &[("s", "a")], v),
-                    sample("x", &[("s", "we\"ird\\\nval")], v * 10.0),
-                ],
-                &query.selectors(),
-            );
-        }
-        // A scrape where the series were absent.
-        h.record(4 * MIN, &[], &query.selectors());
-        assert_eq!(h.points().count(), 8);
-
-        h.prune(2 * MIN);
-        let pts: Vec<Point> = h.points().collect();
-        assert_eq!(pts.len(), 4);
-        assert!(pts.iter().all(|p| p.at_ms >= 2 * MIN));
-        assert_eq!(
-            h.scrape_times().collect::<Vec<_>>(),
-            [2 * MIN, 3 * MIN, 4 * MIN]
-        );
-
-        // Points alone lose the empty scrape; with scrape times it is exact.
-        let restored = History::from_points(pts.clone());
-        assert_eq!(restored.points().collect::<Vec<_>>(), pts);
-        assert_ne!(restored, h);
-        let exact = History::from_points(pts.clone()).with_scrape_times(h.scrape_times());
-        assert_eq!(exact, h);
-        assert_eq!(query.evaluate(&exact, 4 * MIN), query.evaluate(&h, 4 * MIN));
-
-        // Row order and a wrong stored key do not matter.
-        let mut shuffled = pts.clone();
-        shuffled.reverse();
-        for p in &mut shuffled {
-            p.series_key = "garbage".into();
-            p.labels.reverse();
-        }
-        assert_eq!(
-            History::from_points(shuffled).points().collect::<Vec<_>>(),
-            pts
-        );
-
-        // Rows added in two parts (what was kept, then what was stored since) rebuild the same.
-        let mut parts = History::from_points(pts.iter().filter(|p| p.at_ms < 3 * MIN).cloned());
-        parts.add_points(pts.iter().filter(|p| p.at_ms >= 3 * MIN).cloned());
-        assert_eq!(parts, History::from_points(pts.clone()));
-
-        // One scrape's rows alone are the rows of that time.
-        for at in [2 * MIN, 3 * MIN, 4 * MIN, 5 * MIN] {
-            let at_time: Vec<Point> = pts.iter().filter(|p| p.at_ms == at).cloned().collect();
-            assert_eq!(h.points_at(at).collect::<Vec<_>>(), at_time, "at {at}");
-        }
-
-        // Pruning everything empties the history.
-        h.prune(i64::MAX);
-        assert!(h.is_empty());
-        assert_eq!(h.points().count(), 0);
-    }
-
-    #[test]
-    fn record_same_time_overwrites() {
-        let query = q("x");
-        let mut h = History::new();
-        h.record(0, &[sample("x", &[], 1.0)], &query.selectors());
-        h.record(0, &[sample("x", &[], 2.0)], &query.selectors());
-        assert_eq!(h.points().count(), 1);
-        assert_eq!(query.evaluate(&h, 0).map(|r| r.value), Ok(2.0));
-    }
-
     proptest! {
         #[test]
         fn parse_query_never_panics(text in any::<String>()) {
@@ -2251,82 +1913,5 @@ mod tests {
                 prop_assert_eq!(r.samples as usize, steps.len() + 1);
             }
         }
-    }
-
-    fn point_of(series: &str, at_ms: i64, value: f64) -> Point {
-        Point {
-            series_key: String::new(),
-            metric: "depth".into(),
-            labels: vec![("z".into(), "1".into()), ("queue".into(), series.into())],
-            at_ms,
-            value,
-        }
-    }
-
-    #[test]
-    fn a_series_added_at_once_is_what_its_points_added_one_by_one_give() {
-        let points: Vec<Point> = (0..50)
-            .flat_map(|i| {
-                [
-                    point_of("a", i * 1_000, i as f64),
-                    point_of("b", i * 1_000, 1.0),
-                ]
-            })
-            .collect();
-        let one_by_one = History::from_points(points.clone());
-        let mut at_once = History::new();
-        for series in ["a", "b"] {
-            let of: Vec<&Point> = points.iter().filter(|p| p.labels[1].1 == series).collect();
-            at_once.add_series_points(
-                "depth".into(),
-                &of[0].labels,
-                of.iter().map(|p| (p.at_ms, p.value)),
-            );
-        }
-        assert_eq!(at_once, one_by_one);
-        // Added again over a history holding them: the later value of a time replaces it.
-        at_once.add_series_points(
-            "depth".into(),
-            &points[0].labels,
-            [(49_000, -1.0), (50_000, 50.0)].into_iter(),
-        );
-        let a: Vec<(i64, f64)> = at_once
-            .points()
-            .filter(|p| p.series_key == "depth{queue=\"a\",z=\"1\"}")
-            .map(|p| (p.at_ms, p.value))
-            .skip(48)
-            .collect();
-        assert_eq!(a, [(48_000, 48.0), (49_000, -1.0), (50_000, 50.0)]);
-        assert_eq!(at_once.scrape_times().last(), Some(50_000));
-    }
-
-    /// Regression: a series' points grew by doubling, so a long history held up to twice the
-    /// room its points need: a daemon holding 17 minutes of scrapes of 1,000 sources (3.5 M
-    /// samples) went from 143 to 197 MiB once its series passed 512 points.
-    #[test]
-    fn a_series_keeps_little_spare_room_as_it_grows_and_after_a_prune() {
-        let mut s = Series {
-            metric: "depth".into(),
-            labels: Vec::new(),
-            points: Vec::new(),
-        };
-        for at in 0..10_000 {
-            s.insert(at, 0.0);
-            let len = s.points.len();
-            assert!(
-                s.points.capacity() <= len + len / 8 + 4,
-                "{len}: {}",
-                s.points.capacity()
-            );
-        }
-        s.prune(9_000);
-        assert_eq!(s.points.len(), 1_000);
-        assert!(
-            s.points.capacity() <= 2 * 1_000 + 8,
-            "{}",
-            s.points.capacity()
-        );
-        s.prune(9_990);
-        assert_eq!(s.points.first(), Some(&(9_990, 0.0)));
     }
 }
