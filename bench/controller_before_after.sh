@@ -4,7 +4,8 @@
 # copy's schema), `migrate run --interval 1s` alternating between them, SECS seconds each,
 # PASSES passes (the order flips every pass). Per run: warm ticks (the first two are left out:
 # the cold one reads the whole stored history), wall and daemon CPU per tick, Prometheus CPU per
-# tick, peak RSS, and the scrape samples left in the store afterwards.
+# tick, peak RSS, the longest tick (the cold one, from the daemon's /metrics; "-" for a build
+# without queue_migrate_tick_seconds_max), and the scrape samples left in the store afterwards.
 #
 #   HELPER=<older controller_scale> BASE=<older migrate> NEW=<newer migrate> \
 #     MIGRATIONS=1000 HISTORY_SCRAPES=500 bench/controller_before_after.sh
@@ -80,18 +81,19 @@ one() { # one LABEL BIN DB: a row of the table
   t1=$(done_ticks); c1=$(cpu_of "$daemon_pid"); s1=$(date +%s.%N); p1=$(prom_cpu)
   # Peak RSS since the start: on a first start of an older store it includes the upgrade.
   hwm=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$daemon_pid/status")
+  longest=$(curl -sf "http://$addr/metrics" | awk '$1 == "queue_migrate_tick_seconds_max" {printf "%.2f", $2; found = 1} END {if (!found) print "-"}')
   kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
   awk -v l="$label" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" -v p0="$p0" -v p1="$p1" \
-    -v hwm="$hwm" -v pts="$(samples "$db")" 'BEGIN {
+    -v hwm="$hwm" -v longest="$longest" -v pts="$(samples "$db")" 'BEGIN {
     n = t1 - t0
-    printf "| %s | %d | %.2f | %.2f | %.2f | %s | %d |\n", l, n, (s1 - s0) / n, (c1 - c0) / n, (p1 - p0) / n, hwm, pts
+    printf "| %s | %d | %.2f | %.2f | %.2f | %s | %s | %d |\n", l, n, (s1 - s0) / n, (c1 - c0) / n, (p1 - p0) / n, hwm, longest, pts
   }'
 }
 
 echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg); $MIGRATIONS migrations, $(samples "$SRC") samples stored"
 echo
-echo "| build | ticks | wall s per tick | daemon CPU s per tick | Prometheus CPU s per tick | daemon peak RSS MiB | samples after |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| build | ticks | wall s per tick | daemon CPU s per tick | Prometheus CPU s per tick | daemon peak RSS MiB | longest tick s | samples after |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for pass in $(seq "$PASSES"); do
   if [ $((pass % 2)) = 1 ]; then
     one before "$BASE" base; one after "$NEW" new

@@ -540,6 +540,21 @@ async fn mutations_need_the_token_reads_do_not() {
         metrics.contains("queue_migrate_paused{migration=\"local\"} 1"),
         "{metrics}"
     );
+    let value = |name: &str| {
+        parsed
+            .samples
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.value)
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+    };
+    assert!(value("queue_migrate_ticks_total") >= 1.0);
+    let (last, max, sum) = (
+        value("queue_migrate_tick_seconds"),
+        value("queue_migrate_tick_seconds_max"),
+        value("queue_migrate_tick_seconds_total"),
+    );
+    assert!(0.0 < last && last <= max && max <= sum, "{metrics}");
     d.stop().await;
 }
 

@@ -15,7 +15,8 @@ use crate::indicators::history::{History, Point};
 use crate::indicators::query::{Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Requirement, Source};
 use crate::store::{
-    GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError, StoredPoint,
+    GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError,
+    StoredPoint, StoredSeries,
 };
 
 use super::Loaded;
@@ -296,7 +297,7 @@ async fn scrape_sources<S: Store>(
             Some(t) => (t.history, t.through_ms, t.rounds + 1),
             None => (History::new(), i64::MIN, 0),
         };
-        let (stored, times) = store.load_points_after(&rec.name, source, after_ms).await?;
+        let (stored, times) = store.load_series_after(&rec.name, source, after_ms).await?;
         // The instants first: then every sample's is already a scrape of the history, and
         // adding the samples moves no series' values.
         let mut history = history.with_scrape_times(times);
@@ -500,17 +501,10 @@ async fn dead_letters<S: Store>(
 /// Add stored rows to `history`: each run of rows of one series (the store returns them series
 /// by series) has its labels parsed once. A row whose labels cannot be read is left out (the
 /// history is a cache of observations, and a missing point only delays a rate).
-fn add_stored(history: &mut History, stored: Vec<StoredPoint>) {
-    let mut rows = stored.into_iter().peekable();
-    let mut points = Vec::new();
-    while let Some(first) = rows.next() {
-        points.clear();
-        points.push((first.at_ms, first.value));
-        while let Some(p) = rows.next_if(|p| p.metric == first.metric && p.labels == first.labels) {
-            points.push((p.at_ms, p.value));
-        }
-        if let Ok(labels) = serde_json::from_str::<Vec<(String, String)>>(&first.labels) {
-            history.add_series_points(first.metric, &labels, &points);
+fn add_stored(history: &mut History, stored: Vec<StoredSeries>) {
+    for series in stored {
+        if let Ok(labels) = serde_json::from_str::<Vec<(String, String)>>(&series.labels) {
+            history.add_series_points(series.metric, &labels, &series.points);
         }
     }
 }
@@ -551,8 +545,19 @@ mod tests {
             // Out of the store's order: still its series' point.
             stored("a", a, 3_000, 3.0),
         ];
+        let mut series = Vec::new();
+        for p in &rows {
+            StoredSeries::push_row(
+                &mut series,
+                (&p.series, &p.metric, &p.labels),
+                p.at_ms,
+                p.value,
+            );
+        }
+        assert_eq!(series.len(), 4, "a row of another series starts a group");
+        assert_eq!(StoredSeries::into_points(series.clone()), rows);
         let mut history = History::new();
-        add_stored(&mut history, rows.clone());
+        add_stored(&mut history, series);
         let expected = History::from_points(rows.into_iter().filter_map(|p| {
             let labels = serde_json::from_str(&p.labels).ok()?;
             Some(Point {

@@ -7,15 +7,28 @@
 //!   committed its samples, so memory never holds a sample the store lacks for long.
 //! - Samples another process stores (a `migrate advance` from the CLI, a previous leader) are
 //!   read at the next round when they are newer than the entry; one stored late with an older
-//!   instant is read when the entry is reloaded whole, every [`ROUNDS_BEFORE_RELOAD`] rounds.
+//!   instant is read when the entry is reloaded whole, every [`ROUNDS_BEFORE_RELOAD`] rounds
+//!   at most (see [`rounds_before_reload`]).
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::indicators::history::History;
 
-/// Rounds an entry serves before it is read whole from the store again.
+/// Rounds an entry serves at most before it is read whole from the store again.
 pub const ROUNDS_BEFORE_RELOAD: u32 = 100;
+
+/// Rounds the entry of `source` for `migration` serves before it is read whole again: from half
+/// of [`ROUNDS_BEFORE_RELOAD`] to all of it, fixed for the pair. Entries read whole in one
+/// round (a daemon's first) are then read whole again spread over many rounds, not all in one.
+pub fn rounds_before_reload(migration: &str, source: &str) -> u32 {
+    let mut h = DefaultHasher::new();
+    (migration, source).hash(&mut h);
+    let half = ROUNDS_BEFORE_RELOAD / 2;
+    let spread = u64::from(ROUNDS_BEFORE_RELOAD - half + 1);
+    half + u32::try_from(h.finish() % spread).unwrap_or(0)
+}
 
 /// Each (migration, scrape source)'s history as of its last committed round.
 #[derive(Debug, Default)]
@@ -49,11 +62,11 @@ pub struct Taken {
 
 impl Histories {
     /// Take the kept history of `source` for `migration`, or `None` when it must be read whole
-    /// (none kept, or it served [`ROUNDS_BEFORE_RELOAD`] rounds). A round running meanwhile
+    /// (none kept, or it served its [`rounds_before_reload`]). A round running meanwhile
     /// for the same pair finds none and reads the store.
     pub fn take(&self, migration: &str, source: &str) -> Option<Taken> {
         let taken = self.entries().get_mut(migration)?.remove(source)?;
-        (taken.rounds < ROUNDS_BEFORE_RELOAD).then_some(taken)
+        (taken.rounds < rounds_before_reload(migration, source)).then_some(taken)
     }
 
     /// Keep `history`, complete through `through_ms`, after its round committed; it served
@@ -113,7 +126,7 @@ mod tests {
             "a concurrent round reads the store"
         );
         let mut previous = taken;
-        for round in 1..ROUNDS_BEFORE_RELOAD {
+        for round in 1..rounds_before_reload("m", "app") {
             h.put(
                 "m",
                 "app",
@@ -126,6 +139,25 @@ mod tests {
         }
         h.put("m", "app", History::new(), 9_999, previous.rounds + 1);
         assert!(h.take("m", "app").is_none(), "read whole again");
+    }
+
+    /// Regression: every entry read whole in a daemon's first round was read whole again in one
+    /// round, 100 rounds later: the whole stored history of the fleet (3.5 M samples for 1,000
+    /// sources 17 minutes old) in one tick, every 100 ticks.
+    #[test]
+    fn entries_read_whole_together_are_read_whole_again_over_many_rounds() {
+        let limits: std::collections::BTreeSet<u32> = (0..1_000)
+            .map(|i| rounds_before_reload(&format!("migration-{i}"), "app"))
+            .collect();
+        let (Some(least), Some(most)) = (limits.first(), limits.last()) else {
+            panic!("no limit");
+        };
+        assert!(*least >= ROUNDS_BEFORE_RELOAD / 2 && *most <= ROUNDS_BEFORE_RELOAD);
+        assert!(limits.len() > 40, "{limits:?}");
+        assert_eq!(
+            rounds_before_reload("m", "app"),
+            rounds_before_reload("m", "app")
+        );
     }
 
     #[test]

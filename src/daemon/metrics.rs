@@ -15,6 +15,10 @@ struct Inner {
     breaches: BTreeMap<(String, String), u64>,
     evaluation_errors: BTreeMap<String, u64>,
     ticks: u64,
+    /// Seconds the last tick took, all ticks took, and the longest took.
+    tick_seconds: f64,
+    tick_seconds_sum: f64,
+    tick_seconds_max: f64,
     leader: bool,
 }
 
@@ -55,9 +59,14 @@ impl Metrics {
         self.with(|m| m.ticks).unwrap_or(0)
     }
 
-    pub fn tick(&self, leader: bool) {
+    /// A tick ran, as leader or not, and took `took`.
+    pub fn tick(&self, leader: bool, took: std::time::Duration) {
         self.with(|m| {
+            let seconds = took.as_secs_f64();
             m.ticks += 1;
+            m.tick_seconds = seconds;
+            m.tick_seconds_sum += seconds;
+            m.tick_seconds_max = m.tick_seconds_max.max(seconds);
             m.leader = leader;
         });
     }
@@ -145,6 +154,31 @@ fn render(m: &Inner) -> String {
         "Evaluation ticks run.",
     );
     let _ = writeln!(out, "queue_migrate_ticks_total {}", m.ticks);
+    head(
+        &mut out,
+        "queue_migrate_tick_seconds_total",
+        "counter",
+        "Seconds the ticks took, all together (divide its rate by the ticks' for the mean).",
+    );
+    let _ = writeln!(
+        out,
+        "queue_migrate_tick_seconds_total {}",
+        m.tick_seconds_sum
+    );
+    head(
+        &mut out,
+        "queue_migrate_tick_seconds",
+        "gauge",
+        "Seconds the last tick took.",
+    );
+    let _ = writeln!(out, "queue_migrate_tick_seconds {}", m.tick_seconds);
+    head(
+        &mut out,
+        "queue_migrate_tick_seconds_max",
+        "gauge",
+        "Seconds the longest tick since the daemon started took.",
+    );
+    let _ = writeln!(out, "queue_migrate_tick_seconds_max {}", m.tick_seconds_max);
     head(
         &mut out,
         "queue_migrate_state",

@@ -401,12 +401,13 @@ pub async fn run<S: Store + Clone + 'static>(
             () = &mut shutdown => break,
             _ = ticks.tick() => {
                 let leading = shared.is_leader();
+                let started = std::time::Instant::now();
                 if leading {
                     tick_all(&shared).await;
                     #[cfg(feature = "brokers")]
                     shared.probes.reconcile(&shared).await;
                 }
-                shared.metrics.tick(leading);
+                shared.metrics.tick(leading, started.elapsed());
             }
         }
     }

@@ -9,7 +9,7 @@ use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint,
+    RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
 };
 
 /// A store of any supported backend.
@@ -112,13 +112,13 @@ impl Store for AnyStore {
         delegate!(self, s => s.mark_published(name, generation))
     }
 
-    async fn load_points_after(
+    async fn load_series_after(
         &self,
         name: &str,
         source: &str,
         after_ms: i64,
-    ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
-        delegate!(self, s => s.load_points_after(name, source, after_ms))
+    ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
+        delegate!(self, s => s.load_series_after(name, source, after_ms))
     }
 
     async fn save_points(

@@ -164,6 +164,58 @@ pub struct StoredPoint {
     pub value: f64,
 }
 
+/// The kept samples of one series of a scrape source, oldest first: what a reader builds its
+/// history from, each series' name and labels once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSeries {
+    pub series: String,
+    pub metric: String,
+    /// The labels as a JSON array of `[name, value]` pairs.
+    pub labels: String,
+    /// `(at_ms, value)`, oldest first.
+    pub points: Vec<(i64, f64)>,
+}
+
+impl StoredSeries {
+    /// Add the row `(series, metric, labels, at_ms, value)` to the series it continues, or start
+    /// one: rows read in the order of their series come out one `StoredSeries` per series.
+    pub fn push_row(
+        all: &mut Vec<StoredSeries>,
+        (series, metric, labels): (&str, &str, &str),
+        at_ms: i64,
+        value: f64,
+    ) {
+        match all.last_mut() {
+            Some(last)
+                if last.series == series && last.metric == metric && last.labels == labels =>
+            {
+                last.points.push((at_ms, value));
+            }
+            _ => all.push(StoredSeries {
+                series: series.to_owned(),
+                metric: metric.to_owned(),
+                labels: labels.to_owned(),
+                points: vec![(at_ms, value)],
+            }),
+        }
+    }
+
+    /// One [`StoredPoint`] per sample.
+    pub fn into_points(all: Vec<StoredSeries>) -> Vec<StoredPoint> {
+        all.into_iter()
+            .flat_map(|s| {
+                s.points.into_iter().map(move |(at_ms, value)| StoredPoint {
+                    series: s.series.clone(),
+                    metric: s.metric.clone(),
+                    labels: s.labels.clone(),
+                    at_ms,
+                    value,
+                })
+            })
+            .collect()
+    }
+}
+
 /// What one round took from one scrape source: its samples and scrape instants to add, and where
 /// its history now starts (see [`Store::save_points`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -367,7 +419,24 @@ pub trait Store: Send + Sync {
         name: &str,
         source: &str,
         after_ms: i64,
-    ) -> impl Future<Output = Result<(Vec<StoredPoint>, Vec<i64>)>> + Send;
+    ) -> impl Future<Output = Result<(Vec<StoredPoint>, Vec<i64>)>> + Send {
+        async move {
+            let (series, times) = self.load_series_after(name, source, after_ms).await?;
+            Ok((StoredSeries::into_points(series), times))
+        }
+    }
+    /// The samples of [`Store::load_points_after`] series by series (ordered by series key,
+    /// then time), each series' name and labels read once: what the controller reads.
+    ///
+    /// # Guarantees
+    /// The rows are decoded as they come: a source's whole history is never held twice, as
+    /// rows and as samples.
+    fn load_series_after(
+        &self,
+        name: &str,
+        source: &str,
+        after_ms: i64,
+    ) -> impl Future<Output = Result<(Vec<StoredSeries>, Vec<i64>)>> + Send;
     /// Add samples and scrape instants of a scrape source; drop those older than `keep_from_ms`.
     fn save_points(
         &self,

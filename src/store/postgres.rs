@@ -10,14 +10,15 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::str::FromStr;
 
+use futures_util::TryStreamExt as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, SourceRows, Store, StoreError, StoredPoint, memory, memory::Table, parse_state,
-    step_of,
+    RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
+    parse_state, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -568,33 +569,34 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn load_points_after(
+    async fn load_series_after(
         &self,
         name: &str,
         source: &str,
         after_ms: i64,
-    ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
-        let rows = sqlx::query(
+    ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
+        let mut series = Vec::new();
+        let mut rows = sqlx::query(
             r#"SELECT series, metric, labels, at, value FROM scrape_points
                WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY series COLLATE "C", at"#,
         )
         .bind(name)
         .bind(source)
         .bind(after_ms)
-        .fetch_all(&self.pool)
-        .await?;
-        let points = rows
-            .iter()
-            .map(|r| {
-                Ok(StoredPoint {
-                    series: r.try_get("series")?,
-                    metric: r.try_get("metric")?,
-                    labels: r.try_get("labels")?,
-                    at_ms: r.try_get("at")?,
-                    value: r.try_get("value")?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        .fetch(&self.pool);
+        while let Some(r) = rows.try_next().await? {
+            StoredSeries::push_row(
+                &mut series,
+                (
+                    r.try_get("series")?,
+                    r.try_get("metric")?,
+                    r.try_get("labels")?,
+                ),
+                r.try_get("at")?,
+                r.try_get("value")?,
+            );
+        }
+        drop(rows);
         let times = sqlx::query(
             "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
         )
@@ -606,7 +608,7 @@ impl Store for PgStore {
         .iter()
         .map(|r| r.try_get("at"))
         .collect::<Result<Vec<i64>, _>>()?;
-        Ok((points, times))
+        Ok((series, times))
     }
 
     async fn save_points(

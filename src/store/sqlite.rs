@@ -5,14 +5,15 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
+use futures_util::TryStreamExt as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, SourceRows, Store, StoreError, StoredPoint, memory, memory::Table, parse_state,
-    step_of,
+    RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
+    parse_state, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -535,30 +536,31 @@ impl Store for SqliteStore {
         super::dispositions::DispositionStore::list(self).await
     }
 
-    async fn load_points_after(
+    async fn load_series_after(
         &self,
         name: &str,
         source: &str,
         after_ms: i64,
-    ) -> Result<(Vec<StoredPoint>, Vec<i64>)> {
-        let rows = sqlx::query(POINTS_AFTER)
+    ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
+        let mut series = Vec::new();
+        let mut rows = sqlx::query(POINTS_AFTER)
             .bind(name)
             .bind(source)
             .bind(after_ms)
-            .fetch_all(&self.pool)
-            .await?;
-        let points = rows
-            .iter()
-            .map(|r| {
-                Ok(StoredPoint {
-                    series: r.try_get("series")?,
-                    metric: r.try_get("metric")?,
-                    labels: r.try_get("labels")?,
-                    at_ms: r.try_get("at")?,
-                    value: r.try_get("value")?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+            .fetch(&self.pool);
+        while let Some(r) = rows.try_next().await? {
+            StoredSeries::push_row(
+                &mut series,
+                (
+                    r.try_get("series")?,
+                    r.try_get("metric")?,
+                    r.try_get("labels")?,
+                ),
+                r.try_get("at")?,
+                r.try_get("value")?,
+            );
+        }
+        drop(rows);
         let times = sqlx::query(
             "SELECT at FROM scrape_times WHERE migration = ? AND source = ? AND at > ? ORDER BY at",
         )
@@ -570,7 +572,7 @@ impl Store for SqliteStore {
         .iter()
         .map(|r| r.try_get("at"))
         .collect::<Result<Vec<i64>, _>>()?;
-        Ok((points, times))
+        Ok((series, times))
     }
 
     async fn save_points(
