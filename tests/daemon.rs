@@ -718,6 +718,75 @@ async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
     assert_eq!(taken.history.points().count(), points.len());
 }
 
+/// Regression: a kept history was read whole again every 100 rounds, all of a daemon's at once
+/// (16-21 s for 1,000 sources 17 minutes old), only to find a scrape another process stored late,
+/// with an instant older than the history's newest. Now the kept history is checked against the
+/// store's scrape instants every 50 to 100 rounds, and read whole only when they differ: such a
+/// scrape is still found, and then evaluates as a whole read of the store does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_stored_late_with_an_older_instant_is_found_when_the_kept_history_is_checked() {
+    let gates = "query: app_new_consumer_connected, pass_if: \">= 1\" }\n      \
+        - { name: done lately, source: app, query: \"increase(app_done_total[2m])\", pass_if: \">= 0\" }";
+    let plan = plan().replace(
+        "query: app_new_consumer_connected, pass_if: \">= 1\" }",
+        gates,
+    );
+    let w = World::new(&plan).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let histories = Histories::default();
+    let whole = w.controller(&fetcher);
+    let kept = Controller {
+        histories: Some(&histories),
+        ..w.controller(&fetcher)
+    };
+    let actor = Actor {
+        name: "test".into(),
+        reason: None,
+    };
+    let t0 = T0 * 1000 + 60_000;
+    whole
+        .advance("local", &AdvanceOptions::default(), &actor, t0)
+        .await
+        .unwrap();
+    let loaded = whole.load("local").await.unwrap();
+    let check_after = queue_migrate::controller::histories::rounds_before_check("local", "app");
+    let last = i64::from(check_after) + 3;
+    let mut differed = Vec::new();
+    for round in 1..=last {
+        // One second apart: the late scrape stays inside the query's two minutes.
+        let now = t0 + round * 1_000;
+        w.indicators.set("app_done_total", (round * 100) as f64);
+        let expected = whole.evaluate(&loaded, now, true).await.unwrap();
+        let got = kept.evaluate(&loaded, now, false).await.unwrap();
+        if got.iter().zip(&expected).any(|(g, e)| g.eval != e.eval) {
+            differed.push(round);
+        }
+        if round == 5 {
+            // Another process stores a scrape taken between rounds 4 and 5, with a spike.
+            let (points, _) = w.store.load_points("local", "app").await.unwrap();
+            let mut late = points
+                .into_iter()
+                .find(|p| p.metric == "app_done_total")
+                .expect("a stored sample of the counter");
+            late.at_ms = now - 500;
+            late.value = 1e6;
+            w.store
+                .save_points("local", "app", &[late.clone()], &[late.at_ms], i64::MIN)
+                .await
+                .unwrap();
+        }
+    }
+    assert!(
+        differed.first() == Some(&6) && differed.last() < Some(&last),
+        "the kept history misses the late scrape from round 6 until it is checked, then holds it: \
+         differed in rounds {differed:?}"
+    );
+    let taken = histories.take("local", "app").expect("kept");
+    let (points, times) = w.store.load_points("local", "app").await.unwrap();
+    assert_eq!(taken.history.scrape_times().collect::<Vec<_>>(), times);
+    assert_eq!(taken.history.points().count(), points.len());
+}
+
 /// A round reads the whole fleet once, at its start, and ticks each migration from that read. A
 /// migration a person moves after the read must not be acted on from it: the transition the old
 /// read calls for is a conflict, and a routing the read saw left behind is re-published from the

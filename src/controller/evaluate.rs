@@ -20,7 +20,7 @@ use crate::store::{
 };
 
 use super::Loaded;
-use super::histories::{Histories, Kept};
+use super::histories::{Histories, Kept, Taken};
 use super::round::RoundBatch;
 
 /// History kept for scrape sources when no query needs a range window.
@@ -293,13 +293,24 @@ async fn scrape_sources<S: Store>(
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
         };
-        let (history, after_ms, rounds) = match histories.and_then(|h| h.take(&rec.name, source)) {
+        let mut kept_history = histories.and_then(|h| h.take(&rec.name, source));
+        if let Some(t) = kept_history.take_if(|t| t.due(&rec.name, source)) {
+            // Checked: kept on when the store holds no scrape through its instant that it
+            // lacks (another process's, stored late), else read whole.
+            let stored = store
+                .scrape_instants_through(&rec.name, source, t.through_ms)
+                .await?;
+            if stored == t.history.instants_through(t.through_ms) {
+                kept_history = Some(Taken { rounds: 0, ..t });
+            }
+        }
+        let (history, after_ms, rounds) = match kept_history {
             Some(t) => (t.history, t.through_ms, t.rounds + 1),
             None => (History::new(), i64::MIN, 0),
         };
         let (stored, times) = store.load_series_after(&rec.name, source, after_ms).await?;
-        // The instants first: then every sample's is already a scrape of the history, and
-        // adding the samples moves no series' values.
+        // The instants first: then a sample's instant is a scrape of the history already (but
+        // for a scrape stored between the two reads), and adding the samples moves no values.
         let mut history = history.with_scrape_times(times);
         add_stored(&mut history, stored);
         let keep_ms = qs

@@ -6,9 +6,11 @@
 //! - The store stays the record: an entry is put back only after the round that built it
 //!   committed its samples, so memory never holds a sample the store lacks for long.
 //! - Samples another process stores (a `migrate advance` from the CLI, a previous leader) are
-//!   read at the next round when they are newer than the entry; one stored late with an older
-//!   instant is read when the entry is reloaded whole, every [`ROUNDS_BEFORE_RELOAD`] rounds
-//!   at most (see [`rounds_before_reload`]).
+//!   read at the next round when they are newer than the entry. One stored late, with an older
+//!   instant, is found when the entry is checked, every [`ROUNDS_BEFORE_CHECK`] rounds at most
+//!   (see [`rounds_before_check`]): the store's scrape instants through the entry's (their
+//!   number and sum, one row) are compared with the entry's, and an entry that differs is read
+//!   whole again.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -16,17 +18,18 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::indicators::history::History;
 
-/// Rounds an entry serves at most before it is read whole from the store again.
-pub const ROUNDS_BEFORE_RELOAD: u32 = 100;
+/// Rounds an entry serves at most before it is checked against the store.
+pub const ROUNDS_BEFORE_CHECK: u32 = 100;
 
-/// Rounds the entry of `source` for `migration` serves before it is read whole again: from half
-/// of [`ROUNDS_BEFORE_RELOAD`] to all of it, fixed for the pair. Entries read whole in one
-/// round (a daemon's first) are then read whole again spread over many rounds, not all in one.
-pub fn rounds_before_reload(migration: &str, source: &str) -> u32 {
+/// Rounds the entry of `source` for `migration` serves before it is checked: from half of
+/// [`ROUNDS_BEFORE_CHECK`] to all of it, fixed for the pair. Entries read whole in one round (a
+/// daemon's first) are then checked, and read whole again if they must be, spread over many
+/// rounds, not all in one.
+pub fn rounds_before_check(migration: &str, source: &str) -> u32 {
     let mut h = DefaultHasher::new();
     (migration, source).hash(&mut h);
-    let half = ROUNDS_BEFORE_RELOAD / 2;
-    let spread = u64::from(ROUNDS_BEFORE_RELOAD - half + 1);
+    let half = ROUNDS_BEFORE_CHECK / 2;
+    let spread = u64::from(ROUNDS_BEFORE_CHECK - half + 1);
     half + u32::try_from(h.finish() % spread).unwrap_or(0)
 }
 
@@ -45,7 +48,8 @@ pub struct Kept {
     pub history: History,
     /// Complete through this instant (the round's).
     pub through_ms: i64,
-    /// Rounds it served since it was read whole (this one included; 0 after a whole read).
+    /// Rounds it served since it was read whole or checked (this one included; 0 after a whole
+    /// read).
     pub rounds: u32,
 }
 
@@ -56,17 +60,23 @@ pub struct Taken {
     /// Everything the store held up to this instant is in `history`: read only what it holds
     /// after.
     pub through_ms: i64,
-    /// Rounds it served since it was read whole.
+    /// Rounds it served since it was read whole or checked.
     pub rounds: u32,
 }
 
+impl Taken {
+    /// Whether it must be checked against the store before it serves `source` of `migration`
+    /// again (it served its [`rounds_before_check`]).
+    pub fn due(&self, migration: &str, source: &str) -> bool {
+        self.rounds >= rounds_before_check(migration, source)
+    }
+}
+
 impl Histories {
-    /// Take the kept history of `source` for `migration`, or `None` when it must be read whole
-    /// (none kept, or it served its [`rounds_before_reload`]). A round running meanwhile
-    /// for the same pair finds none and reads the store.
+    /// Take the kept history of `source` for `migration`, or `None` when none is kept. A round
+    /// running meanwhile for the same pair finds none and reads the store.
     pub fn take(&self, migration: &str, source: &str) -> Option<Taken> {
-        let taken = self.entries().get_mut(migration)?.remove(source)?;
-        (taken.rounds < rounds_before_reload(migration, source)).then_some(taken)
+        self.entries().get_mut(migration)?.remove(source)
     }
 
     /// Keep `history`, complete through `through_ms`, after its round committed; it served
@@ -115,7 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_entry_is_taken_once_and_reloaded_whole_after_its_rounds() {
+    fn an_entry_is_taken_once_and_due_for_a_check_after_its_rounds() {
         let h = Histories::default();
         assert!(h.take("m", "app").is_none());
         h.put("m", "app", History::new(), 1_000, 0);
@@ -126,7 +136,7 @@ mod tests {
             "a concurrent round reads the store"
         );
         let mut previous = taken;
-        for round in 1..rounds_before_reload("m", "app") {
+        for round in 1..rounds_before_check("m", "app") {
             h.put(
                 "m",
                 "app",
@@ -136,27 +146,29 @@ mod tests {
             );
             previous = h.take("m", "app").expect("kept");
             assert_eq!(previous.rounds, round);
+            assert!(!previous.due("m", "app"), "round {round}");
         }
         h.put("m", "app", History::new(), 9_999, previous.rounds + 1);
-        assert!(h.take("m", "app").is_none(), "read whole again");
+        let due = h.take("m", "app").expect("kept");
+        assert!(due.due("m", "app"));
     }
 
     /// Regression: every entry read whole in a daemon's first round was read whole again in one
     /// round, 100 rounds later: the whole stored history of the fleet (3.5 M samples for 1,000
     /// sources 17 minutes old) in one tick, every 100 ticks.
     #[test]
-    fn entries_read_whole_together_are_read_whole_again_over_many_rounds() {
+    fn entries_read_whole_together_are_checked_over_many_rounds() {
         let limits: std::collections::BTreeSet<u32> = (0..1_000)
-            .map(|i| rounds_before_reload(&format!("migration-{i}"), "app"))
+            .map(|i| rounds_before_check(&format!("migration-{i}"), "app"))
             .collect();
         let (Some(least), Some(most)) = (limits.first(), limits.last()) else {
             panic!("no limit");
         };
-        assert!(*least >= ROUNDS_BEFORE_RELOAD / 2 && *most <= ROUNDS_BEFORE_RELOAD);
+        assert!(*least >= ROUNDS_BEFORE_CHECK / 2 && *most <= ROUNDS_BEFORE_CHECK);
         assert!(limits.len() > 40, "{limits:?}");
         assert_eq!(
-            rounds_before_reload("m", "app"),
-            rounds_before_reload("m", "app")
+            rounds_before_check("m", "app"),
+            rounds_before_check("m", "app")
         );
     }
 

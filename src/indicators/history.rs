@@ -7,9 +7,11 @@
 //!
 //! # Guarantees
 //! - A history is the set of its scrape instants and of its `(series, instant, value)` points:
-//!   two histories holding the same ones are equal, whatever order they were added in.
+//!   two histories holding the same ones are equal, whatever order they were added in (a NaN
+//!   equals a NaN here: every NaN is kept as the same one).
 //! - Adding the scrape that follows the newest, and pruning the oldest, cost a constant per
-//!   series; only an instant older than the newest shifts the series that span it.
+//!   series; an instant older than the newest costs a step per series, and moves the values of
+//!   the series that span it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
@@ -128,6 +130,7 @@ impl Series {
         if scrape <= self.first {
             self.first += 1;
         } else if scrape < self.first + self.values.len() {
+            self.make_room(1);
             self.values
                 .insert(scrape - self.first, f64::from_bits(MISSING));
         }
@@ -149,12 +152,11 @@ impl Series {
     }
 }
 
-/// Values compare as numbers (a NaN value equals no value), and a missed scrape equals a missed
-/// scrape.
+/// Values compare as numbers, except that a NaN equals a NaN (every NaN is stored as the same
+/// one) and a missed scrape equals a missed scrape.
 impl PartialEq for Series {
     fn eq(&self, other: &Self) -> bool {
-        let same =
-            |(a, b): (&f64, &f64)| a == b || (present(*a).is_none() && present(*b).is_none());
+        let same = |(a, b): (&f64, &f64)| a == b || a.to_bits() == b.to_bits();
         self.metric == other.metric
             && self.labels == other.labels
             && self.first == other.first
@@ -227,6 +229,10 @@ impl History {
             return;
         }
         self.scrapes.drain(..dropped);
+        let len = self.scrapes.len();
+        if self.scrapes.capacity() > 2 * len + 8 {
+            self.scrapes.shrink_to(len + len / 8);
+        }
         self.series.retain(|_, s| {
             s.scrapes_pruned(dropped);
             !s.values.is_empty()
@@ -340,6 +346,18 @@ impl History {
             self.add_scrape(at_ms);
         }
         self
+    }
+
+    /// How many scrape instants at or before `through_ms` the history holds, and their sum
+    /// (wrapping, never overflowing): compared with a store's to learn whether it holds a scrape
+    /// the history lacks.
+    pub fn instants_through(&self, through_ms: i64) -> (i64, i64) {
+        let held = self.scrapes.partition_point(|t| *t <= through_ms);
+        let sum = self
+            .scrapes
+            .range(..held)
+            .fold(0i64, |sum, t| sum.wrapping_add(*t));
+        (i64::try_from(held).unwrap_or(i64::MAX), sum)
     }
 
     /// Whether nothing at all is recorded.
@@ -626,6 +644,7 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Add(u8, i64, f64),
+        AddSeries(u8, Vec<(i64, f64)>),
         Scrape(i64),
         Prune(i64),
     }
@@ -633,6 +652,8 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0u8..4, 0i64..40, -5.0f64..5.0).prop_map(|(s, t, v)| Op::Add(s, t, v)),
+            1 => (0u8..4, prop::collection::vec((0i64..40, -5.0f64..5.0), 0..6))
+                .prop_map(|(s, points)| Op::AddSeries(s, points)),
             1 => (0i64..40).prop_map(Op::Scrape),
             1 => (0i64..40).prop_map(Op::Prune),
         ]
@@ -655,6 +676,15 @@ mod tests {
                         points.insert((key, t), v);
                         scrapes.insert(t);
                     }
+                    Op::AddSeries(s, ref added) => {
+                        let labels = point_of(&s.to_string(), 0, 0.0).labels;
+                        let key = series_key("depth", &sorted_labels(&labels));
+                        h.add_series_points("depth".into(), &labels, added);
+                        for (t, v) in added {
+                            points.insert((key.clone(), *t), *v);
+                            scrapes.insert(*t);
+                        }
+                    }
                     Op::Scrape(t) => {
                         h = h.with_scrape_times([t]);
                         scrapes.insert(t);
@@ -671,6 +701,23 @@ mod tests {
                     points.iter().map(|((k, t), v)| (k.clone(), *t, *v)).collect();
                 prop_assert_eq!(held, model);
                 prop_assert_eq!(h.scrape_times().collect::<Vec<_>>(), scrapes.iter().copied().collect::<Vec<_>>());
+                // A window `(after, through]` reads what the model holds in it.
+                for (after, through) in [(-1, 40), (5, 20), (12, 12), (30, 8), (i64::MIN, 39)] {
+                    let window = h.scrapes_between(after, through);
+                    let read: Vec<(String, i64, f64)> = h
+                        .series()
+                        .flat_map(|s| {
+                            let key = series_key(s.metric(), s.labels());
+                            h.points_of(s, window.clone()).map(move |(t, v)| (key.clone(), t, v))
+                        })
+                        .collect();
+                    let model: Vec<(String, i64, f64)> = points
+                        .iter()
+                        .filter(|((_, t), _)| after < *t && *t <= through)
+                        .map(|((k, t), v)| (k.clone(), *t, *v))
+                        .collect();
+                    prop_assert_eq!(read, model, "window ({}, {}]", after, through);
+                }
                 for s in h.series() {
                     prop_assert!(s.values.front().is_some_and(|v| present(*v).is_some()));
                     prop_assert!(s.values.back().is_some_and(|v| present(*v).is_some()));

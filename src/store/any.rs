@@ -112,6 +112,15 @@ impl Store for AnyStore {
         delegate!(self, s => s.mark_published(name, generation))
     }
 
+    async fn scrape_instants_through(
+        &self,
+        name: &str,
+        source: &str,
+        through_ms: i64,
+    ) -> Result<(i64, i64)> {
+        delegate!(self, s => s.scrape_instants_through(name, source, through_ms))
+    }
+
     async fn load_series_after(
         &self,
         name: &str,

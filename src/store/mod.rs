@@ -429,14 +429,24 @@ pub trait Store: Send + Sync {
     /// then time), each series' name and labels read once: what the controller reads.
     ///
     /// # Guarantees
-    /// The rows are decoded as they come: a source's whole history is never held twice, as
-    /// rows and as samples.
+    /// The rows are decoded as they come: the rows of a source's history are never all held at
+    /// once beside its samples.
     fn load_series_after(
         &self,
         name: &str,
         source: &str,
         after_ms: i64,
     ) -> impl Future<Output = Result<(Vec<StoredSeries>, Vec<i64>)>> + Send;
+    /// How many scrape instants of the source are stored at or before `through_ms`, and their
+    /// sum: what a reader holding the history through `through_ms` compares with its own
+    /// ([`crate::indicators::history::History::instants_through`]) to learn, in one row, whether
+    /// another process stored a scrape it lacks.
+    fn scrape_instants_through(
+        &self,
+        name: &str,
+        source: &str,
+        through_ms: i64,
+    ) -> impl Future<Output = Result<(i64, i64)>> + Send;
     /// Add samples and scrape instants of a scrape source; drop those older than `keep_from_ms`.
     fn save_points(
         &self,

@@ -569,6 +569,23 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn scrape_instants_through(
+        &self,
+        name: &str,
+        source: &str,
+        through_ms: i64,
+    ) -> Result<(i64, i64)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*)::BIGINT AS n, COALESCE(SUM(at), 0)::BIGINT AS total FROM scrape_times WHERE migration = $1 AND source = $2 AND at <= $3",
+        )
+        .bind(name)
+        .bind(source)
+        .bind(through_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("n")?, row.try_get("total")?))
+    }
+
     async fn load_series_after(
         &self,
         name: &str,

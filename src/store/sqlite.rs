@@ -536,6 +536,23 @@ impl Store for SqliteStore {
         super::dispositions::DispositionStore::list(self).await
     }
 
+    async fn scrape_instants_through(
+        &self,
+        name: &str,
+        source: &str,
+        through_ms: i64,
+    ) -> Result<(i64, i64)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, COALESCE(SUM(at), 0) AS total FROM scrape_times WHERE migration = ? AND source = ? AND at <= ?",
+        )
+        .bind(name)
+        .bind(source)
+        .bind(through_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("n")?, row.try_get("total")?))
+    }
+
     async fn load_series_after(
         &self,
         name: &str,

@@ -1198,6 +1198,29 @@ async fn points_round_trip_and_prune() {
             store.load_points_after("m", "rabbit", 3_000).await.unwrap(),
             (vec![], vec![])
         );
+        // The instants through one, counted and summed (what a reader compares with its own).
+        for (through, expected) in [
+            (1_999, (0, 0)),
+            (2_000, (1, 2_000)),
+            (2_999, (1, 2_000)),
+            (i64::MAX, (2, 5_000)),
+        ] {
+            assert_eq!(
+                store
+                    .scrape_instants_through("m", "rabbit", through)
+                    .await
+                    .unwrap(),
+                expected,
+                "through {through}"
+            );
+        }
+        assert_eq!(
+            store
+                .scrape_instants_through("m", "nats", i64::MAX)
+                .await
+                .unwrap(),
+            (1, 1_500)
+        );
 
         // Pruning with nothing new to add.
         store
