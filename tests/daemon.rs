@@ -646,6 +646,28 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
     d.stop().await;
 }
 
+/// A world whose migration `local` is in `consume_dual`, advanced at the instant returned, its
+/// exit gates followed by `increase(app_done_total[2m])` and the gate lines in `more`.
+async fn consume_dual_with_counter_gates(more: &str) -> (World, i64) {
+    let first = "query: app_new_consumer_connected, pass_if: \">= 1\" }";
+    let gates = format!(
+        "{first}\n      - {{ name: done lately, source: app, query: \"increase(app_done_total[2m])\", pass_if: \">= 0\" }}{more}"
+    );
+    let w = World::new(&plan().replace(first, &gates)).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let actor = Actor {
+        name: "test".into(),
+        reason: None,
+    };
+    let t0 = T0 * 1000 + 60_000;
+    w.controller(&fetcher)
+        .advance("local", &AdvanceOptions::default(), &actor, t0)
+        .await
+        .unwrap();
+    assert_eq!(w.state().await.0, "consume_dual");
+    (w, t0)
+}
+
 /// The daemon keeps each migration's scrape history in memory between rounds and reads from the
 /// store only what was stored since. Its reports must be the ones a whole read of the store
 /// gives, round after round, also when another process (a `migrate advance` from the CLI)
@@ -653,14 +675,10 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
 /// changes `increase` and `rate` if the kept history misses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
-    let gates = "query: app_new_consumer_connected, pass_if: \">= 1\" }\n      \
-        - { name: done lately, source: app, query: \"increase(app_done_total[2m])\", pass_if: \">= 0\" }\n      \
-        - { name: done rate, source: app, query: \"rate(app_done_total[1m])\", pass_if: \">= 0\" }";
-    let plan = plan().replace(
-        "query: app_new_consumer_connected, pass_if: \">= 1\" }",
-        gates,
-    );
-    let w = World::new(&plan).await;
+    let (w, t0) = consume_dual_with_counter_gates(
+        "\n      - { name: done rate, source: app, query: \"rate(app_done_total[1m])\", pass_if: \">= 0\" }",
+    )
+    .await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
     let whole = w.controller(&fetcher);
@@ -668,16 +686,6 @@ async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
         histories: Some(&histories),
         ..w.controller(&fetcher)
     };
-    let actor = Actor {
-        name: "test".into(),
-        reason: None,
-    };
-    let t0 = T0 * 1000 + 60_000;
-    whole
-        .advance("local", &AdvanceOptions::default(), &actor, t0)
-        .await
-        .unwrap();
-    assert_eq!(w.state().await.0, "consume_dual");
     let loaded = whole.load("local").await.unwrap();
     let mut compared = 0;
     for round in 1..=40_i64 {
@@ -725,13 +733,7 @@ async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
 /// scrape is still found, and then evaluates as a whole read of the store does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_stored_late_with_an_older_instant_is_found_when_the_kept_history_is_checked() {
-    let gates = "query: app_new_consumer_connected, pass_if: \">= 1\" }\n      \
-        - { name: done lately, source: app, query: \"increase(app_done_total[2m])\", pass_if: \">= 0\" }";
-    let plan = plan().replace(
-        "query: app_new_consumer_connected, pass_if: \">= 1\" }",
-        gates,
-    );
-    let w = World::new(&plan).await;
+    let (w, t0) = consume_dual_with_counter_gates("").await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
     let whole = w.controller(&fetcher);
@@ -739,15 +741,6 @@ async fn a_scrape_stored_late_with_an_older_instant_is_found_when_the_kept_histo
         histories: Some(&histories),
         ..w.controller(&fetcher)
     };
-    let actor = Actor {
-        name: "test".into(),
-        reason: None,
-    };
-    let t0 = T0 * 1000 + 60_000;
-    whole
-        .advance("local", &AdvanceOptions::default(), &actor, t0)
-        .await
-        .unwrap();
     let loaded = whole.load("local").await.unwrap();
     let check_after = queue_migrate::controller::histories::rounds_before_check("local", "app");
     let last = i64::from(check_after) + 3;

@@ -422,29 +422,10 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::indicators::query::{Query, parse_query};
+    use crate::indicators::query::tests::{q, sample};
     use proptest::prelude::*;
 
     const MIN: i64 = 60_000;
-
-    fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> Sample {
-        Sample {
-            name: name.to_owned(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            value,
-            timestamp_ms: None,
-        }
-    }
-
-    fn q(text: &str) -> Query {
-        match parse_query(text) {
-            Ok(q) => q,
-            Err(e) => panic!("`{text}` should parse: {e}"),
-        }
-    }
 
     #[test]
     fn record_keeps_only_selected_series() {

@@ -1131,11 +1131,12 @@ fn range_values(
 // ---------------------------------------------------------------------------
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> Sample {
+    /// A sample of series `name{labels}` (shared with the history's tests).
+    pub(crate) fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> Sample {
         Sample {
             name: name.to_owned(),
             labels: labels
@@ -1147,7 +1148,8 @@ mod tests {
         }
     }
 
-    fn q(text: &str) -> Query {
+    /// `text` parsed, or the test fails (shared with the history's tests).
+    pub(crate) fn q(text: &str) -> Query {
         match parse_query(text) {
             Ok(q) => q,
             Err(e) => panic!("`{text}` should parse: {e}"),
