@@ -6,8 +6,9 @@
 //! - The store stays the record: an entry is put back only after the round that built it
 //!   committed its samples, so memory never holds a sample the store lacks for long.
 //! - Samples another process stores (a `migrate advance` from the CLI, a previous leader) are
-//!   read at the next round when they are newer than the entry. One stored late, with an older
-//!   instant, is found when the entry is checked, every [`ROUNDS_BEFORE_CHECK`] rounds at most
+//!   read at the next round when they are newer than the entry. One stored late, at an instant
+//!   older than the entry's newest and not among its instants, is found when the entry is
+//!   checked, every [`ROUNDS_BEFORE_CHECK`] rounds at most
 //!   (see [`rounds_before_check`]): the store's scrape instants through the entry's (their
 //!   number and sum, one row) are compared with the entry's, and an entry that differs is read
 //!   whole again.

@@ -348,9 +348,9 @@ impl History {
         self
     }
 
-    /// How many scrape instants at or before `through_ms` the history holds, and their sum
-    /// (wrapping, never overflowing): compared with a store's to learn whether it holds a scrape
-    /// the history lacks.
+    /// How many scrape instants at or before `through_ms` the history holds, and their sum:
+    /// compared with a store's to learn whether it holds a scrape the history lacks. The sum
+    /// wraps where a database's would overflow, past about 5 million instants of today's.
     pub fn instants_through(&self, through_ms: i64) -> (i64, i64) {
         let held = self.scrapes.partition_point(|t| *t <= through_ms);
         let sum = self
@@ -516,6 +516,21 @@ mod tests {
         h.prune(i64::MAX);
         assert!(h.is_empty());
         assert_eq!(h.points().count(), 0);
+    }
+
+    #[test]
+    fn instants_through_count_and_sum_the_scrapes_up_to_an_instant() {
+        let query = q("x");
+        let mut h = History::new();
+        assert_eq!(h.instants_through(i64::MAX), (0, 0));
+        for at in [3_000, 1_000, 2_000] {
+            h.record(at, &[], &query.selectors());
+        }
+        assert_eq!(h.instants_through(999), (0, 0));
+        assert_eq!(h.instants_through(2_000), (2, 3_000));
+        assert_eq!(h.instants_through(i64::MAX), (3, 6_000));
+        h.prune(2_000);
+        assert_eq!(h.instants_through(i64::MAX), (2, 5_000));
     }
 
     #[test]

@@ -592,6 +592,20 @@ impl Store for PgStore {
         source: &str,
         after_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
+        // The instants first: a scrape another process commits between the two reads then
+        // brings its samples, whose instants the reader adds, rather than an instant without
+        // them (which a check of the instants alone would never notice).
+        let times = sqlx::query(
+            "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
+        )
+        .bind(name)
+        .bind(source)
+        .bind(after_ms)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| r.try_get("at"))
+        .collect::<Result<Vec<i64>, _>>()?;
         let mut series = Vec::new();
         let mut rows = sqlx::query(
             r#"SELECT series, metric, labels, at, value FROM scrape_points
@@ -613,18 +627,6 @@ impl Store for PgStore {
                 r.try_get("value")?,
             );
         }
-        drop(rows);
-        let times = sqlx::query(
-            "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
-        )
-        .bind(name)
-        .bind(source)
-        .bind(after_ms)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|r| r.try_get("at"))
-        .collect::<Result<Vec<i64>, _>>()?;
         Ok((series, times))
     }
 
