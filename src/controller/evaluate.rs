@@ -293,17 +293,18 @@ async fn scrape_sources<S: Store>(
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
         };
-        let mut kept_history = histories.and_then(|h| h.take(&rec.name, source));
-        if let Some(t) = kept_history.take_if(|t| t.due(&rec.name, source)) {
-            // Checked: kept on when the store holds no scrape through its instant that it
-            // lacks (another process's, stored late), else read whole.
-            let stored = store
-                .scrape_instants_through(&rec.name, source, t.through_ms)
-                .await?;
-            if stored == t.history.instants_through(t.through_ms) {
-                kept_history = Some(Taken { rounds: 0, ..t });
+        let kept_history = match histories.and_then(|h| h.take(&rec.name, source)) {
+            // Checked: kept on when the store holds no scrape through its instant that it lacks
+            // (another process's, stored late), else read whole.
+            Some(t) if t.due(&rec.name, source) => {
+                let stored = store
+                    .scrape_instants_through(&rec.name, source, t.through_ms)
+                    .await?;
+                (stored == t.history.instants_through(t.through_ms))
+                    .then_some(Taken { rounds: 0, ..t })
             }
-        }
+            kept => kept,
+        };
         let (history, after_ms, rounds) = match kept_history {
             Some(t) => (t.history, t.through_ms, t.rounds + 1),
             None => (History::new(), i64::MIN, 0),

@@ -200,6 +200,29 @@ impl StoredSeries {
         }
     }
 
+    /// [`StoredSeries::push_row`] for a row of `scrape_points` (`series`, `metric`, `labels`,
+    /// `at`, `value`), of either backend.
+    pub(super) fn push_stored_row<'r, R>(all: &mut Vec<StoredSeries>, row: &'r R) -> Result<()>
+    where
+        R: sqlx::Row,
+        &'static str: sqlx::ColumnIndex<R>,
+        &'r str: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    {
+        StoredSeries::push_row(
+            all,
+            (
+                row.try_get("series")?,
+                row.try_get("metric")?,
+                row.try_get("labels")?,
+            ),
+            row.try_get("at")?,
+            row.try_get("value")?,
+        );
+        Ok(())
+    }
+
     /// One [`StoredPoint`] per sample.
     pub fn into_points(all: Vec<StoredSeries>) -> Vec<StoredPoint> {
         all.into_iter()
@@ -429,8 +452,12 @@ pub trait Store: Send + Sync {
     /// then time), each series' name and labels read once: what the controller reads.
     ///
     /// # Guarantees
-    /// The rows are decoded as they come: the rows of a source's history are never all held at
-    /// once beside its samples.
+    /// - The rows are decoded as they come: the rows of a source's history are never all held
+    ///   at once beside its samples.
+    /// - The instants are read before the samples: a scrape another process commits between
+    ///   the two reads brings its samples, whose instants the reader adds, never an instant
+    ///   without its samples (which a check of the instants,
+    ///   [`Store::scrape_instants_through`], would never notice).
     fn load_series_after(
         &self,
         name: &str,

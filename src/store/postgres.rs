@@ -592,9 +592,6 @@ impl Store for PgStore {
         source: &str,
         after_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-        // The instants first: a scrape another process commits between the two reads then
-        // brings its samples, whose instants the reader adds, rather than an instant without
-        // them (which a check of the instants alone would never notice).
         let times = sqlx::query(
             "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
         )
@@ -616,16 +613,7 @@ impl Store for PgStore {
         .bind(after_ms)
         .fetch(&self.pool);
         while let Some(r) = rows.try_next().await? {
-            StoredSeries::push_row(
-                &mut series,
-                (
-                    r.try_get("series")?,
-                    r.try_get("metric")?,
-                    r.try_get("labels")?,
-                ),
-                r.try_get("at")?,
-                r.try_get("value")?,
-            );
+            StoredSeries::push_stored_row(&mut series, &r)?;
         }
         Ok((series, times))
     }
