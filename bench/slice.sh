@@ -34,7 +34,7 @@ ours = re.search(r"checksum ([0-9a-f]{8})", rust).group(1)
 if ours != node["checksum"]:
     sys.exit(f"slices differ: ours {ours}, node {node['checksum']}")
 unit = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6}
-names = ("slice_of", "route_idle", "route_under_swaps", "route_under_swaps_1ms",
+names = ("slice_of", "route_idle", "slice_of_under_swaps", "route_under_swaps", "route_under_swaps_1us", "route_under_swaps_10us", "route_under_swaps_1ms",
          "route_arcswap_idle", "route_arcswap_under_swaps")
 ns = {}
 for clock in ("thread_cpu", "wall"):
@@ -49,6 +49,9 @@ for name in names:
     print(f"| {name} | {c:.1f} | {c / ns['thread_cpu', 'slice_of']:.2f} | {w:.1f} | {w / ns['wall', 'slice_of']:.2f} |")
 nc, nw = node["cpu_ns_per_call"], node["ns_per_call"]
 print(f"| node fatiaDe (seed 000) | {nc:.1f} (process) | {nc / ns['thread_cpu', 'slice_of']:.1f} | {nw:.1f} | {nw / ns['wall', 'slice_of']:.1f} |")
+for clock in ("thread_cpu", "wall"):
+    r = ns[clock, "route_under_swaps"] / ns[clock, "slice_of_under_swaps"]
+    print(f"({clock}: route_under_swaps / slice_of_under_swaps, both while the writer swaps: {r:.2f})")
 EOF
 
 if command -v valgrind >/dev/null; then

@@ -10,9 +10,11 @@
 //! idle and while another thread swaps routing documents. It also prints a checksum of the slices
 //! of the key set, which `bench/slice_node.js` must reproduce with seed 000's JavaScript.
 //!
-//! A baseline in the same run: `ArcSwapRouter`, the read path `Router::route` had before its
-//! sequence lock (an `ArcSwapOption` load of the whole document, then `RoutingDocument::route`),
-//! measured idle and under the same back-to-back swaps.
+//! A baseline in the same run: `ArcSwapRouter`, the read path `Router::route` had first (an
+//! `ArcSwapOption` load of the whole document, then `RoutingDocument::route`), measured idle and
+//! under the same back-to-back swaps. A control: `slice_of_under_swaps`, `slice_of` while the
+//! writer swaps documents into the router, to tell what the writer's mere presence costs the
+//! machine from what it costs `route`.
 //!
 //! `QM_SLICE_LOOP=<slice_of|route|route_arcswap|empty>:<calls>` runs that many calls and exits, without
 //! criterion: the entry point `bench/slice.sh` runs under `valgrind --tool=callgrind` to count
@@ -149,7 +151,7 @@ fn doc(generation: u64) -> RoutingDocument {
     }
 }
 
-/// The baseline: `Router::route`'s read path before the sequence lock, and its writer.
+/// The baseline: `Router::route`'s first read path, and its writer.
 struct ArcSwapRouter {
     doc: ArcSwapOption<RoutingDocument>,
     write: Mutex<()>,
@@ -211,8 +213,18 @@ impl Target for Arc<ArcSwapRouter> {
     }
 }
 
-/// A thread offering ever newer documents to a router until dropped: back to back, or one every
-/// `pause`.
+/// How a `Swapper` paces its offers.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// One after the other.
+    BackToBack,
+    /// Busy-waits this long after each (sleeping would take the thread off the core for longer).
+    Spin(Duration),
+    /// Sleeps this long after each.
+    Sleep(Duration),
+}
+
+/// A thread offering ever newer documents to a router until dropped, at `pace`.
 struct Swapper {
     stop: Arc<AtomicBool>,
     swaps: Arc<AtomicU64>,
@@ -221,7 +233,7 @@ struct Swapper {
 }
 
 impl Swapper {
-    fn start<T: Target + Clone>(router: &T, pause: Option<Duration>) -> Swapper {
+    fn start<T: Target + Clone>(router: &T, pace: Pace) -> Swapper {
         let stop = Arc::new(AtomicBool::new(false));
         let swaps = Arc::new(AtomicU64::new(0));
         let (r, s, n) = (router.clone(), stop.clone(), swaps.clone());
@@ -231,8 +243,15 @@ impl Swapper {
                 generation += 1;
                 r.offer_generation(generation);
                 n.fetch_add(1, Ordering::Relaxed);
-                if let Some(p) = pause {
-                    std::thread::sleep(p);
+                match pace {
+                    Pace::BackToBack => {}
+                    Pace::Spin(p) => {
+                        let until = Instant::now() + p;
+                        while Instant::now() < until {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    Pace::Sleep(p) => std::thread::sleep(p),
                 }
             }
         });
@@ -279,7 +298,7 @@ fn check_no_allocation(keys: &[String]) {
             black_box(router.route(black_box(&keys[i % KEYS])));
         }
     });
-    let swapper = Swapper::start(&router, None);
+    let swapper = Swapper::start(&router, Pace::BackToBack);
     std::thread::sleep(Duration::from_millis(20));
     let before = router.generation();
     let swapping = allocations_during(|| {
@@ -372,13 +391,28 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         b.iter(|| router.route(black_box(&keys[next()])));
     });
 
-    let swapper = Swapper::start(&router, None);
+    let swapper = Swapper::start(&router, Pace::BackToBack);
+    group.bench_function("slice_of_under_swaps", |b| {
+        b.iter(|| slice_of(black_box(&keys[next()]), black_box(SLICES)));
+    });
     group.bench_function("route_under_swaps", |b| {
         b.iter(|| router.route(black_box(&keys[next()])));
     });
     let tight = swapper.finish();
 
-    let swapper = Swapper::start(&router, Some(Duration::from_millis(1)));
+    let swapper = Swapper::start(&router, Pace::Spin(Duration::from_micros(1)));
+    group.bench_function("route_under_swaps_1us", |b| {
+        b.iter(|| router.route(black_box(&keys[next()])));
+    });
+    let spaced_1us = swapper.finish();
+
+    let swapper = Swapper::start(&router, Pace::Spin(Duration::from_micros(10)));
+    group.bench_function("route_under_swaps_10us", |b| {
+        b.iter(|| router.route(black_box(&keys[next()])));
+    });
+    let spaced = swapper.finish();
+
+    let swapper = Swapper::start(&router, Pace::Sleep(Duration::from_millis(1)));
     group.bench_function("route_under_swaps_1ms", |b| {
         b.iter(|| router.route(black_box(&keys[next()])));
     });
@@ -389,14 +423,14 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
     group.bench_function("route_arcswap_idle", |b| {
         b.iter(|| baseline.route(black_box(&keys[next()])));
     });
-    let swapper = Swapper::start(&baseline, None);
+    let swapper = Swapper::start(&baseline, Pace::BackToBack);
     group.bench_function("route_arcswap_under_swaps", |b| {
         b.iter(|| baseline.route(black_box(&keys[next()])));
     });
     let baseline_tight = swapper.finish();
     group.finish();
     println!(
-        "{clock}: the writer swapped {tight:.0} documents per second back to back, {paced:.0} per second with 1 ms pauses; \
+        "{clock}: the writer swapped {tight:.0} documents per second back to back, {spaced_1us:.0} per second spinning 1 µs between, {spaced:.0} spinning 10 µs, {paced:.0} per second with 1 ms pauses; \
          {baseline_tight:.0} per second back to back into the ArcSwap baseline"
     );
 }

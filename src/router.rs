@@ -12,11 +12,11 @@
 //!
 //! # Guarantees
 //! - [`Router::route`] never blocks and never waits for an update. It reads the three numbers it
-//!   needs (generation, slice count, slices migrated) from a sequence lock the writer updates after
-//!   each accepted document: four plain loads, no read-modify-write, no lock. A read that overlaps
-//!   a writer falls back to the whole document, which sits behind an
-//!   [`arc_swap::ArcSwapOption`] (a few atomic operations, no lock either). Either way the route
-//!   comes from one document, never a mix of two.
+//!   needs (generation, slice count, slices migrated) from one of two slots the writer fills in
+//!   turn after each accepted document: plain loads of one cache line, no read-modify-write, no
+//!   lock. A read starts again only if a newer document was stored while it read, so `route`
+//!   comes from one document, never a mix of two, and one thread never goes back to an older
+//!   document than one it already routed with.
 //! - Until a first document arrives the router answers the safe default: every key to the old
 //!   broker, generation 0, slices of [`DEFAULT_SLICES`] (or the count given to
 //!   [`Router::with_default_slices`]).
@@ -133,64 +133,109 @@ pub struct FollowStatus {
     pub last_error: Option<String>,
 }
 
-/// What `route` needs of the current document, readable without touching the document: a
-/// sequence lock over two words. `seq` is even when the words are stable and odd while the (one,
-/// serialised) writer stores them. Aligned so that a read touches one cache line.
+/// What `route` needs of the current document, readable without touching the document: two
+/// slots that the (one, serialised) writer fills in turn, and the number of the last filled.
+///
+/// Document number `n` goes into `slots[n % 2]`, whose `seq` is `2n + 1` while it is written and
+/// `2n + 2` once it holds number `n`; then `current` becomes `n`. A writer therefore only ever
+/// writes the slot readers are not sent to, and a reader that still read the older slot while the
+/// writer came back to it sees `seq` moved on and starts again from `current`. Everything sits in
+/// one cache line, so a read touches one line and a swap dirties it once.
 #[repr(align(64))]
 struct Hot {
+    current: AtomicU64,
+    slots: [Slot; 2],
+}
+
+/// One document's numbers and the sequence word that says which document they are.
+struct Slot {
     seq: AtomicU64,
     generation: AtomicU64,
     /// `slices_total << 32 | slices_migrated`.
     slices: AtomicU64,
 }
 
+impl Slot {
+    fn new(seq: u64, generation: u64, slices: u64) -> Slot {
+        Slot {
+            seq: AtomicU64::new(seq),
+            generation: AtomicU64::new(generation),
+            slices: AtomicU64::new(slices),
+        }
+    }
+}
+
+/// A slot's `seq` while document `number` is written into it.
+fn filling(number: u64) -> u64 {
+    number.wrapping_mul(2).wrapping_add(1)
+}
+
+/// A slot's `seq` once it holds document `number`.
+fn filled(number: u64) -> u64 {
+    number.wrapping_mul(2).wrapping_add(2)
+}
+
 impl Hot {
-    /// The safe default: generation 0, no slice migrated.
+    /// The safe default, as document number 0: generation 0, no slice migrated.
     fn new(default_slices: u32) -> Hot {
         Hot {
-            seq: AtomicU64::new(0),
-            generation: AtomicU64::new(0),
-            slices: AtomicU64::new(u64::from(default_slices) << 32),
+            current: AtomicU64::new(0),
+            slots: [
+                Slot::new(filled(0), 0, u64::from(default_slices) << 32),
+                Slot::new(0, 0, 0),
+            ],
         }
     }
 
-    /// `(generation, slices_total, slices_migrated)` of one document, or `None` if a writer was
-    /// storing meanwhile (the caller then reads the document itself instead of waiting).
+    /// `(generation, slices_total, slices_migrated)` of the current document.
+    ///
+    /// Lock-free: it reads again only if the writer filled the slot it was reading meanwhile,
+    /// that is if at least one newer document was stored. Successive reads by one thread never
+    /// go back to an older document: each answers the number it read from `current`.
     #[inline]
-    fn read(&self) -> Option<(u64, u32, u32)> {
-        let before = self.seq.load(Ordering::Acquire);
-        let generation = self.generation.load(Ordering::Relaxed);
-        let slices = self.slices.load(Ordering::Relaxed);
-        // Orders the loads of the words before the second load of `seq`: if that one still sees
-        // `before`, no store of the words it pairs with (after the writer's release fence) was
-        // read.
+    fn read(&self) -> (u64, u32, u32) {
+        loop {
+            if let Some(words) = self.try_read() {
+                return words;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// One attempt: `None` if the slot `current` named was being rewritten meanwhile.
+    #[inline]
+    fn try_read(&self) -> Option<(u64, u32, u32)> {
+        let number = self.current.load(Ordering::Acquire);
+        let slot = &self.slots[(number & 1) as usize];
+        let holding = filled(number);
+        // Acquire pairs with the writer's release of `current`: the loads below see document
+        // `number`'s words or a later fill's, and the check of `seq` after them tells which.
+        let generation = slot.generation.load(Ordering::Relaxed);
+        let slices = slot.slices.load(Ordering::Relaxed);
+        // Orders the loads of the words before the load of `seq`: if that one still sees
+        // `holding`, no store of the words by a later fill of this slot was read.
         fence(Ordering::Acquire);
-        let after = self.seq.load(Ordering::Relaxed);
-        if before != after || before & 1 == 1 {
+        if slot.seq.load(Ordering::Relaxed) != holding {
             return None;
         }
         Some((generation, (slices >> 32) as u32, slices as u32))
     }
 
-    /// Store a document's numbers and, inside the same odd interval, `publish` it (the
-    /// `ArcSwapOption` store). Callers hold `Inner::write`: there is one writer at a time.
-    ///
-    /// Publishing inside the interval keeps every thread's generations monotonic across the two
-    /// read paths: a reader that saw the new document through the fallback then reads an odd or
-    /// a newer `seq` (the odd store happens before the document's); a reader that saw the new
-    /// numbers read the final `seq`, which comes after the document's store.
-    fn write(&self, doc: &RoutingDocument, publish: impl FnOnce()) {
-        let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+    /// Store a document's numbers as the next number. Callers hold `Inner::write`: there is one
+    /// writer at a time.
+    fn write(&self, doc: &RoutingDocument) {
+        let number = self.current.load(Ordering::Relaxed).wrapping_add(1);
+        let slot = &self.slots[(number & 1) as usize];
+        slot.seq.store(filling(number), Ordering::Relaxed);
         // A reader that sees any of the stores below sees the odd `seq` too.
         fence(Ordering::Release);
-        self.generation.store(doc.generation, Ordering::Relaxed);
-        self.slices.store(
+        slot.generation.store(doc.generation, Ordering::Relaxed);
+        slot.slices.store(
             (u64::from(doc.slices_total) << 32) | u64::from(doc.slices_migrated),
             Ordering::Relaxed,
         );
-        publish();
-        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+        slot.seq.store(filled(number), Ordering::Release);
+        self.current.store(number, Ordering::Release);
     }
 }
 
@@ -246,20 +291,10 @@ impl Router {
     }
 
     /// Where a message of aggregate `key` goes now. Lock-free, no allocation; never fails.
+    #[inline]
     pub fn route(&self, key: &str) -> Route {
-        match self.inner.hot.read() {
-            Some((generation, total, migrated)) => Route::of(key, total, migrated, generation),
-            None => self.route_from_document(key),
-        }
-    }
-
-    /// `route` from the document itself: what a read that overlapped a writer falls back to.
-    #[cold]
-    fn route_from_document(&self, key: &str) -> Route {
-        match &*self.inner.doc.load() {
-            Some(doc) => doc.route(key),
-            None => Route::of(key, self.inner.default_slices, 0, 0),
-        }
+        let (generation, total, migrated) = self.inner.hot.read();
+        Route::of(key, total, migrated, generation)
     }
 
     /// The current document, if one arrived.
@@ -323,9 +358,8 @@ impl Router {
         let generation = doc.generation;
         let doc = Arc::new(doc);
         // Once `route` answers a generation, `document()` has it too.
-        self.inner
-            .hot
-            .write(&doc, || self.inner.doc.store(Some(Arc::clone(&doc))));
+        self.inner.doc.store(Some(Arc::clone(&doc)));
+        self.inner.hot.write(&doc);
         self.inner.changed.send_replace(generation);
         Ok(Offer::Accepted { previous })
     }
@@ -919,26 +953,68 @@ mod tests {
     }
 
     #[test]
-    fn a_read_overlapping_a_writer_falls_back_to_the_document() {
+    fn a_writer_stopped_while_filling_a_slot_does_not_stop_readers() {
         let r = Router::new();
-        assert_eq!(r.inner.hot.read(), Some((0, 128, 0)));
+        assert_eq!(r.inner.hot.read(), (0, 128, 0));
         r.offer(doc(5, 9)).unwrap();
-        assert_eq!(r.inner.hot.read(), Some((5, 128, 9)));
-        // A writer stopped between its two stores of `seq`.
-        r.inner.hot.seq.fetch_add(1, Ordering::Relaxed);
-        assert_eq!(r.inner.hot.read(), None);
+        assert_eq!(r.inner.hot.read(), (5, 128, 9));
+        // A writer stopped between its two stores of the next slot's `seq`, with half its words
+        // stored: readers are still sent to the slot of document 5.
+        let hot = &r.inner.hot;
+        let next = hot.current.load(Ordering::Relaxed) + 1;
+        let slot = &hot.slots[(next & 1) as usize];
+        slot.seq.store(filling(next), Ordering::Relaxed);
+        slot.generation.store(6, Ordering::Relaxed);
         assert_eq!(r.route("order-0"), doc(5, 9).route("order-0"));
         assert_eq!(r.route("order-0").target, Side::New);
-        // Before any document, the fallback is the safe default.
-        let fresh = Router::with_default_slices(7);
-        fresh.inner.hot.seq.fetch_add(1, Ordering::Relaxed);
-        assert_eq!(
-            fresh.route("order-1"),
-            Route {
-                target: Side::Old,
-                slice: slice_of("order-1", 7),
-                generation: 0
+    }
+
+    #[test]
+    fn a_slot_refilled_under_a_slow_reader_is_not_read() {
+        let r = Router::new();
+        r.offer(doc(5, 9)).unwrap();
+        let hot = &r.inner.hot;
+        let number = hot.current.load(Ordering::Relaxed);
+        // The slot `current` names is being filled again (a reader late by two documents would
+        // find it so): the attempt is refused rather than answering a mix.
+        hot.slots[(number & 1) as usize]
+            .seq
+            .store(filling(number + 2), Ordering::Relaxed);
+        assert_eq!(hot.try_read(), None);
+        // Once that fill is done and named current, reads answer it.
+        r.offer(doc(6, 10)).unwrap();
+        hot.slots[(number & 1) as usize]
+            .seq
+            .store(filled(number + 2), Ordering::Relaxed);
+        hot.slots[(number & 1) as usize]
+            .generation
+            .store(7, Ordering::Relaxed);
+        hot.slots[(number & 1) as usize]
+            .slices
+            .store(128 << 32 | 11, Ordering::Relaxed);
+        hot.current.store(number + 2, Ordering::Release);
+        assert_eq!(hot.try_read(), Some((7, 128, 11)));
+    }
+
+    #[test]
+    fn one_thread_never_routes_with_an_older_document_than_it_already_used() {
+        let r = Router::new();
+        r.offer(doc(1, 1)).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let r = r.clone();
+                s.spawn(move || {
+                    let mut last = 0;
+                    for i in 0..50_000 {
+                        let generation = r.route(&format!("k{}", (i + t) % 97)).generation;
+                        assert!(generation >= last, "{generation} after {last}");
+                        last = generation;
+                    }
+                });
             }
-        );
+            for g in 2..5_000 {
+                r.offer(doc(g, (g % 129) as u32)).unwrap();
+            }
+        });
     }
 }
