@@ -224,6 +224,13 @@ impl Hot {
     /// Store a document's numbers as the next number. Callers hold `Inner::write`: there is one
     /// writer at a time.
     fn write(&self, doc: &RoutingDocument) {
+        let number = self.fill(doc);
+        self.publish(number);
+    }
+
+    /// Write `doc`'s numbers into the slot readers are not sent to, as the next number, and
+    /// return that number. Readers go on answering the current document until [`Hot::publish`].
+    fn fill(&self, doc: &RoutingDocument) -> u64 {
         let number = self.current.load(Ordering::Relaxed).wrapping_add(1);
         let slot = &self.slots[(number & 1) as usize];
         slot.seq.store(filling(number), Ordering::Relaxed);
@@ -235,6 +242,11 @@ impl Hot {
             Ordering::Relaxed,
         );
         slot.seq.store(filled(number), Ordering::Release);
+        number
+    }
+
+    /// Send readers to the slot filled with `number`.
+    fn publish(&self, number: u64) {
         self.current.store(number, Ordering::Release);
     }
 }
@@ -967,6 +979,30 @@ mod tests {
         slot.generation.store(6, Ordering::Relaxed);
         assert_eq!(r.route("order-0"), doc(5, 9).route("order-0"));
         assert_eq!(r.route("order-0").target, Side::New);
+    }
+
+    #[test]
+    fn a_filled_slot_is_not_read_before_it_is_published() {
+        let r = Router::new();
+        r.offer(doc(5, 9)).unwrap();
+        let hot = &r.inner.hot;
+        let before = hot.current.load(Ordering::Relaxed);
+        // A writer stopped between filling the next slot and publishing it.
+        let number = hot.fill(&doc(6, 10));
+        assert_eq!(number, before + 1);
+        assert_eq!(
+            hot.current.load(Ordering::Relaxed),
+            before,
+            "published by fill"
+        );
+        assert_ne!(
+            number & 1,
+            before & 1,
+            "filled the slot readers are sent to"
+        );
+        assert_eq!(hot.try_read(), Some((5, 128, 9)));
+        hot.publish(number);
+        assert_eq!(hot.try_read(), Some((6, 128, 10)));
     }
 
     #[test]
