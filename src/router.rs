@@ -1019,16 +1019,13 @@ mod tests {
         assert_eq!(hot.try_read(), None);
         // Once that fill is done and named current, reads answer it.
         r.offer(doc(6, 10)).unwrap();
-        hot.slots[(number & 1) as usize]
-            .seq
-            .store(filled(number + 2), Ordering::Relaxed);
-        hot.slots[(number & 1) as usize]
-            .generation
-            .store(7, Ordering::Relaxed);
-        hot.slots[(number & 1) as usize]
-            .slices
-            .store(128 << 32 | 11, Ordering::Relaxed);
-        hot.current.store(number + 2, Ordering::Release);
+        let refilled = hot.fill(&doc(7, 11));
+        assert_eq!(
+            refilled,
+            number + 2,
+            "the slot named before is the one refilled"
+        );
+        hot.publish(refilled);
         assert_eq!(hot.try_read(), Some((7, 128, 11)));
     }
 }
