@@ -190,6 +190,16 @@ class Amqp:
             pass
 
 
+def delete_drained(queue):
+    """Delete `queue`, which a run has drained; fail if it still holds messages."""
+    a = Amqp()
+    left = a.count(queue)
+    a.delete(queue)
+    a.close_cleanly()
+    if left != 0:
+        raise RuntimeError(f"{queue} still holds {left} messages")
+
+
 # ---------------------------------------------------------------------------------------------
 # The management API
 
