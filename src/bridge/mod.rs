@@ -32,7 +32,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 
 use crate::brokers::{AckMode, Adapter, BrokerError, Delivery, Message, SubscribeOptions};
 use crate::plan::BridgeKey;
@@ -212,7 +213,7 @@ pub async fn run<S: Store>(
 /// One forwarded message's outcome: its key (it was confirmed and acked).
 type Done = String;
 
-/// What every forwarding task needs, shared (one `Arc` clone per message).
+/// What every forwarding future needs, borrowed by each.
 struct Shared {
     settings: Settings,
     brokers: Brokers,
@@ -262,14 +263,16 @@ async fn session<S: Store>(
         Ok(s) => s,
         Err(e) => return Ended::Broker(e),
     };
-    let shared = Arc::new(Shared {
+    let shared = Shared {
         settings: settings.clone(),
         brokers: brokers.clone(),
         router: router.clone(),
         metrics: metrics.clone(),
-    });
+    };
     let mut keyed: KeyedQueue<String, Delivery> = KeyedQueue::new();
-    let mut tasks: JoinSet<Done> = JoinSet::new();
+    // The forwards run inside this session's task, not as tasks of their own: no spawn, no
+    // hand-over between threads, per message.
+    let mut inflight = FuturesUnordered::new();
     let mut renew = tokio::time::interval(settings.lease_ttl / 3);
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     renew.tick().await;
@@ -290,10 +293,9 @@ async fn session<S: Store>(
                     break Ended::LeaseLost;
                 }
             }
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                let Ok(key) = done else { continue };
+            Some(key) = inflight.next(), if !inflight.is_empty() => {
                 if let Some(next) = keyed.complete(&key) {
-                    spawn_forward(&mut tasks, key, next, &shared);
+                    inflight.push(forward(key, next, &shared));
                 }
             }
             next = sub.next(), if keyed.len() < capacity => {
@@ -316,7 +318,7 @@ async fn session<S: Store>(
                     }
                 };
                 if let Some(start) = keyed.push(key.clone(), delivery) {
-                    spawn_forward(&mut tasks, key, start, &shared);
+                    inflight.push(forward(key, start, &shared));
                 }
             }
         }
@@ -326,16 +328,16 @@ async fn session<S: Store>(
             // Give what is in flight a moment to be confirmed and acked; the rest comes back.
             let grace = tokio::time::sleep(Duration::from_secs(5));
             tokio::pin!(grace);
-            while !tasks.is_empty() {
+            while !inflight.is_empty() {
                 tokio::select! {
-                    _ = tasks.join_next() => {}
+                    _ = inflight.next() => {}
                     () = &mut grace => break,
                 }
             }
         }
         Ended::LeaseLost | Ended::Broker(_) => {}
     }
-    tasks.abort_all();
+    drop(inflight);
     // Send the acks of what was confirmed (what is not acked comes back: duplicates only).
     if !matches!(ended, Ended::Broker(_)) {
         match tokio::time::timeout(ACK_FLUSH_TIMEOUT, sub.flush_acks()).await {
@@ -351,16 +353,9 @@ async fn session<S: Store>(
     ended
 }
 
-fn spawn_forward(tasks: &mut JoinSet<Done>, key: String, delivery: Delivery, shared: &Arc<Shared>) {
-    let shared = shared.clone();
-    tasks.spawn(async move {
-        forward(&key, delivery, &shared).await;
-        key
-    });
-}
-
 /// Publish one message to where its key goes now, retrying until confirmed; then ack the ingress.
-async fn forward(key: &str, delivery: Delivery, shared: &Shared) {
+/// Answers the key, whose next message may go.
+async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
     let Shared {
         settings,
         brokers,
@@ -369,7 +364,7 @@ async fn forward(key: &str, delivery: Delivery, shared: &Shared) {
     } = shared;
     let mut backoff = Duration::from_millis(100);
     loop {
-        let route = router.route(key);
+        let route = router.route(&key);
         let side = route.target;
         let message = stamped(&delivery.message, &route, settings);
         metrics.forwarded(side);
@@ -390,7 +385,7 @@ async fn forward(key: &str, delivery: Delivery, shared: &Shared) {
                     tracing::warn!("ingress ack failed after the confirm (will come again): {e}");
                     metrics.ack_error();
                 }
-                return;
+                return key;
             }
             Err(e) => {
                 tracing::warn!(
