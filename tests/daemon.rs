@@ -11,12 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Indicators, T0};
+use queue_migrate::controller::evaluate::GateReport;
 use queue_migrate::controller::histories::Histories;
-use queue_migrate::controller::{Actor, AdvanceOptions, Controller};
+use queue_migrate::controller::{Actor, AdvanceOptions, Controller, Loaded};
 use queue_migrate::daemon::tick::{Action, Read, tick_with};
 use queue_migrate::daemon::{self, Config, DaemonError, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, Snapshot, State};
+use queue_migrate::plan::Check;
 use queue_migrate::plan::Resolve;
 use queue_migrate::store::sqlite::SqliteStore;
 use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
@@ -778,6 +780,109 @@ async fn a_scrape_stored_late_with_an_older_instant_is_found_when_the_kept_histo
     let (points, times) = w.store.load_points("local", "app").await.unwrap();
     assert_eq!(taken.history.scrape_times().collect::<Vec<_>>(), times);
     assert_eq!(taken.history.points().count(), points.len());
+}
+
+/// Regression: a daemon's first round read every stored sample of each scrape history whole
+/// (16-28 s for 1,000 sources 17 minutes old), though its queries reach back 5 minutes at most;
+/// the store keeps twice the retention, at least 20 minutes. A history read whole now holds the
+/// samples its queries can reach and every instant, and evaluates as a history kept in memory
+/// since the first round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_read_whole_holds_what_its_queries_reach_and_evaluates_as_a_kept_one() {
+    let (w, t0) = consume_dual_with_counter_gates("").await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let histories = Histories::default();
+    let running = Controller {
+        histories: Some(&histories),
+        ..w.controller(&fetcher)
+    };
+    let loaded = running.load("local").await.unwrap();
+    // 15 minutes of rounds 15 s apart; the counter grows faster and faster, so a window cut
+    // short gives another increase.
+    let count = |round: i64| (round * round * 10) as f64;
+    for round in 1..=60_i64 {
+        w.indicators.set("app_done_total", count(round));
+        running
+            .evaluate(&loaded, t0 + round * 15_000, false)
+            .await
+            .unwrap();
+    }
+    let now = t0 + 61 * 15_000;
+    w.indicators.set("app_done_total", count(61));
+    // A dry run reads the store whole, as a daemon's first round does.
+    let kept = evaluate_as_a_whole_read(&w, &fetcher, &running, &loaded, now).await;
+    assert!(
+        kept.iter()
+            .any(|k| k.name == "done lately" && k.eval.value.is_some()),
+        "{kept:?}"
+    );
+
+    // A restarted daemon: its first round reads the store whole.
+    let restarted_histories = Histories::default();
+    let restarted = Controller {
+        histories: Some(&restarted_histories),
+        ..w.controller(&fetcher)
+    };
+    let now = now + 15_000;
+    w.indicators.set("app_done_total", count(62));
+    restarted.evaluate(&loaded, now, false).await.unwrap();
+    let taken = restarted_histories.take("local", "app").expect("kept");
+    let (points, times) = w.store.load_points("local", "app").await.unwrap();
+    assert_eq!(taken.history.scrape_times().collect::<Vec<_>>(), times);
+    let reach = now - 5 * 60_000;
+    let held: Vec<i64> = taken.history.points().map(|p| p.at_ms).collect();
+    assert!(held.iter().all(|at| *at >= reach), "{held:?}");
+    assert_eq!(
+        held.len(),
+        points.iter().filter(|p| p.at_ms >= reach).count(),
+        "every sample the queries reach"
+    );
+    assert!(
+        held.len() < points.len() / 2,
+        "{} of {}",
+        held.len(),
+        points.len()
+    );
+    restarted_histories.put("local", "app", taken);
+
+    // Queries that reach further back (as a next phase's may) read it whole again.
+    let mut wider = loaded.clone();
+    let lately = wider
+        .plan
+        .phases
+        .iter_mut()
+        .flat_map(|p| p.exit.iter_mut())
+        .find(|g| g.name == "done lately")
+        .expect("the gate");
+    let Check::Threshold { query, .. } = &mut lately.check else {
+        panic!("a threshold gate");
+    };
+    *query = "increase(app_done_total[15m])".into();
+    let now = now + 15_000;
+    w.indicators.set("app_done_total", count(63));
+    evaluate_as_a_whole_read(&w, &fetcher, &restarted, &wider, now).await;
+}
+
+/// `controller`'s round at `now` (recorded), after checking that a dry run, which reads the
+/// store whole, gives the same evaluations of the two gates.
+async fn evaluate_as_a_whole_read(
+    w: &World,
+    fetcher: &Fetcher,
+    controller: &Controller<'_, AnyStore>,
+    loaded: &Loaded,
+    now: i64,
+) -> Vec<GateReport> {
+    let whole = w
+        .controller(fetcher)
+        .evaluate(loaded, now, true)
+        .await
+        .unwrap();
+    let got = controller.evaluate(loaded, now, false).await.unwrap();
+    assert_eq!(got.len(), 2);
+    for (g, e) in got.iter().zip(&whole) {
+        assert_eq!(g.eval, e.eval, "gate {}", g.name);
+    }
+    got
 }
 
 /// A kept history whose check finds in the store the instants it holds is kept, not read whole:

@@ -226,16 +226,19 @@ pub async fn evaluate_phase<S: Store>(
         .collect();
     let kept: Vec<Kept> = kept
         .into_iter()
-        .filter_map(|(source, rounds)| match scraped.remove(&source) {
-            Some(Ok(history)) => Some(Kept {
-                migration: rec.name.clone(),
-                source,
-                history,
-                through_ms: now_ms,
-                rounds,
-            }),
-            _ => None,
-        })
+        .filter_map(
+            |(source, rounds, samples_from_ms)| match scraped.remove(&source) {
+                Some(Ok(history)) => Some(Kept {
+                    migration: rec.name.clone(),
+                    source,
+                    history,
+                    through_ms: now_ms,
+                    rounds,
+                    samples_from_ms,
+                }),
+                _ => None,
+            },
+        )
         .collect();
     // The evaluations and the samples they read commit together.
     let round = RoundRecord {
@@ -256,12 +259,12 @@ pub async fn evaluate_phase<S: Store>(
 }
 
 /// What [`scrape_sources`] gives: each source's history (or why it is unusable), what to store
-/// of each scrape (kept with the round's evaluations), and how many rounds each source's
-/// history has served from memory (0: read whole).
+/// of each scrape (kept with the round's evaluations), and per source how many rounds its
+/// history has served from memory (0: read whole) and from which instant it holds every sample.
 type Scrapes = (
     HashMap<String, Scraped>,
     Vec<SourcePoints>,
-    Vec<(String, u32)>,
+    Vec<(String, u32, i64)>,
 );
 
 /// Scrape each scrape source the items use, once, and fold the samples into its history (read
@@ -293,7 +296,20 @@ async fn scrape_sources<S: Store>(
         let Some(Source::Scrape { url }) = plan.sources.get(source) else {
             continue;
         };
-        let kept_history = match histories.and_then(|h| h.take(&rec.name, source)) {
+        // What this round's queries can reach: a history read whole leaves out the older
+        // samples the store keeps (up to twice `keep_ms`) and keeps every instant (what the
+        // check compares); a kept one that lacks some of them (read for queries of shorter
+        // windows) is read whole again.
+        let reach_ms = qs
+            .iter()
+            .map(|q| i64::try_from(q.retention().as_millis()).unwrap_or(i64::MAX))
+            .max()
+            .unwrap_or(0);
+        let samples_from_ms = now_ms.saturating_sub(reach_ms);
+        let taken_history = histories
+            .and_then(|h| h.take(&rec.name, source))
+            .filter(|t| t.samples_from_ms <= samples_from_ms);
+        let kept_history = match taken_history {
             // Checked: kept on when the store holds no scrape through its instant that it lacks
             // (another process's, stored late), else read whole.
             Some(t) if t.due(&rec.name, source) => {
@@ -305,21 +321,18 @@ async fn scrape_sources<S: Store>(
             }
             kept => kept,
         };
-        let (history, after_ms, rounds) = match kept_history {
-            Some(t) => (t.history, t.through_ms, t.rounds + 1),
-            None => (History::new(), i64::MIN, 0),
+        let (history, after_ms, rounds, holds_from_ms) = match kept_history {
+            Some(t) => (t.history, t.through_ms, t.rounds + 1, t.samples_from_ms),
+            None => (History::new(), i64::MIN, 0, samples_from_ms),
         };
-        let (stored, times) = store.load_series_after(&rec.name, source, after_ms).await?;
+        let (stored, times) = store
+            .load_series_after(&rec.name, source, after_ms, holds_from_ms)
+            .await?;
         // The instants first: then a sample's instant is a scrape of the history already (but
         // for a scrape stored between the two reads), and adding the samples moves no values.
         let mut history = history.with_scrape_times(times);
         add_stored(&mut history, stored);
-        let keep_ms = qs
-            .iter()
-            .map(|q| i64::try_from(q.retention().as_millis()).unwrap_or(i64::MAX))
-            .max()
-            .unwrap_or(0)
-            .max(MIN_KEEP_MS);
+        let keep_ms = reach_ms.max(MIN_KEEP_MS);
         let reading = fetcher.scrape_parsed(&url.value).await;
         let scraped = match &*reading {
             Err(why) => Err(format!("source {source}: {why}")),
@@ -359,7 +372,7 @@ async fn scrape_sources<S: Store>(
             }
         };
         out.insert(source.to_string(), scraped);
-        kept.push((source.to_string(), rounds));
+        kept.push((source.to_string(), rounds, holds_from_ms));
     }
     Ok((out, taken, kept))
 }

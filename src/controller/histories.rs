@@ -5,6 +5,10 @@
 //! # Guarantees
 //! - The store stays the record: an entry is put back only after the round that built it
 //!   committed its samples, so memory never holds a sample the store lacks for long.
+//! - A history read whole (a daemon's first round, or after a check found it differs) holds
+//!   every scrape instant the store keeps, but only the samples its queries can reach: those
+//!   of the longest window, at least the staleness limit, back from the round's instant. The
+//!   store keeps more (twice the retention, at least 20 minutes), which no query reads.
 //! - Samples another process stores (a `migrate advance` from the CLI, a previous leader) are
 //!   read at the next round when they are newer than the entry. One stored late, at an instant
 //!   older than the entry's newest and not among its instants, is found when the entry is
@@ -52,6 +56,8 @@ pub struct Kept {
     /// Rounds it served since it was read whole or checked (this one included; 0 after a whole
     /// read).
     pub rounds: u32,
+    /// It holds every stored sample from this instant on (older ones were not read).
+    pub samples_from_ms: i64,
 }
 
 /// A history kept between rounds, or taken out for one.
@@ -63,6 +69,9 @@ pub struct Taken {
     pub through_ms: i64,
     /// Rounds it served since it was read whole or checked.
     pub rounds: u32,
+    /// It holds every stored sample from this instant on: a round whose queries reach further
+    /// back reads it whole again.
+    pub samples_from_ms: i64,
 }
 
 impl Taken {
@@ -80,33 +89,24 @@ impl Histories {
         self.entries().get_mut(migration)?.remove(source)
     }
 
-    /// Keep `history`, complete through `through_ms`, after its round committed; it served
-    /// `rounds` rounds since it was read whole.
-    pub fn put(
-        &self,
-        migration: &str,
-        source: &str,
-        history: History,
-        through_ms: i64,
-        rounds: u32,
-    ) {
+    /// Keep `taken` for `source` of `migration` after its round committed.
+    pub fn put(&self, migration: &str, source: &str, taken: Taken) {
         self.entries()
             .entry(migration.to_string())
             .or_default()
-            .insert(
-                source.to_string(),
-                Taken {
-                    history,
-                    through_ms,
-                    rounds,
-                },
-            );
+            .insert(source.to_string(), taken);
     }
 
     /// Keep histories whose rounds are committed.
     pub fn keep(&self, kept: impl IntoIterator<Item = Kept>) {
         for k in kept {
-            self.put(&k.migration, &k.source, k.history, k.through_ms, k.rounds);
+            let taken = Taken {
+                history: k.history,
+                through_ms: k.through_ms,
+                rounds: k.rounds,
+                samples_from_ms: k.samples_from_ms,
+            };
+            self.put(&k.migration, &k.source, taken);
         }
     }
 
@@ -125,11 +125,20 @@ impl Histories {
 mod tests {
     use super::*;
 
+    fn entry(through_ms: i64, rounds: u32) -> Taken {
+        Taken {
+            history: History::new(),
+            through_ms,
+            rounds,
+            samples_from_ms: i64::MIN,
+        }
+    }
+
     #[test]
     fn an_entry_is_taken_once_and_due_for_a_check_after_its_rounds() {
         let h = Histories::default();
         assert!(h.take("m", "app").is_none());
-        h.put("m", "app", History::new(), 1_000, 0);
+        h.put("m", "app", entry(1_000, 0));
         let taken = h.take("m", "app").expect("kept");
         assert_eq!((taken.through_ms, taken.rounds), (1_000, 0));
         assert!(
@@ -141,15 +150,13 @@ mod tests {
             h.put(
                 "m",
                 "app",
-                History::new(),
-                1_000 + i64::from(round),
-                previous.rounds + 1,
+                entry(1_000 + i64::from(round), previous.rounds + 1),
             );
             previous = h.take("m", "app").expect("kept");
             assert_eq!(previous.rounds, round);
             assert!(!previous.due("m", "app"), "round {round}");
         }
-        h.put("m", "app", History::new(), 9_999, previous.rounds + 1);
+        h.put("m", "app", entry(9_999, previous.rounds + 1));
         let due = h.take("m", "app").expect("kept");
         assert!(due.due("m", "app"));
     }
@@ -176,9 +183,9 @@ mod tests {
     #[test]
     fn forget_drops_every_source_of_one_migration() {
         let h = Histories::default();
-        h.put("m", "a", History::new(), 1, 0);
-        h.put("m", "b", History::new(), 1, 0);
-        h.put("n", "a", History::new(), 1, 0);
+        h.put("m", "a", entry(1, 0));
+        h.put("m", "b", entry(1, 0));
+        h.put("n", "a", entry(1, 0));
         h.forget("m");
         assert!(h.take("m", "a").is_none());
         assert!(h.take("m", "b").is_none());

@@ -126,8 +126,9 @@ impl Store for AnyStore {
         name: &str,
         source: &str,
         after_ms: i64,
+        samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-        delegate!(self, s => s.load_series_after(name, source, after_ms))
+        delegate!(self, s => s.load_series_after(name, source, after_ms, samples_from_ms))
     }
 
     async fn save_points(

@@ -444,12 +444,16 @@ pub trait Store: Send + Sync {
         after_ms: i64,
     ) -> impl Future<Output = Result<(Vec<StoredPoint>, Vec<i64>)>> + Send {
         async move {
-            let (series, times) = self.load_series_after(name, source, after_ms).await?;
+            let (series, times) = self
+                .load_series_after(name, source, after_ms, i64::MIN)
+                .await?;
             Ok((StoredSeries::into_points(series), times))
         }
     }
     /// The samples of [`Store::load_points_after`] series by series (ordered by series key,
-    /// then time), each series' name and labels read once: what the controller reads.
+    /// then time), each series' name and labels read once: what the controller reads. Samples
+    /// older than `samples_from_ms` are left out (what no query can reach any more); the
+    /// instants are all there.
     ///
     /// # Guarantees
     /// - The rows are decoded as they come: the rows of a source's history are never all held
@@ -463,6 +467,7 @@ pub trait Store: Send + Sync {
         name: &str,
         source: &str,
         after_ms: i64,
+        samples_from_ms: i64,
     ) -> impl Future<Output = Result<(Vec<StoredSeries>, Vec<i64>)>> + Send;
     /// How many scrape instants of the source are stored at or before `through_ms`, and their
     /// sum: what a reader holding the history through `through_ms` compares with its own
@@ -486,6 +491,12 @@ pub trait Store: Send + Sync {
 }
 
 /// The step stored beside a state (the inverse of [`parse_state`]).
+/// The bound of `at > ?` that selects the samples after `after_ms` and at or after
+/// `samples_from_ms`.
+pub(crate) fn samples_after(after_ms: i64, samples_from_ms: i64) -> i64 {
+    after_ms.max(samples_from_ms.saturating_sub(1))
+}
+
 pub(crate) fn step_of(state: State) -> Option<i64> {
     state.step().and_then(|s| i64::try_from(s).ok())
 }

@@ -18,7 +18,7 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
     RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
-    parse_state, step_of,
+    parse_state, samples_after, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -591,6 +591,7 @@ impl Store for PgStore {
         name: &str,
         source: &str,
         after_ms: i64,
+        samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
         let times = sqlx::query(
             "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
@@ -610,7 +611,7 @@ impl Store for PgStore {
         )
         .bind(name)
         .bind(source)
-        .bind(after_ms)
+        .bind(samples_after(after_ms, samples_from_ms))
         .fetch(&self.pool);
         while let Some(r) = rows.try_next().await? {
             StoredSeries::push_stored_row(&mut series, &r)?;

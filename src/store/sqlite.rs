@@ -13,7 +13,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
     RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
-    parse_state, step_of,
+    parse_state, samples_after, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -558,6 +558,7 @@ impl Store for SqliteStore {
         name: &str,
         source: &str,
         after_ms: i64,
+        samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
         let times = sqlx::query(
             "SELECT at FROM scrape_times WHERE migration = ? AND source = ? AND at > ? ORDER BY at",
@@ -574,7 +575,7 @@ impl Store for SqliteStore {
         let mut rows = sqlx::query(POINTS_AFTER)
             .bind(name)
             .bind(source)
-            .bind(after_ms)
+            .bind(samples_after(after_ms, samples_from_ms))
             .fetch(&self.pool);
         while let Some(r) = rows.try_next().await? {
             StoredSeries::push_stored_row(&mut series, &r)?;

@@ -1198,6 +1198,27 @@ async fn points_round_trip_and_prune() {
             store.load_points_after("m", "rabbit", 3_000).await.unwrap(),
             (vec![], vec![])
         );
+        // Samples from an instant on (what the queries can reach), every instant after.
+        let (series, times) = store
+            .load_series_after("m", "rabbit", i64::MIN, 3_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            (StoredSeries::into_points(series), times),
+            (
+                vec![second[0].clone(), second[3].clone()],
+                vec![2_000, 3_000]
+            )
+        );
+        let (series, times) = store
+            .load_series_after("m", "rabbit", 2_000, 1_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            (StoredSeries::into_points(series), times),
+            (vec![second[0].clone(), second[3].clone()], vec![3_000]),
+            "the later of the two bounds"
+        );
         // The instants through one, counted and summed (what a reader compares with its own).
         for (through, expected) in [
             (1_999, (0, 0)),
