@@ -825,7 +825,19 @@ async fn a_history_read_whole_holds_what_its_queries_reach_and_evaluates_as_a_ke
     };
     let now = now + 15_000;
     w.indicators.set("app_done_total", count(62));
-    restarted.evaluate(&loaded, now, false).await.unwrap();
+    let first = restarted.evaluate(&loaded, now, false).await.unwrap();
+    // The same round of the daemon that kept its history since round 1 (the scrape of `now`
+    // stored again, the same): the same readings.
+    let kept = running.evaluate(&loaded, now, false).await.unwrap();
+    assert_eq!(first.len(), 2);
+    for (f, k) in first.iter().zip(&kept) {
+        assert_eq!(
+            (f.eval.verdict, f.eval.value),
+            (k.eval.verdict, k.eval.value),
+            "gate {}",
+            f.name
+        );
+    }
     let taken = restarted_histories.take("local", "app").expect("kept");
     let (points, times) = w.store.load_points("local", "app").await.unwrap();
     assert_eq!(taken.history.scrape_times().collect::<Vec<_>>(), times);

@@ -277,14 +277,27 @@ async fn session<S: Store>(
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     renew.tick().await;
     let capacity = usize::from(settings.prefetch.max(1));
+    // The renewal runs beside the forwards, so a slow store does not pause them; if it is still
+    // pending when the lease would run out unrenewed, the session stops.
+    let mut renewal: Option<Renewal<'_>> = None;
+    let mut stop_at = tokio::time::Instant::now();
 
     let ended = loop {
         tokio::select! {
             biased;
             () = shutdown.as_mut() => break Ended::Shutdown,
-            _ = renew.tick() => {
+            _ = renew.tick(), if renewal.is_none() => {
                 let now = crate::time::now_ms();
-                match store.acquire_lease(&lease, &settings.holder, now, ttl_ms).await {
+                let left = u64::try_from(lease_until - margin_ms - now).unwrap_or(0);
+                stop_at = tokio::time::Instant::now() + Duration::from_millis(left);
+                let (lease, holder) = (&lease, &settings.holder);
+                renewal = Some(Box::pin(async move {
+                    (now, store.acquire_lease(lease, holder, now, ttl_ms).await)
+                }));
+            }
+            (now, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
+                renewal = None;
+                match renewed {
                     Ok(l) if l.holder == settings.holder => lease_until = l.expires_at_ms,
                     Ok(_) => break Ended::LeaseLost,
                     Err(e) => tracing::warn!("cannot renew the lease {lease}: {e}"),
@@ -292,6 +305,10 @@ async fn session<S: Store>(
                 if now > lease_until - margin_ms {
                     break Ended::LeaseLost;
                 }
+            }
+            () = tokio::time::sleep_until(stop_at), if renewal.is_some() => {
+                tracing::warn!("the renewal of the lease {lease} is still pending and the lease runs out: stopping");
+                break Ended::LeaseLost;
             }
             Some(key) = inflight.next(), if !inflight.is_empty() => {
                 if let Some(next) = keyed.complete(&key) {
@@ -351,6 +368,25 @@ async fn session<S: Store>(
     drop(sub);
     keyed.clear();
     ended
+}
+
+/// A lease renewal in flight: the instant it was asked at, and the store's answer.
+type Renewal<'a> = std::pin::Pin<
+    Box<
+        dyn Future<Output = (i64, Result<crate::store::Lease, crate::store::StoreError>)>
+            + Send
+            + 'a,
+    >,
+>;
+
+/// The answer of the renewal in flight (never, when there is none).
+async fn pending_renewal(
+    renewal: &mut Option<Renewal<'_>>,
+) -> (i64, Result<crate::store::Lease, crate::store::StoreError>) {
+    match renewal {
+        Some(r) => r.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Publish one message to where its key goes now, retrying until confirmed; then ack the ingress.

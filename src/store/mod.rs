@@ -490,13 +490,13 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// The step stored beside a state (the inverse of [`parse_state`]).
 /// The bound of `at > ?` that selects the samples after `after_ms` and at or after
 /// `samples_from_ms`.
 pub(crate) fn samples_after(after_ms: i64, samples_from_ms: i64) -> i64 {
     after_ms.max(samples_from_ms.saturating_sub(1))
 }
 
+/// The step stored beside a state (the inverse of [`parse_state`]).
 pub(crate) fn step_of(state: State) -> Option<i64> {
     state.step().and_then(|s| i64::try_from(s).ok())
 }
