@@ -11,15 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Indicators, T0};
-use queue_migrate::controller::evaluate::GateReport;
 use queue_migrate::controller::histories::Histories;
-use queue_migrate::controller::{Actor, AdvanceOptions, Controller, Loaded};
+use queue_migrate::controller::{Actor, AdvanceOptions, Controller, GateReport, Loaded};
 use queue_migrate::daemon::tick::{Action, Read, tick_with};
 use queue_migrate::daemon::{self, Config, DaemonError, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, Snapshot, State};
-use queue_migrate::plan::Check;
-use queue_migrate::plan::Resolve;
+use queue_migrate::plan::{Check, Resolve};
 use queue_migrate::store::sqlite::SqliteStore;
 use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
 use serde_json::json;

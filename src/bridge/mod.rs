@@ -280,7 +280,6 @@ async fn session<S: Store>(
     // The renewal runs beside the forwards, so a slow store does not pause them; if it is still
     // pending when the lease would run out unrenewed, the session stops.
     let mut renewal: Option<Renewal<'_>> = None;
-    let mut stop_at = tokio::time::Instant::now();
 
     let ended = loop {
         tokio::select! {
@@ -289,26 +288,29 @@ async fn session<S: Store>(
             _ = renew.tick(), if renewal.is_none() => {
                 let now = crate::time::now_ms();
                 let left = u64::try_from(lease_until - margin_ms - now).unwrap_or(0);
-                stop_at = tokio::time::Instant::now() + Duration::from_millis(left);
                 let (lease, holder) = (&lease, &settings.holder);
                 renewal = Some(Box::pin(async move {
-                    (now, store.acquire_lease(lease, holder, now, ttl_ms).await)
+                    let renewed = tokio::time::timeout(
+                        Duration::from_millis(left),
+                        store.acquire_lease(lease, holder, now, ttl_ms),
+                    );
+                    (now, renewed.await)
                 }));
             }
             (now, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
                 renewal = None;
                 match renewed {
-                    Ok(l) if l.holder == settings.holder => lease_until = l.expires_at_ms,
-                    Ok(_) => break Ended::LeaseLost,
-                    Err(e) => tracing::warn!("cannot renew the lease {lease}: {e}"),
+                    Ok(Ok(l)) if l.holder == settings.holder => lease_until = l.expires_at_ms,
+                    Ok(Ok(_)) => break Ended::LeaseLost,
+                    Ok(Err(e)) => tracing::warn!("cannot renew the lease {lease}: {e}"),
+                    Err(_) => {
+                        tracing::warn!("the renewal of the lease {lease} is still pending and the lease runs out: stopping");
+                        break Ended::LeaseLost;
+                    }
                 }
                 if now > lease_until - margin_ms {
                     break Ended::LeaseLost;
                 }
-            }
-            () = tokio::time::sleep_until(stop_at), if renewal.is_some() => {
-                tracing::warn!("the renewal of the lease {lease} is still pending and the lease runs out: stopping");
-                break Ended::LeaseLost;
             }
             Some(key) = inflight.next(), if !inflight.is_empty() => {
                 if let Some(next) = keyed.complete(&key) {
@@ -370,19 +372,18 @@ async fn session<S: Store>(
     ended
 }
 
-/// A lease renewal in flight: the instant it was asked at, and the store's answer.
-type Renewal<'a> = std::pin::Pin<
-    Box<
-        dyn Future<Output = (i64, Result<crate::store::Lease, crate::store::StoreError>)>
-            + Send
-            + 'a,
-    >,
->;
+/// A lease renewal in flight: the instant it was asked at, and the store's answer, or
+/// `Elapsed` when the lease would have run out before it came.
+type Renewed = (
+    i64,
+    Result<Result<crate::store::Lease, crate::store::StoreError>, tokio::time::error::Elapsed>,
+);
+
+/// See [`Renewed`].
+type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = Renewed> + Send + 'a>>;
 
 /// The answer of the renewal in flight (never, when there is none).
-async fn pending_renewal(
-    renewal: &mut Option<Renewal<'_>>,
-) -> (i64, Result<crate::store::Lease, crate::store::StoreError>) {
+async fn pending_renewal(renewal: &mut Option<Renewal<'_>>) -> Renewed {
     match renewal {
         Some(r) => r.await,
         None => std::future::pending().await,

@@ -231,10 +231,12 @@ pub async fn evaluate_phase<S: Store>(
                 Some(Ok(history)) => Some(Kept {
                     migration: rec.name.clone(),
                     source,
-                    history,
-                    through_ms: now_ms,
-                    rounds,
-                    samples_from_ms,
+                    entry: Taken {
+                        history,
+                        through_ms: now_ms,
+                        rounds,
+                        samples_from_ms,
+                    },
                 }),
                 _ => None,
             },

@@ -45,19 +45,13 @@ pub struct Histories {
     entries: Mutex<HashMap<String, HashMap<String, Taken>>>,
 }
 
-/// A history to keep in memory once its round is committed.
+/// A history to keep in memory once its round is committed: the entry of `source` for
+/// `migration`, complete through the round's instant, its `rounds` counting that round.
 #[derive(Debug)]
 pub struct Kept {
     pub migration: String,
     pub source: String,
-    pub history: History,
-    /// Complete through this instant (the round's).
-    pub through_ms: i64,
-    /// Rounds it served since it was read whole or checked (this one included; 0 after a whole
-    /// read).
-    pub rounds: u32,
-    /// It holds every stored sample from this instant on (older ones were not read).
-    pub samples_from_ms: i64,
+    pub entry: Taken,
 }
 
 /// A history kept between rounds, or taken out for one.
@@ -100,13 +94,7 @@ impl Histories {
     /// Keep histories whose rounds are committed.
     pub fn keep(&self, kept: impl IntoIterator<Item = Kept>) {
         for k in kept {
-            let taken = Taken {
-                history: k.history,
-                through_ms: k.through_ms,
-                rounds: k.rounds,
-                samples_from_ms: k.samples_from_ms,
-            };
-            self.put(&k.migration, &k.source, taken);
+            self.put(&k.migration, &k.source, k.entry);
         }
     }
 
