@@ -65,8 +65,8 @@ pub struct Settings {
     pub ingress: String,
     /// Where the key is.
     pub key: BridgeKey,
-    /// Most ingress messages being forwarded at once (a RabbitMQ ingress may hold up to twice
-    /// as many unacked: confirmed ones whose coalesced ack waits for an older one).
+    /// Most ingress messages being forwarded at once (a RabbitMQ ingress may hold up to five
+    /// times as many unacked: confirmed ones whose coalesced ack waits for an older one).
     pub prefetch: u16,
     /// The old-side queue consumers read (`brokers.old.queue`).
     pub old_queue: String,

@@ -265,9 +265,9 @@ pub enum AckMode {
     /// RabbitMQ: [`Delivery::ack`] records the ack and returns; within a few milliseconds one
     /// `basic.ack(multiple=true)` acks the lowest contiguous run of acked deliveries (a delivery
     /// is never covered before its own `ack`). Deliveries acked behind an older unacked one wait
-    /// for it, at most `prefetch` of them and at most a second; then they are acked one by one.
-    /// The channel's prefetch is twice `prefetch` to hold them: the caller must keep at most
-    /// `prefetch` deliveries unacked itself. Acks not sent when the subscription is dropped or
+    /// for it, at most four times `prefetch` of them and at most a second; then they are acked
+    /// one by one. The channel's prefetch is five times `prefetch` to hold them: the caller must
+    /// keep at most `prefetch` deliveries unacked itself. Acks not sent when the subscription is dropped or
     /// its connection breaks are lost, so those messages come again (call
     /// [`Subscription::flush_acks`] before a clean stop). NATS, Redis: the same as `PerMessage`.
     Coalesced,
