@@ -212,6 +212,24 @@ async fn drain(
     got
 }
 
+/// `consumer` of group `g` on `q`, its acks coalesced.
+async fn coalesced(
+    adapter: &Adapter,
+    q: &str,
+    consumer: &str,
+    prefetch: u16,
+    visibility: Duration,
+) -> Subscription {
+    let options = SubscribeOptions {
+        consumer: consumer.into(),
+        ..options("g", prefetch, visibility)
+    };
+    adapter
+        .subscribe_with(q, &options, AckMode::Coalesced)
+        .await
+        .unwrap()
+}
+
 /// Coalesced acks (RabbitMQ: one `basic.ack(multiple)` for the lowest run of acked deliveries;
 /// NATS and Redis ack each message anyway) never cover a delivery before its own `ack`: acks out
 /// of order leave gaps, the subscription is dropped without a flush (a crash), and every message
@@ -231,20 +249,7 @@ async fn coalesced_acks_cover_only_what_was_acked(kind: Kind, url: &str) {
         adapter.publish(&q, &stamped(n)).await.unwrap();
     }
     let visibility = Duration::from_secs(1);
-    let subscribe = |consumer: &'static str| {
-        let options = SubscribeOptions {
-            consumer: consumer.into(),
-            ..options("g", 16, visibility)
-        };
-        let adapter = &adapter;
-        let q = q.clone();
-        async move {
-            adapter
-                .subscribe_with(&q, &options, AckMode::Coalesced)
-                .await
-                .unwrap()
-        }
-    };
+    let subscribe = |consumer| coalesced(&adapter, &q, consumer, 16, visibility);
 
     let mut first = subscribe("g-1").await;
     let acked = [1, 2, 4, 7, 8];
@@ -307,19 +312,14 @@ async fn acks_wait_behind_a_gap_up_to_four_times_the_prefetch(kind: Kind, url: &
     for n in 0..N {
         adapter.publish(&q, &stamped(n)).await.unwrap();
     }
-    let subscribe = |consumer: &'static str| {
-        let options = SubscribeOptions {
-            consumer: consumer.into(),
-            ..options("g", PREFETCH as u16, Duration::from_secs(1))
-        };
-        let adapter = &adapter;
-        let q = q.clone();
-        async move {
-            adapter
-                .subscribe_with(&q, &options, AckMode::Coalesced)
-                .await
-                .unwrap()
-        }
+    let subscribe = |consumer| {
+        coalesced(
+            &adapter,
+            &q,
+            consumer,
+            PREFETCH as u16,
+            Duration::from_secs(1),
+        )
     };
 
     let mut first = subscribe("g-1").await;
