@@ -236,7 +236,8 @@ pub struct SubscribeOptions {
     pub group: String,
     /// This instance within the group (Redis consumer name; a tag elsewhere).
     pub consumer: String,
-    /// At most this many unacked deliveries at once.
+    /// At most this many unacked deliveries at once; with [`AckMode::Coalesced`] on RabbitMQ, at
+    /// most this many unsettled by the caller, and up to four times as many more whose ack waits.
     pub prefetch: u16,
     /// A delivery not acked within this time is given to someone else (JetStream `ack_wait`,
     /// Redis `XAUTOCLAIM` idle time; RabbitMQ redelivers on channel close only).
@@ -266,8 +267,8 @@ pub enum AckMode {
     /// `basic.ack(multiple=true)` acks the lowest contiguous run of acked deliveries (a delivery
     /// is never covered before its own `ack`). Deliveries acked behind an older unacked one wait
     /// for it, at most four times `prefetch` of them and at most a second; then they are acked
-    /// one by one. The channel's prefetch is five times `prefetch` to hold them: the caller must
-    /// keep at most `prefetch` deliveries unacked itself. Acks not sent when the subscription is dropped or
+    /// one by one. The channel's prefetch is five times `prefetch` (at most 65,535) to hold
+    /// them: the caller must keep at most `prefetch` deliveries unacked itself. Acks not sent when the subscription is dropped or
     /// its connection breaks are lost, so those messages come again (call
     /// [`Subscription::flush_acks`] before a clean stop). NATS, Redis: the same as `PerMessage`.
     Coalesced,

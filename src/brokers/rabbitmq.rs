@@ -36,10 +36,18 @@ const FLUSH_DELAY: Duration = Duration::from_millis(5);
 /// is acked on its own.
 const MAX_HOLD: Duration = Duration::from_secs(1);
 /// Coalesced acks: how many settled deliveries, in multiples of the caller's `prefetch`, may
-/// wait behind an older unsettled one before they are acked one by one. The bridge leaves such
-/// a gap for each message of a busy key, for a few confirm round trips: with room for only
-/// `prefetch` of them, a quarter of its acks went out one by one at 1,000 keys.
+/// wait behind an older unsettled one before they are acked one by one (see
+/// [`coalesced_limits`]). The bridge leaves such a gap for each message of a busy key, for a few
+/// confirm round trips.
 const HELD_PER_PREFETCH: u16 = 4;
+
+/// The channel's `basic.qos` and the most settled deliveries held behind a gap, for a caller that
+/// keeps at most `prefetch` unsettled: `(HELD_PER_PREFETCH + 1) × prefetch` (at most 65,535) and
+/// what that leaves beside the caller's window (at least 1), so that held acks never shrink it.
+fn coalesced_limits(prefetch: u16) -> (u16, usize) {
+    let qos = prefetch.saturating_mul(HELD_PER_PREFETCH + 1);
+    (qos, usize::from(qos.saturating_sub(prefetch)).max(1))
+}
 
 /// A RabbitMQ adapter: one AMQP connection with a confirming channel shared by every publish,
 /// and the management API (for [`super::Adapter::depth`]).
@@ -290,11 +298,10 @@ impl RabbitMq {
         let tag = ShortString::try_new(format!("{}.{}", options.group, options.consumer))
             .unwrap_or_default();
         let (connection, channel) = self.side_channel("subscribe", queue).await?;
-        // Coalesced: room for the settled deliveries waiting for their ack besides the ones the
-        // caller keeps unsettled, so the held acks do not shrink its window.
+        let (coalesced_qos, held) = coalesced_limits(options.prefetch);
         let qos = match acks {
             AckMode::PerMessage => options.prefetch,
-            AckMode::Coalesced => options.prefetch.saturating_mul(HELD_PER_PREFETCH + 1),
+            AckMode::Coalesced => coalesced_qos,
         };
         bounded(
             "subscribe",
@@ -317,10 +324,7 @@ impl RabbitMq {
             AckMode::Coalesced => {
                 let shared = Arc::new(Coalescer {
                     queue: queue.to_string(),
-                    window: StdMutex::new(AckWindow::new(
-                        usize::from(qos.saturating_sub(options.prefetch)),
-                        MAX_HOLD,
-                    )),
+                    window: StdMutex::new(AckWindow::new(held, MAX_HOLD)),
                     wire: Mutex::new(()),
                     wake: Notify::new(),
                     closed: AtomicBool::new(false),
@@ -766,6 +770,23 @@ fn settled(queue: &str, operation: &'static str, done: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_acks_have_room_beside_the_callers_window() {
+        assert_eq!(coalesced_limits(1), (5, 4));
+        assert_eq!(coalesced_limits(256), (1_280, 1_024));
+        assert_eq!(coalesced_limits(13_107), (65_535, 52_428));
+        // Past 13,107 the channel's prefetch stops at 65,535: the held room is what is left.
+        assert_eq!(coalesced_limits(13_108), (65_535, 52_427));
+        assert_eq!(coalesced_limits(u16::MAX), (65_535, 1));
+        for prefetch in [1, 2, 255, 256, 1_024, 13_107, 13_108, 40_000, u16::MAX] {
+            let (qos, held) = coalesced_limits(prefetch);
+            assert!(
+                usize::from(prefetch) + held <= usize::from(qos) || held == 1,
+                "prefetch {prefetch}: held acks would shrink the window"
+            );
+        }
+    }
 
     #[test]
     fn management_url_is_derived_from_the_amqp_url() {

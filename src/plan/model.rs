@@ -50,7 +50,8 @@ pub struct Bridge {
     pub ingress: String,
     /// Where a message's key is.
     pub key: BridgeKey,
-    /// At most this many ingress messages unacked at once (default 256).
+    /// At most this many ingress messages forwarded at once (default 256); a RabbitMQ ingress
+    /// may hold up to five times as many unacked (confirmed ones whose coalesced ack waits).
     pub prefetch: u16,
 }
 
