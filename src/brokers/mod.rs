@@ -268,9 +268,10 @@ pub enum AckMode {
     /// is never covered before its own `ack`). Deliveries acked behind an older unacked one wait
     /// for it, at most four times `prefetch` of them and at most a second; then they are acked
     /// one by one. The channel's prefetch is five times `prefetch` (at most 65,535) to hold
-    /// them: the caller must keep at most `prefetch` deliveries unacked itself. Acks not sent when the subscription is dropped or
-    /// its connection breaks are lost, so those messages come again (call
-    /// [`Subscription::flush_acks`] before a clean stop). NATS, Redis: the same as `PerMessage`.
+    /// them: the caller must keep at most `prefetch` deliveries unacked itself. Acks not sent
+    /// when the subscription is dropped or its connection breaks are lost, so those messages come
+    /// again (call [`Subscription::flush_acks`] before a clean stop). NATS, Redis: the same as
+    /// `PerMessage`.
     Coalesced,
 }
 
