@@ -17,6 +17,7 @@ pub mod dispositions;
 mod memory;
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_bits;
 
 use std::future::Future;
 
@@ -200,27 +201,63 @@ impl StoredSeries {
         }
     }
 
-    /// [`StoredSeries::push_row`] for a row of `scrape_points` (`series`, `metric`, `labels`,
-    /// `at`, `value`), of either backend.
-    pub(super) fn push_stored_row<'r, R>(all: &mut Vec<StoredSeries>, row: &'r R) -> Result<()>
+    /// The `series`, `metric` and `labels` of a row read for a series, of either backend.
+    pub(super) fn names_of<R>(row: &R) -> Result<(String, String, String)>
     where
         R: sqlx::Row,
         &'static str: sqlx::ColumnIndex<R>,
-        &'r str: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-        i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-        f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        String: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     {
-        StoredSeries::push_row(
-            all,
-            (
-                row.try_get("series")?,
-                row.try_get("metric")?,
-                row.try_get("labels")?,
-            ),
-            row.try_get("at")?,
-            row.try_get("value")?,
-        );
-        Ok(())
+        Ok((
+            row.try_get("series")?,
+            row.try_get("metric")?,
+            row.try_get("labels")?,
+        ))
+    }
+
+    /// A series read as one row, its instants and its values in two arrays of the same order
+    /// (PostgreSQL's `array_agg`).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the arrays differ in length.
+    pub(super) fn from_arrays(
+        (series, metric, labels): (String, String, String),
+        at_ms: Vec<i64>,
+        values: Vec<f64>,
+    ) -> Result<StoredSeries> {
+        if at_ms.len() != values.len() {
+            return Err(StoreError::Corrupt(format!(
+                "series {series:?}: {} instants for {} values",
+                at_ms.len(),
+                values.len()
+            )));
+        }
+        Ok(StoredSeries {
+            series,
+            metric,
+            labels,
+            points: at_ms.into_iter().zip(values).collect(),
+        })
+    }
+
+    /// [`StoredSeries::from_arrays`] for arrays written as lists of integers separated by
+    /// commas (SQLite's `group_concat`, see [`parse_list`]), the values as their bits (see
+    /// [`sqlite_bits`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when an item is not an integer or the lists differ in length.
+    pub(super) fn from_lists(
+        names: (String, String, String),
+        at_ms: &str,
+        value_bits: &str,
+    ) -> Result<StoredSeries> {
+        let what = &names.0;
+        let at_ms = parse_list(at_ms, what)?;
+        let values = parse_list(value_bits, what)?
+            .into_iter()
+            .map(sqlite_bits::from_bits)
+            .collect();
+        StoredSeries::from_arrays(names, at_ms, values)
     }
 
     /// One [`StoredPoint`] per sample.
@@ -456,8 +493,10 @@ pub trait Store: Send + Sync {
     /// instants are all there.
     ///
     /// # Guarantees
-    /// - The rows are decoded as they come: the rows of a source's history are never all held
-    ///   at once beside its samples.
+    /// - The database hands over one row per series (its instants and values aggregated, in
+    ///   the order of time) and one row for the instants, not one per sample, and each is
+    ///   decoded as it comes: the rows of a source's history are never all held at once beside
+    ///   its samples.
     /// - The instants are read before the samples: a scrape another process commits between
     ///   the two reads brings its samples, whose instants the reader adds, never an instant
     ///   without its samples (which a check of the instants,
@@ -494,6 +533,26 @@ pub trait Store: Send + Sync {
 /// `samples_from_ms`.
 pub(crate) fn samples_after(after_ms: i64, samples_from_ms: i64) -> i64 {
     after_ms.max(samples_from_ms.saturating_sub(1))
+}
+
+/// The integers of a list separated by commas, as SQLite's `group_concat` writes them (in
+/// full: exact). An empty list (no rows) is empty.
+///
+/// # Errors
+/// [`StoreError::Corrupt`], naming `what`, for an item that is not an integer.
+pub(crate) fn parse_list(list: &str, what: &str) -> Result<Vec<i64>> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(|item| {
+            item.parse().map_err(|_| {
+                StoreError::Corrupt(format!(
+                    "{what}: {item:?} in a stored list is not an integer"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The step stored beside a state (the inverse of [`parse_state`]).

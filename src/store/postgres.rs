@@ -593,28 +593,34 @@ impl Store for PgStore {
         after_ms: i64,
         samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-        let times = sqlx::query(
-            "SELECT at FROM scrape_times WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY at",
+        let times: Option<Vec<i64>> = sqlx::query_scalar(
+            "SELECT array_agg(at ORDER BY at) FROM scrape_times \
+             WHERE migration = $1 AND source = $2 AND at > $3",
         )
         .bind(name)
         .bind(source)
         .bind(after_ms)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|r| r.try_get("at"))
-        .collect::<Result<Vec<i64>, _>>()?;
+        .fetch_one(&self.pool)
+        .await?;
+        let times = times.unwrap_or_default();
         let mut series = Vec::new();
         let mut rows = sqlx::query(
-            r#"SELECT series, metric, labels, at, value FROM scrape_points
-               WHERE migration = $1 AND source = $2 AND at > $3 ORDER BY series COLLATE "C", at"#,
+            r#"SELECT series, metric, labels, array_agg(at ORDER BY at) AS ats,
+                      array_agg(value ORDER BY at) AS vals
+               FROM scrape_points WHERE migration = $1 AND source = $2 AND at > $3
+               GROUP BY series, metric, labels
+               ORDER BY series COLLATE "C", min(at), metric COLLATE "C", labels COLLATE "C""#,
         )
         .bind(name)
         .bind(source)
         .bind(samples_after(after_ms, samples_from_ms))
         .fetch(&self.pool);
         while let Some(r) = rows.try_next().await? {
-            StoredSeries::push_stored_row(&mut series, &r)?;
+            series.push(StoredSeries::from_arrays(
+                StoredSeries::names_of(&r)?,
+                r.try_get("ats")?,
+                r.try_get("vals")?,
+            )?);
         }
         Ok((series, times))
     }

@@ -88,10 +88,7 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await?;
+        let pool = pool_options().connect_with(options).await?;
         let migrations = schema
             .iter()
             .map(|(version, description, sql)| {
@@ -107,6 +104,13 @@ impl SqliteStore {
         Migrator::with_migrations(migrations).run(&pool).await?;
         Ok(SqliteStore { pool })
     }
+}
+
+/// The store's pool: a few connections, each with the SQL function of [`super::sqlite_bits`].
+pub(super) fn pool_options() -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .max_connections(4)
+        .after_connect(|conn, _| Box::pin(super::sqlite_bits::register(conn)))
 }
 
 fn b(v: bool) -> i64 {
@@ -214,9 +218,18 @@ pub(super) const FLEET_MEMORY: &str = "SELECT g.* FROM migrations m CROSS JOIN g
      ORDER BY g.migration, g.at, g.gate, g.kind";
 
 /// The samples of a source stored after an instant (a seek on the key: see
-/// `migrations/sqlite/0005_scrape_points_by_time.sql`).
-pub(super) const POINTS_AFTER: &str = "SELECT series, metric, labels, at, value FROM scrape_points \
-     WHERE migration = ? AND source = ? AND at > ? ORDER BY series, at";
+/// `migrations/sqlite/0005_scrape_points_by_time.sql`), one row per series: its instants and
+/// the bits of its values in the order of time (see [`super::parse_list`] and
+/// [`super::sqlite_bits`]).
+pub(super) const POINTS_AFTER: &str = "SELECT series, metric, labels, \
+     group_concat(at, ',' ORDER BY at) AS ats, \
+     group_concat(qm_f64_bits(value), ',' ORDER BY at) AS vals \
+     FROM scrape_points WHERE migration = ? AND source = ? AND at > ? \
+     GROUP BY series, metric, labels ORDER BY series, min(at), metric, labels";
+
+/// The scrape instants of a source after an instant, as one list (see [`super::parse_list`]).
+const TIMES_AFTER: &str = "SELECT group_concat(at, ',' ORDER BY at) AS ats FROM scrape_times \
+     WHERE migration = ? AND source = ? AND at > ?";
 
 /// The samples of a source older than the retention.
 pub(super) const PRUNE_POINTS: &str =
@@ -560,17 +573,13 @@ impl Store for SqliteStore {
         after_ms: i64,
         samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-        let times = sqlx::query(
-            "SELECT at FROM scrape_times WHERE migration = ? AND source = ? AND at > ? ORDER BY at",
-        )
-        .bind(name)
-        .bind(source)
-        .bind(after_ms)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|r| r.try_get("at"))
-        .collect::<Result<Vec<i64>, _>>()?;
+        let times: Option<String> = sqlx::query_scalar(TIMES_AFTER)
+            .bind(name)
+            .bind(source)
+            .bind(after_ms)
+            .fetch_one(&self.pool)
+            .await?;
+        let times = super::parse_list(times.as_deref().unwrap_or_default(), source)?;
         let mut series = Vec::new();
         let mut rows = sqlx::query(POINTS_AFTER)
             .bind(name)
@@ -578,7 +587,11 @@ impl Store for SqliteStore {
             .bind(samples_after(after_ms, samples_from_ms))
             .fetch(&self.pool);
         while let Some(r) = rows.try_next().await? {
-            StoredSeries::push_stored_row(&mut series, &r)?;
+            series.push(StoredSeries::from_lists(
+                StoredSeries::names_of(&r)?,
+                r.try_get("ats")?,
+                r.try_get("vals")?,
+            )?);
         }
         Ok((series, times))
     }
