@@ -525,8 +525,8 @@ async fn dead_letters<S: Store>(
     Some((Observation::Value(value), Some(reading.reason(5))))
 }
 
-/// Add stored rows to `history`: each run of rows of one series (the store returns them series
-/// by series) has its labels parsed once. A row whose labels cannot be read is left out (the
+/// Add stored series to `history` (the store returns a source's samples series by series),
+/// each series' labels parsed once. A series whose labels cannot be read is left out (the
 /// history is a cache of observations, and a missing point only delays a rate).
 fn add_stored(history: &mut History, stored: Vec<StoredSeries>) {
     for series in stored {

@@ -51,6 +51,11 @@ pub enum StoreError {
         "unsupported state URL {0:?}: use a path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
     )]
     UnsupportedUrl(String),
+    /// The SQLite library this build links is older than the store's queries need.
+    #[error(
+        "this build links SQLite {0}, older than the 3.44 the state store needs; build with sqlx's bundled SQLite (the default: do not set LIBSQLITE3_SYS_USE_PKG_CONFIG)"
+    )]
+    SqliteTooOld(String),
     /// The database itself failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -180,6 +185,7 @@ pub struct StoredSeries {
 impl StoredSeries {
     /// Add the row `(series, metric, labels, at_ms, value)` to the series it continues, or start
     /// one: rows read in the order of their series come out one `StoredSeries` per series.
+    #[cfg(test)]
     pub fn push_row(
         all: &mut Vec<StoredSeries>,
         (series, metric, labels): (&str, &str, &str),
@@ -487,8 +493,10 @@ pub trait Store: Send + Sync {
             Ok((StoredSeries::into_points(series), times))
         }
     }
-    /// The samples of [`Store::load_points_after`] series by series (ordered by series key,
-    /// then time), each series' name and labels read once: what the controller reads. Samples
+    /// The samples of [`Store::load_points_after`] series by series, each series' name and
+    /// labels read once: what the controller reads. They come ordered by series key, then (for
+    /// a series whose labels changed) by the first instant of each set of labels, then by time.
+    /// Samples
     /// older than `samples_from_ms` are left out (what no query can reach any more); the
     /// instants are all there.
     ///

@@ -78,6 +78,9 @@ impl SqliteStore {
         url: &str,
         schema: &[(i64, &'static str, &'static str)],
     ) -> Result<SqliteStore> {
+        if let Some(version) = super::sqlite_bits::too_old() {
+            return Err(StoreError::SqliteTooOld(version));
+        }
         let url = if url.starts_with("sqlite:") {
             url.to_string()
         } else {

@@ -6,7 +6,9 @@
 //!
 //! # Guarantees
 //! - `qm_f64_bits(x)` is `x`'s bits for a real (an integer is first converted to a real, as
-//!   SQLite does) and NULL for NULL; [`from_bits`] turns the integer back into the same double.
+//!   SQLite does), and NULL for anything else (NULL, text, a blob: a value edited by hand is
+//!   left out of the list, whose length then gives it away); [`from_bits`] turns the integer
+//!   back into the same double.
 
 use std::ffi::{CStr, c_int};
 
@@ -22,21 +24,46 @@ pub(super) fn from_bits(bits: i64) -> f64 {
 }
 
 /// The function itself, as SQLite calls it (with one value: it is registered with one).
-extern "C" fn f64_bits(
+///
+/// # Safety
+/// `ctx` and the `argc` values in `argv` must be valid for the call, as SQLite passes them.
+unsafe extern "C" fn f64_bits(
     ctx: *mut ffi::sqlite3_context,
     argc: c_int,
     argv: *mut *mut ffi::sqlite3_value,
 ) {
-    // SAFETY: SQLite passes `argc` valid values in `argv` and a valid context, for the
-    // duration of the call.
+    // SAFETY: as the caller guarantees; `*argv` is read only when there is one value.
     unsafe {
-        if argc != 1 || ffi::sqlite3_value_type(*argv) == ffi::SQLITE_NULL {
+        let number = argc == 1
+            && matches!(
+                ffi::sqlite3_value_type(*argv),
+                ffi::SQLITE_FLOAT | ffi::SQLITE_INTEGER
+            );
+        if !number {
             ffi::sqlite3_result_null(ctx);
             return;
         }
         let bits = ffi::sqlite3_value_double(*argv).to_bits();
         ffi::sqlite3_result_int64(ctx, i64::from_ne_bytes(bits.to_ne_bytes()));
     }
+}
+
+/// The oldest SQLite whose aggregates take an `ORDER BY` (3.44.0), which the store's reads of a
+/// history use.
+const OLDEST_VERSION: c_int = 3_044_000;
+
+/// The version of the SQLite library linked in, when it is older than the store's queries need
+/// ([`OLDEST_VERSION`]); `None` when it will do. sqlx links its bundled SQLite (3.51 with this
+/// lock file), unless the build was told to use the system's.
+pub(super) fn too_old() -> Option<String> {
+    // SAFETY: both calls only read constants of the library.
+    let (number, text) = unsafe {
+        (
+            ffi::sqlite3_libversion_number(),
+            CStr::from_ptr(ffi::sqlite3_libversion()),
+        )
+    };
+    (number < OLDEST_VERSION).then(|| text.to_string_lossy().into_owned())
 }
 
 /// Add `qm_f64_bits` to `conn` (every connection of the store's pool, as it opens).
@@ -70,5 +97,29 @@ pub(super) async fn register(conn: &mut SqliteConnection) -> Result<(), sqlx::Er
             )
             .into(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_linked_sqlite_takes_ordered_aggregates() {
+        assert_eq!(too_old(), None);
+    }
+
+    #[test]
+    fn bits_read_back_as_the_same_double() {
+        for v in [
+            0.0,
+            -1.5,
+            f64::MIN_POSITIVE,
+            f64::from_bits(1),
+            f64::INFINITY,
+        ] {
+            let bits = i64::from_ne_bytes(v.to_bits().to_ne_bytes());
+            assert_eq!(from_bits(bits).to_bits(), v.to_bits());
+        }
     }
 }
