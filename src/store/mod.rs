@@ -496,9 +496,8 @@ pub trait Store: Send + Sync {
     /// The samples of [`Store::load_points_after`] series by series, each series' name and
     /// labels read once: what the controller reads. They come ordered by series key, then (for
     /// a series whose labels changed) by the first instant of each set of labels, then by time.
-    /// Samples
-    /// older than `samples_from_ms` are left out (what no query can reach any more); the
-    /// instants are all there.
+    /// Samples older than `samples_from_ms` are left out (what no query can reach any more);
+    /// the instants are all there.
     ///
     /// # Guarantees
     /// - The database hands over one row per series (its instants and values aggregated, in
