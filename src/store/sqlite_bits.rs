@@ -18,6 +18,11 @@ use sqlx::SqliteConnection;
 /// The function's name, as the queries spell it.
 const NAME: &CStr = c"qm_f64_bits";
 
+/// The bits of `value` as the integer `qm_f64_bits` answers (the inverse of [`from_bits`]).
+pub(super) fn to_bits(value: f64) -> i64 {
+    i64::from_ne_bytes(value.to_bits().to_ne_bytes())
+}
+
 /// The double whose bits `qm_f64_bits` answered.
 pub(super) fn from_bits(bits: i64) -> f64 {
     f64::from_bits(u64::from_ne_bytes(bits.to_ne_bytes()))
@@ -43,8 +48,7 @@ unsafe extern "C" fn f64_bits(
             ffi::sqlite3_result_null(ctx);
             return;
         }
-        let bits = ffi::sqlite3_value_double(*argv).to_bits();
-        ffi::sqlite3_result_int64(ctx, i64::from_ne_bytes(bits.to_ne_bytes()));
+        ffi::sqlite3_result_int64(ctx, to_bits(ffi::sqlite3_value_double(*argv)));
     }
 }
 
@@ -118,8 +122,7 @@ mod tests {
             f64::from_bits(1),
             f64::INFINITY,
         ] {
-            let bits = i64::from_ne_bytes(v.to_bits().to_ne_bytes());
-            assert_eq!(from_bits(bits).to_bits(), v.to_bits());
+            assert_eq!(from_bits(to_bits(v)).to_bits(), v.to_bits());
         }
     }
 }

@@ -862,7 +862,7 @@ fn a_stored_list_that_is_not_integers_is_corrupt() {
         );
     }
     let names = || ("s".to_string(), "m".to_string(), "[]".to_string());
-    let bits = |v: f64| i64::from_ne_bytes(v.to_bits().to_ne_bytes());
+    let bits = super::sqlite_bits::to_bits;
     assert!(matches!(
         StoredSeries::from_lists(names(), "1,2", &bits(1.5).to_string()),
         Err(StoreError::Corrupt(_))
