@@ -38,22 +38,38 @@ if [ "$HISTORY_SCRAPES" -gt 0 ]; then
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 n = int(sys.argv[2])
-newest = db.execute("SELECT migration, source, MAX(at) FROM scrape_times GROUP BY 1, 2").fetchall()
-for (m, s, at) in newest:
-    pts = db.execute("SELECT series, metric, labels, value FROM scrape_points"
-                     " WHERE migration = ? AND source = ? AND at = ?", (m, s, at)).fetchall()
-    db.executemany("INSERT OR IGNORE INTO scrape_times (migration, source, at) VALUES (?, ?, ?)",
-                   ((m, s, at - 2000 * k) for k in range(1, n + 1)))
-    db.executemany("INSERT OR IGNORE INTO scrape_points (migration, source, series, metric, labels, at, value)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   ((m, s, se, me, la, at - 2000 * k, v) for k in range(1, n + 1) for (se, me, la, v) in pts))
+if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'scrapes'").fetchone():
+    # One row per scrape (SQLite schema 6 on).
+    newest = db.execute("SELECT migration, source, at, samples FROM scrapes s WHERE at = "
+                        "(SELECT MAX(at) FROM scrapes t WHERE t.migration = s.migration AND t.source = s.source)").fetchall()
+    for (m, s, at, samples) in newest:
+        db.executemany("INSERT OR IGNORE INTO scrapes (migration, source, at, samples) VALUES (?, ?, ?, ?)",
+                       ((m, s, at - 2000 * k, samples) for k in range(1, n + 1)))
+else:
+    newest = db.execute("SELECT migration, source, MAX(at) FROM scrape_times GROUP BY 1, 2").fetchall()
+    for (m, s, at) in newest:
+        pts = db.execute("SELECT series, metric, labels, value FROM scrape_points"
+                         " WHERE migration = ? AND source = ? AND at = ?", (m, s, at)).fetchall()
+        db.executemany("INSERT OR IGNORE INTO scrape_times (migration, source, at) VALUES (?, ?, ?)",
+                       ((m, s, at - 2000 * k) for k in range(1, n + 1)))
+        db.executemany("INSERT OR IGNORE INTO scrape_points (migration, source, series, metric, labels, at, value)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       ((m, s, se, me, la, at - 2000 * k, v) for k in range(1, n + 1) for (se, me, la, v) in pts))
 db.commit()
 PY
 fi
 SRC=$work/fleet.db
 cp "$SRC" "$work/base.db"
 cp "$SRC" "$work/new.db"
-samples() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM scrape_points").fetchone()[0])' "$1"; }
+samples() { # the scrape samples stored, whichever schema the store has
+  python3 - "$1" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+new = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'scrapes'").fetchone()
+q = "SELECT COALESCE(SUM(json_array_length(samples)), 0) FROM scrapes" if new else "SELECT COUNT(*) FROM scrape_points"
+print(db.execute(q).fetchone()[0])
+PY
+}
 cpu_of() { awk '{ split($0, a, ") "); split(a[2], f, " "); printf "%.2f", (f[12] + f[13]) / 100 }' "/proc/$1/stat"; }
 prom_pid=$(pgrep -f '^[^ ]*prometheus .*--config' | head -1 || true)
 prom_cpu() { if [ -n "$prom_pid" ]; then cpu_of "$prom_pid"; else echo 0; fi; }

@@ -356,8 +356,8 @@ async fn scrape_sources<S: Store>(
                     history.prune(keep_from);
                     // A NaN sample (legal in the exposition: a summary with no observations) is
                     // read this round from memory, where a query makes it "no data"; it is not
-                    // kept, because SQLite stores NaN as NULL and refused the whole round (a
-                    // store error instead of a hold).
+                    // kept (a query reads a missing sample the same way). When samples were a
+                    // REAL column, SQLite stored NaN as NULL and refused the whole round.
                     let points: Vec<StoredPoint> = history
                         .points_at(now_ms)
                         .filter(|p| !p.value.is_nan())

@@ -16,6 +16,7 @@ pub mod any;
 pub mod dispositions;
 mod memory;
 pub mod postgres;
+mod scrapes;
 pub mod sqlite;
 mod sqlite_bits;
 
@@ -53,7 +54,7 @@ pub enum StoreError {
     UnsupportedUrl(String),
     /// The SQLite library this build links is older than the store's queries need.
     #[error(
-        "this build links SQLite {0}, older than the 3.44 the state store needs; build with sqlx's bundled SQLite (the default: do not set LIBSQLITE3_SYS_USE_PKG_CONFIG)"
+        "this build links SQLite {0}, older than the 3.38 the state store needs; build with sqlx's bundled SQLite (the default: do not set LIBSQLITE3_SYS_USE_PKG_CONFIG)"
     )]
     SqliteTooOld(String),
     /// The database itself failed.
@@ -207,65 +208,6 @@ impl StoredSeries {
         }
     }
 
-    /// The `series`, `metric` and `labels` of a row read for a series, of either backend.
-    pub(super) fn names_of<R>(row: &R) -> Result<(String, String, String)>
-    where
-        R: sqlx::Row,
-        &'static str: sqlx::ColumnIndex<R>,
-        String: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    {
-        Ok((
-            row.try_get("series")?,
-            row.try_get("metric")?,
-            row.try_get("labels")?,
-        ))
-    }
-
-    /// A series read as one row, its instants and its values in two arrays of the same order
-    /// (PostgreSQL's `array_agg`).
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`] when the arrays differ in length.
-    pub(super) fn from_arrays(
-        (series, metric, labels): (String, String, String),
-        at_ms: Vec<i64>,
-        values: Vec<f64>,
-    ) -> Result<StoredSeries> {
-        if at_ms.len() != values.len() {
-            return Err(StoreError::Corrupt(format!(
-                "series {series:?}: {} instants for {} values",
-                at_ms.len(),
-                values.len()
-            )));
-        }
-        Ok(StoredSeries {
-            series,
-            metric,
-            labels,
-            points: at_ms.into_iter().zip(values).collect(),
-        })
-    }
-
-    /// [`StoredSeries::from_arrays`] for arrays written as lists of integers separated by
-    /// commas (SQLite's `group_concat`, see [`parse_list`]), the values as their bits (see
-    /// [`sqlite_bits`]).
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`] when an item is not an integer or the lists differ in length.
-    pub(super) fn from_lists(
-        names: (String, String, String),
-        at_ms: &str,
-        value_bits: &str,
-    ) -> Result<StoredSeries> {
-        let what = &names.0;
-        let at_ms = parse_list(at_ms, what)?;
-        let values = parse_list(value_bits, what)?
-            .into_iter()
-            .map(sqlite_bits::from_bits)
-            .collect();
-        StoredSeries::from_arrays(names, at_ms, values)
-    }
-
     /// One [`StoredPoint`] per sample.
     pub fn into_points(all: Vec<StoredSeries>) -> Vec<StoredPoint> {
         all.into_iter()
@@ -326,22 +268,6 @@ impl<'a> SourceRows<'a> {
                     keep_from_ms: s.keep_from_ms,
                 })
             })
-            .collect()
-    }
-
-    /// Each sample with its migration and source, in order.
-    pub fn points(sources: &[SourceRows<'a>]) -> Vec<(&'a str, &'a str, &'a StoredPoint)> {
-        sources
-            .iter()
-            .flat_map(|s| s.points.iter().map(move |p| (s.name, s.source, p)))
-            .collect()
-    }
-
-    /// Each scrape instant with its migration and source, in order.
-    pub fn scrape_times(sources: &[SourceRows<'a>]) -> Vec<(&'a str, &'a str, i64)> {
-        sources
-            .iter()
-            .flat_map(|s| s.scrape_times.iter().map(move |&at| (s.name, s.source, at)))
             .collect()
     }
 }
@@ -500,10 +426,8 @@ pub trait Store: Send + Sync {
     /// the instants are all there.
     ///
     /// # Guarantees
-    /// - The database hands over one row per series (its instants and values aggregated, in
-    ///   the order of time) and one row for the instants, not one per sample, and each is
-    ///   decoded as it comes: the rows of a source's history are never all held at once beside
-    ///   its samples.
+    /// - The database hands over two rows per source, not one per sample: the instants as one
+    ///   list, and the scrapes' samples joined into one text ([`scrapes::series_of`]).
     /// - The instants are read before the samples: a scrape another process commits between
     ///   the two reads brings its samples, whose instants the reader adds, never an instant
     ///   without its samples (which a check of the instants,

@@ -10,7 +10,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use futures_util::TryStreamExt as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
@@ -18,7 +17,7 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
     RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
-    parse_state, samples_after, step_of,
+    parse_state, samples_after, scrapes, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -43,6 +42,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         4,
         "scrape points by time",
         include_str!("../../migrations/postgres/0004_scrape_points_by_time.sql"),
+    ),
+    (
+        5,
+        "scrapes",
+        include_str!("../../migrations/postgres/0005_scrapes.sql"),
     ),
 ];
 
@@ -161,55 +165,29 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 
-/// A source's points and scrape instants added, and its history pruned (in the caller's
-/// transaction).
-/// The sources' points and scrape instants added, then each source's history pruned: one
-/// statement per table for the whole fleet's round (arrays + UNNEST), in the caller's
-/// transaction.
+/// The sources' scrapes added, one row per (migration, source, instant), then each source's
+/// history pruned: one statement each for the whole fleet's round (arrays + UNNEST), in the
+/// caller's transaction. A scrape already stored keeps its samples and gets these after them
+/// (which win over its own for the same series).
 async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> Result<()> {
-    // A point given twice for one (migration, source, series, at) keeps the last, as SQLite's
-    // INSERT OR REPLACE does (and ON CONFLICT DO UPDATE may touch a row only once per
-    // statement).
-    let all = SourceRows::points(sources);
-    let mut last: HashMap<(&str, &str, &str, i64), usize> = HashMap::with_capacity(all.len());
-    for (i, (name, source, p)) in all.iter().enumerate() {
-        last.insert((name, source, p.series.as_str(), p.at_ms), i);
-    }
-    let mut keep: Vec<usize> = last.into_values().collect();
-    keep.sort_unstable();
-    let mut columns = PointColumns::with_capacity(keep.len());
-    for i in keep {
-        columns.push(all[i]);
-    }
-    let times = SourceRows::scrape_times(sources);
-    if !times.is_empty() {
-        let (names, (srcs, ats)): (Vec<&str>, (Vec<&str>, Vec<i64>)) =
-            times.into_iter().map(|(n, s, at)| (n, (s, at))).unzip();
+    let rows = scrapes::rows_of(sources)?;
+    if !rows.is_empty() {
+        let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
+        let srcs: Vec<&str> = rows.iter().map(|r| r.source).collect();
+        let ats: Vec<i64> = rows.iter().map(|r| r.at_ms).collect();
+        let samples: Vec<&str> = rows.iter().map(|r| r.samples.as_str()).collect();
         sqlx::query(
-            "INSERT INTO scrape_times (migration, source, at) \
-             SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) ON CONFLICT DO NOTHING",
+            "INSERT INTO scrapes (migration, source, at, samples) \
+             SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[]) \
+             ON CONFLICT (migration, source, at) DO UPDATE SET samples = CASE \
+             WHEN EXCLUDED.samples = '[]' THEN scrapes.samples \
+             WHEN scrapes.samples = '[]' THEN EXCLUDED.samples \
+             ELSE left(scrapes.samples, -1) || ',' || substr(EXCLUDED.samples, 2) END",
         )
         .bind(&names)
         .bind(&srcs)
         .bind(&ats)
-        .execute(&mut *conn)
-        .await?;
-    }
-    if !columns.names.is_empty() {
-        sqlx::query(
-            "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
-             SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], \
-             $6::BIGINT[], $7::DOUBLE PRECISION[]) \
-             ON CONFLICT (migration, source, series, at) DO UPDATE SET \
-             metric = EXCLUDED.metric, labels = EXCLUDED.labels, value = EXCLUDED.value",
-        )
-        .bind(&columns.names)
-        .bind(&columns.sources)
-        .bind(&columns.series)
-        .bind(&columns.metrics)
-        .bind(&columns.labels)
-        .bind(&columns.ats)
-        .bind(&columns.values)
+        .bind(&samples)
         .execute(&mut *conn)
         .await?;
     }
@@ -217,63 +195,21 @@ async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> R
         let names: Vec<&str> = sources.iter().map(|s| s.name).collect();
         let srcs: Vec<&str> = sources.iter().map(|s| s.source).collect();
         let keep_from: Vec<i64> = sources.iter().map(|s| s.keep_from_ms).collect();
-        for prune in [PRUNE_TIMES, PRUNE_POINTS] {
-            sqlx::query(prune)
-                .bind(&names)
-                .bind(&srcs)
-                .bind(&keep_from)
-                .execute(&mut *conn)
-                .await?;
-        }
+        sqlx::query(PRUNE_SCRAPES)
+            .bind(&names)
+            .bind(&srcs)
+            .bind(&keep_from)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
 
-/// Each source's scrape instants older than its retention (`$1` names, `$2` sources, `$3` the
+/// Each source's scrapes older than its retention (`$1` names, `$2` sources, `$3` the
 /// instants each keeps from), for many sources in one statement.
-const PRUNE_TIMES: &str = "DELETE FROM scrape_times t \
+const PRUNE_SCRAPES: &str = "DELETE FROM scrapes t \
      USING UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS k(migration, source, keep_from) \
      WHERE t.migration = k.migration AND t.source = k.source AND t.at < k.keep_from";
-
-/// Each source's samples older than its retention, as [`PRUNE_TIMES`].
-const PRUNE_POINTS: &str = "DELETE FROM scrape_points t \
-     USING UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS k(migration, source, keep_from) \
-     WHERE t.migration = k.migration AND t.source = k.source AND t.at < k.keep_from";
-
-/// Samples as the columns UNNEST reads.
-struct PointColumns<'a> {
-    names: Vec<&'a str>,
-    sources: Vec<&'a str>,
-    series: Vec<&'a str>,
-    metrics: Vec<&'a str>,
-    labels: Vec<&'a str>,
-    ats: Vec<i64>,
-    values: Vec<f64>,
-}
-
-impl<'a> PointColumns<'a> {
-    fn with_capacity(n: usize) -> Self {
-        PointColumns {
-            names: Vec::with_capacity(n),
-            sources: Vec::with_capacity(n),
-            series: Vec::with_capacity(n),
-            metrics: Vec::with_capacity(n),
-            labels: Vec::with_capacity(n),
-            ats: Vec::with_capacity(n),
-            values: Vec::with_capacity(n),
-        }
-    }
-
-    fn push(&mut self, (name, source, p): (&'a str, &'a str, &'a StoredPoint)) {
-        self.names.push(name);
-        self.sources.push(source);
-        self.series.push(&p.series);
-        self.metrics.push(&p.metric);
-        self.labels.push(&p.labels);
-        self.ats.push(p.at_ms);
-        self.values.push(p.value);
-    }
-}
 
 /// The memory of every gate of a migration in one step, oldest evaluation first.
 pub(super) const LATEST_EVALUATIONS: &str = r#"SELECT * FROM gate_memory WHERE migration = $1
@@ -576,7 +512,7 @@ impl Store for PgStore {
         through_ms: i64,
     ) -> Result<(i64, i64)> {
         let row = sqlx::query(
-            "SELECT COUNT(*)::BIGINT AS n, COALESCE(SUM(at), 0)::BIGINT AS total FROM scrape_times WHERE migration = $1 AND source = $2 AND at <= $3",
+            "SELECT COUNT(*)::BIGINT AS n, COALESCE(SUM(at), 0)::BIGINT AS total FROM scrapes WHERE migration = $1 AND source = $2 AND at <= $3",
         )
         .bind(name)
         .bind(source)
@@ -594,34 +530,28 @@ impl Store for PgStore {
         samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
         let times: Option<Vec<i64>> = sqlx::query_scalar(
-            "SELECT array_agg(at ORDER BY at) FROM scrape_times \
-             WHERE migration = $1 AND source = $2 AND at > $3",
+            "SELECT array_agg(at) FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3",
         )
         .bind(name)
         .bind(source)
         .bind(after_ms)
         .fetch_one(&self.pool)
         .await?;
-        let times = times.unwrap_or_default();
-        let mut series = Vec::new();
-        let mut rows = sqlx::query(
-            r#"SELECT series, metric, labels, array_agg(at ORDER BY at) AS ats,
-                      array_agg(value ORDER BY at) AS vals
-               FROM scrape_points WHERE migration = $1 AND source = $2 AND at > $3
-               GROUP BY series, metric, labels
-               ORDER BY series COLLATE "C", min(at), metric COLLATE "C", labels COLLATE "C""#,
+        let mut times = times.unwrap_or_default();
+        times.sort_unstable();
+        let text: Option<String> = sqlx::query_scalar(
+            "SELECT '[' || string_agg('[' || at || ',' || samples || ']', ',') || ']' \
+             FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3",
         )
         .bind(name)
         .bind(source)
         .bind(samples_after(after_ms, samples_from_ms))
-        .fetch(&self.pool);
-        while let Some(r) = rows.try_next().await? {
-            series.push(StoredSeries::from_arrays(
-                StoredSeries::names_of(&r)?,
-                r.try_get("ats")?,
-                r.try_get("vals")?,
-            )?);
-        }
+        .fetch_one(&self.pool)
+        .await?;
+        let series = match text {
+            Some(text) => scrapes::series_of(&text, source)?,
+            None => Vec::new(),
+        };
         Ok((series, times))
     }
 

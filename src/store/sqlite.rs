@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
-use futures_util::TryStreamExt as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
@@ -13,7 +12,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
     RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
-    parse_state, samples_after, step_of,
+    parse_state, samples_after, scrapes, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -43,6 +42,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         5,
         "scrape points by time",
         include_str!("../../migrations/sqlite/0005_scrape_points_by_time.sql"),
+    ),
+    (
+        6,
+        "scrapes",
+        include_str!("../../migrations/sqlite/0006_scrapes.sql"),
     ),
 ];
 
@@ -220,66 +224,49 @@ pub(super) const FLEET_MEMORY: &str = "SELECT g.* FROM migrations m CROSS JOIN g
      WHERE g.migration = m.name AND g.step_entered = m.entered_at \
      ORDER BY g.migration, g.at, g.gate, g.kind";
 
-/// The samples of a source stored after an instant (a seek on the key: see
-/// `migrations/sqlite/0005_scrape_points_by_time.sql`), one row per series: its instants and
-/// the bits of its values in the order of time (see [`super::parse_list`] and
-/// [`super::sqlite_bits`]).
-pub(super) const POINTS_AFTER: &str = "SELECT series, metric, labels, \
-     group_concat(at, ',' ORDER BY at) AS ats, \
-     group_concat(qm_f64_bits(value), ',' ORDER BY at) AS vals \
-     FROM scrape_points WHERE migration = ? AND source = ? AND at > ? \
-     GROUP BY series, metric, labels ORDER BY series, min(at), metric, labels";
+/// The scrapes of a source stored after an instant (a seek on the key), joined into one text
+/// `[[at, samples], ...]` (see [`super::scrapes::series_of`]); NULL when there are none.
+pub(super) const SCRAPES_AFTER: &str = "SELECT '[' || group_concat('[' || at || ',' || samples \
+     || ']', ',') || ']' FROM scrapes WHERE migration = ? AND source = ? AND at > ?";
 
-/// The scrape instants of a source after an instant, as one list (see [`super::parse_list`]).
-const TIMES_AFTER: &str = "SELECT group_concat(at, ',' ORDER BY at) AS ats FROM scrape_times \
+/// The scrape instants of a source after an instant, as one list (see [`super::parse_list`]),
+/// read from the key alone.
+pub(super) const TIMES_AFTER: &str = "SELECT group_concat(at, ',') AS ats FROM scrapes \
      WHERE migration = ? AND source = ? AND at > ?";
 
-/// The samples of a source older than the retention.
-pub(super) const PRUNE_POINTS: &str =
-    "DELETE FROM scrape_points WHERE migration = ? AND source = ? AND at < ?";
+/// The scrapes of a source older than the retention.
+pub(super) const PRUNE_SCRAPES: &str =
+    "DELETE FROM scrapes WHERE migration = ? AND source = ? AND at < ?";
 
-/// The scrape instants of a source older than the retention.
-const PRUNE_TIMES: &str = "DELETE FROM scrape_times WHERE migration = ? AND source = ? AND at < ?";
-
-/// The sources' points and scrape instants added, in statements of up to [`ROWS_PER_INSERT`]
-/// rows whatever migrations and sources they belong to, then each source's history pruned (in
-/// the caller's transaction).
+/// The sources' scrapes added, one row per (migration, source, instant) in statements of up
+/// to [`ROWS_PER_INSERT`] rows whatever migrations and sources they belong to, then each
+/// source's history pruned (in the caller's transaction). A scrape already stored keeps its
+/// samples and gets these after them (which win over its own for the same series).
 async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) -> Result<()> {
-    for chunk in SourceRows::scrape_times(sources).chunks(ROWS_PER_INSERT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT OR IGNORE INTO scrape_times (migration, source, at) ",
-        );
-        q.push_values(chunk, |mut row, &(name, source, at)| {
-            row.push_bind(name).push_bind(source).push_bind(at);
+    for chunk in scrapes::rows_of(sources)?.chunks(ROWS_PER_INSERT) {
+        let mut q =
+            QueryBuilder::<Sqlite>::new("INSERT INTO scrapes (migration, source, at, samples) ");
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(r.name)
+                .push_bind(r.source)
+                .push_bind(r.at_ms)
+                .push_bind(&r.samples);
         });
-        q.build().execute(&mut *conn).await?;
-    }
-    // Rows go in order: of two points for one (series, at), the last replaces the first.
-    for chunk in SourceRows::points(sources).chunks(ROWS_PER_INSERT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT OR REPLACE INTO scrape_points (migration, source, series, metric, labels, \
-             at, value) ",
+        q.push(
+            " ON CONFLICT (migration, source, at) DO UPDATE SET samples = CASE \
+             WHEN excluded.samples = '[]' THEN samples \
+             WHEN samples = '[]' THEN excluded.samples \
+             ELSE substr(samples, 1, length(samples) - 1) || ',' || substr(excluded.samples, 2) END",
         );
-        q.push_values(chunk, |mut row, &(name, source, p)| {
-            row.push_bind(name)
-                .push_bind(source)
-                .push_bind(&p.series)
-                .push_bind(&p.metric)
-                .push_bind(&p.labels)
-                .push_bind(p.at_ms)
-                .push_bind(p.value);
-        });
         q.build().execute(&mut *conn).await?;
     }
     for s in sources {
-        for prune in [PRUNE_TIMES, PRUNE_POINTS] {
-            sqlx::query(prune)
-                .bind(s.name)
-                .bind(s.source)
-                .bind(s.keep_from_ms)
-                .execute(&mut *conn)
-                .await?;
-        }
+        sqlx::query(PRUNE_SCRAPES)
+            .bind(s.name)
+            .bind(s.source)
+            .bind(s.keep_from_ms)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
@@ -559,7 +546,7 @@ impl Store for SqliteStore {
         through_ms: i64,
     ) -> Result<(i64, i64)> {
         let row = sqlx::query(
-            "SELECT COUNT(*) AS n, COALESCE(SUM(at), 0) AS total FROM scrape_times WHERE migration = ? AND source = ? AND at <= ?",
+            "SELECT COUNT(*) AS n, COALESCE(SUM(at), 0) AS total FROM scrapes WHERE migration = ? AND source = ? AND at <= ?",
         )
         .bind(name)
         .bind(source)
@@ -582,20 +569,18 @@ impl Store for SqliteStore {
             .bind(after_ms)
             .fetch_one(&self.pool)
             .await?;
-        let times = super::parse_list(times.as_deref().unwrap_or_default(), source)?;
-        let mut series = Vec::new();
-        let mut rows = sqlx::query(POINTS_AFTER)
+        let mut times = super::parse_list(times.as_deref().unwrap_or_default(), source)?;
+        times.sort_unstable();
+        let text: Option<String> = sqlx::query_scalar(SCRAPES_AFTER)
             .bind(name)
             .bind(source)
             .bind(samples_after(after_ms, samples_from_ms))
-            .fetch(&self.pool);
-        while let Some(r) = rows.try_next().await? {
-            series.push(StoredSeries::from_lists(
-                StoredSeries::names_of(&r)?,
-                r.try_get("ats")?,
-                r.try_get("vals")?,
-            )?);
-        }
+            .fetch_one(&self.pool)
+            .await?;
+        let series = match text {
+            Some(text) => scrapes::series_of(&text, source)?,
+            None => Vec::new(),
+        };
         Ok((series, times))
     }
 

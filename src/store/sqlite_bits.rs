@@ -1,32 +1,23 @@
 //! The SQL function the SQLite backend adds to each of its connections: `qm_f64_bits(x)`, the
-//! IEEE 754 bits of a real as an integer. A scrape history is read one row per series, its
-//! values gathered by `group_concat`; integers come back exactly from that text, while SQLite's
-//! text for a real does not (15 significant digits; and `printf`'s decoding of a double, even
-//! with 20 digits, is a unit in the last place off for some values beyond about 1e±80).
+//! IEEE 754 bits of a real as a signed integer ([`super::scrapes::to_bits`]). Schema 6 uses it
+//! to write the samples of the rows it gathers into scrapes as their bits: SQLite's own text for
+//! a real does not read back exact (15 significant digits; and `printf`'s decoding of a double,
+//! even with 20 digits, is a unit in the last place off for some values beyond about 1e±80).
 //!
 //! # Guarantees
 //! - `qm_f64_bits(x)` is `x`'s bits for a real (an integer is first converted to a real, as
-//!   SQLite does), and NULL for anything else (NULL, text, a blob: a value edited by hand is
-//!   left out of the list, whose length then gives it away); [`from_bits`] turns the integer
-//!   back into the same double.
+//!   SQLite does), and NULL for anything else (NULL, text, a blob: a value edited by hand
+//!   becomes a `null` that the reader reports as a corrupt row, never a made-up number).
 
 use std::ffi::{CStr, c_int};
 
 use libsqlite3_sys as ffi;
 use sqlx::SqliteConnection;
 
+use super::scrapes::to_bits;
+
 /// The function's name, as the queries spell it.
 const NAME: &CStr = c"qm_f64_bits";
-
-/// The bits of `value` as the integer `qm_f64_bits` answers (the inverse of [`from_bits`]).
-pub(super) fn to_bits(value: f64) -> i64 {
-    i64::from_ne_bytes(value.to_bits().to_ne_bytes())
-}
-
-/// The double whose bits `qm_f64_bits` answered.
-pub(super) fn from_bits(bits: i64) -> f64 {
-    f64::from_bits(u64::from_ne_bytes(bits.to_ne_bytes()))
-}
 
 /// The function itself, as SQLite calls it (with one value: it is registered with one).
 ///
@@ -52,9 +43,8 @@ unsafe extern "C" fn f64_bits(
     }
 }
 
-/// The oldest SQLite whose aggregates take an `ORDER BY` (3.44.0), which the store's reads of a
-/// history use.
-const OLDEST_VERSION: c_int = 3_044_000;
+/// The oldest SQLite with the JSON functions built in (3.38.0), which schema 6 uses.
+const OLDEST_VERSION: c_int = 3_038_000;
 
 /// The version of the SQLite library linked in, when it is older than the store's queries need
 /// ([`OLDEST_VERSION`]); `None` when it will do. sqlx links its bundled SQLite (3.51 with this
@@ -109,20 +99,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_linked_sqlite_takes_ordered_aggregates() {
+    fn the_linked_sqlite_has_the_json_functions() {
         assert_eq!(too_old(), None);
-    }
-
-    #[test]
-    fn bits_read_back_as_the_same_double() {
-        for v in [
-            0.0,
-            -1.5,
-            f64::MIN_POSITIVE,
-            f64::from_bits(1),
-            f64::INFINITY,
-        ] {
-            assert_eq!(from_bits(to_bits(v)).to_bits(), v.to_bits());
-        }
     }
 }

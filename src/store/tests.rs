@@ -74,6 +74,27 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// Make the database refuse every scrape with a sample of `series` (a trigger), as a
+    /// database refuses a write it cannot take: what a test of atomic writes needs.
+    async fn refuse_series(&self, series: &str) {
+        let sql = if self.kind == "postgres" {
+            format!(
+                "CREATE FUNCTION refuse_series() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.samples LIKE '%\"{series}\"%' THEN RAISE EXCEPTION 'refused'; END IF; \
+                 RETURN NEW; END $$; CREATE TRIGGER refuse_series BEFORE INSERT ON scrapes \
+                 FOR EACH ROW EXECUTE FUNCTION refuse_series()"
+            )
+        } else {
+            format!(
+                "CREATE TRIGGER refuse_series BEFORE INSERT ON scrapes \
+                 WHEN NEW.samples LIKE '%\"{series}\"%' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        };
+        self.raw_execute(sql).await.unwrap();
+    }
+}
+
 /// Run `scenario` on SQLite, then on PostgreSQL if [`PG_ENV`] is set.
 async fn on_each_backend<F, Fut>(scenario: F)
 where
@@ -699,19 +720,21 @@ async fn a_tick_reads_gate_memory_not_the_history() {
 /// memory, and what is older than the retention) walked every sample of the source's retention:
 /// 360 and 200 µs per migration after 105 scrapes, growing to 20 minutes of scrapes, where the
 /// one on `scrape_times` (keyed by time) took 75 and 24. Keyed by time, both seek to their
-/// instant.
+/// instant. (Scrapes are now one row each, in `scrapes`, keyed by time; the instants are read
+/// from the key alone.)
 #[tokio::test]
 async fn a_tick_reads_and_prunes_scrape_points_by_time_not_by_walking_the_source() {
-    for (sql, range) in [
-        (sqlite::POINTS_AFTER, "at>?"),
-        (sqlite::PRUNE_POINTS, "at<?"),
+    for (sql, range, covering) in [
+        (sqlite::SCRAPES_AFTER, "at>?", false),
+        (sqlite::TIMES_AFTER, "at>?", true),
+        (sqlite::PRUNE_SCRAPES, "at<?", false),
     ] {
         let details = sqlite_query_plan(sql).await;
         let wanted = format!("(migration=? AND source=? AND {range})");
         assert!(
-            details
-                .iter()
-                .any(|d| d.starts_with("SEARCH scrape_points") && d.ends_with(&wanted)),
+            details.iter().any(|d| d.starts_with("SEARCH scrapes")
+                && d.ends_with(&wanted)
+                && (!covering || d.contains("COVERING INDEX"))),
             "{sql}: {details:#?}"
         );
         assert!(
@@ -721,11 +744,10 @@ async fn a_tick_reads_and_prunes_scrape_points_by_time_not_by_walking_the_source
     }
 }
 
-/// A history is read one row per series, its values gathered into text by SQLite
-/// (`group_concat`): every value must come back as the double that was stored, bit for bit.
-/// SQLite's own text for a real keeps 15 digits where a double needs 17, and its `printf`
-/// with 20 was a unit in the last place off for 686 of these 3,000 values. (-0.0 is left out:
-/// SQLite stores it as the integer 0, as it always did.)
+/// A history is read as text (the scrapes' samples, joined by the database): every value must
+/// come back as the double that was stored, bit for bit. SQLite's own text for a real keeps 15
+/// digits where a double needs 17, and its `printf` with 20 was a unit in the last place off
+/// for 686 of these 3,000 values.
 #[tokio::test]
 async fn stored_values_read_back_bit_for_bit() {
     on_each_backend(|b| async move {
@@ -749,6 +771,7 @@ async fn stored_values_read_back_bit_for_bit() {
             f64::INFINITY,
             f64::NEG_INFINITY,
             0.0,
+            -0.0,
         ];
         // Doubles of every magnitude, from a fixed sequence (splitmix64).
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
@@ -804,17 +827,17 @@ async fn a_value_edited_into_text_is_corrupt_not_zero() {
             .await
             .unwrap();
         let edited = b
-            .raw_execute("UPDATE scrape_points SET value = 'x' WHERE at = 2000")
+            .raw_execute(format!(
+                "UPDATE scrapes SET samples = replace(samples, '{}', '\"x\"') WHERE at = 2000",
+                scrapes::to_bits(2.0)
+            ))
             .await;
-        if b.kind == "postgres" {
-            assert!(edited.is_err(), "a double precision column refuses text");
-            return;
-        }
-        assert_eq!(edited.unwrap(), 1);
+        assert_eq!(edited.unwrap(), 1, "[{}]", b.kind);
         let err = store.load_points("m", "app").await.unwrap_err();
         assert!(
-            matches!(&err, StoreError::Corrupt(m) if m.contains("\"q1\"")),
-            "{err}"
+            matches!(&err, StoreError::Corrupt(m) if m.contains("\"app\"")),
+            "[{}] {err}",
+            b.kind
         );
     })
     .await;
@@ -861,45 +884,77 @@ fn a_stored_list_that_is_not_integers_is_corrupt() {
             "{bad}: {err}"
         );
     }
-    let names = || ("s".to_string(), "m".to_string(), "[]".to_string());
-    let bits = super::sqlite_bits::to_bits;
-    assert!(matches!(
-        StoredSeries::from_lists(names(), "1,2", &bits(1.5).to_string()),
-        Err(StoreError::Corrupt(_))
-    ));
-    let values = format!("{},{}", bits(1.5), bits(-0.25));
-    assert_eq!(
-        StoredSeries::from_lists(names(), "1,2", &values)
-            .unwrap()
-            .points,
-        vec![(1, 1.5), (2, -0.25)]
-    );
 }
 
+/// A store upgraded from a sample per row (schemas before `scrapes`: SQLite 5, PostgreSQL 4)
+/// keeps every sample bit for bit, every scrape instant (one that kept no sample, and one known
+/// only from its samples), and a point given again afterwards replaces the old one.
 #[tokio::test]
 async fn an_upgraded_store_keeps_its_scrape_history() {
     on_each_backend(|b| async move {
-        // The schema before scrape points were keyed by time: SQLite 4, PostgreSQL 3.
         let saved = [
             point("q2", 1_000, 10.0),
-            point("q1", 1_000, 1.0),
-            point("q1", 2_000, 2.0),
+            point("q1", 1_000, f64::from_bits(1)),
+            point("q1", 2_000, 2.0 / 3.0 * 1e-300),
+            point("q1", 2_500, f64::NEG_INFINITY),
         ];
-        let old = b.open_at_version(4, 3).await;
+        let old = b.open_at_version(5, 4).await;
         old.create(&new_migration("m", 1_000)).await.unwrap();
-        old.save_points("m", "app", &saved, &[1_000, 2_000], 0)
-            .await
-            .unwrap();
         drop(old);
+        let insert = if b.kind == "postgres" {
+            "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
+             VALUES ('m', 'app', $1, $2, $3, $4, $5)"
+        } else {
+            "INSERT INTO scrape_points (migration, source, series, metric, labels, at, value) \
+             VALUES ('m', 'app', ?, ?, ?, ?, ?)"
+        };
+        // The old schema's rows, written with bound values (as the old store wrote them).
+        for p in &saved {
+            if b.kind == "postgres" {
+                let mut conn = PgConnection::connect(&b.url).await.unwrap();
+                let q = sqlx::query(insert).bind(&p.series).bind(&p.metric);
+                let q = q.bind(&p.labels).bind(p.at_ms).bind(p.value);
+                q.execute(&mut conn).await.unwrap();
+            } else {
+                let pool = SqlitePool::connect(&b.url).await.unwrap();
+                let q = sqlx::query(insert).bind(&p.series).bind(&p.metric);
+                let q = q.bind(&p.labels).bind(p.at_ms).bind(p.value);
+                q.execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+        }
+        b.raw_execute(
+            "INSERT INTO scrape_times (migration, source, at) VALUES ('m', 'app', 1000), \
+             ('m', 'app', 1500), ('m', 'app', 2000)",
+        )
+        .await
+        .unwrap();
         let store = b.open().await;
-        assert_eq!(
-            store.load_points("m", "app").await.unwrap(),
-            (
-                vec![saved[1].clone(), saved[2].clone(), saved[0].clone()],
-                vec![1_000, 2_000]
-            )
-        );
-        // Saved again under the new key: a point given again replaces the old one.
+        let (points, times) = store.load_points("m", "app").await.unwrap();
+        assert_eq!(times, vec![1_000, 1_500, 2_000, 2_500], "[{}]", b.kind);
+        let expected = [&saved[1], &saved[2], &saved[3], &saved[0]];
+        assert_eq!(points.len(), expected.len(), "[{}] {points:?}", b.kind);
+        for (got, want) in points.iter().zip(expected) {
+            assert_eq!(
+                (
+                    &got.series,
+                    &got.metric,
+                    &got.labels,
+                    got.at_ms,
+                    got.value.to_bits()
+                ),
+                (
+                    &want.series,
+                    &want.metric,
+                    &want.labels,
+                    want.at_ms,
+                    want.value.to_bits()
+                ),
+                "[{}]",
+                b.kind
+            );
+        }
+        // Saved again under the new schema: a point given again replaces the old one.
         let again = point("q1", 2_000, 2.5);
         store
             .save_points("m", "app", std::slice::from_ref(&again), &[2_000], 1_500)
@@ -907,7 +962,7 @@ async fn an_upgraded_store_keeps_its_scrape_history() {
             .unwrap();
         assert_eq!(
             store.load_points_after("m", "app", 1_000).await.unwrap(),
-            (vec![again], vec![2_000])
+            (vec![again, saved[3].clone()], vec![1_500, 2_000, 2_500])
         );
     })
     .await;
@@ -1469,13 +1524,10 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
             (vec![], vec![2_000])
         );
 
-        // A round whose samples cannot be stored (NaN is NULL to SQLite, and PostgreSQL's text
-        // cannot hold a NUL) leaves neither its evaluations nor its other samples behind.
-        let mut bad = point("q3", 3_000, f64::NAN);
-        if b.kind == "postgres" {
-            bad = point("q3", 3_000, 3.0);
-            bad.labels = "[[\"queue\",\"nul\u{0}\"]]".into();
-        }
+        // A round whose samples cannot be stored (the database refuses the series "q3") leaves
+        // neither its evaluations nor its other samples behind.
+        b.refuse_series("q3").await;
+        let bad = point("q3", 3_000, 3.0);
         let later = [gate(1_000, "lag", "exit", Some(6.0), 3_000)];
         let failed = store
             .record_round(
@@ -1557,12 +1609,10 @@ async fn a_fleet_round_records_every_migration_or_none() {
             );
         }
 
-        // One migration's samples cannot be stored: the other's round is not written either.
-        let mut bad = point("q3", 3_000, f64::NAN);
-        if b.kind == "postgres" {
-            bad = point("q3", 3_000, 3.0);
-            bad.labels = "[[\"queue\",\"nul\u{0}\"]]".into();
-        }
+        // One migration's samples cannot be stored (the database refuses the series "q3"): the
+        // other's round is not written either.
+        b.refuse_series("q3").await;
+        let bad = point("q3", 3_000, 3.0);
         let failed = store
             .record_rounds(&[
                 round("m", 5.0, 3_000, None),

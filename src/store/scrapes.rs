@@ -1,0 +1,356 @@
+//! A scrape as both backends keep it: one row per (migration, source, instant), its samples as
+//! the JSON text `[[bits, series, metric, labels], ...]`, the bits of each value a signed 64-bit
+//! integer (see [`to_bits`]) so that every double reads back exact.
+//!
+//! A round writes one row per source instead of one per sample, and a reader asks the database
+//! for one text per source (`[[at, samples], ...]`, the rows joined by the database) instead of
+//! one row per sample or per series; [`series_of`] turns that text back into the series.
+//!
+//! # Guarantees
+//! - [`rows_of`] writes each (migration, source, instant) once, with every sample given for it;
+//!   a sample given twice for one series at one instant keeps the last.
+//! - [`series_of`] answers every sample of the text once, grouped by (series, metric, labels),
+//!   oldest first; of two samples of one series key at one instant (a scrape row merged from
+//!   two writes), the later in the text wins, whatever their labels.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Result, SourceRows, StoreError, StoredPoint, StoredSeries};
+
+/// The bits of `value` as a signed integer (the inverse of [`from_bits`]).
+pub(super) fn to_bits(value: f64) -> i64 {
+    i64::from_ne_bytes(value.to_bits().to_ne_bytes())
+}
+
+/// The double whose bits [`to_bits`] answered.
+pub(super) fn from_bits(bits: i64) -> f64 {
+    f64::from_bits(u64::from_ne_bytes(bits.to_ne_bytes()))
+}
+
+/// One scrape row to write: its migration, source, instant and samples (JSON text).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ScrapeRow<'a> {
+    pub name: &'a str,
+    pub source: &'a str,
+    pub at_ms: i64,
+    pub samples: String,
+}
+
+/// The rows that write `sources`: one per (migration, source, instant) given, as a scrape
+/// instant or as a sample's instant, ordered by migration, source and time.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] if the samples cannot be written as JSON (they always can).
+pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a>>> {
+    let mut scrapes: BTreeMap<(&str, &str, i64), Vec<&StoredPoint>> = BTreeMap::new();
+    for s in sources {
+        for &at in s.scrape_times {
+            scrapes.entry((s.name, s.source, at)).or_default();
+        }
+        for p in s.points {
+            scrapes
+                .entry((s.name, s.source, p.at_ms))
+                .or_default()
+                .push(p);
+        }
+    }
+    scrapes
+        .into_iter()
+        .map(|((name, source, at_ms), given)| {
+            // The last sample given for each series, in the order given.
+            let mut seen = HashSet::with_capacity(given.len());
+            let mut encoded: Vec<(i64, &str, &str, &str)> = given
+                .iter()
+                .rev()
+                .filter(|p| seen.insert(p.series.as_str()))
+                .map(|p| (to_bits(p.value), &*p.series, &*p.metric, &*p.labels))
+                .collect();
+            encoded.reverse();
+            let samples = serde_json::to_string(&encoded).map_err(|e| {
+                StoreError::Corrupt(format!("cannot write the samples of {source:?}: {e}"))
+            })?;
+            Ok(ScrapeRow {
+                name,
+                source,
+                at_ms,
+                samples,
+            })
+        })
+        .collect()
+}
+
+/// One sample as a scrape row holds it, its three strings as they are written (borrowed from
+/// the text, undecoded: a series' strings are decoded once, when it is first met).
+#[derive(Deserialize)]
+struct Sample<'a>(
+    i64,
+    #[serde(borrow)] &'a RawValue,
+    #[serde(borrow)] &'a RawValue,
+    #[serde(borrow)] &'a RawValue,
+);
+
+/// One scrape row as a reader is handed it: its instant and its samples.
+#[derive(Deserialize)]
+struct Scrape<'a>(i64, #[serde(borrow)] Vec<Sample<'a>>);
+
+/// A series as a sample writes it: its series key, metric and labels as JSON strings.
+type Written<'a> = (&'a str, &'a str, &'a str);
+
+/// The series of a source from the text `[[at, [[bits, series, metric, labels], ...]], ...]`
+/// (the scrape rows joined by the database, in any order), each series oldest first, ordered
+/// by series key, then by the first instant of each set of labels, then by metric and labels.
+///
+/// # Errors
+/// [`StoreError::Corrupt`], naming `source`, when the text is not such a list.
+pub(super) fn series_of(text: &str, source: &str) -> Result<Vec<StoredSeries>> {
+    let corrupt = |e: serde_json::Error| {
+        StoreError::Corrupt(format!(
+            "the stored samples of source {source:?} are not a list of scrapes ({e})"
+        ))
+    };
+    let scrapes: Vec<Scrape<'_>> = serde_json::from_str(text).map_err(corrupt)?;
+    let decode = |raw: &RawValue| serde_json::from_str::<String>(raw.get()).map_err(corrupt);
+    let mut groups: Vec<StoredSeries> = Vec::new();
+    // Each series as first written, by group, and every way it was written (one, unless two
+    // writers escaped a string differently).
+    let mut written: Vec<Written<'_>> = Vec::new();
+    let mut index: HashMap<Written<'_>, usize> = HashMap::new();
+    // The groups of each series key that more than one set of labels shares (a series
+    // relabelled), by group: rare, and where a sample must replace its sibling's at one instant.
+    let mut siblings: HashMap<usize, Vec<usize>> = HashMap::new();
+    // The group of each position in the previous scrape: consecutive scrapes of a source list
+    // the same series in the same order, so a sample most often finds its group without a hash.
+    let mut previous: Vec<usize> = Vec::new();
+    for Scrape(at_ms, samples) in scrapes {
+        for (position, Sample(bits, series, metric, labels)) in samples.into_iter().enumerate() {
+            let key = (series.get(), metric.get(), labels.get());
+            let group = match previous.get(position) {
+                Some(&g) if written[g] == key => g,
+                _ => match index.get(&key) {
+                    Some(&g) => g,
+                    None => {
+                        let (series, metric, labels) =
+                            (decode(series)?, decode(metric)?, decode(labels)?);
+                        let same = groups.iter().position(|s| {
+                            s.series == series && s.metric == metric && s.labels == labels
+                        });
+                        let g = match same {
+                            Some(g) => g,
+                            None => {
+                                let g = groups.len();
+                                let shared: Vec<usize> =
+                                    (0..g).filter(|&h| groups[h].series == series).collect();
+                                for &h in &shared {
+                                    siblings.entry(h).or_default().push(g);
+                                }
+                                if !shared.is_empty() {
+                                    siblings.insert(g, shared);
+                                }
+                                groups.push(StoredSeries {
+                                    series,
+                                    metric,
+                                    labels,
+                                    points: Vec::new(),
+                                });
+                                written.push(key);
+                                g
+                            }
+                        };
+                        index.insert(key, g);
+                        g
+                    }
+                },
+            };
+            // A sample given again for its series key at this instant (a scrape written twice)
+            // replaces the one before it, whatever its labels.
+            for &h in siblings.get(&group).into_iter().flatten() {
+                if groups[h].points.last().is_some_and(|p| p.0 == at_ms) {
+                    groups[h].points.pop();
+                }
+            }
+            let value = from_bits(bits);
+            match groups[group].points.last_mut() {
+                Some(last) if last.0 == at_ms => last.1 = value,
+                _ => groups[group].points.push((at_ms, value)),
+            }
+            match previous.get_mut(position) {
+                Some(slot) => *slot = group,
+                None => previous.push(group),
+            }
+        }
+    }
+    groups.retain(|s| !s.points.is_empty());
+    for s in &mut groups {
+        s.points.sort_unstable_by_key(|&(at_ms, _)| at_ms);
+    }
+    groups.sort_by(|a, b| {
+        (
+            &a.series,
+            a.points.first().map(|p| p.0),
+            &a.metric,
+            &a.labels,
+        )
+            .cmp(&(
+                &b.series,
+                b.points.first().map(|p| p.0),
+                &b.metric,
+                &b.labels,
+            ))
+    });
+    Ok(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(series: &str, labels: &str, at_ms: i64, value: f64) -> StoredPoint {
+        StoredPoint {
+            series: series.into(),
+            metric: "depth".into(),
+            labels: labels.into(),
+            at_ms,
+            value,
+        }
+    }
+
+    /// The text a reader is handed for `rows` (what the database's join of them writes).
+    fn joined(rows: &[ScrapeRow<'_>]) -> String {
+        let parts: Vec<String> = rows
+            .iter()
+            .map(|r| format!("[{},{}]", r.at_ms, r.samples))
+            .collect();
+        format!("[{}]", parts.join(","))
+    }
+
+    #[test]
+    fn bits_read_back_as_the_same_double() {
+        for v in [
+            0.0,
+            -0.0,
+            -1.5,
+            f64::MIN_POSITIVE,
+            f64::from_bits(1),
+            f64::INFINITY,
+        ] {
+            assert_eq!(from_bits(to_bits(v)).to_bits(), v.to_bits());
+        }
+    }
+
+    #[test]
+    fn a_round_writes_one_row_per_instant_with_the_last_sample_of_each_series() {
+        let points = [
+            point("a", "[]", 2_000, 1.0),
+            point("b", r#"[["q","x"]]"#, 2_000, 2.0),
+            point("a", "[]", 2_000, 3.0),
+        ];
+        let source = SourceRows {
+            name: "m",
+            source: "app",
+            points: &points,
+            scrape_times: &[1_000, 2_000],
+            keep_from_ms: 0,
+        };
+        let rows = rows_of(&[source]).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].at_ms, rows[0].samples.as_str()), (1_000, "[]"));
+        let written: Vec<serde_json::Value> = serde_json::from_str(&rows[1].samples).unwrap();
+        assert_eq!(written.len(), 2, "{written:?}");
+        let series = series_of(&joined(&rows), "app").unwrap();
+        let read: Vec<_> = series
+            .iter()
+            .map(|s| (s.series.as_str(), s.labels.as_str(), s.points.clone()))
+            .collect();
+        assert_eq!(
+            read,
+            vec![
+                ("a", "[]", vec![(2_000, 3.0)]),
+                ("b", r#"[["q","x"]]"#, vec![(2_000, 2.0)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn series_read_in_the_order_of_time_whatever_the_order_of_the_rows() {
+        let text = format!(
+            "[[3000,[[{},\"s\",\"m\",\"[]\"]]],[1000,[[{},\"s\",\"m\",\"[]\"]]],[2000,[]]]",
+            to_bits(3.0),
+            to_bits(1.0)
+        );
+        let series = series_of(&text, "app").unwrap();
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].points, vec![(1_000, 1.0), (3_000, 3.0)]);
+    }
+
+    #[test]
+    fn of_two_samples_at_one_instant_the_later_in_the_text_wins() {
+        let text = format!(
+            "[[1000,[[{},\"s\",\"m\",\"[]\"],[{},\"s\",\"m\",\"[]\"]]]]",
+            to_bits(1.0),
+            to_bits(2.0)
+        );
+        assert_eq!(
+            series_of(&text, "app").unwrap()[0].points,
+            vec![(1_000, 2.0)]
+        );
+    }
+
+    #[test]
+    fn a_series_written_with_other_escapes_is_one_series() {
+        // "q" and "\u0071" are one string: a row written by the schema's upgrade (SQLite's
+        // JSON) and one by the store (serde_json) may escape differently.
+        let text = format!(
+            "[[1000,[[{},\"q\",\"m\",\"[]\"]]],[2000,[[{},\"\\u0071\",\"m\",\"[]\"]]]]",
+            to_bits(1.0),
+            to_bits(2.0)
+        );
+        let series = series_of(&text, "app").unwrap();
+        assert_eq!(series.len(), 1, "{series:?}");
+        assert_eq!(series[0].series, "q");
+        assert_eq!(series[0].points, vec![(1_000, 1.0), (2_000, 2.0)]);
+    }
+
+    #[test]
+    fn a_sample_given_again_with_other_labels_replaces_the_first_at_its_instant() {
+        let text = format!(
+            "[[1000,[[{a},\"q\",\"m\",\"[]\"]]],\
+             [2000,[[{a},\"q\",\"m\",\"[]\"],[{b},\"q\",\"m\",\"[[\\\"v\\\",\\\"/\\\"]]\"]]]]",
+            a = to_bits(1.0),
+            b = to_bits(2.0)
+        );
+        let series = series_of(&text, "app").unwrap();
+        let read: Vec<_> = series
+            .iter()
+            .map(|s| (s.labels.as_str(), s.points.clone()))
+            .collect();
+        assert_eq!(
+            read,
+            vec![
+                ("[]", vec![(1_000, 1.0)]),
+                (r#"[["v","/"]]"#, vec![(2_000, 2.0)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn stored_samples_that_are_not_a_list_of_scrapes_are_corrupt() {
+        for bad in [
+            "",
+            "[[1000,[[\"x\",\"s\",\"m\",\"[]\"]]]]",
+            "[[1000,[[1.5,\"s\",\"m\",\"[]\"]]]]",
+            "[[1000,[[1,\"s\",\"m\"]]]]",
+            "[[1000,[[null,\"s\",\"m\",\"[]\"]]]]",
+            "[[1000]]",
+            "[[1000,[[1,2,\"m\",\"[]\"]]]]",
+        ] {
+            let err = series_of(bad, "app").unwrap_err();
+            assert!(
+                matches!(&err, StoreError::Corrupt(m) if m.contains("\"app\"")),
+                "{bad}: {err}"
+            );
+        }
+    }
+}
