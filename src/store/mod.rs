@@ -52,9 +52,10 @@ pub enum StoreError {
         "unsupported state URL {0:?}: use a path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
     )]
     UnsupportedUrl(String),
-    /// The SQLite library this build links is older than the store's queries need.
+    /// The SQLite library this build links cannot run the store's queries (too old, or built
+    /// without its JSON functions).
     #[error(
-        "this build links SQLite {0}, older than the 3.38 the state store needs; build with sqlx's bundled SQLite (the default: do not set LIBSQLITE3_SYS_USE_PKG_CONFIG)"
+        "this build links SQLite {0}; the state store needs 3.38 or newer, with its JSON functions; build with sqlx's bundled SQLite (the default: do not set LIBSQLITE3_SYS_USE_PKG_CONFIG)"
     )]
     SqliteTooOld(String),
     /// The database itself failed.

@@ -167,8 +167,8 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
 
 /// The sources' scrapes added, one row per (migration, source, instant), then each source's
 /// history pruned: one statement each for the whole fleet's round (arrays + UNNEST), in the
-/// caller's transaction. A scrape already stored keeps its samples and gets these after them
-/// (which win over its own for the same series).
+/// caller's transaction. A scrape already stored keeps its samples of the series not given
+/// again, as SQLite's `MERGE_SCRAPE` does.
 async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> Result<()> {
     let rows = scrapes::rows_of(sources)?;
     if !rows.is_empty() {
@@ -179,10 +179,11 @@ async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> R
         sqlx::query(
             "INSERT INTO scrapes (migration, source, at, samples) \
              SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[]) \
-             ON CONFLICT (migration, source, at) DO UPDATE SET samples = CASE \
-             WHEN EXCLUDED.samples = '[]' THEN scrapes.samples \
-             WHEN scrapes.samples = '[]' THEN EXCLUDED.samples \
-             ELSE left(scrapes.samples, -1) || ',' || substr(EXCLUDED.samples, 2) END",
+             ON CONFLICT (migration, source, at) DO UPDATE SET samples = (\
+             SELECT COALESCE(json_agg(e), '[]')::TEXT FROM (\
+             SELECT e FROM json_array_elements(scrapes.samples::JSON) AS o(e) WHERE e->>1 NOT IN \
+             (SELECT n->>1 FROM json_array_elements(EXCLUDED.samples::JSON) AS x(n)) \
+             UNION ALL SELECT n FROM json_array_elements(EXCLUDED.samples::JSON) AS x(n)) AS m(e))",
         )
         .bind(&names)
         .bind(&srcs)

@@ -234,6 +234,15 @@ pub(super) const SCRAPES_AFTER: &str = "SELECT '[' || group_concat('[' || at || 
 pub(super) const TIMES_AFTER: &str = "SELECT group_concat(at, ',') AS ats FROM scrapes \
      WHERE migration = ? AND source = ? AND at > ?";
 
+/// A scrape written again: its samples of the series not given again, then the samples given
+/// (so the row holds each series once however often its instant is written: a clock fixed by
+/// `--now` writes every round there).
+const MERGE_SCRAPE: &str = " ON CONFLICT (migration, source, at) DO UPDATE SET samples = (\
+     SELECT json_group_array(json(value)) FROM (\
+     SELECT value FROM json_each(scrapes.samples) WHERE json_extract(value, '$[1]') NOT IN \
+     (SELECT json_extract(value, '$[1]') FROM json_each(excluded.samples)) \
+     UNION ALL SELECT value FROM json_each(excluded.samples)))";
+
 /// The scrapes of a source older than the retention.
 pub(super) const PRUNE_SCRAPES: &str =
     "DELETE FROM scrapes WHERE migration = ? AND source = ? AND at < ?";
@@ -241,7 +250,7 @@ pub(super) const PRUNE_SCRAPES: &str =
 /// The sources' scrapes added, one row per (migration, source, instant) in statements of up
 /// to [`ROWS_PER_INSERT`] rows whatever migrations and sources they belong to, then each
 /// source's history pruned (in the caller's transaction). A scrape already stored keeps its
-/// samples and gets these after them (which win over its own for the same series).
+/// samples of the series not given again ([`MERGE_SCRAPE`]).
 async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) -> Result<()> {
     for chunk in scrapes::rows_of(sources)?.chunks(ROWS_PER_INSERT) {
         let mut q =
@@ -252,12 +261,7 @@ async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) 
                 .push_bind(r.at_ms)
                 .push_bind(&r.samples);
         });
-        q.push(
-            " ON CONFLICT (migration, source, at) DO UPDATE SET samples = CASE \
-             WHEN excluded.samples = '[]' THEN samples \
-             WHEN samples = '[]' THEN excluded.samples \
-             ELSE substr(samples, 1, length(samples) - 1) || ',' || substr(excluded.samples, 2) END",
-        );
+        q.push(MERGE_SCRAPE);
         q.build().execute(&mut *conn).await?;
     }
     for s in sources {

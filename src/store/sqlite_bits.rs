@@ -43,21 +43,32 @@ unsafe extern "C" fn f64_bits(
     }
 }
 
-/// The oldest SQLite with the JSON functions built in (3.38.0), which schema 6 uses.
+/// The oldest SQLite with the JSON functions built in (3.38.0), which the store's writes and
+/// schema 6 use.
 const OLDEST_VERSION: c_int = 3_038_000;
 
-/// The version of the SQLite library linked in, when it is older than the store's queries need
-/// ([`OLDEST_VERSION`]); `None` when it will do. sqlx links its bundled SQLite (3.51 with this
-/// lock file), unless the build was told to use the system's.
+/// The SQLite library linked in, when it cannot run the store's queries: older than
+/// [`OLDEST_VERSION`], or built without its JSON functions (`SQLITE_OMIT_JSON`); `None` when it
+/// will do. sqlx links its bundled SQLite (3.51 with this lock file), unless the build was told
+/// to use the system's.
 pub(super) fn too_old() -> Option<String> {
-    // SAFETY: both calls only read constants of the library.
-    let (number, text) = unsafe {
+    // SAFETY: the calls only read constants of the library; the option's name is a static C
+    // string.
+    let (number, text, no_json) = unsafe {
         (
             ffi::sqlite3_libversion_number(),
             CStr::from_ptr(ffi::sqlite3_libversion()),
+            ffi::sqlite3_compileoption_used(c"OMIT_JSON".as_ptr()) == 1,
         )
     };
-    (number < OLDEST_VERSION).then(|| text.to_string_lossy().into_owned())
+    let version = text.to_string_lossy();
+    if number < OLDEST_VERSION {
+        Some(version.into_owned())
+    } else if no_json {
+        Some(format!("{version} built without its JSON functions"))
+    } else {
+        None
+    }
 }
 
 /// Add `qm_f64_bits` to `conn` (every connection of the store's pool, as it opens).

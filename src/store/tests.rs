@@ -843,6 +843,52 @@ async fn a_value_edited_into_text_is_corrupt_not_zero() {
     .await;
 }
 
+/// Regression (review of the scrape rows): a scrape written again appended its samples to the
+/// row, so a clock fixed by `--now` (every round at one instant) grew that row by a scrape per
+/// round, never pruned. The row holds each series once, the last value given.
+#[tokio::test]
+async fn a_scrape_written_again_holds_each_series_once() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let q2 = point("q2", 1_000, 20.0);
+        store
+            .save_points(
+                "m",
+                "app",
+                &[point("q1", 1_000, 1.0), q2.clone()],
+                &[1_000],
+                0,
+            )
+            .await
+            .unwrap();
+        for v in [2.0, 3.0] {
+            store
+                .save_points("m", "app", &[point("q1", 1_000, v)], &[1_000], 0)
+                .await
+                .unwrap();
+        }
+        let length = if b.kind == "postgres" {
+            "json_array_length(samples::JSON)"
+        } else {
+            "json_array_length(samples)"
+        };
+        // The statement touches the row only if it holds two samples.
+        let two = b
+            .raw_execute(format!("UPDATE scrapes SET at = at WHERE {length} = 2"))
+            .await
+            .unwrap();
+        assert_eq!(two, 1, "[{}]", b.kind);
+        assert_eq!(
+            store.load_points("m", "app").await.unwrap(),
+            (vec![point("q1", 1_000, 3.0), q2], vec![1_000]),
+            "[{}]",
+            b.kind
+        );
+    })
+    .await;
+}
+
 /// A series read as one row per label set: a series whose labels changed reads in the order
 /// of time (its first labels first), whatever the order of the label sets' text.
 #[tokio::test]
