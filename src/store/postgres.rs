@@ -538,8 +538,7 @@ impl Store for PgStore {
         .bind(after_ms)
         .fetch_one(&self.pool)
         .await?;
-        let mut times = times.unwrap_or_default();
-        times.sort_unstable();
+        let times = times.unwrap_or_default();
         let text: Option<String> = sqlx::query_scalar(
             "SELECT '[' || string_agg('[' || at || ',' || samples || ']', ',') || ']' \
              FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3",
@@ -549,11 +548,7 @@ impl Store for PgStore {
         .bind(samples_after(after_ms, samples_from_ms))
         .fetch_one(&self.pool)
         .await?;
-        let series = match text {
-            Some(text) => scrapes::series_of(&text, source)?,
-            None => Vec::new(),
-        };
-        Ok((series, times))
+        scrapes::history(text.as_deref(), times, source)
     }
 
     async fn save_points(

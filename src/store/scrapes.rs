@@ -82,6 +82,26 @@ pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a
         .collect()
 }
 
+/// A source's history as a backend reads it: `times`, its scrape instants in any order, and
+/// `text`, its scrapes joined by the database (NULL when none is within reach), as
+/// [`super::Store::load_series_after`] answers them: the series of [`series_of`] and the
+/// instants oldest first.
+///
+/// # Errors
+/// [`StoreError::Corrupt`], naming `source`, when the text is not a list of scrapes.
+pub(super) fn history(
+    text: Option<&str>,
+    mut times: Vec<i64>,
+    source: &str,
+) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
+    times.sort_unstable();
+    let series = match text {
+        Some(text) => series_of(text, source)?,
+        None => Vec::new(),
+    };
+    Ok((series, times))
+}
+
 /// One sample as a scrape row holds it, its three strings as they are written (borrowed from
 /// the text, undecoded: a series' strings are decoded once, when it is first met).
 #[derive(Deserialize)]
@@ -270,6 +290,20 @@ mod tests {
                 ("a", "[]", vec![(2_000, 3.0)]),
                 ("b", r#"[["q","x"]]"#, vec![(2_000, 2.0)]),
             ]
+        );
+    }
+
+    #[test]
+    fn a_history_read_has_its_instants_oldest_first_whatever_the_database_answered() {
+        assert_eq!(
+            history(None, vec![3_000, 1_000, 2_000], "app").unwrap(),
+            (Vec::new(), vec![1_000, 2_000, 3_000])
+        );
+        let text = format!("[[2000,[[{},\"s\",\"m\",\"[]\"]]]]", to_bits(1.0));
+        let (series, times) = history(Some(&text), vec![2_000, 1_000], "app").unwrap();
+        assert_eq!(
+            (series[0].points.clone(), times),
+            (vec![(2_000, 1.0)], vec![1_000, 2_000])
         );
     }
 

@@ -573,19 +573,14 @@ impl Store for SqliteStore {
             .bind(after_ms)
             .fetch_one(&self.pool)
             .await?;
-        let mut times = super::parse_list(times.as_deref().unwrap_or_default(), source)?;
-        times.sort_unstable();
+        let times = super::parse_list(times.as_deref().unwrap_or_default(), source)?;
         let text: Option<String> = sqlx::query_scalar(SCRAPES_AFTER)
             .bind(name)
             .bind(source)
             .bind(samples_after(after_ms, samples_from_ms))
             .fetch_one(&self.pool)
             .await?;
-        let series = match text {
-            Some(text) => scrapes::series_of(&text, source)?,
-            None => Vec::new(),
-        };
-        Ok((series, times))
+        scrapes::history(text.as_deref(), times, source)
     }
 
     async fn save_points(
