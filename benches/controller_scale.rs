@@ -539,7 +539,7 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
             })
             .collect(),
         scrape_times: vec![at_ms],
-        keep_from_ms: 0,
+        keep_from_ms: Some(0),
     };
     let (w0, c0) = (Instant::now(), support::cpu_seconds("self"));
     for i in 0..n {

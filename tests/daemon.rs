@@ -726,6 +726,57 @@ async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
     assert_eq!(taken.history.points().count(), points.len());
 }
 
+/// Regression: every round deleted the scrape that aged out of each source's history, one
+/// statement per source per round (a tenth of the store's time in a round of 1,000 sources). The
+/// store now drops the scrapes of a step of `PRUNE_STEP_MS` at once, in the round where the
+/// history kept in memory drops them: it holds what memory holds at every round, and keeps the
+/// retention (twice 10 minutes here) plus at most a step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_drops_aged_scrapes_a_step_at_a_time_and_holds_what_memory_holds() {
+    use queue_migrate::controller::histories::PRUNE_STEP_MS;
+    let (w, t0) = consume_dual_with_counter_gates("").await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let histories = Histories::default();
+    let kept = Controller {
+        histories: Some(&histories),
+        ..w.controller(&fetcher)
+    };
+    let loaded = kept.load("local").await.unwrap();
+    let retention = 20 * 60_000;
+    let every = 5_000;
+    let rounds = (retention + 5 * 60_000) / every;
+    let mut oldest = Vec::new();
+    for round in 1..=rounds {
+        let now = t0 + round * every;
+        w.indicators.set("app_done_total", (round * 100) as f64);
+        kept.evaluate(&loaded, now, false).await.unwrap();
+        let (_, times) = w.store.load_points("local", "app").await.unwrap();
+        let taken = histories.take("local", "app").expect("kept");
+        assert_eq!(
+            taken.history.scrape_times().collect::<Vec<_>>(),
+            times,
+            "round {round}: memory holds what the store holds"
+        );
+        histories.put("local", "app", taken);
+        let first = times[0];
+        if now - retention > t0 {
+            assert!(
+                first >= now - retention - PRUNE_STEP_MS && first <= now - retention + every,
+                "round {round}: the oldest scrape {} s before now",
+                (now - first) / 1_000
+            );
+        }
+        oldest.push(first);
+    }
+    // The last 5 minutes pruned one step at a time, not one scrape a round.
+    let last = &oldest[oldest.len() - 60..];
+    let moves = last.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        (9..=11).contains(&moves),
+        "the store's oldest scrape moved in {moves} of the last 60 rounds"
+    );
+}
+
 /// Regression: a kept history was read whole again every 100 rounds, all of a daemon's at once
 /// (16-28 s for 1,000 sources 17 minutes old), only to find a scrape another process stored late,
 /// with an instant older than the history's newest. Now the kept history is checked against the

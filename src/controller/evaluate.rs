@@ -20,7 +20,7 @@ use crate::store::{
 };
 
 use super::Loaded;
-use super::histories::{Histories, Kept, Taken};
+use super::histories::{Histories, Kept, Taken, prune_from};
 use super::round::RoundBatch;
 
 /// History kept for scrape sources when no query needs a range window.
@@ -352,8 +352,15 @@ async fn scrape_sources<S: Store>(
                 } else {
                     let selectors: Vec<_> = qs.iter().flat_map(Query::selectors).collect();
                     history.record(now_ms, &parsed.samples, &selectors);
-                    let keep_from = now_ms.saturating_sub(keep_ms.saturating_mul(2));
-                    history.prune(keep_from);
+                    let keep_from = prune_from(
+                        &rec.name,
+                        source,
+                        now_ms.saturating_sub(keep_ms.saturating_mul(2)),
+                    );
+                    // The store holds the instants the history holds (a history read whole
+                    // holds every stored instant), so it has something to delete only when
+                    // the history dropped something.
+                    let pruned = history.prune(keep_from) > 0;
                     // A NaN sample (legal in the exposition: a summary with no observations) is
                     // read this round from memory, where a query makes it "no data"; it is not
                     // kept (a query reads a missing sample the same way). When samples were a
@@ -367,7 +374,7 @@ async fn scrape_sources<S: Store>(
                         source: source.to_string(),
                         points,
                         scrape_times: vec![now_ms],
-                        keep_from_ms: keep_from,
+                        keep_from_ms: pruned.then_some(keep_from),
                     });
                     Ok(history)
                 }

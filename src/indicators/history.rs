@@ -222,11 +222,12 @@ impl History {
         }
     }
 
-    /// Drop points (and scrape times) older than `keep_from_ms`.
-    pub fn prune(&mut self, keep_from_ms: i64) {
+    /// Drop points (and scrape times) older than `keep_from_ms`; answer how many scrape
+    /// instants went.
+    pub fn prune(&mut self, keep_from_ms: i64) -> usize {
         let dropped = self.scrapes.partition_point(|t| *t < keep_from_ms);
         if dropped == 0 {
-            return;
+            return 0;
         }
         self.scrapes.drain(..dropped);
         let len = self.scrapes.len();
@@ -237,6 +238,7 @@ impl History {
             s.scrapes_pruned(dropped);
             !s.values.is_empty()
         });
+        dropped
     }
 
     /// Flat rows for persistence, ordered by series key then time.
@@ -529,8 +531,9 @@ mod tests {
         assert_eq!(h.instants_through(999), (0, 0));
         assert_eq!(h.instants_through(2_000), (2, 3_000));
         assert_eq!(h.instants_through(i64::MAX), (3, 6_000));
-        h.prune(2_000);
+        assert_eq!(h.prune(2_000), 1, "the instants dropped");
         assert_eq!(h.instants_through(i64::MAX), (2, 5_000));
+        assert_eq!(h.prune(2_000), 0, "nothing older left");
     }
 
     #[test]

@@ -226,13 +226,14 @@ impl StoredSeries {
 }
 
 /// What one round took from one scrape source: its samples and scrape instants to add, and where
-/// its history now starts (see [`Store::save_points`]).
+/// its history now starts when the round dropped older scrapes (see [`Store::save_points`];
+/// `None`: nothing to drop, no statement).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourcePoints {
     pub source: String,
     pub points: Vec<StoredPoint>,
     pub scrape_times: Vec<i64>,
-    pub keep_from_ms: i64,
+    pub keep_from_ms: Option<i64>,
 }
 
 /// One migration's round, as [`Store::record_round`] takes it: for writing many rounds in one
@@ -252,7 +253,7 @@ pub(crate) struct SourceRows<'a> {
     pub source: &'a str,
     pub points: &'a [StoredPoint],
     pub scrape_times: &'a [i64],
-    pub keep_from_ms: i64,
+    pub keep_from_ms: Option<i64>,
 }
 
 impl<'a> SourceRows<'a> {
@@ -427,8 +428,11 @@ pub trait Store: Send + Sync {
     /// the instants are all there.
     ///
     /// # Guarantees
-    /// - The database hands over two rows per source, not one per sample: the instants as one
-    ///   list, and the scrapes' samples joined into one text ([`scrapes::series_of`]).
+    /// - The database hands over one row per source, not one per sample: the scrapes after
+    ///   `after_ms` joined into one text ([`scrapes::series_of`]), whose instants are the
+    ///   source's. A read whose samples reach less far back than its instants (`samples_from_ms`
+    ///   after `after_ms`: a history read whole) asks for the instants apart first, as one
+    ///   list: two rows.
     /// - The instants are read before the samples: a scrape another process commits between
     ///   the two reads brings its samples, whose instants the reader adds, never an instant
     ///   without its samples (which a check of the instants,

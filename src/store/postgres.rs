@@ -192,10 +192,14 @@ async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> R
         .execute(&mut *conn)
         .await?;
     }
-    if !sources.is_empty() {
-        let names: Vec<&str> = sources.iter().map(|s| s.name).collect();
-        let srcs: Vec<&str> = sources.iter().map(|s| s.source).collect();
-        let keep_from: Vec<i64> = sources.iter().map(|s| s.keep_from_ms).collect();
+    let pruned: Vec<(&str, &str, i64)> = sources
+        .iter()
+        .filter_map(|s| Some((s.name, s.source, s.keep_from_ms?)))
+        .collect();
+    if !pruned.is_empty() {
+        let names: Vec<&str> = pruned.iter().map(|p| p.0).collect();
+        let srcs: Vec<&str> = pruned.iter().map(|p| p.1).collect();
+        let keep_from: Vec<i64> = pruned.iter().map(|p| p.2).collect();
         sqlx::query(PRUNE_SCRAPES)
             .bind(&names)
             .bind(&srcs)
@@ -530,22 +534,28 @@ impl Store for PgStore {
         after_ms: i64,
         samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-        let times: Option<Vec<i64>> = sqlx::query_scalar(
-            "SELECT array_agg(at) FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3",
-        )
-        .bind(name)
-        .bind(source)
-        .bind(after_ms)
-        .fetch_one(&self.pool)
-        .await?;
-        let times = times.unwrap_or_default();
+        let from = samples_after(after_ms, samples_from_ms);
+        let times = if from > after_ms {
+            let times: Option<Vec<i64>> = sqlx::query_scalar(
+                "SELECT array_agg(at) FROM scrapes \
+                 WHERE migration = $1 AND source = $2 AND at > $3",
+            )
+            .bind(name)
+            .bind(source)
+            .bind(after_ms)
+            .fetch_one(&self.pool)
+            .await?;
+            Some(times.unwrap_or_default())
+        } else {
+            None
+        };
         let text: Option<String> = sqlx::query_scalar(
             "SELECT '[' || string_agg('[' || at || ',' || samples || ']', ',') || ']' \
              FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3",
         )
         .bind(name)
         .bind(source)
-        .bind(samples_after(after_ms, samples_from_ms))
+        .bind(from)
         .fetch_one(&self.pool)
         .await?;
         scrapes::history(text.as_deref(), times, source)
@@ -565,7 +575,7 @@ impl Store for PgStore {
             source,
             points,
             scrape_times,
-            keep_from_ms,
+            keep_from_ms: Some(keep_from_ms),
         };
         insert_points(&mut tx, &[one]).await?;
         tx.commit().await?;

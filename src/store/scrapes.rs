@@ -82,23 +82,26 @@ pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a
         .collect()
 }
 
-/// A source's history as a backend reads it: `times`, its scrape instants in any order, and
-/// `text`, its scrapes joined by the database (NULL when none is within reach), as
+/// A source's history as a backend reads it: `text`, its scrapes joined by the database (NULL
+/// when none is within reach), and `times`, its scrape instants in any order when they were read
+/// apart (a read whose samples reach less far back than its instants), as
 /// [`super::Store::load_series_after`] answers them: the series of [`series_of`] and the
-/// instants oldest first.
+/// instants oldest first. Without `times`, the instants are those of the scrapes in `text`
+/// (every stored scrape is a row, one that kept no sample too).
 ///
 /// # Errors
 /// [`StoreError::Corrupt`], naming `source`, when the text is not a list of scrapes.
 pub(super) fn history(
     text: Option<&str>,
-    mut times: Vec<i64>,
+    times: Option<Vec<i64>>,
     source: &str,
 ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-    times.sort_unstable();
-    let series = match text {
+    let (series, read) = match text {
         Some(text) => series_of(text, source)?,
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
+    let mut times = times.unwrap_or(read);
+    times.sort_unstable();
     Ok((series, times))
 }
 
@@ -121,17 +124,19 @@ type Written<'a> = (&'a str, &'a str, &'a str);
 
 /// The series of a source from the text `[[at, [[bits, series, metric, labels], ...]], ...]`
 /// (the scrape rows joined by the database, in any order), each series oldest first, ordered
-/// by series key, then by the first instant of each set of labels, then by metric and labels.
+/// by series key, then by the first instant of each set of labels, then by metric and labels;
+/// and the instants of the scrapes, in the order of the text.
 ///
 /// # Errors
 /// [`StoreError::Corrupt`], naming `source`, when the text is not such a list.
-pub(super) fn series_of(text: &str, source: &str) -> Result<Vec<StoredSeries>> {
+pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
     let corrupt = |e: serde_json::Error| {
         StoreError::Corrupt(format!(
             "the stored samples of source {source:?} are not a list of scrapes ({e})"
         ))
     };
     let scrapes: Vec<Scrape<'_>> = serde_json::from_str(text).map_err(corrupt)?;
+    let instants: Vec<i64> = scrapes.iter().map(|s| s.0).collect();
     let decode = |raw: &RawValue| serde_json::from_str::<String>(raw.get()).map_err(corrupt);
     let mut groups: Vec<StoredSeries> = Vec::new();
     // Each series as first written, by group, and every way it was written (one, unless two
@@ -220,7 +225,7 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<Vec<StoredSeries>> {
                 &b.labels,
             ))
     });
-    Ok(groups)
+    Ok((groups, instants))
 }
 
 #[cfg(test)]
@@ -272,14 +277,14 @@ mod tests {
             source: "app",
             points: &points,
             scrape_times: &[1_000, 2_000],
-            keep_from_ms: 0,
+            keep_from_ms: Some(0),
         };
         let rows = rows_of(&[source]).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].at_ms, rows[0].samples.as_str()), (1_000, "[]"));
         let written: Vec<serde_json::Value> = serde_json::from_str(&rows[1].samples).unwrap();
         assert_eq!(written.len(), 2, "{written:?}");
-        let series = series_of(&joined(&rows), "app").unwrap();
+        let series = series_of(&joined(&rows), "app").unwrap().0;
         let read: Vec<_> = series
             .iter()
             .map(|s| (s.series.as_str(), s.labels.as_str(), s.points.clone()))
@@ -296,14 +301,34 @@ mod tests {
     #[test]
     fn a_history_read_has_its_instants_oldest_first_whatever_the_database_answered() {
         assert_eq!(
-            history(None, vec![3_000, 1_000, 2_000], "app").unwrap(),
+            history(None, Some(vec![3_000, 1_000, 2_000]), "app").unwrap(),
             (Vec::new(), vec![1_000, 2_000, 3_000])
         );
         let text = format!("[[2000,[[{},\"s\",\"m\",\"[]\"]]]]", to_bits(1.0));
-        let (series, times) = history(Some(&text), vec![2_000, 1_000], "app").unwrap();
+        let (series, times) = history(Some(&text), Some(vec![2_000, 1_000]), "app").unwrap();
         assert_eq!(
             (series[0].points.clone(), times),
             (vec![(2_000, 1.0)], vec![1_000, 2_000])
+        );
+    }
+
+    /// A read whose samples reach as far back as its instants asks the database for one text:
+    /// the instants are its scrapes', a scrape that kept no sample among them.
+    #[test]
+    fn a_history_read_in_one_text_has_the_instants_of_its_scrapes() {
+        let text = format!(
+            "[[3000,[[{},\"s\",\"m\",\"[]\"]]],[1000,[]],[2000,[[{},\"s\",\"m\",\"[]\"]]]]",
+            to_bits(3.0),
+            to_bits(2.0)
+        );
+        let (series, times) = history(Some(&text), None, "app").unwrap();
+        assert_eq!(
+            (series[0].points.clone(), times),
+            (vec![(2_000, 2.0), (3_000, 3.0)], vec![1_000, 2_000, 3_000])
+        );
+        assert_eq!(
+            history(None, None, "app").unwrap(),
+            (Vec::new(), Vec::new())
         );
     }
 
@@ -314,7 +339,7 @@ mod tests {
             to_bits(3.0),
             to_bits(1.0)
         );
-        let series = series_of(&text, "app").unwrap();
+        let series = series_of(&text, "app").unwrap().0;
         assert_eq!(series.len(), 1);
         assert_eq!(series[0].points, vec![(1_000, 1.0), (3_000, 3.0)]);
     }
@@ -327,7 +352,7 @@ mod tests {
             to_bits(2.0)
         );
         assert_eq!(
-            series_of(&text, "app").unwrap()[0].points,
+            series_of(&text, "app").unwrap().0[0].points,
             vec![(1_000, 2.0)]
         );
     }
@@ -341,7 +366,7 @@ mod tests {
             to_bits(1.0),
             to_bits(2.0)
         );
-        let series = series_of(&text, "app").unwrap();
+        let series = series_of(&text, "app").unwrap().0;
         assert_eq!(series.len(), 1, "{series:?}");
         assert_eq!(series[0].series, "q");
         assert_eq!(series[0].points, vec![(1_000, 1.0), (2_000, 2.0)]);
@@ -355,7 +380,7 @@ mod tests {
             a = to_bits(1.0),
             b = to_bits(2.0)
         );
-        let series = series_of(&text, "app").unwrap();
+        let series = series_of(&text, "app").unwrap().0;
         let read: Vec<_> = series
             .iter()
             .map(|s| (s.labels.as_str(), s.points.clone()))

@@ -249,8 +249,8 @@ pub(super) const PRUNE_SCRAPES: &str =
 
 /// The sources' scrapes added, one row per (migration, source, instant) in statements of up
 /// to [`ROWS_PER_INSERT`] rows whatever migrations and sources they belong to, then each
-/// source's history pruned (in the caller's transaction). A scrape already stored keeps its
-/// samples of the series not given again ([`MERGE_SCRAPE`]).
+/// source's history pruned when the round dropped something (in the caller's transaction). A
+/// scrape already stored keeps its samples of the series not given again ([`MERGE_SCRAPE`]).
 async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) -> Result<()> {
     for chunk in scrapes::rows_of(sources)?.chunks(ROWS_PER_INSERT) {
         let mut q =
@@ -264,11 +264,11 @@ async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) 
         q.push(MERGE_SCRAPE);
         q.build().execute(&mut *conn).await?;
     }
-    for s in sources {
+    for (s, keep_from_ms) in sources.iter().filter_map(|s| Some((s, s.keep_from_ms?))) {
         sqlx::query(PRUNE_SCRAPES)
             .bind(s.name)
             .bind(s.source)
-            .bind(s.keep_from_ms)
+            .bind(keep_from_ms)
             .execute(&mut *conn)
             .await?;
     }
@@ -567,17 +567,25 @@ impl Store for SqliteStore {
         after_ms: i64,
         samples_from_ms: i64,
     ) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-        let times: Option<String> = sqlx::query_scalar(TIMES_AFTER)
-            .bind(name)
-            .bind(source)
-            .bind(after_ms)
-            .fetch_one(&self.pool)
-            .await?;
-        let times = super::parse_list(times.as_deref().unwrap_or_default(), source)?;
+        let from = samples_after(after_ms, samples_from_ms);
+        let times = if from > after_ms {
+            let times: Option<String> = sqlx::query_scalar(TIMES_AFTER)
+                .bind(name)
+                .bind(source)
+                .bind(after_ms)
+                .fetch_one(&self.pool)
+                .await?;
+            Some(super::parse_list(
+                times.as_deref().unwrap_or_default(),
+                source,
+            )?)
+        } else {
+            None
+        };
         let text: Option<String> = sqlx::query_scalar(SCRAPES_AFTER)
             .bind(name)
             .bind(source)
-            .bind(samples_after(after_ms, samples_from_ms))
+            .bind(from)
             .fetch_one(&self.pool)
             .await?;
         scrapes::history(text.as_deref(), times, source)
@@ -597,7 +605,7 @@ impl Store for SqliteStore {
             source,
             points,
             scrape_times,
-            keep_from_ms,
+            keep_from_ms: Some(keep_from_ms),
         };
         insert_points(&mut tx, &[one]).await?;
         tx.commit().await?;

@@ -1511,6 +1511,23 @@ async fn points_round_trip_and_prune() {
         assert_eq!(points, vec![second[0].clone(), second[3].clone()]);
         assert_eq!(times, vec![3_000]);
 
+        // A scrape that kept no sample is an instant of every read: of a read whose samples
+        // reach as far back as its instants (one text from the database) and of one whose
+        // samples reach less far (the instants read apart).
+        store
+            .save_points("m", "rabbit", &[], &[4_000], 3_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.load_points_after("m", "rabbit", 3_000).await.unwrap(),
+            (vec![], vec![4_000])
+        );
+        let (series, times) = store
+            .load_series_after("m", "rabbit", i64::MIN, 3_500)
+            .await
+            .unwrap();
+        assert_eq!((series, times), (vec![], vec![3_000, 4_000]));
+
         assert_eq!(
             store.load_points("m", "nats").await.unwrap(),
             (vec![point("q1", 1_500, 7.0)], vec![1_500])
@@ -1533,7 +1550,7 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
                 source: source.to_string(),
                 points,
                 scrape_times: vec![at],
-                keep_from_ms,
+                keep_from_ms: Some(keep_from_ms),
             };
         store
             .record_round(
@@ -1634,7 +1651,7 @@ async fn a_fleet_round_records_every_migration_or_none() {
                     .chain(extra)
                     .collect(),
                 scrape_times: vec![at],
-                keep_from_ms: 0,
+                keep_from_ms: Some(0),
             }],
         };
         store
@@ -1686,20 +1703,21 @@ async fn a_fleet_round_records_every_migration_or_none() {
 }
 
 /// A fleet's round writes the rows of every migration in the same statements: rows of one gate
-/// or one series in two migrations stay apart, each source keeps its own retention, and within
-/// one migration the row given last wins, as when each migration was written by itself.
+/// or one series in two migrations stay apart, each source keeps its own retention (none pruned
+/// when its round dropped nothing), and within one migration the row given last wins, as when
+/// each migration was written by itself.
 #[tokio::test]
 async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
     on_each_backend(|b| async move {
         let store = b.open().await;
-        for name in ["m", "n"] {
+        for name in ["m", "n", "o"] {
             store.create(&new_migration(name, 1_000)).await.unwrap();
             store
                 .save_points(name, "app", &[point("q1", 2_000, 0.5)], &[2_000], 0)
                 .await
                 .unwrap();
         }
-        let taken = |points: Vec<StoredPoint>, keep_from_ms: i64| SourcePoints {
+        let taken = |points: Vec<StoredPoint>, keep_from_ms: Option<i64>| SourcePoints {
             source: "app".to_string(),
             points,
             scrape_times: vec![3_000],
@@ -1714,13 +1732,19 @@ async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
                 ],
                 sources: vec![taken(
                     vec![point("q1", 3_000, 1.0), point("q1", 3_000, 1.5)],
-                    0,
+                    Some(0),
                 )],
             },
             RoundRecord {
                 name: "n".into(),
                 records: vec![gate(1_000, "lag", "exit", Some(2.0), 3_000)],
-                sources: vec![taken(vec![point("q1", 3_000, 2.0)], 2_500)],
+                sources: vec![taken(vec![point("q1", 3_000, 2.0)], Some(2_500))],
+            },
+            // A round that dropped nothing from its history deletes nothing.
+            RoundRecord {
+                name: "o".into(),
+                records: vec![],
+                sources: vec![taken(vec![point("q1", 3_000, 3.0)], None)],
             },
         ];
         store.record_rounds(&rounds).await.unwrap();
@@ -1748,6 +1772,15 @@ async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
             store.load_points("n", "app").await.unwrap(),
             (vec![point("q1", 3_000, 2.0)], vec![3_000]),
             "[{}] n's retention is n's",
+            b.kind
+        );
+        assert_eq!(
+            store.load_points("o", "app").await.unwrap(),
+            (
+                vec![point("q1", 2_000, 0.5), point("q1", 3_000, 3.0)],
+                vec![2_000, 3_000]
+            ),
+            "[{}] o pruned nothing",
             b.kind
         );
     })
