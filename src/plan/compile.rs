@@ -11,6 +11,7 @@
 //!
 //! The format is described for users in `docs/plan.md`; keep the two in step.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -127,7 +128,8 @@ pub fn compile(
         }
     };
     let mut cx = Cx {
-        lines: LineMap::build(yaml),
+        yaml,
+        lines: OnceCell::new(),
         errors: Vec::new(),
         warnings: Vec::new(),
         resolve,
@@ -264,7 +266,10 @@ fn misplaced_hint(key: &str, what: &str) -> Option<String> {
 // The walk.
 
 struct Cx<'a> {
-    lines: LineMap,
+    yaml: &'a str,
+    /// The line of each path, built when a first diagnostic needs one: a plan without any
+    /// (a stored plan compiled again at each daemon start) is parsed once.
+    lines: OnceCell<LineMap>,
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
     resolve: &'a dyn Resolve,
@@ -296,10 +301,16 @@ struct GateCtx<'s> {
 }
 
 impl Cx<'_> {
+    fn line(&self, path: &str) -> Option<usize> {
+        self.lines
+            .get_or_init(|| LineMap::build(self.yaml))
+            .line(path)
+    }
+
     fn diag(&self, path: &str, message: String) -> Diagnostic {
         Diagnostic {
             path: path.to_string(),
-            line: self.lines.line(path),
+            line: self.line(path),
             message,
         }
     }
@@ -963,7 +974,7 @@ impl Cx<'_> {
                 };
                 let gate_path = index_path(&list_path, i);
                 if let Some(first) = seen.get(name.as_str()) {
-                    let at = match self.lines.line(first) {
+                    let at = match self.line(first) {
                         Some(line) => format!("{first}, line {line}"),
                         None => first.clone(),
                     };
