@@ -214,7 +214,9 @@ mod tests {
             moves += usize::from(from != previous);
             previous = from;
         }
-        assert_eq!(moves, 10, "once per step over 300 s");
+        // 300 s of bounds, 1 s apart: ten steps of 30 s, nine when the pair's offset falls
+        // before the first bound or after the last.
+        assert!((9..=10).contains(&moves), "{moves} moves over 300 s");
         let offsets: std::collections::BTreeSet<i64> = (0..1_000)
             .map(|i| prune_from(&format!("migration-{i}"), "app", 1_000_000_000))
             .collect();

@@ -16,6 +16,7 @@ pub mod any;
 pub mod dispositions;
 mod memory;
 pub mod postgres;
+mod scrape_text;
 mod scrapes;
 pub mod sqlite;
 mod sqlite_bits;

@@ -15,9 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
+use super::scrape_text::Reader;
 use super::{Result, SourceRows, StoreError, StoredPoint, StoredSeries};
 
 /// The bits of `value` as a signed integer (the inverse of [`from_bits`]).
@@ -84,10 +82,10 @@ pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a
 
 /// A source's history as a backend reads it: `text`, its scrapes joined by the database (NULL
 /// when none is within reach), and `times`, its scrape instants in any order when they were read
-/// apart (a read whose samples reach less far back than its instants), as
+/// apart, first (a read whose samples reach less far back than its instants), as
 /// [`super::Store::load_series_after`] answers them: the series of [`series_of`] and the
-/// instants oldest first. Without `times`, the instants are those of the scrapes in `text`
-/// (every stored scrape is a row, one that kept no sample too).
+/// instants oldest first, each once: those of `times` and those of the scrapes in `text` (every
+/// stored scrape is a row, one that kept no sample too, and one committed between the two reads).
 ///
 /// # Errors
 /// [`StoreError::Corrupt`], naming `source`, when the text is not a list of scrapes.
@@ -100,24 +98,18 @@ pub(super) fn history(
         Some(text) => series_of(text, source)?,
         None => (Vec::new(), Vec::new()),
     };
-    let mut times = times.unwrap_or(read);
+    let mut times = match times {
+        // A scrape committed between the two reads is in the text: its instant too.
+        Some(mut times) => {
+            times.extend(read);
+            times
+        }
+        None => read,
+    };
     times.sort_unstable();
+    times.dedup();
     Ok((series, times))
 }
-
-/// One sample as a scrape row holds it, its three strings as they are written (borrowed from
-/// the text, undecoded: a series' strings are decoded once, when it is first met).
-#[derive(Deserialize)]
-struct Sample<'a>(
-    i64,
-    #[serde(borrow)] &'a RawValue,
-    #[serde(borrow)] &'a RawValue,
-    #[serde(borrow)] &'a RawValue,
-);
-
-/// One scrape row as a reader is handed it: its instant and its samples.
-#[derive(Deserialize)]
-struct Scrape<'a>(i64, #[serde(borrow)] Vec<Sample<'a>>);
 
 /// A series as a sample writes it: its series key, metric and labels as JSON strings.
 type Written<'a> = (&'a str, &'a str, &'a str);
@@ -130,65 +122,96 @@ type Written<'a> = (&'a str, &'a str, &'a str);
 /// # Errors
 /// [`StoreError::Corrupt`], naming `source`, when the text is not such a list.
 pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-    let corrupt = |e: serde_json::Error| {
+    let corrupt = |e: String| {
         StoreError::Corrupt(format!(
             "the stored samples of source {source:?} are not a list of scrapes ({e})"
         ))
     };
-    let scrapes: Vec<Scrape<'_>> = serde_json::from_str(text).map_err(corrupt)?;
-    let instants: Vec<i64> = scrapes.iter().map(|s| s.0).collect();
-    let decode = |raw: &RawValue| serde_json::from_str::<String>(raw.get()).map_err(corrupt);
+    let decode =
+        |raw: &str| serde_json::from_str::<String>(raw).map_err(|e| corrupt(e.to_string()));
+    let mut r = Reader::new(text);
+    let mut instants: Vec<i64> = Vec::new();
     let mut groups: Vec<StoredSeries> = Vec::new();
     // Each series as first written, by group, and every way it was written (one, unless two
     // writers escaped a string differently).
     let mut written: Vec<Written<'_>> = Vec::new();
+    // The three strings of each group's first sample as the text holds them, commas included.
+    let mut spans: Vec<&str> = Vec::new();
     let mut index: HashMap<Written<'_>, usize> = HashMap::new();
     // The groups of each series key that more than one set of labels shares (a series
     // relabelled), by group: rare, and where a sample must replace its sibling's at one instant.
     let mut siblings: HashMap<usize, Vec<usize>> = HashMap::new();
     // The group of each position in the previous scrape: consecutive scrapes of a source list
-    // the same series in the same order, so a sample most often finds its group without a hash.
+    // the same series in the same order, so a sample most often finds its group by comparing
+    // bytes, without a hash or a decode.
     let mut previous: Vec<usize> = Vec::new();
-    for Scrape(at_ms, samples) in scrapes {
-        for (position, Sample(bits, series, metric, labels)) in samples.into_iter().enumerate() {
-            let key = (series.get(), metric.get(), labels.get());
-            let group = match previous.get(position) {
-                Some(&g) if written[g] == key => g,
-                _ => match index.get(&key) {
-                    Some(&g) => g,
-                    None => {
-                        let (series, metric, labels) =
-                            (decode(series)?, decode(metric)?, decode(labels)?);
-                        let same = groups.iter().position(|s| {
-                            s.series == series && s.metric == metric && s.labels == labels
-                        });
-                        let g = match same {
-                            Some(g) => g,
-                            None => {
-                                let g = groups.len();
-                                let shared: Vec<usize> =
-                                    (0..g).filter(|&h| groups[h].series == series).collect();
-                                for &h in &shared {
-                                    siblings.entry(h).or_default().push(g);
+    r.expect(b'[').map_err(corrupt)?;
+    let mut more = !r.eat(b']');
+    while more {
+        r.expect(b'[').map_err(corrupt)?;
+        let at_ms = r.int().map_err(corrupt)?;
+        r.expect(b',').map_err(corrupt)?;
+        r.expect(b'[').map_err(corrupt)?;
+        instants.push(at_ms);
+        let mut position = 0;
+        let mut samples = !r.eat(b']');
+        while samples {
+            r.expect(b'[').map_err(corrupt)?;
+            let bits = r.int().map_err(corrupt)?;
+            r.expect(b',').map_err(corrupt)?;
+            let hinted = previous
+                .get(position)
+                .copied()
+                .filter(|&g| r.skip(spans[g]));
+            let group = match hinted {
+                Some(g) => g,
+                None => {
+                    let mark = r.mark();
+                    let series = r.string().map_err(corrupt)?;
+                    r.expect(b',').map_err(corrupt)?;
+                    let metric = r.string().map_err(corrupt)?;
+                    r.expect(b',').map_err(corrupt)?;
+                    let labels = r.string().map_err(corrupt)?;
+                    let span = r.since(mark);
+                    let key = (series, metric, labels);
+                    match index.get(&key) {
+                        Some(&g) => g,
+                        None => {
+                            let (series, metric, labels) =
+                                (decode(series)?, decode(metric)?, decode(labels)?);
+                            let same = groups.iter().position(|s| {
+                                s.series == series && s.metric == metric && s.labels == labels
+                            });
+                            let g = match same {
+                                Some(g) => g,
+                                None => {
+                                    let g = groups.len();
+                                    let shared: Vec<usize> =
+                                        (0..g).filter(|&h| groups[h].series == series).collect();
+                                    for &h in &shared {
+                                        siblings.entry(h).or_default().push(g);
+                                    }
+                                    if !shared.is_empty() {
+                                        siblings.insert(g, shared);
+                                    }
+                                    groups.push(StoredSeries {
+                                        series,
+                                        metric,
+                                        labels,
+                                        points: Vec::new(),
+                                    });
+                                    written.push(key);
+                                    spans.push(span);
+                                    g
                                 }
-                                if !shared.is_empty() {
-                                    siblings.insert(g, shared);
-                                }
-                                groups.push(StoredSeries {
-                                    series,
-                                    metric,
-                                    labels,
-                                    points: Vec::new(),
-                                });
-                                written.push(key);
-                                g
-                            }
-                        };
-                        index.insert(key, g);
-                        g
+                            };
+                            index.insert(key, g);
+                            g
+                        }
                     }
-                },
+                }
             };
+            r.expect(b']').map_err(corrupt)?;
             // A sample given again for its series key at this instant (a scrape written twice)
             // replaces the one before it, whatever its labels.
             for &h in siblings.get(&group).into_iter().flatten() {
@@ -205,8 +228,19 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, 
                 Some(slot) => *slot = group,
                 None => previous.push(group),
             }
+            position += 1;
+            samples = r.eat(b',');
+            if !samples {
+                r.expect(b']').map_err(corrupt)?;
+            }
+        }
+        r.expect(b']').map_err(corrupt)?;
+        more = r.eat(b',');
+        if !more {
+            r.expect(b']').map_err(corrupt)?;
         }
     }
+    r.end().map_err(corrupt)?;
     groups.retain(|s| !s.points.is_empty());
     for s in &mut groups {
         s.points.sort_unstable_by_key(|&(at_ms, _)| at_ms);
@@ -332,6 +366,15 @@ mod tests {
         );
     }
 
+    /// A helper's review: a scrape that kept no sample, committed between the read of the
+    /// instants and the read of the scrapes, was in the text but not among the instants.
+    #[test]
+    fn a_scrape_committed_between_the_two_reads_is_an_instant() {
+        let text = format!("[[2000,[[{},\"s\",\"m\",\"[]\"]]],[3000,[]]]", to_bits(2.0));
+        let (_, times) = history(Some(&text), Some(vec![2_000, 1_000]), "app").unwrap();
+        assert_eq!(times, vec![1_000, 2_000, 3_000]);
+    }
+
     #[test]
     fn series_read_in_the_order_of_time_whatever_the_order_of_the_rows() {
         let text = format!(
@@ -394,6 +437,71 @@ mod tests {
         );
     }
 
+    const NAMES: [&str; 5] = ["q1", "q\"2", "a\\b", "ü{k=\"v\"}", "tab\t"];
+
+    proptest::proptest! {
+        /// Whatever series each scrape lists, in whatever order, however the rows are joined and
+        /// spaced: each series' samples come back once, oldest first, with the scrapes'
+        /// instants (the reader skips a sample's strings by bytes only where they match).
+        #[test]
+        fn every_sample_reads_back_in_its_series(
+            scrapes in proptest::collection::vec(
+                proptest::collection::vec((0..NAMES.len(), proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO), 0..6),
+                1..12,
+            ),
+            order in proptest::collection::vec(proptest::prelude::any::<u32>(), 12),
+            pretty in proptest::prelude::any::<bool>(),
+        ) {
+            let mut points = Vec::new();
+            let mut times = Vec::new();
+            let mut expected: BTreeMap<&str, BTreeMap<i64, f64>> = BTreeMap::new();
+            for (i, listed) in scrapes.iter().enumerate() {
+                let at = 1_000 * (i64::try_from(i).unwrap() + 1);
+                times.push(at);
+                for &(n, value) in listed {
+                    points.push(StoredPoint {
+                        series: NAMES[n].into(),
+                        metric: "m".into(),
+                        labels: "[]".into(),
+                        at_ms: at,
+                        value,
+                    });
+                    expected.entry(NAMES[n]).or_default().insert(at, value);
+                }
+            }
+            let source = SourceRows {
+                name: "m",
+                source: "app",
+                points: &points,
+                scrape_times: &times,
+                keep_from_ms: None,
+            };
+            let mut rows = rows_of(&[source]).unwrap();
+            let mut keys = order.clone();
+            keys.truncate(rows.len());
+            let mut shuffled: Vec<(u32, ScrapeRow<'_>)> = keys.into_iter().zip(rows.drain(..)).collect();
+            shuffled.sort_by_key(|(k, _)| *k);
+            let rows: Vec<ScrapeRow<'_>> = shuffled.into_iter().map(|(_, r)| r).collect();
+            let mut text = joined(&rows);
+            if pretty {
+                let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                text = serde_json::to_string_pretty(&value).unwrap();
+            }
+            let (series, instants) = series_of(&text, "app").unwrap();
+            let got: BTreeMap<String, Vec<(i64, u64)>> = series
+                .into_iter()
+                .map(|s| (s.series, s.points.iter().map(|p| (p.0, p.1.to_bits())).collect()))
+                .collect();
+            let want: BTreeMap<String, Vec<(i64, u64)>> = expected
+                .into_iter()
+                .map(|(n, pts)| (n.to_string(), pts.into_iter().map(|(at, v)| (at, v.to_bits())).collect()))
+                .collect();
+            proptest::prop_assert_eq!(got, want);
+            let listed: Vec<i64> = rows.iter().map(|r| r.at_ms).collect();
+            proptest::prop_assert_eq!(instants, listed);
+        }
+    }
+
     #[test]
     fn stored_samples_that_are_not_a_list_of_scrapes_are_corrupt() {
         for bad in [
@@ -404,6 +512,11 @@ mod tests {
             "[[1000,[[null,\"s\",\"m\",\"[]\"]]]]",
             "[[1000]]",
             "[[1000,[[1,2,\"m\",\"[]\"]]]]",
+            "[[1000,[[1,\"s\",\"m\",\"[]\"]]]] x",
+            "[[1000,[[1,\"s\",\"m\",\"[]\"],]]]",
+            "[[1000,[[1,\"s\",\"m\",\"[]\"]]],[2000,[[2,\"s\",\"m\",\"[]\",3]]]]",
+            "[[1000,[[1,\"s\\q\",\"m\",\"[]\"]]]]",
+            "[[1000,[[1,\"s\",\"m\",\"[]\"]]]",
         ] {
             let err = series_of(bad, "app").unwrap_err();
             assert!(
