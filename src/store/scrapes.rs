@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::scrape_text::Reader;
+use super::scrape_text::{Bad, Reader};
 use super::{Result, SourceRows, StoreError, StoredPoint, StoredSeries};
 
 /// The bits of `value` as a signed integer (the inverse of [`from_bits`]).
@@ -122,21 +122,23 @@ type Written<'a> = (&'a str, &'a str, &'a str);
 /// # Errors
 /// [`StoreError::Corrupt`], naming `source`, when the text is not such a list.
 pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, Vec<i64>)> {
-    let corrupt = |e: String| {
+    read_scrapes(text).map_err(|e| {
         StoreError::Corrupt(format!(
             "the stored samples of source {source:?} are not a list of scrapes ({e})"
         ))
-    };
-    let decode =
-        |raw: &str| serde_json::from_str::<String>(raw).map_err(|e| corrupt(e.to_string()));
+    })
+}
+
+/// [`series_of`], or where the text stopped being a list of scrapes.
+fn read_scrapes(text: &str) -> std::result::Result<(Vec<StoredSeries>, Vec<i64>), Bad> {
+    let decode = |raw: &str| serde_json::from_str::<String>(raw).map_err(|e| e.to_string());
     let mut r = Reader::new(text);
     let mut instants: Vec<i64> = Vec::new();
     let mut groups: Vec<StoredSeries> = Vec::new();
-    // Each series as first written, by group, and every way it was written (one, unless two
-    // writers escaped a string differently).
-    let mut written: Vec<Written<'_>> = Vec::new();
     // The three strings of each group's first sample as the text holds them, commas included.
     let mut spans: Vec<&str> = Vec::new();
+    // Every way each series was written (one, unless two writers escaped a string
+    // differently), to its group.
     let mut index: HashMap<Written<'_>, usize> = HashMap::new();
     // The groups of each series key that more than one set of labels shares (a series
     // relabelled), by group: rare, and where a sample must replace its sibling's at one instant.
@@ -145,20 +147,20 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, 
     // the same series in the same order, so a sample most often finds its group by comparing
     // bytes, without a hash or a decode.
     let mut previous: Vec<usize> = Vec::new();
-    r.expect(b'[').map_err(corrupt)?;
+    r.expect(b'[')?;
     let mut more = !r.eat(b']');
     while more {
-        r.expect(b'[').map_err(corrupt)?;
-        let at_ms = r.int().map_err(corrupt)?;
-        r.expect(b',').map_err(corrupt)?;
-        r.expect(b'[').map_err(corrupt)?;
+        r.expect(b'[')?;
+        let at_ms = r.int()?;
+        r.expect(b',')?;
+        r.expect(b'[')?;
         instants.push(at_ms);
         let mut position = 0;
         let mut samples = !r.eat(b']');
         while samples {
-            r.expect(b'[').map_err(corrupt)?;
-            let bits = r.int().map_err(corrupt)?;
-            r.expect(b',').map_err(corrupt)?;
+            r.expect(b'[')?;
+            let bits = r.int()?;
+            r.expect(b',')?;
             let hinted = previous
                 .get(position)
                 .copied()
@@ -167,11 +169,11 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, 
                 Some(g) => g,
                 None => {
                     let mark = r.mark();
-                    let series = r.string().map_err(corrupt)?;
-                    r.expect(b',').map_err(corrupt)?;
-                    let metric = r.string().map_err(corrupt)?;
-                    r.expect(b',').map_err(corrupt)?;
-                    let labels = r.string().map_err(corrupt)?;
+                    let series = r.string()?;
+                    r.expect(b',')?;
+                    let metric = r.string()?;
+                    r.expect(b',')?;
+                    let labels = r.string()?;
                     let span = r.since(mark);
                     let key = (series, metric, labels);
                     match index.get(&key) {
@@ -200,7 +202,6 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, 
                                         labels,
                                         points: Vec::new(),
                                     });
-                                    written.push(key);
                                     spans.push(span);
                                     g
                                 }
@@ -211,7 +212,7 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, 
                     }
                 }
             };
-            r.expect(b']').map_err(corrupt)?;
+            r.expect(b']')?;
             // A sample given again for its series key at this instant (a scrape written twice)
             // replaces the one before it, whatever its labels.
             for &h in siblings.get(&group).into_iter().flatten() {
@@ -231,16 +232,16 @@ pub(super) fn series_of(text: &str, source: &str) -> Result<(Vec<StoredSeries>, 
             position += 1;
             samples = r.eat(b',');
             if !samples {
-                r.expect(b']').map_err(corrupt)?;
+                r.expect(b']')?;
             }
         }
-        r.expect(b']').map_err(corrupt)?;
+        r.expect(b']')?;
         more = r.eat(b',');
         if !more {
-            r.expect(b']').map_err(corrupt)?;
+            r.expect(b']')?;
         }
     }
-    r.end().map_err(corrupt)?;
+    r.end()?;
     groups.retain(|s| !s.points.is_empty());
     for s in &mut groups {
         s.points.sort_unstable_by_key(|&(at_ms, _)| at_ms);
