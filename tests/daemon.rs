@@ -779,6 +779,69 @@ async fn the_store_drops_aged_scrapes_a_step_at_a_time_and_holds_what_memory_hol
     );
 }
 
+/// A daemon's round asks the store to delete aged scrapes only in the rounds where the history
+/// kept in memory dropped some (one round per 30-s step), and says nothing in the others: on
+/// SQLite a delete per source per round cost as much as the round's inserts. Each round goes
+/// through a `RoundBatch` as the daemon's do, and what the batch would hand the store is read
+/// before its commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_asks_the_store_to_delete_only_when_the_kept_history_dropped_scrapes() {
+    use queue_migrate::controller::histories::PRUNE_STEP_MS;
+    use queue_migrate::controller::round::RoundBatch;
+    let (w, t0) = consume_dual_with_counter_gates("").await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let histories = Histories::default();
+    let loaded = w.controller(&fetcher).load("local").await.unwrap();
+    let retention = 20 * 60_000;
+    let every = 5_000;
+    let rounds = (retention + 5 * 60_000) / every;
+    let mut deletes = Vec::new();
+    let mut oldest_before = None;
+    for round in 1..=rounds {
+        let now = t0 + round * every;
+        w.indicators.set("app_done_total", (round * 100) as f64);
+        let batch = RoundBatch::default();
+        let c = Controller {
+            histories: Some(&histories),
+            round: Some(&batch),
+            ..w.controller(&fetcher)
+        };
+        c.evaluate(&loaded, now, false).await.unwrap();
+        let pending = batch.rounds();
+        let sources: Vec<_> = pending.iter().flat_map(|r| &r.sources).collect();
+        assert_eq!(sources.len(), 1, "round {round}: one scrape source");
+        let keep_from = sources[0].keep_from_ms;
+        batch.commit(&w.store, Some(&histories)).await.unwrap();
+        let taken = histories.take("local", "app").expect("kept");
+        let oldest = taken.history.scrape_times().next().expect("a scrape");
+        histories.put("local", "app", taken);
+        let dropped = oldest_before.is_some_and(|before| oldest != before);
+        assert_eq!(
+            keep_from.is_some(),
+            dropped,
+            "round {round}: a delete asked ({keep_from:?}) exactly when memory dropped scrapes"
+        );
+        if let Some(from) = keep_from {
+            assert!(
+                from <= oldest && oldest - from < PRUNE_STEP_MS,
+                "round {round}: the store keeps from {from}, memory from {oldest}"
+            );
+            deletes.push(round);
+        }
+        oldest_before = Some(oldest);
+    }
+    // 300 rounds, the last 60 past the retention: a delete every 30 s there, none before.
+    assert!(
+        deletes.iter().all(|r| *r > retention / every),
+        "deletes asked before anything aged: {deletes:?}"
+    );
+    let late = deletes.iter().filter(|r| **r > rounds - 60).count();
+    assert!(
+        (9..=11).contains(&late),
+        "{late} deletes asked in the last 60 rounds (one per 30-s step expected): {deletes:?}"
+    );
+}
+
 /// Regression: a kept history was read whole again every 100 rounds, all of a daemon's at once
 /// (16-28 s for 1,000 sources 17 minutes old), only to find a scrape another process stored late,
 /// with an instant older than the history's newest. Now the kept history is checked against the
@@ -975,6 +1038,94 @@ async fn a_kept_history_that_passes_its_check_is_kept_not_read_whole() {
     assert_eq!(taken.rounds, 1, "checked and kept (0: read whole)");
 }
 
+/// A transition committed by a command that died before publishing it: the record's routing is
+/// left behind its generation.
+async fn commit_unpublished(
+    w: &World,
+    name: &str,
+    command: &str,
+    paused: bool,
+    at_ms: i64,
+) -> queue_migrate::store::MigrationRecord {
+    let before = w.store.get(name).await.unwrap();
+    let moved = w
+        .store
+        .commit(
+            name,
+            &Commit {
+                expected_version: before.version,
+                command: command.into(),
+                to: Snapshot {
+                    state: before.state,
+                    paused,
+                },
+                at_ms,
+                actor: "crashed".into(),
+                reason: None,
+                forced: false,
+                evidence: json!({}),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(moved.published_generation < moved.generation);
+    moved
+}
+
+/// A daemon that starts loads every migration from one read of the fleet (not one statement per
+/// migration: 1,000 of them kept a daemon from listening for a second) and publishes each as a
+/// load one by one does: every routing in the hub at its generation, and one that a command
+/// left behind (it died between its commit and its publication) re-published from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starting_daemon_publishes_every_migration_from_one_read_of_the_fleet() {
+    let w = World::new(&plan()).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let c = w.controller(&fetcher);
+    let actor = Actor {
+        name: "test".into(),
+        reason: None,
+    };
+    for name in ["other", "third"] {
+        let path = w.dir.path().join(format!("{name}.yaml"));
+        let yaml = plan()
+            .replacen("name: local", &format!("name: {name}"), 1)
+            .replacen("local.routing.json", &format!("{name}.routing.json"), 1);
+        std::fs::write(&path, yaml).unwrap();
+        c.init(&path, &actor, T0 * 1000).await.unwrap();
+    }
+    // "other" moved by a command that died before publishing.
+    commit_unpublished(&w, "other", "pause", true, T0 * 1000 + 1_000).await;
+
+    let shared = Shared::new(
+        w.store.clone(),
+        config(Arc::new(AtomicI64::new(T0 * 1000 + 2_000))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    shared.watch_once().await;
+    for name in ["local", "other", "third"] {
+        let record = w.store.get(name).await.unwrap();
+        assert_eq!(
+            shared.hub.generation(name),
+            Some(u64::try_from(record.generation).unwrap()),
+            "{name} in the hub at its generation"
+        );
+        assert_eq!(
+            record.published_generation, record.generation,
+            "{name}'s routing published"
+        );
+        let routing: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(w.dir.path().join(format!("{name}.routing.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            routing["generation"], record.generation,
+            "{name}: {routing}"
+        );
+    }
+}
+
 /// A round reads the whole fleet once, at its start, and ticks each migration from that read. A
 /// migration a person moves after the read must not be acted on from it: the transition the old
 /// read calls for is a conflict, and a routing the read saw left behind is re-published from the
@@ -1027,28 +1178,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
 
     // A command committed its transition and died before publishing it; the round reads that.
     // Then a person acts: the routing is re-published and a newer generation published.
-    let paused = w.store.get("local").await.unwrap();
-    let resumed = w
-        .store
-        .commit(
-            "local",
-            &Commit {
-                expected_version: paused.version,
-                command: "resume".into(),
-                to: Snapshot {
-                    state: paused.state,
-                    paused: false,
-                },
-                at_ms: now,
-                actor: "crashed".into(),
-                reason: None,
-                forced: false,
-                evidence: json!({}),
-            },
-        )
-        .await
-        .unwrap();
-    assert!(resumed.published_generation < resumed.generation);
+    let resumed = commit_unpublished(&w, "local", "resume", false, now).await;
     let mut fleet = w.store.fleet().await.unwrap();
     person
         .command("local", &Command::Pause, &actor, json!({}), now)

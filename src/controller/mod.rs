@@ -234,6 +234,20 @@ impl<S: Store> Controller<'_, S> {
 
     async fn load_with(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
         let record = self.store.get(name).await?;
+        self.load_record(record, plans).await
+    }
+
+    /// A migration from a record read already (a daemon reads the whole fleet in one statement
+    /// when it starts), as [`Controller::load_cached`] would load it: its plan compiled by
+    /// `plans` when given, and its routing re-published if an earlier command left it behind.
+    ///
+    /// # Errors
+    /// As [`Controller::load`], but for the read.
+    pub async fn load_record(
+        &self,
+        record: MigrationRecord,
+        plans: Option<&plans::PlanCache>,
+    ) -> Result<Loaded> {
         let (plan, ladder) = match plans {
             Some(cache) => cache.compile(&record, self.resolve),
             None => {

@@ -35,6 +35,15 @@ impl RoundBatch {
         pending.kept.extend(kept);
     }
 
+    /// The rounds waiting for the commit, in the order they were pushed.
+    pub fn rounds(&self) -> Vec<RoundRecord> {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rounds
+            .clone()
+    }
+
     /// Write every round in one transaction, then keep the histories in `histories`. Returns how
     /// many migrations' rounds were written.
     ///

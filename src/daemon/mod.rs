@@ -19,7 +19,7 @@ pub mod probes;
 pub mod server;
 pub mod tick;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -310,10 +310,35 @@ impl<S: Store + Clone + 'static> Shared<S> {
         let Ok(generations) = self.store.generations().await else {
             return;
         };
-        for (name, generation) in generations {
-            let seen = self.hub.generation(&name);
-            if seen.is_none_or(|g| i64::try_from(g).unwrap_or(i64::MAX) < generation) {
-                self.refresh(&c, &name).await;
+        let behind: BTreeSet<String> = generations
+            .into_iter()
+            .filter(|(name, generation)| {
+                self.hub
+                    .generation(name)
+                    .is_none_or(|g| i64::try_from(g).unwrap_or(i64::MAX) < *generation)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        // Many behind (all of them when the daemon starts): one read of the fleet instead of
+        // one per migration.
+        let records = match behind.len() {
+            0 | 1 => None,
+            _ => self.store.list().await.ok(),
+        };
+        match records {
+            Some(records) => {
+                for record in records.into_iter().filter(|r| behind.contains(&r.name)) {
+                    let name = record.name.clone();
+                    match c.load_record(record, Some(&self.plans)).await {
+                        Ok(loaded) => self.observe(&c, &loaded).await,
+                        Err(e) => tracing::warn!(migration = name, "cannot load: {e}"),
+                    }
+                }
+            }
+            None => {
+                for name in &behind {
+                    self.refresh(&c, name).await;
+                }
             }
         }
         *self
