@@ -310,6 +310,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
         let Ok(generations) = self.store.generations().await else {
             return;
         };
+        let fleet = generations.len();
         let behind: BTreeSet<String> = generations
             .into_iter()
             .filter(|(name, generation)| {
@@ -319,11 +320,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
             })
             .map(|(name, _)| name)
             .collect();
-        // Many behind (all of them when the daemon starts): one read of the fleet instead of
-        // one per migration.
-        let records = match behind.len() {
-            0 | 1 => None,
-            _ => self.store.list().await.ok(),
+        // A good part of the fleet behind (all of it when the daemon starts): one read of the
+        // fleet instead of one per migration. A few behind: read those alone.
+        let records = if behind.len() >= 2 && behind.len() * 4 >= fleet {
+            self.store.list().await.ok()
+        } else {
+            None
         };
         match records {
             Some(records) => {
