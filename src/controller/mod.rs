@@ -238,8 +238,11 @@ impl<S: Store> Controller<'_, S> {
     }
 
     /// A migration from a record read already (a daemon reads the whole fleet in one statement
-    /// when it starts), as [`Controller::load_cached`] would load it: its plan compiled by
-    /// `plans` when given, and its routing re-published if an earlier command left it behind.
+    /// when it starts): its plan compiled by `plans` when given (as [`Controller::load_cached`]
+    /// does), else compiled afresh (as [`Controller::load`]), and its routing re-published if an
+    /// earlier command left it behind. The record must be fresh when it is behind: what is
+    /// published comes from it (callers with an older read re-read those, as
+    /// [`Controller::load_read`] does).
     ///
     /// # Errors
     /// As [`Controller::load`], but for the read.

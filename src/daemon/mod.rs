@@ -294,7 +294,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// Every migration in the store whose generation moved since readers last saw it. Most calls
     /// read one row ([`Store::generations_mark`]) and stop there when nothing moved; every
-    /// [`WHOLE_WATCH_EVERY`]th call compares every migration regardless.
+    /// [`WHOLE_WATCH_EVERY`]th call compares every migration regardless. When a good part of the
+    /// fleet moved (all of it when the daemon starts: see [`read_whole_fleet`]), those are loaded
+    /// from one read of every record instead of one read each; a routing left behind is still
+    /// re-published from the store as it is then, never from that read.
     pub async fn watch_once(&self) {
         let mark = self.store.generations_mark().await.ok();
         let polls = self.watch_polls.fetch_add(1, Ordering::Relaxed);
@@ -320,16 +323,26 @@ impl<S: Store + Clone + 'static> Shared<S> {
             })
             .map(|(name, _)| name)
             .collect();
-        // A good part of the fleet behind (all of it when the daemon starts): one read of the
-        // fleet instead of one per migration. A few behind: read those alone.
-        let records = if behind.len() >= 2 && behind.len() * 4 >= fleet {
-            self.store.list().await.ok()
+        let records = if read_whole_fleet(behind.len(), fleet) {
+            match self.store.list().await {
+                Ok(records) => Some(records),
+                Err(e) => {
+                    tracing::warn!("cannot read the fleet at once, reading each migration: {e}");
+                    None
+                }
+            }
         } else {
             None
         };
         match records {
             Some(records) => {
                 for record in records.into_iter().filter(|r| behind.contains(&r.name)) {
+                    // A routing to re-publish is published from a fresh read (the list may be
+                    // older than a command that published since), as a round does.
+                    if !read_only && record.published_generation < record.generation {
+                        self.refresh(&c, &record.name).await;
+                        continue;
+                    }
                     let name = record.name.clone();
                     match c.load_record(record, Some(&self.plans)).await {
                         Ok(loaded) => self.observe(&c, &loaded).await,
@@ -348,6 +361,13 @@ impl<S: Store + Clone + 'static> Shared<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = mark;
     }
+}
+
+/// Whether the watcher loads the `behind` migrations of a fleet of `fleet` from one read of
+/// every record rather than one read each: when at least two and a quarter of the fleet are
+/// behind (a start: all of them).
+pub fn read_whole_fleet(behind: usize, fleet: usize) -> bool {
+    behind >= 2 && behind.saturating_mul(4) >= fleet
 }
 
 /// Mutating API calls on a non-loopback address need a token (unless the API is read-only).
