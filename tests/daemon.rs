@@ -169,6 +169,12 @@ impl World {
         }
     }
 
+    /// The routing file the daemon wrote for migration `name` (its plan's `routing.file`).
+    fn routing_file(&self, name: &str) -> serde_json::Value {
+        let path = self.dir.path().join(format!("{name}.routing.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
     async fn state(&self) -> (String, Option<usize>, bool) {
         let r = self.store.get("local").await.unwrap();
         (r.state.name().to_string(), r.state.step(), r.paused)
@@ -781,9 +787,8 @@ async fn the_store_drops_aged_scrapes_a_step_at_a_time_and_holds_what_memory_hol
 /// A daemon's round asks the store to delete aged scrapes only in the rounds where the history
 /// kept in memory dropped some (one round per 30-s step), and says nothing in the others: on
 /// SQLite a delete per source per round took 0.08 s of the store's ~0.56 s per round of 1,000
-/// sources (BENCHMARKS.md, twelfth pass). Each round goes
-/// through a `RoundBatch` as the daemon's do, and what the batch would hand the store is read
-/// before its commit.
+/// sources (BENCHMARKS.md, twelfth pass). Each round goes through a `RoundBatch` as the
+/// daemon's do, and what the batch would hand the store is read before its commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_asks_the_store_to_delete_only_when_the_kept_history_dropped_scrapes() {
     use queue_migrate::controller::histories::PRUNE_STEP_MS;
@@ -1125,10 +1130,7 @@ async fn a_starting_daemon_publishes_every_migration_from_one_read_of_the_fleet(
             record.published_generation, record.generation,
             "{name}'s routing published"
         );
-        let routing: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(w.dir.path().join(format!("{name}.routing.json"))).unwrap(),
-        )
-        .unwrap();
+        let routing = w.routing_file(name);
         assert_eq!(
             routing["generation"], record.generation,
             "{name}: {routing}"
@@ -1225,10 +1227,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
     tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
-    let routing: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(w.dir.path().join("local.routing.json")).unwrap(),
-    )
-    .unwrap();
+    let routing = w.routing_file("local");
     assert_eq!(routing["generation"], newest.generation, "{routing}");
     assert_eq!(w.state().await, ("planned".to_string(), None, true));
 

@@ -19,7 +19,7 @@ pub mod probes;
 pub mod server;
 pub mod tick;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,7 +34,7 @@ use crate::controller::round::RoundBatch;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::Resolve;
-use crate::store::{Fleet, Store, StoreError};
+use crate::store::{Fleet, MigrationRecord, Store, StoreError};
 use hub::Hub;
 use metrics::Metrics;
 use notify::{Event, EventKind, Notifier};
@@ -286,7 +286,25 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// Load and observe one migration (after a change).
     async fn refresh(&self, c: &Controller<'_, S>, name: &str) {
-        match c.load_cached(name, &self.plans).await {
+        self.refresh_from(c, name, None).await;
+    }
+
+    /// [`Shared::refresh`] from `record` when one was read already. A routing to re-publish is
+    /// published from a fresh read, never from `record` (which may be older than a command that
+    /// published since), as a round does.
+    async fn refresh_from(
+        &self,
+        c: &Controller<'_, S>,
+        name: &str,
+        record: Option<MigrationRecord>,
+    ) {
+        let loaded = match record {
+            Some(record) if c.read_only || record.published_generation >= record.generation => {
+                c.load_record(record, Some(&self.plans)).await
+            }
+            _ => c.load_cached(name, &self.plans).await,
+        };
+        match loaded {
             Ok(loaded) => self.observe(c, &loaded).await,
             Err(e) => tracing::warn!(migration = name, "cannot load: {e}"),
         }
@@ -314,7 +332,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             return;
         };
         let fleet = generations.len();
-        let behind: BTreeSet<String> = generations
+        let behind: Vec<String> = generations
             .into_iter()
             .filter(|(name, generation)| {
                 self.hub
@@ -323,38 +341,17 @@ impl<S: Store + Clone + 'static> Shared<S> {
             })
             .map(|(name, _)| name)
             .collect();
-        let records = if read_whole_fleet(behind.len(), fleet) {
+        let mut listed: HashMap<String, MigrationRecord> = HashMap::new();
+        if read_whole_fleet(behind.len(), fleet) {
             match self.store.list().await {
-                Ok(records) => Some(records),
+                Ok(records) => listed.extend(records.into_iter().map(|r| (r.name.clone(), r))),
                 Err(e) => {
                     tracing::warn!("cannot read the fleet at once, reading each migration: {e}");
-                    None
                 }
             }
-        } else {
-            None
-        };
-        match records {
-            Some(records) => {
-                for record in records.into_iter().filter(|r| behind.contains(&r.name)) {
-                    // A routing to re-publish is published from a fresh read (the list may be
-                    // older than a command that published since), as a round does.
-                    if !read_only && record.published_generation < record.generation {
-                        self.refresh(&c, &record.name).await;
-                        continue;
-                    }
-                    let name = record.name.clone();
-                    match c.load_record(record, Some(&self.plans)).await {
-                        Ok(loaded) => self.observe(&c, &loaded).await,
-                        Err(e) => tracing::warn!(migration = name, "cannot load: {e}"),
-                    }
-                }
-            }
-            None => {
-                for name in &behind {
-                    self.refresh(&c, name).await;
-                }
-            }
+        }
+        for name in &behind {
+            self.refresh_from(&c, name, listed.remove(name)).await;
         }
         *self
             .watch_mark
