@@ -188,6 +188,7 @@ per_broker!(
     concurrent_publishes_are_all_confirmed,
     coalesced_acks_cover_only_what_was_acked,
     acks_wait_behind_a_gap_up_to_four_times_the_prefetch,
+    a_consumer_has_a_connection_of_its_own,
 );
 
 /// Which of `stamped(0..n)` a delivery is.
@@ -376,6 +377,83 @@ async fn acks_wait_behind_a_gap_up_to_four_times_the_prefetch(kind: Kind, url: &
     );
     drop(third);
     cleanup(kind, url, &q).await;
+}
+
+/// RabbitMQ: a subscription consumes on a connection of its own, never on the one the adapter
+/// publishes on (named `queue-migrate`): RabbitMQ's flow control stops reading a publishing
+/// connection while its queues catch up, and a consumer's acks on that connection waited with
+/// the publishes (the bridge's did: BENCHMARKS.md, fourteenth pass).
+async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
+    if kind != Kind::RabbitMq {
+        return;
+    }
+    let adapter = connect(kind, url).await;
+    let q = queue("own");
+    adapter.declare(&q).await.unwrap();
+    adapter.publish(&q, &stamped(0)).await.unwrap();
+    let mut subscription = adapter
+        .subscribe(&q, &options("g", 4, Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let d = next_within(&mut subscription, 10).await;
+    // The publishing connection is busy after the subscription too.
+    adapter.publish(&q, &stamped(1)).await.unwrap();
+
+    let api = management_api(url);
+    let http = reqwest::Client::new();
+    let get = |path: Vec<String>| {
+        let mut at = api.clone();
+        at.path_segments_mut().unwrap().extend(path);
+        let request = http.get(at).basic_auth("guest", Some("guest"));
+        async move {
+            let response = request.send().await.unwrap().error_for_status().unwrap();
+            response.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    // The management API lists a consumer a moment after it exists.
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let connection = loop {
+        let consumers = get(vec!["consumers".into()]).await;
+        let ours = consumers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["queue"]["name"] == q.as_str());
+        if let Some(c) = ours {
+            break c["channel_details"]["connection_name"]
+                .as_str()
+                .unwrap()
+                .to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no consumer of {q} listed: {consumers}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let details = get(vec!["connections".into(), connection.clone()]).await;
+    assert_eq!(
+        details["client_properties"]["connection_name"],
+        format!("queue-migrate consumer of {q}").as_str(),
+        "the consumer is on {connection}, not on a connection of its own"
+    );
+    d.ack().await.unwrap();
+    drop(subscription);
+    cleanup(kind, url, &q).await;
+}
+
+/// The management API beside `amqp_url`: `QM_TEST_RABBITMQ_API_URL` (as `scripts/services.sh`
+/// writes it, without credentials used: the tests log in as guest), else port 15672 of its host.
+fn management_api(amqp_url: &str) -> reqwest::Url {
+    if let Ok(api) = std::env::var("QM_TEST_RABBITMQ_API_URL") {
+        let mut api = reqwest::Url::parse(&api).unwrap();
+        let _ = api.set_username("");
+        let _ = api.set_password(None);
+        return api;
+    }
+    let amqp = reqwest::Url::parse(amqp_url).unwrap();
+    let host = amqp.host_str().unwrap_or("127.0.0.1");
+    reqwest::Url::parse(&format!("http://{host}:15672/api")).unwrap()
 }
 
 /// Headers (the route stamp, the dedup key) and a non-UTF-8 payload come back unchanged.

@@ -1,6 +1,6 @@
-//! RabbitMQ over AMQP 0.9.1 (lapin): publisher confirms on one shared channel, one channel per
-//! subscription (acks per message, or coalesced: [`super::AckMode`]), the management API for
-//! the depth.
+//! RabbitMQ over AMQP 0.9.1 (lapin): publisher confirms on one shared channel, one connection
+//! and channel per subscription (acks per message, or coalesced: [`super::AckMode`]), the
+//! management API for the depth.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,7 +50,8 @@ fn coalesced_limits(prefetch: u16) -> (u16, usize) {
 }
 
 /// A RabbitMQ adapter: one AMQP connection with a confirming channel shared by every publish,
-/// and the management API (for [`super::Adapter::depth`]).
+/// one more connection per subscription, and the management API (for
+/// [`super::Adapter::depth`]).
 pub struct RabbitMq {
     /// The AMQP URL given to lapin (without a `management` parameter).
     amqp_url: String,
@@ -177,22 +178,32 @@ impl RabbitMq {
             return Ok((l.connection.clone(), l.channel.clone()));
         }
         *link = None;
-        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
-            .await
-            .map_err(|_| {
-                connect_error(&self.shown, format!("no answer within {CONNECT_TIMEOUT:?}"))
-            })??;
+        let opened = self.connecting(self.open()).await?;
         let pair = (opened.connection.clone(), opened.channel.clone());
         *link = Some(opened);
         Ok(pair)
     }
 
-    async fn open(&self) -> Result<Link> {
-        let properties =
-            ConnectionProperties::default().with_connection_name(LongString::from("queue-migrate"));
-        let connection = Connection::connect(&self.amqp_url, properties)
+    /// `step` within [`CONNECT_TIMEOUT`] (no answer: a connect error).
+    async fn connecting<T>(&self, step: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        tokio::time::timeout(CONNECT_TIMEOUT, step)
             .await
-            .map_err(|e| connect_error(&self.shown, e))?;
+            .map_err(|_| {
+                connect_error(&self.shown, format!("no answer within {CONNECT_TIMEOUT:?}"))
+            })?
+    }
+
+    /// A new AMQP connection, named `name` in the broker's connection list.
+    async fn connection(&self, name: &str) -> Result<Connection> {
+        let properties =
+            ConnectionProperties::default().with_connection_name(LongString::from(name));
+        Connection::connect(&self.amqp_url, properties)
+            .await
+            .map_err(|e| connect_error(&self.shown, e))
+    }
+
+    async fn open(&self) -> Result<Link> {
+        let connection = self.connection("queue-migrate").await?;
         let channel = connection
             .create_channel()
             .await
@@ -216,6 +227,16 @@ impl RabbitMq {
     ) -> Result<(Arc<Connection>, Channel)> {
         let (connection, _) = self.link().await?;
         let channel = bounded(operation, queue, connection.create_channel()).await?;
+        Ok((connection, channel))
+    }
+
+    /// A channel on a connection of its own, for a consumer: RabbitMQ's flow control stops
+    /// reading a publishing connection while its queues catch up, and the acks of a consumer
+    /// sharing that connection would wait with the publishes.
+    async fn consumer_channel(&self, queue: &str) -> Result<(Connection, Channel)> {
+        let name = format!("queue-migrate consumer of {queue}");
+        let connection = self.connecting(self.connection(&name)).await?;
+        let channel = bounded("subscribe", queue, connection.create_channel()).await?;
         Ok((connection, channel))
     }
 
@@ -297,7 +318,7 @@ impl RabbitMq {
         let name = short(queue, "queue name").map_err(|e| op_error("subscribe", queue, e))?;
         let tag = ShortString::try_new(format!("{}.{}", options.group, options.consumer))
             .unwrap_or_default();
-        let (connection, channel) = self.side_channel("subscribe", queue).await?;
+        let (connection, channel) = self.consumer_channel(queue).await?;
         let (coalesced_qos, held) = coalesced_limits(options.prefetch);
         let qos = match acks {
             AckMode::PerMessage => options.prefetch,
@@ -532,7 +553,8 @@ pub(super) struct Subscription {
     queue: String,
     consumer: lapin::Consumer,
     _channel: Channel,
-    connection: Arc<Connection>,
+    /// The subscription's own connection, closed when it is dropped.
+    connection: Connection,
     failed: Option<String>,
     /// Coalesced acks: the window shared with the ackers, and the task that flushes it.
     coalescer: Option<(Arc<Coalescer>, tokio::task::JoinHandle<()>)>,
