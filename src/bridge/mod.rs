@@ -65,8 +65,9 @@ pub struct Settings {
     pub ingress: String,
     /// Where the key is.
     pub key: BridgeKey,
-    /// Most ingress messages being forwarded at once (a RabbitMQ ingress may hold up to five
-    /// times as many unacked: confirmed ones whose coalesced ack waits for an older one).
+    /// Most ingress messages being forwarded at once; as many again may wait behind a message
+    /// of their key ([`KeyedQueue::admits`]). A RabbitMQ ingress may hold up to ten times as
+    /// many unacked: confirmed ones whose coalesced ack waits for an older one.
     pub prefetch: u16,
     /// The old-side queue consumers read (`brokers.old.queue`).
     pub old_queue: String,
@@ -242,7 +243,8 @@ async fn session<S: Store>(
     let options = SubscribeOptions {
         group: format!("queue-migrate-bridge-{}", settings.migration),
         consumer: settings.holder.clone(),
-        prefetch: settings.prefetch,
+        // Unsettled at once: those being forwarded and as many waiting behind their key.
+        prefetch: settings.prefetch.saturating_mul(2),
         visibility_timeout: settings.visibility_timeout,
     };
     if let Err(e) = brokers.old.declare(&settings.ingress).await {
@@ -317,7 +319,8 @@ async fn session<S: Store>(
                     inflight.push(forward(key, next, &shared));
                 }
             }
-            next = sub.next(), if keyed.len() < capacity => {
+            // Messages waiting behind their key take no place among the `prefetch` forwarded.
+            next = sub.next(), if keyed.admits(capacity) => {
                 let delivery = match next {
                     Ok(Some(d)) => d,
                     Ok(None) => break Ended::Broker(BrokerError::Operation {

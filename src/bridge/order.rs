@@ -82,6 +82,14 @@ impl<K: Eq + Hash + Clone, T> KeyedQueue<K, T> {
         self.busy() + self.queued()
     }
 
+    /// Room for one more arrival, for a caller that has at most `window` items in flight:
+    /// fewer than `window` keys busy (an arrival may start one more), and fewer than
+    /// `2 × window` items held in all (items waiting behind their key take no place in flight,
+    /// so a few busy keys do not shrink the window of items in flight).
+    pub fn admits(&self, window: usize) -> bool {
+        self.busy() < window && self.len() < window.saturating_mul(2)
+    }
+
     /// Nothing in flight, nothing waiting.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty()
@@ -114,6 +122,25 @@ mod tests {
         assert!(q.is_empty());
         // A key that is free again starts at once.
         assert_eq!(q.push("a", 5), Some(5));
+    }
+
+    #[test]
+    fn items_waiting_behind_their_key_take_no_place_in_flight() {
+        let mut q = KeyedQueue::new();
+        // A window of 2: one key busy with three items behind it still admits another key.
+        assert_eq!(q.push("a", 1), Some(1));
+        assert_eq!(q.push("a", 2), None);
+        assert_eq!(q.push("a", 3), None);
+        assert!(q.admits(2), "a busy key shrank the window");
+        assert_eq!(q.push("b", 4), Some(4));
+        assert!(!q.admits(2), "two keys in flight fill a window of 2");
+        // Held items are bounded too: twice the window.
+        let mut q = KeyedQueue::new();
+        for n in 0..4 {
+            assert!(q.admits(2), "refused with {n} held");
+            q.push("a", n);
+        }
+        assert!(!q.admits(2), "more than twice the window held");
     }
 
     #[test]
@@ -159,6 +186,31 @@ mod tests {
             }
             prop_assert!(q.is_empty());
             prop_assert_eq!(started, pushed);
+        }
+
+        /// A caller that takes an arrival only when `admits(window)` never has more than
+        /// `window` items in flight nor more than `2 × window` held.
+        #[test]
+        fn admits_bounds_what_is_in_flight_and_held(
+            window in 1usize..6,
+            ops in proptest::collection::vec((0u8..8, any::<bool>()), 1..300)
+        ) {
+            let mut q = KeyedQueue::new();
+            let mut in_flight: Vec<u8> = Vec::new();
+            for (key, arrive) in ops {
+                if arrive && q.admits(window) {
+                    if q.push(key, ()).is_some() {
+                        in_flight.push(key);
+                    }
+                } else if !in_flight.is_empty() {
+                    let k = in_flight.remove(0);
+                    if q.complete(&k).is_some() {
+                        in_flight.push(k);
+                    }
+                }
+                prop_assert!(q.busy() <= window, "{} in flight, window {window}", q.busy());
+                prop_assert!(q.len() <= 2 * window, "{} held, window {window}", q.len());
+            }
         }
     }
 }
