@@ -22,7 +22,14 @@ PAIRS=${PAIRS:-7}
 PREFETCH=${PREFETCH:-256}
 N=${N:-100000}
 OUT=${OUT:-$(mktemp -d /tmp/qm-bridge-ab.XXXXXX)}
+case $PREFETCH in
+  *[!0-9]*|'') echo "bench/bridge_ab.sh: PREFETCH is one number (got '$PREFETCH')" >&2; exit 1 ;;
+esac
 mkdir -p "$OUT"
+if [ -e "$OUT/ab.txt" ]; then
+  echo "bench/bridge_ab.sh: $OUT holds an earlier comparison (ab.txt); give a new OUT" >&2
+  exit 1
+fi
 
 one() { # name binary pair
   local dir=$OUT/$1-$3

@@ -382,7 +382,7 @@ async fn acks_wait_behind_a_gap_up_to_four_times_the_prefetch(kind: Kind, url: &
 /// RabbitMQ: a subscription consumes on a connection of its own, never on the one the adapter
 /// publishes on (named `queue-migrate`): RabbitMQ's flow control stops reading a publishing
 /// connection while its queues catch up, and a consumer's acks on that connection waited with
-/// the publishes (the bridge's did: BENCHMARKS.md, fourteenth pass).
+/// the publishes (the bridge's did: BENCHMARKS.md, bridge seventh pass).
 async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
     if kind != Kind::RabbitMq {
         return;

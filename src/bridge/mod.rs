@@ -65,9 +65,10 @@ pub struct Settings {
     pub ingress: String,
     /// Where the key is.
     pub key: BridgeKey,
-    /// Most ingress messages being forwarded at once; as many again may wait behind a message
-    /// of their key ([`KeyedQueue::admits`]). A RabbitMQ ingress may hold up to ten times as
-    /// many unacked: confirmed ones whose coalesced ack waits for an older one.
+    /// Most ingress messages being forwarded at once; with those waiting behind a message of
+    /// their key, at most twice as many held ([`KeyedQueue::admits`]). A RabbitMQ ingress may
+    /// hold up to ten times as many unacked: confirmed ones whose coalesced ack waits for an
+    /// older one.
     pub prefetch: u16,
     /// The old-side queue consumers read (`brokers.old.queue`).
     pub old_queue: String,

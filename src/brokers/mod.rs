@@ -353,8 +353,9 @@ impl Adapter {
 
     /// Starts reading `queue` with manual acks (see [`SubscribeOptions`]).
     ///
-    /// - RabbitMQ: its own channel, `basic.qos(prefetch)`, `basic.consume`; unacked deliveries
-    ///   return to the queue when the subscription (its channel) is dropped.
+    /// - RabbitMQ: its own connection and channel, `basic.qos(prefetch)`, `basic.consume`;
+    ///   unacked deliveries return to the queue when the subscription (its connection) is
+    ///   dropped.
     /// - JetStream: the durable pull consumer `options.group` (explicit ack, `ack_wait` =
     ///   visibility timeout, `max_ack_pending` = prefetch), created when missing.
     /// - Redis: the consumer group `options.group` (created at id `0` with `MKSTREAM` when

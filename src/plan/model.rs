@@ -50,9 +50,9 @@ pub struct Bridge {
     pub ingress: String,
     /// Where a message's key is.
     pub key: BridgeKey,
-    /// At most this many ingress messages forwarded at once (default 256); as many again may
-    /// wait behind a message of their key, and a RabbitMQ ingress may hold up to ten times as
-    /// many unacked (confirmed ones whose coalesced ack waits).
+    /// At most this many ingress messages forwarded at once (default 256); with those waiting
+    /// behind a message of their key, at most twice as many held; a RabbitMQ ingress may hold
+    /// up to ten times as many unacked (confirmed ones whose coalesced ack waits).
     pub prefetch: u16,
 }
 
