@@ -244,8 +244,8 @@ async fn session<S: Store>(
     let options = SubscribeOptions {
         group: format!("queue-migrate-bridge-{}", settings.migration),
         consumer: settings.holder.clone(),
-        // Unsettled at once: those being forwarded and as many waiting behind their key.
-        prefetch: settings.prefetch.saturating_mul(2),
+        // Unsettled at once: those being forwarded and those waiting behind their key.
+        prefetch: settings.prefetch.saturating_mul(order::HELD_PER_WINDOW),
         visibility_timeout: settings.visibility_timeout,
     };
     if let Err(e) = brokers.old.declare(&settings.ingress).await {

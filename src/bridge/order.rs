@@ -13,6 +13,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+/// How many items a caller following [`KeyedQueue::admits`] holds at most (in flight and
+/// waiting behind their key), in multiples of its window.
+pub const HELD_PER_WINDOW: u16 = 2;
+
 /// Waiting items by key; a key present in the map has one item in flight.
 #[derive(Debug)]
 pub struct KeyedQueue<K, T> {
@@ -84,10 +88,10 @@ impl<K: Eq + Hash + Clone, T> KeyedQueue<K, T> {
 
     /// Room for one more arrival, for a caller that has at most `window` items in flight:
     /// fewer than `window` keys busy (an arrival may start one more), and fewer than
-    /// `2 × window` items held in all (items waiting behind their key take no place in flight,
-    /// so a few busy keys do not shrink the window of items in flight).
+    /// [`HELD_PER_WINDOW`] `× window` items held in all (items waiting behind their key take no
+    /// place in flight, so a few busy keys do not shrink the window of items in flight).
     pub fn admits(&self, window: usize) -> bool {
-        self.busy() < window && self.len() < window.saturating_mul(2)
+        self.busy() < window && self.len() < window.saturating_mul(usize::from(HELD_PER_WINDOW))
     }
 
     /// Nothing in flight, nothing waiting.
