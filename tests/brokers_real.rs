@@ -189,6 +189,7 @@ per_broker!(
     coalesced_acks_cover_only_what_was_acked,
     acks_wait_behind_a_gap_up_to_four_times_the_prefetch,
     a_consumer_has_a_connection_of_its_own,
+    a_new_subscription_takes_its_own_prefetch_and_visibility,
 );
 
 /// Which of `stamped(0..n)` a delivery is.
@@ -553,6 +554,52 @@ async fn unacked_comes_back_and_nack_gives_back(kind: Kind, url: &str) {
     // Acked for good: nothing comes back after the visibility timeout.
     let quiet = tokio::time::timeout(visibility * 3, second.next()).await;
     assert!(quiet.is_err(), "an acked message came back: {quiet:?}");
+    drop(second);
+    cleanup(kind, url, &q).await;
+}
+
+/// A subscription takes its own prefetch and visibility timeout, whatever an earlier subscription
+/// of the same group asked: a plan's new `prefetch` applies at the bridge's next start. JetStream
+/// kept an existing durable consumer's `max_ack_pending` and `ack_wait` (the consumer was only
+/// created when missing).
+async fn a_new_subscription_takes_its_own_prefetch_and_visibility(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("resubscribe");
+    adapter.declare(&q).await.unwrap();
+    let first = adapter
+        .subscribe(&q, &options("g", 2, Duration::from_secs(1)))
+        .await
+        .unwrap();
+    drop(first);
+    for n in 0..8 {
+        adapter.publish(&q, &stamped(n)).await.unwrap();
+    }
+
+    let mut second = adapter
+        .subscribe(&q, &options("g", 5, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    // Until quiet for longer than the first visibility timeout (a delivery held past it would
+    // come back here had the group kept it), or past what a prefetch of 5 may hand out at most.
+    let mut got = Vec::new();
+    while got.len() <= 5 {
+        let Ok(next) = tokio::time::timeout(Duration::from_millis(2_500), second.next()).await
+        else {
+            break;
+        };
+        let d = next.unwrap().expect("the subscription ended");
+        got.push((index_of(&d.message, 8), d));
+    }
+    let indices: Vec<usize> = got.iter().map(|(i, _)| *i).collect();
+    assert_eq!(
+        indices,
+        [0, 1, 2, 3, 4],
+        "prefetch 5 and a 30 s visibility timeout: five deliveries, none twice"
+    );
+    assert!(got.iter().all(|(_, d)| !d.redelivered));
+    for (_, d) in got {
+        d.ack().await.unwrap();
+    }
     drop(second);
     cleanup(kind, url, &q).await;
 }

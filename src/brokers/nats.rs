@@ -152,10 +152,24 @@ impl Nats {
             filter_subject: queue.to_string(),
             ..consumer::pull::Config::default()
         };
-        let pull: consumer::PullConsumer = stream
-            .get_or_create_consumer(&durable, config)
-            .await
-            .map_err(|e| op_error("subscribe", queue, e))?;
+        // Create or update: an existing durable takes this subscription's `max_ack_pending` and
+        // `ack_wait` (the server edits both in place), so a plan's new prefetch or visibility
+        // timeout applies at the next start instead of the values of the consumer's first one.
+        let pull: consumer::PullConsumer =
+            stream
+                .create_consumer(config)
+                .await
+                .map_err(|e| match e.kind() {
+                    stream::ConsumerErrorKind::JetStream(_) => op_error(
+                        "subscribe",
+                        queue,
+                        format!(
+                            "{e} (if the durable consumer {durable} was made with other settings, \
+                             delete it, e.g. `nats consumer rm`, to start it afresh)"
+                        ),
+                    ),
+                    _ => op_error("subscribe", queue, e),
+                })?;
         let messages = pull
             .stream()
             .max_messages_per_batch(usize::from(options.prefetch.max(1)))
