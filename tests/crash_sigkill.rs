@@ -30,7 +30,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Bench, DaemonChild, fast_local_plan, poll_until};
+use common::{Bench, DaemonChild, Postgres, fast_local_plan, poll_until};
 use queue_migrate::controller::views::EntryView;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::{MigrationRecord, Store};
@@ -509,7 +509,7 @@ fn cli_killed_at_random_instants_on_sqlite_keeps_a_consistent_journal_and_routin
 
 #[test]
 fn cli_killed_at_random_instants_on_postgres_keeps_a_consistent_journal_and_routing() {
-    let Some(db) = Postgres::fresh("cli") else {
+    let Some(db) = Postgres::fresh("crash_cli") else {
         return;
     };
     cli_loop(
@@ -676,7 +676,7 @@ fn daemon_killed_at_random_instants_on_sqlite_keeps_a_consistent_journal_and_rou
 
 #[test]
 fn daemon_killed_at_random_instants_on_postgres_keeps_a_consistent_journal_and_routing() {
-    let Some(db) = Postgres::fresh("daemon") else {
+    let Some(db) = Postgres::fresh("crash_daemon") else {
         return;
     };
     daemon_loop(
@@ -685,62 +685,4 @@ fn daemon_killed_at_random_instants_on_postgres_keeps_a_consistent_journal_and_r
         iterations(POSTGRES_KILLS),
     );
     db.drop_database();
-}
-
-// ---------------------------------------------------------------------------------------------
-// PostgreSQL: a database per test.
-
-struct Postgres {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Postgres {
-    /// A fresh database on the server of `QM_TEST_POSTGRES_URL`, or `None` (and a note) when it
-    /// is not set.
-    fn fresh(test: &str) -> Option<Postgres> {
-        let Ok(admin) = std::env::var("QM_TEST_POSTGRES_URL") else {
-            eprintln!(
-                "skipped: QM_TEST_POSTGRES_URL is not set (scripts/services.sh start postgres)"
-            );
-            return None;
-        };
-        let name = format!("qm_crash_{test}_{}", std::process::id());
-        Postgres::admin(
-            &admin,
-            &[
-                format!("DROP DATABASE IF EXISTS {name}"),
-                format!("CREATE DATABASE {name}"),
-            ],
-        );
-        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
-        let url = format!("{base}/{name}");
-        Some(Postgres { admin, name, url })
-    }
-
-    fn drop_database(self) {
-        Postgres::admin(
-            &self.admin,
-            &[format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )],
-        );
-    }
-
-    fn admin(url: &str, statements: &[String]) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            use sqlx::Executor;
-            let pool = sqlx::PgPool::connect(url).await.unwrap();
-            for s in statements {
-                pool.execute(sqlx::AssertSqlSafe(s.clone())).await.unwrap();
-            }
-            pool.close().await;
-        });
-    }
 }

@@ -387,3 +387,62 @@ impl DaemonChild {
         let _ = self.child.wait();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL: a database per test.
+
+/// A database of its own on the server of `QM_TEST_POSTGRES_URL`.
+pub struct Postgres {
+    admin: String,
+    name: String,
+    pub url: String,
+}
+
+impl Postgres {
+    /// A fresh database on the server of `QM_TEST_POSTGRES_URL`, or `None` (and a note) when it
+    /// is not set.
+    pub fn fresh(test: &str) -> Option<Postgres> {
+        let Ok(admin) = std::env::var("QM_TEST_POSTGRES_URL") else {
+            eprintln!(
+                "skipped: QM_TEST_POSTGRES_URL is not set (scripts/services.sh start postgres)"
+            );
+            return None;
+        };
+        let name = format!("qm_{test}_{}", std::process::id());
+        Postgres::admin(
+            &admin,
+            &[
+                format!("DROP DATABASE IF EXISTS {name}"),
+                format!("CREATE DATABASE {name}"),
+            ],
+        );
+        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
+        let url = format!("{base}/{name}");
+        Some(Postgres { admin, name, url })
+    }
+
+    pub fn drop_database(self) {
+        Postgres::admin(
+            &self.admin,
+            &[format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )],
+        );
+    }
+
+    pub fn admin(url: &str, statements: &[String]) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use sqlx::Executor;
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            for s in statements {
+                pool.execute(sqlx::AssertSqlSafe(s.clone())).await.unwrap();
+            }
+            pool.close().await;
+        });
+    }
+}

@@ -1,0 +1,203 @@
+//! How many SQL statements a starting daemon spends on its fleet: one read of every migration,
+//! whatever the fleet's size, not one statement per migration (BENCHMARKS.md, thirteenth pass:
+//! with 1,000 migrations the start answered on its listener in 0.15-0.22 s against 0.24-0.34 s).
+//! The statements are sqlx's own `sqlx::query` events, counted by a global tracing subscriber;
+//! this file holds one test so that no other test's statements are counted. SQLite always,
+//! PostgreSQL too when `QM_TEST_POSTGRES_URL` is set (`scripts/services.sh start postgres`).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use common::{Postgres, T0};
+use queue_migrate::controller::{Actor, Controller};
+use queue_migrate::daemon::{Config, Shared};
+use queue_migrate::indicators::fetch::{Fetcher, QUERIES_PER_REQUEST};
+use queue_migrate::plan::Resolve;
+use queue_migrate::store::Store;
+use queue_migrate::store::any::{self, AnyStore};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+/// Every statement sqlx ran since the last [`Statements::take`], by its summary (first words).
+#[derive(Default)]
+struct Statements {
+    seen: Mutex<Vec<String>>,
+    spans: AtomicU64,
+}
+
+impl Statements {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.seen.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+struct Summary(String);
+
+impl Visit for Summary {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "summary" {
+            self.0 = value.to_string();
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl Subscriber for &'static Statements {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target() == "sqlx::query"
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(self.spans.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        if event.metadata().target() == "sqlx::query" {
+            let mut summary = Summary(String::new());
+            event.record(&mut summary);
+            self.seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(summary.0);
+        }
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+struct MapResolve(HashMap<String, String>);
+
+impl Resolve for MapResolve {
+    fn env(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        std::fs::read_to_string(path).map_err(|e| e.to_string())
+    }
+}
+
+fn resolve() -> Arc<MapResolve> {
+    Arc::new(MapResolve(HashMap::from([
+        ("QM_PROM_URL".to_string(), "http://127.0.0.1:9".to_string()),
+        (
+            "QM_SCRAPE_URL".to_string(),
+            "http://127.0.0.1:9/metrics".to_string(),
+        ),
+    ])))
+}
+
+/// Migrations `from..to` of plans/local.yaml, initialised in `store`.
+async fn init(store: &AnyStore, dir: &Path, resolve: &MapResolve, from: usize, to: usize) {
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let c = Controller {
+        store,
+        fetcher: &fetcher,
+        resolve,
+        read_only: false,
+        histories: None,
+        round: None,
+    };
+    let actor = Actor {
+        name: "test".into(),
+        reason: None,
+    };
+    for i in from..to {
+        let name = format!("m{i:03}");
+        let yaml = include_str!("../plans/local.yaml")
+            .replacen("name: local", &format!("name: {name}"), 1)
+            .replacen("local.routing.json", &format!("{name}.routing.json"), 1);
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        c.init(&path, &actor, T0 * 1000).await.unwrap();
+    }
+}
+
+/// The statements of a daemon's start on `store` (its first watch, before its listener
+/// answers); every migration is in its hub afterwards.
+async fn start(store: &AnyStore, resolve: Arc<MapResolve>, statements: &Statements) -> Vec<String> {
+    let config = Config {
+        interval: Duration::from_secs(1),
+        source_timeout: Duration::from_secs(2),
+        queries_per_request: QUERIES_PER_REQUEST,
+        lease_ttl: Duration::from_secs(3),
+        watch_interval: Duration::from_millis(50),
+        holder: "statements-test".into(),
+        token: None,
+        read_only_api: false,
+        confirm_complete: vec![],
+        clock: Arc::new(|| T0 * 1000),
+    };
+    let shared = Shared::new(store.clone(), config, resolve).unwrap();
+    statements.take();
+    shared.watch_once().await;
+    let ran = statements.take();
+    for record in store.list().await.unwrap() {
+        assert_eq!(
+            shared.hub.generation(&record.name),
+            Some(u64::try_from(record.generation).unwrap()),
+            "{} in the hub at its generation",
+            record.name
+        );
+    }
+    ran
+}
+
+/// A fleet of 3, then the same store with 40: the start runs as many statements for either.
+async fn statements_of_a_start_do_not_grow_with_the_fleet(
+    url: &str,
+    dir: &Path,
+    statements: &Statements,
+) {
+    let store = any::open(url).await.unwrap();
+    let resolve = resolve();
+    init(&store, dir, &resolve, 0, 3).await;
+    let small = start(&store, resolve.clone(), statements).await;
+    init(&store, dir, &resolve, 3, 40).await;
+    let large = start(&store, resolve, statements).await;
+    assert!(!small.is_empty(), "no statement counted: is sqlx logging?");
+    assert_eq!(
+        large.len(),
+        small.len(),
+        "{}: a start with 40 migrations ran {large:?}, with 3 {small:?}",
+        store.backend()
+    );
+}
+
+#[test]
+fn a_starting_daemon_reads_its_fleet_in_statements_that_do_not_grow_with_it() {
+    let statements: &'static Statements = Box::leak(Box::default());
+    tracing::subscriber::set_global_default(statements).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = dir.path().join("state.db");
+    runtime.block_on(statements_of_a_start_do_not_grow_with_the_fleet(
+        sqlite.to_str().unwrap(),
+        dir.path(),
+        statements,
+    ));
+
+    if let Some(db) = Postgres::fresh("start_statements") {
+        let dir = tempfile::tempdir().unwrap();
+        runtime.block_on(statements_of_a_start_do_not_grow_with_the_fleet(
+            &db.url,
+            dir.path(),
+            statements,
+        ));
+        db.drop_database();
+    }
+}
