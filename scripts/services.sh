@@ -21,6 +21,7 @@
 #               Prometheus metrics 15692 with per-queue series; plugins management, prometheus,
 #               shovel. Writes /etc/rabbitmq/rabbitmq-env.conf and rabbitmq.conf (the Debian
 #               wrapper runs the server as the rabbitmq user and reads its settings from there).
+#               QM_TEST_RABBITMQCTL names the rabbitmqctl that reaches it (a test sets an alarm).
 #   etcd        etcd 3.4, client 2379 (+ v3 JSON gateway), peer 2380, metrics 2381
 #   prometheus  Prometheus 2.42, port 9090, scrapes itself and RabbitMQ every second
 set -euo pipefail
@@ -133,6 +134,7 @@ urls() {
       echo "QM_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f"
       echo "QM_TEST_RABBITMQ_API_URL=http://guest:guest@127.0.0.1:15672/api"
       echo "QM_TEST_RABBITMQ_METRICS_URL=http://127.0.0.1:15692/metrics"
+      echo "QM_TEST_RABBITMQCTL=$(command -v rabbitmqctl || echo /usr/sbin/rabbitmqctl)"
       ;;
     etcd) echo "QM_TEST_ETCD_URL=http://127.0.0.1:2379" ;;
     prometheus) echo "QM_TEST_PROMETHEUS_URL=http://127.0.0.1:9090" ;;
