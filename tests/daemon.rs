@@ -5,12 +5,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Indicators, T0};
+use common::{Indicators, MapResolve, T0};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller, GateReport, Loaded};
 use queue_migrate::daemon::tick::{Action, Read, tick_with};
@@ -21,17 +20,6 @@ use queue_migrate::plan::{Check, Resolve};
 use queue_migrate::store::sqlite::SqliteStore;
 use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
 use serde_json::json;
-
-struct MapResolve(HashMap<String, String>);
-
-impl Resolve for MapResolve {
-    fn env(&self, name: &str) -> Option<String> {
-        self.0.get(name).cloned()
-    }
-    fn read_file(&self, path: &Path) -> Result<String, String> {
-        std::fs::read_to_string(path).map_err(|e| e.to_string())
-    }
-}
 
 struct Running {
     addr: std::net::SocketAddr,

@@ -13,11 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::{Postgres, T0};
+use common::{MapResolve, Postgres, T0};
 use queue_migrate::controller::{Actor, Controller};
 use queue_migrate::daemon::{Config, Shared};
 use queue_migrate::indicators::fetch::{Fetcher, QUERIES_PER_REQUEST};
-use queue_migrate::plan::Resolve;
 use queue_migrate::store::Store;
 use queue_migrate::store::any::{self, AnyStore};
 use tracing::field::{Field, Visit};
@@ -73,17 +72,6 @@ impl Subscriber for &'static Statements {
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}
-}
-
-struct MapResolve(HashMap<String, String>);
-
-impl Resolve for MapResolve {
-    fn env(&self, name: &str) -> Option<String> {
-        self.0.get(name).cloned()
-    }
-    fn read_file(&self, path: &Path) -> Result<String, String> {
-        std::fs::read_to_string(path).map_err(|e| e.to_string())
-    }
 }
 
 fn resolve() -> Arc<MapResolve> {

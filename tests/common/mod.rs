@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,6 +15,18 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+
+/// A plan's environment from a map, its files from the disk.
+pub struct MapResolve(pub HashMap<String, String>);
+
+impl queue_migrate::plan::Resolve for MapResolve {
+    fn env(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        std::fs::read_to_string(path).map_err(|e| e.to_string())
+    }
+}
 
 /// What the fake sources answer.
 #[derive(Default)]
