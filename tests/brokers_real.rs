@@ -400,21 +400,10 @@ async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
     // The publishing connection is busy after the subscription too.
     adapter.publish(&q, &stamped(1)).await.unwrap();
 
-    let api = management_api(url);
-    let http = reqwest::Client::new();
-    let get = |path: Vec<String>| {
-        let mut at = api.clone();
-        at.path_segments_mut().unwrap().extend(path);
-        let request = http.get(at).basic_auth("guest", Some("guest"));
-        async move {
-            let response = request.send().await.unwrap().error_for_status().unwrap();
-            response.json::<serde_json::Value>().await.unwrap()
-        }
-    };
     // The management API lists a consumer a moment after it exists.
     let deadline = Instant::now() + Duration::from_secs(12);
     let connection = loop {
-        let consumers = get(vec!["consumers".into()]).await;
+        let consumers = management_get(url, &["consumers"]).await;
         let ours = consumers
             .as_array()
             .unwrap()
@@ -432,7 +421,7 @@ async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let details = get(vec!["connections".into(), connection.clone()]).await;
+    let details = management_get(url, &["connections", &connection]).await;
     assert_eq!(
         details["client_properties"]["connection_name"],
         format!("queue-migrate consumer of {q}").as_str(),
@@ -441,6 +430,38 @@ async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
     d.ack().await.unwrap();
     drop(subscription);
     cleanup(kind, url, &q).await;
+}
+
+/// The stream of `queue` on the JetStream of `url`, and the config of its durable consumer `g`.
+async fn nats_consumer(
+    url: &str,
+    queue: &str,
+) -> (
+    async_nats::jetstream::stream::Stream,
+    async_nats::jetstream::consumer::Config,
+) {
+    let client = async_nats::connect(url).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let stream = js.get_stream(queue.replace('.', "_")).await.unwrap();
+    let info = stream.consumer_info("g").await.unwrap();
+    (stream, info.config)
+}
+
+/// GET the resource at `path` (one segment each) of the management API beside `amqp_url`.
+async fn management_get(amqp_url: &str, path: &[&str]) -> serde_json::Value {
+    let mut at = management_api(amqp_url);
+    at.path_segments_mut().unwrap().extend(path);
+    reqwest::Client::new()
+        .get(at)
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// The management API beside `amqp_url`: `QM_TEST_RABBITMQ_API_URL` (as `scripts/services.sh`
@@ -561,7 +582,8 @@ async fn unacked_comes_back_and_nack_gives_back(kind: Kind, url: &str) {
 /// A subscription takes its own prefetch and visibility timeout, whatever an earlier subscription
 /// of the same group asked: a plan's new `prefetch` applies at the bridge's next start. JetStream
 /// kept an existing durable consumer's `max_ack_pending` and `ack_wait` (the consumer was only
-/// created when missing).
+/// created when missing); now it changes those two and keeps the rest of what the consumer was
+/// made with (a `max_deliver` set by hand).
 async fn a_new_subscription_takes_its_own_prefetch_and_visibility(kind: Kind, url: &str) {
     let adapter = connect(kind, url).await;
     let q = queue("resubscribe");
@@ -571,6 +593,28 @@ async fn a_new_subscription_takes_its_own_prefetch_and_visibility(kind: Kind, ur
         .await
         .unwrap();
     drop(first);
+    match kind {
+        // The first consumer's cancel is not waited for: messages published while it is still
+        // registered would go to it and come back redelivered.
+        Kind::RabbitMq => {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while management_get(url, &["queues", "/", &q]).await["consumers"] != 0 {
+                assert!(Instant::now() < deadline, "the first consumer of {q} stays");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        Kind::Nats => {
+            let (durable, config) = nats_consumer(url, &q).await;
+            durable
+                .create_consumer(async_nats::jetstream::consumer::Config {
+                    max_deliver: 7,
+                    ..config
+                })
+                .await
+                .unwrap();
+        }
+        Kind::Redis => {}
+    }
     for n in 0..8 {
         adapter.publish(&q, &stamped(n)).await.unwrap();
     }
@@ -579,6 +623,14 @@ async fn a_new_subscription_takes_its_own_prefetch_and_visibility(kind: Kind, ur
         .subscribe(&q, &options("g", 5, Duration::from_secs(30)))
         .await
         .unwrap();
+    if kind == Kind::Nats {
+        let (_, config) = nats_consumer(url, &q).await;
+        assert_eq!(
+            (config.max_ack_pending, config.ack_wait, config.max_deliver),
+            (5, Duration::from_secs(30), 7),
+            "the subscription's two numbers, the hand-set max_deliver kept"
+        );
+    }
     // Until quiet for longer than the first visibility timeout (a delivery held past it would
     // come back here had the group kept it), or past what a prefetch of 5 may hand out at most.
     let mut got = Vec::new();

@@ -111,7 +111,9 @@ async fn init(store: &AnyStore, dir: &Path, resolve: &MapResolve, from: usize, t
 }
 
 /// The statements of a daemon's start on `store` (its first watch, before its listener
-/// answers); every migration is in its hub afterwards.
+/// answers), but a new connection's setup (sqlx's `PRAGMA`s on SQLite: a pooled connection
+/// goes back to the pool through a spawned task, so the next statement may open another one);
+/// every migration is in its hub afterwards.
 async fn start(store: &AnyStore, resolve: Arc<MapResolve>, statements: &Statements) -> Vec<String> {
     let config = Config {
         interval: Duration::from_secs(1),
@@ -128,7 +130,8 @@ async fn start(store: &AnyStore, resolve: Arc<MapResolve>, statements: &Statemen
     let shared = Shared::new(store.clone(), config, resolve).unwrap();
     statements.take();
     shared.watch_once().await;
-    let ran = statements.take();
+    let mut ran = statements.take();
+    ran.retain(|s| !s.starts_with("PRAGMA"));
     for record in store.list().await.unwrap() {
         assert_eq!(
             shared.hub.generation(&record.name),
@@ -140,7 +143,7 @@ async fn start(store: &AnyStore, resolve: Arc<MapResolve>, statements: &Statemen
     ran
 }
 
-/// A fleet of 3, then the same store with 40: the start runs as many statements for either.
+/// A fleet of 3, then the same store with 40: the start runs the same statements for either.
 async fn statements_of_a_start_do_not_grow_with_the_fleet(
     url: &str,
     dir: &Path,
@@ -154,9 +157,9 @@ async fn statements_of_a_start_do_not_grow_with_the_fleet(
     let large = start(&store, resolve, statements).await;
     assert!(!small.is_empty(), "no statement counted: is sqlx logging?");
     assert_eq!(
-        large.len(),
-        small.len(),
-        "{}: a start with 40 migrations ran {large:?}, with 3 {small:?}",
+        large,
+        small,
+        "{}: the statements of a start with 40 migrations, and with 3",
         store.backend()
     );
 }

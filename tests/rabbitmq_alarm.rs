@@ -42,7 +42,11 @@ fn eval(ctl: &str, expression: &str) -> Result<(), String> {
 }
 
 impl Alarm {
+    /// Clears what an earlier run killed before its drop may have left, then sets the alarm.
     fn set(ctl: &str) -> Alarm {
+        eval(ctl, CLEAR).unwrap_or_else(|e| {
+            panic!("QM_TEST_RABBITMQCTL cannot reach the broker (unset it to skip this test): {e}")
+        });
         eval(ctl, SET).unwrap_or_else(|e| panic!("QM_TEST_RABBITMQCTL cannot set the alarm: {e}"));
         Alarm {
             ctl: ctl.to_string(),
@@ -154,7 +158,13 @@ async fn acks_reach_the_broker_while_it_blocks_the_publishing_connection() {
         },
     )
     .await;
-    assert!(!publish.is_finished(), "a publish went through the alarm");
+    let still_blocked = |publish: &tokio::task::JoinHandle<_>, when: &str| {
+        assert!(
+            !publish.is_finished(),
+            "the publish returned {when} (confirmed through the alarm, or failed)"
+        );
+    };
+    still_blocked(&publish, "before the acks");
 
     for d in deliveries {
         d.ack().await.unwrap();
@@ -164,6 +174,7 @@ async fn acks_reach_the_broker_while_it_blocks_the_publishing_connection() {
         v["messages_unacknowledged"] == 0
     })
     .await;
+    still_blocked(&publish, "while the acks were taken");
 
     drop(alarm);
     tokio::time::timeout(Duration::from_secs(30), publish)

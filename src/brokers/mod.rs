@@ -357,8 +357,8 @@ impl Adapter {
     ///   unacked deliveries return to the queue when the subscription (its connection) is
     ///   dropped.
     /// - JetStream: the durable pull consumer `options.group` (explicit ack, `ack_wait` =
-    ///   visibility timeout, `max_ack_pending` = prefetch), created when missing, its
-    ///   `ack_wait` and `max_ack_pending` updated in place when they differ.
+    ///   visibility timeout, `max_ack_pending` = prefetch), created when missing; one that
+    ///   exists gets these two numbers and keeps the rest of its settings.
     /// - Redis: the consumer group `options.group` (created at id `0` with `MKSTREAM` when
     ///   missing, so entries added before the first subscribe are read too), consumer
     ///   `options.consumer`: first this consumer's own pending entries (redelivered), then

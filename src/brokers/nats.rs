@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr as _;
 use std::time::Duration;
 
+use async_nats::jetstream::consumer::FromConsumer as _;
 use async_nats::jetstream::{self, consumer, context, stream};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use futures_util::StreamExt as _;
@@ -152,24 +153,34 @@ impl Nats {
             filter_subject: queue.to_string(),
             ..consumer::pull::Config::default()
         };
-        // Create or update: an existing durable takes this subscription's `max_ack_pending` and
-        // `ack_wait` (the server edits both in place), so a plan's new prefetch or visibility
-        // timeout applies at the next start instead of the values of the consumer's first one.
-        let pull: consumer::PullConsumer =
-            stream
-                .create_consumer(config)
-                .await
-                .map_err(|e| match e.kind() {
-                    stream::ConsumerErrorKind::JetStream(_) => op_error(
-                        "subscribe",
-                        queue,
-                        format!(
-                            "{e} (if the durable consumer {durable} was made with other settings, \
-                             delete it, e.g. `nats consumer rm`, to start it afresh)"
-                        ),
-                    ),
-                    _ => op_error("subscribe", queue, e),
-                })?;
+        let fail = |e: &dyn fmt::Display| op_error("subscribe", queue, e);
+        // A durable that exists keeps what it was made with (a hand-set `max_deliver`, a
+        // description, its filter) but for the two numbers this subscription owns: a plan's new
+        // prefetch or visibility timeout applies at the next start, not the first one's for good.
+        let pull: consumer::PullConsumer = match stream.consumer_info(&durable).await {
+            Err(e) if e.kind() == context::ConsumerInfoErrorKind::NotFound => {
+                stream.create_consumer(config).await.map_err(|e| fail(&e))?
+            }
+            Err(e) => return Err(fail(&e)),
+            Ok(info) => {
+                let have = &info.config;
+                if have.max_ack_pending == config.max_ack_pending
+                    && have.ack_wait == config.ack_wait
+                {
+                    let pull = consumer::pull::Config::try_from_consumer_config(have.clone())
+                        .map_err(|e| fail(&e))?;
+                    consumer::Consumer::new(pull, info, self.js.clone())
+                } else {
+                    let edited = consumer::Config {
+                        max_ack_pending: config.max_ack_pending,
+                        ack_wait: config.ack_wait,
+                        ..have.clone()
+                    };
+                    stream.create_consumer(edited).await.map_err(|e| fail(&e))?;
+                    stream.get_consumer(&durable).await.map_err(|e| fail(&e))?
+                }
+            }
+        };
         let messages = pull
             .stream()
             .max_messages_per_batch(usize::from(options.prefetch.max(1)))
