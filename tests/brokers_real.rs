@@ -8,6 +8,8 @@
 //! deadline, never asserted at once.
 #![cfg(feature = "brokers")]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -449,19 +451,7 @@ async fn nats_consumer(
 
 /// GET the resource at `path` (one segment each) of the management API beside `amqp_url`.
 async fn management_get(amqp_url: &str, path: &[&str]) -> serde_json::Value {
-    let mut at = management_api(amqp_url);
-    at.path_segments_mut().unwrap().extend(path);
-    reqwest::Client::new()
-        .get(at)
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    common::management::get(management_api(amqp_url).as_str(), path).await
 }
 
 /// The management API beside `amqp_url`: `QM_TEST_RABBITMQ_API_URL` (as `scripts/services.sh`

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -94,10 +93,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let indicators = Indicators::start();
         indicators.all_green();
-        let resolve = Arc::new(MapResolve(HashMap::from([
-            ("QM_PROM_URL".to_string(), indicators.prom_url()),
-            ("QM_SCRAPE_URL".to_string(), indicators.scrape_url()),
-        ])));
+        let resolve = Arc::new(MapResolve::of(&indicators));
         let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
             .await
             .unwrap()

@@ -9,6 +9,8 @@
 //! broker) are set: `scripts/services.sh start rabbitmq` prints them.
 #![cfg(feature = "brokers")]
 
+mod common;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,31 +68,11 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// GET the management API's resource at `path`, one segment each (guest's credentials, as the
-/// tests log in).
-async fn get(api: &str, path: &[&str]) -> serde_json::Value {
-    let mut url = reqwest::Url::parse(api).unwrap();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.path_segments_mut().unwrap().pop_if_empty().extend(path);
-    reqwest::Client::new()
-        .get(url)
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Polls the management API (its statistics lag a few seconds) until `want` holds.
 async fn until(api: &str, path: &[&str], what: &str, want: impl Fn(&serde_json::Value) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let got = get(api, path).await;
+        let got = common::management::get(api, path).await;
         if want(&got) {
             return;
         }

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+#[cfg(feature = "brokers")]
+pub mod management;
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,16 @@ use axum::routing::get;
 
 /// A plan's environment from a map, its files from the disk.
 pub struct MapResolve(pub HashMap<String, String>);
+
+impl MapResolve {
+    /// The environment plans/local.yaml reads: the URLs of `indicators`.
+    pub fn of(indicators: &Indicators) -> MapResolve {
+        MapResolve(HashMap::from([
+            ("QM_PROM_URL".to_string(), indicators.prom_url()),
+            ("QM_SCRAPE_URL".to_string(), indicators.scrape_url()),
+        ]))
+    }
+}
 
 impl queue_migrate::plan::Resolve for MapResolve {
     fn env(&self, name: &str) -> Option<String> {
