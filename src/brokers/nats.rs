@@ -162,23 +162,22 @@ impl Nats {
                 stream.create_consumer(config).await.map_err(|e| fail(&e))?
             }
             Err(e) => return Err(fail(&e)),
-            Ok(info) => {
+            Ok(mut info) => {
                 let have = &info.config;
-                if have.max_ack_pending == config.max_ack_pending
-                    && have.ack_wait == config.ack_wait
+                if have.max_ack_pending != config.max_ack_pending
+                    || have.ack_wait != config.ack_wait
                 {
-                    let pull = consumer::pull::Config::try_from_consumer_config(have.clone())
-                        .map_err(|e| fail(&e))?;
-                    consumer::Consumer::new(pull, info, self.js.clone())
-                } else {
                     let edited = consumer::Config {
                         max_ack_pending: config.max_ack_pending,
                         ack_wait: config.ack_wait,
                         ..have.clone()
                     };
-                    stream.create_consumer(edited).await.map_err(|e| fail(&e))?;
-                    stream.get_consumer(&durable).await.map_err(|e| fail(&e))?
+                    let updated = stream.create_consumer(edited).await.map_err(|e| fail(&e))?;
+                    info = updated.cached_info().clone();
                 }
+                let pull = consumer::pull::Config::try_from_consumer_config(info.config.clone())
+                    .map_err(|e| fail(&e))?;
+                consumer::Consumer::new(pull, info, self.js.clone())
             }
         };
         let messages = pull
