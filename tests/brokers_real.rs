@@ -451,21 +451,18 @@ async fn nats_consumer(
 
 /// GET the resource at `path` (one segment each) of the management API beside `amqp_url`.
 async fn management_get(amqp_url: &str, path: &[&str]) -> serde_json::Value {
-    common::management::get(management_api(amqp_url).as_str(), path).await
+    common::management::get(&management_api(amqp_url), path).await
 }
 
 /// The management API beside `amqp_url`: `QM_TEST_RABBITMQ_API_URL` (as `scripts/services.sh`
-/// writes it, without credentials used: the tests log in as guest), else port 15672 of its host.
-fn management_api(amqp_url: &str) -> reqwest::Url {
+/// writes it; [`common::management::get`] logs in as guest), else port 15672 of its host.
+fn management_api(amqp_url: &str) -> String {
     if let Ok(api) = std::env::var("QM_TEST_RABBITMQ_API_URL") {
-        let mut api = reqwest::Url::parse(&api).unwrap();
-        let _ = api.set_username("");
-        let _ = api.set_password(None);
         return api;
     }
     let amqp = reqwest::Url::parse(amqp_url).unwrap();
     let host = amqp.host_str().unwrap_or("127.0.0.1");
-    reqwest::Url::parse(&format!("http://{host}:15672/api")).unwrap()
+    format!("http://{host}:15672/api")
 }
 
 /// Headers (the route stamp, the dedup key) and a non-UTF-8 payload come back unchanged.

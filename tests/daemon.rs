@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Indicators, MapResolve, T0};
+use common::{Indicators, MapResolve, T0, daemon_config, local_plan_named};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller, GateReport, Loaded};
 use queue_migrate::daemon::tick::{Action, Read, tick_with};
@@ -123,19 +123,12 @@ impl World {
 
     /// A controller over this world's store, as the CLI would act on it.
     fn controller<'a>(&'a self, fetcher: &'a Fetcher) -> Controller<'a, AnyStore> {
-        Controller {
-            store: &self.store,
-            fetcher,
-            resolve: &*self.resolve,
-            read_only: false,
-            histories: None,
-            round: None,
-        }
+        common::controller(&self.store, fetcher, &self.resolve)
     }
 
     async fn start(&self, tweak: impl FnOnce(&mut Config)) -> Running {
         let clock = Arc::new(AtomicI64::new(T0 * 1000));
-        let mut config = config(clock.clone());
+        let mut config = daemon_config(clock.clone());
         tweak(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -185,22 +178,6 @@ impl World {
 
 fn plan() -> String {
     include_str!("../plans/local.yaml").to_string()
-}
-
-/// A daemon's configuration for these tests: fast ticks, the clock `clock` (ms).
-fn config(clock: Arc<AtomicI64>) -> Config {
-    Config {
-        interval: Duration::from_millis(40),
-        source_timeout: Duration::from_secs(2),
-        queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
-        lease_ttl: Duration::from_secs(3),
-        watch_interval: Duration::from_millis(50),
-        holder: "daemon-test".into(),
-        token: None,
-        read_only_api: false,
-        confirm_complete: vec![],
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1077,11 +1054,7 @@ async fn a_starting_daemon_publishes_every_migration_from_one_read_of_the_fleet(
         reason: None,
     };
     for name in ["other", "third"] {
-        let path = w.dir.path().join(format!("{name}.yaml"));
-        let yaml = plan()
-            .replacen("name: local", &format!("name: {name}"), 1)
-            .replacen("local.routing.json", &format!("{name}.routing.json"), 1);
-        std::fs::write(&path, yaml).unwrap();
+        let path = local_plan_named(w.dir.path(), name);
         c.init(&path, &actor, T0 * 1000).await.unwrap();
     }
     // "other" moved by a command that died before publishing.
@@ -1090,7 +1063,7 @@ async fn a_starting_daemon_publishes_every_migration_from_one_read_of_the_fleet(
     let daemon = || {
         Shared::new(
             w.store.clone(),
-            config(Arc::new(AtomicI64::new(T0 * 1000 + 2_000))),
+            daemon_config(Arc::new(AtomicI64::new(T0 * 1000 + 2_000))),
             w.resolve.clone(),
         )
         .unwrap()
@@ -1158,7 +1131,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
     let now = T0 * 1000 + 60_000;
     let shared = Shared::new(
         w.store.clone(),
-        config(Arc::new(AtomicI64::new(now))),
+        daemon_config(Arc::new(AtomicI64::new(now))),
         w.resolve.clone(),
     )
     .unwrap();

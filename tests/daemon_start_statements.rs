@@ -9,14 +9,14 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::{MapResolve, Postgres, T0};
-use queue_migrate::controller::{Actor, Controller};
-use queue_migrate::daemon::{Config, Shared};
-use queue_migrate::indicators::fetch::{Fetcher, QUERIES_PER_REQUEST};
+use common::{MapResolve, Postgres, T0, controller, daemon_config, local_plan_named};
+use queue_migrate::controller::Actor;
+use queue_migrate::daemon::Shared;
+use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::store::Store;
 use queue_migrate::store::any::{self, AnyStore};
 use tracing::field::{Field, Visit};
@@ -87,25 +87,13 @@ fn resolve() -> Arc<MapResolve> {
 /// Migrations `from..to` of plans/local.yaml, initialised in `store`.
 async fn init(store: &AnyStore, dir: &Path, resolve: &MapResolve, from: usize, to: usize) {
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-    let c = Controller {
-        store,
-        fetcher: &fetcher,
-        resolve,
-        read_only: false,
-        histories: None,
-        round: None,
-    };
+    let c = controller(store, &fetcher, resolve);
     let actor = Actor {
         name: "test".into(),
         reason: None,
     };
     for i in from..to {
-        let name = format!("m{i:03}");
-        let yaml = include_str!("../plans/local.yaml")
-            .replacen("name: local", &format!("name: {name}"), 1)
-            .replacen("local.routing.json", &format!("{name}.routing.json"), 1);
-        let path = dir.join(format!("{name}.yaml"));
-        std::fs::write(&path, yaml).unwrap();
+        let path = local_plan_named(dir, &format!("m{i:03}"));
         c.init(&path, &actor, T0 * 1000).await.unwrap();
     }
 }
@@ -115,18 +103,7 @@ async fn init(store: &AnyStore, dir: &Path, resolve: &MapResolve, from: usize, t
 /// goes back to the pool through a spawned task, so the next statement may open another one);
 /// every migration is in its hub afterwards.
 async fn start(store: &AnyStore, resolve: Arc<MapResolve>, statements: &Statements) -> Vec<String> {
-    let config = Config {
-        interval: Duration::from_secs(1),
-        source_timeout: Duration::from_secs(2),
-        queries_per_request: QUERIES_PER_REQUEST,
-        lease_ttl: Duration::from_secs(3),
-        watch_interval: Duration::from_millis(50),
-        holder: "statements-test".into(),
-        token: None,
-        read_only_api: false,
-        confirm_complete: vec![],
-        clock: Arc::new(|| T0 * 1000),
-    };
+    let config = daemon_config(Arc::new(AtomicI64::new(T0 * 1000)));
     let shared = Shared::new(store.clone(), config, resolve).unwrap();
     statements.take();
     shared.watch_once().await;

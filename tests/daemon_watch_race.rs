@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::{Indicators, MapResolve, T0};
-use queue_migrate::controller::{Actor, Controller};
-use queue_migrate::daemon::{Config, Shared};
+use common::{Indicators, MapResolve, T0, controller, daemon_config, local_plan_named};
+use queue_migrate::controller::Actor;
+use queue_migrate::daemon::Shared;
 use queue_migrate::dlq::disposition::Disposition;
-use queue_migrate::indicators::fetch::{Fetcher, QUERIES_PER_REQUEST};
+use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::Command;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
@@ -151,38 +151,6 @@ impl Store for Racing {
     }
 }
 
-/// A controller over `store`, as the CLI acts on it.
-fn controller<'a>(
-    store: &'a AnyStore,
-    fetcher: &'a Fetcher,
-    resolve: &'a MapResolve,
-) -> Controller<'a, AnyStore> {
-    Controller {
-        store,
-        fetcher,
-        resolve,
-        read_only: false,
-        histories: None,
-        round: None,
-    }
-}
-
-fn config() -> Config {
-    let clock = Arc::new(AtomicI64::new(T0 * 1000 + 10_000));
-    Config {
-        interval: Duration::from_secs(1),
-        source_timeout: Duration::from_secs(2),
-        queries_per_request: QUERIES_PER_REQUEST,
-        lease_ttl: Duration::from_secs(3),
-        watch_interval: Duration::from_millis(50),
-        holder: "race-test".into(),
-        token: None,
-        read_only_api: false,
-        confirm_complete: vec![],
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-    }
-}
-
 fn routing_generation(dir: &std::path::Path, name: &str) -> i64 {
     let path = dir.join(format!("{name}.routing.json"));
     let doc: serde_json::Value =
@@ -207,11 +175,7 @@ async fn a_command_between_the_fleet_read_and_the_loads_is_neither_undone_nor_mi
     };
     let person = controller(&store, &fetcher, &resolve);
     for name in ["local", "other", "third"] {
-        let path = dir.path().join(format!("{name}.yaml"));
-        let yaml = include_str!("../plans/local.yaml")
-            .replacen("name: local", &format!("name: {name}"), 1)
-            .replacen("local.routing.json", &format!("{name}.routing.json"), 1);
-        std::fs::write(&path, yaml).unwrap();
+        let path = local_plan_named(dir.path(), name);
         person.init(&path, &actor, T0 * 1000).await.unwrap();
     }
     let before = store.get("local").await.unwrap();
@@ -239,7 +203,12 @@ async fn a_command_between_the_fleet_read_and_the_loads_is_neither_undone_nor_mi
         inner: store.clone(),
         race: Arc::new(Mutex::new(Some(race))),
     };
-    let shared = Shared::new(racing.clone(), config(), resolve.clone()).unwrap();
+    let shared = Shared::new(
+        racing.clone(),
+        daemon_config(Arc::new(AtomicI64::new(T0 * 1000 + 10_000))),
+        resolve.clone(),
+    )
+    .unwrap();
     shared.leader.store(true, Ordering::SeqCst);
     shared.watch_once().await;
     assert!(

@@ -41,6 +41,49 @@ impl queue_migrate::plan::Resolve for MapResolve {
     }
 }
 
+/// plans/local.yaml renamed `name` (its routing file `<name>.routing.json`), written into `dir`;
+/// its path, for `migrate init`.
+pub fn local_plan_named(dir: &Path, name: &str) -> PathBuf {
+    let yaml = include_str!("../../plans/local.yaml")
+        .replacen("name: local", &format!("name: {name}"), 1)
+        .replacen("local.routing.json", &format!("{name}.routing.json"), 1);
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// A controller over `store`, as the CLI acts on it.
+pub fn controller<'a>(
+    store: &'a queue_migrate::store::any::AnyStore,
+    fetcher: &'a queue_migrate::indicators::fetch::Fetcher,
+    resolve: &'a MapResolve,
+) -> queue_migrate::controller::Controller<'a, queue_migrate::store::any::AnyStore> {
+    queue_migrate::controller::Controller {
+        store,
+        fetcher,
+        resolve,
+        read_only: false,
+        histories: None,
+        round: None,
+    }
+}
+
+/// A daemon's configuration for the in-process tests: fast ticks, the clock `clock` (ms).
+pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate::daemon::Config {
+    queue_migrate::daemon::Config {
+        interval: std::time::Duration::from_millis(40),
+        source_timeout: std::time::Duration::from_secs(2),
+        queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
+        lease_ttl: std::time::Duration::from_secs(3),
+        watch_interval: std::time::Duration::from_millis(50),
+        holder: "daemon-test".into(),
+        token: None,
+        read_only_api: false,
+        confirm_complete: vec![],
+        clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
+    }
+}
+
 /// What the fake sources answer.
 #[derive(Default)]
 pub struct World {
