@@ -555,9 +555,9 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
     assert!(err.to_string().contains("MIGRATE_API_TOKEN"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn webhooks_hear_transitions_breaches_and_ready() {
-    // A receiver that records what it gets.
+/// A webhook receiver on loopback that records every event it gets (checking the plan's token),
+/// and the plan of `plan()` with that webhook added to its `notify`.
+async fn webhook_receiver(plan: &str) -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
     let got: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
     let g2 = got.clone();
     let app = axum::Router::new().route(
@@ -576,13 +576,18 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
-    let yaml = plan().replace(
+    let yaml = plan.replace(
         "routing: { file: local.routing.json }",
         &format!(
             "routing: {{ file: local.routing.json }}\nnotify: {{ webhooks: [ {{ url: \"{hook}\", token: hook-token }} ] }}"
         ),
     );
+    (yaml, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_hear_transitions_breaches_and_ready() {
+    let (yaml, got) = webhook_receiver(&plan()).await;
     let w = World::new(&yaml).await;
     let d = w.start(|_| {}).await;
     d.climb_until(&w, |s| s.1 == Some(1)).await;
@@ -610,6 +615,48 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
         "{breach}"
     );
     assert_eq!(breach["migration"], "local");
+    d.stop().await;
+}
+
+/// Regression: an `on_breach: alert` guard was announced once per daemon, not once per episode
+/// (the episode's end removed names it had never stored), so a guard that failed again after
+/// passing was never announced again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
+    let (yaml, got) =
+        webhook_receiver(&plan().replace("on_breach: rollback", "on_breach: alert")).await;
+    let w = World::new(&yaml).await;
+    let d = w.start(|_| {}).await;
+    d.climb_until(&w, |s| s.1 == Some(1)).await;
+    let breaches = || {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "breach")
+            .count()
+    };
+    let wait_breaches = |n: usize| async move {
+        for _ in 0..400 {
+            if breaches() >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("{} breach events, waited for {n}", breaches());
+    };
+    // Failing for many ticks, its reading changing: one announcement for the episode.
+    w.indicators.set("app_error_ratio_new", 0.2);
+    wait_breaches(1).await;
+    w.indicators.set("app_error_ratio_new", 0.3);
+    d.settle().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(breaches(), 1, "one episode, one announcement");
+    // It passes (the clock stands still, so `observe` keeps the step), then fails again.
+    w.indicators.set("app_error_ratio_new", 0.001);
+    d.settle().await;
+    w.indicators.set("app_error_ratio_new", 0.2);
+    wait_breaches(2).await;
+    assert_eq!(w.state().await, ("slices".into(), Some(1), false), "alert only");
     d.stop().await;
 }
 

@@ -306,8 +306,7 @@ fn note_holds<S: Store + Clone + 'static>(
                 m.hold_announced.remove(&key);
             }
             if g.kind == "guard" && g.eval.verdict != Verdict::Fail {
-                m.breach_announced
-                    .retain(|b| !b.starts_with(&format!("{} (", g.name)));
+                m.breach_announced.remove(&g.name);
             }
         }
         long
