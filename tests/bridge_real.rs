@@ -6,6 +6,8 @@
 //! only duplicate). Skipped, with a note, without the servers.
 #![cfg(feature = "cli")]
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -340,22 +342,184 @@ async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
 /// A router holding generation 3 of `migration`: 8 of 16 slices on new (Redis), the rest on old.
 fn half_on_new(migration: &str) -> Router {
     let router = Router::with_default_slices(16);
+    router.offer(routing(migration, 3, 8)).unwrap();
     router
-        .offer(RoutingDocument {
-            migration: migration.to_owned(),
-            generation: 3,
-            state: "slices".into(),
-            step: Some(0),
-            paused: false,
-            slices_total: 16,
-            slices_migrated: 8,
-            consume: vec![Side::Old, Side::New],
-            brokers: BrokerNames {
-                old: "rabbitmq".into(),
-                new: "redis".into(),
-            },
-            updated_at: "2026-11-30T00:00:00Z".into(),
-        })
+}
+
+/// A routing document of generation `generation` with `migrated` of 16 slices on new.
+fn routing(migration: &str, generation: u64, migrated: u32) -> RoutingDocument {
+    RoutingDocument {
+        migration: migration.to_owned(),
+        generation,
+        state: "slices".into(),
+        step: Some(0),
+        paused: false,
+        slices_total: 16,
+        slices_migrated: migrated,
+        consume: vec![Side::Old, Side::New],
+        brokers: BrokerNames {
+            old: "rabbitmq".into(),
+            new: "redis".into(),
+        },
+        updated_at: "2026-11-30T00:00:00Z".into(),
+    }
+}
+
+/// Regression: a bridge whose router had no document yet forwarded by the router's default
+/// (everything to old), which strands messages on an unread queue from `disconnect` on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bridge_takes_no_message_before_its_first_routing_document() {
+    let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+        return;
+    };
+    let run = format!(
+        "doc-{}-{}",
+        std::process::id(),
+        queue_migrate::time::now_ms()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
+        .await
         .unwrap();
-    router
+    let brokers = Brokers {
+        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
+        new: Arc::new(Adapter::connect(Kind::Redis, &redis).await.unwrap()),
+    };
+    let a = settings(&run, "bridge-a");
+    for (adapter, queue) in [
+        (&brokers.old, &a.ingress),
+        (&brokers.old, &a.old_queue),
+        (&brokers.new, &a.new_queue),
+    ] {
+        adapter.declare(queue).await.unwrap();
+    }
+    let body = serde_json::json!({"orderId": "order-1", "seq": 0}).to_string();
+    brokers
+        .old
+        .publish(&a.ingress, &Message::new(body.clone().into_bytes()))
+        .await
+        .unwrap();
+    let router = Router::with_default_slices(16);
+    let metrics = Arc::new(BridgeMetrics::new(&a.migration));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(bridge::run(
+        store.clone(),
+        a.clone(),
+        brokers.clone(),
+        router.clone(),
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut old_seen = Vec::new();
+    collect(
+        &brokers.old,
+        &a.old_queue,
+        &mut old_seen,
+        Instant::now() + Duration::from_millis(1500),
+    )
+    .await;
+    assert!(old_seen.is_empty(), "forwarded by the default routing");
+    // The migration's routing arrives: every slice on new.
+    router.offer(routing(&a.migration, 1, 16)).unwrap();
+    let mut new_seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while new_seen.is_empty() && Instant::now() < deadline {
+        let until = Instant::now() + Duration::from_secs(1);
+        collect(&brokers.new, &a.new_queue, &mut new_seen, until).await;
+    }
+    assert_eq!(new_seen.len(), 1, "forwarded where the document says");
+    assert_eq!(new_seen[0].payload, body.into_bytes());
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+/// Regression: the bridge checked its lease's deadline only when a renewal answered, so with a
+/// store that answers errors at once it kept taking messages past the instant it promised to
+/// stop (a fifth of the TTL before the lease runs out), while a standby may take the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_lease_runs_out() {
+    let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+        return;
+    };
+    let run = format!(
+        "ttl-{}-{}",
+        std::process::id(),
+        queue_migrate::time::now_ms()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = common::hooked::Hooked::new(
+        queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
+            .await
+            .unwrap(),
+    );
+    // The lease is taken, renewed once as the session starts; every renewal after fails.
+    store.lease_fails_from = Some(2);
+    let brokers = Brokers {
+        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
+        new: Arc::new(Adapter::connect(Kind::Redis, &redis).await.unwrap()),
+    };
+    let a = Settings {
+        lease_ttl: Duration::from_secs(10),
+        ..settings(&run, "bridge-a")
+    };
+    brokers.old.declare(&a.ingress).await.unwrap();
+    let router = Router::with_default_slices(16);
+    router.offer(routing(&a.migration, 1, 0)).unwrap();
+    let metrics = Arc::new(BridgeMetrics::new(&a.migration));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(bridge::run(
+        store.clone(),
+        a.clone(),
+        brokers.clone(),
+        router.clone(),
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !active(&metrics) {
+        assert!(Instant::now() < deadline, "the bridge never took the lease");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    let publish = |seq: u64| {
+        let body = serde_json::json!({"orderId": "order-1", "seq": seq}).to_string();
+        let (old, ingress) = (brokers.old.clone(), a.ingress.clone());
+        async move {
+            old.publish(&ingress, &Message::new(body.into_bytes()))
+                .await
+                .unwrap();
+        }
+    };
+    publish(0).await;
+    let mut seen = Vec::new();
+    collect(
+        &brokers.old,
+        &a.old_queue,
+        &mut seen,
+        Instant::now() + Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(seen.len(), 1, "forwarded while the lease holds");
+    // The lease runs out 10 s after the session's renewal: the bridge promised to stop taking
+    // messages at 8 s. Past that instant, and before 10 s, a message must stay on the ingress.
+    tokio::time::sleep_until((started + Duration::from_millis(8_700)).into()).await;
+    assert!(
+        !active(&metrics),
+        "still forwarding 8.7 s into a 10 s lease"
+    );
+    publish(1).await;
+    collect(
+        &brokers.old,
+        &a.old_queue,
+        &mut seen,
+        Instant::now() + Duration::from_millis(1_000),
+    )
+    .await;
+    assert_eq!(seen.len(), 1, "a message taken past the promised stop");
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
 }

@@ -656,7 +656,11 @@ async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
     d.settle().await;
     w.indicators.set("app_error_ratio_new", 0.2);
     wait_breaches(2).await;
-    assert_eq!(w.state().await, ("slices".into(), Some(1), false), "alert only");
+    assert_eq!(
+        w.state().await,
+        ("slices".into(), Some(1), false),
+        "alert only"
+    );
     d.stop().await;
 }
 

@@ -239,7 +239,17 @@ async fn session<S: Store>(
     let ttl_ms = i64::try_from(settings.lease_ttl.as_millis()).unwrap_or(i64::MAX);
     // Stop taking messages a fifth of the TTL before the lease would run out unrenewed.
     let margin_ms = ttl_ms / 5;
-    let mut lease_until = crate::time::now_ms() + ttl_ms;
+
+    // Before its first document a router sends everything to old, which is wrong in every state
+    // from `slices[0]` on (and strands messages on an unread queue from `disconnect`).
+    if router.generation() == 0 {
+        tracing::info!("waiting for the migration's routing document before taking messages");
+        let mut changed = router.subscribe();
+        tokio::select! {
+            () = shutdown.as_mut() => return Ended::Shutdown,
+            _ = changed.wait_for(|g| *g > 0) => {}
+        }
+    }
 
     let options = SubscribeOptions {
         group: format!("queue-migrate-bridge-{}", settings.migration),
@@ -266,6 +276,28 @@ async fn session<S: Store>(
         Ok(s) => s,
         Err(e) => return Ended::Broker(e),
     };
+    // The lease was taken before the waits above (a document, the declares, the subscription),
+    // each of which may have outlasted it: renew it before the first message is taken.
+    let now = crate::time::now_ms();
+    let mut lease_until = match store
+        .acquire_lease(&lease, &settings.holder, now, ttl_ms)
+        .await
+    {
+        Ok(l) if l.holder == settings.holder => l.expires_at_ms,
+        Ok(_) => return Ended::LeaseLost,
+        Err(e) => {
+            tracing::warn!("cannot renew the lease {lease} before forwarding: {e}");
+            return Ended::LeaseLost;
+        }
+    };
+    // Fires when the lease is a margin away from running out unrenewed, whatever the renewals
+    // answered meanwhile (a store that fails fast extends nothing).
+    let stop_at = |until: i64| {
+        let left = u64::try_from(until - margin_ms - crate::time::now_ms()).unwrap_or(0);
+        tokio::time::Instant::now() + Duration::from_millis(left)
+    };
+    let expiry = tokio::time::sleep_until(stop_at(lease_until));
+    tokio::pin!(expiry);
     let shared = Shared {
         settings: settings.clone(),
         brokers: brokers.clone(),
@@ -288,6 +320,10 @@ async fn session<S: Store>(
         tokio::select! {
             biased;
             () = shutdown.as_mut() => break Ended::Shutdown,
+            () = &mut expiry => {
+                tracing::warn!("the lease {lease} runs out unrenewed: stopping");
+                break Ended::LeaseLost;
+            }
             _ = renew.tick(), if renewal.is_none() => {
                 let now = crate::time::now_ms();
                 let left = u64::try_from(lease_until - margin_ms - now).unwrap_or(0);
@@ -303,7 +339,10 @@ async fn session<S: Store>(
             (now, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
                 renewal = None;
                 match renewed {
-                    Ok(Ok(l)) if l.holder == settings.holder => lease_until = l.expires_at_ms,
+                    Ok(Ok(l)) if l.holder == settings.holder => {
+                        lease_until = l.expires_at_ms;
+                        expiry.as_mut().reset(stop_at(lease_until));
+                    }
                     Ok(Ok(_)) => break Ended::LeaseLost,
                     Ok(Err(e)) => tracing::warn!("cannot renew the lease {lease}: {e}"),
                     Err(_) => {

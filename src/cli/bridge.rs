@@ -118,6 +118,13 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
     };
 
     let router = Router::with_default_slices(plan.slices);
+    // The routing as just read, so that the first message goes where the migration says.
+    if let Err(e) = router.offer(publish::document(&plan, &loaded.record)) {
+        return Err(CliError::new(
+            1,
+            format!("the stored routing of {} is refused: {e}", args.name),
+        ));
+    }
     let follow = {
         let (store, router, plan, name) = (
             store.clone(),

@@ -1,0 +1,165 @@
+//! A store with faults put in by a test: the store under test, but a chosen `list` runs a
+//! future after its read (a command racing a reader), or `acquire_lease` fails fast from a
+//! chosen call on (a store that answers errors).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use queue_migrate::dlq::disposition::Disposition;
+use queue_migrate::store::any::AnyStore;
+use queue_migrate::store::{
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
+    RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
+};
+
+/// What a hooked `list` runs after its read.
+pub type Race = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// `inner`, with the faults below.
+#[derive(Clone)]
+pub struct Hooked {
+    pub inner: AnyStore,
+    /// Run (once) by the next `list`, after it read and before it answers that read.
+    pub after_list: Arc<Mutex<Option<Race>>>,
+    /// The first `acquire_lease` call (counted from 0) that fails, and every one after it.
+    pub lease_fails_from: Option<usize>,
+    lease_calls: Arc<AtomicUsize>,
+}
+
+impl Hooked {
+    pub fn new(inner: AnyStore) -> Hooked {
+        Hooked {
+            inner,
+            after_list: Arc::default(),
+            lease_fails_from: None,
+            lease_calls: Arc::default(),
+        }
+    }
+}
+
+impl Store for Hooked {
+    async fn list(&self) -> Result<Vec<MigrationRecord>> {
+        let read = self.inner.list().await;
+        let race = self
+            .after_list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(race) = race {
+            race.await;
+        }
+        read
+    }
+    fn create(&self, new: &NewMigration) -> impl Future<Output = Result<MigrationRecord>> + Send {
+        self.inner.create(new)
+    }
+    fn get(&self, name: &str) -> impl Future<Output = Result<MigrationRecord>> + Send {
+        self.inner.get(name)
+    }
+    fn fleet(&self) -> impl Future<Output = Result<Fleet>> + Send {
+        self.inner.fleet()
+    }
+    fn commit(
+        &self,
+        name: &str,
+        commit: &Commit,
+    ) -> impl Future<Output = Result<MigrationRecord>> + Send {
+        self.inner.commit(name, commit)
+    }
+    fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send {
+        self.inner.journal(name)
+    }
+    fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send {
+        self.inner.record_rounds(rounds)
+    }
+    fn record_evaluations(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.inner.record_evaluations(name, records)
+    }
+    fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+        gates: &[GateKey<'_>],
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
+        self.inner.latest_evaluations(name, step_entered_ms, gates)
+    }
+    fn mark_published(
+        &self,
+        name: &str,
+        generation: i64,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.inner.mark_published(name, generation)
+    }
+    fn note_publish_error(
+        &self,
+        name: &str,
+        error: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.inner.note_publish_error(name, error)
+    }
+    fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send {
+        self.inner.generations()
+    }
+    fn generations_mark(&self) -> impl Future<Output = Result<(i64, i64)>> + Send {
+        self.inner.generations_mark()
+    }
+    async fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Lease> {
+        let call = self.lease_calls.fetch_add(1, Ordering::SeqCst);
+        if self
+            .lease_fails_from
+            .is_some_and(|first_failing| call >= first_failing)
+        {
+            return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+        }
+        self.inner
+            .acquire_lease(lease, holder, now_ms, ttl_ms)
+            .await
+    }
+    fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send {
+        self.inner.release_lease(lease, holder)
+    }
+    fn dlq_decisions(&self) -> impl Future<Output = Result<Vec<Disposition>>> + Send {
+        self.inner.dlq_decisions()
+    }
+    fn load_series_after(
+        &self,
+        name: &str,
+        source: &str,
+        after_ms: i64,
+        samples_from_ms: i64,
+    ) -> impl Future<Output = Result<(Vec<StoredSeries>, Vec<i64>)>> + Send {
+        self.inner
+            .load_series_after(name, source, after_ms, samples_from_ms)
+    }
+    fn scrape_instants_through(
+        &self,
+        name: &str,
+        source: &str,
+        through_ms: i64,
+    ) -> impl Future<Output = Result<(i64, i64)>> + Send {
+        self.inner.scrape_instants_through(name, source, through_ms)
+    }
+    fn save_points(
+        &self,
+        name: &str,
+        source: &str,
+        points: &[StoredPoint],
+        scrape_times: &[i64],
+        keep_from_ms: i64,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.inner
+            .save_points(name, source, points, scrape_times, keep_from_ms)
+    }
+}
