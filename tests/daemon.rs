@@ -664,6 +664,68 @@ async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
     d.stop().await;
 }
 
+/// Regression: a round reads its instant once, and a command may enter a new step while the
+/// round runs; the tick then evaluated the new step at an instant before it began (readings of
+/// the step before) and acted on a guard's breach with a journal time earlier than the step's
+/// start. (An advance was already held: the minimum time is not met at a negative age.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
+    let w = World::new(&plan()).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let actor = Actor {
+        name: "alice".into(),
+        reason: None,
+    };
+    // A person takes it to slices[0] (consume_dual and synthetic have no minimum time).
+    let mut entered = T0 * 1000;
+    for _ in 0..3 {
+        entered += 1_000;
+        w.controller(&fetcher)
+            .advance("local", &AdvanceOptions::default(), &actor, entered)
+            .await
+            .unwrap();
+    }
+    assert_eq!(w.state().await, ("slices".into(), Some(0), false));
+    w.indicators.set("app_error_ratio_new", 0.2);
+    let shared = Shared::new(
+        w.store.clone(),
+        daemon_config(Arc::new(AtomicI64::new(entered))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    let before = tick_with(
+        &shared,
+        &shared.fetcher,
+        None,
+        Read::Store("local"),
+        entered - 5_000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(before, Action::Waiting);
+    assert_eq!(w.state().await, ("slices".into(), Some(0), false));
+    // From the step's start on, the breach acts: one step back, paused.
+    let after = tick_with(
+        &shared,
+        &shared.fetcher,
+        None,
+        Read::Store("local"),
+        entered,
+    )
+    .await
+    .unwrap();
+    assert!(matches!(after, Action::Breach { .. }), "{after:?}");
+    assert_eq!(w.state().await, ("synthetic".into(), None, true));
+    let journal = w.store.journal("local").await.unwrap();
+    for pair in journal.windows(2) {
+        assert!(
+            pair[0].at_ms <= pair[1].at_ms,
+            "the journal goes back in time"
+        );
+    }
+}
+
 /// A world whose migration `local` is in `consume_dual`, advanced at the instant returned, its
 /// exit gates followed by `increase(app_done_total[2m])` and the gate lines in `more`.
 async fn consume_dual_with_counter_gates(more: &str) -> (World, i64) {
@@ -1253,7 +1315,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
     assert_eq!(
         action,
         Action::Advanced {
-            to: State::ConsumeDual
+            to: State::Synthetic
         },
         "decided on the migration as it is now"
     );

@@ -122,6 +122,17 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         shared.histories.forget(name);
         return Ok(Action::Done);
     }
+    if now_ms < loaded.record.entered_at_ms {
+        // The round's instant predates the step: a command entered it while the round ran, or
+        // this clock is behind the one that committed it. Readings at that instant are of the
+        // step before; deciding on them could skip this one, and its journal entry would go back
+        // in time. The next round (or this clock catching up) evaluates it.
+        tracing::debug!(
+            "{name}: the round's instant is {} ms before the step began; deciding nothing",
+            loaded.record.entered_at_ms - now_ms
+        );
+        return Ok(Action::Waiting);
+    }
     let gates = c.evaluate(&loaded, now_ms, false).await?;
     shared.metrics.gates(name, &gates);
     let blockers = crate::controller::blockers(&loaded, &gates, now_ms);
