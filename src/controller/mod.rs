@@ -32,6 +32,9 @@ use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve};
 use crate::routing::RoutingDocument;
 use crate::store::{Commit, GateRecord, MigrationRecord, NewMigration, Store, StoreError};
 
+/// How many newer generations one publication follows (see [`Controller::publish`]).
+const MAX_REPUBLISH: usize = 4;
+
 /// Why a command did not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -284,34 +287,31 @@ impl<S: Store> Controller<'_, S> {
     }
 
     /// Write the routing document to the plan's publishers and note the generation published.
+    ///
+    /// # Guarantees
+    /// The last write to each publisher is never older than the store: a writer does not know
+    /// whether a newer transition published before its own write landed (a slow etcd put, a
+    /// command racing a re-publication), so once its write is done it reads the migration again
+    /// and publishes the newer generation it finds. A newer transition committed after that read
+    /// publishes after this write landed.
     async fn publish(&self, loaded: &Loaded, command: &str, from: &str) -> Result<Applied> {
         let doc = publish::document(&loaded.plan, &loaded.record);
-        let mut errors = Vec::new();
-        if let Some(path) = publish::routing_file(&loaded.plan)
-            && let Err(e) = publish::write_file(path, &doc)
-        {
-            errors.push(e);
-        }
-        if let Some(etcd) = &loaded.plan.routing.etcd
-            && let Err(e) = self
-                .fetcher
-                .etcd_put(&etcd.endpoint.value, &etcd.key, &doc)
-                .await
-        {
-            errors.push(e);
-        }
-        let publish_error = (!errors.is_empty()).then(|| errors.join("; "));
-        match &publish_error {
-            None => {
-                self.store
-                    .mark_published(&loaded.record.name, loaded.record.generation)
-                    .await?
+        let mut publish_error = self
+            .publish_once(&loaded.record, &doc, &loaded.plan)
+            .await?;
+        let mut published = loaded.record.generation;
+        // Bounded: each pass publishes a newer generation, and each of those has a writer of its own.
+        for _ in 0..MAX_REPUBLISH {
+            if publish_error.is_some() {
+                break;
             }
-            Some(e) => {
-                self.store
-                    .note_publish_error(&loaded.record.name, e)
-                    .await?
+            let current = self.store.get(&loaded.record.name).await?;
+            if current.generation <= published || current.plan_hash != loaded.record.plan_hash {
+                break;
             }
+            let newer = publish::document(&loaded.plan, &current);
+            publish_error = self.publish_once(&current, &newer, &loaded.plan).await?;
+            published = current.generation;
         }
         Ok(Applied {
             command: command.to_string(),
@@ -322,6 +322,40 @@ impl<S: Store> Controller<'_, S> {
             routing: doc,
             publish_error,
         })
+    }
+
+    /// One write of `doc` to every publisher of `plan`, noted in the store: the publishers'
+    /// errors, joined, if any failed.
+    async fn publish_once(
+        &self,
+        record: &MigrationRecord,
+        doc: &RoutingDocument,
+        plan: &Plan,
+    ) -> Result<Option<String>> {
+        let mut errors = Vec::new();
+        if let Some(path) = publish::routing_file(plan)
+            && let Err(e) = publish::write_file(path, doc)
+        {
+            errors.push(e);
+        }
+        if let Some(etcd) = &plan.routing.etcd
+            && let Err(e) = self
+                .fetcher
+                .etcd_put(&etcd.endpoint.value, &etcd.key, doc)
+                .await
+        {
+            errors.push(e);
+        }
+        let publish_error = (!errors.is_empty()).then(|| errors.join("; "));
+        match &publish_error {
+            None => {
+                self.store
+                    .mark_published(&record.name, record.generation)
+                    .await?
+            }
+            Some(e) => self.store.note_publish_error(&record.name, e).await?,
+        }
+        Ok(publish_error)
     }
 
     /// Commit a transition the machine accepted, then publish.
