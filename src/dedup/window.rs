@@ -12,10 +12,15 @@
 //!   durable mode ([`super::sql`]).
 //! - Nothing survives a restart, and other processes do not see this cache: several consumer
 //!   instances need Redis or SQL.
-//! - Bounded: at most `capacity` keys. When full, expired keys go first, then the oldest completed
-//!   keys (counted by [`WindowDedup::evicted_before_expiry`]: each one shortens the effective
-//!   window); a cache full of live leases refuses new keys ([`WindowError::Full`]) rather than
-//!   evict a key being processed.
+//! - Bounded: at most `capacity` keys. When full, expired keys go first, wherever they are; then
+//!   the oldest completed keys (counted by [`WindowDedup::evicted_before_expiry`]: each one
+//!   shortens the effective window); never a live lease. Only a cache that holds nothing but live
+//!   leases refuses new keys ([`WindowError::Full`]) rather than evict a key being processed: a
+//!   key still being processed does not hold back the completed or expired keys after it. Leases
+//!   and completed keys are kept in two queues, each in the order of expiry, so that a new key
+//!   costs O(1) amortized whatever the capacity. The order assumes the `now_ms` passed in does not
+//!   go backwards; if it does, by `d`, an entry expired behind a live one of its kind goes up to
+//!   `d` late.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,44 +58,69 @@ struct Entry {
 #[derive(Debug, Default)]
 struct State {
     entries: HashMap<String, Entry>,
-    /// Keys in the order of their last change; stale items (older `seq`) are skipped.
-    order: VecDeque<(u64, String)>,
+    /// Keys being processed, in the order of their last begin or extend. Here and in `completed`,
+    /// an item whose `seq` is no longer its entry's (the key was extended, completed, released,
+    /// evicted or taken again since) is stale and skipped.
+    ///
+    /// Every lease lasts `lease_ms` and every completed key `window_ms` from its push, so as long as
+    /// `now_ms` does not go backwards each queue is in the order of expiry: the expired entries
+    /// of a kind are all at its front, whatever the other kind holds.
+    leases: VecDeque<(u64, String)>,
+    /// Completed keys, in the order of their completion (the oldest first: the next to evict).
+    completed: VecDeque<(u64, String)>,
     next_seq: u64,
     next_token: u64,
 }
 
+/// Drop the expired entries and stale items at the front of `queue`.
+fn sweep_front(
+    queue: &mut VecDeque<(u64, String)>,
+    entries: &mut HashMap<String, Entry>,
+    now_ms: i64,
+) {
+    while let Some((seq, key)) = queue.front() {
+        match entries.get(key) {
+            Some(e) if e.seq == *seq && e.until_ms > now_ms => break,
+            Some(e) if e.seq == *seq => {
+                entries.remove(key);
+            }
+            _ => {}
+        }
+        queue.pop_front();
+    }
+}
+
 impl State {
-    fn push(&mut self, key: &str) -> u64 {
+    /// Put `key` at the back of the leases (`completed: false`) or of the completed keys.
+    fn push(&mut self, key: &str, completed: bool) -> u64 {
         self.next_seq += 1;
-        self.order.push_back((self.next_seq, key.to_string()));
+        let queue = if completed {
+            &mut self.completed
+        } else {
+            &mut self.leases
+        };
+        queue.push_back((self.next_seq, key.to_string()));
         self.next_seq
     }
 
-    /// Drop expired and stale items from the front of the order.
+    /// Drop the expired entries (the fronts of both queues) and the stale items there.
     fn sweep(&mut self, now_ms: i64) {
-        while let Some((seq, key)) = self.order.front() {
-            match self.entries.get(key) {
-                Some(e) if e.seq == *seq && e.until_ms > now_ms => break,
-                Some(e) if e.seq == *seq => {
-                    self.entries.remove(key);
-                }
-                _ => {}
-            }
-            self.order.pop_front();
-        }
-        // Extends and completions leave stale items behind; keep the queue proportional.
-        if self.order.len() > 4 * self.entries.len() + 64 {
-            let mut live: Vec<(u64, String)> = self
-                .entries
-                .iter()
-                .map(|(k, e)| (e.seq, k.clone()))
-                .collect();
-            live.sort_unstable();
-            self.order = live.into();
+        sweep_front(&mut self.leases, &mut self.entries, now_ms);
+        sweep_front(&mut self.completed, &mut self.entries, now_ms);
+        // Extends, completions and releases leave stale items behind; keep the queues
+        // proportional (a pass over them, in order, once per 3 × entries + 64 stale items).
+        if self.leases.len() + self.completed.len() > 4 * self.entries.len() + 64 {
+            let entries = &self.entries;
+            let current =
+                |(seq, key): &(u64, String)| entries.get(key).is_some_and(|e| e.seq == *seq);
+            self.leases.retain(current);
+            self.completed.retain(current);
         }
     }
 
-    /// Make room for one more key: expired first, then the oldest completed.
+    /// Make room for one more key: the expired entries first, wherever they are; then the oldest
+    /// completed keys (counted in `evicted`); never a live lease. `Full` when every entry is a
+    /// live lease.
     fn make_room(
         &mut self,
         now_ms: i64,
@@ -99,22 +129,17 @@ impl State {
     ) -> Result<(), WindowError> {
         self.sweep(now_ms);
         while self.entries.len() >= capacity {
-            let Some((seq, key)) = self.order.front().cloned() else {
-                break;
+            let Some((seq, key)) = self.completed.pop_front() else {
+                return Err(WindowError::Full { capacity });
             };
-            match self.entries.get(&key) {
-                Some(e) if e.seq == seq && !e.completed && e.until_ms > now_ms => {
-                    return Err(WindowError::Full { capacity });
+            if let Some(e) = self.entries.get(&key)
+                && e.seq == seq
+            {
+                if e.until_ms > now_ms {
+                    evicted.fetch_add(1, Ordering::Relaxed);
                 }
-                Some(e) if e.seq == seq => {
-                    if e.until_ms > now_ms {
-                        evicted.fetch_add(1, Ordering::Relaxed);
-                    }
-                    self.entries.remove(&key);
-                }
-                _ => {}
+                self.entries.remove(&key);
             }
-            self.order.pop_front();
         }
         Ok(())
     }
@@ -201,7 +226,7 @@ impl WindowDedup {
         st.make_room(now_ms, self.capacity, &self.evicted)?;
         st.next_token += 1;
         let token = st.next_token.to_string();
-        let seq = st.push(key.as_str());
+        let seq = st.push(key.as_str(), false);
         st.entries.insert(
             key.as_str().to_string(),
             Entry {
@@ -231,7 +256,7 @@ impl WindowDedup {
         if !st.entries.contains_key(key) {
             st.make_room(now_ms, self.capacity, &self.evicted)?;
         }
-        let seq = st.push(key);
+        let seq = st.push(key, true);
         st.entries.insert(
             key.to_string(),
             Entry {
@@ -265,7 +290,7 @@ impl WindowDedup {
         if !ours {
             return false;
         }
-        let seq = st.push(key);
+        let seq = st.push(key, false);
         if let Some(e) = st.entries.get_mut(key) {
             e.until_ms = now_ms.saturating_add(self.lease_ms);
             e.seq = seq;
@@ -482,6 +507,187 @@ mod tests {
     }
 
     #[test]
+    fn a_live_lease_at_the_front_does_not_refuse_new_keys() {
+        // The oldest entry is a key still being processed; a completed key sits behind it. The
+        // completed key goes (counted), not a refusal of every new key for the lease's duration.
+        let w = WindowDedup::new(Duration::from_secs(600), 2).with_lease(Duration::from_secs(30));
+        let _a = fresh(w.begin_now(&key(1), &h("a"), 0).unwrap());
+        let b = fresh(w.begin_now(&key(2), &h("a"), 1).unwrap());
+        w.complete_now(&b, 2).unwrap();
+        let _c = fresh(w.begin_now(&key(3), &h("a"), 3).unwrap());
+        assert_eq!(w.evicted_before_expiry(), 1);
+        assert_eq!(w.len(), 2);
+        assert_eq!(w.begin_now(&key(1), &h("a"), 4).unwrap(), Begin::InProgress);
+        // Only live leases now: refused, and nothing is evicted.
+        assert_eq!(
+            w.begin_now(&key(4), &h("a"), 5),
+            Err(WindowError::Full { capacity: 2 })
+        );
+        assert_eq!(w.evicted_before_expiry(), 1);
+    }
+
+    #[test]
+    fn an_expired_key_behind_a_live_lease_makes_room() {
+        // A window shorter than the lease: the completed key behind the lease expires first.
+        let w = WindowDedup::new(Duration::from_secs(5), 2).with_lease(Duration::from_secs(30));
+        let _a = fresh(w.begin_now(&key(1), &h("a"), 0).unwrap());
+        let b = fresh(w.begin_now(&key(2), &h("a"), 1).unwrap());
+        w.complete_now(&b, 1).unwrap();
+        let _c = fresh(w.begin_now(&key(3), &h("a"), 10_000).unwrap());
+        assert_eq!(w.evicted_before_expiry(), 0);
+        assert_eq!(
+            w.begin_now(&key(1), &h("a"), 10_000).unwrap(),
+            Begin::InProgress
+        );
+    }
+
+    #[test]
+    fn expired_entries_are_evicted_before_live_completed_ones() {
+        // A completed key (window 60 s) at the front, a crashed holder's lease (10 s) behind it:
+        // once the lease has expired, it is what goes, and the completed key is still a duplicate.
+        let w = WindowDedup::new(Duration::from_secs(60), 2).with_lease(Duration::from_secs(10));
+        let a = fresh(w.begin_now(&key(1), &h("a"), 0).unwrap());
+        w.complete_now(&a, 0).unwrap();
+        let _crashed = fresh(w.begin_now(&key(2), &h("a"), 1).unwrap());
+        let _c = fresh(w.begin_now(&key(3), &h("a"), 20_000).unwrap());
+        assert_eq!(w.evicted_before_expiry(), 0);
+        assert_eq!(
+            w.begin_now(&key(1), &h("a"), 20_000).unwrap(),
+            Begin::Duplicate
+        );
+        // The same with an extended lease expired behind a completed key.
+        let w = WindowDedup::new(Duration::from_secs(60), 2).with_lease(Duration::from_secs(10));
+        let held = fresh(w.begin_now(&key(2), &h("a"), 0).unwrap());
+        let a = fresh(w.begin_now(&key(1), &h("a"), 1).unwrap());
+        w.complete_now(&a, 1).unwrap();
+        assert!(w.extend_now(&held, 2));
+        let _c = fresh(w.begin_now(&key(3), &h("a"), 30_000).unwrap());
+        assert_eq!(w.evicted_before_expiry(), 0);
+        assert_eq!(
+            w.begin_now(&key(1), &h("a"), 30_000).unwrap(),
+            Begin::Duplicate
+        );
+    }
+
+    /// The documented policy, naively (a scan per eviction): what [`WindowDedup`] must do.
+    #[derive(Debug, Default)]
+    struct Model {
+        /// key -> (hash, the lease holding it or `None` when completed, until, completion order)
+        entries: std::collections::BTreeMap<u32, (bool, Option<usize>, i64, u64)>,
+        completions: u64,
+        evicted: u64,
+    }
+
+    impl Model {
+        fn sweep(&mut self, now: i64) {
+            self.entries.retain(|_, e| e.2 > now);
+        }
+
+        /// Expired entries first, wherever they are; then the oldest completed; never a lease.
+        fn make_room(&mut self, now: i64, capacity: usize) -> Result<(), ()> {
+            self.sweep(now);
+            while self.entries.len() >= capacity {
+                let oldest = self
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.1.is_none())
+                    .min_by_key(|(_, e)| e.3)
+                    .map(|(k, _)| *k)
+                    .ok_or(())?;
+                self.entries.remove(&oldest);
+                self.evicted += 1;
+            }
+            Ok(())
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_sequence_follows_the_documented_eviction_policy(
+            capacity in 1usize..5,
+            window in 1i64..40,
+            lease in 1i64..40,
+            ops in proptest::collection::vec(
+                (0u8..4, 0u32..6, proptest::bool::ANY, 0usize..16, 0i64..12),
+                1..80,
+            ),
+        ) {
+            let w = WindowDedup::new(Duration::from_millis(window as u64), capacity)
+                .with_lease(Duration::from_millis(lease as u64));
+            let mut m = Model::default();
+            // The leases handed out, with the model's key and hash for each.
+            let mut leases: Vec<(Lease, u32, bool)> = Vec::new();
+            let mut now = 0i64;
+            let hash = |b: bool| h(if b { "b" } else { "a" });
+            for (op, k, hb, pick, dt) in ops {
+                now += dt;
+                match op {
+                    0 => {
+                        let got = w.begin_now(&key(k), &hash(hb), now);
+                        m.sweep(now);
+                        let want = match m.entries.get(&k) {
+                            Some(e) if e.0 != hb => Ok(Begin::Conflict { stored_hash: hash(e.0) }),
+                            Some(e) if e.1.is_none() => Ok(Begin::Duplicate),
+                            Some(_) => Ok(Begin::InProgress),
+                            None => match m.make_room(now, capacity) {
+                                Err(()) => Err(WindowError::Full { capacity }),
+                                Ok(()) => {
+                                    m.entries.insert(k, (hb, Some(leases.len()), now + lease, 0));
+                                    Ok(Begin::Fresh(Lease::new(key(k), hash(hb), String::new())))
+                                }
+                            },
+                        };
+                        match (got, want) {
+                            (Ok(Begin::Fresh(l)), Ok(Begin::Fresh(_))) => leases.push((l, k, hb)),
+                            (got, want) => proptest::prop_assert_eq!(got, want),
+                        }
+                    }
+                    _ if leases.is_empty() => {}
+                    1 => {
+                        let id = pick % leases.len();
+                        let (l, k, hb) = &leases[id];
+                        let got = w.complete_now(l, now);
+                        let ours = m.entries.get(k).is_none_or(|e| e.1 == Some(id) || e.2 <= now);
+                        let want = if !ours {
+                            Err(WindowError::LeaseLost { key: key(*k).to_string() })
+                        } else if !m.entries.contains_key(k) && m.make_room(now, capacity).is_err() {
+                            Err(WindowError::Full { capacity })
+                        } else {
+                            m.completions += 1;
+                            m.entries.insert(*k, (*hb, None, now + window, m.completions));
+                            Ok(())
+                        };
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    2 => {
+                        let id = pick % leases.len();
+                        let k = leases[id].1;
+                        let got = w.release_now(&leases[id].0);
+                        let want = m.entries.get(&k).is_some_and(|e| e.1 == Some(id));
+                        if want {
+                            m.entries.remove(&k);
+                        }
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    _ => {
+                        let id = pick % leases.len();
+                        let k = leases[id].1;
+                        let got = w.extend_now(&leases[id].0, now);
+                        let e = m.entries.get_mut(&k).filter(|e| e.1 == Some(id));
+                        let want = e.is_some();
+                        if let Some(e) = e {
+                            e.2 = now + lease;
+                        }
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                }
+                proptest::prop_assert_eq!(w.len(), m.entries.len());
+                proptest::prop_assert_eq!(w.evicted_before_expiry(), m.evicted);
+            }
+        }
+    }
+
+    #[test]
     fn memory_stays_bounded_under_churn() {
         let w = WindowDedup::new(Duration::from_secs(1), 50).with_lease(Duration::from_millis(100));
         for i in 0..10_000u32 {
@@ -492,7 +698,8 @@ mod tests {
             }
         }
         assert!(w.len() <= 50);
-        assert!(w.lock().order.len() <= 4 * 50 + 64 + 3);
+        let st = w.lock();
+        assert!(st.leases.len() + st.completed.len() <= 4 * 50 + 64 + 3);
     }
 
     #[test]
