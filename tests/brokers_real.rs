@@ -192,6 +192,7 @@ per_broker!(
     acks_wait_behind_a_gap_up_to_four_times_the_prefetch,
     a_consumer_has_a_connection_of_its_own,
     a_new_subscription_takes_its_own_prefetch_and_visibility,
+    a_cancelled_next_does_not_swallow_the_next_message,
 );
 
 /// Which of `stamped(0..n)` a delivery is.
@@ -641,6 +642,91 @@ async fn a_new_subscription_takes_its_own_prefetch_and_visibility(kind: Kind, ur
     }
     drop(second);
     cleanup(kind, url, &q).await;
+}
+
+/// Regression (Redis): `Subscription::next` is cancel-safe, as the bridge needs (its `select!`
+/// drops the `next()` future whenever another arm wins). A cancelled Redis `next()` left its
+/// `XREADGROUP … BLOCK` blocked on the server: the next `XADD` was answered to that abandoned
+/// read, so the entry went to this consumer's pending list and nowhere else, the next message
+/// was delivered first and the first only came back by `XAUTOCLAIM` after the visibility
+/// timeout (30 s here): reordered and late. Now several cancelled calls lose nothing: the next
+/// messages come at once, in order, not redelivered. Then a call is cancelled and the
+/// subscription dropped (Redis, RabbitMQ): the next subscription of the same consumer gets the
+/// next message at once (NATS: a dropped pull consumer's requests live on in the server until
+/// they expire, so a message may wait for the ack wait there, as documented).
+async fn a_cancelled_next_does_not_swallow_the_next_message(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("cancelled");
+    adapter.declare(&q).await.unwrap();
+    let visibility = Duration::from_secs(30);
+    let mut sub = adapter
+        .subscribe(&q, &options("g", 8, visibility))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let idle = tokio::time::timeout(Duration::from_millis(100), sub.next()).await;
+        assert!(idle.is_err(), "a delivery from an empty queue: {idle:?}");
+    }
+    for n in 0..3 {
+        adapter.publish(&q, &stamped(n)).await.unwrap();
+    }
+    let mut got = Vec::new();
+    for n in 0..3 {
+        let Ok(next) = tokio::time::timeout(Duration::from_secs(3), sub.next()).await else {
+            panic!(
+                "message {n} not delivered within 3 s after cancelled calls of next (got {:?}); {}",
+                got.iter()
+                    .map(|d: &Delivery| index_of(&d.message, 3))
+                    .collect::<Vec<_>>(),
+                redis_pending(kind, url, &q).await
+            );
+        };
+        let d = next.unwrap().expect("the subscription ended");
+        assert_eq!(index_of(&d.message, 3), n, "message {n} out of order");
+        assert!(!d.redelivered, "message {n} came back redelivered");
+        got.push(d);
+    }
+    for d in got {
+        d.ack().await.unwrap();
+    }
+
+    if kind != Kind::Nats {
+        let idle = tokio::time::timeout(Duration::from_millis(100), sub.next()).await;
+        assert!(idle.is_err(), "a delivery from an empty queue: {idle:?}");
+        drop(sub);
+        adapter.publish(&q, &stamped(3)).await.unwrap();
+        let mut again = adapter
+            .subscribe(&q, &options("g", 8, visibility))
+            .await
+            .unwrap();
+        let Ok(next) = tokio::time::timeout(Duration::from_secs(3), again.next()).await else {
+            panic!(
+                "the message published after a dropped subscription not delivered within 3 s; {}",
+                redis_pending(kind, url, &q).await
+            );
+        };
+        let d = next.unwrap().expect("the subscription ended");
+        assert_eq!(index_of(&d.message, 4), 3);
+        d.ack().await.unwrap();
+        drop(again);
+    }
+    cleanup(kind, url, &q).await;
+}
+
+/// Redis: the pending entries of group `g` on `queue` (`XPENDING` summary), for a failure message.
+async fn redis_pending(kind: Kind, url: &str, queue: &str) -> String {
+    if kind != Kind::Redis {
+        return String::new();
+    }
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let pending: redis::Value = redis::cmd("XPENDING")
+        .arg(queue)
+        .arg("g")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    format!("XPENDING {queue} g: {pending:?}")
 }
 
 /// Publish 5, take 2 without acking: ready 3, unacked 2; ack them: 3 left in all (RabbitMQ and

@@ -360,6 +360,8 @@ async fn session<S: Store>(
                 }
             }
             // Messages waiting behind their key take no place among the `prefetch` forwarded.
+            // `next` is cancel-safe (`Subscription::next`): when another arm wins, the read it
+            // started is resumed by the next pass, nothing lost or reordered.
             next = sub.next(), if keyed.admits(capacity) => {
                 let delivery = match next {
                     Ok(Some(d)) => d,

@@ -21,6 +21,8 @@
 //!   leaves an existing one as it is.
 //! - `publish` may be called from many tasks at once on one [`Adapter`] (`&self`): the
 //!   connection and the confirming channel are shared, each publish awaits its own confirm.
+//! - [`Subscription::next`] is cancel-safe: a call dropped before it returns (the losing arm of
+//!   a `select!`, an elapsed `timeout`) loses and reorders nothing.
 //! - A delivery is acked on the broker only after its own [`Delivery::ack`]; with
 //!   [`AckMode::Coalesced`] (RabbitMQ) the ack may reach the broker a little later, covered by a
 //!   `basic.ack(multiple)`, and one not sent when the subscription goes is a redelivery.
@@ -439,7 +441,9 @@ impl Adapter {
 /// The deliveries of one queue to one consumer, from [`Adapter::subscribe`].
 ///
 /// Dropping it stops consuming: RabbitMQ requeues what it delivered and nobody acked, JetStream
-/// and Redis redeliver it after the visibility timeout.
+/// and Redis redeliver it after the visibility timeout (Redis: what its last read took and it did
+/// not hand out yet is read first by the next subscription of the same consumer, claimed by
+/// another consumer of the group after the visibility timeout).
 #[derive(Debug)]
 pub struct Subscription {
     inner: SubscriptionInner,
@@ -456,6 +460,13 @@ impl Subscription {
     /// The next delivery; waits until there is one. `Ok(None)` only when the subscription ended
     /// for good: the broker cancelled the consumer (RabbitMQ queue deleted, JetStream consumer
     /// deleted, Redis stream or group deleted) or the connection was closed cleanly.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, for every broker: dropping the future before it completes (a `select!` arm
+    /// that lost, a `timeout` that elapsed) loses no message and changes no order; the next call
+    /// returns what this one would have. RabbitMQ and NATS read from a stream the client fills;
+    /// Redis keeps its read in flight (an `XREADGROUP … BLOCK` the server answers whether or not
+    /// anyone still waits) inside the subscription, and the next call resumes it.
     ///
     /// # Errors
     /// [`BrokerError::Operation`] when the connection broke or the broker failed the consumer.

@@ -6,8 +6,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -165,12 +167,12 @@ impl RedisStreams {
             Err(e) => return Err(op_error("subscribe", queue, e)),
         }
         let visibility = options.visibility_timeout.max(Duration::from_millis(1));
-        let mut subscription = Subscription {
+        let mut reader = Box::new(Reader {
             queue: queue.to_string(),
             group: options.group.clone(),
             consumer: options.consumer.clone(),
             shared: self.shared.clone(),
-            reader: None,
+            connection: None,
             own_cursor: Some("0".to_string()),
             claim_cursor: "0-0".to_string(),
             last_claim: None,
@@ -178,14 +180,20 @@ impl RedisStreams {
             visibility,
             claim_now: Arc::new(AtomicBool::new(false)),
             permits: Arc::new(Semaphore::new(usize::from(options.prefetch.max(1)))),
-            buffer: VecDeque::new(),
-            ended: false,
-        };
-        subscription
-            .reader()
+        });
+        reader
+            .connection()
             .await
             .map_err(|e| op_error("subscribe", queue, e))?;
-        Ok(subscription)
+        Ok(Subscription {
+            queue: queue.to_string(),
+            group: options.group.clone(),
+            consumer: options.consumer.clone(),
+            buffer: VecDeque::new(),
+            idle: Some(reader),
+            reading: None,
+            ended: false,
+        })
     }
 
     pub(super) async fn depth(&self, queue: &str, group: &str) -> Result<Depth> {
@@ -375,13 +383,109 @@ fn read_entries(v: Value) -> Vec<Value> {
 }
 
 /// A consumer of a consumer group.
+///
+/// Cancel-safe: a read (the prefetch permit it waits for, then `XREADGROUP` / `XAUTOCLAIM`) is a
+/// future this subscription owns, not the caller's `next()`. A `next()` dropped while its read
+/// is in flight (an `XREADGROUP … BLOCK` waiting on the server) leaves the read where it is, and
+/// the next call resumes it and takes its reply. Were the read dropped with the call, the server
+/// would still answer it (redis-rs cannot withdraw a sent command): the next `XADD` would go to
+/// that abandoned read, into this consumer's pending list and nowhere else, until `XAUTOCLAIM`
+/// took it back a visibility timeout later, behind the messages read after it. Dropping the
+/// subscription drops the read in flight and its connection; what that read took is pending for
+/// this consumer: the next subscription of the same consumer reads it first, any other consumer
+/// of the group claims it after the visibility timeout.
 pub(super) struct Subscription {
+    queue: String,
+    group: String,
+    consumer: String,
+    /// The deliveries of the last read, handed out before the next read starts.
+    buffer: VecDeque<super::Delivery>,
+    /// The read state, while no read is in flight.
+    idle: Option<Box<Reader>>,
+    /// The read in flight (it owns the read state meanwhile). The lock is never taken (`next`
+    /// has `&mut self`): it only makes the subscription `Sync`.
+    reading: Option<StdMutex<Read>>,
+    ended: bool,
+}
+
+/// A read in flight.
+type Read = Pin<Box<dyn Future<Output = Filled> + Send>>;
+
+/// What a read brings back: its state, the deliveries it read (even when it failed after
+/// reading them), how it ended.
+struct Filled {
+    reader: Box<Reader>,
+    deliveries: VecDeque<super::Delivery>,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// Read, maybe nothing (the block timed out, a claim pass went on).
+    Done,
+    /// The stream or the group was deleted: the subscription is over.
+    Ended,
+    /// The read failed; when the connection broke, it is re-opened by the next read, which
+    /// reads this consumer's pending entries again first.
+    Failed(BrokerError),
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("redis_streams::Subscription")
+            .field("queue", &self.queue)
+            .field("group", &self.group)
+            .field("consumer", &self.consumer)
+            .field("reading", &self.reading.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscription {
+    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            if let Some(d) = self.buffer.pop_front() {
+                return Ok(Some(d));
+            }
+            let reading = match &mut self.reading {
+                Some(reading) => reading,
+                slot @ None => {
+                    let Some(reader) = self.idle.take() else {
+                        // Only after a read panicked: its state went with it.
+                        return Err(op_error("consume", &self.queue, "a read panicked earlier"));
+                    };
+                    slot.insert(StdMutex::new(Box::pin(reader.read())))
+                }
+            };
+            // Cancelled here, the read stays in `self.reading` for the next call.
+            let filled = reading
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+                .await;
+            self.reading = None;
+            self.idle = Some(filled.reader);
+            self.buffer.extend(filled.deliveries);
+            match filled.outcome {
+                Outcome::Done => {}
+                Outcome::Ended => self.ended = true,
+                Outcome::Failed(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What reading needs and keeps from one read to the next: the connection, where the re-read of
+/// this consumer's pending list and the claim pass are, when the last claim pass ended.
+struct Reader {
     queue: String,
     group: String,
     consumer: String,
     shared: Arc<Shared>,
     /// The connection `XREADGROUP … BLOCK` waits on; re-opened after it broke.
-    reader: Option<MultiplexedConnection>,
+    connection: Option<MultiplexedConnection>,
     /// Where re-reading this consumer's own pending list is, while it is not done.
     own_cursor: Option<String>,
     claim_cursor: String,
@@ -392,23 +496,11 @@ pub(super) struct Subscription {
     claim_now: Arc<AtomicBool>,
     /// One per unacked delivery (prefetch).
     permits: Arc<Semaphore>,
-    buffer: VecDeque<super::Delivery>,
-    ended: bool,
 }
 
-impl fmt::Debug for Subscription {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("redis_streams::Subscription")
-            .field("queue", &self.queue)
-            .field("group", &self.group)
-            .field("consumer", &self.consumer)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Subscription {
-    async fn reader(&mut self) -> std::result::Result<MultiplexedConnection, RedisError> {
-        if let Some(r) = &self.reader {
+impl Reader {
+    async fn connection(&mut self) -> std::result::Result<MultiplexedConnection, RedisError> {
+        if let Some(r) = &self.connection {
             return Ok(r.clone());
         }
         let r = self
@@ -416,52 +508,48 @@ impl Subscription {
             .client
             .get_multiplexed_async_connection_with_config(&config(BLOCK + REQUEST_TIMEOUT))
             .await?;
-        self.reader = Some(r.clone());
+        self.connection = Some(r.clone());
         Ok(r)
     }
 
-    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
-        loop {
-            if self.ended {
-                return Ok(None);
-            }
-            if let Some(d) = self.buffer.pop_front() {
-                return Ok(Some(d));
-            }
-            let first = self
-                .permits
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|e| op_error("consume", &self.queue, e))?;
-            let count = 1 + self.permits.available_permits();
-            match self.fill(first, count).await {
-                Ok(()) => {}
-                Err(e) => {
-                    if e.code() == Some("NOGROUP") {
-                        // The stream or the group was deleted: the subscription is over.
-                        self.ended = true;
-                        continue;
+    /// One read: waits for a prefetch permit, then reads up to as many entries as there are
+    /// permits. Owns the state while it runs, so the subscription can keep it across calls.
+    async fn read(mut self: Box<Self>) -> Filled {
+        let mut deliveries = VecDeque::new();
+        let outcome = match self.permits.clone().acquire_owned().await {
+            Err(e) => Outcome::Failed(op_error("consume", &self.queue, e)),
+            Ok(first) => {
+                let count = 1 + self.permits.available_permits();
+                match self.fill(first, count, &mut deliveries).await {
+                    Ok(()) => Outcome::Done,
+                    Err(e) if e.code() == Some("NOGROUP") => Outcome::Ended,
+                    Err(e) => {
+                        if broken(&e) {
+                            self.connection = None;
+                            self.own_cursor = Some("0".to_string());
+                        }
+                        Outcome::Failed(op_error("consume", &self.queue, e))
                     }
-                    if broken(&e) {
-                        self.reader = None;
-                        self.own_cursor = Some("0".to_string());
-                    }
-                    return Err(op_error("consume", &self.queue, e));
                 }
             }
+        };
+        Filled {
+            reader: self,
+            deliveries,
+            outcome,
         }
     }
 
-    /// Reads up to `count` entries into the buffer: this consumer's own pending entries first,
+    /// Reads up to `count` entries into `out`: this consumer's own pending entries first,
     /// then stale entries of the group when a claim is due, else new entries (blocking up to
     /// [`BLOCK`]).
     async fn fill(
         &mut self,
         first: OwnedSemaphorePermit,
         count: usize,
+        out: &mut VecDeque<super::Delivery>,
     ) -> std::result::Result<(), RedisError> {
-        let mut reader = self.reader().await?;
+        let mut reader = self.connection().await?;
         let mut first = Some(first);
         if let Some(cursor) = self.own_cursor.clone() {
             let mut cmd = redis::cmd("XREADGROUP");
@@ -475,7 +563,7 @@ impl Subscription {
             if entries.is_empty() {
                 self.own_cursor = None;
             } else {
-                let last = self.take(entries, true, &mut first).await?;
+                let last = self.take(entries, true, &mut first, out).await?;
                 self.own_cursor = last;
                 return Ok(());
             }
@@ -503,7 +591,7 @@ impl Subscription {
             }
             self.claim_cursor = next_cursor;
             if !claimed.is_empty() {
-                self.take(claimed, true, &mut first).await?;
+                self.take(claimed, true, &mut first, out).await?;
                 return Ok(());
             }
             if self.claim_cursor != "0-0" {
@@ -525,17 +613,18 @@ impl Subscription {
             .arg(u64::try_from(block.as_millis()).unwrap_or(1000));
         cmd.arg("STREAMS").arg(&self.queue).arg(">");
         let entries = read_entries(cmd.query_async(&mut reader).await?);
-        self.take(entries, false, &mut first).await?;
+        self.take(entries, false, &mut first, out).await?;
         Ok(())
     }
 
-    /// Buffers the entries as deliveries (each holding a prefetch permit); acks the ids of
+    /// Adds the entries to `out` as deliveries (each holding a prefetch permit); acks the ids of
     /// deleted entries (nothing left to deliver). Returns the last id.
     async fn take(
         &mut self,
         entries: Vec<Value>,
         redelivered: bool,
         first: &mut Option<OwnedSemaphorePermit>,
+        out: &mut VecDeque<super::Delivery>,
     ) -> std::result::Result<Option<String>, RedisError> {
         let mut last = None;
         let mut gone = Vec::new();
@@ -548,7 +637,7 @@ impl Subscription {
             let permit = first
                 .take()
                 .or_else(|| self.permits.clone().try_acquire_owned().ok());
-            self.buffer.push_back(super::Delivery {
+            out.push_back(super::Delivery {
                 message,
                 redelivered,
                 acker: super::Acker::Redis(Acker {
