@@ -332,6 +332,31 @@ fn unknown_migration_and_bad_input_exit_2_and_change_nothing() {
     assert_eq!(b.status()["version"], 1);
 }
 
+/// Regression: reading commands opened a mistyped `--state` path in create mode, answered "no
+/// migrations" (exit 0) and left an empty store (with its -wal and -shm files) behind.
+#[test]
+fn reading_a_mistyped_state_path_says_so_and_creates_nothing() {
+    let b = Bench::new();
+    b.init();
+    let typo = b.path("stat.db");
+    for args in [
+        vec!["status"],
+        vec!["status", "local"],
+        vec!["history", "local"],
+        vec!["routing", "local"],
+        vec!["pause", "local"],
+        vec!["advance", "local", "--dry-run"],
+    ] {
+        let r = b.run_env(&args, &[("MIGRATE_STATE", typo.to_str().unwrap())]);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("no state store at"), "{}", r.stderr);
+        assert!(r.stderr.contains("migrate init"), "{}", r.stderr);
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+    }
+    // `init` creates a store where it is told to.
+    b.ok(&["status", "local"], 0);
+}
+
 #[test]
 fn status_json_contract() {
     let mut b = Bench::new();

@@ -29,7 +29,7 @@ pub struct AdvanceArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
     let now = ctx.now_ms()?;

@@ -73,7 +73,7 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
             "--lease-ttl must be at least 1s and --routing-interval above 0",
         ));
     }
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let mut controller = ctx.controller(&store, &fetcher);
     controller.read_only = true;

@@ -18,7 +18,7 @@ pub struct HistoryArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: HistoryArgs) -> CliResult {
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let journal = store.journal(&args.name).await?;
     if args.json {
         print_json(&journal.iter().map(EntryView::of).collect::<Vec<_>>())?;

@@ -228,6 +228,21 @@ impl Ctx {
         })
     }
 
+    /// The state store, which must exist: commands that read or move a migration do not create
+    /// an empty SQLite file where a mistyped `--state` points (it would read as "no migrations").
+    pub async fn existing_store(&self) -> Result<AnyStore, CliError> {
+        let url = &self.global.state;
+        if let Some(file) = crate::store::any::sqlite_file(url)
+            && !file.exists()
+        {
+            return Err(CliError::input(format!(
+                "no state store at {}: `migrate init PLAN` creates it; otherwise point --state (or MIGRATE_STATE) at the store your migrations are in",
+                file.display()
+            )));
+        }
+        self.store().await
+    }
+
     pub fn fetcher(&self) -> Result<Fetcher, CliError> {
         Fetcher::new(self.global.source_timeout).map_err(|e| CliError::new(1, e.to_string()))
     }

@@ -14,7 +14,7 @@ pub struct RoutingArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: RoutingArgs) -> CliResult {
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
     let loaded = c.load(&args.name).await?;

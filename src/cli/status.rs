@@ -66,7 +66,7 @@ fn print_view(v: &StatusView) {
 }
 
 pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
     let single = args.name.is_some();

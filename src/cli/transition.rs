@@ -10,7 +10,7 @@ pub async fn run(
     reason: Option<String>,
     json: bool,
 ) -> CliResult {
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
     let now = ctx.now_ms()?;

@@ -34,6 +34,20 @@ pub async fn open(url: &str) -> Result<AnyStore> {
     }
 }
 
+/// The file a SQLite state URL names (`PATH`, `sqlite://PATH`, `sqlite:PATH`, options after `?`
+/// left out); `None` for PostgreSQL, other schemes and in-memory databases.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    if url.contains("://") && !url.starts_with("sqlite://") {
+        return None;
+    }
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
+}
+
 impl AnyStore {
     /// The backend's name: `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
@@ -170,5 +184,27 @@ impl Store for AnyStore {
 
     async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
         delegate!(self, s => s.dlq_decisions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_file;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_file_of_a_sqlite_state_url() {
+        for (url, file) in [
+            ("queue-migrate.db", Some("queue-migrate.db")),
+            ("./state/qm.db", Some("./state/qm.db")),
+            ("sqlite:///var/lib/qm.db", Some("/var/lib/qm.db")),
+            ("sqlite://qm.db?mode=rwc", Some("qm.db")),
+            ("sqlite:qm.db", Some("qm.db")),
+            ("sqlite::memory:", None),
+            ("postgres://u@h/db", None),
+            ("redis://h", None),
+        ] {
+            assert_eq!(sqlite_file(url), file.map(PathBuf::from), "{url}");
+        }
     }
 }
