@@ -816,12 +816,18 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         first_error: None,
     };
     let to_stdout = a.output == "-";
+    // A file stands for a queue: what an earlier run (the canary) wrote there went out and stays,
+    // so the file is appended to, never truncated.
     let sink: Box<dyn Write + Send> = if to_stdout {
         Box::new(BufWriter::new(std::io::stdout()))
     } else {
-        Box::new(BufWriter::new(File::create(&a.output).map_err(|e| {
-            CliError::input(format!("cannot create {}: {e}", a.output))
-        })?))
+        Box::new(BufWriter::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&a.output)
+                .map_err(|e| CliError::input(format!("cannot open {}: {e}", a.output)))?,
+        ))
     };
     let mut publisher = NdjsonPublisher::new(sink);
     let mut pacer = TokioPacer {
