@@ -1,4 +1,5 @@
-//! `migrate dlq replay` end to end: what the canary and a resumed run leave in the output.
+//! `migrate dlq replay` end to end: what the canary and a resumed run leave in the output, and
+//! what a failing output does to the outcome.
 
 mod common;
 
@@ -61,4 +62,18 @@ fn replay_continue_appends_to_the_canary_output() {
         .map(|i| format!("2026-11-29T10:05:0{i}.000Z"))
         .collect();
     assert_eq!(replayed(&b, "out.ndjson"), want);
+}
+
+#[test]
+fn replay_flush_failure_after_the_canary_is_not_a_pause() {
+    let b = Bench::new();
+    let file = export(&b);
+    // /dev/full takes the buffered lines and fails when they are flushed.
+    let r = b.ok(&replay_args(file, "/dev/full", &[]), 1);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(!all.contains("paused"), "{all}");
+    assert!(!all.contains("with --continue"), "{all}");
+    assert!(all.contains("could not be flushed"), "{all}");
+    // Nothing of this run is known to have gone out: resuming starts from the first entry.
+    assert!(all.contains("--skip 0"), "{all}");
 }

@@ -63,13 +63,16 @@ pub enum DlqCmd {
     ///
     /// Each message carries x-replay-of (its deadLetteredAt) and x-replay-reason (its errorClass).
     /// After the canary batch (default 50) the run stops: look at the effect, then run the same
-    /// command with --continue (which skips the canary batch and does not pause again). The run
-    /// aborts itself when its own failure rate passes --abort-failure-rate. Entries first
-    /// attempted longer ago than --max-age are refused unless --force-old. A replay that reaches
-    /// the end is recorded as a decision (action replay) for each group it covered.
+    /// command with --continue (which skips the canary batch and does not pause again). A failure
+    /// during the canary stops the run at once. The run aborts itself when its own failure rate
+    /// passes --abort-failure-rate, or when the output cannot be flushed; it then says how many
+    /// entries went out and the --skip N that goes on without losing any. Entries first
+    /// attempted longer ago than --max-age (or of unknown age) are refused unless --force-old.
+    /// --output FILE is appended to. A replay that reaches the end is recorded as a decision
+    /// (action replay) for each group it covered.
     ///
-    /// Exit codes: 0 completed; 1 aborted (failure rate); 2 invalid input or refused (too old);
-    /// 3 paused after the canary batch.
+    /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush);
+    /// 2 invalid input or refused (too old); 3 paused after the canary batch.
     #[command(verbatim_doc_comment)]
     Replay(ReplayArgs),
     /// Export the alert signals as Prometheus text: inflow per minute, new signatures, the age
@@ -216,6 +219,10 @@ pub struct ReplayArgs {
     /// The canary batch was checked: skip it and go on without pausing.
     #[arg(long = "continue")]
     pub resume: bool,
+    /// Skip this many entries at the start of the selection: an earlier run that stopped early
+    /// sent them (it says the number). With --continue, the canary batch after them is skipped too.
+    #[arg(long, default_value_t = 0)]
+    pub skip: u64,
     /// Abort when the replay's own failure rate passes this (0..1).
     #[arg(long, default_value_t = 0.2)]
     pub abort_failure_rate: f64,
@@ -756,6 +763,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         max_age_ms: Some(duration_ms(a.max_age)),
         force_old: a.force_old,
         resume: a.resume,
+        skip: a.skip,
     };
     let mut machine = ReplayMachine::new(policy).map_err(|e| CliError::input(e.to_string()))?;
 
@@ -776,8 +784,12 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         };
         for s in selection {
             count += 1;
-            let age = now - s.entry.first_attempt_ms().unwrap_or(i64::MIN / 2);
-            if !a.force_old && age > duration_ms(a.max_age) {
+            // An age that cannot be computed is refused like an old one: nobody can vouch for it.
+            let age = s
+                .entry
+                .first_attempt_ms()
+                .and_then(|first| now.checked_sub(first));
+            if !a.force_old && age.is_none_or(|age| age > duration_ms(a.max_age)) {
                 too_old += 1;
                 if oldest
                     .as_deref()
@@ -886,9 +898,10 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let s = &summary.stats;
     say(format!(
-        "replay: {} published, {} failed, {} skipped as the earlier canary, {} invalid lines skipped, {} remaining",
-        s.published, s.failed, s.skipped_canary, skipped, summary.remaining
+        "replay: {} published, {} failed, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
+        s.published, s.failed, s.skipped, skipped, summary.remaining
     ));
+    let resume_hint = || resume_hint(&summary, a.resume);
     match &summary.outcome {
         Outcome::Completed => {
             let store = ctx.store().await?;
@@ -924,22 +937,84 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
             ));
             Ok(ExitCode::from(3))
         }
+        Outcome::CanaryFailed => Err(CliError::new(
+            1,
+            format!(
+                "aborted: a message of the canary batch failed to publish (see above); nothing after it was sent. {}",
+                resume_hint()
+            ),
+        )),
         Outcome::Aborted { failure_rate } => Err(CliError::new(
             1,
             format!(
-                "aborted: the replay's own failure rate is {:.1}% (threshold {:.1}%); nothing more was sent",
+                "aborted: the replay's own failure rate is {:.1}% (threshold {:.1}%); nothing more was sent. {}",
                 failure_rate * 100.0,
-                a.abort_failure_rate * 100.0
+                a.abort_failure_rate * 100.0,
+                resume_hint()
+            ),
+        )),
+        Outcome::FlushFailed { error } => Err(CliError::new(
+            1,
+            format!(
+                "aborted: the output could not be flushed ({error}): which of this run's {} messages went out is unknown. \
+                 Check {} before going on. {}",
+                s.published,
+                if to_stdout {
+                    "what read standard output"
+                } else {
+                    a.output.as_str()
+                },
+                resume_hint()
             ),
         )),
         Outcome::RefusedTooOld {
             first_attempt_at,
             age_ms,
         } => Err(CliError::input(format!(
-            "refused: an entry first attempted at {first_attempt_at} is {} old (more than --max-age); close it (--reason window_expired) or use --force-old",
-            crate::dlq::report::human_age(*age_ms)
+            "refused: an entry first attempted at {first_attempt_at} is {} old (more than --max-age); close it (--reason window_expired) or use --force-old. {}",
+            crate::dlq::report::human_age(*age_ms),
+            resume_hint()
+        ))),
+        Outcome::RefusedUnknownAge { first_attempt_at } => Err(CliError::input(format!(
+            "refused: an entry's firstAttemptAt {first_attempt_at:?} gives no age, so --max-age cannot vouch for it; \
+             close its group, or replay anyway with --force-old. {}",
+            resume_hint()
         ))),
     }
+}
+
+/// How to go on after a run that stopped early, without losing an entry: the exact `--skip`.
+fn resume_hint(summary: &replay::ReplaySummary, resumed: bool) -> String {
+    let r = summary.resume;
+    let went = if r.skip == 0 {
+        "No entry of the selection is known to have gone out".to_string()
+    } else {
+        format!("Entries 1-{} of the selection went out", r.skip)
+    };
+    let mut text = format!(
+        "{went}: once the cause is fixed, run the same command with --skip {}{} \
+         (--continue alone would skip the canary batch by position).",
+        r.skip,
+        if resumed {
+            " instead of --continue"
+        } else {
+            ""
+        },
+    );
+    if r.sent_again > 0 {
+        let certain = !matches!(summary.outcome, Outcome::FlushFailed { .. });
+        let _ = write!(
+            text,
+            " {} later entries {} and will be sent again.",
+            r.sent_again,
+            if certain {
+                "went out too"
+            } else {
+                "may have gone out"
+            }
+        );
+    }
+    text
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,14 +5,19 @@
 //!   at `start + i × interval` at the earliest), so current traffic keeps priority;
 //! - **canary** — after the first `canary` messages (default 50), when more remain, the run
 //!   stops and hands control back: look at the effect, then run again with `--continue`, which
-//!   skips the canary batch and does not pause again;
+//!   skips the canary batch and does not pause again. A failure during the canary stops the run
+//!   at once ([`Outcome::CanaryFailed`]), so `--continue` (which skips by position) is only ever
+//!   offered after a canary that went out whole;
 //! - **origin headers** — `x-replay-of` = `deadLetteredAt`, `x-replay-reason` = `errorClass`, so a
 //!   failure of a replayed message is a known recurrence, not a new case;
 //! - **automatic stop** — once at least `min_sample` messages (default: the canary size) went,
 //!   the run aborts as soon as its own failure rate exceeds `abort_failure_rate` (default 0.2);
-//!   as in the seed, the canary pause is checked first;
 //! - **validity guard** — an entry first attempted longer than `max_age` ago is refused unless
-//!   forced: a 14-month-old stock reservation replayed today debits stock sold long ago.
+//!   forced: a 14-month-old stock reservation replayed today debits stock sold long ago. An entry
+//!   whose age cannot be computed is refused too (unless forced): the guard cannot vouch for it;
+//! - **resume point** — every run that stops early says how many leading entries of the selection
+//!   are known to have gone out ([`ResumePoint`]): a later run given that number as `skip`
+//!   neither loses an entry nor, when no failure came before the stop, sends one twice.
 //!
 //! [`ReplayMachine`] is the decision logic, pure (time is an argument). [`run`] drives it with a
 //! [`Publisher`] and a [`Pacer`] (the clock and sleeping), both traits, so tests run it on a fake
@@ -67,6 +72,9 @@ pub struct ReplayPolicy {
     pub force_old: bool,
     /// The canary was looked at: skip it and do not pause.
     pub resume: bool,
+    /// Entries at the start of the selection that an earlier run sent (a [`ResumePoint`]):
+    /// skipped, before the canary when `resume` is set too.
+    pub skip: u64,
 }
 
 impl Default for ReplayPolicy {
@@ -79,6 +87,7 @@ impl Default for ReplayPolicy {
             max_age_ms: Some(7 * 86_400_000),
             force_old: false,
             resume: false,
+            skip: 0,
         }
     }
 }
@@ -126,8 +135,8 @@ pub struct ReplayStats {
     pub published: u64,
     /// Failed to publish.
     pub failed: u64,
-    /// Skipped as the canary of an earlier run (`--continue`).
-    pub skipped_canary: u64,
+    /// Skipped as sent by an earlier run (`skip`, and the canary batch on `--continue`).
+    pub skipped: u64,
 }
 
 impl ReplayStats {
@@ -151,12 +160,19 @@ impl ReplayStats {
 pub enum Outcome {
     /// Everything selected went.
     Completed,
-    /// The canary batch went and more remain: look, then `--continue`.
+    /// The canary batch went, all of it, and more remain: look, then `--continue`.
     PausedAfterCanary,
+    /// A message of the canary batch failed: the run stopped at it.
+    CanaryFailed,
     /// The replay's own failure rate passed the threshold.
     Aborted {
         /// The rate when it stopped.
         failure_rate: f64,
+    },
+    /// The final flush failed: which of this run's messages went out is unknown.
+    FlushFailed {
+        /// The publisher's error.
+        error: String,
     },
     /// An entry is older than `max_age` (nothing after it was published).
     RefusedTooOld {
@@ -165,13 +181,31 @@ pub enum Outcome {
         /// How old (ms).
         age_ms: i64,
     },
+    /// An entry's age cannot be computed (its `firstAttemptAt` does not parse, or is so far from
+    /// now that the difference overflows): the validity guard cannot vouch for it.
+    RefusedUnknownAge {
+        /// Its `firstAttemptAt`, as written.
+        first_attempt_at: String,
+    },
+}
+
+/// Where a later run can start without losing an entry: `skip` leading entries of the same
+/// selection are known to have gone out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ResumePoint {
+    /// Leading entries of the selection that went out (including those an earlier run sent).
+    pub skip: u64,
+    /// Entries after them that were published all the same (a run resumed at `skip` sends them
+    /// again): those published after the first failure, or, when the final flush failed, every
+    /// message of this run.
+    pub sent_again: u64,
 }
 
 /// What to do with the next entry.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
-    /// Skip it: it was in the canary batch of the run being continued.
-    SkipCanary,
+    /// Skip it: an earlier run sent it.
+    SkipEarlier,
     /// Publish it, not before this instant (ms).
     Publish {
         /// The earliest instant.
@@ -188,6 +222,10 @@ pub struct ReplayMachine {
     stats: ReplayStats,
     started_ms: Option<i64>,
     seen: u64,
+    /// Position (0-based, in the selection) of the first entry that failed.
+    first_failure: Option<u64>,
+    /// Published after the first failure.
+    published_after_failure: u64,
 }
 
 impl ReplayMachine {
@@ -202,6 +240,8 @@ impl ReplayMachine {
             stats: ReplayStats::default(),
             started_ms: None,
             seen: 0,
+            first_failure: None,
+            published_after_failure: 0,
         })
     }
 
@@ -215,31 +255,71 @@ impl ReplayMachine {
         &self.policy
     }
 
-    /// Decide about the next entry, first attempted at `first_attempt_ms`, at `now_ms`.
+    /// Leading entries of the selection this run skips.
+    fn skip_count(&self) -> u64 {
+        let canary = if self.policy.resume {
+            self.policy.canary
+        } else {
+            0
+        };
+        self.policy.skip.saturating_add(canary)
+    }
+
+    /// This run starts with a canary batch.
+    fn has_canary(&self) -> bool {
+        !self.policy.resume && self.policy.canary > 0
+    }
+
+    /// Where a later run can start (see [`ResumePoint`]).
+    pub fn resume_point(&self) -> ResumePoint {
+        match self.first_failure {
+            Some(at) => ResumePoint {
+                skip: at,
+                sent_again: self.published_after_failure,
+            },
+            None => ResumePoint {
+                skip: self.stats.skipped + self.stats.processed(),
+                sent_again: 0,
+            },
+        }
+    }
+
+    /// Decide about the next entry, first attempted at `first_attempt_ms` (`None`: unknown,
+    /// written as `first_attempt_at`), at `now_ms`.
     pub fn admit(
         &mut self,
-        first_attempt_ms: i64,
+        first_attempt_ms: Option<i64>,
         first_attempt_at: &str,
         now_ms: i64,
     ) -> Admission {
         self.seen += 1;
-        if self.policy.resume && self.seen <= self.policy.canary {
-            self.stats.skipped_canary += 1;
-            return Admission::SkipCanary;
+        if self.seen <= self.skip_count() {
+            self.stats.skipped += 1;
+            return Admission::SkipEarlier;
         }
-        if let Some(max_age) = self.policy.max_age_ms {
-            let age = now_ms - first_attempt_ms;
-            if age > max_age && !self.policy.force_old {
-                return Admission::Stop(Outcome::RefusedTooOld {
-                    first_attempt_at: first_attempt_at.to_string(),
-                    age_ms: age,
-                });
+        if let Some(max_age) = self.policy.max_age_ms
+            && !self.policy.force_old
+        {
+            match first_attempt_ms.and_then(|first| now_ms.checked_sub(first)) {
+                None => {
+                    return Admission::Stop(Outcome::RefusedUnknownAge {
+                        first_attempt_at: first_attempt_at.to_string(),
+                    });
+                }
+                Some(age) if age > max_age => {
+                    return Admission::Stop(Outcome::RefusedTooOld {
+                        first_attempt_at: first_attempt_at.to_string(),
+                        age_ms: age,
+                    });
+                }
+                Some(_) => {}
             }
         }
         let start = *self.started_ms.get_or_insert(now_ms);
+        // `as` saturates: a huge slot (a tiny rate) is i64::MAX, and the sum saturates too.
         let slot = self.stats.processed() as f64 * self.policy.interval_ms();
         Admission::Publish {
-            not_before_ms: start + slot.ceil() as i64,
+            not_before_ms: start.saturating_add(slot.ceil() as i64),
         }
     }
 
@@ -248,12 +328,22 @@ impl ReplayMachine {
     pub fn record(&mut self, ok: bool, more: bool) -> Option<Outcome> {
         if ok {
             self.stats.published += 1;
+            if self.first_failure.is_some() {
+                self.published_after_failure += 1;
+            }
         } else {
             self.stats.failed += 1;
+            self.first_failure
+                .get_or_insert(self.seen.saturating_sub(1));
         }
         let processed = self.stats.processed();
-        if !self.policy.resume && self.policy.canary > 0 && processed == self.policy.canary && more
-        {
+        let in_canary = self.has_canary() && processed <= self.policy.canary;
+        // Checked before the pause: `--continue` skips the canary by position, so it may only be
+        // offered when every message of the canary went out.
+        if in_canary && !ok {
+            return Some(Outcome::CanaryFailed);
+        }
+        if self.has_canary() && processed == self.policy.canary && more {
             return Some(Outcome::PausedAfterCanary);
         }
         if processed >= self.policy.min_sample.max(1)
@@ -370,6 +460,8 @@ pub struct ReplaySummary {
     pub stats: ReplayStats,
     /// Entries selected and not processed (not counted for a refusal, which stops reading).
     pub remaining: u64,
+    /// Where a later run can start.
+    pub resume: ResumePoint,
 }
 
 /// Replay `entries` (dead letters, or anything that borrows as one) through `publisher`, paced by
@@ -392,9 +484,12 @@ where
     let mut outcome = Outcome::Completed;
     while let Some(item) = entries.next() {
         let entry: &DeadLetter = item.borrow();
-        let first_ms = entry.first_attempt_ms().unwrap_or(i64::MIN);
-        match machine.admit(first_ms, &entry.first_attempt_at, pacer.now_ms()) {
-            Admission::SkipCanary => continue,
+        match machine.admit(
+            entry.first_attempt_ms(),
+            &entry.first_attempt_at,
+            pacer.now_ms(),
+        ) {
+            Admission::SkipEarlier => continue,
             Admission::Stop(o) => {
                 outcome = o;
                 break;
@@ -413,10 +508,17 @@ where
             break;
         }
     }
-    // A flush failure after the last message makes the whole tail suspect: count it.
-    if publisher.flush().await.is_err() && outcome == Outcome::Completed {
-        outcome = Outcome::Aborted {
-            failure_rate: machine.stats().failure_rate(),
+    // A flush failure makes every message of this run suspect, whatever the outcome was: after
+    // a pause, `--continue` would skip lines that were never written.
+    let mut resume = machine.resume_point();
+    if let Err(e) = publisher.flush().await {
+        outcome = Outcome::FlushFailed {
+            error: e.to_string(),
+        };
+        let stats = machine.stats();
+        resume = ResumePoint {
+            skip: stats.skipped,
+            sent_again: stats.published,
         };
     }
     let remaining = entries.count() as u64;
@@ -424,6 +526,7 @@ where
         outcome,
         stats: machine.stats(),
         remaining,
+        resume,
     }
 }
 
@@ -447,10 +550,12 @@ mod tests {
         }
     }
 
-    /// Fails the messages whose index is in `fail`.
+    /// Fails the messages whose index is in `fail` (the index of the message in this run), and
+    /// the flush when `flush_fails`.
     struct Flaky {
         n: usize,
         fail: fn(usize) -> bool,
+        flush_fails: bool,
         out: NdjsonPublisher<Vec<u8>>,
     }
 
@@ -463,6 +568,11 @@ mod tests {
             self.out.publish(m).await
         }
         async fn flush(&mut self) -> Result<(), PublishError> {
+            if self.flush_fails {
+                return Err(PublishError::Io(std::io::Error::from(
+                    std::io::ErrorKind::BrokenPipe,
+                )));
+            }
             Ok(())
         }
     }
@@ -489,10 +599,20 @@ mod tests {
         list: Vec<DeadLetter>,
         fail: fn(usize) -> bool,
     ) -> (ReplaySummary, FakeClock, Vec<u8>) {
+        go_flush(policy, list, fail, false)
+    }
+
+    fn go_flush(
+        policy: ReplayPolicy,
+        list: Vec<DeadLetter>,
+        fail: fn(usize) -> bool,
+        flush_fails: bool,
+    ) -> (ReplaySummary, FakeClock, Vec<u8>) {
         let mut machine = ReplayMachine::new(policy).expect("valid");
         let mut publisher = Flaky {
             n: 0,
             fail,
+            flush_fails,
             out: NdjsonPublisher::new(Vec::new()),
         };
         let mut clock = FakeClock {
@@ -507,6 +627,21 @@ mod tests {
             |_: &Event<'_, DeadLetter>, _| {},
         ));
         (summary, clock, publisher.out.into_inner())
+    }
+
+    /// The `x-replay-of` of each line written (which entry it was: `entries` numbers them).
+    fn sent(out: &[u8]) -> Vec<String> {
+        std::str::from_utf8(out)
+            .expect("utf8")
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("json");
+                v["headers"]["x-replay-of"]
+                    .as_str()
+                    .expect("header")
+                    .to_string()
+            })
+            .collect()
     }
 
     fn futures_lite_block_on<F: Future>(f: F) -> F::Output {
@@ -555,7 +690,7 @@ mod tests {
         let (s, _, _) = go(resume, entries(120, 3_600_000), |_| false);
         assert_eq!(s.outcome, Outcome::Completed);
         assert_eq!(
-            (s.stats.published, s.stats.skipped_canary, s.remaining),
+            (s.stats.published, s.stats.skipped, s.remaining),
             (70, 50, 0)
         );
     }
@@ -577,10 +712,10 @@ mod tests {
         assert!(matches!(s.outcome, Outcome::Aborted { failure_rate } if failure_rate > 0.2));
         assert_eq!(s.stats.processed(), 50);
         assert_eq!(s.remaining, 150);
-        // During the canary the pause wins, as in the seed.
+        // During the canary the first failure stops the run (never a pause).
         let (s, _, _) = go(ReplayPolicy::default(), entries(200, 1000), |i| i % 2 == 0);
-        assert_eq!(s.outcome, Outcome::PausedAfterCanary);
-        assert_eq!(s.stats.failed, 25);
+        assert_eq!(s.outcome, Outcome::CanaryFailed);
+        assert_eq!((s.stats.published, s.stats.failed), (0, 1));
         // A continued run with the same failures aborts at its own sample.
         let resume = ReplayPolicy {
             resume: true,
@@ -602,6 +737,172 @@ mod tests {
         };
         let (s, _, _) = go(forced, entries(3, old), |_| false);
         assert_eq!(s.outcome, Outcome::Completed);
+    }
+
+    /// All `n` entries of `entries(n, _)`, by `x-replay-of`.
+    fn all(n: usize, age_ms: i64) -> Vec<String> {
+        entries(n, age_ms)
+            .into_iter()
+            .map(|e| e.dead_lettered_at)
+            .collect()
+    }
+
+    #[test]
+    fn replay_continue_does_not_skip_a_failed_canary_entry() {
+        // The canary's 4th message fails: the run stops there instead of pausing, so --continue
+        // (which would skip the whole canary batch by position) is never offered.
+        let (s, _, out) = go(ReplayPolicy::default(), entries(120, 1000), |i| i == 3);
+        assert_eq!(s.outcome, Outcome::CanaryFailed);
+        assert_eq!(
+            (s.stats.published, s.stats.failed, s.remaining),
+            (3, 1, 116)
+        );
+        assert_eq!(
+            s.resume,
+            ResumePoint {
+                skip: 3,
+                sent_again: 0
+            }
+        );
+        // Resumed where it says (a new canary, then --continue), every entry goes exactly once.
+        let resumed = ReplayPolicy {
+            skip: s.resume.skip,
+            ..ReplayPolicy::default()
+        };
+        let (s2, _, out2) = go(resumed.clone(), entries(120, 1000), |_| false);
+        assert_eq!(s2.outcome, Outcome::PausedAfterCanary);
+        let (s3, _, out3) = go(
+            ReplayPolicy {
+                resume: true,
+                ..resumed
+            },
+            entries(120, 1000),
+            |_| false,
+        );
+        assert_eq!(s3.outcome, Outcome::Completed);
+        assert_eq!(s3.stats.skipped, 53);
+        let mut everything = sent(&out);
+        everything.extend(sent(&out2));
+        everything.extend(sent(&out3));
+        assert_eq!(everything, all(120, 1000));
+    }
+
+    #[test]
+    fn replay_flush_failure_after_the_canary_is_not_a_pause() {
+        // The canary's lines sit in a buffer and the flush fails: nothing says they went out, so
+        // the run must not offer --continue (which would skip them).
+        let (s, _, _) = go_flush(ReplayPolicy::default(), entries(120, 1000), |_| false, true);
+        assert!(
+            matches!(&s.outcome, Outcome::FlushFailed { error } if error.contains("broken pipe")),
+            "{:?}",
+            s.outcome
+        );
+        assert_eq!(
+            s.resume,
+            ResumePoint {
+                skip: 0,
+                sent_again: 50
+            }
+        );
+        // On a continued run the resume point keeps what the earlier run sent.
+        let resume = ReplayPolicy {
+            resume: true,
+            ..ReplayPolicy::default()
+        };
+        let (s, _, _) = go_flush(resume, entries(120, 1000), |_| false, true);
+        assert!(matches!(s.outcome, Outcome::FlushFailed { .. }));
+        assert_eq!(
+            s.resume,
+            ResumePoint {
+                skip: 50,
+                sent_again: 70
+            }
+        );
+    }
+
+    #[test]
+    fn replay_abort_gives_a_resume_point_that_loses_nothing() {
+        // No canary, every 4th fails: aborted at 50 with 12 failures, the first at entry 3.
+        let policy = ReplayPolicy {
+            canary: 0,
+            ..ReplayPolicy::default()
+        };
+        let (s, _, out) = go(policy.clone(), entries(200, 1000), |i| i % 4 == 3);
+        assert!(matches!(s.outcome, Outcome::Aborted { .. }));
+        assert_eq!((s.stats.published, s.stats.failed), (38, 12));
+        // Entries 0–2 went; 35 of those after the first failure went too (and go again).
+        assert_eq!(
+            s.resume,
+            ResumePoint {
+                skip: 3,
+                sent_again: 35
+            }
+        );
+        let (s2, _, out2) = go(
+            ReplayPolicy {
+                skip: s.resume.skip,
+                ..policy
+            },
+            entries(200, 1000),
+            |_| false,
+        );
+        assert_eq!(s2.outcome, Outcome::Completed);
+        let mut everything: std::collections::BTreeSet<String> = sent(&out).into_iter().collect();
+        everything.extend(sent(&out2));
+        assert_eq!(everything.len(), 200, "no entry lost");
+        assert_eq!(sent(&out).len() + sent(&out2).len(), 200 + 35);
+        // A run that completes has nothing to resume.
+        assert_eq!(s2.resume.skip, 200);
+    }
+
+    #[test]
+    fn replay_refuses_an_entry_whose_first_attempt_cannot_be_read() {
+        let mut list = entries(3, 1000);
+        list[1].first_attempt_at = "not a time".into();
+        let (s, _, out) = go(ReplayPolicy::default(), list.clone(), |_| false);
+        assert_eq!(
+            s.outcome,
+            Outcome::RefusedUnknownAge {
+                first_attempt_at: "not a time".into()
+            }
+        );
+        assert_eq!(sent(&out).len(), 1, "nothing from the unknown one on");
+        let forced = ReplayPolicy {
+            force_old: true,
+            ..ReplayPolicy::default()
+        };
+        let (s, _, _) = go(forced, list, |_| false);
+        assert_eq!(s.outcome, Outcome::Completed);
+        // An instant so far away that now − it overflows is an unknown age, not a negative one.
+        let mut machine = ReplayMachine::new(ReplayPolicy::default()).expect("valid");
+        assert!(matches!(
+            machine.admit(Some(i64::MIN), "far", NOW),
+            Admission::Stop(Outcome::RefusedUnknownAge { .. })
+        ));
+        assert!(matches!(
+            machine.admit(Some(i64::MIN + 1), "far", NOW),
+            Admission::Stop(Outcome::RefusedUnknownAge { .. })
+        ));
+    }
+
+    #[test]
+    fn replay_pacing_does_not_overflow_at_a_tiny_rate() {
+        let policy = ReplayPolicy {
+            rate_per_second: 1e-300,
+            ..ReplayPolicy::default()
+        };
+        let mut machine = ReplayMachine::new(policy).expect("valid");
+        assert_eq!(
+            machine.admit(Some(NOW), "now", NOW),
+            Admission::Publish { not_before_ms: NOW }
+        );
+        assert_eq!(machine.record(true, true), None);
+        assert_eq!(
+            machine.admit(Some(NOW), "now", NOW),
+            Admission::Publish {
+                not_before_ms: i64::MAX
+            }
+        );
     }
 
     #[test]
