@@ -33,7 +33,9 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("migrate: {e}");
+            if !e.is_quiet() {
+                eprintln!("migrate: {e}");
+            }
             ExitCode::from(e.code)
         }
     }

@@ -526,3 +526,98 @@ fn the_drain_gate_waits_for_the_old_dead_letters_to_be_closed() {
     assert_eq!(gate["verdict"], "pass", "{gate}");
     assert_eq!(b.state().0, "disconnect");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Standard output closed or full: `migrate history NAME | head -1`, `migrate routing NAME >
+// /dev/full`. Every command printed with `println!`, which panics (exit 101, a backtrace) when
+// the write fails — for `init` and the transitions, after the step was committed.
+
+/// A pipe whose reader is already gone: the first write gets EPIPE, whatever the output's size.
+fn closed_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
+/// Run `migrate ARGS` at the bench's minute with standard output on `stdout`.
+fn run_into(b: &Bench, args: &[&str], stdout: impl Into<std::process::Stdio>) -> (i32, String) {
+    let out = b.command(args).stdout(stdout).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn full_disk() -> std::fs::File {
+    std::fs::File::create("/dev/full").unwrap()
+}
+
+#[test]
+fn history_into_a_closed_pipe_exits_quietly_without_a_panic() {
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["pause", "local", "--reason", "lunch"], 0);
+    b.ok(&["resume", "local"], 0);
+    for args in [
+        &["history", "local"][..],
+        &["history", "local", "--json"],
+        &["status", "local"],
+        &["status", "--json"],
+        &["routing", "local"],
+    ] {
+        let (code, err) = run_into(&b, args, closed_pipe());
+        assert!(!err.contains("panicked"), "migrate {args:?}:\n{err}");
+        assert_eq!(code, 0, "migrate {args:?}:\n{err}");
+        assert_eq!(
+            err, "",
+            "migrate {args:?}: the reader chose to stop; nothing to say"
+        );
+    }
+}
+
+#[test]
+fn init_json_into_a_closed_pipe_commits_and_exits_quietly() {
+    let b = Bench::new();
+    b.indicators.all_green();
+    let plan = b.plan.to_str().unwrap().to_string();
+    let (code, err) = run_into(&b, &["init", &plan, "--json"], closed_pipe());
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(b.state(), ("planned".into(), None));
+    // A transition printed as text, into a closed pipe, likewise.
+    let (code, err) = run_into(&b, &["pause", "local", "--reason", "x"], closed_pipe());
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(b.status()["paused"], true);
+}
+
+#[test]
+fn routing_into_a_full_disk_says_cannot_write_and_exits_1() {
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    for args in [
+        &["routing", "local"][..],
+        &["status", "local"],
+        &["status", "local", "--json"],
+        &["history", "local"],
+        &["history", "local", "--json"],
+        &["advance", "local", "--dry-run"],
+    ] {
+        let (code, err) = run_into(&b, args, full_disk());
+        assert!(!err.contains("panicked"), "migrate {args:?}:\n{err}");
+        assert_eq!(code, 1, "migrate {args:?}:\n{err}");
+        assert!(
+            err.starts_with("migrate: cannot write to standard output: No space left on device"),
+            "migrate {args:?}:\n{err}"
+        );
+    }
+    // A transition is committed before its report fails to be written: exit 1 says the report
+    // is missing, the journal has the step.
+    let (code, err) = run_into(&b, &["pause", "local", "--reason", "x"], full_disk());
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot write to standard output"), "{err}");
+    assert_eq!(b.status()["paused"], true);
+}

@@ -144,3 +144,63 @@ fn slice_matches_every_vector_of_seed_000() {
     let (code, _, _) = migrate(&["slice", "--slices", "0", "x"]);
     assert_eq!(code, 2);
 }
+
+/// `migrate ARGS` with standard output on `stdout`: (exit code, stderr).
+fn migrate_into(args: &[&str], stdout: impl Into<Stdio>) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(args)
+        .env("QM_PROM_URL", "http://127.0.0.1:9090")
+        .env("QM_SCRAPE_URL", "http://127.0.0.1:9464/metrics")
+        .env("OLD_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/%2f")
+        .env("NEW_BROKER_URL", "nats://127.0.0.1:4222")
+        .stdout(stdout)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A pipe whose reader is already gone: the first write gets EPIPE, whatever the output's size.
+fn closed_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
+#[test]
+fn plan_check_into_a_closed_pipe_exits_quietly_without_a_panic() {
+    let orders = plan("orders.yaml");
+    for args in [
+        &["plan", "check", &orders][..],
+        &["plan", "check", &orders, "--json"],
+        &["slice", "order-0", "order-1"],
+    ] {
+        let (code, err) = migrate_into(args, closed_pipe());
+        assert!(!err.contains("panicked"), "migrate {args:?}:\n{err}");
+        assert_eq!(code, 0, "migrate {args:?}:\n{err}");
+        assert_eq!(
+            err, "",
+            "migrate {args:?}: the reader chose to stop; nothing to say"
+        );
+    }
+}
+
+#[test]
+fn plan_check_into_a_full_disk_says_cannot_write_and_exits_1() {
+    let orders = plan("orders.yaml");
+    for args in [
+        &["plan", "check", &orders][..],
+        &["plan", "check", &orders, "--json"],
+        &["slice", "order-0", "order-1"],
+    ] {
+        let (code, err) = migrate_into(args, std::fs::File::create("/dev/full").unwrap());
+        assert!(!err.contains("panicked"), "migrate {args:?}:\n{err}");
+        assert_eq!(code, 1, "migrate {args:?}:\n{err}");
+        assert!(
+            err.starts_with("migrate: cannot write to standard output: No space left on device"),
+            "migrate {args:?}:\n{err}"
+        );
+    }
+}

@@ -1,11 +1,12 @@
 //! `migrate advance NAME`: evaluate the exit gates now; move one step if they all pass.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, print_applied, print_json};
-use crate::controller::AdvanceOptions;
+use super::{CliError, CliResult, Ctx, committed, print_json, to_stdout, write_applied};
+use crate::controller::{AdvanceOptions, AdvanceOutcome};
 
 #[derive(Debug, Args)]
 pub struct AdvanceArgs {
@@ -42,55 +43,69 @@ pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
         .advance(&args.name, &opts, &ctx.actor(args.reason.clone()), now)
         .await?;
     let gated = !outcome.blockers.is_empty() && !outcome.forced;
-    if args.json {
-        print_json(&outcome)?;
+    let printed = if args.json {
+        print_json(&outcome)
     } else {
-        println!("{}: {}", outcome.migration, outcome.state);
-        if outcome.gates.is_empty() {
-            println!("  no gates in this state");
-        }
-        for g in &outcome.gates {
-            println!(
-                "  {:<5} {:<5} {:<28} {:>12}  {}",
-                g.kind,
-                g.eval.verdict.as_str().to_uppercase(),
-                g.name,
-                g.eval
-                    .value
-                    .map(|v| format!("{v}"))
-                    .unwrap_or_else(|| "-".into()),
-                g.eval.reason
-            );
-        }
-        if gated {
-            println!("not advancing:");
-            for b in &outcome.blockers {
-                println!("  - {b}");
+        to_stdout(|out| {
+            write_outcome(out, &outcome, gated)?;
+            match &outcome.applied {
+                Some(applied) if !gated => write_applied(out, applied),
+                _ => Ok(()),
             }
-        } else if outcome.forced {
-            println!("FORCED past:");
-            for b in &outcome.blockers {
-                println!("  - {b}");
-            }
-        }
-        if outcome.dry_run
-            && let Some(r) = &outcome.routing
-        {
-            println!(
-                "dry run: advancing would publish generation {} ({} of {} slices to new, state {}); nothing changed",
-                r.generation, r.slices_migrated, r.slices_total, r.state
-            );
-        }
-    }
+        })
+    };
     if gated {
-        return Ok(ExitCode::from(3));
+        return printed.map(|()| ExitCode::from(3));
     }
     match &outcome.applied {
-        Some(applied) if !args.json => print_applied(applied, false),
+        Some(applied) if !args.json => committed(applied, printed),
         Some(applied) => match &applied.publish_error {
             Some(e) => Err(CliError::new(1, e.clone())),
-            None => Ok(ExitCode::SUCCESS),
+            None => printed.map(|()| ExitCode::SUCCESS),
         },
-        None => Ok(ExitCode::SUCCESS),
+        None => printed.map(|()| ExitCode::SUCCESS),
     }
+}
+
+/// The gates, what keeps the migration where it is or was forced past, and a dry run's routing.
+fn write_outcome(out: &mut impl Write, outcome: &AdvanceOutcome, gated: bool) -> io::Result<()> {
+    writeln!(out, "{}: {}", outcome.migration, outcome.state)?;
+    if outcome.gates.is_empty() {
+        writeln!(out, "  no gates in this state")?;
+    }
+    for g in &outcome.gates {
+        writeln!(
+            out,
+            "  {:<5} {:<5} {:<28} {:>12}  {}",
+            g.kind,
+            g.eval.verdict.as_str().to_uppercase(),
+            g.name,
+            g.eval
+                .value
+                .map(|v| format!("{v}"))
+                .unwrap_or_else(|| "-".into()),
+            g.eval.reason
+        )?;
+    }
+    if gated {
+        writeln!(out, "not advancing:")?;
+        for b in &outcome.blockers {
+            writeln!(out, "  - {b}")?;
+        }
+    } else if outcome.forced {
+        writeln!(out, "FORCED past:")?;
+        for b in &outcome.blockers {
+            writeln!(out, "  - {b}")?;
+        }
+    }
+    if outcome.dry_run
+        && let Some(r) = &outcome.routing
+    {
+        writeln!(
+            out,
+            "dry run: advancing would publish generation {} ({} of {} slices to new, state {}); nothing changed",
+            r.generation, r.slices_migrated, r.slices_total, r.state
+        )?;
+    }
+    Ok(())
 }

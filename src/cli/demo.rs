@@ -1,12 +1,12 @@
 //! `migrate demo`: a whole migration on this machine, nothing to install.
 
-use std::io::IsTerminal;
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, print_json};
+use super::{CliError, CliResult, print_json, to_stdout};
 use crate::sim::demo::{self, Options, Report};
 use crate::sim::view::{Lines, Live, Quiet, View};
 use crate::sim::world::Fault;
@@ -30,9 +30,10 @@ pub struct DemoArgs {
     pub keep: Option<PathBuf>,
 }
 
-fn print_report(r: &Report) {
-    println!();
-    println!(
+fn write_report(out: &mut impl Write, r: &Report) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
         "migration {} in {:.1} simulated hours (seed {}{})",
         r.final_state,
         r.simulated_hours,
@@ -41,34 +42,39 @@ fn print_report(r: &Report) {
             .as_ref()
             .map(|f| format!(", fault {f}"))
             .unwrap_or_default()
-    );
-    println!("  produced             {:>8}", r.produced);
-    println!(
+    )?;
+    writeln!(out, "  produced             {:>8}", r.produced)?;
+    writeln!(
+        out,
         "  applied              {:>8}   (old {}, new {})",
         r.applied,
         r.applied_by_route.get("old").copied().unwrap_or(0),
         r.applied_by_route.get("new").copied().unwrap_or(0)
-    );
-    println!("  dead-lettered        {:>8}", r.dead_lettered);
-    println!(
+    )?;
+    writeln!(out, "  dead-lettered        {:>8}", r.dead_lettered)?;
+    writeln!(
+        out,
         "  lost                 {:>8}   (produced - applied - dead-lettered)",
         r.lost
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  duplicates delivered {:>8}   (blocked by the consumer's dedup)",
         r.duplicates_delivered
-    );
-    println!("  duplicates applied   {:>8}", r.duplicates_applied);
-    println!("  order violations     {:>8}", r.order_violations);
-    println!("  redeliveries         {:>8}", r.redeliveries);
-    println!("  dead letters replayed{:>8}", r.replayed_dead_letters);
-    println!(
+    )?;
+    writeln!(out, "  duplicates applied   {:>8}", r.duplicates_applied)?;
+    writeln!(out, "  order violations     {:>8}", r.order_violations)?;
+    writeln!(out, "  redeliveries         {:>8}", r.redeliveries)?;
+    writeln!(out, "  dead letters replayed{:>8}", r.replayed_dead_letters)?;
+    writeln!(
+        out,
         "  guard breaches       {:>8}   rollbacks {}",
         r.breaches, r.rollbacks
-    );
-    println!("journal:");
+    )?;
+    writeln!(out, "journal:")?;
     for e in &r.journal {
-        println!(
+        writeln!(
+            out,
             "  {:>3} {} {:<8} {} -> {}{}  by {}{}",
             e.seq,
             e.at,
@@ -81,15 +87,19 @@ fn print_report(r: &Report) {
                 .as_ref()
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default()
-        );
+        )?;
     }
     if r.ok {
-        println!("ok: nothing lost, nothing applied twice, per-key order kept");
+        writeln!(
+            out,
+            "ok: nothing lost, nothing applied twice, per-key order kept"
+        )?;
     } else {
         for v in &r.violations {
-            println!("INVARIANT BROKEN: {v}");
+            writeln!(out, "INVARIANT BROKEN: {v}")?;
         }
     }
+    Ok(())
 }
 
 pub async fn run(args: DemoArgs) -> CliResult {
@@ -123,13 +133,16 @@ pub async fn run(args: DemoArgs) -> CliResult {
         Box::new(Lines::new(std::io::stdout()))
     };
     if !args.json {
-        println!(
-            "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}",
-            args.seed,
-            args.fault
-                .map(|f| format!(", fault {f:?}"))
-                .unwrap_or_default()
-        );
+        to_stdout(|out| {
+            writeln!(
+                out,
+                "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}",
+                args.seed,
+                args.fault
+                    .map(|f| format!(", fault {f:?}"))
+                    .unwrap_or_default()
+            )
+        })?;
     }
     let result = demo::run(&opts, view.as_mut()).await;
     if temporary {
@@ -139,14 +152,18 @@ pub async fn run(args: DemoArgs) -> CliResult {
     if args.json {
         print_json(&report)?;
     } else {
-        print_report(&report);
-        if let Some(d) = &args.keep {
-            println!(
-                "kept in {}: try `migrate --state {}/state.db history demo`",
-                d.display(),
-                d.display()
-            );
-        }
+        to_stdout(|out| {
+            write_report(out, &report)?;
+            match &args.keep {
+                Some(d) => writeln!(
+                    out,
+                    "kept in {}: try `migrate --state {}/state.db history demo`",
+                    d.display(),
+                    d.display()
+                ),
+                None => Ok(()),
+            }
+        })?;
     }
     Ok(if report.ok {
         ExitCode::SUCCESS

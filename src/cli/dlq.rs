@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{CliError, CliResult, Ctx};
+use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::dlq::alerts::{self, AlertInputs};
 use crate::dlq::disposition::{
     Action, CloseReason, Disposition, covered_until, split_against_history,
@@ -355,23 +355,9 @@ pub async fn run(ctx: &Ctx, cmd: DlqCmd) -> CliResult {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Write to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+/// Text on stdout, through [`to_stdout`].
 fn emit(text: &str) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(CliError::new(1, format!("cannot write: {e}")))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Pretty JSON on stdout, as `print_json` does, through [`emit`].
-fn emit_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
-    text.push('\n');
-    emit(&text)
+    to_stdout(|out| out.write_all(text.as_bytes()))
 }
 
 fn open_input(file: &str) -> Result<Box<dyn BufRead>, CliError> {
@@ -480,8 +466,8 @@ async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
         ..TableOptions::default()
     };
     match (a.format, a.against_history) {
-        (Format::Json, false) => emit_json(&report.groups)?,
-        (Format::Json, true) => emit_json(&split_against_history(&report.groups, &decisions))?,
+        (Format::Json, false) => print_json(&report.groups)?,
+        (Format::Json, true) => print_json(&split_against_history(&report.groups, &decisions))?,
         (Format::Table, false) => {
             emit(&format!(
                 "{}{}\n",
@@ -586,20 +572,23 @@ async fn close(ctx: &Ctx, a: CloseArgs) -> CliResult {
     let id = store.record(&disposition).await?;
     let recorded = Disposition { id, ..disposition };
     if a.json {
-        emit_json(&recorded)?;
+        print_json(&recorded)?;
     } else {
-        println!(
-            "recorded #{id}: {} {} {:?} closed as {} by {}{}",
-            recorded.error_class,
-            recorded.consumer_version,
-            recorded.signature,
-            a.reason,
-            recorded.decided_by,
-            recorded
-                .affected_count
-                .map(|n| format!(" ({n} entries)"))
-                .unwrap_or_default()
-        );
+        to_stdout(|out| {
+            writeln!(
+                out,
+                "recorded #{id}: {} {} {:?} closed as {} by {}{}",
+                recorded.error_class,
+                recorded.consumer_version,
+                recorded.signature,
+                a.reason,
+                recorded.decided_by,
+                recorded
+                    .affected_count
+                    .map(|n| format!(" ({n} entries)"))
+                    .unwrap_or_default()
+            )
+        })?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -612,7 +601,7 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
         .filter(|d| a.all_queues || d.queue == a.queue.queue)
         .collect();
     if a.json {
-        emit_json(&all)?;
+        print_json(&all)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = String::new();
@@ -827,10 +816,10 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         skipped: skipped.clone(),
         first_error: None,
     };
-    let to_stdout = a.output == "-";
+    let replay_to_stdout = a.output == "-";
     // A file stands for a queue: what an earlier run (the canary) wrote there went out and stays,
     // so the file is appended to, never truncated.
-    let sink: Box<dyn Write + Send> = if to_stdout {
+    let sink: Box<dyn Write + Send> = if replay_to_stdout {
         Box::new(BufWriter::new(std::io::stdout()))
     } else {
         Box::new(BufWriter::new(
@@ -889,11 +878,15 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     drop(publisher);
 
     let skipped = skipped.load(Ordering::Relaxed);
-    let say = |text: String| {
-        if to_stdout {
+    // What the replay says: on stderr when the messages themselves go to stdout, otherwise the
+    // command's output, written once the decisions are recorded.
+    let mut said = String::new();
+    let mut say = |text: String| {
+        if replay_to_stdout {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            said.push_str(&text);
+            said.push('\n');
         }
     };
     let s = &summary.stats;
@@ -902,34 +895,16 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         s.published, s.failed, s.skipped, skipped, summary.remaining
     ));
     let resume_hint = || resume_hint(&summary, a.resume);
-    match &summary.outcome {
-        Outcome::Completed => {
-            let store = ctx.store().await?;
-            let mut recorded = 0;
-            for ((class, version, signature), (count, first, last)) in &per_group {
-                let d = Disposition {
-                    id: 0,
-                    queue: a.queue.queue.clone(),
-                    signature: signature.clone(),
-                    signature_version: SignatureVersion::V1.as_str().to_string(),
-                    error_class: class.clone(),
-                    consumer_version: version.clone(),
-                    affected_count: Some(*count),
-                    first_seen: Some(first.clone()),
-                    last_seen: Some(last.clone()),
-                    action: Action::Replay,
-                    decided_by: a.by.trim().to_string(),
-                    decided_at_ms: now,
-                    note: (s.failed > 0).then(|| format!("{} failed to publish", s.failed)),
-                };
-                store.record(&d).await?;
-                recorded += 1;
+    let result = match &summary.outcome {
+        Outcome::Completed => match record_replayed(ctx, &a, &per_group, s.failed, now).await {
+            Ok(recorded) => {
+                say(format!(
+                    "completed; recorded {recorded} group(s) as replayed"
+                ));
+                Ok(ExitCode::SUCCESS)
             }
-            say(format!(
-                "completed; recorded {recorded} group(s) as replayed"
-            ));
-            Ok(ExitCode::SUCCESS)
-        }
+            Err(e) => Err(e),
+        },
         Outcome::PausedAfterCanary => {
             say(format!(
                 "paused after the canary batch of {}: check the effect, then run the same command with --continue",
@@ -959,7 +934,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                 "aborted: the output could not be flushed ({error}): which of this run's {} messages went out is unknown. \
                  Check {} before going on. {}",
                 s.published,
-                if to_stdout {
+                if replay_to_stdout {
                     "what read standard output"
                 } else {
                     a.output.as_str()
@@ -980,7 +955,43 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
              close its group, or replay anyway with --force-old. {}",
             resume_hint()
         ))),
+    };
+    let printed = if said.is_empty() { Ok(()) } else { emit(&said) };
+    // The replay's own outcome comes first; then whether its summary could be written.
+    let code = result?;
+    printed.map(|()| code)
+}
+
+/// Record every replayed group as a decision (action `replay`); how many.
+async fn record_replayed(
+    ctx: &Ctx,
+    a: &ReplayArgs,
+    per_group: &HashMap<GroupKey, (u64, String, String)>,
+    failed: u64,
+    now: i64,
+) -> Result<usize, CliError> {
+    let store = ctx.store().await?;
+    let mut recorded = 0;
+    for ((class, version, signature), (count, first, last)) in per_group {
+        let d = Disposition {
+            id: 0,
+            queue: a.queue.queue.clone(),
+            signature: signature.clone(),
+            signature_version: SignatureVersion::V1.as_str().to_string(),
+            error_class: class.clone(),
+            consumer_version: version.clone(),
+            affected_count: Some(*count),
+            first_seen: Some(first.clone()),
+            last_seen: Some(last.clone()),
+            action: Action::Replay,
+            decided_by: a.by.trim().to_string(),
+            decided_at_ms: now,
+            note: (failed > 0).then(|| format!("{failed} failed to publish")),
+        };
+        store.record(&d).await?;
+        recorded += 1;
     }
+    Ok(recorded)
 }
 
 /// How to go on after a run that stopped early, without losing an entry: the exact `--skip`.
@@ -1198,13 +1209,16 @@ async fn gate_cmd(ctx: &Ctx, a: GateArgs) -> CliResult {
     let report = run_triage(&a.file, TriageOptions::default())?;
     let reading = gate::evaluate(&report, &decisions);
     if a.json {
-        emit_json(&reading)?;
+        print_json(&reading)?;
     } else {
-        println!(
-            "{}: {}",
-            if reading.passes() { "PASS" } else { "GATED" },
-            reading.reason(10)
-        );
+        to_stdout(|out| {
+            writeln!(
+                out,
+                "{}: {}",
+                if reading.passes() { "PASS" } else { "GATED" },
+                reading.reason(10)
+            )
+        })?;
     }
     Ok(if reading.passes() {
         ExitCode::SUCCESS
@@ -1229,10 +1243,6 @@ fn generate(ctx: &Ctx, a: GenerateArgs) -> CliResult {
     options
         .validate()
         .map_err(|e| CliError::input(e.to_string()))?;
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    write_export(options, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|e| CliError::new(1, format!("cannot write: {e}")))?;
+    to_stdout(|out| write_export(options, out))?;
     Ok(ExitCode::SUCCESS)
 }

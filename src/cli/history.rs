@@ -1,10 +1,11 @@
 //! `migrate history NAME`: the journal, oldest first.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliResult, Ctx, print_json};
+use super::{CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::EntryView;
 use crate::store::Store;
 
@@ -24,21 +25,25 @@ pub async fn run(ctx: &Ctx, args: HistoryArgs) -> CliResult {
         print_json(&journal.iter().map(EntryView::of).collect::<Vec<_>>())?;
         return Ok(ExitCode::SUCCESS);
     }
-    for e in &journal {
-        let v = EntryView::of(e);
-        println!(
-            "{:>4}  {}  {:<9} {} -> {}{}  gen {}  by {}{}{}",
-            v.seq,
-            v.at,
-            v.command,
-            v.from,
-            v.to,
-            if v.to_paused { " [paused]" } else { "" },
-            v.generation,
-            v.actor,
-            if v.forced { "  FORCED" } else { "" },
-            v.reason.map(|r| format!("  — {r}")).unwrap_or_default(),
-        );
-    }
+    to_stdout(|out| {
+        for e in &journal {
+            let v = EntryView::of(e);
+            writeln!(
+                out,
+                "{:>4}  {}  {:<9} {} -> {}{}  gen {}  by {}{}{}",
+                v.seq,
+                v.at,
+                v.command,
+                v.from,
+                v.to,
+                if v.to_paused { " [paused]" } else { "" },
+                v.generation,
+                v.actor,
+                if v.forced { "  FORCED" } else { "" },
+                v.reason.map(|r| format!("  — {r}")).unwrap_or_default(),
+            )?;
+        }
+        Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,10 @@
 //! `migrate init FILE`: register a migration in the state store.
 
 use clap::Args;
+use std::io::Write;
 use std::path::PathBuf;
 
-use super::{CliResult, Ctx, print_applied};
+use super::{CliResult, Ctx, committed, print_json, to_stdout, write_applied};
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -23,12 +24,18 @@ pub async fn run(ctx: &Ctx, args: InitArgs) -> CliResult {
     for w in &compiled.warnings {
         eprintln!("warning: {w}");
     }
-    let code = print_applied(&applied, args.json)?;
-    if !args.json {
-        println!(
-            "next: `migrate status {0}`, then `migrate advance {0}` when the team is ready",
-            compiled.plan.name
-        );
-    }
-    Ok(code)
+    // Committed: whatever becomes of the report, the migration is registered.
+    let printed = if args.json {
+        print_json(&applied)
+    } else {
+        to_stdout(|out| {
+            write_applied(out, &applied)?;
+            writeln!(
+                out,
+                "next: `migrate status {0}`, then `migrate advance {0}` when the team is ready",
+                compiled.plan.name
+            )
+        })
+    };
+    committed(&applied, printed)
 }

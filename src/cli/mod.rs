@@ -2,6 +2,8 @@
 //!
 //! Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated (a gate or the minimum time keeps
 //! the migration where it is), 4 conflict (another command or controller acted first).
+//! Output goes through [`to_stdout`]: a closed pipe (`| head`) ends the command with 0, quietly;
+//! any other failed write to standard output is 1.
 
 mod abort;
 mod advance;
@@ -21,6 +23,7 @@ mod status;
 mod transition;
 
 use std::fmt;
+use std::io::{self, BufWriter, StdoutLock, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -141,7 +144,8 @@ impl Cli {
     }
 }
 
-/// An error at the edge: the message for a person and the exit code.
+/// An error at the edge: the message for a person and the exit code. Exit code 0 is the one
+/// error with nothing to say: standard output's reader stopped reading ([`CliError::stdout`]).
 #[derive(Debug)]
 pub struct CliError {
     pub code: u8,
@@ -164,6 +168,20 @@ impl CliError {
     /// Invalid input (exit 2).
     pub fn input(message: impl Into<String>) -> CliError {
         CliError::new(2, message)
+    }
+    /// Standard output could not be written. A closed pipe (`migrate history NAME | head -1`)
+    /// is its reader's choice to stop: exit 0, nothing said, as `head` and `grep -q` users expect.
+    /// Anything else (ENOSPC from a full disk, EIO) is a runtime error (exit 1).
+    pub fn stdout(e: io::Error) -> CliError {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            CliError::new(0, "")
+        } else {
+            CliError::new(1, format!("cannot write to standard output: {e}"))
+        }
+    }
+    /// Nothing to tell anyone: the command stops here, the exit code says the rest.
+    pub fn is_quiet(&self) -> bool {
+        self.code == 0
     }
 }
 
@@ -300,38 +318,66 @@ pub fn redact_url(url: &str) -> String {
     .redacted()
 }
 
+/// Standard output as a command writes it: locked and buffered (see [`to_stdout`]).
+pub type Stdout = BufWriter<StdoutLock<'static>>;
+
+/// Write a command's output: the one way a command prints its result. `write` gets standard
+/// output, locked and buffered; it is flushed at the end. A failed write (`| head` closed the
+/// pipe, `> /dev/full`) comes back as [`CliError::stdout`], never as a panic (`println!` panics:
+/// exit 101 and a backtrace).
+///
+/// # Errors
+/// [`CliError::stdout`] of the first write that failed.
+pub fn to_stdout<R>(write: impl FnOnce(&mut Stdout) -> io::Result<R>) -> Result<R, CliError> {
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    write(&mut out)
+        .and_then(|r| out.flush().map(|()| r))
+        .map_err(CliError::stdout)
+}
+
 /// Print a value as pretty JSON on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    to_stdout(|out| writeln!(out, "{text}"))
+}
+
+/// What a committed transition did, one line.
+pub fn write_applied(out: &mut impl Write, applied: &crate::controller::Applied) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} -> {}{} (version {}, routing generation {}: {} of {} slices to new, consumers read {})",
+        applied.command,
+        applied.from,
+        applied.to,
+        if applied.paused { " [paused]" } else { "" },
+        applied.version,
+        applied.routing.generation,
+        applied.routing.slices_migrated,
+        applied.routing.slices_total,
+        applied
+            .routing
+            .consume
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
+    )
 }
 
 /// Print what a committed transition did, and warn when its routing could not be published.
 pub fn print_applied(applied: &crate::controller::Applied, json: bool) -> CliResult {
-    if json {
-        print_json(applied)?;
+    let printed = if json {
+        print_json(applied)
     } else {
-        println!(
-            "{}: {} -> {}{} (version {}, routing generation {}: {} of {} slices to new, consumers read {})",
-            applied.command,
-            applied.from,
-            applied.to,
-            if applied.paused { " [paused]" } else { "" },
-            applied.version,
-            applied.routing.generation,
-            applied.routing.slices_migrated,
-            applied.routing.slices_total,
-            applied
-                .routing
-                .consume
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("+"),
-        );
-    }
+        to_stdout(|out| write_applied(out, applied))
+    };
+    committed(applied, printed)
+}
+
+/// The outcome of a committed transition whose report was `printed`: a routing that could not be
+/// published comes first (exit 1, whatever became of the report), then how the report went.
+pub fn committed(applied: &crate::controller::Applied, printed: Result<(), CliError>) -> CliResult {
     if let Some(e) = &applied.publish_error {
         return Err(CliError::new(
             1,
@@ -340,7 +386,7 @@ pub fn print_applied(applied: &crate::controller::Applied, json: bool) -> CliRes
             ),
         ));
     }
-    Ok(ExitCode::SUCCESS)
+    printed.map(|()| ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

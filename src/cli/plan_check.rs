@@ -1,12 +1,13 @@
 //! `migrate plan check FILE`: validate a plan, report every error at once, print derived values.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{CliError, CliResult, Ctx, print_json};
+use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::ControllerError;
 use crate::machine::Ladder;
 use crate::plan::{Compiled, Diagnostic};
@@ -122,42 +123,59 @@ pub fn run(ctx: &Ctx, cmd: PlanCmd) -> CliResult {
                 })?;
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("{file}: ok — migration {:?}, {} slices", d.name, d.slices);
-            let retry = &compiled.plan.retry;
-            let ms =
-                |d: std::time::Duration| human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            println!(
-                "  drain quiet period: {}{}",
-                d.quiet,
-                if d.quiet_auto {
-                    format!(
-                        " (auto = retry.max_backoff {} + retry.visibility_timeout {})",
-                        ms(retry.max_backoff),
-                        ms(retry.visibility_timeout)
-                    )
-                } else {
-                    String::new()
-                }
-            );
-            if let (Some(w), Some(r)) = (&d.dedup_window, &d.dedup_required) {
-                println!(
-                    "  dedup window: {w} >= required {r} (max_redelivery_delay + max_consumer_delay + reprocess_margin)"
-                );
-            }
-            println!("  steps:");
-            for s in &d.steps {
-                println!(
-                    "    {:<14} producers: {:>5} of {} slices to new   consumers read: {}",
-                    s.state, s.slices_migrated, d.slices, s.consume
-                );
-            }
-            if !compiled.warnings.is_empty() {
-                println!("  {} warning(s):", compiled.warnings.len());
-                for w in &compiled.warnings {
-                    println!("    {w}");
-                }
-            }
+            to_stdout(|out| write_derived(out, &file, &d, &compiled))?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// What `plan check` says of a valid plan.
+fn write_derived(
+    out: &mut impl Write,
+    file: &str,
+    d: &Derived,
+    compiled: &Compiled,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{file}: ok — migration {:?}, {} slices",
+        d.name, d.slices
+    )?;
+    let retry = &compiled.plan.retry;
+    let ms = |d: std::time::Duration| human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    writeln!(
+        out,
+        "  drain quiet period: {}{}",
+        d.quiet,
+        if d.quiet_auto {
+            format!(
+                " (auto = retry.max_backoff {} + retry.visibility_timeout {})",
+                ms(retry.max_backoff),
+                ms(retry.visibility_timeout)
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    if let (Some(w), Some(r)) = (&d.dedup_window, &d.dedup_required) {
+        writeln!(
+            out,
+            "  dedup window: {w} >= required {r} (max_redelivery_delay + max_consumer_delay + reprocess_margin)"
+        )?;
+    }
+    writeln!(out, "  steps:")?;
+    for s in &d.steps {
+        writeln!(
+            out,
+            "    {:<14} producers: {:>5} of {} slices to new   consumers read: {}",
+            s.state, s.slices_migrated, d.slices, s.consume
+        )?;
+    }
+    if !compiled.warnings.is_empty() {
+        writeln!(out, "  {} warning(s):", compiled.warnings.len())?;
+        for w in &compiled.warnings {
+            writeln!(out, "    {w}")?;
+        }
+    }
+    Ok(())
 }

@@ -1,11 +1,11 @@
 //! `migrate slice KEY...`: the slice of aggregate keys, one number per line.
 
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult};
+use super::{CliError, CliResult, to_stdout};
 use crate::slice::slice_of;
 
 #[derive(Debug, Args)]
@@ -22,20 +22,27 @@ pub struct SliceArgs {
 }
 
 pub fn run(args: SliceArgs) -> CliResult {
-    use std::io::Write;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let write_err = |e: std::io::Error| CliError::new(1, format!("cannot write: {e}"));
-    if args.stdin {
-        for (n, line) in std::io::stdin().lock().lines().enumerate() {
-            let key = line.map_err(|e| CliError::input(format!("stdin line {}: {e}", n + 1)))?;
-            writeln!(out, "{}", slice_of(&key, args.slices)).map_err(write_err)?;
+    let mut bad_input = None;
+    to_stdout(|out| {
+        if args.stdin {
+            for (n, line) in std::io::stdin().lock().lines().enumerate() {
+                match line {
+                    Ok(key) => writeln!(out, "{}", slice_of(&key, args.slices))?,
+                    Err(e) => {
+                        bad_input = Some(CliError::input(format!("stdin line {}: {e}", n + 1)));
+                        break;
+                    }
+                }
+            }
+        } else {
+            for key in &args.keys {
+                writeln!(out, "{}", slice_of(key, args.slices))?;
+            }
         }
-    } else {
-        for key in &args.keys {
-            writeln!(out, "{}", slice_of(key, args.slices)).map_err(write_err)?;
-        }
+        Ok(())
+    })?;
+    match bad_input {
+        Some(e) => Err(e),
+        None => Ok(ExitCode::SUCCESS),
     }
-    out.flush().map_err(write_err)?;
-    Ok(ExitCode::SUCCESS)
 }

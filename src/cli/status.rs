@@ -1,10 +1,11 @@
 //! `migrate status [NAME]`: phase, step, routing and every gate with its last value.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliResult, Ctx, print_json};
+use super::{CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
 use crate::store::Store;
 
@@ -17,9 +18,10 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-fn print_view(v: &StatusView) {
+fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
     let step = v.step.map(|s| format!(" step {s}")).unwrap_or_default();
-    println!(
+    writeln!(
+        out,
         "{}: {}{}{}  (version {}, since {})",
         v.migration,
         v.state,
@@ -27,8 +29,9 @@ fn print_view(v: &StatusView) {
         if v.paused { " [PAUSED]" } else { "" },
         v.version,
         v.entered_at
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  routing: generation {}, {} of {} slices to new, consumers read {}{}",
         v.routing.generation,
         v.routing.slices_migrated,
@@ -44,15 +47,16 @@ fn print_view(v: &StatusView) {
         } else {
             "  (NOT yet published: the next command retries)"
         }
-    );
+    )?;
     if let Some(e) = &v.publish_error {
-        println!("  publisher behind: {e}");
+        writeln!(out, "  publisher behind: {e}")?;
     }
     if v.gates.is_empty() {
-        println!("  no gates in this state");
+        writeln!(out, "  no gates in this state")?;
     }
     for g in &v.gates {
-        println!(
+        writeln!(
+            out,
             "  {:<5} {:<5} {:<28} {:>12}  {}",
             g.kind,
             g.verdict.as_str().to_uppercase(),
@@ -61,8 +65,9 @@ fn print_view(v: &StatusView) {
                 .map(|v| format!("{v}"))
                 .unwrap_or_else(|| "-".into()),
             g.reason
-        );
+        )?;
     }
+    Ok(())
 }
 
 pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
@@ -85,14 +90,15 @@ pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
             all => print_json(&all)?,
         }
     } else if views.is_empty() {
-        println!(
-            "no migrations in {} (start with `migrate init PLAN`)",
-            ctx.global.state
-        );
+        to_stdout(|out| {
+            writeln!(
+                out,
+                "no migrations in {} (start with `migrate init PLAN`)",
+                ctx.global.state
+            )
+        })?;
     } else {
-        for v in &views {
-            print_view(v);
-        }
+        to_stdout(|out| views.iter().try_for_each(|v| write_view(out, v)))?;
     }
     Ok(ExitCode::SUCCESS)
 }
