@@ -973,7 +973,18 @@ impl Cx<'_> {
                     continue;
                 };
                 let gate_path = index_path(&list_path, i);
-                if let Some(first) = seen.get(name.as_str()) {
+                if matches!(name.as_str(), "require_peak" | "require_deploy") {
+                    // The requirements are recorded under these names: a gate sharing one would
+                    // share its "held since" mark.
+                    self.error(
+                        &key_path(&gate_path, "name"),
+                        format!(
+                            "the gate name {} is reserved for the slices phase's requirement of                              that name: call the gate something else",
+                            quote(name)
+                        ),
+                    );
+                    ok = false;
+                } else if let Some(first) = seen.get(name.as_str()) {
                     let at = match self.line(first) {
                         Some(line) => format!("{first}, line {line}"),
                         None => first.clone(),
@@ -1354,6 +1365,18 @@ impl Cx<'_> {
         source: Option<&(String, Option<SourceKind>)>,
     ) -> Option<(String, String)> {
         let o = Obj::new(self, v, path, "compare", COMPARE_FIELDS)?;
+        if let Some((name, Some(SourceKind::DeadLetters))) = source {
+            // Its readings are single numbers, never a pair of routes: the gate would hold forever.
+            self.error(
+                path,
+                format!(
+                    "the dead-letter source {} answers one number ({}), not a new/old pair: use `query` + `pass_if`",
+                    quote(name),
+                    DEAD_LETTER_QUERIES.join(" or ")
+                ),
+            );
+            return None;
+        }
         let side = |cx: &mut Self, key: &str, what: &str| {
             o.req(cx, key, what).and_then(|(v, p)| {
                 let q = cx.nonempty_string(v, &p)?;
@@ -2381,6 +2404,14 @@ phases:
             message: "absolute must be at least 0",
         },
         Case {
+            what: "a gate named as a requirement (regression: it shared the requirement's memory)",
+            from: "- name: error rate breach",
+            to: "- name: require_peak",
+            path: "phases.slices.guard[0].name",
+            at: Some("- name: require_peak"),
+            message: "is reserved for the slices phase's requirement",
+        },
+        Case {
             what: "tolerance without compare",
             from: "        for: 5m\n",
             to: "        for: 5m\n        tolerance: { ratio: 2 }\n",
@@ -3225,5 +3256,13 @@ notify: { webhooks: [ { url: "ftp://x", secret: y } ], hold_after: soon }"#,
         let bad = yaml.replace("query: open_groups", "query: sum(open)");
         let errs = lines(&errors(&bad));
         assert!(errs.contains("answers open_groups or entries"), "{errs}");
+        // Regression: a compare gate on it compiled, then held forever (one number, not a pair).
+        let compare = yaml.replace(
+            "query: open_groups, pass_if: \"== 0\"",
+            "compare: { new: entries, old: entries }",
+        );
+        assert_ne!(compare, yaml);
+        let errs = lines(&errors(&compare));
+        assert!(errs.contains("answers one number"), "{errs}");
     }
 }
