@@ -18,12 +18,20 @@ pub struct RollbackArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: RollbackArgs) -> CliResult {
-    transition::run(
+    let code = transition::run(
         ctx,
         &args.name,
         Command::Rollback { then_pause: false },
         Some(args.reason),
         args.json,
     )
-    .await
+    .await?;
+    // A person's rollback does not pause (a guard's does): say what a daemon will do next.
+    eprintln!(
+        "note: the migration is not paused by a rollback; with `auto_advance`, a running daemon \
+         advances it again once this step's gates pass and its minimum time is met. To stay \
+         here: migrate pause {}",
+        args.name
+    );
+    Ok(code)
 }
