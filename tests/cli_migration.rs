@@ -621,3 +621,238 @@ fn routing_into_a_full_disk_says_cannot_write_and_exits_1() {
     assert!(err.contains("cannot write to standard output"), "{err}");
     assert_eq!(b.status()["paused"], true);
 }
+
+/// plans/local.yaml whose broker URLs are `${OLD_BROKER_URL}` and `${NEW_BROKER_URL}` (passwords
+/// the on-call machine does not have), renamed `name`.
+fn plan_with_broker_secrets(name: &str) -> String {
+    include_str!("../plans/local.yaml")
+        .replacen("name: local", &format!("name: {name}"), 1)
+        .replacen("local.routing.json", &format!("{name}.routing.json"), 1)
+        .replacen("\"amqp://127.0.0.1:5672/%2f\"", "\"${OLD_BROKER_URL}\"", 1)
+        .replacen("\"nats://127.0.0.1:4222\"", "\"${NEW_BROKER_URL}\"", 1)
+}
+
+const BROKER_SECRETS: [(&str, &str); 2] = [
+    (
+        "OLD_BROKER_URL",
+        "amqp://orders:s3cr3t-old@127.0.0.1:5672/%2f",
+    ),
+    ("NEW_BROKER_URL", "nats://orders:s3cr3t-new@127.0.0.1:4222"),
+];
+
+/// `migrate ARGS` with the broker secrets set.
+fn with_secrets(b: &Bench, args: &[&str]) -> common::Run {
+    b.run_env(args, &BROKER_SECRETS)
+}
+
+/// `migrate ARGS` on a machine where the variables `unset` are not set.
+fn without(b: &Bench, args: &[&str], unset: &[&str]) -> common::Run {
+    let mut c = b.command(args);
+    for var in unset {
+        c.env_remove(var);
+    }
+    let out = c.output().unwrap();
+    common::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn expect(r: common::Run, code: i32, what: &str) -> common::Run {
+    assert_eq!(
+        r.code, code,
+        "{what} exited {} (want {code})\nstdout:\n{}\nstderr:\n{}",
+        r.code, r.stdout, r.stderr
+    );
+    for (_, secret) in BROKER_SECRETS {
+        assert!(
+            !r.stdout.contains(secret) && !r.stderr.contains(secret),
+            "{what} printed a secret"
+        );
+    }
+    r
+}
+
+const NO_BROKERS: &[&str] = &["OLD_BROKER_URL", "NEW_BROKER_URL"];
+
+#[test]
+fn pause_rollback_abort_resume_and_status_work_without_the_plans_broker_secrets() {
+    let mut b = Bench::with_plan(&plan_with_broker_secrets("orders"));
+    b.indicators.all_green();
+    expect(
+        with_secrets(&b, &["init", b.plan.to_str().unwrap()]),
+        0,
+        "init",
+    );
+    while with_secrets(&b, &["status", "orders", "--json"]).json()["step"] != 1 {
+        match with_secrets(&b, &["advance", "orders"]).code {
+            0 => {}
+            3 => b.minute += 1,
+            other => panic!("advance exited {other}"),
+        }
+    }
+    let state = |b: &Bench| {
+        let s = expect(
+            without(b, &["status", "orders", "--json"], NO_BROKERS),
+            0,
+            "status orders",
+        )
+        .json();
+        (
+            s["state"].as_str().unwrap().to_string(),
+            s["step"].as_u64(),
+            s["paused"].as_bool().unwrap(),
+        )
+    };
+    // The on-call machine has the store, not the broker passwords.
+    assert_eq!(state(&b), ("slices".into(), Some(1), false));
+    let doc = expect(
+        without(&b, &["routing", "orders"], NO_BROKERS),
+        0,
+        "routing",
+    )
+    .json();
+    assert_eq!(doc["slices_migrated"], 4);
+    expect(without(&b, &["status"], NO_BROKERS), 0, "status");
+
+    expect(without(&b, &["pause", "orders"], NO_BROKERS), 0, "pause");
+    assert_eq!(state(&b), ("slices".into(), Some(1), true));
+    expect(
+        without(
+            &b,
+            &["rollback", "orders", "--reason", "errors up"],
+            NO_BROKERS,
+        ),
+        0,
+        "rollback",
+    );
+    assert_eq!(state(&b), ("slices".into(), Some(0), true));
+    expect(
+        without(&b, &["abort", "orders", "--reason", "3 a.m."], NO_BROKERS),
+        0,
+        "abort",
+    );
+    assert_eq!(state(&b), ("synthetic".into(), None, true));
+    assert_eq!(
+        b.routing_file_of("orders")["slices_migrated"],
+        0,
+        "the routing file follows"
+    );
+    expect(without(&b, &["resume", "orders"], NO_BROKERS), 0, "resume");
+    assert_eq!(state(&b), ("synthetic".into(), None, false));
+    let history = expect(
+        without(&b, &["history", "orders", "--json"], NO_BROKERS),
+        0,
+        "history",
+    )
+    .json();
+    let commands: Vec<_> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["command"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        commands[commands.len() - 4..],
+        ["pause", "rollback", "abort", "resume"]
+    );
+
+    // A gate whose source URL is not set here holds, naming the variable; nothing moves.
+    b.minute += 1;
+    let mut unset = NO_BROKERS.to_vec();
+    unset.push("QM_PROM_URL");
+    let r = expect(
+        without(&b, &["advance", "orders", "--json"], &unset),
+        3,
+        "advance without QM_PROM_URL",
+    );
+    let gate = r.json()["gates"][0].clone();
+    assert_eq!(gate["verdict"], "hold", "{gate}");
+    assert!(
+        gate["reason"].as_str().unwrap().contains("QM_PROM_URL"),
+        "{gate}"
+    );
+    assert_eq!(state(&b), ("synthetic".into(), None, false));
+    // The brokers are not needed to evaluate gates: with the source set, advance moves.
+    expect(
+        without(&b, &["advance", "orders"], NO_BROKERS),
+        0,
+        "advance without broker secrets",
+    );
+    assert_eq!(state(&b), ("slices".into(), Some(0), false));
+}
+
+#[test]
+fn status_lists_every_migration_when_one_stored_plan_cannot_resolve_here() {
+    let b = Bench::new();
+    b.init();
+    let orders = b.path("orders.yaml");
+    std::fs::write(&orders, plan_with_broker_secrets("orders")).unwrap();
+    expect(
+        with_secrets(&b, &["init", orders.to_str().unwrap()]),
+        0,
+        "init orders",
+    );
+    let all = expect(
+        without(&b, &["status", "--json"], NO_BROKERS),
+        0,
+        "status --json",
+    )
+    .json();
+    let names: Vec<_> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["migration"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.contains(&"orders".to_string()) && names.contains(&"local".to_string()),
+        "{names:?}"
+    );
+    let text = expect(without(&b, &["status"], NO_BROKERS), 0, "status").stdout;
+    assert!(
+        text.contains("orders: planned") && text.contains("local: planned"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_transition_whose_etcd_endpoint_is_not_set_here_commits_and_reports_the_publisher_behind() {
+    let yaml = include_str!("../plans/local.yaml").replacen(
+        "routing: { file: local.routing.json }",
+        "routing:\n  file: local.routing.json\n  etcd: { endpoint: \"${QM_ETCD_URL}\", key: /qm/local/routing }",
+        1,
+    );
+    let b = Bench::with_plan(&yaml);
+    // No etcd listens there: init commits and reports the publisher behind (exit 1).
+    let r = b.run_env(
+        &["init", b.plan.to_str().unwrap()],
+        &[("QM_ETCD_URL", "http://127.0.0.1:1")],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let r = expect(
+        without(&b, &["pause", "local"], &["QM_ETCD_URL"]),
+        1,
+        "pause without QM_ETCD_URL",
+    );
+    assert!(
+        r.stderr.contains("the transition is committed") && r.stderr.contains("QM_ETCD_URL"),
+        "{}",
+        r.stderr
+    );
+    let s = expect(
+        without(&b, &["status", "local", "--json"], &["QM_ETCD_URL"]),
+        0,
+        "status",
+    )
+    .json();
+    assert_eq!(s["paused"], true);
+    assert_eq!(s["routing_published"], false);
+    assert!(
+        s["publish_error"].as_str().unwrap().contains("QM_ETCD_URL"),
+        "{s}"
+    );
+    // The file publisher needs no secret: it follows the committed state.
+    assert_eq!(b.routing_file()["paused"], true);
+}

@@ -53,18 +53,23 @@ async fn connect(broker: &Broker, side: &str) -> Result<Adapter, CliError> {
             broker.kind
         ))
     })?;
-    Adapter::connect(kind, &broker.url.value)
-        .await
-        .map_err(|e| {
-            CliError::new(
-                1,
-                format!(
-                    "cannot connect to the {side} broker {} ({}): {e}",
-                    broker.name,
-                    broker.url.redacted()
-                ),
-            )
-        })
+    let url = broker.url.value().map_err(|why| {
+        CliError::input(format!(
+            "the bridge connects to the {side} broker {}: brokers.{side}.url ({}) of the stored \
+             plan: {why}",
+            broker.name, broker.url.reference
+        ))
+    })?;
+    Adapter::connect(kind, url).await.map_err(|e| {
+        CliError::new(
+            1,
+            format!(
+                "cannot connect to the {side} broker {} ({}): {e}",
+                broker.name,
+                broker.url.redacted()
+            ),
+        )
+    })
 }
 
 pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {

@@ -397,7 +397,14 @@ async fn triage_broker(
     let kind = crate::brokers::Kind::parse(&broker.kind).ok_or_else(|| {
         CliError::input(format!("brokers.old.kind {:?} has no adapter", broker.kind))
     })?;
-    let adapter = crate::brokers::Adapter::connect(kind, &broker.url.value)
+    let url = broker.url.value().map_err(|why| {
+        CliError::input(format!(
+            "browsing the old broker's dead letters needs brokers.old.url ({}) of the stored \
+             plan of {name}: {why}",
+            broker.url.reference
+        ))
+    })?;
+    let adapter = crate::brokers::Adapter::connect(kind, url)
         .await
         .map_err(|e| CliError::new(1, e.to_string()))?;
     let messages = adapter.browse(dlq, limit).await.map_err(|e| match e {

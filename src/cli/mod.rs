@@ -31,7 +31,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::controller::{Actor, Controller, ControllerError};
 use crate::indicators::fetch::Fetcher;
-use crate::plan::SystemResolve;
+use crate::plan::{SecretsMode, SystemResolve};
 use crate::store::StoreError;
 use crate::store::any::AnyStore;
 
@@ -192,6 +192,7 @@ impl From<ControllerError> for CliError {
             ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
             ControllerError::Store(_) => 1,
             ControllerError::Plan(_)
+            | ControllerError::StoredPlan { .. }
             | ControllerError::Illegal(_)
             | ControllerError::ReasonRequired(_)
             | ControllerError::PlanFile { .. } => 2,
@@ -274,6 +275,9 @@ impl Ctx {
             store,
             fetcher,
             resolve: &self.resolve,
+            // The commands read and write the store; what needs a broker or a source URL
+            // fails there, naming the variable (`migrate run` builds its own, strict).
+            secrets: SecretsMode::Deferred,
             read_only: false,
             histories: None,
             round: None,
@@ -311,11 +315,7 @@ pub async fn run(cli: Cli) -> CliResult {
 
 /// A store URL with any password masked.
 pub fn redact_url(url: &str) -> String {
-    crate::plan::Secret {
-        reference: url.to_string(),
-        value: url.to_string(),
-    }
-    .redacted()
+    crate::plan::Secret::literal(url).redacted()
 }
 
 /// Standard output as a command writes it: locked and buffered (see [`to_stdout`]).

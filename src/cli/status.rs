@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliResult, Ctx, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
 use crate::store::Store;
 
@@ -80,9 +80,19 @@ pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
         None => store.list().await?.into_iter().map(|r| r.name).collect(),
     };
     let mut views = Vec::new();
+    // Without a name, a migration that cannot be shown does not hide the others: they are
+    // shown, then the command fails naming it.
+    let mut failed: Vec<CliError> = Vec::new();
     for name in names {
-        let loaded = c.load(&name).await?;
-        views.push(c.status_view(&loaded).await?);
+        let view = match c.load(&name).await {
+            Ok(loaded) => c.status_view(&loaded).await,
+            Err(e) => Err(e),
+        };
+        match view {
+            Ok(v) => views.push(v),
+            Err(e) if single => return Err(e.into()),
+            Err(e) => failed.push(e.into()),
+        }
     }
     if args.json {
         match views.as_slice() {
@@ -99,6 +109,15 @@ pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
         })?;
     } else {
         to_stdout(|out| views.iter().try_for_each(|v| write_view(out, v)))?;
+    }
+    if let Some(first) = failed.first() {
+        let code = first.code;
+        let message = failed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(CliError::new(code, message));
     }
     Ok(ExitCode::SUCCESS)
 }

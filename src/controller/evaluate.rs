@@ -295,8 +295,20 @@ async fn scrape_sources<S: Store>(
     let mut taken = Vec::new();
     let mut kept = Vec::new();
     for (source, qs) in queries {
-        let Some(Source::Scrape { url }) = plan.sources.get(source) else {
+        let Some(Source::Scrape { url: secret }) = plan.sources.get(source) else {
             continue;
+        };
+        // A URL not resolvable on this machine (a stored plan read where its variable is not
+        // set): the source's gates hold, saying which; no history is taken out or kept.
+        let url = match secret.value() {
+            Ok(url) => url,
+            Err(why) => {
+                out.insert(
+                    source.to_string(),
+                    Err(format!("source {source} ({}): {why}", secret.reference)),
+                );
+                continue;
+            }
         };
         // What this round's queries can reach: a history read whole leaves out the older
         // samples the store keeps (up to twice `keep_ms`) and keeps every instant (what the
@@ -335,7 +347,7 @@ async fn scrape_sources<S: Store>(
         let mut history = history.with_scrape_times(times);
         add_stored(&mut history, stored);
         let keep_ms = reach_ms.max(MIN_KEEP_MS);
-        let reading = fetcher.scrape_parsed(&url.value).await;
+        let reading = fetcher.scrape_parsed(url).await;
         let scraped = match &*reading {
             Err(why) => Err(format!("source {source}: {why}")),
             Ok(parsed) => {
@@ -392,9 +404,13 @@ async fn prefetch(fetcher: &Fetcher, plan: &Plan, items: &[Item<'_>], now_ms: i6
     let mut by_url: Vec<(&str, Vec<&str>)> = Vec::new();
     for item in items {
         if let Some(Source::Prometheus { url }) = plan.sources.get(item.source()) {
-            match by_url.iter_mut().find(|(u, _)| *u == url.value) {
+            // An unresolved URL is not asked: read_one says why.
+            let Ok(url) = url.value() else {
+                continue;
+            };
+            match by_url.iter_mut().find(|(u, _)| *u == url) {
                 Some((_, queries)) => queries.extend(item.queries()),
-                None => by_url.push((&url.value, item.queries())),
+                None => by_url.push((url, item.queries())),
             }
         }
     }
@@ -444,10 +460,15 @@ async fn read_one(
 ) -> Result<f64, String> {
     match plan.sources.get(source) {
         None => Err(format!("unknown source {source}")),
-        Some(Source::Prometheus { url }) => fetcher
-            .prometheus(&url.value, query, now_ms)
-            .await
-            .map_err(|e| format!("source {source}: {e}")),
+        Some(Source::Prometheus { url }) => {
+            let value = url
+                .value()
+                .map_err(|why| format!("source {source} ({}): {why}", url.reference))?;
+            fetcher
+                .prometheus(value, query, now_ms)
+                .await
+                .map_err(|e| format!("source {source}: {e}"))
+        }
         Some(Source::DeadLetters { .. }) => Err(format!(
             "source {source}: a dead-letter export is read by its own gate"
         )),

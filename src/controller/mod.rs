@@ -28,7 +28,7 @@ pub use evaluate::GateReport;
 use crate::gate::{self, Verdict};
 use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, Ladder, MachineError, Transition};
-use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve};
+use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve, SecretsMode};
 use crate::routing::RoutingDocument;
 use crate::store::{Commit, GateRecord, MigrationRecord, NewMigration, Store, StoreError};
 
@@ -41,9 +41,22 @@ pub enum ControllerError {
     /// The store failed, or the migration is unknown, or somebody else acted first.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The plan does not compile (at `init`, or the stored plan under today's environment).
+    /// The plan file does not compile (`init`).
     #[error("the plan has {} error(s):\n{}", .0.len(), list(.0))]
     Plan(Vec<Diagnostic>),
+    /// A migration's stored plan (the text stored at `init`) does not compile here: a variable
+    /// not set or a secret file not readable on this machine, with [`SecretsMode::Required`].
+    #[error(
+        "the stored plan of {name} (from {path}) has {} error(s) here (lines of the text stored \
+         at init):\n{}",
+        .diagnostics.len(),
+        list(.diagnostics)
+    )]
+    StoredPlan {
+        name: String,
+        path: String,
+        diagnostics: Vec<Diagnostic>,
+    },
     /// The command is illegal in the migration's state.
     #[error(transparent)]
     Illegal(#[from] MachineError),
@@ -55,6 +68,14 @@ pub enum ControllerError {
     /// The plan file cannot be read.
     #[error("cannot read the plan {path}: {message}")]
     PlanFile { path: PathBuf, message: String },
+}
+
+fn stored_plan_error(record: &MigrationRecord, diagnostics: Vec<Diagnostic>) -> ControllerError {
+    ControllerError::StoredPlan {
+        name: record.name.clone(),
+        path: record.plan_path.clone(),
+        diagnostics,
+    }
 }
 
 fn list(diags: &[Diagnostic]) -> String {
@@ -127,6 +148,10 @@ pub struct Controller<'a, S: Store> {
     pub store: &'a S,
     pub fetcher: &'a Fetcher,
     pub resolve: &'a (dyn Resolve + Send + Sync),
+    /// What a stored plan's secret that does not resolve here is: an error (the daemon, which
+    /// talks to brokers and sources and must have them all), or left unresolved so that only
+    /// what uses it fails (the CLI's commands that only read and write the store).
+    pub secrets: SecretsMode,
     /// A standby controller reads but never writes (no re-publication either).
     pub read_only: bool,
     /// Scrape histories kept between rounds (a daemon's); `None` reads them whole every time.
@@ -195,7 +220,8 @@ impl<S: Store> Controller<'_, S> {
     /// Load a migration and compile its stored plan; re-publish its routing if it is behind.
     ///
     /// # Errors
-    /// Unknown migration, or its stored plan no longer compiles here (a missing variable...).
+    /// Unknown migration, or its stored plan no longer compiles here (a missing variable, with
+    /// [`SecretsMode::Required`]; with [`SecretsMode::Deferred`] that secret stays unresolved).
     pub async fn load(&self, name: &str) -> Result<Loaded> {
         self.load_with(name, None).await
     }
@@ -225,8 +251,8 @@ impl<S: Store> Controller<'_, S> {
             return self.load_cached(&record.name, plans).await;
         }
         let (plan, ladder) = plans
-            .compile(&record, self.resolve)
-            .map_err(ControllerError::Plan)?;
+            .compile(&record, self.resolve, self.secrets)
+            .map_err(|d| stored_plan_error(&record, d))?;
         Ok(Loaded {
             record,
             plan,
@@ -255,16 +281,22 @@ impl<S: Store> Controller<'_, S> {
         plans: Option<&plans::PlanCache>,
     ) -> Result<Loaded> {
         let (plan, ladder) = match plans {
-            Some(cache) => cache.compile(&record, self.resolve),
+            Some(cache) => cache.compile(&record, self.resolve, self.secrets),
             None => {
                 let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
-                plan::compile(&record.plan_yaml, dir.as_deref(), self.resolve).map(|c| {
+                plan::compile_with(
+                    &record.plan_yaml,
+                    dir.as_deref(),
+                    self.resolve,
+                    self.secrets,
+                )
+                .map(|c| {
                     let ladder = Ladder::of(&c.plan);
                     (c.plan, ladder)
                 })
             }
         }
-        .map_err(ControllerError::Plan)?;
+        .map_err(|d| stored_plan_error(&record, d))?;
         let loaded = Loaded {
             ladder,
             plan,
@@ -338,13 +370,22 @@ impl<S: Store> Controller<'_, S> {
         {
             errors.push(e);
         }
-        if let Some(etcd) = &plan.routing.etcd
-            && let Err(e) = self
-                .fetcher
-                .etcd_put(&etcd.endpoint.value, &etcd.key, doc)
-                .await
-        {
-            errors.push(e);
+        if let Some(etcd) = &plan.routing.etcd {
+            // An endpoint not resolvable here (a stored plan read without its variable) is a
+            // publisher that is behind, as one that is down: the transition stays committed,
+            // the error is noted, and the next command or daemon round where it resolves
+            // publishes again.
+            let put = match etcd.endpoint.value() {
+                Ok(endpoint) => self.fetcher.etcd_put(endpoint, &etcd.key, doc).await,
+                Err(why) => Err(format!(
+                    "cannot write the routing to etcd: routing.etcd.endpoint ({}) of the stored \
+                     plan: {why}",
+                    etcd.endpoint.reference
+                )),
+            };
+            if let Err(e) = put {
+                errors.push(e);
+            }
         }
         let publish_error = (!errors.is_empty()).then(|| errors.join("; "));
         match &publish_error {

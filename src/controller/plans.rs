@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::machine::Ladder;
-use crate::plan::{self, Diagnostic, Plan, Resolve};
+use crate::plan::{self, Diagnostic, Plan, Resolve, SecretsMode};
 use crate::store::MigrationRecord;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,6 +66,7 @@ impl Resolve for Recording<'_> {
 struct Entry {
     plan_yaml: String,
     plan_path: String,
+    secrets: SecretsMode,
     inputs: Inputs,
     plan: Plan,
     ladder: Ladder,
@@ -78,8 +79,8 @@ pub struct PlanCache {
 }
 
 impl PlanCache {
-    /// The stored plan of `record` compiled under `resolve`: the kept one while nothing it read
-    /// changed, else compiled again (and kept if it compiles).
+    /// The stored plan of `record` compiled under `resolve` with `secrets`: the kept one while
+    /// nothing it read changed, else compiled again (and kept if it compiles).
     ///
     /// # Errors
     /// The plan does not compile.
@@ -87,11 +88,13 @@ impl PlanCache {
         &self,
         record: &MigrationRecord,
         resolve: &dyn Resolve,
+        secrets: SecretsMode,
     ) -> Result<(Plan, Ladder), Vec<Diagnostic>> {
         let kept = lock(&self.entries).get(&record.name).cloned();
         if let Some(e) = kept
             && e.plan_yaml == record.plan_yaml
             && e.plan_path == record.plan_path
+            && e.secrets == secrets
             && e.inputs.unchanged(resolve)
         {
             return Ok((e.plan.clone(), e.ladder.clone()));
@@ -101,7 +104,7 @@ impl PlanCache {
             inner: resolve,
             seen: Mutex::default(),
         };
-        let compiled = plan::compile(&record.plan_yaml, dir.as_deref(), &recording);
+        let compiled = plan::compile_with(&record.plan_yaml, dir.as_deref(), &recording, secrets);
         let inputs = std::mem::take(&mut *lock(&recording.seen));
         match compiled {
             Ok(c) => {
@@ -109,6 +112,7 @@ impl PlanCache {
                 let entry = Entry {
                     plan_yaml: record.plan_yaml.clone(),
                     plan_path: record.plan_path.clone(),
+                    secrets,
                     inputs,
                     plan: c.plan,
                     ladder,
@@ -186,21 +190,38 @@ mod tests {
 
     fn scrape_url(plan: &Plan) -> Option<String> {
         match plan.sources.get("app") {
-            Some(plan::Source::Scrape { url }) => Some(url.value.clone()),
+            Some(plan::Source::Scrape { url }) => url.value().ok().map(str::to_string),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_plan_kept_with_deferred_secrets_is_not_given_to_a_strict_caller() {
+        let env = Env::default();
+        let cache = PlanCache::default();
+        let deferred = cache.compile(&record(PLAN), &env, SecretsMode::Deferred);
+        let Ok((plan, _)) = deferred else {
+            panic!("deferred: the plan compiles without its variables: {deferred:?}");
+        };
+        assert_eq!(scrape_url(&plan), None, "the scrape URL is unresolved");
+        assert!(
+            cache
+                .compile(&record(PLAN), &env, SecretsMode::Required)
+                .is_err(),
+            "a daemon still gets the errors"
+        );
     }
 
     #[test]
     fn a_kept_plan_is_the_one_a_fresh_compilation_gives() {
         let env = env();
         let cache = PlanCache::default();
-        let first = cache.compile(&record(PLAN), &env);
+        let first = cache.compile(&record(PLAN), &env, SecretsMode::Required);
         let Ok((plan, ladder)) = first else {
             panic!("the plan compiles: {first:?}");
         };
         let asked = *lock(&env.asked);
-        let again = cache.compile(&record(PLAN), &env);
+        let again = cache.compile(&record(PLAN), &env, SecretsMode::Required);
         assert!(matches!(&again, Ok((p, l)) if *p == plan && *l == ladder));
         assert_eq!(
             *lock(&env.asked),
@@ -216,7 +237,7 @@ mod tests {
         let env = env();
         let cache = PlanCache::default();
         let url = |c: &PlanCache, yaml: &str| {
-            c.compile(&record(yaml), &env)
+            c.compile(&record(yaml), &env, SecretsMode::Required)
                 .ok()
                 .and_then(|(p, _)| scrape_url(&p))
         };
@@ -232,7 +253,9 @@ mod tests {
         );
         lock(&env.vars).remove("QM_SCRAPE_URL");
         assert!(
-            cache.compile(&record(PLAN), &env).is_err(),
+            cache
+                .compile(&record(PLAN), &env, SecretsMode::Required)
+                .is_err(),
             "an unset variable is an error"
         );
         assert!(

@@ -33,7 +33,7 @@ use crate::controller::plans::PlanCache;
 use crate::controller::round::RoundBatch;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
-use crate::plan::Resolve;
+use crate::plan::{Resolve, SecretsMode};
 use crate::store::{Fleet, MigrationRecord, Store, StoreError};
 use hub::Hub;
 use metrics::Metrics;
@@ -190,6 +190,9 @@ impl<S: Store + Clone + 'static> Shared<S> {
             store: &self.store,
             fetcher,
             resolve: &*self.resolve,
+            // docs/operations.md §2: every variable is set in every daemon's environment; a
+            // plan that does not resolve is reported at every tick, never half-run.
+            secrets: SecretsMode::Required,
             read_only,
             histories: Some(&self.histories),
             round: None,

@@ -104,12 +104,17 @@ impl Notifier {
 }
 
 async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Result<(), String> {
+    let url = hook.url.value().map_err(|why| format!("its URL: {why}"))?;
+    let token = match &hook.token {
+        Some(token) => Some(token.value().map_err(|why| format!("its token: {why}"))?),
+        None => None,
+    };
     let mut delay = Duration::from_secs(1);
     let mut last = String::new();
     for attempt in 1..=ATTEMPTS {
-        let mut req = client.post(&hook.url.value).json(event);
-        if let Some(token) = &hook.token {
-            req = req.bearer_auth(&token.value);
+        let mut req = client.post(url).json(event);
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
         }
         match req.send().await {
             Ok(r) if r.status().is_success() => return Ok(()),

@@ -171,7 +171,14 @@ async fn connect(broker: &Broker) -> Option<Adapter> {
         tracing::warn!(kind = %broker.kind, "probes: no adapter for this broker kind");
         return None;
     };
-    match Adapter::connect(kind, &broker.url.value).await {
+    let url = match broker.url.value() {
+        Ok(url) => url,
+        Err(why) => {
+            tracing::warn!("probes: the {} broker's URL: {why}", broker.name);
+            return None;
+        }
+    };
+    match Adapter::connect(kind, url).await {
         Ok(a) => Some(a),
         Err(e) => {
             tracing::warn!("probes: {e}");

@@ -55,9 +55,9 @@ fn controller_error(e: &ControllerError) -> Response {
         ControllerError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ControllerError::Illegal(_) => StatusCode::CONFLICT,
         ControllerError::ReasonRequired(_) => StatusCode::BAD_REQUEST,
-        ControllerError::Plan(_) | ControllerError::PlanFile { .. } => {
-            StatusCode::UNPROCESSABLE_ENTITY
-        }
+        ControllerError::Plan(_)
+        | ControllerError::StoredPlan { .. }
+        | ControllerError::PlanFile { .. } => StatusCode::UNPROCESSABLE_ENTITY,
     };
     error(status, e.to_string())
 }

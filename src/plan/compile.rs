@@ -27,7 +27,7 @@ mod bridge;
 use super::model::{
     BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish,
     Gate, Notify, Phase, PhaseKind, Plan, Requirement, Retry, RoutingPublish, Secret, Source,
-    Webhook,
+    Unresolved, Webhook,
 };
 
 /// The only plan format version this build reads.
@@ -70,6 +70,18 @@ impl Resolve for SystemResolve {
     fn read_file(&self, path: &Path) -> Result<String, String> {
         std::fs::read_to_string(path).map_err(|e| e.to_string())
     }
+}
+
+/// What compilation does with a `${VAR}` that is not set or a `file:` secret that cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecretsMode {
+    /// An error: every secret must resolve (`plan check`, `init`, the daemon).
+    #[default]
+    Required,
+    /// A warning: the secret is kept unresolved ([`Secret::value`] says why) and whatever uses
+    /// it fails there, naming the variable or the file. For a stored plan read by a command that
+    /// talks to no broker (`status`, `pause`, `abort`...) on a machine without the secrets.
+    Deferred,
 }
 
 /// One error or warning about a plan.
@@ -117,6 +129,21 @@ pub fn compile(
     plan_dir: Option<&Path>,
     resolve: &dyn Resolve,
 ) -> Result<Compiled, Vec<Diagnostic>> {
+    compile_with(yaml, plan_dir, resolve, SecretsMode::Required)
+}
+
+/// [`compile()`], with what an unresolvable secret is: an error ([`SecretsMode::Required`], what
+/// [`compile()`] does) or a warning and an unresolved [`Secret`] ([`SecretsMode::Deferred`]).
+///
+/// # Errors
+/// As [`compile()`]; in [`SecretsMode::Deferred`], an unset variable or an unreadable secret file
+/// is not one (a malformed reference such as `${1X}` still is).
+pub fn compile_with(
+    yaml: &str,
+    plan_dir: Option<&Path>,
+    resolve: &dyn Resolve,
+    secrets: SecretsMode,
+) -> Result<Compiled, Vec<Diagnostic>> {
     let mut root: Value = match serde_yaml::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
@@ -133,6 +160,7 @@ pub fn compile(
         errors: Vec::new(),
         warnings: Vec::new(),
         resolve,
+        secrets,
         plan_dir,
     };
     if let Err(e) = root.apply_merge() {
@@ -273,6 +301,7 @@ struct Cx<'a> {
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
     resolve: &'a dyn Resolve,
+    secrets: SecretsMode,
     plan_dir: Option<&'a Path>,
 }
 
@@ -729,11 +758,15 @@ impl Cx<'_> {
     }
 
     fn http_url(&mut self, url: Secret, path: &str, what: &str) -> Option<Secret> {
-        let lower = url.value.to_ascii_lowercase();
+        // An unresolved secret (deferred) cannot be checked: whatever uses it fails anyway.
+        let Ok(value) = url.value() else {
+            return Some(url);
+        };
+        let lower = value.to_ascii_lowercase();
         if lower.starts_with("http://") || lower.starts_with("https://") {
             return Some(url);
         }
-        let shown = if url.reference == url.value {
+        let shown = if url.reference == value {
             quote(&url.redacted())
         } else {
             format!("the value of {}", quote(&url.reference))
@@ -1567,6 +1600,13 @@ impl Cx<'_> {
             let full = self.relative(file);
             match self.resolve.read_file(&full) {
                 Ok(text) => text.trim().to_string(),
+                Err(e) if self.secrets == SecretsMode::Deferred => {
+                    let why = Unresolved::File {
+                        path: full,
+                        message: e,
+                    };
+                    return Some(self.deferred(path, reference, why));
+                }
                 Err(e) => {
                     self.error(
                         path,
@@ -1578,9 +1618,17 @@ impl Cx<'_> {
         } else {
             match expand_env(&reference, self.resolve) {
                 Ok(v) => v,
-                Err(problems) => {
-                    for p in problems {
+                Err(Unexpanded { malformed, unset })
+                    if malformed.is_empty() && self.secrets == SecretsMode::Deferred =>
+                {
+                    return Some(self.deferred(path, reference, Unresolved::Env(unset)));
+                }
+                Err(Unexpanded { malformed, unset }) => {
+                    for p in malformed {
                         self.error(path, p);
+                    }
+                    for name in unset {
+                        self.error(path, format!("environment variable `{name}` is not set"));
                     }
                     return None;
                 }
@@ -1593,15 +1641,23 @@ impl Cx<'_> {
             );
             return None;
         }
-        let secret = Secret { reference, value };
-        if secret.reference == secret.value && has_inline_password(&secret.value) {
+        if reference == value && has_inline_password(&value) {
             self.warn(
                 path,
                 "a password is written in the plan: use `${VAR}` or `file:/path` so that it \
                  stays out of the plan file and its history (it is masked in output)",
             );
         }
-        Some(secret)
+        Some(Secret::new(reference, value))
+    }
+
+    /// A secret left unresolved ([`SecretsMode::Deferred`]), with a warning saying so.
+    fn deferred(&mut self, path: &str, reference: String, why: Unresolved) -> Secret {
+        self.warn(
+            path,
+            format!("{why}: whatever needs this value fails until it is"),
+        );
+        Secret::unresolved(reference, why)
     }
 
     /// A mapping key as a field or source name.
@@ -1813,10 +1869,17 @@ fn parse_pass_if(s: &str) -> Result<(CmpOp, f64), String> {
     }
 }
 
+/// Why `${...}` references could not be expanded: malformed ones (sentences), unset variables.
+struct Unexpanded {
+    malformed: Vec<String>,
+    unset: Vec<String>,
+}
+
 /// Replaces every `${NAME}` with the variable's value; all problems are returned at once.
-fn expand_env(s: &str, resolve: &dyn Resolve) -> Result<String, Vec<String>> {
+fn expand_env(s: &str, resolve: &dyn Resolve) -> Result<String, Unexpanded> {
     let mut out = String::with_capacity(s.len());
     let mut problems = Vec::new();
+    let mut unset = Vec::new();
     let mut rest = s;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
@@ -1840,16 +1903,19 @@ fn expand_env(s: &str, resolve: &dyn Resolve) -> Result<String, Vec<String>> {
         } else {
             match resolve.env(name) {
                 Some(value) => out.push_str(&value),
-                None => problems.push(format!("environment variable `{name}` is not set")),
+                None => unset.push(name.to_string()),
             }
         }
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    if problems.is_empty() {
+    if problems.is_empty() && unset.is_empty() {
         Ok(out)
     } else {
-        Err(problems)
+        Err(Unexpanded {
+            malformed: problems,
+            unset,
+        })
     }
 }
 
@@ -2065,6 +2131,46 @@ phases:
     }
 
     #[test]
+    fn deferred_secrets_compile_unresolved_with_a_warning_and_required_ones_are_errors() {
+        let yaml = edit("\"${NEW_BROKER_URL}\"", "\"file:/run/secrets/nats\"");
+        let env = TestResolve::with_env(&[("PASS", "s3cr3t-pass")]);
+        let dir = Some(Path::new("/etc/qm"));
+        let strict = compile(&yaml, dir, &env);
+        assert!(
+            matches!(&strict, Err(e) if e.len() == 2),
+            "required: every unresolved secret is an error: {strict:?}"
+        );
+        let c = match compile_with(&yaml, dir, &env, SecretsMode::Deferred) {
+            Ok(c) => c,
+            Err(e) => panic!("deferred compiles:\n{}", lines(&e)),
+        };
+        let old = &c.plan.brokers.old.url;
+        assert_eq!(
+            old.value(),
+            Err(&Unresolved::Env(vec!["OLD_BROKER_URL".into()]))
+        );
+        assert_eq!(old.redacted(), "${OLD_BROKER_URL}");
+        assert!(matches!(
+            c.plan.brokers.new.url.value(),
+            Err(Unresolved::File { path, .. }) if path == Path::new("/run/secrets/nats")
+        ));
+        let warned: Vec<_> = c.warnings.iter().map(|w| w.path.as_str()).collect();
+        for path in ["brokers.old.url", "brokers.new.url"] {
+            assert!(warned.contains(&path), "{path} is warned: {warned:?}");
+        }
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.message.contains("`OLD_BROKER_URL` is not set here")),
+            "{}",
+            lines(&c.warnings)
+        );
+        // A malformed reference is an error in either mode.
+        let bad = edit("\"${NEW_BROKER_URL}\"", "\"${1NEW}\"");
+        assert!(compile_with(&bad, dir, &env, SecretsMode::Deferred).is_err());
+    }
+
+    #[test]
     fn the_full_example_compiles() {
         let c = ok(FULL);
         assert_eq!(c.warnings, vec![], "{}", lines(&c.warnings));
@@ -2078,7 +2184,7 @@ phases:
         assert_eq!(p.brokers.new.stream.as_deref(), Some("ORDERS"));
         assert_eq!(p.brokers.old.url.reference, "${OLD_BROKER_URL}");
         assert_eq!(
-            p.brokers.old.url.value,
+            p.brokers.old.url.value().unwrap(),
             "amqp://orders:s3cr3t-old@rabbit.internal:5672/%2f"
         );
         assert_eq!(
@@ -2854,14 +2960,17 @@ phases:
         let p = &c.plan;
         assert_eq!(p.brokers.new.url.reference, "file:secrets/nats-url");
         assert_eq!(
-            p.brokers.new.url.value,
+            p.brokers.new.url.value().unwrap(),
             "nats://orders:s3cr3t-file@nats.internal:4222"
         );
         let Some(Source::Prometheus { url }) = p.sources.get("prom") else {
             panic!("prom source")
         };
         assert_eq!(url.reference, "http://prom:${PASS}@127.0.0.1:9090");
-        assert_eq!(url.value, "http://prom:s3cr3t-pass@127.0.0.1:9090");
+        assert_eq!(
+            url.value().unwrap(),
+            "http://prom:s3cr3t-pass@127.0.0.1:9090"
+        );
 
         let debug = format!("{c:?}");
         let json = serde_json::to_string(p).unwrap_or_default();
@@ -3041,11 +3150,11 @@ phases:
         let Some(Source::Prometheus { url }) = p.sources.get("prom") else {
             panic!("prom")
         };
-        assert_eq!(url.value, "http://127.0.0.1:19090");
+        assert_eq!(url.value().unwrap(), "http://127.0.0.1:19090");
         let Some(Source::Scrape { url }) = p.sources.get("app") else {
             panic!("app")
         };
-        assert_eq!(url.value, "http://127.0.0.1:19464/metrics");
+        assert_eq!(url.value().unwrap(), "http://127.0.0.1:19464/metrics");
         let drain = p.phase(PhaseKind::Drain).map(|d| d.exit[0].clone());
         assert_eq!(
             drain.map(|g| (g.source, g.check, g.hold_for)),
@@ -3183,11 +3292,11 @@ notify:
         let c = ok(&yaml);
         let etcd = c.plan.routing.etcd.as_ref().expect("etcd");
         assert_eq!(etcd.key, "/queue-migrate/orders/routing");
-        assert_eq!(etcd.endpoint.value, "http://127.0.0.1:2379");
+        assert_eq!(etcd.endpoint.value().unwrap(), "http://127.0.0.1:2379");
         assert_eq!(c.plan.notify.webhooks.len(), 2);
         assert_eq!(c.plan.notify.hold_after, Some(Duration::from_secs(1800)));
         let token = c.plan.notify.webhooks[0].token.as_ref().expect("token");
-        assert_eq!(token.value, "s3cr3t-pass");
+        assert_eq!(token.value().unwrap(), "s3cr3t-pass");
         assert!(!format!("{:?}", c.plan).contains("s3cr3t-pass"));
 
         let bad = FULL.replace(

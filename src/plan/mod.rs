@@ -12,5 +12,7 @@ pub mod duration_serde;
 mod lines;
 pub mod model;
 
-pub use compile::{Compiled, Diagnostic, Resolve, SystemResolve, compile};
+pub use compile::{
+    Compiled, Diagnostic, Resolve, SecretsMode, SystemResolve, compile, compile_with,
+};
 pub use model::*;

@@ -105,22 +105,76 @@ impl Broker {
 }
 
 /// A value that may hold a secret: shown redacted, its reference kept for display.
+///
+/// A plan compiled with [`SecretsMode::Deferred`](crate::plan::SecretsMode) may hold a secret
+/// that could not be resolved on this machine: [`Secret::value`] then says why, and whatever
+/// needs the value (a broker connection, a source fetch, a webhook, etcd) fails there, naming it.
 #[derive(Clone, PartialEq)]
 pub struct Secret {
     /// What the plan wrote (`${OLD_BROKER_URL}`, `file:/run/secrets/x`, or a literal).
     pub reference: String,
-    /// The resolved value (never printed).
-    pub value: String,
+    /// The resolved value (never printed), or why it could not be resolved here.
+    value: Result<String, Unresolved>,
+}
+
+/// Why a secret of a stored plan has no value on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unresolved {
+    /// `${VAR}` references whose variables are not set.
+    #[error("{} not set here", names(.0))]
+    Env(Vec<String>),
+    /// A `file:` secret that cannot be read.
+    #[error("the secret file {} cannot be read here: {message}", .path.display())]
+    File { path: PathBuf, message: String },
+}
+
+fn names(vars: &[String]) -> String {
+    let quoted: Vec<String> = vars.iter().map(|v| format!("`{v}`")).collect();
+    match quoted.as_slice() {
+        [one] => format!("environment variable {one} is"),
+        many => format!("environment variables {} are", many.join(", ")),
+    }
 }
 
 impl Secret {
+    /// A resolved secret.
+    pub fn new(reference: impl Into<String>, value: impl Into<String>) -> Secret {
+        Secret {
+            reference: reference.into(),
+            value: Ok(value.into()),
+        }
+    }
+
+    /// A value written as is (a store URL): its own reference.
+    pub fn literal(value: impl Into<String>) -> Secret {
+        let value = value.into();
+        Secret::new(value.clone(), value)
+    }
+
+    /// A secret that could not be resolved on this machine.
+    pub fn unresolved(reference: impl Into<String>, why: Unresolved) -> Secret {
+        Secret {
+            reference: reference.into(),
+            value: Err(why),
+        }
+    }
+
+    /// The value, or why it could not be resolved here (never printed: callers say what
+    /// needed it, with the error, which names the variable or the file, not the value).
+    ///
+    /// # Errors
+    /// The secret was left unresolved when its plan was compiled.
+    pub fn value(&self) -> Result<&str, &Unresolved> {
+        self.value.as_deref()
+    }
+
     /// What to show a person: the reference when it is one, else the value with any
     /// `user:password@` part masked.
     pub fn redacted(&self) -> String {
-        if self.reference != self.value {
-            return self.reference.clone();
+        match &self.value {
+            Ok(value) if *value == self.reference => redact_userinfo(value),
+            _ => self.reference.clone(),
         }
-        redact_userinfo(&self.value)
     }
 }
 

@@ -63,6 +63,7 @@ pub fn controller<'a>(
         store,
         fetcher,
         resolve,
+        secrets: queue_migrate::plan::SecretsMode::Deferred,
         read_only: false,
         histories: None,
         round: None,
@@ -297,6 +298,12 @@ impl Bench {
 
     pub fn init(&self) {
         self.ok(&["init", self.plan.to_str().unwrap()], 0);
+    }
+
+    /// The routing file `<name>.routing.json` a plan renamed `name` writes.
+    pub fn routing_file_of(&self, name: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.path(&format!("{name}.routing.json"))).unwrap();
+        serde_json::from_str(&text).unwrap()
     }
 }
 
