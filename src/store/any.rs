@@ -8,8 +8,8 @@
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
+    PlanReplace, Result, RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
 };
 
 /// A store of any supported backend.
@@ -99,6 +99,10 @@ impl Store for AnyStore {
 
     async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {
         delegate!(self, s => s.commit(name, commit))
+    }
+
+    async fn replace_plan(&self, name: &str, replace: &PlanReplace) -> Result<MigrationRecord> {
+        delegate!(self, s => s.replace_plan(name, replace))
     }
 
     async fn journal(&self, name: &str) -> Result<Vec<JournalEntry>> {

@@ -6,7 +6,8 @@
 //! never both apply, the loser gets [`StoreError::Conflict`].
 //!
 //! # Guarantees
-//! - A transition (state update + journal entry) commits in one transaction or not at all.
+//! - A transition (state update + journal entry) commits in one transaction or not at all; so
+//!   does a plan replaced under a migration ([`Store::replace_plan`]).
 //! - The journal is append-only (both schemas refuse UPDATE and DELETE on it with triggers).
 //! - A round of evaluations and the scrape samples it took commit together or not at all
 //!   ([`Store::record_round`]); each gate's newest evaluation is kept apart from the history,
@@ -139,6 +140,24 @@ pub struct Commit {
     pub reason: Option<String>,
     pub forced: bool,
     pub evidence: serde_json::Value,
+}
+
+/// A new plan for a migration (`migrate plan apply`), as [`Store::replace_plan`] writes it.
+#[derive(Debug, Clone)]
+pub struct PlanReplace {
+    /// The version the caller read (and checked the plan change against).
+    pub expected_version: i64,
+    pub plan_yaml: String,
+    pub plan_path: String,
+    pub plan_hash: String,
+    pub at_ms: i64,
+    pub actor: String,
+    pub reason: String,
+    /// What the journal keeps of the change: the diff and both hashes.
+    pub evidence: serde_json::Value,
+    /// The routing the state publishes differs under the new plan (allowed in `planned` only,
+    /// where nothing has moved yet): the generation bumps, so that it is published again.
+    pub republish: bool,
 }
 
 /// One stored gate evaluation.
@@ -319,6 +338,20 @@ pub trait Store: Send + Sync {
         &self,
         name: &str,
         commit: &Commit,
+    ) -> impl Future<Output = Result<MigrationRecord>> + Send;
+    /// Replace the migration's plan (text, path, hash) and append a `plan apply` journal entry
+    /// (from and to the migration's current state), in one transaction, only if the migration
+    /// is still at `replace.expected_version`.
+    ///
+    /// # Guarantees
+    /// The version bumps; the state and the step's start do not. The routing generation (and
+    /// the last update, which the routing document carries) moves only with
+    /// `replace.republish`: otherwise the caller has checked that the routing the state
+    /// publishes is the same under both plans, and nothing is to be published again.
+    fn replace_plan(
+        &self,
+        name: &str,
+        replace: &PlanReplace,
     ) -> impl Future<Output = Result<MigrationRecord>> + Send;
     /// The journal, oldest first.
     fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;

@@ -15,9 +15,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
-    parse_state, samples_after, scrapes, step_of,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
+    PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries,
+    memory, memory::Table, parse_state, samples_after, scrapes, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -387,6 +387,67 @@ impl Store for PgStore {
             .bind(&c.reason)
             .bind(c.forced)
             .bind(c.evidence.to_string())
+            .bind(generation)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn replace_plan(&self, name: &str, r: &PlanReplace) -> Result<MigrationRecord> {
+        let mut tx = self.pool.begin().await?;
+        // FOR UPDATE, as `commit`: a racing writer waits, then sees the version this one wrote.
+        let current = sqlx::query("SELECT * FROM migrations WHERE name = $1 FOR UPDATE")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        let current = migration_row(&current)?;
+        let conflict = || StoreError::Conflict {
+            name: name.to_string(),
+            expected: r.expected_version,
+            actual: current.version,
+        };
+        if current.version != r.expected_version {
+            return Err(conflict());
+        }
+        let version = r.expected_version + 1;
+        let (generation, updated_at) = if r.republish {
+            (current.generation + 1, r.at_ms)
+        } else {
+            (current.generation, current.updated_at_ms)
+        };
+        let updated = sqlx::query(
+            "UPDATE migrations SET plan_yaml = $1, plan_path = $2, plan_hash = $3, version = $4, \
+             generation = $5, updated_at = $6 WHERE name = $7 AND version = $8 RETURNING *",
+        )
+        .bind(&r.plan_yaml)
+        .bind(&r.plan_path)
+        .bind(&r.plan_hash)
+        .bind(version)
+        .bind(generation)
+        .bind(updated_at)
+        .bind(name)
+        .bind(r.expected_version)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(conflict)?;
+        let record = migration_row(&updated)?;
+        sqlx::query(INSERT_JOURNAL)
+            .bind(name)
+            .bind(version)
+            .bind(r.at_ms)
+            .bind("plan apply")
+            .bind(current.state.name())
+            .bind(step_of(current.state))
+            .bind(current.paused)
+            .bind(current.state.name())
+            .bind(step_of(current.state))
+            .bind(current.paused)
+            .bind(&r.actor)
+            .bind(&r.reason)
+            .bind(false)
+            .bind(r.evidence.to_string())
             .bind(generation)
             .execute(&mut *tx)
             .await?;

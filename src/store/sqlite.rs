@@ -10,9 +10,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries, memory, memory::Table,
-    parse_state, samples_after, scrapes, step_of,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
+    PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries,
+    memory, memory::Table, parse_state, samples_after, scrapes, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -415,6 +415,67 @@ impl Store for SqliteStore {
             .bind(&c.reason)
             .bind(b(c.forced))
             .bind(c.evidence.to_string())
+            .bind(generation)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.get(name).await
+    }
+
+    async fn replace_plan(&self, name: &str, r: &PlanReplace) -> Result<MigrationRecord> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let current = sqlx::query("SELECT * FROM migrations WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        let current = migration_row(&current)?;
+        let conflict = || StoreError::Conflict {
+            name: name.to_string(),
+            expected: r.expected_version,
+            actual: current.version,
+        };
+        if current.version != r.expected_version {
+            return Err(conflict());
+        }
+        let version = r.expected_version + 1;
+        let (generation, updated_at) = if r.republish {
+            (current.generation + 1, r.at_ms)
+        } else {
+            (current.generation, current.updated_at_ms)
+        };
+        let updated = sqlx::query(
+            "UPDATE migrations SET plan_yaml = ?, plan_path = ?, plan_hash = ?, version = ?, \
+             generation = ?, updated_at = ? WHERE name = ? AND version = ?",
+        )
+        .bind(&r.plan_yaml)
+        .bind(&r.plan_path)
+        .bind(&r.plan_hash)
+        .bind(version)
+        .bind(generation)
+        .bind(updated_at)
+        .bind(name)
+        .bind(r.expected_version)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(conflict());
+        }
+        sqlx::query(INSERT_JOURNAL)
+            .bind(name)
+            .bind(version)
+            .bind(r.at_ms)
+            .bind("plan apply")
+            .bind(current.state.name())
+            .bind(step_of(current.state))
+            .bind(b(current.paused))
+            .bind(current.state.name())
+            .bind(step_of(current.state))
+            .bind(b(current.paused))
+            .bind(&r.actor)
+            .bind(&r.reason)
+            .bind(0_i64)
+            .bind(r.evidence.to_string())
             .bind(generation)
             .execute(&mut *tx)
             .await?;

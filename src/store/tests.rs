@@ -461,6 +461,119 @@ async fn commit_bumps_version_and_generation_and_journals() {
     .await;
 }
 
+fn plan_replace(expected_version: i64, yaml: &str, at_ms: i64) -> PlanReplace {
+    PlanReplace {
+        expected_version,
+        plan_yaml: yaml.to_string(),
+        plan_path: "plans/m-v2.yaml".to_string(),
+        plan_hash: format!("hash-of-{yaml}"),
+        at_ms,
+        actor: "dana".to_string(),
+        reason: "loosen the gate".to_string(),
+        evidence: json!({ "diff": "-a\n+b\n", "old_hash": "h1", "new_hash": "h2" }),
+        republish: false,
+    }
+}
+
+#[tokio::test]
+async fn a_plan_is_replaced_and_journaled_in_one_transaction_or_conflicts() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        let before = store.commit("m", &c).await.unwrap();
+
+        let after = store
+            .replace_plan("m", &plan_replace(2, "name: m\nslices: 8\n", 3_000))
+            .await
+            .unwrap();
+        assert_eq!(after.plan_yaml, "name: m\nslices: 8\n", "[{}]", b.kind);
+        assert_eq!(after.plan_path, "plans/m-v2.yaml");
+        assert_eq!(after.plan_hash, "hash-of-name: m\nslices: 8\n");
+        assert_eq!(after.version, 3, "the version bumps");
+        // The routing is not touched: same state, step start, generation, last update.
+        assert_eq!(after.snapshot(), before.snapshot());
+        assert_eq!(
+            (after.generation, after.published_generation),
+            (before.generation, before.published_generation)
+        );
+        assert_eq!(
+            (after.entered_at_ms, after.updated_at_ms),
+            (before.entered_at_ms, before.updated_at_ms)
+        );
+        assert_eq!(store.get("m").await.unwrap(), after);
+
+        let journal = store.journal("m").await.unwrap();
+        assert_eq!(journal.len(), 3);
+        assert_eq!(
+            journal[2],
+            JournalEntry {
+                seq: 3,
+                at_ms: 3_000,
+                command: "plan apply".into(),
+                from: snap(State::Slices(1), false),
+                to: snap(State::Slices(1), false),
+                actor: "dana".into(),
+                reason: Some("loosen the gate".into()),
+                forced: false,
+                evidence: json!({ "diff": "-a\n+b\n", "old_hash": "h1", "new_hash": "h2" }),
+                generation: before.generation,
+            }
+        );
+        // Still a chain: each entry starts where the previous ended.
+        for pair in journal.windows(2) {
+            assert_eq!(pair[0].to, pair[1].from, "[{}]", b.kind);
+        }
+
+        // A stale version (a transition committed since the plan was read) is a Conflict and
+        // changes nothing; so is a replacement racing a transition from the same read.
+        match store
+            .replace_plan("m", &plan_replace(2, "name: m\nslices: 9\n", 4_000))
+            .await
+        {
+            Err(StoreError::Conflict {
+                expected, actual, ..
+            }) => assert_eq!((expected, actual), (2, 3)),
+            other => panic!("[{}] expected Conflict, got {other:?}", b.kind),
+        }
+        assert_eq!(store.get("m").await.unwrap(), after);
+        assert_eq!(store.journal("m").await.unwrap().len(), 3);
+
+        let other = b.open().await;
+        let pause = commit(3, "pause", snap(State::Slices(1), true), 5_000, None);
+        let replace = plan_replace(3, "name: m\nslices: 10\n", 5_001);
+        let (rc, rr) = tokio::join!(store.commit("m", &pause), other.replace_plan("m", &replace));
+        match (&rc, &rr) {
+            (Ok(_), Err(StoreError::Conflict { .. }))
+            | (Err(StoreError::Conflict { .. }), Ok(_)) => {}
+            _ => panic!(
+                "[{}] expected one Ok and one Conflict, got {rc:?} and {rr:?}",
+                b.kind
+            ),
+        }
+        let now = store.get("m").await.unwrap();
+        assert_eq!(now.version, 4);
+        assert_eq!(store.journal("m").await.unwrap().len(), 4);
+
+        // A change of what `planned` publishes moves the generation (to publish it again).
+        store.create(&new_migration("p", 7_000)).await.unwrap();
+        let mut r = plan_replace(1, "name: p\nslices: 16\n", 8_000);
+        r.republish = true;
+        let p = store.replace_plan("p", &r).await.unwrap();
+        assert_eq!((p.version, p.generation, p.updated_at_ms), (2, 2, 8_000));
+        assert_eq!(store.journal("p").await.unwrap()[1].generation, 2);
+
+        match store
+            .replace_plan("nope", &plan_replace(1, "name: nope\n", 6_000))
+            .await
+        {
+            Err(StoreError::NotFound(name)) => assert_eq!(name, "nope"),
+            other => panic!("[{}] expected NotFound, got {other:?}", b.kind),
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn entered_at_changes_only_with_the_state() {
     on_each_backend(|b| async move {

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use queue_migrate::dlq::disposition::Disposition;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration, Result,
-    RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
+    PlanReplace, Result, RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
 };
 
 /// What a hooked `list` runs after its read.
@@ -67,6 +67,13 @@ impl Store for Hooked {
         commit: &Commit,
     ) -> impl Future<Output = Result<MigrationRecord>> + Send {
         self.inner.commit(name, commit)
+    }
+    fn replace_plan(
+        &self,
+        name: &str,
+        replace: &PlanReplace,
+    ) -> impl Future<Output = Result<MigrationRecord>> + Send {
+        self.inner.replace_plan(name, replace)
     }
     fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send {
         self.inner.journal(name)
