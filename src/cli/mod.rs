@@ -13,6 +13,7 @@ mod dlq;
 mod history;
 mod init;
 mod pause;
+mod plan_apply;
 mod plan_check;
 mod resume;
 mod rollback;
@@ -51,6 +52,7 @@ use crate::store::any::AnyStore;
 ///   migrate advance orders --dry-run
 ///   migrate advance orders
 ///   migrate rollback orders --reason "error rate up on new"
+///   migrate plan apply plans/orders.yaml --reason "looser gate"
 ///
 /// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict.
 #[derive(Debug, Parser)]
@@ -195,7 +197,8 @@ impl From<ControllerError> for CliError {
             | ControllerError::StoredPlan { .. }
             | ControllerError::Illegal(_)
             | ControllerError::ReasonRequired(_)
-            | ControllerError::PlanFile { .. } => 2,
+            | ControllerError::PlanFile { .. }
+            | ControllerError::NotInitialized { .. } => 2,
         };
         CliError::new(code, e.to_string())
     }
@@ -296,7 +299,8 @@ pub async fn run(cli: Cli) -> CliResult {
     };
     match cli.command {
         Cmd::Demo(a) => demo::run(a).await,
-        Cmd::Plan(cmd) => plan_check::run(&ctx, cmd),
+        Cmd::Plan(plan_check::PlanCmd::Check(a)) => plan_check::run(&ctx, a),
+        Cmd::Plan(plan_check::PlanCmd::Apply(a)) => plan_apply::run(&ctx, a).await,
         Cmd::Init(a) => init::run(&ctx, a).await,
         Cmd::Status(a) => status::run(&ctx, a).await,
         Cmd::Advance(a) => advance::run(&ctx, a).await,

@@ -18,6 +18,9 @@ pub enum PlanCmd {
     /// Validate a plan: every error with its path and line; on success the derived values
     /// (quiet period, dedup window check, the steps and what each publishes).
     Check(CheckArgs),
+    /// Replace a registered migration's plan by the edited file: shows the diff, refuses changes
+    /// that would break the migration in its current state, journals it with --reason.
+    Apply(super::plan_apply::ApplyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -86,8 +89,7 @@ fn derived(compiled: &Compiled) -> Derived {
     }
 }
 
-pub fn run(ctx: &Ctx, cmd: PlanCmd) -> CliResult {
-    let PlanCmd::Check(args) = cmd;
+pub fn run(ctx: &Ctx, args: CheckArgs) -> CliResult {
     let yaml = std::fs::read_to_string(&args.file).map_err(|e| {
         CliError::from(ControllerError::PlanFile {
             path: args.file.clone(),

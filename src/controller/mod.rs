@@ -13,6 +13,8 @@
 pub mod decide;
 pub mod evaluate;
 pub mod histories;
+pub mod plan_apply;
+pub mod plan_change;
 pub mod plans;
 pub mod publish;
 pub mod round;
@@ -68,6 +70,12 @@ pub enum ControllerError {
     /// The plan file cannot be read.
     #[error("cannot read the plan {path}: {message}")]
     PlanFile { path: PathBuf, message: String },
+    /// `plan apply` of a plan whose migration is not in the store.
+    #[error(
+        "no migration named {name:?} in this store: `migrate plan apply` changes the plan of a registered migration; register this one with `migrate init {}`",
+        path.display()
+    )]
+    NotInitialized { name: String, path: PathBuf },
 }
 
 fn stored_plan_error(record: &MigrationRecord, diagnostics: Vec<Diagnostic>) -> ControllerError {

@@ -50,7 +50,8 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 
 fn controller_error(e: &ControllerError) -> Response {
     let status = match e {
-        ControllerError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+        ControllerError::Store(StoreError::NotFound(_))
+        | ControllerError::NotInitialized { .. } => StatusCode::NOT_FOUND,
         ControllerError::Store(StoreError::Conflict { .. }) => StatusCode::CONFLICT,
         ControllerError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ControllerError::Illegal(_) => StatusCode::CONFLICT,

@@ -1,0 +1,160 @@
+use std::path::Path;
+
+use super::*;
+use crate::plan::{self, Resolve};
+
+struct Env;
+
+impl Resolve for Env {
+    fn env(&self, name: &str) -> Option<String> {
+        match name {
+            "QM_PROM_URL" => Some("http://127.0.0.1:1".into()),
+            "QM_SCRAPE_URL" => Some("http://127.0.0.1:2/metrics".into()),
+            _ => None,
+        }
+    }
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        Err(format!("no file {}", path.display()))
+    }
+}
+
+const PLAN: &str = include_str!("../../../plans/local.yaml");
+
+fn compiled(yaml: &str) -> Plan {
+    match plan::compile(yaml, Some(Path::new("/plans")), &Env) {
+        Ok(c) => c.plan,
+        Err(e) => panic!("the plan compiles: {e:?}"),
+    }
+}
+
+fn at(state: State) -> MigrationRecord {
+    MigrationRecord {
+        name: "local".into(),
+        plan_yaml: PLAN.into(),
+        plan_path: "/plans/local.yaml".into(),
+        plan_hash: String::new(),
+        state,
+        paused: false,
+        version: 5,
+        generation: 5,
+        published_generation: 5,
+        publish_error: None,
+        entered_at_ms: 0,
+        updated_at_ms: 0,
+        created_at_ms: 0,
+    }
+}
+
+fn check(new_yaml: &str, state: State) -> Vec<Refusal> {
+    refusals(&compiled(PLAN), &compiled(new_yaml), &at(state))
+}
+
+#[test]
+fn a_gate_change_is_allowed_in_every_state_but_complete() {
+    let looser = PLAN.replace("pass_if: \"< 0.01\"", "pass_if: \"< 0.02\"");
+    assert_ne!(looser, PLAN);
+    let old = compiled(PLAN);
+    for state in Ladder::of(&old).rungs().iter().copied() {
+        let got = check(&looser, state);
+        if state == State::Complete {
+            assert_eq!(got, vec![Refusal::Complete]);
+        } else {
+            assert_eq!(got, vec![], "{state}");
+            assert!(!republishes(&old, &compiled(&looser), &at(state)));
+        }
+    }
+}
+
+#[test]
+fn the_slice_total_may_change_in_planned_only_and_is_published_again() {
+    let more = PLAN
+        .replace("slices: 8", "slices: 16")
+        .replace("steps: [1, 4, 8]", "steps: [1, 4, 16]");
+    assert!(check(&more, State::Planned).is_empty());
+    assert!(republishes(
+        &compiled(PLAN),
+        &compiled(&more),
+        &at(State::Planned)
+    ));
+    for state in [State::ConsumeDual, State::Slices(1), State::Drain] {
+        let got = check(&more, state);
+        assert!(
+            got.contains(&Refusal::SlicesTotal {
+                old: 8,
+                new: 16,
+                state
+            }),
+            "{state}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn the_current_steps_routing_may_not_change_but_later_steps_may() {
+    let other = PLAN.replace("steps: [1, 4, 8]", "steps: [1, 2, 8]");
+    assert!(check(&other, State::Slices(0)).is_empty());
+    assert_eq!(
+        check(&other, State::Slices(1)),
+        vec![Refusal::Routing {
+            state: State::Slices(1),
+            what: "migrated slices",
+            old: "4".into(),
+            new: "2".into(),
+        }]
+    );
+    let renamed = PLAN.replace("new: { name: new,", "new: { name: nats-b,");
+    assert!(check(&renamed, State::Planned).is_empty());
+    assert!(matches!(
+        check(&renamed, State::Synthetic).as_slice(),
+        [Refusal::Routing {
+            what: "new broker",
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn the_current_step_and_phase_must_stay_in_the_plan() {
+    let fewer = PLAN.replace("steps: [1, 4, 8]", "steps: [1, 8]");
+    assert!(check(&fewer, State::Slices(1)).contains(&Refusal::Routing {
+        state: State::Slices(1),
+        what: "migrated slices",
+        old: "4".into(),
+        new: "8".into(),
+    }));
+    assert_eq!(
+        check(&fewer, State::Slices(2)),
+        vec![Refusal::StepGone { step: 2, steps: 2 }]
+    );
+    let no_synthetic = {
+        let start = PLAN.find("  synthetic:").unwrap_or(0);
+        let end = PLAN.find("  slices:").unwrap_or(0);
+        format!("{}{}", &PLAN[..start], &PLAN[end..])
+    };
+    assert_eq!(
+        check(&no_synthetic, State::Synthetic),
+        vec![Refusal::StateGone {
+            state: State::Synthetic
+        }]
+    );
+    assert!(check(&no_synthetic, State::Slices(0)).is_empty());
+}
+
+#[test]
+fn the_routing_file_never_moves() {
+    let moved = PLAN.replace("local.routing.json", "elsewhere.json");
+    for state in [State::Planned, State::Slices(2)] {
+        assert!(matches!(
+            check(&moved, state).as_slice(),
+            [Refusal::Publisher { what: "file", .. }]
+        ));
+    }
+}
+
+#[test]
+fn the_diff_shows_the_changed_lines_with_context() {
+    let d = diff("a\nb\nc\n", "a\nB\nc\n");
+    assert!(d.contains("--- stored plan\n+++ new plan\n"), "{d}");
+    assert!(d.contains("-b\n+B\n"), "{d}");
+    assert_eq!(diff("a\n", "a\n"), "");
+}

@@ -1,0 +1,207 @@
+//! `migrate plan apply` as a user runs it: an edited plan replaces the stored one mid-migration
+//! (journaled with the diff), changes that would break the migration are refused, a dry run
+//! writes nothing.
+
+mod common;
+
+use common::Bench;
+
+const PLAN: &str = include_str!("../plans/local.yaml");
+
+/// Advance one step with every indicator green, moving the injected clock past minimum times.
+fn advance_green(b: &mut Bench) {
+    for _ in 0..10 {
+        let r = b.run(&["advance", "local", "--confirm", "local"]);
+        match r.code {
+            0 => return,
+            3 => b.minute += 1,
+            other => panic!("advance exited {other}\n{}\n{}", r.stdout, r.stderr),
+        }
+    }
+    panic!("advance stayed gated for 10 minutes: {}", b.status());
+}
+
+/// A bench whose migration is at `slices[step]`.
+fn at_slice_step(step: u64) -> Bench {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state() != ("slices".into(), Some(step)) {
+        advance_green(&mut b);
+    }
+    b
+}
+
+/// Edit the plan file as a user would.
+fn edit(b: &Bench, from: &str, to: &str) {
+    edits(b, &[(from, to)]);
+}
+
+/// Several edits of the shipped plan at once.
+fn edits(b: &Bench, pairs: &[(&str, &str)]) {
+    let mut text = PLAN.to_string();
+    for (from, to) in pairs {
+        assert!(text.contains(from), "{from:?} is in the plan");
+        text = text.replace(from, to);
+    }
+    std::fs::write(&b.plan, text).unwrap();
+}
+
+const SIXTEEN_SLICES: [(&str, &str); 2] = [
+    ("slices: 8", "slices: 16"),
+    ("steps: [1, 4, 8]", "steps: [1, 4, 16]"),
+];
+
+fn apply<'a>(b: &'a Bench, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["plan", "apply", b.plan.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn a_gate_change_mid_migration_applies_and_is_journaled_with_the_reason() {
+    let mut b = at_slice_step(0);
+    b.minute += 2;
+    b.indicators.set("app_error_ratio_new", 0.015);
+    b.ok(&["advance", "local"], 3);
+    // Editing the file alone changes nothing: the store keeps the plan init read.
+    edit(
+        &b,
+        r#"{ name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01" }"#,
+        r#"{ name: error ratio under 2%, source: prom, query: app_error_ratio_new, pass_if: "< 0.02" }"#,
+    );
+    b.ok(&["advance", "local"], 3);
+    let before = b.status();
+    let generation = b.routing_file()["generation"].clone();
+
+    let r = b.ok(&apply(&b, &["--reason", "2% is fine for orders"]), 0);
+    assert!(
+        r.stdout.contains("-      - { name: error ratio low"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("+      - { name: error ratio under 2%"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("sha256"), "{}", r.stdout);
+
+    let after = b.status();
+    assert_eq!(after["gates"][0]["name"], "error ratio under 2%", "{after}");
+    assert_eq!(after["state"], "slices");
+    assert_eq!(after["step"], 0);
+    assert_eq!(
+        after["version"].as_i64(),
+        before["version"].as_i64().map(|v| v + 1)
+    );
+    assert_eq!(
+        b.routing_file()["generation"],
+        generation,
+        "the routing is unchanged"
+    );
+
+    let history = b.ok(&["history", "local", "--json"], 0).json();
+    let entries = history.as_array().unwrap();
+    let last = entries.last().unwrap();
+    assert_eq!(last["command"], "plan apply");
+    assert_eq!(last["reason"], "2% is fine for orders");
+    assert_eq!(last["from"], "slices[0]");
+    assert_eq!(last["to"], "slices[0]");
+    assert!(
+        last["evidence"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+      - { name: error ratio under 2%"),
+        "{last}"
+    );
+    assert_eq!(
+        last["evidence"]["new_hash"].as_str().map(str::len),
+        Some(64)
+    );
+    assert_ne!(last["evidence"]["old_hash"], last["evidence"]["new_hash"]);
+    for pair in entries.windows(2) {
+        assert_eq!(pair[0]["to"], pair[1]["from"], "{pair:?}");
+    }
+
+    // The new gate decides from the next command on: 1.5% now passes.
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state(), ("slices".into(), Some(1)));
+    // The same text again: nothing to apply.
+    let r = b.ok(&apply(&b, &["--reason", "again"]), 0);
+    assert!(r.stdout.contains("nothing to apply"), "{}", r.stdout);
+}
+
+#[test]
+fn a_different_slice_total_after_planned_is_refused_and_changes_nothing() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    advance_green(&mut b); // consume_dual
+    edits(&b, &SIXTEEN_SLICES);
+    let before = b.status();
+    let r = b.ok(&apply(&b, &["--reason", "more slices"]), 2);
+    assert!(
+        r.stderr.contains("slices changes (8 -> 16)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("per-key order"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing changed"), "{}", r.stderr);
+    assert_eq!(b.status(), before);
+}
+
+#[test]
+fn a_change_of_the_current_steps_routing_is_refused() {
+    let b = at_slice_step(1);
+    edit(&b, "steps: [1, 4, 8]", "steps: [1, 2, 8]");
+    let before = b.status();
+    let r = b.ok(&apply(&b, &["--reason", "smaller second step"]), 2);
+    assert!(
+        r.stderr
+            .contains("routing's migrated slices would change (4 -> 2)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(b.status(), before);
+    assert_eq!(b.routing_file()["slices_migrated"], 4);
+    // A later step may change.
+    edit(&b, "steps: [1, 4, 8]", "steps: [1, 4, 6, 8]");
+    b.ok(&apply(&b, &["--reason", "one more step"]), 0);
+    assert_eq!(b.state(), ("slices".into(), Some(1)));
+}
+
+#[test]
+fn a_dry_run_shows_the_diff_and_verdict_and_writes_nothing() {
+    let b = at_slice_step(0);
+    edit(&b, r#"pass_if: "< 0.01""#, r#"pass_if: "< 0.02""#);
+    let before = b.status();
+    let journal = b.ok(&["history", "local", "--json"], 0).json();
+    let r = b.ok(&apply(&b, &["--reason", "try", "--dry-run"]), 0);
+    assert!(r.stdout.contains(r#"+      - { name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.02" }"#), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("dry run: the change would be applied"),
+        "{}",
+        r.stdout
+    );
+    let json = b
+        .ok(&apply(&b, &["--reason", "try", "--dry-run", "--json"]), 0)
+        .json();
+    assert_eq!(json["dry_run"], true);
+    assert_eq!(json["version"], serde_json::Value::Null);
+    assert_eq!(json["refused"], serde_json::json!([]));
+    assert_eq!(b.status(), before);
+    assert_eq!(b.ok(&["history", "local", "--json"], 0).json(), journal);
+    // A dry run of a refused change says why, exit 2.
+    edits(&b, &SIXTEEN_SLICES);
+    let r = b.ok(&apply(&b, &["--reason", "try", "--dry-run"]), 2);
+    assert!(r.stderr.contains("slices changes"), "{}", r.stderr);
+    assert_eq!(b.status(), before);
+}
+
+#[test]
+fn a_plan_of_no_registered_migration_names_init() {
+    let b = Bench::new();
+    let r = b.ok(&apply(&b, &["--reason", "x"]), 2);
+    assert!(r.stderr.contains("migrate init"), "{}", r.stderr);
+}
