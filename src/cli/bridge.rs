@@ -86,8 +86,8 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
     let plan = loaded.plan;
     let Some(spec) = plan.bridge.clone() else {
         return Err(CliError::input(format!(
-            "the plan of {} has no `bridge:` section; add e.g.\n  bridge: {{ ingress: {}.ingress, key: {{ json: orderId }} }}\n(see docs/bridge.md)",
-            args.name, args.name
+            "the stored plan of {0} has no `bridge:` section (editing the file alone changes nothing: the store keeps the plan `migrate init` read); add one to the plan file, e.g.\n  bridge: {{ ingress: {0}.ingress, key: {{ json: orderId }} }}\nthen apply it: `migrate plan apply {1} --reason \"add the bridge\"` (see docs/bridge.md and docs/plan.md)",
+            args.name, loaded.record.plan_path
         )));
     };
     let (Some(old_queue), Some(new_queue)) = (
