@@ -136,7 +136,9 @@ fn publishers(old: &Plan, new: &Plan) -> Vec<Refusal> {
         p.routing
             .etcd
             .as_ref()
-            .map(|e| (e.endpoint.value.clone(), e.key.clone()))
+            // What the plan wrote: a `${VAR}` is the same publisher whatever it resolves to on
+            // the machine that applies (a stored plan may be read without its secrets).
+            .map(|e| (e.endpoint.reference.clone(), e.key.clone()))
     };
     let mut out = Vec::new();
     if old.routing.file != new.routing.file {
