@@ -317,6 +317,22 @@ pub struct Lease {
     pub expires_at_ms: i64,
 }
 
+/// One journal row, as every backend appends it (`create`, `commit`, `replace_plan`).
+pub(crate) struct JournalRow<'a> {
+    pub name: &'a str,
+    /// The migration's version after this entry (its sequence number in the journal).
+    pub seq: i64,
+    pub at_ms: i64,
+    pub command: &'a str,
+    pub from: Snapshot,
+    pub to: Snapshot,
+    pub actor: &'a str,
+    pub reason: Option<&'a str>,
+    pub forced: bool,
+    pub evidence: String,
+    pub generation: i64,
+}
+
 /// The state store.
 pub trait Store: Send + Sync {
     /// Register a new migration in `planned` and journal it.

@@ -15,9 +15,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
-    PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries,
-    memory, memory::Table, parse_state, samples_after, scrapes, step_of,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
+    NewMigration, PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint,
+    StoredSeries, memory, memory::Table, parse_state, samples_after, scrapes, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -165,6 +165,29 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 
+/// Append `j` to the journal, inside the caller's transaction.
+async fn insert_journal(conn: &mut PgConnection, j: &JournalRow<'_>) -> Result<()> {
+    sqlx::query(INSERT_JOURNAL)
+        .bind(j.name)
+        .bind(j.seq)
+        .bind(j.at_ms)
+        .bind(j.command)
+        .bind(j.from.state.name())
+        .bind(step_of(j.from.state))
+        .bind(j.from.paused)
+        .bind(j.to.state.name())
+        .bind(step_of(j.to.state))
+        .bind(j.to.paused)
+        .bind(j.actor)
+        .bind(j.reason)
+        .bind(j.forced)
+        .bind(&j.evidence)
+        .bind(j.generation)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// The sources' scrapes added, one row per (migration, source, instant), then each source's
 /// history pruned: one statement each for the whole fleet's round (arrays + UNNEST), in the
 /// caller's transaction. A scrape already stored keeps its samples of the series not given
@@ -268,24 +291,29 @@ impl Store for PgStore {
         .await?
         .ok_or_else(|| StoreError::AlreadyExists(new.name.clone()))?;
         let record = migration_row(&row)?;
-        sqlx::query(INSERT_JOURNAL)
-            .bind(&new.name)
-            .bind(1_i64)
-            .bind(new.now_ms)
-            .bind("init")
-            .bind(planned.name())
-            .bind(None::<i64>)
-            .bind(false)
-            .bind(planned.name())
-            .bind(None::<i64>)
-            .bind(false)
-            .bind(&new.actor)
-            .bind(Some(format!("plan {}", new.plan_path)))
-            .bind(false)
-            .bind(serde_json::json!({ "plan_hash": new.plan_hash }).to_string())
-            .bind(1_i64)
-            .execute(&mut *tx)
-            .await?;
+        insert_journal(
+            &mut tx,
+            &JournalRow {
+                name: &new.name,
+                seq: 1,
+                at_ms: new.now_ms,
+                command: "init",
+                from: Snapshot {
+                    state: planned,
+                    paused: false,
+                },
+                to: Snapshot {
+                    state: planned,
+                    paused: false,
+                },
+                actor: &new.actor,
+                reason: Some(&format!("plan {}", new.plan_path)),
+                forced: false,
+                evidence: serde_json::json!({ "plan_hash": new.plan_hash }).to_string(),
+                generation: 1,
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -372,24 +400,23 @@ impl Store for PgStore {
         .await?
         .ok_or_else(conflict)?;
         let record = migration_row(&updated)?;
-        sqlx::query(INSERT_JOURNAL)
-            .bind(name)
-            .bind(version)
-            .bind(c.at_ms)
-            .bind(&c.command)
-            .bind(current.state.name())
-            .bind(step_of(current.state))
-            .bind(current.paused)
-            .bind(c.to.state.name())
-            .bind(step_of(c.to.state))
-            .bind(c.to.paused)
-            .bind(&c.actor)
-            .bind(&c.reason)
-            .bind(c.forced)
-            .bind(c.evidence.to_string())
-            .bind(generation)
-            .execute(&mut *tx)
-            .await?;
+        insert_journal(
+            &mut tx,
+            &JournalRow {
+                name,
+                seq: version,
+                at_ms: c.at_ms,
+                command: &c.command,
+                from: current.snapshot(),
+                to: c.to,
+                actor: &c.actor,
+                reason: c.reason.as_deref(),
+                forced: c.forced,
+                evidence: c.evidence.to_string(),
+                generation,
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -433,24 +460,23 @@ impl Store for PgStore {
         .await?
         .ok_or_else(conflict)?;
         let record = migration_row(&updated)?;
-        sqlx::query(INSERT_JOURNAL)
-            .bind(name)
-            .bind(version)
-            .bind(r.at_ms)
-            .bind("plan apply")
-            .bind(current.state.name())
-            .bind(step_of(current.state))
-            .bind(current.paused)
-            .bind(current.state.name())
-            .bind(step_of(current.state))
-            .bind(current.paused)
-            .bind(&r.actor)
-            .bind(&r.reason)
-            .bind(false)
-            .bind(r.evidence.to_string())
-            .bind(generation)
-            .execute(&mut *tx)
-            .await?;
+        insert_journal(
+            &mut tx,
+            &JournalRow {
+                name,
+                seq: version,
+                at_ms: r.at_ms,
+                command: "plan apply",
+                from: current.snapshot(),
+                to: current.snapshot(),
+                actor: &r.actor,
+                reason: Some(&r.reason),
+                forced: false,
+                evidence: r.evidence.to_string(),
+                generation,
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(record)
     }

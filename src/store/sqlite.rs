@@ -10,9 +10,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
-    PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint, StoredSeries,
-    memory, memory::Table, parse_state, samples_after, scrapes, step_of,
+    Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
+    NewMigration, PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint,
+    StoredSeries, memory, memory::Table, parse_state, samples_after, scrapes, step_of,
 };
 use crate::machine::{Snapshot, State};
 
@@ -187,6 +187,29 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
+/// Append `j` to the journal, inside the caller's transaction.
+async fn insert_journal(conn: &mut SqliteConnection, j: &JournalRow<'_>) -> Result<()> {
+    sqlx::query(INSERT_JOURNAL)
+        .bind(j.name)
+        .bind(j.seq)
+        .bind(j.at_ms)
+        .bind(j.command)
+        .bind(j.from.state.name())
+        .bind(step_of(j.from.state))
+        .bind(b(j.from.paused))
+        .bind(j.to.state.name())
+        .bind(step_of(j.to.state))
+        .bind(b(j.to.paused))
+        .bind(j.actor)
+        .bind(j.reason)
+        .bind(b(j.forced))
+        .bind(&j.evidence)
+        .bind(j.generation)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Rows per multi-row INSERT: one statement instead of one per row. sqlx keeps the statements it
 /// prepared on each connection of the pool, and a statement's compiled program grows with its
 /// rows; 50 rows keep those small while already spreading a statement's fixed cost (the round's
@@ -301,24 +324,29 @@ impl Store for SqliteStore {
         .bind(new.now_ms)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(INSERT_JOURNAL)
-            .bind(&new.name)
-            .bind(1_i64)
-            .bind(new.now_ms)
-            .bind("init")
-            .bind(planned.name())
-            .bind(None::<i64>)
-            .bind(0_i64)
-            .bind(planned.name())
-            .bind(None::<i64>)
-            .bind(0_i64)
-            .bind(&new.actor)
-            .bind(Some(format!("plan {}", new.plan_path)))
-            .bind(0_i64)
-            .bind(serde_json::json!({ "plan_hash": new.plan_hash }).to_string())
-            .bind(1_i64)
-            .execute(&mut *tx)
-            .await?;
+        insert_journal(
+            &mut tx,
+            &JournalRow {
+                name: &new.name,
+                seq: 1,
+                at_ms: new.now_ms,
+                command: "init",
+                from: Snapshot {
+                    state: planned,
+                    paused: false,
+                },
+                to: Snapshot {
+                    state: planned,
+                    paused: false,
+                },
+                actor: &new.actor,
+                reason: Some(&format!("plan {}", new.plan_path)),
+                forced: false,
+                evidence: serde_json::json!({ "plan_hash": new.plan_hash }).to_string(),
+                generation: 1,
+            },
+        )
+        .await?;
         tx.commit().await?;
         self.get(&new.name).await
     }
@@ -400,24 +428,23 @@ impl Store for SqliteStore {
         if updated.rows_affected() != 1 {
             return Err(conflict());
         }
-        sqlx::query(INSERT_JOURNAL)
-            .bind(name)
-            .bind(version)
-            .bind(c.at_ms)
-            .bind(&c.command)
-            .bind(current.state.name())
-            .bind(step_of(current.state))
-            .bind(b(current.paused))
-            .bind(c.to.state.name())
-            .bind(step_of(c.to.state))
-            .bind(b(c.to.paused))
-            .bind(&c.actor)
-            .bind(&c.reason)
-            .bind(b(c.forced))
-            .bind(c.evidence.to_string())
-            .bind(generation)
-            .execute(&mut *tx)
-            .await?;
+        insert_journal(
+            &mut tx,
+            &JournalRow {
+                name,
+                seq: version,
+                at_ms: c.at_ms,
+                command: &c.command,
+                from: current.snapshot(),
+                to: c.to,
+                actor: &c.actor,
+                reason: c.reason.as_deref(),
+                forced: c.forced,
+                evidence: c.evidence.to_string(),
+                generation,
+            },
+        )
+        .await?;
         tx.commit().await?;
         self.get(name).await
     }
@@ -461,24 +488,23 @@ impl Store for SqliteStore {
         if updated.rows_affected() != 1 {
             return Err(conflict());
         }
-        sqlx::query(INSERT_JOURNAL)
-            .bind(name)
-            .bind(version)
-            .bind(r.at_ms)
-            .bind("plan apply")
-            .bind(current.state.name())
-            .bind(step_of(current.state))
-            .bind(b(current.paused))
-            .bind(current.state.name())
-            .bind(step_of(current.state))
-            .bind(b(current.paused))
-            .bind(&r.actor)
-            .bind(&r.reason)
-            .bind(0_i64)
-            .bind(r.evidence.to_string())
-            .bind(generation)
-            .execute(&mut *tx)
-            .await?;
+        insert_journal(
+            &mut tx,
+            &JournalRow {
+                name,
+                seq: version,
+                at_ms: r.at_ms,
+                command: "plan apply",
+                from: current.snapshot(),
+                to: current.snapshot(),
+                actor: &r.actor,
+                reason: Some(&r.reason),
+                forced: false,
+                evidence: r.evidence.to_string(),
+                generation,
+            },
+        )
+        .await?;
         tx.commit().await?;
         self.get(name).await
     }
