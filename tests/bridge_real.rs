@@ -47,6 +47,43 @@ fn settings(run: &str, holder: &str) -> Settings {
     }
 }
 
+/// What every test here starts from: a run id of its own, a SQLite store in a temporary
+/// directory, RabbitMQ as the old broker (and the ingress), Redis as the new one; `None`, with
+/// a note, without the servers.
+struct World {
+    run: String,
+    redis_url: String,
+    dir: tempfile::TempDir,
+    store: queue_migrate::store::any::AnyStore,
+    brokers: Brokers,
+}
+
+async fn world(tag: &str) -> Option<World> {
+    let (Some(amqp), Some(redis_url)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+        return None;
+    };
+    let run = format!(
+        "{tag}-{}-{}",
+        std::process::id(),
+        queue_migrate::time::now_ms()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
+        .await
+        .unwrap();
+    let brokers = Brokers {
+        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
+        new: Arc::new(Adapter::connect(Kind::Redis, &redis_url).await.unwrap()),
+    };
+    Some(World {
+        run,
+        redis_url,
+        dir,
+        store,
+        brokers,
+    })
+}
+
 /// Whether a bridge says it holds the lease and forwards.
 fn active(metrics: &BridgeMetrics) -> bool {
     metrics
@@ -103,17 +140,15 @@ async fn collect_both(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
-    let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+    let Some(World {
+        run,
+        redis_url: _,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world("fwd").await
+    else {
         return;
-    };
-    let run = format!("{}-{}", std::process::id(), queue_migrate::time::now_ms());
-    let dir = tempfile::tempdir().unwrap();
-    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
-        .await
-        .unwrap();
-    let brokers = Brokers {
-        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
-        new: Arc::new(Adapter::connect(Kind::Redis, &redis).await.unwrap()),
     };
     let a = settings(&run, "bridge-a");
     brokers.old.declare(&a.ingress).await.unwrap();
@@ -228,21 +263,15 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
 /// none of them) and those whose acks A held (duplicates, which consumers dedup).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
-    let (Some(amqp), Some(redis_url)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+    let Some(World {
+        run,
+        redis_url,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world("gap").await
+    else {
         return;
-    };
-    let run = format!(
-        "gap-{}-{}",
-        std::process::id(),
-        queue_migrate::time::now_ms()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
-        .await
-        .unwrap();
-    let brokers = Brokers {
-        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
-        new: Arc::new(Adapter::connect(Kind::Redis, &redis_url).await.unwrap()),
     };
     let a = settings(&run, "bridge-a");
     brokers.old.declare(&a.ingress).await.unwrap();
@@ -369,21 +398,15 @@ fn routing(migration: &str, generation: u64, migrated: u32) -> RoutingDocument {
 /// (everything to old), which strands messages on an unread queue from `disconnect` on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bridge_takes_no_message_before_its_first_routing_document() {
-    let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+    let Some(World {
+        run,
+        redis_url: _,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world("doc").await
+    else {
         return;
-    };
-    let run = format!(
-        "doc-{}-{}",
-        std::process::id(),
-        queue_migrate::time::now_ms()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
-        .await
-        .unwrap();
-    let brokers = Brokers {
-        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
-        new: Arc::new(Adapter::connect(Kind::Redis, &redis).await.unwrap()),
     };
     let a = settings(&run, "bridge-a");
     for (adapter, queue) in [
@@ -440,26 +463,19 @@ async fn a_bridge_takes_no_message_before_its_first_routing_document() {
 /// stop (a fifth of the TTL before the lease runs out), while a standby may take the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_lease_runs_out() {
-    let (Some(amqp), Some(redis)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+    let Some(World {
+        run,
+        redis_url: _,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world("ttl").await
+    else {
         return;
     };
-    let run = format!(
-        "ttl-{}-{}",
-        std::process::id(),
-        queue_migrate::time::now_ms()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = common::hooked::Hooked::new(
-        queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
-            .await
-            .unwrap(),
-    );
+    let mut store = common::hooked::Hooked::new(store);
     // The lease is taken, renewed once as the session starts; every renewal after fails.
     store.lease_fails_from = Some(2);
-    let brokers = Brokers {
-        old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
-        new: Arc::new(Adapter::connect(Kind::Redis, &redis).await.unwrap()),
-    };
     let a = Settings {
         lease_ttl: Duration::from_secs(10),
         ..settings(&run, "bridge-a")

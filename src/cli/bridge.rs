@@ -11,6 +11,7 @@ use super::{CliError, CliResult, Ctx, redact_url};
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::{self, Brokers, Settings};
 use crate::brokers::{Adapter, Kind};
+use crate::controller::plans::PlanCache;
 use crate::controller::publish;
 use crate::plan::Broker;
 use crate::router::Router;
@@ -140,11 +141,35 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         let every = args.routing_interval;
         tokio::spawn(async move {
             let mut warned = false;
+            // A plan applied meanwhile (`migrate plan apply`) changes the routing of later
+            // steps: documents are built from the stored plan, compiled again when it changes.
+            let plans = PlanCache::default();
+            let mut plan_warned = false;
             loop {
                 match store.get(&name).await {
                     Ok(record) => {
                         warned = false;
-                        if let Err(e) = router.offer(publish::document(&plan, &record)) {
+                        let document = match plans.document(
+                            &record,
+                            &crate::plan::SystemResolve,
+                            crate::plan::SecretsMode::Deferred,
+                        ) {
+                            Ok(document) => {
+                                plan_warned = false;
+                                document
+                            }
+                            Err(errors) => {
+                                if !plan_warned {
+                                    plan_warned = true;
+                                    tracing::warn!(
+                                        "the stored plan of {name} does not compile here ({} error(s)); routing by the plan read at start",
+                                        errors.len()
+                                    );
+                                }
+                                publish::document(&plan, &record)
+                            }
+                        };
+                        if let Err(e) = router.offer(document) {
                             tracing::warn!("routing document refused: {e}");
                         }
                     }

@@ -2,12 +2,13 @@
 //! the diff shown and journaled; refused when the edit would break the migration's guarantees in
 //! its current state.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, print_json};
+use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::plan_apply::PlanApplyOutcome;
 
 #[derive(Debug, Args)]
@@ -30,7 +31,7 @@ fn short(hash: &str) -> &str {
 }
 
 pub async fn run(ctx: &Ctx, args: ApplyArgs) -> CliResult {
-    let store = ctx.store().await?;
+    let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let controller = ctx.controller(&store, &fetcher);
     let now = ctx.now_ms()?;
@@ -40,14 +41,23 @@ pub async fn run(ctx: &Ctx, args: ApplyArgs) -> CliResult {
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }
-    if args.json {
-        print_json(&outcome)?;
+    let printed = if args.json {
+        print_json(&outcome)
     } else {
-        print_text(&outcome, &args.file);
-    }
+        to_stdout(|out| write_text(out, &outcome, &args.file))
+    };
     if !outcome.refused.is_empty() {
-        return Ok(ExitCode::from(2));
+        eprintln!(
+            "refused: this plan cannot replace the plan of {:?} in state {}; nothing changed:",
+            outcome.migration, outcome.state
+        );
+        for r in &outcome.refused {
+            eprintln!("  - {r}");
+        }
+        return printed.map(|()| ExitCode::from(2));
     }
+    // An applied plan whose routing could not be published says so first, whatever became of
+    // the report.
     if let Some(e) = &outcome.publish_error {
         return Err(CliError::new(
             1,
@@ -56,40 +66,39 @@ pub async fn run(ctx: &Ctx, args: ApplyArgs) -> CliResult {
             ),
         ));
     }
-    Ok(ExitCode::SUCCESS)
+    printed.map(|()| ExitCode::SUCCESS)
 }
 
-fn print_text(o: &PlanApplyOutcome, file: &std::path::Path) {
+fn write_text(
+    out: &mut impl Write,
+    o: &PlanApplyOutcome,
+    file: &std::path::Path,
+) -> std::io::Result<()> {
     if o.unchanged {
-        println!(
+        return writeln!(
+            out,
             "{}: the same text as the stored plan of {:?}: nothing to apply",
             file.display(),
             o.migration
         );
-        return;
     }
-    print!("{}", o.diff);
-    println!(
+    write!(out, "{}", o.diff)?;
+    writeln!(
+        out,
         "plan of {:?} (state {}): sha256 {} -> {}",
         o.migration,
         o.state,
         short(&o.old_hash),
         short(&o.new_hash)
-    );
+    )?;
     if !o.refused.is_empty() {
-        eprintln!(
-            "refused: this plan cannot replace the plan of {:?} in state {}; nothing changed:",
-            o.migration, o.state
-        );
-        for r in &o.refused {
-            eprintln!("  - {r}");
-        }
-        return;
+        return Ok(());
     }
     match o.version {
-        None => println!("dry run: the change would be applied; nothing written"),
-        Some(v) => println!(
-            "applied (version {v}{}): the daemon and every command use the new plan from their next read; `migrate history {}` shows the change",
+        None => writeln!(out, "dry run: the change would be applied; nothing written"),
+        Some(v) => writeln!(
+            out,
+            "applied (version {v}{}): the daemon, bridges and every command use the new plan from their next read; `migrate history {}` shows the change",
             if o.republished {
                 ", routing published again"
             } else {

@@ -79,6 +79,21 @@ pub struct PlanCache {
 }
 
 impl PlanCache {
+    /// The routing document of `record` under its stored plan (a plan applied since it was last
+    /// asked is compiled and used from then on), as [`crate::controller::publish::document`].
+    ///
+    /// # Errors
+    /// The stored plan does not compile.
+    pub fn document(
+        &self,
+        record: &MigrationRecord,
+        resolve: &dyn Resolve,
+        secrets: SecretsMode,
+    ) -> Result<crate::routing::RoutingDocument, Vec<Diagnostic>> {
+        let (plan, _) = self.compile(record, resolve, secrets)?;
+        Ok(crate::controller::publish::document(&plan, record))
+    }
+
     /// The stored plan of `record` compiled under `resolve` with `secrets`: the kept one while
     /// nothing it read changed, else compiled again (and kept if it compiles).
     ///
@@ -193,6 +208,22 @@ mod tests {
             Some(plan::Source::Scrape { url }) => url.value().ok().map(str::to_string),
             _ => None,
         }
+    }
+
+    /// Regression: a running bridge built every routing document from the plan it read at
+    /// start, so after `migrate plan apply` changed a later step it routed that step's keys
+    /// by the old plan while producers followed the new one.
+    #[test]
+    fn documents_follow_a_plan_applied_since() {
+        let plans = PlanCache::default();
+        let mut rec = record(PLAN);
+        rec.state = State::Slices(1);
+        let doc = plans.document(&rec, &env(), SecretsMode::Required).unwrap();
+        assert_eq!(doc.slices_migrated, 4);
+        rec.plan_yaml = PLAN.replace("steps: [1, 4, 8]", "steps: [1, 2, 4, 8]");
+        assert_ne!(rec.plan_yaml, PLAN);
+        let doc = plans.document(&rec, &env(), SecretsMode::Required).unwrap();
+        assert_eq!(doc.slices_migrated, 2);
     }
 
     #[test]
