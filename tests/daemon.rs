@@ -1156,30 +1156,53 @@ async fn commit_unpublished(
 /// for good, while the store said published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_republication_does_not_leave_an_older_generation_in_etcd() {
+    slow_republication(false).await;
+}
+
+/// The same, when the slow put lands but its writer is answered an error (a gateway timeout
+/// after etcd applied it): the writer still checks the store afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_republication_answered_an_error_does_not_leave_an_older_generation_in_etcd() {
+    slow_republication(true).await;
+}
+
+async fn slow_republication(answer_error: bool) {
     use base64::Engine;
     // A fake etcd gateway: the generation of every put, in the order they land; the put after
     // `delay_next` is set takes 1.5 s to land.
     let landed: Arc<Mutex<Vec<i64>>> = Arc::default();
     let delay_next = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let delayed_arrived = Arc::new(tokio::sync::Notify::new());
     let app = {
-        let (landed, delay_next) = (landed.clone(), delay_next.clone());
+        let (landed, delay_next, arrived) =
+            (landed.clone(), delay_next.clone(), delayed_arrived.clone());
         axum::Router::new().route(
             "/v3/kv/put",
             axum::routing::post(move |axum::Json(v): axum::Json<serde_json::Value>| {
-                let (landed, delay_next) = (landed.clone(), delay_next.clone());
+                let (landed, delay_next, arrived) =
+                    (landed.clone(), delay_next.clone(), arrived.clone());
                 async move {
                     let value = base64::engine::general_purpose::STANDARD
                         .decode(v["value"].as_str().unwrap())
                         .unwrap();
                     let doc: serde_json::Value = serde_json::from_slice(&value).unwrap();
-                    if delay_next.swap(false, Ordering::SeqCst) {
+                    let late = delay_next.swap(false, Ordering::SeqCst);
+                    if late {
+                        arrived.notify_one();
                         tokio::time::sleep(Duration::from_millis(1500)).await;
                     }
                     landed
                         .lock()
                         .unwrap()
                         .push(doc["generation"].as_i64().unwrap());
-                    "{}"
+                    if late && answer_error {
+                        (
+                            axum::http::StatusCode::GATEWAY_TIMEOUT,
+                            "applied, answered late",
+                        )
+                    } else {
+                        (axum::http::StatusCode::OK, "{}")
+                    }
                 }
             }),
         )
@@ -1207,7 +1230,7 @@ async fn a_slow_republication_does_not_leave_an_older_generation_in_etcd() {
         })
     };
     // While that put is on its way, a person resumes: a newer generation, published at once.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    delayed_arrived.notified().await;
     let fetcher = Fetcher::new(Duration::from_secs(5)).unwrap();
     w.controller(&fetcher)
         .command(

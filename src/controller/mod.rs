@@ -340,17 +340,32 @@ impl<S: Store> Controller<'_, S> {
             .publish_once(&loaded.record, &doc, &loaded.plan)
             .await?;
         let mut published = loaded.record.generation;
+        // Also after a failed write: a write that timed out here may still land at a publisher.
         // Bounded: each pass publishes a newer generation, and each of those has a writer of its own.
         for _ in 0..MAX_REPUBLISH {
-            if publish_error.is_some() {
-                break;
-            }
             let current = self.store.get(&loaded.record.name).await?;
-            if current.generation <= published || current.plan_hash != loaded.record.plan_hash {
+            if current.generation <= published {
                 break;
             }
-            let newer = publish::document(&loaded.plan, &current);
-            publish_error = self.publish_once(&current, &newer, &loaded.plan).await?;
+            // A plan applied meanwhile (`migrate plan apply`) may route the newer generation
+            // otherwise (it never changes the publishers themselves).
+            let plan = if current.plan_hash == loaded.record.plan_hash {
+                loaded.plan.clone()
+            } else {
+                let dir = Path::new(&current.plan_path)
+                    .parent()
+                    .map(Path::to_path_buf);
+                plan::compile_with(
+                    &current.plan_yaml,
+                    dir.as_deref(),
+                    self.resolve,
+                    self.secrets,
+                )
+                .map_err(ControllerError::Plan)?
+                .plan
+            };
+            let newer = publish::document(&plan, &current);
+            publish_error = self.publish_once(&current, &newer, &plan).await?;
             published = current.generation;
         }
         Ok(Applied {
