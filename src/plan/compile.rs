@@ -1007,17 +1007,20 @@ impl Cx<'_> {
                 };
                 let gate_path = index_path(&list_path, i);
                 if matches!(name.as_str(), "require_peak" | "require_deploy") {
-                    // The requirements are recorded under these names: a gate sharing one would
-                    // share its "held since" mark.
-                    self.error(
+                    // The requirements are recorded under these names: a gate sharing one shares
+                    // its "held since" mark, so its `for:` may never be met (it holds). A warning,
+                    // not an error: a plan stored before this check still loads.
+                    self.warn(
                         &key_path(&gate_path, "name"),
                         format!(
-                            "the gate name {} is reserved for the slices phase's requirement of                              that name: call the gate something else",
+                            "the gate name {} is the name the slices phase's requirement is \
+                             recorded under: the two share a \"held since\" mark (the gate may \
+                             hold for ever); call the gate something else",
                             quote(name)
                         ),
                     );
-                    ok = false;
-                } else if let Some(first) = seen.get(name.as_str()) {
+                }
+                if let Some(first) = seen.get(name.as_str()) {
                     let at = match self.line(first) {
                         Some(line) => format!("{first}, line {line}"),
                         None => first.clone(),
@@ -1399,16 +1402,17 @@ impl Cx<'_> {
     ) -> Option<(String, String)> {
         let o = Obj::new(self, v, path, "compare", COMPARE_FIELDS)?;
         if let Some((name, Some(SourceKind::DeadLetters))) = source {
-            // Its readings are single numbers, never a pair of routes: the gate would hold forever.
-            self.error(
+            // Its readings are single numbers, never a pair of routes. A warning, not an error:
+            // the gate holds (never passes), and a plan stored before this check still loads.
+            self.warn(
                 path,
                 format!(
-                    "the dead-letter source {} answers one number ({}), not a new/old pair: use `query` + `pass_if`",
+                    "the dead-letter source {} answers one number ({}), not a new/old pair: this \
+                     gate holds for ever; use `query` + `pass_if`",
                     quote(name),
                     DEAD_LETTER_QUERIES.join(" or ")
                 ),
             );
-            return None;
         }
         let side = |cx: &mut Self, key: &str, what: &str| {
             o.req(cx, key, what).and_then(|(v, p)| {
@@ -2510,14 +2514,6 @@ phases:
             message: "absolute must be at least 0",
         },
         Case {
-            what: "a gate named as a requirement (regression: it shared the requirement's memory)",
-            from: "- name: error rate breach",
-            to: "- name: require_peak",
-            path: "phases.slices.guard[0].name",
-            at: Some("- name: require_peak"),
-            message: "is reserved for the slices phase's requirement",
-        },
-        Case {
             what: "tolerance without compare",
             from: "        for: 5m\n",
             to: "        for: 5m\n        tolerance: { ratio: 2 }\n",
@@ -3365,13 +3361,18 @@ notify: { webhooks: [ { url: "ftp://x", secret: y } ], hold_after: soon }"#,
         let bad = yaml.replace("query: open_groups", "query: sum(open)");
         let errs = lines(&errors(&bad));
         assert!(errs.contains("answers open_groups or entries"), "{errs}");
-        // Regression: a compare gate on it compiled, then held forever (one number, not a pair).
+        // Regression: a compare gate on it compiled silently, then held for ever (one number,
+        // not a pair); and so did a gate named as a requirement, whose memory it shared.
         let compare = yaml.replace(
             "query: open_groups, pass_if: \"== 0\"",
             "compare: { new: entries, old: entries }",
         );
         assert_ne!(compare, yaml);
-        let errs = lines(&errors(&compare));
-        assert!(errs.contains("answers one number"), "{errs}");
+        let warned = lines(&ok(&compare).warnings);
+        assert!(warned.contains("answers one number"), "{warned}");
+        let reserved = yaml.replace("name: old dead letters handled", "name: require_peak");
+        assert_ne!(reserved, yaml);
+        let warned = lines(&ok(&reserved).warnings);
+        assert!(warned.contains("share a \"held since\" mark"), "{warned}");
     }
 }
