@@ -726,6 +726,42 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     }
 }
 
+/// A daemon whose clock is behind the one that entered the step (a person's laptop ahead of
+/// it) still acts on the step's guards: waiting for its clock to catch up would leave them
+/// unwatched for as long as the skew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
+    let w = World::new(&plan()).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let actor = Actor {
+        name: "alice".into(),
+        reason: None,
+    };
+    let mut entered = T0 * 1000;
+    for _ in 0..3 {
+        entered += 1_000;
+        w.controller(&fetcher)
+            .advance("local", &AdvanceOptions::default(), &actor, entered)
+            .await
+            .unwrap();
+    }
+    w.indicators.set("app_error_ratio_new", 0.2);
+    // The daemon's own clock is ten minutes behind the step's start.
+    let behind = entered - 600_000;
+    let shared = Shared::new(
+        w.store.clone(),
+        daemon_config(Arc::new(AtomicI64::new(behind))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    let action = tick_with(&shared, &shared.fetcher, None, Read::Store("local"), behind)
+        .await
+        .unwrap();
+    assert!(matches!(action, Action::Breach { .. }), "{action:?}");
+    assert_eq!(w.state().await, ("synthetic".into(), None, true));
+}
+
 /// A world whose migration `local` is in `consume_dual`, advanced at the instant returned, its
 /// exit gates followed by `increase(app_done_total[2m])` and the gate lines in `more`.
 async fn consume_dual_with_counter_gates(more: &str) -> (World, i64) {

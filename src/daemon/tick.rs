@@ -46,6 +46,8 @@ pub struct Memo {
     pub hold_announced: HashSet<String>,
     /// Guards whose alert-only breach was announced (until they stop failing).
     pub breach_announced: HashSet<String>,
+    /// The step (its start) for which this daemon's clock was found behind the committing one.
+    pub clock_behind_warned: Option<i64>,
 }
 
 /// Where a tick reads its migration from.
@@ -122,16 +124,26 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         shared.histories.forget(name);
         return Ok(Action::Done);
     }
-    if now_ms < loaded.record.entered_at_ms {
-        // The round's instant predates the step: a command entered it while the round ran, or
-        // this clock is behind the one that committed it. Readings at that instant are of the
-        // step before; deciding on them could skip this one, and its journal entry would go back
-        // in time. The next round (or this clock catching up) evaluates it.
-        tracing::debug!(
-            "{name}: the round's instant is {} ms before the step began; deciding nothing",
-            loaded.record.entered_at_ms - now_ms
-        );
-        return Ok(Action::Waiting);
+    let entered = loaded.record.entered_at_ms;
+    if now_ms < entered {
+        if shared.now_ms() >= entered {
+            // The step began while this round ran (a command entered it after the round read
+            // its instant): readings at that instant are of the step before, and deciding on them
+            // could act on the wrong step, journaled before the step's own start. The next round
+            // evaluates it.
+            return Ok(Action::Waiting);
+        }
+        // This clock is behind the one that committed the step. Waiting for it would leave the
+        // step's guards unwatched for as long as the skew: evaluate now, and say so once.
+        let first = shared.with_memo(name, |m| {
+            m.clock_behind_warned.replace(entered) != Some(entered)
+        });
+        if first {
+            tracing::warn!(
+                "{name}: this daemon's clock is {} behind the one that entered the step: keep the hosts' clocks synchronised (NTP)",
+                crate::time::human_ms(entered - now_ms)
+            );
+        }
     }
     let gates = c.evaluate(&loaded, now_ms, false).await?;
     shared.metrics.gates(name, &gates);
