@@ -495,12 +495,18 @@ async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_l
             let _ = stopped.await;
         },
     ));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !active(&metrics) {
-        assert!(Instant::now() < deadline, "the bridge never took the lease");
+    // The session's renewal (the second call) sets the lease the session runs on.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let renewed_at = loop {
+        if let Some(at) = store.lease_calls_at.lock().unwrap().get(1) {
+            break *at;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the session never renewed its lease"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let started = Instant::now();
+    };
     let publish = |seq: u64| {
         let body = serde_json::json!({"orderId": "order-1", "seq": seq}).to_string();
         let (old, ingress) = (brokers.old.clone(), a.ingress.clone());
@@ -522,7 +528,8 @@ async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_l
     assert_eq!(seen.len(), 1, "forwarded while the lease holds");
     // The lease runs out 10 s after the session's renewal: the bridge promised to stop taking
     // messages at 8 s. Past that instant, and before 10 s, a message must stay on the ingress.
-    tokio::time::sleep_until((started + Duration::from_millis(8_700)).into()).await;
+    let until = renewed_at + 8_700 - queue_migrate::time::now_ms();
+    tokio::time::sleep(Duration::from_millis(u64::try_from(until).unwrap_or(0))).await;
     assert!(
         !active(&metrics),
         "still forwarding 8.7 s into a 10 s lease"

@@ -75,6 +75,19 @@ fn a_whole_migration_from_planned_to_complete() {
     assert_eq!(gates[0]["verdict"], "pass");
 }
 
+/// A rollback of a paused migration does not tell the person to pause it.
+#[test]
+fn a_rollback_of_a_paused_migration_says_nothing_about_pausing() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    advance_green(&mut b);
+    b.ok(&["pause", "local", "--reason", "looking"], 0);
+    let r = b.ok(&["rollback", "local", "--reason", "rehearsal"], 0);
+    assert!(!r.stderr.contains("migrate pause"), "{}", r.stderr);
+    assert_eq!(b.state(), ("planned".to_string(), None));
+}
+
 #[test]
 fn rollback_at_every_state_moves_exactly_one_step_back() {
     let mut b = Bench::new();
@@ -90,8 +103,14 @@ fn rollback_at_every_state_moves_exactly_one_step_back() {
             break;
         }
         let before = b.status()["version"].as_i64().unwrap();
-        b.ok(&["rollback", "local", "--reason", "rehearsal"], 0);
+        let r = b.ok(&["rollback", "local", "--reason", "rehearsal"], 0);
         assert_eq!(b.state(), previous, "rollback from {now:?}");
+        // Not paused: a daemon would advance it again; the command says so.
+        assert!(
+            r.stderr.contains("not paused by a rollback"),
+            "{}",
+            r.stderr
+        );
         assert_eq!(b.status()["version"].as_i64().unwrap(), before + 1);
         // ...and the routing file follows.
         let doc = b.routing_file();

@@ -4,6 +4,7 @@ use clap::Args;
 
 use super::{CliResult, Ctx, transition};
 use crate::machine::Command;
+use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
@@ -26,7 +27,12 @@ pub async fn run(ctx: &Ctx, args: RollbackArgs) -> CliResult {
         args.json,
     )
     .await?;
-    // A person's rollback does not pause (a guard's does): say what a daemon will do next.
+    // A person's rollback does not pause (a guard's does): say what a daemon will do next,
+    // unless the migration was paused already.
+    let store = ctx.existing_store().await?;
+    if store.get(&args.name).await.is_ok_and(|r| r.paused) {
+        return Ok(code);
+    }
     eprintln!(
         "note: the migration is not paused by a rollback; with `auto_advance`, a running daemon \
          advances it again once this step's gates pass and its minimum time is met. To stay \

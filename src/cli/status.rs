@@ -99,7 +99,7 @@ pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
             [one] if single => print_json(one)?,
             all => print_json(&all)?,
         }
-    } else if views.is_empty() {
+    } else if views.is_empty() && failed.is_empty() {
         to_stdout(|out| {
             writeln!(
                 out,

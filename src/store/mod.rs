@@ -35,7 +35,9 @@ pub enum StoreError {
     #[error("no migration named {0:?} in this store (see `migrate status` for the ones it has)")]
     NotFound(String),
     /// `init` of a name that exists.
-    #[error("a migration named {0:?} already exists in this store")]
+    #[error(
+        "a migration named {0:?} already exists in this store; to change its plan: `migrate plan apply FILE --reason \"...\"`"
+    )]
     AlreadyExists(String),
     /// Somebody else changed the migration since it was read.
     #[error(

@@ -26,6 +26,8 @@ pub struct Hooked {
     /// The first `acquire_lease` call (counted from 0) that fails, and every one after it.
     pub lease_fails_from: Option<usize>,
     lease_calls: Arc<AtomicUsize>,
+    /// The `now_ms` of every `acquire_lease` call, in order.
+    pub lease_calls_at: Arc<Mutex<Vec<i64>>>,
 }
 
 impl Hooked {
@@ -35,6 +37,7 @@ impl Hooked {
             after_list: Arc::default(),
             lease_fails_from: None,
             lease_calls: Arc::default(),
+            lease_calls_at: Arc::default(),
         }
     }
 }
@@ -124,6 +127,10 @@ impl Store for Hooked {
         ttl_ms: i64,
     ) -> Result<Lease> {
         let call = self.lease_calls.fetch_add(1, Ordering::SeqCst);
+        self.lease_calls_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(now_ms);
         if self
             .lease_fails_from
             .is_some_and(|first_failing| call >= first_failing)
