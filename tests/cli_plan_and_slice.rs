@@ -187,6 +187,19 @@ fn plan_check_into_a_closed_pipe_exits_quietly_without_a_panic() {
     }
 }
 
+/// A closed pipe does not turn an invalid plan into a success: `plan check --json | head` on a
+/// broken plan still exits 2 (a CI step with `pipefail` must fail).
+#[test]
+fn an_invalid_plan_into_a_closed_pipe_still_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "version: 1\nname: Bad Name\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, err) = migrate_into(&["plan", "check", bad, "--json"], closed_pipe());
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn plan_check_into_a_full_disk_says_cannot_write_and_exits_1() {
     let orders = plan("orders.yaml");

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, committed, print_json, to_stdout, write_applied};
+use super::{CliError, CliResult, Ctx, committed, exit_with, print_json, to_stdout, write_applied};
 use crate::controller::{AdvanceOptions, AdvanceOutcome};
 
 #[derive(Debug, Args)]
@@ -55,7 +55,7 @@ pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
         })
     };
     if gated {
-        return printed.map(|()| ExitCode::from(3));
+        return exit_with(printed, ExitCode::from(3));
     }
     match &outcome.applied {
         Some(applied) if !args.json => committed(applied, printed),

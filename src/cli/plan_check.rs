@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{CliError, CliResult, Ctx, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
 use crate::controller::ControllerError;
 use crate::machine::Ladder;
 use crate::plan::{Compiled, Diagnostic};
@@ -100,17 +100,17 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CliResult {
     match crate::plan::compile(&yaml, args.file.parent(), &ctx.resolve) {
         Err(errors) => {
             if args.json {
-                print_json(&Report {
+                let printed = print_json(&Report {
                     ok: false,
                     errors: &errors,
                     warnings: &[],
                     derived: None,
-                })?;
-            } else {
-                eprintln!("{file}: {} error(s)", errors.len());
-                for e in &errors {
-                    eprintln!("  {e}");
-                }
+                });
+                return exit_with(printed, ExitCode::from(2));
+            }
+            eprintln!("{file}: {} error(s)", errors.len());
+            for e in &errors {
+                eprintln!("  {e}");
             }
             Ok(ExitCode::from(2))
         }
