@@ -84,6 +84,31 @@ async fn world(tag: &str) -> Option<World> {
     })
 }
 
+/// Run a bridge until the sender it answers is used (or dropped).
+fn spawn_bridge<S: queue_migrate::store::Store + Clone + Send + Sync + 'static>(
+    store: &S,
+    settings: Settings,
+    brokers: &Brokers,
+    router: &Router,
+    metrics: &Arc<BridgeMetrics>,
+) -> (
+    tokio::task::JoinHandle<Result<(), bridge::BridgeError>>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(bridge::run(
+        store.clone(),
+        settings,
+        brokers.clone(),
+        router.clone(),
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (task, stop)
+}
+
 /// Whether a bridge says it holds the lease and forwards.
 fn active(metrics: &BridgeMetrics) -> bool {
     metrics
@@ -177,17 +202,13 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
         std::future::pending(),
     ));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (stop_b, stopped_b) = tokio::sync::oneshot::channel::<()>();
-    let task_b = tokio::spawn(bridge::run(
-        store.clone(),
+    let (task_b, stop_b) = spawn_bridge(
+        &store,
         settings(&run, "bridge-b"),
-        brokers.clone(),
-        router.clone(),
-        metrics_b.clone(),
-        async {
-            let _ = stopped_b.await;
-        },
-    ));
+        &brokers,
+        &router,
+        &metrics_b,
+    );
     // Let A forward some, then kill it (no release: B must wait for the lease to expire).
     let deadline = Instant::now() + Duration::from_secs(20);
     while metrics_a.confirmed(Side::Old) + metrics_a.confirmed(Side::New) < 40 {
@@ -331,17 +352,13 @@ async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
         .await
         .unwrap();
     let metrics_b = Arc::new(BridgeMetrics::new(&a.migration));
-    let (stop_b, stopped_b) = tokio::sync::oneshot::channel::<()>();
-    let task_b = tokio::spawn(bridge::run(
-        store.clone(),
+    let (task_b, stop_b) = spawn_bridge(
+        &store,
         settings(&run, "bridge-b"),
-        brokers.clone(),
-        router.clone(),
-        metrics_b.clone(),
-        async {
-            let _ = stopped_b.await;
-        },
-    ));
+        &brokers,
+        &router,
+        &metrics_b,
+    );
 
     let (old_seen, new_seen) = collect_both(&brokers, &a, total).await;
     let _ = stop_b.send(());
@@ -424,17 +441,7 @@ async fn a_bridge_takes_no_message_before_its_first_routing_document() {
         .unwrap();
     let router = Router::with_default_slices(16);
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(bridge::run(
-        store.clone(),
-        a.clone(),
-        brokers.clone(),
-        router.clone(),
-        metrics.clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
     let mut old_seen = Vec::new();
     collect(
         &brokers.old,
@@ -484,17 +491,7 @@ async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_l
     let router = Router::with_default_slices(16);
     router.offer(routing(&a.migration, 1, 0)).unwrap();
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(bridge::run(
-        store.clone(),
-        a.clone(),
-        brokers.clone(),
-        router.clone(),
-        metrics.clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
     // The session's renewal (the second call) sets the lease the session runs on.
     let deadline = Instant::now() + Duration::from_secs(20);
     let renewed_at = loop {

@@ -664,19 +664,14 @@ async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
     d.stop().await;
 }
 
-/// Regression: a round reads its instant once, and a command may enter a new step while the
-/// round runs; the tick then evaluated the new step at an instant before it began (readings of
-/// the step before) and acted on a guard's breach with a journal time earlier than the step's
-/// start. (An advance was already held: the minimum time is not met at a negative age.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
-    let w = World::new(&plan()).await;
+/// A person takes `w`'s migration to slices[0] (consume_dual and synthetic have no minimum
+/// time), then its guard fails: the instant the step began.
+async fn at_slices_0_with_a_failing_guard(w: &World) -> i64 {
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let actor = Actor {
         name: "alice".into(),
         reason: None,
     };
-    // A person takes it to slices[0] (consume_dual and synthetic have no minimum time).
     let mut entered = T0 * 1000;
     for _ in 0..3 {
         entered += 1_000;
@@ -687,6 +682,17 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     }
     assert_eq!(w.state().await, ("slices".into(), Some(0), false));
     w.indicators.set("app_error_ratio_new", 0.2);
+    entered
+}
+
+/// Regression: a round reads its instant once, and a command may enter a new step while the
+/// round runs; the tick then evaluated the new step at an instant before it began (readings of
+/// the step before) and acted on a guard's breach with a journal time earlier than the step's
+/// start. (An advance was already held: the minimum time is not met at a negative age.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
+    let w = World::new(&plan()).await;
+    let entered = at_slices_0_with_a_failing_guard(&w).await;
     let shared = Shared::new(
         w.store.clone(),
         daemon_config(Arc::new(AtomicI64::new(entered))),
@@ -732,20 +738,7 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
     let w = World::new(&plan()).await;
-    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-    let actor = Actor {
-        name: "alice".into(),
-        reason: None,
-    };
-    let mut entered = T0 * 1000;
-    for _ in 0..3 {
-        entered += 1_000;
-        w.controller(&fetcher)
-            .advance("local", &AdvanceOptions::default(), &actor, entered)
-            .await
-            .unwrap();
-    }
-    w.indicators.set("app_error_ratio_new", 0.2);
+    let entered = at_slices_0_with_a_failing_guard(&w).await;
     // The daemon's own clock is ten minutes behind the step's start.
     let behind = entered - 600_000;
     let shared = Shared::new(

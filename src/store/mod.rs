@@ -329,10 +329,79 @@ pub(crate) struct JournalRow<'a> {
     pub from: Snapshot,
     pub to: Snapshot,
     pub actor: &'a str,
-    pub reason: Option<&'a str>,
+    pub reason: Option<String>,
     pub forced: bool,
     pub evidence: String,
     pub generation: i64,
+}
+
+impl<'a> JournalRow<'a> {
+    /// The first entry of a migration `init` creates (version and generation 1).
+    pub fn of_init(new: &'a NewMigration) -> JournalRow<'a> {
+        let planned = Snapshot {
+            state: State::Planned,
+            paused: false,
+        };
+        JournalRow {
+            name: &new.name,
+            seq: 1,
+            at_ms: new.now_ms,
+            command: "init",
+            from: planned,
+            to: planned,
+            actor: &new.actor,
+            reason: Some(format!("plan {}", new.plan_path)),
+            forced: false,
+            evidence: serde_json::json!({ "plan_hash": new.plan_hash }).to_string(),
+            generation: 1,
+        }
+    }
+
+    /// The entry of transition `c` of `name` from `from`, to `version` and `generation`.
+    pub fn of_commit(
+        name: &'a str,
+        c: &'a Commit,
+        from: Snapshot,
+        version: i64,
+        generation: i64,
+    ) -> JournalRow<'a> {
+        JournalRow {
+            name,
+            seq: version,
+            at_ms: c.at_ms,
+            command: &c.command,
+            from,
+            to: c.to,
+            actor: &c.actor,
+            reason: c.reason.clone(),
+            forced: c.forced,
+            evidence: c.evidence.to_string(),
+            generation,
+        }
+    }
+
+    /// The entry of plan replacement `r` of `name`, which stays `at` its state.
+    pub fn of_plan_apply(
+        name: &'a str,
+        r: &'a PlanReplace,
+        at: Snapshot,
+        version: i64,
+        generation: i64,
+    ) -> JournalRow<'a> {
+        JournalRow {
+            name,
+            seq: version,
+            at_ms: r.at_ms,
+            command: "plan apply",
+            from: at,
+            to: at,
+            actor: &r.actor,
+            reason: Some(r.reason.clone()),
+            forced: false,
+            evidence: r.evidence.to_string(),
+            generation,
+        }
+    }
 }
 
 /// The state store.

@@ -179,7 +179,7 @@ async fn insert_journal(conn: &mut PgConnection, j: &JournalRow<'_>) -> Result<(
         .bind(step_of(j.to.state))
         .bind(j.to.paused)
         .bind(j.actor)
-        .bind(j.reason)
+        .bind(j.reason.as_deref())
         .bind(j.forced)
         .bind(&j.evidence)
         .bind(j.generation)
@@ -291,29 +291,7 @@ impl Store for PgStore {
         .await?
         .ok_or_else(|| StoreError::AlreadyExists(new.name.clone()))?;
         let record = migration_row(&row)?;
-        insert_journal(
-            &mut tx,
-            &JournalRow {
-                name: &new.name,
-                seq: 1,
-                at_ms: new.now_ms,
-                command: "init",
-                from: Snapshot {
-                    state: planned,
-                    paused: false,
-                },
-                to: Snapshot {
-                    state: planned,
-                    paused: false,
-                },
-                actor: &new.actor,
-                reason: Some(&format!("plan {}", new.plan_path)),
-                forced: false,
-                evidence: serde_json::json!({ "plan_hash": new.plan_hash }).to_string(),
-                generation: 1,
-            },
-        )
-        .await?;
+        insert_journal(&mut tx, &JournalRow::of_init(new)).await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -402,19 +380,7 @@ impl Store for PgStore {
         let record = migration_row(&updated)?;
         insert_journal(
             &mut tx,
-            &JournalRow {
-                name,
-                seq: version,
-                at_ms: c.at_ms,
-                command: &c.command,
-                from: current.snapshot(),
-                to: c.to,
-                actor: &c.actor,
-                reason: c.reason.as_deref(),
-                forced: c.forced,
-                evidence: c.evidence.to_string(),
-                generation,
-            },
+            &JournalRow::of_commit(name, c, current.snapshot(), version, generation),
         )
         .await?;
         tx.commit().await?;
@@ -462,19 +428,7 @@ impl Store for PgStore {
         let record = migration_row(&updated)?;
         insert_journal(
             &mut tx,
-            &JournalRow {
-                name,
-                seq: version,
-                at_ms: r.at_ms,
-                command: "plan apply",
-                from: current.snapshot(),
-                to: current.snapshot(),
-                actor: &r.actor,
-                reason: Some(&r.reason),
-                forced: false,
-                evidence: r.evidence.to_string(),
-                generation,
-            },
+            &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),
         )
         .await?;
         tx.commit().await?;

@@ -201,7 +201,7 @@ async fn insert_journal(conn: &mut SqliteConnection, j: &JournalRow<'_>) -> Resu
         .bind(step_of(j.to.state))
         .bind(b(j.to.paused))
         .bind(j.actor)
-        .bind(j.reason)
+        .bind(j.reason.as_deref())
         .bind(b(j.forced))
         .bind(&j.evidence)
         .bind(j.generation)
@@ -324,29 +324,7 @@ impl Store for SqliteStore {
         .bind(new.now_ms)
         .execute(&mut *tx)
         .await?;
-        insert_journal(
-            &mut tx,
-            &JournalRow {
-                name: &new.name,
-                seq: 1,
-                at_ms: new.now_ms,
-                command: "init",
-                from: Snapshot {
-                    state: planned,
-                    paused: false,
-                },
-                to: Snapshot {
-                    state: planned,
-                    paused: false,
-                },
-                actor: &new.actor,
-                reason: Some(&format!("plan {}", new.plan_path)),
-                forced: false,
-                evidence: serde_json::json!({ "plan_hash": new.plan_hash }).to_string(),
-                generation: 1,
-            },
-        )
-        .await?;
+        insert_journal(&mut tx, &JournalRow::of_init(new)).await?;
         tx.commit().await?;
         self.get(&new.name).await
     }
@@ -430,19 +408,7 @@ impl Store for SqliteStore {
         }
         insert_journal(
             &mut tx,
-            &JournalRow {
-                name,
-                seq: version,
-                at_ms: c.at_ms,
-                command: &c.command,
-                from: current.snapshot(),
-                to: c.to,
-                actor: &c.actor,
-                reason: c.reason.as_deref(),
-                forced: c.forced,
-                evidence: c.evidence.to_string(),
-                generation,
-            },
+            &JournalRow::of_commit(name, c, current.snapshot(), version, generation),
         )
         .await?;
         tx.commit().await?;
@@ -490,19 +456,7 @@ impl Store for SqliteStore {
         }
         insert_journal(
             &mut tx,
-            &JournalRow {
-                name,
-                seq: version,
-                at_ms: r.at_ms,
-                command: "plan apply",
-                from: current.snapshot(),
-                to: current.snapshot(),
-                actor: &r.actor,
-                reason: Some(&r.reason),
-                forced: false,
-                evidence: r.evidence.to_string(),
-                generation,
-            },
+            &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),
         )
         .await?;
         tx.commit().await?;
