@@ -187,6 +187,29 @@ const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, 
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
      generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
+/// The migration `name` read for a write, if it is still at version `expected` (a conflict
+/// naming the version it is at otherwise). Inside a `BEGIN IMMEDIATE` transaction: no other writer until it ends.
+async fn current_at(
+    conn: &mut SqliteConnection,
+    name: &str,
+    expected: i64,
+) -> Result<MigrationRecord> {
+    let row = sqlx::query("SELECT * FROM migrations WHERE name = ?")
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+    let current = migration_row(&row)?;
+    if current.version != expected {
+        return Err(StoreError::Conflict {
+            name: name.to_string(),
+            expected,
+            actual: current.version,
+        });
+    }
+    Ok(current)
+}
+
 /// Append `j` to the journal, inside the caller's transaction.
 async fn insert_journal(conn: &mut SqliteConnection, j: &JournalRow<'_>) -> Result<()> {
     sqlx::query(INSERT_JOURNAL)
@@ -367,20 +390,12 @@ impl Store for SqliteStore {
 
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let current = sqlx::query("SELECT * FROM migrations WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-        let current = migration_row(&current)?;
+        let current = current_at(&mut tx, name, c.expected_version).await?;
         let conflict = || StoreError::Conflict {
             name: name.to_string(),
             expected: c.expected_version,
             actual: current.version,
         };
-        if current.version != c.expected_version {
-            return Err(conflict());
-        }
         let version = c.expected_version + 1;
         let generation = current.generation + 1;
         let entered_at = if c.to.state == current.state {
@@ -417,20 +432,12 @@ impl Store for SqliteStore {
 
     async fn replace_plan(&self, name: &str, r: &PlanReplace) -> Result<MigrationRecord> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let current = sqlx::query("SELECT * FROM migrations WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-        let current = migration_row(&current)?;
+        let current = current_at(&mut tx, name, r.expected_version).await?;
         let conflict = || StoreError::Conflict {
             name: name.to_string(),
             expected: r.expected_version,
             actual: current.version,
         };
-        if current.version != r.expected_version {
-            return Err(conflict());
-        }
         let version = r.expected_version + 1;
         let (generation, updated_at) = if r.republish {
             (current.generation + 1, r.at_ms)
