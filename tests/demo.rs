@@ -74,6 +74,8 @@ fn seed_7_completes_with_every_invariant() {
 fn bad_deploy_is_caught_rolled_back_one_step_paused_resumed_and_completes() {
     let (code, r) = demo(&["--seed", "2", "--fault", "bad-deploy"]);
     assert_invariants(code, &r);
+    // The report names the fault as the flag does, not as the Rust type.
+    assert_eq!(r["fault"], "bad-deploy");
     assert!(r["breaches"].as_i64().unwrap() >= 1);
     let journal = r["journal"].as_array().unwrap();
     let i = journal

@@ -139,7 +139,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
                 "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}",
                 args.seed,
                 args.fault
-                    .map(|f| format!(", fault {f:?}"))
+                    .map(|f| format!(", fault {}", f.name()))
                     .unwrap_or_default()
             )
         })?;

@@ -210,7 +210,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
 
     let mut fault = FaultState::default();
     let mut fault_report = opts.fault.map(|f| FaultReport {
-        kind: format!("{f:?}"),
+        kind: f.name().to_string(),
         ..FaultReport::default()
     });
     let mut last_generation = 0_i64;
@@ -343,7 +343,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
     let rollbacks = journal.iter().filter(|e| e.command == "rollback").count() as u64;
     let report = Report {
         seed: opts.seed,
-        fault: opts.fault.map(|f| format!("{f:?}")),
+        fault: opts.fault.map(|f| f.name().to_string()),
         final_state: record.state.name().to_string(),
         produced: audit.produced,
         applied: audit.applied,

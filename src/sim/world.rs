@@ -35,6 +35,17 @@ pub enum Fault {
     BrokerOutage,
 }
 
+impl Fault {
+    /// The name `--fault` takes (`bad-deploy`...), as reports show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::BadDeploy => "bad-deploy",
+            Fault::ConsumerCrash => "consumer-crash",
+            Fault::BrokerOutage => "broker-outage",
+        }
+    }
+}
+
 /// The shape of the world.
 #[derive(Debug, Clone)]
 pub struct Settings {
