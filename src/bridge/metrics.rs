@@ -38,17 +38,17 @@ impl BridgeMetrics {
         }
     }
 
-    /// A publish to `side` was sent (each attempt counts).
-    pub fn forwarded(&self, side: Side) {
+    /// A publish to `side` is sent (each attempt counts): pending until [`Attempt::settled`], or
+    /// until the attempt is dropped unsettled (its forward was cancelled: a lost lease, the end
+    /// of a shutdown's grace), which counts neither a confirm nor an error.
+    pub fn forwarded(&self, side: Side) -> Attempt<'_> {
         self.forwarded[index(side)].fetch_add(1, Ordering::Relaxed);
         self.pending[index(side)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The publish to `side` was confirmed (`ok`) or failed.
-    pub fn settled(&self, side: Side, ok: bool) {
-        self.pending[index(side)].fetch_sub(1, Ordering::Relaxed);
-        let counter = if ok { &self.confirmed } else { &self.errors };
-        counter[index(side)].fetch_add(1, Ordering::Relaxed);
+        Attempt {
+            metrics: self,
+            side,
+            open: true,
+        }
     }
 
     /// A message had no usable key.
@@ -147,6 +147,32 @@ impl BridgeMetrics {
     }
 }
 
+/// One publish in flight, counted in `queue_migrate_bridge_pending` while it lives.
+pub struct Attempt<'a> {
+    metrics: &'a BridgeMetrics,
+    side: Side,
+    open: bool,
+}
+
+impl Attempt<'_> {
+    /// The publish was confirmed (`ok`) or failed.
+    pub fn settled(mut self, ok: bool) {
+        self.open = false;
+        let m = self.metrics;
+        m.pending[index(self.side)].fetch_sub(1, Ordering::Relaxed);
+        let counter = if ok { &m.confirmed } else { &m.errors };
+        counter[index(self.side)].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.metrics.pending[index(self.side)].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,11 +180,9 @@ mod tests {
     #[test]
     fn counts_by_destination_and_renders_every_series() {
         let m = BridgeMetrics::new("orders");
-        m.forwarded(Side::New);
-        m.forwarded(Side::New);
-        m.settled(Side::New, true);
-        m.forwarded(Side::Old);
-        m.settled(Side::Old, false);
+        let in_flight = m.forwarded(Side::New);
+        m.forwarded(Side::New).settled(true);
+        m.forwarded(Side::Old).settled(false);
         m.unkeyed();
         let text = m.render();
         let exp = crate::indicators::exposition::parse(&text);
@@ -173,5 +197,28 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
+        drop(in_flight);
+    }
+
+    /// Regression: a forward cancelled mid-publish (a lost lease, the end of a shutdown's
+    /// grace) left its publish counted as pending for good.
+    #[test]
+    fn a_cancelled_publish_leaves_the_pending_gauge() {
+        let m = BridgeMetrics::new("orders");
+        let attempt = m.forwarded(Side::New);
+        drop(attempt);
+        let text = m.render();
+        assert!(
+            text.contains(
+                "queue_migrate_bridge_pending{migration=\"orders\",destination=\"new\",route=\"bridge\"} 0"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "queue_migrate_bridge_confirmed_total{migration=\"orders\",destination=\"new\",route=\"bridge\"} 0"
+            ),
+            "{text}"
+        );
     }
 }

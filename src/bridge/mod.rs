@@ -449,12 +449,12 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
         let route = router.route(&key);
         let side = route.target;
         let message = stamped(&delivery.message, &route, settings);
-        metrics.forwarded(side);
+        let attempt = metrics.forwarded(side);
         let published = brokers
             .side(side)
             .publish(settings.queue(side), &message)
             .await;
-        metrics.settled(side, published.is_ok());
+        attempt.settled(published.is_ok());
         match published {
             Ok(()) => {
                 metrics.published.add(
