@@ -290,19 +290,10 @@ impl<S: Store> Controller<'_, S> {
     ) -> Result<Loaded> {
         let (plan, ladder) = match plans {
             Some(cache) => cache.compile(&record, self.resolve, self.secrets),
-            None => {
-                let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
-                plan::compile_with(
-                    &record.plan_yaml,
-                    dir.as_deref(),
-                    self.resolve,
-                    self.secrets,
-                )
-                .map(|c| {
-                    let ladder = Ladder::of(&c.plan);
-                    (c.plan, ladder)
-                })
-            }
+            None => plans::compile_stored(&record, self.resolve, self.secrets).map(|c| {
+                let ladder = Ladder::of(&c.plan);
+                (c.plan, ladder)
+            }),
         }
         .map_err(|d| stored_plan_error(&record, d))?;
         let loaded = Loaded {
@@ -352,17 +343,9 @@ impl<S: Store> Controller<'_, S> {
             let plan = if current.plan_hash == loaded.record.plan_hash {
                 loaded.plan.clone()
             } else {
-                let dir = Path::new(&current.plan_path)
-                    .parent()
-                    .map(Path::to_path_buf);
-                plan::compile_with(
-                    &current.plan_yaml,
-                    dir.as_deref(),
-                    self.resolve,
-                    self.secrets,
-                )
-                .map_err(ControllerError::Plan)?
-                .plan
+                plans::compile_stored(&current, self.resolve, self.secrets)
+                    .map_err(|d| stored_plan_error(&current, d))?
+                    .plan
             };
             let newer = publish::document(&plan, &current);
             publish_error = self.publish_once(&current, &newer, &plan).await?;

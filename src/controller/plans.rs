@@ -62,6 +62,20 @@ impl Resolve for Recording<'_> {
     }
 }
 
+/// The stored plan of `record` compiled afresh: its text, with relative paths read from the
+/// directory of the file it was stored from.
+///
+/// # Errors
+/// The plan does not compile.
+pub fn compile_stored(
+    record: &MigrationRecord,
+    resolve: &dyn Resolve,
+    secrets: SecretsMode,
+) -> Result<plan::Compiled, Vec<Diagnostic>> {
+    let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
+    plan::compile_with(&record.plan_yaml, dir.as_deref(), resolve, secrets)
+}
+
 #[derive(Debug)]
 struct Entry {
     plan_yaml: String,
@@ -114,12 +128,11 @@ impl PlanCache {
         {
             return Ok((e.plan.clone(), e.ladder.clone()));
         }
-        let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
         let recording = Recording {
             inner: resolve,
             seen: Mutex::default(),
         };
-        let compiled = plan::compile_with(&record.plan_yaml, dir.as_deref(), &recording, secrets);
+        let compiled = compile_stored(record, &recording, secrets);
         let inputs = std::mem::take(&mut *lock(&recording.seen));
         match compiled {
             Ok(c) => {
