@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{CliError, CliResult, Ctx, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
 use crate::dlq::alerts::{self, AlertInputs};
 use crate::dlq::disposition::{
     Action, CloseReason, Disposition, covered_until, split_against_history,
@@ -965,8 +965,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let printed = if said.is_empty() { Ok(()) } else { emit(&said) };
     // The replay's own outcome comes first; then whether its summary could be written.
-    let code = result?;
-    printed.map(|()| code)
+    exit_with(printed, result?)
 }
 
 /// Record every replayed group as a decision (action `replay`); how many.
