@@ -883,3 +883,64 @@ async fn unreachable_broker_is_a_connect_error() {
         );
     }
 }
+
+/// Regression: a message NATS can never take (over the server's `max_payload`, a header it
+/// cannot encode, over the stream's `max_msg_size`) was `NotConfirmed`, the answer of a
+/// transient failure, so the bridge retried it forever and stalled. Those are `Refused` now;
+/// a publish to a subject without a stream (nothing about the message) is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_refuses_a_message_it_can_never_take_and_only_that() {
+    let Some(url) = url(Kind::Nats) else {
+        return;
+    };
+    let adapter = connect(Kind::Nats, &url).await;
+    let q = queue("refused");
+    adapter.declare(&q).await.unwrap();
+
+    let over = Message::new(vec![7_u8; common::nats::max_payload().await + 1024]);
+    match adapter.publish(&q, &over).await {
+        Err(e @ BrokerError::Refused { .. }) => {
+            assert!(e.to_string().contains("max payload"), "{e}")
+        }
+        other => panic!("an oversize message: expected Refused, got {other:?}"),
+    }
+    let header = Message::new(b"x".to_vec()).with_header("a header: with a colon", "v");
+    let e = adapter.publish(&q, &header).await.unwrap_err();
+    assert!(e.is_refused(), "a header NATS cannot encode: {e:?}");
+
+    // A stream whose max_msg_size is below the message: the PubAck error (10054) is about it.
+    let small = queue("refused-small");
+    let client = async_nats::connect(url.as_str()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: small.replace('.', "_"),
+        subjects: vec![small.clone()],
+        max_message_size: 1024,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let e = adapter
+        .publish(&small, &Message::new(vec![1_u8; 4096]))
+        .await
+        .unwrap_err();
+    assert!(e.is_refused(), "over the stream's max_msg_size: {e:?}");
+    adapter
+        .publish(&small, &Message::new(vec![1_u8; 512]))
+        .await
+        .unwrap();
+
+    // No stream takes this subject: a configuration matter, retried, never Refused.
+    let nowhere = queue("no-stream");
+    match adapter
+        .publish(&nowhere, &Message::new(b"x".to_vec()))
+        .await
+    {
+        Err(BrokerError::NotConfirmed { .. }) => {}
+        other => panic!("no stream: expected NotConfirmed, got {other:?}"),
+    }
+    // The adapter is fine after all that.
+    adapter.publish(&q, &stamped(1)).await.unwrap();
+    cleanup(Kind::Nats, &url, &q).await;
+    cleanup(Kind::Nats, &url, &small).await;
+}

@@ -125,6 +125,21 @@ pub enum BrokerError {
         /// Why.
         reason: String,
     },
+    /// The broker or its client refused this very message: larger than the NATS server's
+    /// `max_payload` or a JetStream stream's `max_msg_size`, a header name or value the wire
+    /// format cannot carry. Nothing was stored, and publishing the same message again will not
+    /// succeed until the destination's configuration changes (so retrying it only blocks what
+    /// waits behind it). Given only where that is certain: a lost connection, a timeout, a nack
+    /// or any other doubt is [`BrokerError::NotConfirmed`].
+    #[error("{kind}: publish to {queue:?} refused for this message: {reason}")]
+    Refused {
+        /// The broker kind.
+        kind: &'static str,
+        /// The queue or stream.
+        queue: String,
+        /// What the broker or its client said about the message.
+        reason: String,
+    },
     /// An operation failed on the broker (declare, consume, ack, depth, browse).
     #[error("{kind}: {operation} on {queue:?}: {reason}")]
     Operation {
@@ -151,6 +166,24 @@ pub enum BrokerError {
 }
 
 impl BrokerError {
+    /// Whether the destination refused the message itself ([`BrokerError::Refused`]): the same
+    /// publish will fail again, however often it is retried.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, BrokerError::Refused { .. })
+    }
+
+    pub(crate) fn refused(
+        kind: &'static str,
+        queue: &str,
+        reason: impl std::fmt::Display,
+    ) -> BrokerError {
+        BrokerError::Refused {
+            kind,
+            queue: queue.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
     pub(crate) fn operation(
         kind: &'static str,
         operation: &'static str,
@@ -343,8 +376,14 @@ impl Adapter {
     /// # Errors
     /// [`BrokerError::NotConfirmed`] when the broker nacked, returned (no such RabbitMQ queue, no
     /// stream for the subject), did not answer within [`CONFIRM_TIMEOUT`], or the connection
-    /// broke; also for a header name or value the broker's wire format cannot carry. The message
-    /// may or may not be stored: retry.
+    /// broke. The message may or may not be stored: retry.
+    ///
+    /// [`BrokerError::Refused`] when the broker or its client refused this very message and
+    /// nothing was stored: a header name or value the wire format cannot carry (a RabbitMQ header
+    /// name over 255 bytes; a NATS header name or value NATS cannot encode), a message larger than
+    /// the NATS server's `max_payload` (checked by the client against what the server announced),
+    /// a JetStream `PubAck` error about the message (larger than the stream's `max_msg_size`).
+    /// Retrying the same message will not succeed until the destination changes.
     pub async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
         match self {
             Adapter::RabbitMq(b) => b.publish(queue, message).await,

@@ -45,6 +45,42 @@ fn not_confirmed(queue: &str, reason: impl fmt::Display) -> BrokerError {
     BrokerError::not_confirmed(KIND, queue, reason)
 }
 
+fn refused(queue: &str, reason: impl fmt::Display) -> BrokerError {
+    BrokerError::refused(KIND, queue, reason)
+}
+
+/// JetStream `PubAck` error codes about the message itself, which the same message meets again
+/// on every retry: 10054, larger than the stream's `max_msg_size`. Every other code (a stream
+/// full under `discard: new`, storage exhausted, no leader, ...) can clear by itself and stays
+/// [`BrokerError::NotConfirmed`].
+const REFUSED_CODES: &[jetstream::ErrorCode] =
+    &[jetstream::ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM];
+
+/// A failed JetStream publish (sending it or its `PubAck`) as a [`BrokerError`]: `Refused` for
+/// a message the client will not send (larger than the server's `max_payload`) or a `PubAck`
+/// error in [`REFUSED_CODES`]; `NotConfirmed` for everything else (timeouts, a broken
+/// connection, no stream, other server errors).
+fn publish_error(queue: &str, e: &context::PublishError) -> BrokerError {
+    use context::PublishErrorKind as K;
+    let about_the_message = match e.kind() {
+        K::MaxPayloadExceeded => true,
+        K::Other => std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<jetstream::Error>())
+            .is_some_and(|js| REFUSED_CODES.contains(&js.error_code())),
+        K::StreamNotFound
+        | K::WrongLastMessageId
+        | K::WrongLastSequence
+        | K::TimedOut
+        | K::BrokenPipe
+        | K::MaxAckPending => false,
+    };
+    if about_the_message {
+        refused(queue, e)
+    } else {
+        not_confirmed(queue, e)
+    }
+}
+
 /// The stream (or consumer) name for a queue (or group): JetStream names cannot hold `.`, `*`,
 /// `>`, `/`, `\` or blanks; each becomes `_`.
 pub(super) fn jetstream_name(name: &str) -> String {
@@ -117,10 +153,11 @@ impl Nats {
     pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
         let mut headers = HeaderMap::new();
         for (name, value) in &message.headers {
+            // What NATS cannot encode in a header is in the message: refused, on every retry.
             let name = HeaderName::from_str(name)
-                .map_err(|e| not_confirmed(queue, format!("header {name:?}: {e}")))?;
+                .map_err(|e| refused(queue, format!("header {name:?}: {e}")))?;
             let value = HeaderValue::from_str(value)
-                .map_err(|e| not_confirmed(queue, format!("header {name}: {e}")))?;
+                .map_err(|e| refused(queue, format!("header {name}: {e}")))?;
             headers.insert(name, value);
         }
         let confirm = async {
@@ -128,8 +165,8 @@ impl Nats {
                 .js
                 .publish_with_headers(queue.to_string(), headers, message.payload.clone().into())
                 .await
-                .map_err(|e| not_confirmed(queue, e))?;
-            ack.await.map_err(|e| not_confirmed(queue, e))
+                .map_err(|e| publish_error(queue, &e))?;
+            ack.await.map_err(|e| publish_error(queue, &e))
         };
         tokio::time::timeout(CONFIRM_TIMEOUT, confirm)
             .await
@@ -377,6 +414,52 @@ impl Acker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pub_ack_error(code: u64) -> context::PublishError {
+        let js: jetstream::Error = serde_json::from_value(serde_json::json!({
+            "code": 400, "err_code": code, "description": "from the server"
+        }))
+        .expect("a JetStream API error");
+        context::PublishError::with_source(context::PublishErrorKind::Other, js)
+    }
+
+    /// Regression: a message larger than the server's max_payload was NotConfirmed, which the
+    /// bridge retried forever, blocking its key and, once enough piled up behind it, everything.
+    #[test]
+    fn a_message_over_max_payload_or_the_streams_max_msg_size_is_refused() {
+        let over = context::PublishError::with_source(
+            context::PublishErrorKind::MaxPayloadExceeded,
+            "Payload size limit of 1048576 exceeded by message size of 2097152",
+        );
+        let e = publish_error("ORDERS", &over);
+        assert!(e.is_refused(), "{e}");
+        assert!(e.to_string().contains("1048576"), "{e}");
+        let e = publish_error("ORDERS", &pub_ack_error(10054));
+        assert!(e.is_refused(), "{e}");
+    }
+
+    #[test]
+    fn transient_publish_failures_are_not_refused() {
+        use context::PublishErrorKind as K;
+        for kind in [
+            K::TimedOut,
+            K::BrokenPipe,
+            K::StreamNotFound,
+            K::MaxAckPending,
+            K::Other,
+        ] {
+            let e = publish_error("ORDERS", &context::PublishError::new(kind));
+            assert!(
+                matches!(e, BrokerError::NotConfirmed { .. }),
+                "{kind:?}: {e}"
+            );
+        }
+        // Server errors that can clear: storage, a full stream with `discard: new`, no leader.
+        for code in [10047, 10077, 10008, 10023] {
+            let e = publish_error("ORDERS", &pub_ack_error(code));
+            assert!(matches!(e, BrokerError::NotConfirmed { .. }), "{code}: {e}");
+        }
+    }
 
     #[test]
     fn names_lose_the_characters_jetstream_refuses() {

@@ -261,7 +261,9 @@ impl RabbitMq {
         let routing_key = short(queue, "queue name").map_err(|e| not_confirmed(queue, e))?;
         let mut headers = FieldTable::default();
         for (name, value) in &message.headers {
-            let name = short(name, "header name").map_err(|e| not_confirmed(queue, e))?;
+            // A name AMQP cannot carry (over 255 bytes) is in the message: refused, every time.
+            let name =
+                short(name, "header name").map_err(|e| BrokerError::refused(KIND, queue, e))?;
             headers.insert(
                 name,
                 AMQPValue::LongString(LongString::from(value.as_bytes())),

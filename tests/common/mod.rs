@@ -7,6 +7,8 @@
 pub mod hooked;
 #[cfg(feature = "brokers")]
 pub mod management;
+#[cfg(feature = "brokers")]
+pub mod nats;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
