@@ -38,6 +38,7 @@ fn settings(run: &str, holder: &str) -> Settings {
         key: BridgeKey::Json("orderId".into()),
         prefetch: 16,
         old_queue: format!("qm-bridge-{run}.old"),
+        dead_letter: None,
         new_queue: format!("qm-bridge-{run}.new"),
         old_name: "rabbitmq".into(),
         new_name: "redis".into(),
@@ -52,14 +53,20 @@ fn settings(run: &str, holder: &str) -> Settings {
 /// a note, without the servers.
 struct World {
     run: String,
-    redis_url: String,
+    /// The new broker's URL.
+    new_url: String,
     dir: tempfile::TempDir,
     store: queue_migrate::store::any::AnyStore,
     brokers: Brokers,
 }
 
 async fn world(tag: &str) -> Option<World> {
-    let (Some(amqp), Some(redis_url)) = (env("QM_TEST_AMQP_URL"), env("QM_TEST_REDIS_URL")) else {
+    world_to(tag, Kind::Redis, "QM_TEST_REDIS_URL").await
+}
+
+/// [`world`] with `new` (its URL in `new_var`) as the new broker.
+async fn world_to(tag: &str, new: Kind, new_var: &str) -> Option<World> {
+    let (Some(amqp), Some(new_url)) = (env("QM_TEST_AMQP_URL"), env(new_var)) else {
         return None;
     };
     let run = format!(
@@ -73,11 +80,11 @@ async fn world(tag: &str) -> Option<World> {
         .unwrap();
     let brokers = Brokers {
         old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
-        new: Arc::new(Adapter::connect(Kind::Redis, &redis_url).await.unwrap()),
+        new: Arc::new(Adapter::connect(new, &new_url).await.unwrap()),
     };
     Some(World {
         run,
-        redis_url,
+        new_url,
         dir,
         store,
         brokers,
@@ -167,7 +174,7 @@ async fn collect_both(
 async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
     let Some(World {
         run,
-        redis_url: _,
+        new_url: _,
         dir: _dir,
         store,
         brokers,
@@ -286,7 +293,7 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
 async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
     let Some(World {
         run,
-        redis_url,
+        new_url: redis_url,
         dir: _dir,
         store,
         brokers,
@@ -417,7 +424,7 @@ fn routing(migration: &str, generation: u64, migrated: u32) -> RoutingDocument {
 async fn a_bridge_takes_no_message_before_its_first_routing_document() {
     let Some(World {
         run,
-        redis_url: _,
+        new_url: _,
         dir: _dir,
         store,
         brokers,
@@ -472,7 +479,7 @@ async fn a_bridge_takes_no_message_before_its_first_routing_document() {
 async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_lease_runs_out() {
     let Some(World {
         run,
-        redis_url: _,
+        new_url: _,
         dir: _dir,
         store,
         brokers,
@@ -542,4 +549,245 @@ async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_l
     assert_eq!(seen.len(), 1, "a message taken past the promised stop");
     let _ = stop.send(());
     task.await.unwrap().unwrap();
+}
+
+/// Settings of a bridge from RabbitMQ to NATS whose key is the header `x-order-id` (so a
+/// payload may be any bytes), with the dead-letter queue `qm-bridge-RUN.dlq` on old or none.
+fn to_nats(run: &str, dead_letter: bool) -> Settings {
+    Settings {
+        key: BridgeKey::Header("x-order-id".into()),
+        new_name: "nats".into(),
+        dead_letter: dead_letter.then(|| format!("qm-bridge-{run}.dlq")),
+        ..settings(run, "bridge-a")
+    }
+}
+
+/// A small message of `key`: `{"orderId": key, "seq": seq}`.
+fn keyed(key: &str, seq: u64) -> Message {
+    let body = serde_json::json!({"orderId": key, "seq": seq}).to_string();
+    Message::new(body.into_bytes()).with_header("x-order-id", key)
+}
+
+/// A message of `key` that NATS cannot take: `size` bytes, not UTF-8.
+fn oversize(key: &str, size: usize) -> Message {
+    let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8 | 0x80).collect();
+    Message::new(payload)
+        .with_header("x-order-id", key)
+        .with_header("x-custom", "kept")
+}
+
+/// `seq` of a [`keyed`] message.
+fn seq_of(m: &Message) -> u64 {
+    let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    body["seq"].as_u64().unwrap()
+}
+
+/// The `seq`s of `key`'s first deliveries in `seen`, in order.
+fn firsts_of(seen: &[Message], key: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for m in seen.iter().filter(|m| m.header("x-order-id") == Some(key)) {
+        let seq = seq_of(m);
+        if !out.contains(&seq) {
+            out.push(seq);
+        }
+    }
+    out
+}
+
+/// Read `queue` until `want` different messages arrived or `seconds` passed.
+async fn collect_until(
+    adapter: &Adapter,
+    queue: &str,
+    want: usize,
+    seconds: u64,
+    seen: &mut Vec<Message>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while distinct(seen) < want && Instant::now() < deadline {
+        let until = (Instant::now() + Duration::from_secs(1)).min(deadline);
+        collect(adapter, queue, seen, until).await;
+    }
+}
+
+/// A series of the bridge's metrics, by its name and labels.
+fn series(metrics: &BridgeMetrics, name_and_labels: &str) -> Option<f64> {
+    metrics.render().lines().find_map(|l| {
+        l.strip_prefix(name_and_labels)
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// Regression: a message NATS refuses for good (larger than its max_payload; RabbitMQ took it)
+/// was retried forever: its key was blocked for good and, once `2 × prefetch` messages were
+/// held, the whole bridge. Now it is parked in the old broker's dead-letter queue as a seed-001
+/// envelope, payload byte for byte, original headers kept, and the key moves on in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_nats_refuses_is_dead_lettered_and_its_key_moves_on() {
+    let Some(World {
+        run,
+        new_url: _,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world_to("refused", Kind::Nats, "QM_TEST_NATS_URL").await
+    else {
+        return;
+    };
+    let a = to_nats(&run, true);
+    let dlq = a.dead_letter.clone().unwrap();
+    brokers.old.declare(&a.ingress).await.unwrap();
+    brokers.new.declare(&a.new_queue).await.unwrap();
+    brokers.old.declare(&dlq).await.unwrap();
+    let big = oversize("order-big", common::nats::max_payload().await + 1024 * 1024);
+    for m in [
+        keyed("order-big", 0),
+        big.clone(),
+        keyed("order-big", 2),
+        keyed("order-other", 0),
+        keyed("order-big", 3),
+        keyed("order-other", 1),
+    ] {
+        brokers.old.publish(&a.ingress, &m).await.unwrap();
+    }
+    // Every slice on new: the big message's slice is migrated.
+    let router = Router::with_default_slices(16);
+    router.offer(routing(&a.migration, 1, 16)).unwrap();
+    let metrics = Arc::new(BridgeMetrics::new(&a.migration));
+    let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
+
+    let mut new_seen = Vec::new();
+    collect_until(&brokers.new, &a.new_queue, 5, 30, &mut new_seen).await;
+    assert_eq!(
+        firsts_of(&new_seen, "order-big"),
+        [0, 2, 3],
+        "the key moves on past the refused message, in order"
+    );
+    assert_eq!(firsts_of(&new_seen, "order-other"), [0, 1]);
+
+    let mut parked = Vec::new();
+    collect_until(&brokers.old, &dlq, 1, 20, &mut parked).await;
+    assert_eq!(distinct(&parked), 1, "one dead letter");
+    let letter = &parked[0];
+    let envelope = queue_migrate::dlq::envelope::DeadLetter::from_line(&letter.payload)
+        .expect("a seed-001 envelope");
+    assert!(
+        envelope.payload.to_bytes().as_ref() == big.payload.as_slice(),
+        "the payload is byte-intact ({} bytes parked, {} sent)",
+        envelope.payload.to_bytes().len(),
+        big.payload.len()
+    );
+    assert_eq!(envelope.error_class, "bridge_refused");
+    assert!(
+        envelope.error_message.contains("max payload"),
+        "{}",
+        envelope.error_message
+    );
+    assert!(
+        envelope
+            .consumer_version
+            .starts_with("queue-migrate-bridge "),
+        "{}",
+        envelope.consumer_version
+    );
+    assert!(envelope.attempts >= 1);
+    assert_eq!(letter.header("x-order-id"), Some("order-big"));
+    assert_eq!(letter.header("x-custom"), Some("kept"));
+    let labels = format!("{{migration=\"{}\",destination=\"new\"}}", a.migration);
+    assert_eq!(
+        series(
+            &metrics,
+            &format!("queue_migrate_bridge_dead_lettered_total{labels}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            &format!("queue_migrate_bridge_refused_total{labels}")
+        ),
+        Some(1.0)
+    );
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+/// Regression, without `brokers.old.dead_letter`: the refused message is retried (never
+/// dropped, never acked), counted once in `queue_migrate_bridge_refused_total` however often
+/// it is retried, its key waits, and other keys keep flowing. Once the bridge stops, the
+/// message is still on the ingress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_a_dead_letter_queue_a_refused_message_is_kept_and_other_keys_flow() {
+    let Some(World {
+        run,
+        new_url: _,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world_to("kept", Kind::Nats, "QM_TEST_NATS_URL").await
+    else {
+        return;
+    };
+    let a = to_nats(&run, false);
+    brokers.old.declare(&a.ingress).await.unwrap();
+    brokers.new.declare(&a.new_queue).await.unwrap();
+    let big = oversize("order-big", common::nats::max_payload().await + 1024 * 1024);
+    brokers.old.publish(&a.ingress, &big).await.unwrap();
+    brokers
+        .old
+        .publish(&a.ingress, &keyed("order-big", 1))
+        .await
+        .unwrap();
+    for seq in 0..5 {
+        brokers
+            .old
+            .publish(&a.ingress, &keyed("order-other", seq))
+            .await
+            .unwrap();
+    }
+    let router = Router::with_default_slices(16);
+    router.offer(routing(&a.migration, 1, 16)).unwrap();
+    let metrics = Arc::new(BridgeMetrics::new(&a.migration));
+    let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
+
+    let mut new_seen = Vec::new();
+    collect_until(&brokers.new, &a.new_queue, 5, 30, &mut new_seen).await;
+    assert_eq!(
+        firsts_of(&new_seen, "order-other"),
+        [0, 1, 2, 3, 4],
+        "other keys flow"
+    );
+    // A few retries (100 ms, 200 ms, 400 ms, ...) happen meanwhile.
+    collect_until(&brokers.new, &a.new_queue, 6, 2, &mut new_seen).await;
+    assert!(
+        firsts_of(&new_seen, "order-big").is_empty(),
+        "the key waits behind its refused message"
+    );
+    let labels = format!("{{migration=\"{}\",destination=\"new\"}}", a.migration);
+    assert_eq!(
+        series(
+            &metrics,
+            &format!("queue_migrate_bridge_refused_total{labels}")
+        ),
+        Some(1.0),
+        "counted once per message"
+    );
+    let errors = series(
+        &metrics,
+        &format!("queue_migrate_bridge_publish_errors_total{{migration=\"{}\",destination=\"new\",route=\"bridge\"}}", a.migration),
+    )
+    .unwrap_or(0.0);
+    assert!(errors >= 2.0, "retried: {errors} publish errors");
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+
+    // Nothing was dropped: both of the key's messages are back on the ingress, in order.
+    let mut left = Vec::new();
+    collect_until(&brokers.old, &a.ingress, 2, 10, &mut left).await;
+    assert_eq!(
+        distinct(&left),
+        2,
+        "the refused message and the one behind it"
+    );
+    assert!(left[0].payload == big.payload, "the refused message first");
+    assert_eq!(seq_of(&left[1]), 1);
 }

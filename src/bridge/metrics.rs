@@ -14,6 +14,8 @@ pub struct BridgeMetrics {
     confirmed: [AtomicU64; 2],
     errors: [AtomicU64; 2],
     pending: [AtomicI64; 2],
+    refused: [AtomicU64; 2],
+    dead_lettered: [AtomicU64; 2],
     unkeyed: AtomicU64,
     ack_errors: AtomicU64,
     active: AtomicU64,
@@ -49,6 +51,18 @@ impl BridgeMetrics {
             side,
             open: true,
         }
+    }
+
+    /// `side` refused a message for good ([`crate::brokers::BrokerError::Refused`]); counted
+    /// once per message, however often it is retried.
+    pub fn refused(&self, side: Side) {
+        self.refused[index(side)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A message `side` refused was parked in the old broker's dead-letter queue (its ingress
+    /// message is acked next).
+    pub fn dead_lettered(&self, side: Side) {
+        self.dead_lettered[index(side)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// A message had no usable key.
@@ -118,6 +132,28 @@ impl BridgeMetrics {
             "Publishes awaiting the destination's confirm.",
             [pending(0), pending(1)],
         );
+        for (name, help, v) in [
+            (
+                "queue_migrate_bridge_refused_total",
+                "Messages a destination refused for good (too large, a header it cannot carry): \
+                 dead-lettered when the plan names brokers.old.dead_letter, else retried while \
+                 their key waits.",
+                load(&self.refused),
+            ),
+            (
+                "queue_migrate_bridge_dead_lettered_total",
+                "Refused messages parked in the old broker's dead-letter queue (then acked).",
+                load(&self.dead_lettered),
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (side, v) in [("old", v[0]), ("new", v[1])] {
+                let _ = writeln!(
+                    out,
+                    "{name}{{migration=\"{m}\",destination=\"{side}\"}} {v}"
+                );
+            }
+        }
         for (name, help, v) in [
             (
                 "queue_migrate_bridge_unkeyed_total",
@@ -198,6 +234,27 @@ mod tests {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
         drop(in_flight);
+    }
+
+    /// Regression: a message the destination refused for good was only one more publish error,
+    /// retried forever; nothing told it apart from an outage, or said it was parked.
+    #[test]
+    fn refused_and_dead_lettered_messages_are_counted_by_destination() {
+        let m = BridgeMetrics::new("orders");
+        m.refused(Side::New);
+        m.refused(Side::New);
+        m.dead_lettered(Side::New);
+        let text = m.render();
+        let exp = crate::indicators::exposition::parse(&text);
+        assert!(exp.is_clean(), "{text}");
+        for line in [
+            "queue_migrate_bridge_refused_total{migration=\"orders\",destination=\"new\"} 2",
+            "queue_migrate_bridge_refused_total{migration=\"orders\",destination=\"old\"} 0",
+            "queue_migrate_bridge_dead_lettered_total{migration=\"orders\",destination=\"new\"} 1",
+            "queue_migrate_bridge_dead_lettered_total{migration=\"orders\",destination=\"old\"} 0",
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
     }
 
     /// Regression: a forward cancelled mid-publish (a lost lease, the end of a shutdown's

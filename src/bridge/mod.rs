@@ -19,11 +19,16 @@
 //!   released. A bridge stops taking messages before its lease runs out.
 //! - A publish that fails is retried with backoff, re-routed by the routing document of the
 //!   moment (a rollback while the new broker is down sends the message back to old).
+//! - A message the destination refuses for good ([`BrokerError::Refused`]: too large for NATS,
+//!   a header it cannot carry) is parked as a seed-001 envelope ([`dead_letter`]) in the old
+//!   broker's `brokers.old.dead_letter` queue and acked once that publish is confirmed, so its
+//!   key moves on; without a dead-letter queue it is retried (never dropped), reported once.
 //!
 //! Metrics ([`metrics::BridgeMetrics`]): forwarded, confirmed, errors and pending by destination,
-//! messages without a key, ingress acks that failed, whether this instance is active, and
+//! refused and dead-lettered messages by destination, messages without a key, ingress acks that failed, whether this instance is active, and
 //! `queue_migrate_published_total{route="bridge"}`.
 
+pub mod dead_letter;
 pub mod key;
 pub mod metrics;
 pub mod order;
@@ -72,6 +77,10 @@ pub struct Settings {
     pub prefetch: u16,
     /// The old-side queue consumers read (`brokers.old.queue`).
     pub old_queue: String,
+    /// The old broker's dead-letter queue (`brokers.old.dead_letter`): where a message the
+    /// destination refuses for good is parked (then acked). `None`: such a message is retried
+    /// like any other, its key waiting, and reported once.
+    pub dead_letter: Option<String>,
     /// The new broker's queue or stream.
     pub new_queue: String,
     /// The brokers' names, for the route stamp.
@@ -436,7 +445,9 @@ async fn pending_renewal(renewal: &mut Option<Renewal<'_>>) -> Renewed {
 }
 
 /// Publish one message to where its key goes now, retrying until confirmed; then ack the ingress.
-/// Answers the key, whose next message may go.
+/// A message the destination refuses for good ([`BrokerError::Refused`]) is parked in the old
+/// broker's dead-letter queue when the plan names one, then acked; without one it is retried
+/// like any other (never dropped), reported once. Answers the key, whose next message may go.
 async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
     let Shared {
         settings,
@@ -445,17 +456,21 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
         metrics,
     } = shared;
     let mut backoff = Duration::from_millis(100);
+    let first_attempt_ms = crate::time::now_ms();
+    let mut attempts: u32 = 0;
+    let mut reported = Reported::default();
     loop {
         let route = router.route(&key);
         let side = route.target;
         let message = stamped(&delivery.message, &route, settings);
+        attempts = attempts.saturating_add(1);
         let attempt = metrics.forwarded(side);
         let published = brokers
             .side(side)
             .publish(settings.queue(side), &message)
             .await;
         attempt.settled(published.is_ok());
-        match published {
+        let error = match published {
             Ok(()) => {
                 metrics.published.add(
                     settings.broker_name(side),
@@ -463,22 +478,136 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
                     producer_of(&delivery.message),
                     1,
                 );
-                if let Err(e) = delivery.ack().await {
-                    tracing::warn!("ingress ack failed after the confirm (will come again): {e}");
-                    metrics.ack_error();
-                }
+                ack_ingress(delivery, metrics).await;
                 return key;
             }
-            Err(e) => {
-                tracing::warn!(
-                    "publish to {} ({}) failed, retrying in {backoff:?}: {e}",
-                    settings.queue(side),
-                    side.as_str()
-                );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+            Err(e) => e,
+        };
+        if !error.is_refused() {
+            tracing::warn!(
+                "publish to {} ({}) failed, retrying in {backoff:?}: {error}",
+                settings.queue(side),
+                side.as_str()
+            );
+        } else if let Some(dlq) = settings.dead_letter.as_deref() {
+            if !reported.refused {
+                reported.refused = true;
+                metrics.refused(side);
             }
+            let refusal = Refusal {
+                key: &key,
+                side,
+                error: &error,
+                attempts,
+                first_attempt_ms,
+            };
+            if park(dlq, &delivery.message, &refusal, shared, &mut reported).await {
+                metrics.dead_lettered(side);
+                ack_ingress(delivery, metrics).await;
+                return key;
+            }
+        } else if !reported.refused {
+            reported.refused = true;
+            metrics.refused(side);
+            tracing::error!(
+                "the {} broker refuses a message of key {key:?} for good, so the bridge retries it \
+                 and the key's later messages wait (nothing is dropped: it stays unacked on {}): \
+                 {error}. Set brokers.old.dead_letter in the plan so that refused messages are \
+                 parked there (then `migrate plan apply` and restart the bridge), or fix the \
+                 destination (e.g. raise the NATS server's max_payload)",
+                side.as_str(),
+                settings.ingress
+            );
         }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// What one forward has already reported, so that a message retried for good logs once.
+#[derive(Default)]
+struct Reported {
+    /// The destination's refusal (counted in `queue_migrate_bridge_refused_total`).
+    refused: bool,
+    /// The dead-letter queue's refusal of the envelope.
+    park_refused: bool,
+}
+
+/// A message the destination refused for good, and what the dead letter says of it.
+struct Refusal<'a> {
+    key: &'a str,
+    side: Side,
+    error: &'a BrokerError,
+    attempts: u32,
+    first_attempt_ms: i64,
+}
+
+/// Publish the dead letter of a refused message to `dlq` on the old broker; whether it was
+/// confirmed (only then may the ingress message be acked).
+async fn park(
+    dlq: &str,
+    original: &Message,
+    refusal: &Refusal<'_>,
+    shared: &Shared,
+    reported: &mut Reported,
+) -> bool {
+    let letter = dead_letter::message(
+        original,
+        &refusal.error.to_string(),
+        refusal.attempts,
+        refusal.first_attempt_ms,
+        crate::time::now_ms(),
+    );
+    // A missing queue is created (a RabbitMQ publish to none is returned, for good); one that
+    // exists is left as it is, and one declared with other arguments (a quorum queue) answers
+    // an error that does not stop the publish.
+    if let Err(e) = shared.brokers.old.declare(dlq).await {
+        tracing::debug!("declaring the dead-letter queue {dlq}: {e}");
+    }
+    match shared.brokers.old.publish(dlq, &letter).await {
+        Ok(()) => {
+            tracing::warn!(
+                "the {} broker refuses a message of key {:?} for good: dead-lettered to {dlq} on \
+                 the old broker after {} attempt(s) (`migrate dlq triage`, errorClass {}): {}",
+                refusal.side.as_str(),
+                refusal.key,
+                refusal.attempts,
+                dead_letter::ERROR_CLASS,
+                refusal.error
+            );
+            true
+        }
+        Err(e) if e.is_refused() => {
+            if !reported.park_refused {
+                reported.park_refused = true;
+                tracing::error!(
+                    "the {} broker refuses a message of key {:?} for good ({}), and the dead-letter \
+                     queue {dlq} refuses its envelope too ({e}): the message stays unacked on {} \
+                     and its key waits; fix the destination (e.g. raise the NATS server's \
+                     max_payload) or the dead-letter queue",
+                    refusal.side.as_str(),
+                    refusal.key,
+                    refusal.error,
+                    shared.settings.ingress
+                );
+            }
+            false
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot dead-letter a refused message of key {:?} to {dlq} (retrying): {e}",
+                refusal.key
+            );
+            false
+        }
+    }
+}
+
+/// Ack an ingress message whose publish (or dead letter) was confirmed.
+async fn ack_ingress(delivery: Delivery, metrics: &BridgeMetrics) {
+    if let Err(e) = delivery.ack().await {
+        tracing::warn!("ingress ack failed after the confirm (will come again): {e}");
+        metrics.ack_error();
     }
 }
 

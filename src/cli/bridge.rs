@@ -111,6 +111,7 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         key: spec.key.clone(),
         prefetch: spec.prefetch,
         old_queue: old_queue.to_string(),
+        dead_letter: plan.brokers.old.dead_letter.clone(),
         new_queue: new_queue.to_string(),
         old_name: plan.brokers.old.name.clone(),
         new_name: plan.brokers.new.name.clone(),

@@ -2862,6 +2862,30 @@ phases:
         assert_eq!(c.plan.brokers.new.destination(), Some("ORDERS"));
     }
 
+    /// Regression: a plan with a bridge and no dead-letter queue checked clean, though the
+    /// bridge then cannot park a message the new broker refuses and stalls on it.
+    #[test]
+    fn a_bridge_without_a_dead_letter_queue_is_a_warning() {
+        let with =
+            format!("{FULL}bridge: {{ ingress: orders.ingress, key: {{ json: orderId }} }}\n");
+        assert!(
+            !lines(&ok(&with).warnings).contains("dead_letter"),
+            "{}",
+            lines(&ok(&with).warnings)
+        );
+        let without = with.replace(", dead_letter: orders.dlq", "");
+        assert_ne!(without, with, "the fixture names a dead-letter queue");
+        let c = ok(&without);
+        let w = c.warnings.iter().find(|w| w.path == "bridge");
+        assert!(
+            w.is_some_and(|w| w.message.contains("brokers.old.dead_letter")
+                && w.message.contains("max_payload")),
+            "{}",
+            lines(&c.warnings)
+        );
+        assert!(c.plan.bridge.is_some(), "a warning, not an error");
+    }
+
     #[test]
     fn a_bridge_reading_the_consumers_queue_is_refused() {
         let yaml =

@@ -55,6 +55,15 @@ impl Cx<'_> {
                      the consumers read on the old broker",
                 ),
             }
+            if brokers.old.dead_letter.is_none() {
+                self.warn(
+                    "bridge",
+                    "no brokers.old.dead_letter: a message the new broker refuses for good (e.g. \
+                     larger than the NATS server's max_payload) cannot be parked, so the bridge \
+                     retries it forever, its key waits and, once 2 × prefetch messages are held, \
+                     the whole bridge; name a dead-letter queue on the old broker",
+                );
+            }
             if brokers.new.destination().is_none() {
                 self.error(
                     "brokers.new",
