@@ -400,7 +400,11 @@ impl<S: Store> Controller<'_, S> {
                     .mark_published(&record.name, record.generation)
                     .await?
             }
-            Some(e) => self.store.note_publish_error(&record.name, e).await?,
+            Some(e) => {
+                self.store
+                    .note_publish_error(&record.name, record.generation, e)
+                    .await?
+            }
         }
         Ok(publish_error)
     }

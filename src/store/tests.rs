@@ -1349,7 +1349,7 @@ async fn publish_errors_are_noted_until_published() {
         store.create(&new_migration("m", 1_000)).await.unwrap();
         assert_eq!(store.get("m").await.unwrap().publish_error, None);
         store
-            .note_publish_error("m", "etcd: connection refused")
+            .note_publish_error("m", 1, "etcd: connection refused")
             .await
             .unwrap();
         let noted = store.get("m").await.unwrap();
@@ -1363,10 +1363,10 @@ async fn publish_errors_are_noted_until_published() {
         let published = store.get("m").await.unwrap();
         assert_eq!(published.publish_error, None);
         assert_eq!(published.published_generation, 1);
-        // A publisher that falls behind again.
-        store.note_publish_error("m", "timeout").await.unwrap();
+        // A publisher that falls behind again (a newer generation).
+        store.note_publish_error("m", 2, "timeout").await.unwrap();
         store
-            .note_publish_error("m", "timeout again")
+            .note_publish_error("m", 2, "timeout again")
             .await
             .unwrap();
         assert_eq!(
@@ -1374,7 +1374,7 @@ async fn publish_errors_are_noted_until_published() {
             Some("timeout again")
         );
         // Unknown names are a no-op, as for mark_published.
-        store.note_publish_error("unknown", "x").await.unwrap();
+        store.note_publish_error("unknown", 1, "x").await.unwrap();
         store.mark_published("unknown", 3).await.unwrap();
     })
     .await;
@@ -1403,6 +1403,60 @@ async fn generations_of_every_migration() {
                 ("b".to_string(), 2)
             ]
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stale_publish_error_does_not_hide_a_newer_publication() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        // Generation 3 was published; a slow failing write of generation 2 ends after it.
+        store.mark_published("m", 3).await.unwrap();
+        store
+            .note_publish_error("m", 2, "etcd: timeout")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("m").await.unwrap().publish_error,
+            None,
+            "[{}] an error of generation 2 noted over the publication of generation 3",
+            b.kind
+        );
+        // Nor for the generation published itself (its write landed through another writer).
+        store
+            .note_publish_error("m", 3, "etcd: timeout")
+            .await
+            .unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
+        // An error of a newer generation holds; a late success of an older one does not clear
+        // it, nor does a late error of an older one replace it.
+        store
+            .note_publish_error("m", 5, "etcd: refused")
+            .await
+            .unwrap();
+        store.mark_published("m", 4).await.unwrap();
+        store
+            .note_publish_error("m", 4, "etcd: stale")
+            .await
+            .unwrap();
+        let r = store.get("m").await.unwrap();
+        assert_eq!(
+            (r.publish_error.as_deref(), r.published_generation),
+            (Some("etcd: refused"), 4),
+            "[{}]",
+            b.kind
+        );
+        // Its own publication (or a newer one) clears it.
+        store.mark_published("m", 5).await.unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
+        store
+            .note_publish_error("m", 6, "etcd: refused")
+            .await
+            .unwrap();
+        store.mark_published("m", 7).await.unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
     })
     .await;
 }
