@@ -205,3 +205,47 @@ fn a_plan_of_no_registered_migration_names_init() {
     let r = b.ok(&apply(&b, &["--reason", "x"]), 2);
     assert!(r.stderr.contains("migrate init"), "{}", r.stderr);
 }
+
+/// Regression: a gate's held-since mark carried over `plan apply`, so a gate whose definition
+/// changed passed on time held under the old one. The changed gate starts over; an unchanged
+/// gate keeps its mark.
+#[test]
+fn a_gates_held_since_does_not_carry_over_a_plan_apply_that_changes_it() {
+    const HELD: &str = r#"{ name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01", for: 5m }"#;
+    let held = PLAN.replace(
+        r#"{ name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01" }"#,
+        HELD,
+    );
+    assert_ne!(held, PLAN);
+    let mut b = common::Bench::with_plan(&held);
+    b.indicators.all_green();
+    b.init();
+    while b.state() != ("slices".into(), Some(0)) {
+        advance_green(&mut b);
+    }
+    // Held for 4 minutes of the 5 under the first definition.
+    for _ in 0..4 {
+        b.ok(&["advance", "local"], 3);
+        b.minute += 1;
+    }
+    // A new threshold, the same `for`.
+    std::fs::write(
+        &b.plan,
+        held.replace(r#""< 0.01", for: 5m"#, r#""< 0.02", for: 5m"#),
+    )
+    .unwrap();
+    b.ok(&apply(&b, &["--reason", "2% is fine"]), 0);
+    // Five minutes after the mark, but only one under the new definition: it holds.
+    b.minute += 1;
+    let r = b.ok(&["advance", "local"], 3);
+    assert!(r.stdout.contains("error ratio low"), "{}", r.stdout);
+    assert_eq!(b.state(), ("slices".into(), Some(0)));
+    // It passes once held 5 minutes under the new definition.
+    for _ in 0..4 {
+        b.minute += 1;
+        b.ok(&["advance", "local"], 3);
+    }
+    b.minute += 1;
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state(), ("slices".into(), Some(1)));
+}

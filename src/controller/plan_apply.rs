@@ -91,6 +91,7 @@ impl<S: Store> Controller<'_, S> {
             return Ok(outcome);
         }
         let republish = plan_change::republishes(&loaded.plan, &compiled.plan, rec);
+        let reset_gates = plan_change::changed_gates(&loaded.plan, &compiled.plan, rec.state);
         let record = self
             .store
             .replace_plan(
@@ -111,6 +112,7 @@ impl<S: Store> Controller<'_, S> {
                         "new_path": outcome.new_path,
                     }),
                     republish,
+                    reset_gates,
                 },
             )
             .await?;

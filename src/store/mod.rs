@@ -160,6 +160,10 @@ pub struct PlanReplace {
     /// The routing the state publishes differs under the new plan (allowed in `planned` only,
     /// where nothing has moved yet): the generation bumps, so that it is published again.
     pub republish: bool,
+    /// The gates of the current step whose definition changes, `(name, kind)`: their memory
+    /// (held-since mark, samples, peak) is forgotten with the change, so that what held under
+    /// the old definition never counts toward the new one.
+    pub reset_gates: Vec<(String, String)>,
 }
 
 /// One stored gate evaluation.

@@ -432,6 +432,19 @@ impl Store for PgStore {
         .await?
         .ok_or_else(conflict)?;
         let record = migration_row(&updated)?;
+        // The memory of the current step's changed gates goes with their old definition.
+        for (gate, kind) in &r.reset_gates {
+            sqlx::query(
+                "DELETE FROM gate_memory WHERE migration = $1 AND step_entered = $2 AND gate = $3 \
+                 AND kind = $4",
+            )
+            .bind(name)
+            .bind(current.entered_at_ms)
+            .bind(gate)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?;
+        }
         insert_journal(
             &mut tx,
             &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),

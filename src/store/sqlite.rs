@@ -466,6 +466,19 @@ impl Store for SqliteStore {
         if updated.rows_affected() != 1 {
             return Err(conflict());
         }
+        // The memory of the current step's changed gates goes with their old definition.
+        for (gate, kind) in &r.reset_gates {
+            sqlx::query(
+                "DELETE FROM gate_memory WHERE migration = ? AND step_entered = ? AND gate = ? \
+                 AND kind = ?",
+            )
+            .bind(name)
+            .bind(current.entered_at_ms)
+            .bind(gate)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?;
+        }
         insert_journal(
             &mut tx,
             &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),

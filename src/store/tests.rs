@@ -472,7 +472,46 @@ fn plan_replace(expected_version: i64, yaml: &str, at_ms: i64) -> PlanReplace {
         reason: "loosen the gate".to_string(),
         evidence: json!({ "diff": "-a\n+b\n", "old_hash": "h1", "new_hash": "h2" }),
         republish: false,
+        reset_gates: vec![],
     }
+}
+
+#[tokio::test]
+async fn a_plan_apply_forgets_the_memory_of_the_changed_gates_of_the_step_only() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        store.commit("m", &c).await.unwrap();
+        let rows = [
+            gate(2_000, "lag", "exit", Some(1.0), 3_000),
+            gate(2_000, "lag", "guard", Some(1.0), 3_000),
+            gate(2_000, "errors", "exit", Some(1.0), 3_000),
+            // Another step's memory is never read in this one: left as it is.
+            gate(1_000, "lag", "exit", Some(1.0), 1_500),
+        ];
+        store.record_evaluations("m", &rows).await.unwrap();
+        let mut r = plan_replace(2, "name: m\nslices: 8\n", 4_000);
+        r.reset_gates = vec![("lag".into(), "exit".into())];
+        store.replace_plan("m", &r).await.unwrap();
+        assert_eq!(
+            store
+                .latest_evaluations("m", 2_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![rows[2].clone(), rows[1].clone()],
+            "[{}] the changed gate's memory is gone, the others' kept",
+            b.kind
+        );
+        assert_eq!(
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![rows[3].clone()]
+        );
+    })
+    .await;
 }
 
 #[tokio::test]
