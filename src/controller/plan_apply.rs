@@ -66,7 +66,9 @@ impl<S: Store> Controller<'_, S> {
             }
             other => other?,
         };
-        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // The base the new plan was compiled against and is stored with: FILE's directory,
+        // whatever the working directory (as `init`).
+        let abs = super::plans::plan_location(path);
         let rec = &loaded.record;
         let mut outcome = PlanApplyOutcome {
             migration: name.clone(),
