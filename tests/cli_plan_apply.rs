@@ -205,3 +205,132 @@ fn a_plan_of_no_registered_migration_names_init() {
     let r = b.ok(&apply(&b, &["--reason", "x"]), 2);
     assert!(r.stderr.contains("migrate init"), "{}", r.stderr);
 }
+
+/// Regression: a gate's held-since mark carried over `plan apply`, so a gate whose definition
+/// changed passed on time held under the old one. The changed gate starts over; an unchanged
+/// gate keeps its mark.
+#[test]
+fn a_gates_held_since_does_not_carry_over_a_plan_apply_that_changes_it() {
+    const HELD: &str = r#"{ name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01", for: 5m }"#;
+    let held = PLAN.replace(
+        r#"{ name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01" }"#,
+        HELD,
+    );
+    assert_ne!(held, PLAN);
+    let mut b = common::Bench::with_plan(&held);
+    b.indicators.all_green();
+    b.init();
+    while b.state() != ("slices".into(), Some(0)) {
+        advance_green(&mut b);
+    }
+    // Held for 4 minutes of the 5 under the first definition.
+    for _ in 0..4 {
+        b.ok(&["advance", "local"], 3);
+        b.minute += 1;
+    }
+    // A new threshold, the same `for`.
+    std::fs::write(
+        &b.plan,
+        held.replace(r#""< 0.01", for: 5m"#, r#""< 0.02", for: 5m"#),
+    )
+    .unwrap();
+    b.ok(&apply(&b, &["--reason", "2% is fine"]), 0);
+    // Five minutes after the mark, but only one under the new definition: it holds.
+    b.minute += 1;
+    let r = b.ok(&["advance", "local"], 3);
+    assert!(r.stdout.contains("error ratio low"), "{}", r.stdout);
+    assert_eq!(b.state(), ("slices".into(), Some(0)));
+    // It passes once held 5 minutes under the new definition.
+    for _ in 0..4 {
+        b.minute += 1;
+        b.ok(&["advance", "local"], 3);
+    }
+    b.minute += 1;
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state(), ("slices".into(), Some(1)));
+}
+
+/// Regression: `plan apply FILE` run from another directory compiled FILE against a directory
+/// relative to the working directory, while the store keeps (and `init` resolves against) the
+/// absolute one: the relative paths of the new plan (`routing.file`, `file:` secrets) were not
+/// those of the stored plan, and the change was refused as moving the routing. Relative paths
+/// resolve against FILE's directory, whatever the working directory, and that is the base stored.
+#[test]
+fn a_plan_applied_from_another_directory_resolves_relative_files_next_to_it() {
+    use queue_migrate::controller::plans::compile_stored;
+    use queue_migrate::plan::SecretsMode;
+    use queue_migrate::store::Store;
+    use queue_migrate::store::sqlite::SqliteStore;
+
+    let secret = PLAN.replace(
+        r#"url: "nats://127.0.0.1:4222""#,
+        r#"url: "file:secret.txt""#,
+    );
+    assert_ne!(secret, PLAN);
+    let b = common::Bench::with_plan(&secret);
+    std::fs::write(b.path("secret.txt"), "nats://127.0.0.1:4222\n").unwrap();
+    b.indicators.all_green();
+    b.init();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stored = |b: &common::Bench| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let url = format!("sqlite://{}", b.path("state.db").display());
+            SqliteStore::open(&url)
+                .await
+                .unwrap()
+                .get("local")
+                .await
+                .unwrap()
+        })
+    };
+    let dir = b.dir.path().canonicalize().unwrap();
+    let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+    // From a sibling directory with a relative FILE, then from anywhere with an absolute one.
+    let sibling = dir.parent().unwrap().join(format!("{name}-elsewhere"));
+    std::fs::create_dir_all(&sibling).unwrap();
+    let relative = format!("../{name}/local.yaml");
+    let absolute = dir.join("local.yaml").display().to_string();
+    for (i, (cwd, file)) in [
+        (sibling.as_path(), relative.as_str()),
+        (elsewhere.path(), absolute.as_str()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let bound = format!("< 0.0{}", i + 2);
+        std::fs::write(&b.plan, secret.replace("< 0.01", &bound)).unwrap();
+        let out = b
+            .command(&["plan", "apply", file, "--reason", "looser", "--json"])
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "plan apply {file} from {}:\n{stdout}\n{}",
+            cwd.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let record = stored(&b);
+        assert!(record.plan_yaml.contains(&bound));
+        assert_eq!(
+            std::path::Path::new(&record.plan_path).parent(),
+            Some(dir.as_path()),
+            "the stored base is FILE's directory"
+        );
+        // The daemon (strict secrets) reads the secret next to the plan, wherever it runs.
+        let resolve = common::MapResolve::of(&b.indicators);
+        let compiled = compile_stored(&record, &resolve, SecretsMode::Required)
+            .unwrap_or_else(|d| panic!("{d:?}"));
+        assert_eq!(
+            compiled.plan.brokers.new.url.value().unwrap(),
+            "nats://127.0.0.1:4222"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&sibling);
+}

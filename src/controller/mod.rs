@@ -178,7 +178,9 @@ pub fn plan_hash(yaml: &str) -> String {
 }
 
 impl<S: Store> Controller<'_, S> {
-    /// Compile a plan file.
+    /// Compile a plan file, its relative paths resolved against the file's directory (as
+    /// [`plans::plan_location`] says, the base a migration stores) whatever the working
+    /// directory.
     ///
     /// # Errors
     /// The file cannot be read, or the plan has errors (all of them).
@@ -187,8 +189,9 @@ impl<S: Store> Controller<'_, S> {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
+        let location = plans::plan_location(path);
         let compiled =
-            plan::compile(&yaml, path.parent(), self.resolve).map_err(ControllerError::Plan)?;
+            plan::compile(&yaml, location.parent(), self.resolve).map_err(ControllerError::Plan)?;
         Ok((yaml, compiled))
     }
 
@@ -203,7 +206,7 @@ impl<S: Store> Controller<'_, S> {
         now_ms: i64,
     ) -> Result<(Applied, Compiled)> {
         let (yaml, compiled) = self.compile_file(path)?;
-        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let abs = plans::plan_location(path);
         let record = self
             .store
             .create(&NewMigration {
@@ -400,7 +403,11 @@ impl<S: Store> Controller<'_, S> {
                     .mark_published(&record.name, record.generation)
                     .await?
             }
-            Some(e) => self.store.note_publish_error(&record.name, e).await?,
+            Some(e) => {
+                self.store
+                    .note_publish_error(&record.name, record.generation, e)
+                    .await?
+            }
         }
         Ok(publish_error)
     }

@@ -66,7 +66,9 @@ impl<S: Store> Controller<'_, S> {
             }
             other => other?,
         };
-        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // The base the new plan was compiled against and is stored with: FILE's directory,
+        // whatever the working directory (as `init`).
+        let abs = super::plans::plan_location(path);
         let rec = &loaded.record;
         let mut outcome = PlanApplyOutcome {
             migration: name.clone(),
@@ -91,6 +93,7 @@ impl<S: Store> Controller<'_, S> {
             return Ok(outcome);
         }
         let republish = plan_change::republishes(&loaded.plan, &compiled.plan, rec);
+        let reset_gates = plan_change::changed_gates(&loaded.plan, &compiled.plan, rec.state);
         let record = self
             .store
             .replace_plan(
@@ -111,6 +114,7 @@ impl<S: Store> Controller<'_, S> {
                         "new_path": outcome.new_path,
                     }),
                     republish,
+                    reset_gates,
                 },
             )
             .await?;

@@ -16,7 +16,7 @@
 use similar::TextDiff;
 
 use crate::machine::{Ladder, State};
-use crate::plan::Plan;
+use crate::plan::{Gate, Plan, Requirement};
 use crate::routing::RoutingDocument;
 use crate::store::MigrationRecord;
 
@@ -117,6 +117,67 @@ pub fn refusals(old: &Plan, new: &Plan, rec: &MigrationRecord) -> Vec<Refusal> {
 /// `planned`): it must then be published again.
 pub fn republishes(old: &Plan, new: &Plan, rec: &MigrationRecord) -> bool {
     publish::document(old, rec) != publish::document(new, rec)
+}
+
+/// The gates of the phase of `state` whose definition is not the same under `new` as under
+/// `old` (its check, threshold, query, source, `for`, `min_samples`; a requirement's query or
+/// `at_least`; a gate only one of the plans has), as their memory is stored, `(name, kind)`.
+/// Their memory (held-since mark, samples, peak) was gathered under the old definition and must
+/// not count toward the new one; the unchanged gates keep theirs.
+pub fn changed_gates(old: &Plan, new: &Plan, state: State) -> Vec<(String, String)> {
+    let (before, after) = (definitions(old, state), definitions(new, state));
+    let mut changed: Vec<(String, String)> = before
+        .iter()
+        .chain(after.iter())
+        .map(|(key, _)| *key)
+        .filter(|key| find(&before, key) != find(&after, key))
+        .map(|(name, kind)| (name.to_string(), kind.to_string()))
+        .collect();
+    changed.sort();
+    changed.dedup();
+    changed
+}
+
+/// What a gate's evaluation depends on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Definition<'p> {
+    Gate(&'p Gate),
+    Requirement(&'p Requirement),
+}
+
+/// The definition of the gate `key` in `defs`, if it has one.
+fn find<'p>(defs: &[GateDefinition<'p>], key: &(&str, &str)) -> Option<Definition<'p>> {
+    defs.iter().find(|(k, _)| k == key).map(|(_, d)| *d)
+}
+
+/// A gate's memory key `(name, kind)` and its definition.
+type GateDefinition<'p> = ((&'p str, &'static str), Definition<'p>);
+
+/// Every gate of the phase of `state` under `plan`, keyed as its memory is stored.
+fn definitions(plan: &Plan, state: State) -> Vec<GateDefinition<'_>> {
+    let mut out = Vec::new();
+    let Some(phase) = state.phase().and_then(|kind| plan.phase(kind)) else {
+        return out;
+    };
+    out.extend(
+        phase
+            .exit
+            .iter()
+            .map(|g| ((g.name.as_str(), "exit"), Definition::Gate(g))),
+    );
+    if let Some(r) = &phase.require_peak {
+        out.push((("require_peak", "exit"), Definition::Requirement(r)));
+    }
+    if let Some(r) = &phase.require_deploy {
+        out.push((("require_deploy", "exit"), Definition::Requirement(r)));
+    }
+    out.extend(
+        phase
+            .guard
+            .iter()
+            .map(|g| ((g.name.as_str(), "guard"), Definition::Gate(g))),
+    );
+    out
 }
 
 fn publishers(old: &Plan, new: &Plan) -> Vec<Refusal> {

@@ -8,7 +8,7 @@
 //! that does not compile is never kept: its errors come back at every tick, as before.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::machine::Ladder;
@@ -62,6 +62,31 @@ impl Resolve for Recording<'_> {
     }
 }
 
+/// Where a plan file is, as a migration stores it (`plan_path`) and as its relative paths
+/// (`routing.file`, `file:` secrets, exports) resolve: `path` made absolute against the working
+/// directory, with its `.` and `..` folded, so that the same file named from any directory
+/// (`plans/x.yaml`, `../ops/plans/x.yaml`, `/srv/ops/plans/x.yaml`) is the same location and
+/// its relative paths the same paths.
+pub fn plan_location(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            Component::CurDir => {}
+            // `..` at the root is the root (kept only on a path left relative).
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(part),
+            },
+            _ => out.push(part),
+        }
+    }
+    out
+}
+
 /// The stored plan of `record` compiled afresh: its text, with relative paths read from the
 /// directory of the file it was stored from.
 ///
@@ -72,7 +97,10 @@ pub fn compile_stored(
     resolve: &dyn Resolve,
     secrets: SecretsMode,
 ) -> Result<plan::Compiled, Vec<Diagnostic>> {
-    let dir = Path::new(&record.plan_path).parent().map(Path::to_path_buf);
+    // Folded as a location stored now is (one stored with `..` by an older version resolves
+    // its relative paths as the same file applied again does).
+    let location = plan_location(Path::new(&record.plan_path));
+    let dir = location.parent().map(Path::to_path_buf);
     plan::compile_with(&record.plan_yaml, dir.as_deref(), resolve, secrets)
 }
 
@@ -166,6 +194,20 @@ impl PlanCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_location_is_absolute_with_dots_folded() {
+        let at = |p: &str| plan_location(Path::new(p));
+        assert_eq!(
+            at("/srv/ops/../ops/./plans/x.yaml"),
+            Path::new("/srv/ops/plans/x.yaml")
+        );
+        assert_eq!(at("/../x.yaml"), Path::new("/x.yaml"));
+        let cwd = std::env::current_dir().unwrap();
+        let name = cwd.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(at(&format!("../{name}/x.yaml")), cwd.join("x.yaml"));
+        assert_eq!(at("x.yaml"), cwd.join("x.yaml"));
+    }
     use crate::machine::State;
 
     /// A resolver whose answers the test changes, counting what it is asked.

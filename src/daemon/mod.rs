@@ -453,6 +453,11 @@ pub async fn run<S: Store + Clone + 'static>(
                     tick_all(&shared).await;
                     #[cfg(feature = "brokers")]
                     shared.probes.reconcile(&shared).await;
+                } else {
+                    // The lease ran out (or was never ours): no probe is published on behalf
+                    // of a daemon that does not own the migrations.
+                    #[cfg(feature = "brokers")]
+                    shared.probes.stop_all();
                 }
                 shared.metrics.tick(leading, started.elapsed());
             }
@@ -461,6 +466,9 @@ pub async fn run<S: Store + Clone + 'static>(
     let _ = stop_tx.send(true);
     shared.stopping.send_replace(true);
     let _ = renewer.await;
+    // Before the lease is released: a standby may take over at once.
+    #[cfg(feature = "brokers")]
+    shared.probes.stop_all();
     if shared.lease_until.swap(0, Ordering::SeqCst) > 0
         && let Err(e) = shared.store.release_lease(LEASE, &config.holder).await
     {
@@ -497,6 +505,9 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
                 tracing::warn!(holder = %lease.holder, "lost the lease: standing by");
             }
             shared.lease_until.store(0, Ordering::SeqCst);
+            // Another daemon owns the migrations now: its probes, not ours.
+            #[cfg(feature = "brokers")]
+            shared.probes.stop_all();
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
         Err(e) => tracing::warn!("cannot renew the lease: {e}"),

@@ -160,8 +160,8 @@ impl Store for AnyStore {
         delegate!(self, s => s.save_points(name, source, points, scrape_times, keep_from_ms))
     }
 
-    async fn note_publish_error(&self, name: &str, error: &str) -> Result<()> {
-        delegate!(self, s => s.note_publish_error(name, error))
+    async fn note_publish_error(&self, name: &str, generation: i64, error: &str) -> Result<()> {
+        delegate!(self, s => s.note_publish_error(name, generation, error))
     }
 
     async fn generations(&self) -> Result<Vec<(String, i64)>> {

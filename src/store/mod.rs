@@ -160,6 +160,10 @@ pub struct PlanReplace {
     /// The routing the state publishes differs under the new plan (allowed in `planned` only,
     /// where nothing has moved yet): the generation bumps, so that it is published again.
     pub republish: bool,
+    /// The gates of the current step whose definition changes, `(name, kind)`: their memory
+    /// (held-since mark, samples, peak) is forgotten with the change, so that what held under
+    /// the old definition never counts toward the new one.
+    pub reset_gates: Vec<(String, String)>,
 }
 
 /// One stored gate evaluation.
@@ -481,16 +485,21 @@ pub trait Store: Send + Sync {
         step_entered_ms: i64,
         gates: &[GateKey<'_>],
     ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
-    /// Note that the routing of `generation` reached every publisher.
+    /// Note that the routing of `generation` reached every publisher, and clear a publish error
+    /// noted for `generation` or an older one (the error of a newer generation still holds).
     fn mark_published(
         &self,
         name: &str,
         generation: i64,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Note why publishing the current generation failed (cleared by `mark_published`).
+    /// Note why publishing `generation` failed (cleared by `mark_published` of it or a newer
+    /// one). Not noted when `generation` or a newer one was published since (a slow failing
+    /// write of an older routing finishing after a newer one was published), nor over the error
+    /// of a newer generation.
     fn note_publish_error(
         &self,
         name: &str,
+        generation: i64,
         error: &str,
     ) -> impl Future<Output = Result<()>> + Send;
     /// The generation of every migration, by name (cheap: for watchers).

@@ -48,6 +48,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "scrapes",
         include_str!("../../migrations/postgres/0005_scrapes.sql"),
     ),
+    (
+        6,
+        "publish error generation",
+        include_str!("../../migrations/postgres/0006_publish_error_generation.sql"),
+    ),
 ];
 
 /// A PostgreSQL store.
@@ -427,6 +432,19 @@ impl Store for PgStore {
         .await?
         .ok_or_else(conflict)?;
         let record = migration_row(&updated)?;
+        // The memory of the current step's changed gates goes with their old definition.
+        for (gate, kind) in &r.reset_gates {
+            sqlx::query(
+                "DELETE FROM gate_memory WHERE migration = $1 AND step_entered = $2 AND gate = $3 \
+                 AND kind = $4",
+            )
+            .bind(name)
+            .bind(current.entered_at_ms)
+            .bind(gate)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?;
+        }
         insert_journal(
             &mut tx,
             &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),
@@ -474,9 +492,13 @@ impl Store for PgStore {
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        // An error noted for a newer generation still holds: only older ones are cleared.
         sqlx::query(
             "UPDATE migrations SET published_generation = GREATEST(published_generation, $1), \
-             publish_error = NULL \
+             publish_error = CASE WHEN COALESCE(publish_error_generation, 0) <= $1 \
+                 THEN NULL ELSE publish_error END, \
+             publish_error_generation = CASE WHEN COALESCE(publish_error_generation, 0) <= $1 \
+                 THEN NULL ELSE publish_error_generation END \
              WHERE name = $2",
         )
         .bind(generation)
@@ -486,12 +508,19 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn note_publish_error(&self, name: &str, error: &str) -> Result<()> {
-        sqlx::query("UPDATE migrations SET publish_error = $1 WHERE name = $2")
-            .bind(error)
-            .bind(name)
-            .execute(&self.pool)
-            .await?;
+    async fn note_publish_error(&self, name: &str, generation: i64, error: &str) -> Result<()> {
+        // Not when this generation or a newer one was published since, nor over the error of a
+        // newer generation.
+        sqlx::query(
+            "UPDATE migrations SET publish_error = $1, publish_error_generation = $2 \
+             WHERE name = $3 AND published_generation < $2 \
+             AND (publish_error IS NULL OR COALESCE(publish_error_generation, 0) <= $2)",
+        )
+        .bind(error)
+        .bind(generation)
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

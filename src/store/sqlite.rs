@@ -48,6 +48,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "scrapes",
         include_str!("../../migrations/sqlite/0006_scrapes.sql"),
     ),
+    (
+        7,
+        "publish error generation",
+        include_str!("../../migrations/sqlite/0007_publish_error_generation.sql"),
+    ),
 ];
 
 /// A SQLite store.
@@ -461,6 +466,19 @@ impl Store for SqliteStore {
         if updated.rows_affected() != 1 {
             return Err(conflict());
         }
+        // The memory of the current step's changed gates goes with their old definition.
+        for (gate, kind) in &r.reset_gates {
+            sqlx::query(
+                "DELETE FROM gate_memory WHERE migration = ? AND step_entered = ? AND gate = ? \
+                 AND kind = ?",
+            )
+            .bind(name)
+            .bind(current.entered_at_ms)
+            .bind(gate)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?;
+        }
         insert_journal(
             &mut tx,
             &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),
@@ -508,10 +526,14 @@ impl Store for SqliteStore {
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        // An error noted for a newer generation still holds: only older ones are cleared.
         sqlx::query(
-            "UPDATE migrations SET published_generation = MAX(published_generation, ?), \
-             publish_error = NULL \
-             WHERE name = ?",
+            "UPDATE migrations SET published_generation = MAX(published_generation, ?1), \
+             publish_error = CASE WHEN COALESCE(publish_error_generation, 0) <= ?1 \
+                 THEN NULL ELSE publish_error END, \
+             publish_error_generation = CASE WHEN COALESCE(publish_error_generation, 0) <= ?1 \
+                 THEN NULL ELSE publish_error_generation END \
+             WHERE name = ?2",
         )
         .bind(generation)
         .bind(name)
@@ -520,12 +542,19 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn note_publish_error(&self, name: &str, error: &str) -> Result<()> {
-        sqlx::query("UPDATE migrations SET publish_error = ? WHERE name = ?")
-            .bind(error)
-            .bind(name)
-            .execute(&self.pool)
-            .await?;
+    async fn note_publish_error(&self, name: &str, generation: i64, error: &str) -> Result<()> {
+        // Not when this generation or a newer one was published since, nor over the error of a
+        // newer generation.
+        sqlx::query(
+            "UPDATE migrations SET publish_error = ?1, publish_error_generation = ?2 \
+             WHERE name = ?3 AND published_generation < ?2 \
+             AND (publish_error IS NULL OR COALESCE(publish_error_generation, 0) <= ?2)",
+        )
+        .bind(error)
+        .bind(generation)
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

@@ -472,7 +472,46 @@ fn plan_replace(expected_version: i64, yaml: &str, at_ms: i64) -> PlanReplace {
         reason: "loosen the gate".to_string(),
         evidence: json!({ "diff": "-a\n+b\n", "old_hash": "h1", "new_hash": "h2" }),
         republish: false,
+        reset_gates: vec![],
     }
+}
+
+#[tokio::test]
+async fn a_plan_apply_forgets_the_memory_of_the_changed_gates_of_the_step_only() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        store.commit("m", &c).await.unwrap();
+        let rows = [
+            gate(2_000, "lag", "exit", Some(1.0), 3_000),
+            gate(2_000, "lag", "guard", Some(1.0), 3_000),
+            gate(2_000, "errors", "exit", Some(1.0), 3_000),
+            // Another step's memory is never read in this one: left as it is.
+            gate(1_000, "lag", "exit", Some(1.0), 1_500),
+        ];
+        store.record_evaluations("m", &rows).await.unwrap();
+        let mut r = plan_replace(2, "name: m\nslices: 8\n", 4_000);
+        r.reset_gates = vec![("lag".into(), "exit".into())];
+        store.replace_plan("m", &r).await.unwrap();
+        assert_eq!(
+            store
+                .latest_evaluations("m", 2_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![rows[2].clone(), rows[1].clone()],
+            "[{}] the changed gate's memory is gone, the others' kept",
+            b.kind
+        );
+        assert_eq!(
+            store
+                .latest_evaluations("m", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![rows[3].clone()]
+        );
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -1349,7 +1388,7 @@ async fn publish_errors_are_noted_until_published() {
         store.create(&new_migration("m", 1_000)).await.unwrap();
         assert_eq!(store.get("m").await.unwrap().publish_error, None);
         store
-            .note_publish_error("m", "etcd: connection refused")
+            .note_publish_error("m", 1, "etcd: connection refused")
             .await
             .unwrap();
         let noted = store.get("m").await.unwrap();
@@ -1363,10 +1402,10 @@ async fn publish_errors_are_noted_until_published() {
         let published = store.get("m").await.unwrap();
         assert_eq!(published.publish_error, None);
         assert_eq!(published.published_generation, 1);
-        // A publisher that falls behind again.
-        store.note_publish_error("m", "timeout").await.unwrap();
+        // A publisher that falls behind again (a newer generation).
+        store.note_publish_error("m", 2, "timeout").await.unwrap();
         store
-            .note_publish_error("m", "timeout again")
+            .note_publish_error("m", 2, "timeout again")
             .await
             .unwrap();
         assert_eq!(
@@ -1374,7 +1413,7 @@ async fn publish_errors_are_noted_until_published() {
             Some("timeout again")
         );
         // Unknown names are a no-op, as for mark_published.
-        store.note_publish_error("unknown", "x").await.unwrap();
+        store.note_publish_error("unknown", 1, "x").await.unwrap();
         store.mark_published("unknown", 3).await.unwrap();
     })
     .await;
@@ -1403,6 +1442,60 @@ async fn generations_of_every_migration() {
                 ("b".to_string(), 2)
             ]
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stale_publish_error_does_not_hide_a_newer_publication() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        // Generation 3 was published; a slow failing write of generation 2 ends after it.
+        store.mark_published("m", 3).await.unwrap();
+        store
+            .note_publish_error("m", 2, "etcd: timeout")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("m").await.unwrap().publish_error,
+            None,
+            "[{}] an error of generation 2 noted over the publication of generation 3",
+            b.kind
+        );
+        // Nor for the generation published itself (its write landed through another writer).
+        store
+            .note_publish_error("m", 3, "etcd: timeout")
+            .await
+            .unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
+        // An error of a newer generation holds; a late success of an older one does not clear
+        // it, nor does a late error of an older one replace it.
+        store
+            .note_publish_error("m", 5, "etcd: refused")
+            .await
+            .unwrap();
+        store.mark_published("m", 4).await.unwrap();
+        store
+            .note_publish_error("m", 4, "etcd: stale")
+            .await
+            .unwrap();
+        let r = store.get("m").await.unwrap();
+        assert_eq!(
+            (r.publish_error.as_deref(), r.published_generation),
+            (Some("etcd: refused"), 4),
+            "[{}]",
+            b.kind
+        );
+        // Its own publication (or a newer one) clears it.
+        store.mark_published("m", 5).await.unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
+        store
+            .note_publish_error("m", 6, "etcd: refused")
+            .await
+            .unwrap();
+        store.mark_published("m", 7).await.unwrap();
+        assert_eq!(store.get("m").await.unwrap().publish_error, None);
     })
     .await;
 }

@@ -109,9 +109,10 @@ impl Store for Hooked {
     fn note_publish_error(
         &self,
         name: &str,
+        generation: i64,
         error: &str,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.inner.note_publish_error(name, error)
+        self.inner.note_publish_error(name, generation, error)
     }
     fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send {
         self.inner.generations()

@@ -158,3 +158,41 @@ fn the_diff_shows_the_changed_lines_with_context() {
     assert!(d.contains("-b\n+B\n"), "{d}");
     assert_eq!(diff("a\n", "a\n"), "");
 }
+
+#[test]
+fn the_gates_whose_definition_changes_are_named_for_their_memory_to_be_reset() {
+    let old = compiled(PLAN);
+    let slices = State::Slices(0);
+    // The same plan: nothing to reset.
+    assert!(changed_gates(&old, &old, slices).is_empty());
+    // A threshold, a `for`, a query: each is a new definition of that gate only.
+    let threshold = PLAN.replace("pass_if: \"< 0.01\"", "pass_if: \"< 0.02\"");
+    let held_for = PLAN.replace("pass_if: \"< 0.01\" }", "pass_if: \"< 0.01\", for: 5m }");
+    for yaml in [&threshold, &held_for] {
+        assert_eq!(
+            changed_gates(&old, &compiled(yaml), slices),
+            vec![("error ratio low".to_string(), "exit".to_string())]
+        );
+    }
+    let query = PLAN.replace(
+        "query: app_error_ratio_new, pass_if: \"< 0.05\"",
+        "query: app_error_ratio, pass_if: \"< 0.05\"",
+    );
+    assert_eq!(
+        changed_gates(&old, &compiled(&query), slices),
+        vec![("error ratio breach".to_string(), "guard".to_string())]
+    );
+    // A change in another phase resets nothing of this one.
+    assert!(changed_gates(&old, &compiled(&threshold), State::Synthetic).is_empty());
+    // A gate renamed: the old name's memory and the new one's (none, or a stale one) go.
+    let renamed = PLAN.replace("name: error ratio low", "name: error ratio small");
+    assert_eq!(
+        changed_gates(&old, &compiled(&renamed), slices),
+        vec![
+            ("error ratio low".to_string(), "exit".to_string()),
+            ("error ratio small".to_string(), "exit".to_string())
+        ]
+    );
+    // No phase (planned): nothing.
+    assert!(changed_gates(&old, &compiled(&threshold), State::Planned).is_empty());
+}
