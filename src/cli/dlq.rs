@@ -4,7 +4,6 @@
 //! Exports are NDJSON files of envelopes (docs/dlq.md), or `-` for standard input. Decisions and
 //! seen signatures live in the state store (`--state`), per queue (`--queue`).
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -25,7 +24,7 @@ use crate::dlq::envelope::{DeadLetter, EnvelopeRef, format_timestamp};
 use crate::dlq::gate;
 use crate::dlq::generate::{GenerateOptions, write_export};
 use crate::dlq::replay::{
-    self, Event, NdjsonPublisher, Outcome, Pacer, ReplayMachine, ReplayPolicy,
+    self, Event, GroupTally, NdjsonPublisher, Outcome, Pacer, ReplayMachine, ReplayPolicy,
 };
 use crate::dlq::report::{self, ReportInputs};
 use crate::dlq::signature::{SignatureVersion, Signer};
@@ -69,9 +68,12 @@ pub enum DlqCmd {
     /// entries went out and the --skip N that goes on without losing any. Entries first
     /// attempted longer ago than --max-age (or of unknown age) are refused unless --force-old.
     /// --output FILE is appended to. A replay that reaches the end is recorded as a decision
-    /// (action replay) for each group it covered.
+    /// (action replay) for each group all of whose messages it published; a group with a message
+    /// that failed to publish (under the abort threshold) stays open, and the run says which and
+    /// the --skip N to send them again.
     ///
-    /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush);
+    /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush),
+    /// or completed with messages that failed to publish;
     /// 2 invalid input or refused (too old); 3 paused after the canary batch.
     #[command(verbatim_doc_comment)]
     Replay(ReplayArgs),
@@ -647,6 +649,9 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
 
 type GroupKey = (String, String, String);
 
+/// Failed messages a replay names on stderr before it only counts them.
+const SHOWN_FAILURES: u64 = 10;
+
 /// A selected entry and its group.
 struct Selected {
     entry: DeadLetter,
@@ -844,27 +849,28 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let started = Instant::now();
     let mut last_progress = Instant::now();
-    let mut per_group: HashMap<GroupKey, (u64, String, String)> = HashMap::new();
+    let mut tally: GroupTally<GroupKey> = GroupTally::default();
     let summary = replay::run(
         &mut machine,
         selection,
         &mut publisher,
         &mut pacer,
         |event: &Event<'_, Selected>, stats| {
-            if let Event::Published(s) = event {
-                let e = per_group.entry(s.key.clone()).or_insert_with(|| {
-                    (
-                        0,
-                        s.entry.first_attempt_at.clone(),
-                        s.entry.first_attempt_at.clone(),
-                    )
-                });
-                e.0 += 1;
-                if s.entry.first_attempt_at < e.1 {
-                    e.1 = s.entry.first_attempt_at.clone();
-                }
-                if s.entry.first_attempt_at > e.2 {
-                    e.2 = s.entry.first_attempt_at.clone();
+            match event {
+                Event::Published(s) => tally.observe(&s.key, &s.entry, true),
+                Event::Failed(s, e) => {
+                    tally.observe(&s.key, &s.entry, false);
+                    // The first few by name; the rest are counted in the summary.
+                    if stats.failed <= SHOWN_FAILURES {
+                        let (class, version, signature) = &s.key;
+                        eprintln!(
+                            "replay: failed to publish the entry dead-lettered at {} ({class} {version} {signature:?}): {e}",
+                            s.entry.dead_lettered_at
+                        );
+                    }
+                    if stats.failed == SHOWN_FAILURES {
+                        eprintln!("replay: further failures are only counted");
+                    }
                 }
             }
             if last_progress.elapsed() >= Duration::from_secs(2) {
@@ -903,12 +909,37 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     ));
     let resume_hint = || resume_hint(&summary, a.resume);
     let result = match &summary.outcome {
-        Outcome::Completed => match record_replayed(ctx, &a, &per_group, s.failed, now).await {
+        Outcome::Completed => match record_replayed(ctx, &a, &tally, now).await {
             Ok(recorded) => {
                 say(format!(
                     "completed; recorded {recorded} group(s) as replayed"
                 ));
-                Ok(ExitCode::SUCCESS)
+                let open: Vec<String> = tally
+                    .unfinished()
+                    .map(|((class, version, signature), c)| {
+                        format!(
+                            "{class} {version} {signature:?} ({} of {} failed)",
+                            c.failed,
+                            c.failed + c.published
+                        )
+                    })
+                    .collect();
+                if open.is_empty() {
+                    Ok(ExitCode::SUCCESS)
+                } else {
+                    // Under the abort threshold, but not every message went: the groups with a
+                    // failure stay open (the drain gate keeps holding on them).
+                    Err(CliError::new(
+                        1,
+                        format!(
+                            "completed with {} message(s) that failed to publish (see above): {} group(s) not recorded as replayed, they stay open: {}. {}",
+                            s.failed,
+                            open.len(),
+                            open.join("; "),
+                            resume_hint()
+                        ),
+                    ))
+                }
             }
             Err(e) => Err(e),
         },
@@ -968,17 +999,17 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     exit_with(printed, result?)
 }
 
-/// Record every replayed group as a decision (action `replay`); how many.
+/// Record every group the run replayed whole (none of its messages failed) as a decision
+/// (action `replay`); how many.
 async fn record_replayed(
     ctx: &Ctx,
     a: &ReplayArgs,
-    per_group: &HashMap<GroupKey, (u64, String, String)>,
-    failed: u64,
+    tally: &GroupTally<GroupKey>,
     now: i64,
 ) -> Result<usize, CliError> {
     let store = ctx.store().await?;
     let mut recorded = 0;
-    for ((class, version, signature), (count, first, last)) in per_group {
+    for ((class, version, signature), count) in tally.replayed() {
         let d = Disposition {
             id: 0,
             queue: a.queue.queue.clone(),
@@ -986,13 +1017,13 @@ async fn record_replayed(
             signature_version: SignatureVersion::V1.as_str().to_string(),
             error_class: class.clone(),
             consumer_version: version.clone(),
-            affected_count: Some(*count),
-            first_seen: Some(first.clone()),
-            last_seen: Some(last.clone()),
+            affected_count: Some(count.published),
+            first_seen: count.first_seen.clone(),
+            last_seen: count.last_seen.clone(),
             action: Action::Replay,
             decided_by: a.by.trim().to_string(),
             decided_at_ms: now,
-            note: (failed > 0).then(|| format!("{failed} failed to publish")),
+            note: None,
         };
         store.record(&d).await?;
         recorded += 1;
