@@ -172,3 +172,27 @@ fn replay_completed_with_failures_does_not_record_a_failed_group_as_replayed() {
     // From the first failure (entry 4, b2) on, a later run sends everything again.
     assert_eq!(summary.resume.skip, 3);
 }
+
+#[test]
+fn replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do() {
+    let b = Bench::new();
+    let file = export(&b);
+    // Lines 2 and 4 were first attempted long before the bench's clock (line 4 the earliest).
+    let text = std::fs::read_to_string(b.path(file))
+        .unwrap()
+        .replace("2026-11-29T10:00:02.000Z", "2025-06-01T00:00:00.000Z")
+        .replace("2026-11-29T10:00:04.000Z", "2025-02-01T00:00:00.000+01:00");
+    std::fs::write(b.path(file), text).unwrap();
+    let r = b.ok(&replay_args(file, "out.ndjson", &[]), 2);
+    for want in [
+        "nothing was sent",
+        "2 of 5 selected entries first attempted more than --max-age 7d ago",
+        "lines 2, 4 of export.ndjson",
+        "the oldest, line 4, at 2025-02-01T00:00:00.000+01:00",
+        "migrate dlq close --class dependency_timeout --version 2.14.0 --signature 'timeout after <n>ms calling inventory-service' --reason window_expired --by ana --queue orders.dlq --from export.ndjson",
+        "--force-old",
+    ] {
+        assert!(r.stderr.contains(want), "{want:?} not in:\n{}", r.stderr);
+    }
+    assert!(!b.path("out.ndjson").exists());
+}

@@ -4,6 +4,7 @@
 //! Exports are NDJSON files of envelopes (docs/dlq.md), or `-` for standard input. Decisions and
 //! seen signatures live in the state store (`--state`), per queue (`--queue`).
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -656,6 +657,8 @@ const SHOWN_FAILURES: u64 = 10;
 struct Selected {
     entry: DeadLetter,
     key: GroupKey,
+    /// Its line in the export.
+    line: u64,
 }
 
 impl std::borrow::Borrow<DeadLetter> for Selected {
@@ -713,9 +716,105 @@ impl Iterator for Selection {
                 return Some(Selected {
                     entry: view.to_dead_letter(),
                     key,
+                    line: self.line_no,
                 });
             }
         }
+    }
+}
+
+/// What the pre-scan of a file refuses, before anything is sent: entries older than --max-age,
+/// and entries whose age cannot be computed.
+#[derive(Default)]
+struct Refused {
+    old_lines: Vec<u64>,
+    /// The oldest refused entry: its line, `firstAttemptAt` as written, and in ms.
+    oldest: Option<(u64, String, i64)>,
+    unknown_lines: Vec<u64>,
+    unknown_first: Option<String>,
+    groups: BTreeSet<GroupKey>,
+}
+
+/// Lines a refusal names before it only counts them.
+const SHOWN_LINES: usize = 5;
+
+/// "line 3" or "lines 3, 5, 6" (the first few, then "…").
+fn lines_text(lines: &[u64]) -> String {
+    let shown: Vec<String> = lines.iter().take(SHOWN_LINES).map(u64::to_string).collect();
+    format!(
+        "line{} {}{}",
+        if lines.len() == 1 { "" } else { "s" },
+        shown.join(", "),
+        if lines.len() > SHOWN_LINES {
+            ", …"
+        } else {
+            ""
+        }
+    )
+}
+
+impl Refused {
+    fn too_old(&mut self, s: &Selected, first_ms: i64) {
+        self.old_lines.push(s.line);
+        if self.oldest.as_ref().is_none_or(|o| first_ms < o.2) {
+            self.oldest = Some((s.line, s.entry.first_attempt_at.clone(), first_ms));
+        }
+        self.groups.insert(s.key.clone());
+    }
+
+    fn unknown(&mut self, s: &Selected) {
+        self.unknown_lines.push(s.line);
+        self.unknown_first
+            .get_or_insert_with(|| s.entry.first_attempt_at.clone());
+        self.groups.insert(s.key.clone());
+    }
+
+    /// The refusal: how many, which lines, why, and what to do; `None` when nothing is refused.
+    fn message(&self, a: &ReplayArgs, count: u64) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some((line, at, _)) = &self.oldest {
+            parts.push(format!(
+                "{} of {count} selected entries first attempted more than --max-age {} ago ({} of {}; the oldest, line {line}, at {at}): replaying old events can act on a state that moved on",
+                self.old_lines.len(),
+                crate::time::human_ms(duration_ms(a.max_age)),
+                lines_text(&self.old_lines),
+                a.file,
+            ));
+        }
+        if let Some(at) = &self.unknown_first {
+            parts.push(format!(
+                "{} of {count} selected entries with a firstAttemptAt that gives no age ({} of {}, e.g. {at:?}): --max-age cannot vouch for them",
+                self.unknown_lines.len(),
+                lines_text(&self.unknown_lines),
+                a.file,
+            ));
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        let close = match self.groups.iter().collect::<Vec<_>>().as_slice() {
+            [(class, version, signature)] => format!(
+                "Close their group if they no longer apply (`migrate dlq close --class {class} --version {version} --signature '{}' --reason window_expired --by {} --queue {} --from {}`)",
+                signature.replace('\'', r"'\''"),
+                a.by.trim(),
+                a.queue.queue,
+                a.file,
+            ),
+            groups => format!(
+                "Close their {} groups if they no longer apply (`migrate dlq triage {}` lists them; `migrate dlq close ... --reason window_expired` closes one)",
+                groups.len(),
+                a.file,
+            ),
+        };
+        let others = if a.group.class.is_none() {
+            ", replay the other groups alone (--class, --version, --signature)"
+        } else {
+            ""
+        };
+        Some(format!(
+            "refused, nothing was sent: {}. {close}{others}, or replay anyway with --force-old",
+            parts.join("; and "),
+        ))
     }
 }
 
@@ -772,8 +871,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     let mut total = None;
     if a.file != "-" {
         let mut count = 0_u64;
-        let mut too_old = 0_u64;
-        let mut oldest: Option<String> = None;
+        let mut refused = Refused::default();
         let selection = Selection {
             reader: open_input(&a.file)?,
             signer: Signer::new(SignatureVersion::V1),
@@ -785,19 +883,17 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         };
         for s in selection {
             count += 1;
+            if a.force_old {
+                continue;
+            }
             // An age that cannot be computed is refused like an old one: nobody can vouch for it.
-            let age = s
-                .entry
-                .first_attempt_ms()
-                .and_then(|first| now.checked_sub(first));
-            if !a.force_old && age.is_none_or(|age| age > duration_ms(a.max_age)) {
-                too_old += 1;
-                if oldest
-                    .as_deref()
-                    .is_none_or(|o| s.entry.first_attempt_at.as_str() < o)
-                {
-                    oldest = Some(s.entry.first_attempt_at.clone());
-                }
+            match s.entry.first_attempt_ms() {
+                Some(first) => match now.checked_sub(first) {
+                    Some(age) if age <= duration_ms(a.max_age) => {}
+                    Some(_) => refused.too_old(&s, first),
+                    None => refused.unknown(&s),
+                },
+                None => refused.unknown(&s),
             }
         }
         if count == 0 {
@@ -806,14 +902,8 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                 a.file
             )));
         }
-        if too_old > 0 {
-            return Err(CliError::input(format!(
-                "refused: {too_old} of {count} entries were first attempted more than {} ago (oldest {}); \
-                 replaying old events can act on a state that moved on. Close them (`migrate dlq close --reason window_expired`), \
-                 or replay anyway with --force-old",
-                humantime::format_duration(a.max_age),
-                oldest.unwrap_or_default()
-            )));
+        if let Some(message) = refused.message(&a, count) {
+            return Err(CliError::input(message));
         }
         total = Some(count);
     }
