@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, exit_with, nonzero_duration, print_json, to_stdout};
 use crate::dlq::alerts::{self, AlertInputs};
 use crate::dlq::disposition::{
     Action, CloseReason, Disposition, covered_until, split_against_history,
@@ -230,7 +230,11 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 0.2)]
     pub abort_failure_rate: f64,
     /// Refuse entries first attempted longer ago than this.
-    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        default_value = "7d",
+        value_parser = nonzero_duration("0s would refuse every entry; --force-old replays whatever their age")
+    )]
     pub max_age: Duration,
     /// Replay entries older than --max-age anyway.
     #[arg(long)]
@@ -249,8 +253,12 @@ pub struct WatchArgs {
     pub file: String,
     #[command(flatten)]
     pub queue: QueueArg,
-    /// The inflow window.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    /// The inflow window (above 0).
+    #[arg(
+        long,
+        default_value = "5m",
+        value_parser = nonzero_duration("the inflow per minute is counted over the window")
+    )]
     pub window: Duration,
     /// A signature first seen within this long is new.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
@@ -262,7 +270,10 @@ pub struct WatchArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Recompute this often, until interrupted (default: once).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        value_parser = nonzero_duration("0s would recompute in a busy loop; leave --every out to compute once")
+    )]
     pub every: Option<Duration>,
 }
 

@@ -78,8 +78,13 @@ pub struct Global {
     /// Who acts, for the journal (default: $USER).
     #[arg(long, global = true, env = "MIGRATE_ACTOR")]
     pub actor: Option<String>,
-    /// How long to wait for an indicator source before the gate holds.
-    #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// How long to wait for an indicator source before the gate holds (above 0).
+    #[arg(
+        long,
+        global = true,
+        default_value = "10s",
+        value_parser = nonzero_duration("a zero timeout fails every indicator request, so every gate would hold")
+    )]
     pub source_timeout: Duration,
     /// Evaluate as if it were this instant (RFC 3339). For tests and rehearsals.
     #[arg(long, global = true, env = "MIGRATE_NOW", hide = true)]
@@ -327,6 +332,22 @@ pub async fn run(cli: Cli) -> CliResult {
     }
 }
 
+/// The parser of a duration option (humantime: `10s`, `500ms`, `2m`, `7d`) where zero makes no
+/// sense: refused with `why`, instead of a daemon that spins or a gate that always holds.
+pub fn nonzero_duration(
+    why: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text: &str| {
+        let d = humantime::parse_duration(text)
+            .map_err(|e| format!("{e} (want a duration like 10s, 500ms, 2m)"))?;
+        if d.is_zero() {
+            Err(format!("must be above 0: {why}"))
+        } else {
+            Ok(d)
+        }
+    }
+}
+
 /// A store URL with any password masked.
 pub fn redact_url(url: &str) -> String {
     crate::plan::Secret::literal(url).redacted()
@@ -430,6 +451,64 @@ mod tests {
             per_request(&["migrate", "run", "--queries-per-request", "31"]),
             None
         );
+    }
+
+    #[test]
+    fn zero_durations_are_refused_where_they_make_no_sense() {
+        let refusal = |args: &[&str]| match Cli::try_parse_from(args.iter().copied()) {
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        for (args, why) in [
+            (
+                &["migrate", "--source-timeout", "0s", "status", "orders"][..],
+                "every gate would hold",
+            ),
+            (
+                &["migrate", "status", "orders", "--source-timeout", "0ms"][..],
+                "every gate would hold",
+            ),
+            (&["migrate", "run", "--interval", "0s"][..], "busy loop"),
+            (
+                &["migrate", "bridge", "orders", "--routing-interval", "0s"][..],
+                "busy loop",
+            ),
+            (
+                &["migrate", "dlq", "watch", "x", "--every", "0s"][..],
+                "compute once",
+            ),
+            (
+                &["migrate", "dlq", "watch", "x", "--window", "0s"][..],
+                "window",
+            ),
+            (
+                &[
+                    "migrate",
+                    "dlq",
+                    "replay",
+                    "x",
+                    "--by",
+                    "a",
+                    "--max-age",
+                    "0s",
+                ][..],
+                "--force-old",
+            ),
+        ] {
+            let e = refusal(args).unwrap_or_else(|| panic!("{args:?} was accepted"));
+            assert!(
+                e.contains("must be above 0") && e.contains(why),
+                "{args:?}: {e}"
+            );
+        }
+        // Above zero they parse; a duration that does not parse says what one looks like.
+        assert_eq!(
+            refusal(&["migrate", "--source-timeout", "1ms", "status", "orders"]),
+            None
+        );
+        assert_eq!(refusal(&["migrate", "run", "--interval", "1s"]), None);
+        let e = refusal(&["migrate", "run", "--interval", "soon"]).unwrap_or_default();
+        assert!(e.contains("like 10s"), "{e}");
     }
 
     #[test]
