@@ -348,6 +348,12 @@ pub fn nonzero_duration(
     }
 }
 
+/// Whether output may use colour, by `NO_COLOR` (<https://no-color.org>): set and not empty, it
+/// disables colour (the demo's live view, the log lines on a terminal).
+pub fn colour_allowed(no_color: Option<&std::ffi::OsStr>) -> bool {
+    no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
 /// A store URL with any password masked.
 pub fn redact_url(url: &str) -> String {
     crate::plan::Secret::literal(url).redacted()
@@ -509,6 +515,15 @@ mod tests {
         assert_eq!(refusal(&["migrate", "run", "--interval", "1s"]), None);
         let e = refusal(&["migrate", "run", "--interval", "soon"]).unwrap_or_default();
         assert!(e.contains("like 10s"), "{e}");
+    }
+
+    #[test]
+    fn no_color_set_and_not_empty_disables_colour() {
+        use std::ffi::OsStr;
+        assert!(colour_allowed(None));
+        assert!(colour_allowed(Some(OsStr::new(""))));
+        assert!(!colour_allowed(Some(OsStr::new("1"))));
+        assert!(!colour_allowed(Some(OsStr::new("0"))));
     }
 
     #[test]
