@@ -629,16 +629,25 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
     if all.is_empty() {
         let _ = writeln!(out, "no decisions recorded for queue {:?}", a.queue.queue);
     }
+    // Each column as wide as its widest cell: a long queue or class name keeps its row in line.
+    let what = |d: &Disposition| d.action.reason().map_or("replayed", CloseReason::as_str);
+    let width = |cell: &dyn Fn(&Disposition) -> usize| all.iter().map(cell).max().unwrap_or(0);
+    let id_w = width(&|d| d.id.to_string().len());
+    let by_w = width(&|d| d.decided_by.chars().count());
+    let what_w = width(&|d| what(d).len());
+    let queue_w = width(&|d| d.queue.chars().count());
+    let class_w = width(&|d| d.error_class.chars().count());
+    let version_w = width(&|d| d.consumer_version.chars().count());
     for d in &all {
         let _ = writeln!(
             out,
-            "{:>4}  {}  {:<10} {:<18} {:<10} {:<22} {:<10} {:?}{}{}",
+            "{:>id_w$}  {}  {:<by_w$} {:<what_w$} {:<queue_w$} {:<class_w$} {:<version_w$} {:?}{}{}",
             d.id,
             format_timestamp(d.decided_at_ms)
                 .get(..16)
                 .unwrap_or_default(),
             d.decided_by,
-            d.action.reason().map_or("replayed", CloseReason::as_str),
+            what(d),
             d.queue,
             d.error_class,
             d.consumer_version,

@@ -348,6 +348,40 @@ pub fn nonzero_duration(
     }
 }
 
+/// One gate as `status` and `advance` print it.
+pub struct GateRow<'a> {
+    pub kind: &'a str,
+    pub verdict: &'a str,
+    pub name: &'a str,
+    pub value: Option<f64>,
+    pub reason: &'a str,
+}
+
+/// The gate table of `status` and `advance`: kind, verdict, name, last value, reason, each column
+/// as wide as its widest cell (a long gate name or value does not push its row out of line).
+pub fn write_gate_rows(out: &mut impl Write, rows: &[GateRow<'_>]) -> io::Result<()> {
+    let values: Vec<String> = rows
+        .iter()
+        .map(|r| r.value.map_or_else(|| "-".into(), |v| format!("{v}")))
+        .collect();
+    let width = |cell: fn(&GateRow<'_>) -> usize| rows.iter().map(cell).max().unwrap_or(0);
+    let kind_w = width(|r| r.kind.chars().count());
+    let verdict_w = width(|r| r.verdict.chars().count());
+    let name_w = width(|r| r.name.chars().count());
+    let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(1);
+    for (r, value) in rows.iter().zip(&values) {
+        writeln!(
+            out,
+            "  {:<kind_w$} {:<verdict_w$} {:<name_w$} {value:>value_w$}  {}",
+            r.kind,
+            r.verdict.to_uppercase(),
+            r.name,
+            r.reason
+        )?;
+    }
+    Ok(())
+}
+
 /// Whether output may use colour, by `NO_COLOR` (<https://no-color.org>): set and not empty, it
 /// disables colour (the demo's live view, the log lines on a terminal).
 pub fn colour_allowed(no_color: Option<&std::ffi::OsStr>) -> bool {
