@@ -55,8 +55,17 @@ use crate::store::any::AnyStore;
 ///   migrate plan apply plans/orders.yaml --reason "looser gate"
 ///
 /// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict.
+/// The help heading of [`Global`]'s options.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
-#[command(name = "migrate", version, verbatim_doc_comment)]
+#[command(
+    name = "migrate",
+    version,
+    verbatim_doc_comment,
+    after_help = "Logs go to standard error: MIGRATE_LOG sets the level (default warn; info for production, \
+                  see docs/operations.md), NO_COLOR=1 turns colour off."
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -64,30 +73,42 @@ pub struct Cli {
     pub command: Cmd,
 }
 
-/// Options every subcommand takes.
+/// Options every subcommand accepts, before or after its name. Shown apart, under "Global
+/// options", after the subcommand's own: not every subcommand uses them (`slice` and `demo` use
+/// none), and each says which do.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The state store: a SQLite file path, sqlite://PATH, or postgres://USER@HOST/DB.
+    /// The state store: a SQLite file path, sqlite://PATH, or postgres://USER@HOST/DB (the
+    /// migrations, their journal, DLQ decisions).
     #[arg(
         long,
         global = true,
         env = "MIGRATE_STATE",
-        default_value = "./queue-migrate.db"
+        default_value = "./queue-migrate.db",
+        help_heading = GLOBAL
     )]
     pub state: String,
-    /// Who acts, for the journal (default: $USER).
-    #[arg(long, global = true, env = "MIGRATE_ACTOR")]
+    /// Who acts, for the journal of a command that changes a migration (default: $USER).
+    #[arg(long, global = true, env = "MIGRATE_ACTOR", help_heading = GLOBAL)]
     pub actor: Option<String>,
-    /// How long to wait for an indicator source before the gate holds (above 0).
+    /// How long to wait for an indicator source before its gate holds (status, advance, run),
+    /// or for the etcd gateway a routing document is written to (above 0).
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         default_value = "10s",
         value_parser = nonzero_duration("a zero timeout fails every indicator request, so every gate would hold")
     )]
     pub source_timeout: Duration,
     /// Evaluate as if it were this instant (RFC 3339). For tests and rehearsals.
-    #[arg(long, global = true, env = "MIGRATE_NOW", hide = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "MIGRATE_NOW",
+        hide = true,
+        help_heading = GLOBAL
+    )]
     pub now: Option<String>,
 }
 
@@ -558,6 +579,38 @@ mod tests {
         assert!(colour_allowed(Some(OsStr::new(""))));
         assert!(!colour_allowed(Some(OsStr::new("1"))));
         assert!(!colour_allowed(Some(OsStr::new("0"))));
+    }
+
+    #[test]
+    fn global_options_show_apart_from_a_subcommands_own_in_its_help() {
+        let help = |args: &[&str]| match Cli::try_parse_from(args.iter().copied()) {
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+            other => panic!("{args:?} gave no help: {other:?}"),
+        };
+        for (sub, own) in [
+            (&["migrate", "slice", "--help"][..], "--slices"),
+            (&["migrate", "slice", "-h"][..], "--stdin"),
+            (&["migrate", "dlq", "triage", "--help"][..], "--limit"),
+            (&["migrate", "status", "-h"][..], "--json"),
+        ] {
+            let text = help(sub);
+            let global = text
+                .find("Global options:")
+                .unwrap_or_else(|| panic!("{sub:?}: no Global options heading:\n{text}"));
+            let (mine, globals) = text.split_at(global);
+            assert!(
+                mine.contains(own),
+                "{sub:?}: {own} not among its own options:\n{text}"
+            );
+            for g in ["--state", "--actor", "--source-timeout"] {
+                assert!(
+                    !mine.contains(g),
+                    "{sub:?}: {g} among its own options:\n{text}"
+                );
+                assert!(globals.contains(g), "{sub:?}: {g} missing:\n{text}");
+            }
+        }
+        assert!(help(&["migrate", "--help"]).contains("MIGRATE_LOG"));
     }
 
     #[test]
