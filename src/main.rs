@@ -13,7 +13,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && queue_migrate::cli::colour_allowed(std::env::var_os("NO_COLOR").as_deref()),
+        )
         .init();
     let cli = Cli::parse();
     if let Some(arenas) = cli.malloc_arenas() {

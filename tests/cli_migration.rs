@@ -875,3 +875,72 @@ fn a_transition_whose_etcd_endpoint_is_not_set_here_commits_and_reports_the_publ
     // The file publisher needs no secret: it follows the committed state.
     assert_eq!(b.routing_file()["paused"], true);
 }
+
+/// Where `needle` starts in each line that has it, in characters.
+fn columns(text: &str, needle: &str) -> Vec<usize> {
+    text.lines()
+        .filter_map(|l| l.find(needle).map(|i| l[..i].chars().count()))
+        .collect()
+}
+
+#[test]
+fn tables_stay_aligned_with_cells_longer_than_28_characters() {
+    let name = "orders-eu-west-1-checkout-to-nats-2026";
+    let plan = include_str!("../plans/local.yaml")
+        .replace("name: local\n", &format!("name: {name}\n"))
+        .replace(
+            "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }",
+            "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }\n      - { name: new consumer connected on every partition of the stream, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }",
+        );
+    let b = Bench::with_plan(&plan);
+    b.init();
+    b.ok(&["advance", name], 0);
+    // Two gates, one name of 53 characters: the value and the reason start where they do in the
+    // other row.
+    let status = b.ok(&["status", name], 0).stdout;
+    let reasons = columns(&status, "not evaluated yet");
+    assert_eq!(reasons.len(), 2, "{status}");
+    assert_eq!(reasons[0], reasons[1], "{status}");
+    b.indicators.all_green();
+    let dry = b.ok(&["advance", name, "--dry-run"], 0).stdout;
+    let gate_rows: Vec<&str> = dry.lines().filter(|l| l.starts_with("  exit ")).collect();
+    assert_eq!(gate_rows.len(), 2, "{dry}");
+    let value_ends: Vec<usize> = gate_rows
+        .iter()
+        .map(|l| l.find("1  ").expect("a value of 1"))
+        .collect();
+    assert_eq!(value_ends[0], value_ends[1], "{dry}");
+
+    // Decisions on a queue whose name is longer than the old fixed column.
+    for (queue, class) in [
+        ("orders.dlq", "validation"),
+        (
+            "payments-dead-letter-queue-eu-west-1",
+            "reference_not_found",
+        ),
+    ] {
+        b.ok(
+            &[
+                "dlq",
+                "close",
+                "--class",
+                class,
+                "--version",
+                "2.14.0",
+                "--signature",
+                "s",
+                "--reason",
+                "fixed_in_code",
+                "--by",
+                "ana",
+                "--queue",
+                queue,
+            ],
+            0,
+        );
+    }
+    let decisions = b.ok(&["dlq", "decisions", "--all-queues"], 0).stdout;
+    let versions = columns(&decisions, "2.14.0");
+    assert_eq!(versions.len(), 2, "{decisions}");
+    assert_eq!(versions[0], versions[1], "{decisions}");
+}

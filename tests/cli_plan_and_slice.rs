@@ -217,3 +217,46 @@ fn plan_check_into_a_full_disk_says_cannot_write_and_exits_1() {
         );
     }
 }
+
+#[test]
+fn plan_check_prints_each_steps_minimum_time_and_the_routing_file() {
+    let (code, out, err) = migrate(&["plan", "check", &plan("orders.yaml")]);
+    assert_eq!(code, 0, "{out}{err}");
+    let routing = format!(
+        "routing document: written to {}",
+        plan("orders.routing.json")
+    );
+    assert!(out.contains(&routing), "{out}");
+    // Each step's line, its spaces folded: the phase's min_duration, observe per slices step,
+    // retain for disconnect.
+    let step = |state: &str| {
+        out.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .find(|l| l.starts_with(&format!("{state} ")))
+            .unwrap_or_else(|| panic!("no line for {state}:\n{out}"))
+    };
+    assert!(
+        step("consume_dual").starts_with("consume_dual min 1d "),
+        "{out}"
+    );
+    assert!(step("synthetic").starts_with("synthetic min 1h "), "{out}");
+    assert!(step("slices[0]").starts_with("slices[0] min 1d "), "{out}");
+    assert!(
+        step("disconnect").starts_with("disconnect min 7d "),
+        "{out}"
+    );
+    assert!(step("planned").starts_with("planned min - "), "{out}");
+
+    let (code, out, _) = migrate(&["plan", "check", &plan("local.yaml"), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let d = &v["derived"];
+    assert_eq!(d["routing_file"], plan("local.routing.json"));
+    assert_eq!(d["steps"][0]["min_time"], serde_json::Value::Null);
+    assert_eq!(d["steps"][1]["state"], "consume_dual");
+    assert_eq!(d["steps"][1]["min_time"], "0s");
+    assert_eq!(d["steps"][3]["min_time"], "1m");
+    let last = d["steps"].as_array().unwrap().len() - 2;
+    assert_eq!(d["steps"][last]["state"], "disconnect");
+    assert_eq!(d["steps"][last]["min_time"], "2m");
+}

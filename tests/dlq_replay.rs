@@ -77,3 +77,122 @@ fn replay_flush_failure_after_the_canary_is_not_a_pause() {
     // Nothing of this run is known to have gone out: resuming starts from the first entry.
     assert!(all.contains("--skip 0"), "{all}");
 }
+
+/// Publishes everything but the messages whose body is in `fail`.
+struct FailsSome {
+    fail: &'static [&'static str],
+}
+
+impl queue_migrate::dlq::replay::Publisher for FailsSome {
+    async fn publish(
+        &mut self,
+        m: &queue_migrate::dlq::replay::ReplayMessage<'_>,
+    ) -> Result<(), queue_migrate::dlq::replay::PublishError> {
+        let body = m.payload.to_bytes();
+        if self.fail.iter().any(|f| *body == *f.as_bytes()) {
+            return Err(queue_migrate::dlq::replay::PublishError::Rejected(
+                "nack".into(),
+            ));
+        }
+        Ok(())
+    }
+    async fn flush(&mut self) -> Result<(), queue_migrate::dlq::replay::PublishError> {
+        Ok(())
+    }
+}
+
+struct Now(i64);
+
+impl queue_migrate::dlq::replay::Pacer for Now {
+    fn now_ms(&self) -> i64 {
+        self.0
+    }
+    async fn sleep_until(&mut self, at_ms: i64) {
+        self.0 = self.0.max(at_ms);
+    }
+}
+
+#[test]
+fn replay_completed_with_failures_does_not_record_a_failed_group_as_replayed() {
+    use queue_migrate::dlq::envelope::{DeadLetter, Payload, parse_timestamp};
+    use queue_migrate::dlq::replay::{
+        self, Event, GroupTally, Outcome, ReplayMachine, ReplayPolicy,
+    };
+
+    let entry = |group: &str, i: u32| {
+        let e = DeadLetter {
+            payload: Payload::Bytes(format!("{group}{i}").into_bytes()),
+            error_class: group.to_string(),
+            error_message: "m".into(),
+            consumer_version: "1".into(),
+            trace_id: None,
+            attempts: 3,
+            first_attempt_at: format!("2026-11-29T10:00:0{i}.000Z"),
+            dead_lettered_at: format!("2026-11-29T10:05:0{i}.000Z"),
+        };
+        (group.to_string(), e)
+    };
+    // Two groups, three entries each, interleaved; one message of group b fails: one failure in
+    // six is under the default threshold, and below the sample the rate is not even checked.
+    let entries: Vec<(String, DeadLetter)> = (1..=3)
+        .flat_map(|i| [entry("a", i), entry("b", i)])
+        .collect();
+    let now = parse_timestamp("2026-11-30T00:00:00Z").unwrap();
+    let mut machine = ReplayMachine::new(ReplayPolicy {
+        canary: 0,
+        ..ReplayPolicy::default()
+    })
+    .unwrap();
+    let mut tally = GroupTally::default();
+    let summary = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(replay::run(
+            &mut machine,
+            entries.iter().map(|(_, e)| e),
+            &mut FailsSome { fail: &["b2"] },
+            &mut Now(now),
+            |event: &Event<'_, &DeadLetter>, _| match event {
+                Event::Published(e) => tally.observe(&e.error_class, e, true),
+                Event::Failed(e, _) => tally.observe(&e.error_class, e, false),
+            },
+        ));
+    assert_eq!(summary.outcome, Outcome::Completed);
+    assert_eq!((summary.stats.published, summary.stats.failed), (5, 1));
+    // Only group a went out whole: b stays open, and says how many of its messages failed.
+    let replayed: Vec<&String> = tally.replayed().map(|(k, _)| k).collect();
+    assert_eq!(replayed, ["a"]);
+    let (open, count) = tally.unfinished().next().unwrap();
+    assert_eq!(open, "b");
+    assert_eq!((count.published, count.failed), (2, 1));
+    assert_eq!(tally.unfinished().count(), 1);
+    let (_, a) = tally.replayed().next().unwrap();
+    assert_eq!(a.first_seen.as_deref(), Some("2026-11-29T10:00:01.000Z"));
+    assert_eq!(a.last_seen.as_deref(), Some("2026-11-29T10:00:03.000Z"));
+    // From the first failure (entry 4, b2) on, a later run sends everything again.
+    assert_eq!(summary.resume.skip, 3);
+}
+
+#[test]
+fn replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do() {
+    let b = Bench::new();
+    let file = export(&b);
+    // Lines 2 and 4 were first attempted long before the bench's clock (line 4 the earliest).
+    let text = std::fs::read_to_string(b.path(file))
+        .unwrap()
+        .replace("2026-11-29T10:00:02.000Z", "2025-06-01T00:00:00.000Z")
+        .replace("2026-11-29T10:00:04.000Z", "2025-02-01T00:00:00.000+01:00");
+    std::fs::write(b.path(file), text).unwrap();
+    let r = b.ok(&replay_args(file, "out.ndjson", &[]), 2);
+    for want in [
+        "nothing was sent",
+        "2 of 5 selected entries first attempted more than --max-age 7d ago",
+        "lines 2, 4 of export.ndjson",
+        "the oldest, line 4, at 2025-02-01T00:00:00.000+01:00",
+        "migrate dlq close --class dependency_timeout --version 2.14.0 --signature 'timeout after <n>ms calling inventory-service' --reason window_expired --by ana --queue orders.dlq --from export.ndjson",
+        "--force-old",
+    ] {
+        assert!(r.stderr.contains(want), "{want:?} not in:\n{}", r.stderr);
+    }
+    assert!(!b.path("out.ndjson").exists());
+}

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, committed, exit_with, print_json, to_stdout, write_applied};
+use super::{
+    CliError, CliResult, Ctx, GateRow, committed, exit_with, print_json, to_stdout, write_applied,
+    write_gate_rows,
+};
 use crate::controller::{AdvanceOptions, AdvanceOutcome};
 
 #[derive(Debug, Args)]
@@ -73,20 +76,20 @@ fn write_outcome(out: &mut impl Write, outcome: &AdvanceOutcome, gated: bool) ->
     if outcome.gates.is_empty() {
         writeln!(out, "  no gates in this state")?;
     }
-    for g in &outcome.gates {
-        writeln!(
-            out,
-            "  {:<5} {:<5} {:<28} {:>12}  {}",
-            g.kind,
-            g.eval.verdict.as_str().to_uppercase(),
-            g.name,
-            g.eval
-                .value
-                .map(|v| format!("{v}"))
-                .unwrap_or_else(|| "-".into()),
-            g.eval.reason
-        )?;
-    }
+    let kinds: Vec<String> = outcome.gates.iter().map(|g| g.kind.to_string()).collect();
+    let rows: Vec<GateRow<'_>> = outcome
+        .gates
+        .iter()
+        .zip(&kinds)
+        .map(|(g, kind)| GateRow {
+            kind,
+            verdict: g.eval.verdict.as_str(),
+            name: &g.name,
+            value: g.eval.value,
+            reason: &g.eval.reason,
+        })
+        .collect();
+    write_gate_rows(out, &rows)?;
     if gated {
         writeln!(out, "not advancing:")?;
         for b in &outcome.blockers {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, redact_url};
+use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::{self, Brokers, Settings};
 use crate::brokers::{Adapter, Kind};
@@ -35,8 +35,12 @@ pub struct BridgeArgs {
     /// How long the bridge lease lasts without renewal; a standby takes over within about two.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub lease_ttl: Duration,
-    /// How often the routing document is read from the store.
-    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    /// How often the routing document is read from the store (above 0).
+    #[arg(
+        long,
+        default_value = "500ms",
+        value_parser = nonzero_duration("a zero interval would read the store in a busy loop")
+    )]
     pub routing_interval: Duration,
     /// This instance's name in the lease (default: bridge@HOST:PID).
     #[arg(long)]
@@ -74,10 +78,11 @@ async fn connect(broker: &Broker, side: &str) -> Result<Adapter, CliError> {
 }
 
 pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
-    if args.lease_ttl < Duration::from_secs(1) || args.routing_interval.is_zero() {
-        return Err(CliError::input(
-            "--lease-ttl must be at least 1s and --routing-interval above 0",
-        ));
+    if args.lease_ttl < Duration::from_secs(1) {
+        return Err(CliError::input(format!(
+            "--lease-ttl {}: must be at least 1s (a standby takes over within about two)",
+            humantime::format_duration(args.lease_ttl)
+        )));
     }
     let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;

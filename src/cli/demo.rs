@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, print_json, to_stdout};
+use super::{CliError, CliResult, colour_allowed, print_json, to_stdout};
 use crate::sim::demo::{self, Options, Report};
 use crate::sim::view::{Lines, Live, Quiet, View};
 use crate::sim::world::Fault;
@@ -127,8 +127,11 @@ pub async fn run(args: DemoArgs) -> CliResult {
     };
     let mut view: Box<dyn View> = if args.json {
         Box::new(Quiet)
-    } else if std::io::stdout().is_terminal() {
-        Box::new(Live::new(std::io::stdout()))
+    } else if std::io::stdout().is_terminal()
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+    {
+        let colour = colour_allowed(std::env::var_os("NO_COLOR").as_deref());
+        Box::new(Live::new(std::io::stdout(), colour))
     } else {
         Box::new(Lines::new(std::io::stdout()))
     };

@@ -4,7 +4,7 @@
 //! Exports are NDJSON files of envelopes (docs/dlq.md), or `-` for standard input. Decisions and
 //! seen signatures live in the state store (`--state`), per queue (`--queue`).
 
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, exit_with, nonzero_duration, print_json, to_stdout};
 use crate::dlq::alerts::{self, AlertInputs};
 use crate::dlq::disposition::{
     Action, CloseReason, Disposition, covered_until, split_against_history,
@@ -25,7 +25,7 @@ use crate::dlq::envelope::{DeadLetter, EnvelopeRef, format_timestamp};
 use crate::dlq::gate;
 use crate::dlq::generate::{GenerateOptions, write_export};
 use crate::dlq::replay::{
-    self, Event, NdjsonPublisher, Outcome, Pacer, ReplayMachine, ReplayPolicy,
+    self, Event, GroupTally, NdjsonPublisher, Outcome, Pacer, ReplayMachine, ReplayPolicy,
 };
 use crate::dlq::report::{self, ReportInputs};
 use crate::dlq::signature::{SignatureVersion, Signer};
@@ -69,9 +69,12 @@ pub enum DlqCmd {
     /// entries went out and the --skip N that goes on without losing any. Entries first
     /// attempted longer ago than --max-age (or of unknown age) are refused unless --force-old.
     /// --output FILE is appended to. A replay that reaches the end is recorded as a decision
-    /// (action replay) for each group it covered.
+    /// (action replay) for each group all of whose messages it published; a group with a message
+    /// that failed to publish (under the abort threshold) stays open, and the run says which and
+    /// the --skip N to send them again.
     ///
-    /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush);
+    /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush),
+    /// or completed with messages that failed to publish;
     /// 2 invalid input or refused (too old); 3 paused after the canary batch.
     #[command(verbatim_doc_comment)]
     Replay(ReplayArgs),
@@ -227,7 +230,11 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 0.2)]
     pub abort_failure_rate: f64,
     /// Refuse entries first attempted longer ago than this.
-    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        default_value = "7d",
+        value_parser = nonzero_duration("0s would refuse every entry; --force-old replays whatever their age")
+    )]
     pub max_age: Duration,
     /// Replay entries older than --max-age anyway.
     #[arg(long)]
@@ -246,8 +253,12 @@ pub struct WatchArgs {
     pub file: String,
     #[command(flatten)]
     pub queue: QueueArg,
-    /// The inflow window.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    /// The inflow window (above 0).
+    #[arg(
+        long,
+        default_value = "5m",
+        value_parser = nonzero_duration("the inflow per minute is counted over the window")
+    )]
     pub window: Duration,
     /// A signature first seen within this long is new.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
@@ -259,7 +270,10 @@ pub struct WatchArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Recompute this often, until interrupted (default: once).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        value_parser = nonzero_duration("0s would recompute in a busy loop; leave --every out to compute once")
+    )]
     pub every: Option<Duration>,
 }
 
@@ -615,16 +629,25 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
     if all.is_empty() {
         let _ = writeln!(out, "no decisions recorded for queue {:?}", a.queue.queue);
     }
+    // Each column as wide as its widest cell: a long queue or class name keeps its row in line.
+    let what = |d: &Disposition| d.action.reason().map_or("replayed", CloseReason::as_str);
+    let width = |cell: &dyn Fn(&Disposition) -> usize| all.iter().map(cell).max().unwrap_or(0);
+    let id_w = width(&|d| d.id.to_string().len());
+    let by_w = width(&|d| d.decided_by.chars().count());
+    let what_w = width(&|d| what(d).len());
+    let queue_w = width(&|d| d.queue.chars().count());
+    let class_w = width(&|d| d.error_class.chars().count());
+    let version_w = width(&|d| d.consumer_version.chars().count());
     for d in &all {
         let _ = writeln!(
             out,
-            "{:>4}  {}  {:<10} {:<18} {:<10} {:<22} {:<10} {:?}{}{}",
+            "{:>id_w$}  {}  {:<by_w$} {:<what_w$} {:<queue_w$} {:<class_w$} {:<version_w$} {:?}{}{}",
             d.id,
             format_timestamp(d.decided_at_ms)
                 .get(..16)
                 .unwrap_or_default(),
             d.decided_by,
-            d.action.reason().map_or("replayed", CloseReason::as_str),
+            what(d),
             d.queue,
             d.error_class,
             d.consumer_version,
@@ -647,10 +670,15 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
 
 type GroupKey = (String, String, String);
 
+/// Failed messages a replay names on stderr before it only counts them.
+const SHOWN_FAILURES: u64 = 10;
+
 /// A selected entry and its group.
 struct Selected {
     entry: DeadLetter,
     key: GroupKey,
+    /// Its line in the export.
+    line: u64,
 }
 
 impl std::borrow::Borrow<DeadLetter> for Selected {
@@ -708,9 +736,105 @@ impl Iterator for Selection {
                 return Some(Selected {
                     entry: view.to_dead_letter(),
                     key,
+                    line: self.line_no,
                 });
             }
         }
+    }
+}
+
+/// What the pre-scan of a file refuses, before anything is sent: entries older than --max-age,
+/// and entries whose age cannot be computed.
+#[derive(Default)]
+struct Refused {
+    old_lines: Vec<u64>,
+    /// The oldest refused entry: its line, `firstAttemptAt` as written, and in ms.
+    oldest: Option<(u64, String, i64)>,
+    unknown_lines: Vec<u64>,
+    unknown_first: Option<String>,
+    groups: BTreeSet<GroupKey>,
+}
+
+/// Lines a refusal names before it only counts them.
+const SHOWN_LINES: usize = 5;
+
+/// "line 3" or "lines 3, 5, 6" (the first few, then "…").
+fn lines_text(lines: &[u64]) -> String {
+    let shown: Vec<String> = lines.iter().take(SHOWN_LINES).map(u64::to_string).collect();
+    format!(
+        "line{} {}{}",
+        if lines.len() == 1 { "" } else { "s" },
+        shown.join(", "),
+        if lines.len() > SHOWN_LINES {
+            ", …"
+        } else {
+            ""
+        }
+    )
+}
+
+impl Refused {
+    fn too_old(&mut self, s: &Selected, first_ms: i64) {
+        self.old_lines.push(s.line);
+        if self.oldest.as_ref().is_none_or(|o| first_ms < o.2) {
+            self.oldest = Some((s.line, s.entry.first_attempt_at.clone(), first_ms));
+        }
+        self.groups.insert(s.key.clone());
+    }
+
+    fn unknown(&mut self, s: &Selected) {
+        self.unknown_lines.push(s.line);
+        self.unknown_first
+            .get_or_insert_with(|| s.entry.first_attempt_at.clone());
+        self.groups.insert(s.key.clone());
+    }
+
+    /// The refusal: how many, which lines, why, and what to do; `None` when nothing is refused.
+    fn message(&self, a: &ReplayArgs, count: u64) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some((line, at, _)) = &self.oldest {
+            parts.push(format!(
+                "{} of {count} selected entries first attempted more than --max-age {} ago ({} of {}; the oldest, line {line}, at {at}): replaying old events can act on a state that moved on",
+                self.old_lines.len(),
+                crate::time::human_ms(duration_ms(a.max_age)),
+                lines_text(&self.old_lines),
+                a.file,
+            ));
+        }
+        if let Some(at) = &self.unknown_first {
+            parts.push(format!(
+                "{} of {count} selected entries with a firstAttemptAt that gives no age ({} of {}, e.g. {at:?}): --max-age cannot vouch for them",
+                self.unknown_lines.len(),
+                lines_text(&self.unknown_lines),
+                a.file,
+            ));
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        let close = match self.groups.iter().collect::<Vec<_>>().as_slice() {
+            [(class, version, signature)] => format!(
+                "Close their group if they no longer apply (`migrate dlq close --class {class} --version {version} --signature '{}' --reason window_expired --by {} --queue {} --from {}`)",
+                signature.replace('\'', r"'\''"),
+                a.by.trim(),
+                a.queue.queue,
+                a.file,
+            ),
+            groups => format!(
+                "Close their {} groups if they no longer apply (`migrate dlq triage {}` lists them; `migrate dlq close ... --reason window_expired` closes one)",
+                groups.len(),
+                a.file,
+            ),
+        };
+        let others = if a.group.class.is_none() {
+            ", replay the other groups alone (--class, --version, --signature)"
+        } else {
+            ""
+        };
+        Some(format!(
+            "refused, nothing was sent: {}. {close}{others}, or replay anyway with --force-old",
+            parts.join("; and "),
+        ))
     }
 }
 
@@ -767,8 +891,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     let mut total = None;
     if a.file != "-" {
         let mut count = 0_u64;
-        let mut too_old = 0_u64;
-        let mut oldest: Option<String> = None;
+        let mut refused = Refused::default();
         let selection = Selection {
             reader: open_input(&a.file)?,
             signer: Signer::new(SignatureVersion::V1),
@@ -780,19 +903,17 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         };
         for s in selection {
             count += 1;
+            if a.force_old {
+                continue;
+            }
             // An age that cannot be computed is refused like an old one: nobody can vouch for it.
-            let age = s
-                .entry
-                .first_attempt_ms()
-                .and_then(|first| now.checked_sub(first));
-            if !a.force_old && age.is_none_or(|age| age > duration_ms(a.max_age)) {
-                too_old += 1;
-                if oldest
-                    .as_deref()
-                    .is_none_or(|o| s.entry.first_attempt_at.as_str() < o)
-                {
-                    oldest = Some(s.entry.first_attempt_at.clone());
-                }
+            match s.entry.first_attempt_ms() {
+                Some(first) => match now.checked_sub(first) {
+                    Some(age) if age <= duration_ms(a.max_age) => {}
+                    Some(_) => refused.too_old(&s, first),
+                    None => refused.unknown(&s),
+                },
+                None => refused.unknown(&s),
             }
         }
         if count == 0 {
@@ -801,14 +922,8 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                 a.file
             )));
         }
-        if too_old > 0 {
-            return Err(CliError::input(format!(
-                "refused: {too_old} of {count} entries were first attempted more than {} ago (oldest {}); \
-                 replaying old events can act on a state that moved on. Close them (`migrate dlq close --reason window_expired`), \
-                 or replay anyway with --force-old",
-                humantime::format_duration(a.max_age),
-                oldest.unwrap_or_default()
-            )));
+        if let Some(message) = refused.message(&a, count) {
+            return Err(CliError::input(message));
         }
         total = Some(count);
     }
@@ -844,27 +959,28 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let started = Instant::now();
     let mut last_progress = Instant::now();
-    let mut per_group: HashMap<GroupKey, (u64, String, String)> = HashMap::new();
+    let mut tally: GroupTally<GroupKey> = GroupTally::default();
     let summary = replay::run(
         &mut machine,
         selection,
         &mut publisher,
         &mut pacer,
         |event: &Event<'_, Selected>, stats| {
-            if let Event::Published(s) = event {
-                let e = per_group.entry(s.key.clone()).or_insert_with(|| {
-                    (
-                        0,
-                        s.entry.first_attempt_at.clone(),
-                        s.entry.first_attempt_at.clone(),
-                    )
-                });
-                e.0 += 1;
-                if s.entry.first_attempt_at < e.1 {
-                    e.1 = s.entry.first_attempt_at.clone();
-                }
-                if s.entry.first_attempt_at > e.2 {
-                    e.2 = s.entry.first_attempt_at.clone();
+            match event {
+                Event::Published(s) => tally.observe(&s.key, &s.entry, true),
+                Event::Failed(s, e) => {
+                    tally.observe(&s.key, &s.entry, false);
+                    // The first few by name; the rest are counted in the summary.
+                    if stats.failed <= SHOWN_FAILURES {
+                        let (class, version, signature) = &s.key;
+                        eprintln!(
+                            "replay: failed to publish the entry dead-lettered at {} ({class} {version} {signature:?}): {e}",
+                            s.entry.dead_lettered_at
+                        );
+                    }
+                    if stats.failed == SHOWN_FAILURES {
+                        eprintln!("replay: further failures are only counted");
+                    }
                 }
             }
             if last_progress.elapsed() >= Duration::from_secs(2) {
@@ -903,12 +1019,37 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     ));
     let resume_hint = || resume_hint(&summary, a.resume);
     let result = match &summary.outcome {
-        Outcome::Completed => match record_replayed(ctx, &a, &per_group, s.failed, now).await {
+        Outcome::Completed => match record_replayed(ctx, &a, &tally, now).await {
             Ok(recorded) => {
                 say(format!(
                     "completed; recorded {recorded} group(s) as replayed"
                 ));
-                Ok(ExitCode::SUCCESS)
+                let open: Vec<String> = tally
+                    .unfinished()
+                    .map(|((class, version, signature), c)| {
+                        format!(
+                            "{class} {version} {signature:?} ({} of {} failed)",
+                            c.failed,
+                            c.failed + c.published
+                        )
+                    })
+                    .collect();
+                if open.is_empty() {
+                    Ok(ExitCode::SUCCESS)
+                } else {
+                    // Under the abort threshold, but not every message went: the groups with a
+                    // failure stay open (the drain gate keeps holding on them).
+                    Err(CliError::new(
+                        1,
+                        format!(
+                            "completed with {} message(s) that failed to publish (see above): {} group(s) not recorded as replayed, they stay open: {}. {}",
+                            s.failed,
+                            open.len(),
+                            open.join("; "),
+                            resume_hint()
+                        ),
+                    ))
+                }
             }
             Err(e) => Err(e),
         },
@@ -968,17 +1109,17 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     exit_with(printed, result?)
 }
 
-/// Record every replayed group as a decision (action `replay`); how many.
+/// Record every group the run replayed whole (none of its messages failed) as a decision
+/// (action `replay`); how many.
 async fn record_replayed(
     ctx: &Ctx,
     a: &ReplayArgs,
-    per_group: &HashMap<GroupKey, (u64, String, String)>,
-    failed: u64,
+    tally: &GroupTally<GroupKey>,
     now: i64,
 ) -> Result<usize, CliError> {
     let store = ctx.store().await?;
     let mut recorded = 0;
-    for ((class, version, signature), (count, first, last)) in per_group {
+    for ((class, version, signature), count) in tally.replayed() {
         let d = Disposition {
             id: 0,
             queue: a.queue.queue.clone(),
@@ -986,13 +1127,13 @@ async fn record_replayed(
             signature_version: SignatureVersion::V1.as_str().to_string(),
             error_class: class.clone(),
             consumer_version: version.clone(),
-            affected_count: Some(*count),
-            first_seen: Some(first.clone()),
-            last_seen: Some(last.clone()),
+            affected_count: Some(count.published),
+            first_seen: count.first_seen.clone(),
+            last_seen: count.last_seen.clone(),
             action: Action::Replay,
             decided_by: a.by.trim().to_string(),
             decided_at_ms: now,
-            note: (failed > 0).then(|| format!("{failed} failed to publish")),
+            note: None,
         };
         store.record(&d).await?;
         recorded += 1;

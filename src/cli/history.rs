@@ -25,12 +25,18 @@ pub async fn run(ctx: &Ctx, args: HistoryArgs) -> CliResult {
         print_json(&journal.iter().map(EntryView::of).collect::<Vec<_>>())?;
         return Ok(ExitCode::SUCCESS);
     }
+    let views: Vec<EntryView> = journal.iter().map(EntryView::of).collect();
+    // The command column as wide as its widest cell (a plan applied, a breach rollback...).
+    let command_w = views
+        .iter()
+        .map(|v| v.command.chars().count())
+        .max()
+        .unwrap_or(0);
     to_stdout(|out| {
-        for e in &journal {
-            let v = EntryView::of(e);
+        for v in views {
             writeln!(
                 out,
-                "{:>4}  {}  {:<9} {} -> {}{}  gen {}  by {}{}{}",
+                "{:>4}  {}  {:<command_w$} {} -> {}{}  gen {}  by {}{}{}",
                 v.seq,
                 v.at,
                 v.command,

@@ -55,8 +55,17 @@ use crate::store::any::AnyStore;
 ///   migrate plan apply plans/orders.yaml --reason "looser gate"
 ///
 /// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict.
+/// The help heading of [`Global`]'s options.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
-#[command(name = "migrate", version, verbatim_doc_comment)]
+#[command(
+    name = "migrate",
+    version,
+    verbatim_doc_comment,
+    after_help = "Logs go to standard error: MIGRATE_LOG sets the level (default warn; info for production, \
+                  see docs/operations.md), NO_COLOR=1 turns colour off."
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -64,25 +73,42 @@ pub struct Cli {
     pub command: Cmd,
 }
 
-/// Options every subcommand takes.
+/// Options every subcommand accepts, before or after its name. Shown apart, under "Global
+/// options", after the subcommand's own: not every subcommand uses them (`slice` and `demo` use
+/// none), and each says which do.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The state store: a SQLite file path, sqlite://PATH, or postgres://USER@HOST/DB.
+    /// The state store: a SQLite file path, sqlite://PATH, or postgres://USER@HOST/DB (the
+    /// migrations, their journal, DLQ decisions).
     #[arg(
         long,
         global = true,
         env = "MIGRATE_STATE",
-        default_value = "./queue-migrate.db"
+        default_value = "./queue-migrate.db",
+        help_heading = GLOBAL
     )]
     pub state: String,
-    /// Who acts, for the journal (default: $USER).
-    #[arg(long, global = true, env = "MIGRATE_ACTOR")]
+    /// Who acts, for the journal of a command that changes a migration (default: $USER).
+    #[arg(long, global = true, env = "MIGRATE_ACTOR", help_heading = GLOBAL)]
     pub actor: Option<String>,
-    /// How long to wait for an indicator source before the gate holds.
-    #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// How long to wait for an indicator source before its gate holds (status, advance, run),
+    /// or for the etcd gateway a routing document is written to (above 0).
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        default_value = "10s",
+        value_parser = nonzero_duration("a zero timeout fails every indicator request, so every gate would hold")
+    )]
     pub source_timeout: Duration,
     /// Evaluate as if it were this instant (RFC 3339). For tests and rehearsals.
-    #[arg(long, global = true, env = "MIGRATE_NOW", hide = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "MIGRATE_NOW",
+        hide = true,
+        help_heading = GLOBAL
+    )]
     pub now: Option<String>,
 }
 
@@ -327,6 +353,62 @@ pub async fn run(cli: Cli) -> CliResult {
     }
 }
 
+/// The parser of a duration option (humantime: `10s`, `500ms`, `2m`, `7d`) where zero makes no
+/// sense: refused with `why`, instead of a daemon that spins or a gate that always holds.
+pub fn nonzero_duration(
+    why: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text: &str| {
+        let d = humantime::parse_duration(text)
+            .map_err(|e| format!("{e} (want a duration like 10s, 500ms, 2m)"))?;
+        if d.is_zero() {
+            Err(format!("must be above 0: {why}"))
+        } else {
+            Ok(d)
+        }
+    }
+}
+
+/// One gate as `status` and `advance` print it.
+pub struct GateRow<'a> {
+    pub kind: &'a str,
+    pub verdict: &'a str,
+    pub name: &'a str,
+    pub value: Option<f64>,
+    pub reason: &'a str,
+}
+
+/// The gate table of `status` and `advance`: kind, verdict, name, last value, reason, each column
+/// as wide as its widest cell (a long gate name or value does not push its row out of line).
+pub fn write_gate_rows(out: &mut impl Write, rows: &[GateRow<'_>]) -> io::Result<()> {
+    let values: Vec<String> = rows
+        .iter()
+        .map(|r| r.value.map_or_else(|| "-".into(), |v| format!("{v}")))
+        .collect();
+    let width = |cell: fn(&GateRow<'_>) -> usize| rows.iter().map(cell).max().unwrap_or(0);
+    let kind_w = width(|r| r.kind.chars().count());
+    let verdict_w = width(|r| r.verdict.chars().count());
+    let name_w = width(|r| r.name.chars().count());
+    let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(1);
+    for (r, value) in rows.iter().zip(&values) {
+        writeln!(
+            out,
+            "  {:<kind_w$} {:<verdict_w$} {:<name_w$} {value:>value_w$}  {}",
+            r.kind,
+            r.verdict.to_uppercase(),
+            r.name,
+            r.reason
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether output may use colour, by `NO_COLOR` (<https://no-color.org>): set and not empty, it
+/// disables colour (the demo's live view, the log lines on a terminal).
+pub fn colour_allowed(no_color: Option<&std::ffi::OsStr>) -> bool {
+    no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
 /// A store URL with any password masked.
 pub fn redact_url(url: &str) -> String {
     crate::plan::Secret::literal(url).redacted()
@@ -430,6 +512,105 @@ mod tests {
             per_request(&["migrate", "run", "--queries-per-request", "31"]),
             None
         );
+    }
+
+    #[test]
+    fn zero_durations_are_refused_where_they_make_no_sense() {
+        let refusal = |args: &[&str]| match Cli::try_parse_from(args.iter().copied()) {
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        for (args, why) in [
+            (
+                &["migrate", "--source-timeout", "0s", "status", "orders"][..],
+                "every gate would hold",
+            ),
+            (
+                &["migrate", "status", "orders", "--source-timeout", "0ms"][..],
+                "every gate would hold",
+            ),
+            (&["migrate", "run", "--interval", "0s"][..], "busy loop"),
+            (
+                &["migrate", "bridge", "orders", "--routing-interval", "0s"][..],
+                "busy loop",
+            ),
+            (
+                &["migrate", "dlq", "watch", "x", "--every", "0s"][..],
+                "compute once",
+            ),
+            (
+                &["migrate", "dlq", "watch", "x", "--window", "0s"][..],
+                "window",
+            ),
+            (
+                &[
+                    "migrate",
+                    "dlq",
+                    "replay",
+                    "x",
+                    "--by",
+                    "a",
+                    "--max-age",
+                    "0s",
+                ][..],
+                "--force-old",
+            ),
+        ] {
+            let e = refusal(args).unwrap_or_else(|| panic!("{args:?} was accepted"));
+            assert!(
+                e.contains("must be above 0") && e.contains(why),
+                "{args:?}: {e}"
+            );
+        }
+        // Above zero they parse; a duration that does not parse says what one looks like.
+        assert_eq!(
+            refusal(&["migrate", "--source-timeout", "1ms", "status", "orders"]),
+            None
+        );
+        assert_eq!(refusal(&["migrate", "run", "--interval", "1s"]), None);
+        let e = refusal(&["migrate", "run", "--interval", "soon"]).unwrap_or_default();
+        assert!(e.contains("like 10s"), "{e}");
+    }
+
+    #[test]
+    fn no_color_set_and_not_empty_disables_colour() {
+        use std::ffi::OsStr;
+        assert!(colour_allowed(None));
+        assert!(colour_allowed(Some(OsStr::new(""))));
+        assert!(!colour_allowed(Some(OsStr::new("1"))));
+        assert!(!colour_allowed(Some(OsStr::new("0"))));
+    }
+
+    #[test]
+    fn global_options_show_apart_from_a_subcommands_own_in_its_help() {
+        let help = |args: &[&str]| match Cli::try_parse_from(args.iter().copied()) {
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+            other => panic!("{args:?} gave no help: {other:?}"),
+        };
+        for (sub, own) in [
+            (&["migrate", "slice", "--help"][..], "--slices"),
+            (&["migrate", "slice", "-h"][..], "--stdin"),
+            (&["migrate", "dlq", "triage", "--help"][..], "--limit"),
+            (&["migrate", "status", "-h"][..], "--json"),
+        ] {
+            let text = help(sub);
+            let global = text
+                .find("Global options:")
+                .unwrap_or_else(|| panic!("{sub:?}: no Global options heading:\n{text}"));
+            let (mine, globals) = text.split_at(global);
+            assert!(
+                mine.contains(own),
+                "{sub:?}: {own} not among its own options:\n{text}"
+            );
+            for g in ["--state", "--actor", "--source-timeout"] {
+                assert!(
+                    !mine.contains(g),
+                    "{sub:?}: {g} among its own options:\n{text}"
+                );
+                assert!(globals.contains(g), "{sub:?}: {g} missing:\n{text}");
+            }
+        }
+        assert!(help(&["migrate", "--help"]).contains("MIGRATE_LOG"));
     }
 
     #[test]

@@ -16,7 +16,8 @@ use crate::time::human_ms;
 #[derive(Debug, Subcommand)]
 pub enum PlanCmd {
     /// Validate a plan: every error with its path and line; on success the derived values
-    /// (quiet period, dedup window check, the steps and what each publishes).
+    /// (quiet period, dedup window check, where the routing document is written, the steps with
+    /// their minimum time and what each publishes).
     Check(CheckArgs),
     /// Replace a registered migration's plan by the edited file: shows the diff, refuses changes
     /// that would break the migration in its current state, journals it with --reason.
@@ -48,6 +49,10 @@ struct Derived {
     quiet_auto: bool,
     dedup_window: Option<String>,
     dedup_required: Option<String>,
+    /// `routing.file` resolved against the plan's directory (`None`: no file is written).
+    routing_file: Option<String>,
+    /// `routing.etcd`: the key and the gateway (a password masked).
+    routing_etcd: Option<String>,
     steps: Vec<StepView>,
 }
 
@@ -56,6 +61,9 @@ struct StepView {
     state: String,
     slices_migrated: u32,
     consume: String,
+    /// The least time the migration stays in this step (the phase's `min_duration`, `observe`
+    /// for each step of `slices`, `retain` for `disconnect`); `None` for planned and complete.
+    min_time: Option<String>,
 }
 
 fn derived(compiled: &Compiled) -> Derived {
@@ -69,6 +77,12 @@ fn derived(compiled: &Compiled) -> Derived {
         quiet_auto: plan.quiet_auto,
         dedup_window: plan.dedup.as_ref().map(|d| ms(d.window)),
         dedup_required: plan.dedup.as_ref().map(|d| ms(d.required_window())),
+        routing_file: plan.routing.file.as_ref().map(|f| f.display().to_string()),
+        routing_etcd: plan
+            .routing
+            .etcd
+            .as_ref()
+            .map(|e| format!("{} at {}", e.key, e.endpoint.redacted())),
         steps: ladder
             .rungs()
             .iter()
@@ -83,6 +97,10 @@ fn derived(compiled: &Compiled) -> Derived {
                         .map(|s| s.as_str())
                         .collect::<Vec<_>>()
                         .join("+"),
+                    min_time: s
+                        .phase()
+                        .and_then(|k| plan.phase(k))
+                        .map(|p| ms(p.min_duration)),
                 }
             })
             .collect(),
@@ -165,12 +183,39 @@ fn write_derived(
             "  dedup window: {w} >= required {r} (max_redelivery_delay + max_consumer_delay + reprocess_margin)"
         )?;
     }
-    writeln!(out, "  steps:")?;
+    match (&d.routing_file, &d.routing_etcd) {
+        (None, None) => writeln!(
+            out,
+            "  routing document: served by the daemon's HTTP API only (no routing.file, no routing.etcd)"
+        )?,
+        (file, etcd) => {
+            if let Some(f) = file {
+                writeln!(out, "  routing document: written to {f}")?;
+            }
+            if let Some(e) = etcd {
+                writeln!(out, "  routing document: written to etcd key {e}")?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "  steps (min: the least time in the step, never enough on its own to leave it):"
+    )?;
+    let min_w = d
+        .steps
+        .iter()
+        .map(|s| s.min_time.as_deref().map_or(1, |m| m.chars().count()))
+        .max()
+        .unwrap_or(1);
     for s in &d.steps {
         writeln!(
             out,
-            "    {:<14} producers: {:>5} of {} slices to new   consumers read: {}",
-            s.state, s.slices_migrated, d.slices, s.consume
+            "    {:<14} min {:>min_w$}   producers: {:>5} of {} slices to new   consumers read: {}",
+            s.state,
+            s.min_time.as_deref().unwrap_or("-"),
+            s.slices_migrated,
+            d.slices,
+            s.consume
         )?;
     }
     if !compiled.warnings.is_empty() {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, redact_url};
+use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
 use crate::daemon::{self, Config};
 use crate::indicators::fetch::QUERIES_PER_REQUEST;
 use crate::plan::SystemResolve;
@@ -18,8 +18,12 @@ pub struct RunArgs {
     /// Where the HTTP API and /metrics listen.
     #[arg(long, default_value = "127.0.0.1:8480")]
     pub listen: SocketAddr,
-    /// Time between evaluations of every active migration.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    /// Time between evaluations of every active migration (above 0).
+    #[arg(
+        long,
+        default_value = "15s",
+        value_parser = nonzero_duration("a zero interval would evaluate every migration in a busy loop")
+    )]
     pub interval: Duration,
     /// How long the controller lease lasts without renewal; a standby takes over within two.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
@@ -70,10 +74,11 @@ fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     let token = token(&args)?;
-    if args.interval.is_zero() || args.lease_ttl < Duration::from_secs(1) {
-        return Err(CliError::input(
-            "--interval must be above 0 and --lease-ttl at least 1s",
-        ));
+    if args.lease_ttl < Duration::from_secs(1) {
+        return Err(CliError::input(format!(
+            "--lease-ttl {}: must be at least 1s (a standby takes over within two)",
+            humantime::format_duration(args.lease_ttl)
+        )));
     }
     let store = ctx.store().await?;
     let listener = tokio::net::TcpListener::bind(args.listen)

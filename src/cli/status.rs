@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, GateRow, print_json, to_stdout, write_gate_rows};
 use crate::controller::views::StatusView;
 use crate::store::Store;
 
@@ -54,20 +54,18 @@ fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
     if v.gates.is_empty() {
         writeln!(out, "  no gates in this state")?;
     }
-    for g in &v.gates {
-        writeln!(
-            out,
-            "  {:<5} {:<5} {:<28} {:>12}  {}",
-            g.kind,
-            g.verdict.as_str().to_uppercase(),
-            g.name,
-            g.value
-                .map(|v| format!("{v}"))
-                .unwrap_or_else(|| "-".into()),
-            g.reason
-        )?;
-    }
-    Ok(())
+    let rows: Vec<GateRow<'_>> = v
+        .gates
+        .iter()
+        .map(|g| GateRow {
+            kind: &g.kind,
+            verdict: g.verdict.as_str(),
+            name: &g.name,
+            value: g.value,
+            reason: &g.reason,
+        })
+        .collect();
+    write_gate_rows(out, &rows)
 }
 
 pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {

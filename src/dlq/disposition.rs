@@ -3,8 +3,8 @@
 //!
 //! Closing is a decision with a reason from a closed list, who and when — not a delete: "the
 //! difference between a clean queue and an emptied one is that record". A replay that went to
-//! the end is recorded too (action `replay`), so that the drain gate can tell a replayed group
-//! from an open one.
+//! the end is recorded too (action `replay`) for each group every message of which it published,
+//! so that the drain gate can tell a replayed group from an open one.
 //!
 //! Matching against history is **by signature alone**, as in the seed: a signature closed as
 //! `fixed_in_code` for consumer 2.13 that shows up with 2.14 is the finding that matters (the fix
@@ -114,7 +114,7 @@ impl fmt::Display for CloseReason {
 pub enum Action {
     /// Closed without replay, for a reason.
     Close(CloseReason),
-    /// Replayed to the end (not paused, not aborted).
+    /// Replayed to the end (not paused, not aborted), every message of the group published.
     Replay,
 }
 

@@ -24,6 +24,7 @@
 //! clock. [`NdjsonPublisher`] writes each message as one JSON line to any `Write`.
 
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Write;
 
@@ -462,6 +463,71 @@ pub struct ReplaySummary {
     pub remaining: u64,
     /// Where a later run can start.
     pub resume: ResumePoint,
+}
+
+/// What a run did to one group's entries (see [`GroupTally`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupCount {
+    /// Published by this run.
+    pub published: u64,
+    /// Failed to publish in this run.
+    pub failed: u64,
+    /// The smallest `firstAttemptAt` of the published entries.
+    pub first_seen: Option<String>,
+    /// The largest `firstAttemptAt` of the published entries.
+    pub last_seen: Option<String>,
+}
+
+/// Per group (`K`, e.g. class, version and signature), what a run published and what failed, to
+/// decide which groups the run may record as replayed: only those none of whose messages failed.
+/// A group with a failure stays open (the drain gate must not pass it) until a later run sends
+/// what failed.
+#[derive(Debug, Clone)]
+pub struct GroupTally<K> {
+    groups: BTreeMap<K, GroupCount>,
+}
+
+impl<K: Ord> Default for GroupTally<K> {
+    fn default() -> Self {
+        GroupTally {
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Clone> GroupTally<K> {
+    /// Count `entry` of group `key`: `published`, or failed.
+    pub fn observe(&mut self, key: &K, entry: &DeadLetter, published: bool) {
+        let count = match self.groups.get_mut(key) {
+            Some(c) => c,
+            None => self.groups.entry(key.clone()).or_default(),
+        };
+        if !published {
+            count.failed += 1;
+            return;
+        }
+        count.published += 1;
+        let at = &entry.first_attempt_at;
+        if count.first_seen.as_ref().is_none_or(|f| at < f) {
+            count.first_seen = Some(at.clone());
+        }
+        if count.last_seen.as_ref().is_none_or(|l| at > l) {
+            count.last_seen = Some(at.clone());
+        }
+    }
+
+    /// The groups every message of which this run published (none failed), in key order: what
+    /// a completed run records as replayed.
+    pub fn replayed(&self) -> impl Iterator<Item = (&K, &GroupCount)> {
+        self.groups
+            .iter()
+            .filter(|(_, c)| c.failed == 0 && c.published > 0)
+    }
+
+    /// The groups with at least one message that failed to publish, in key order: not replayed.
+    pub fn unfinished(&self) -> impl Iterator<Item = (&K, &GroupCount)> {
+        self.groups.iter().filter(|(_, c)| c.failed > 0)
+    }
 }
 
 /// Replay `entries` (dead letters, or anything that borrows as one) through `publisher`, paced by

@@ -98,19 +98,32 @@ impl<W: Write> View for Lines<W> {
     }
 }
 
-/// A block redrawn in place (at most ten times a second).
+/// A block redrawn in place (at most ten times a second), in colour unless told not to.
 pub struct Live<W: Write> {
     out: W,
     drawn: usize,
     last: Option<Instant>,
+    colour: bool,
 }
 
 impl<W: Write> Live<W> {
-    pub fn new(out: W) -> Live<W> {
+    /// `colour`: bold and coloured verdicts (false: the same block, without colour codes; the
+    /// cursor movements that redraw it stay).
+    pub fn new(out: W, colour: bool) -> Live<W> {
         Live {
             out,
             drawn: 0,
             last: None,
+            colour,
+        }
+    }
+
+    /// `text` in the SGR style `sgr` (e.g. `1` bold, `31` red) when in colour.
+    fn paint(&self, sgr: &str, text: &str) -> String {
+        if self.colour {
+            format!("\x1b[{sgr}m{text}\x1b[0m")
+        } else {
+            text.to_string()
         }
     }
 }
@@ -125,13 +138,13 @@ impl<W: Write> View for Live<W> {
         let bar_width = 32usize;
         let filled = (f.slices_migrated as usize * bar_width) / (f.slices_total.max(1) as usize);
         lines.push(format!(
-            "queue-migrate demo  {}  state \x1b[1m{}\x1b[0m{}",
+            "queue-migrate demo  {}  state {}{}",
             clock(f),
-            f.state,
+            self.paint("1", &f.state),
             if f.paused {
-                "  \x1b[33m[PAUSED]\x1b[0m"
+                format!("  {}", self.paint("33", "[PAUSED]"))
             } else {
-                ""
+                String::new()
             }
         ));
         lines.push(format!(
@@ -144,15 +157,15 @@ impl<W: Write> View for Live<W> {
         ));
         lines.push(counts(f.world));
         for g in f.gates {
-            let (color, verdict) = match g.verdict {
-                Verdict::Pass => ("\x1b[32m", "PASS"),
-                Verdict::Hold => ("\x1b[33m", "HOLD"),
-                Verdict::Fail => ("\x1b[31m", "FAIL"),
+            let verdict = match g.verdict {
+                Verdict::Pass => self.paint("32", "PASS"),
+                Verdict::Hold => self.paint("33", "HOLD"),
+                Verdict::Fail => self.paint("31", "FAIL"),
             };
             let mut reason = g.reason.clone();
             reason.truncate(70);
             lines.push(format!(
-                "  {:<5} {color}{verdict}\x1b[0m {:<32} {:>10}  {}",
+                "  {:<5} {verdict} {:<32} {:>10}  {}",
                 g.kind,
                 g.name,
                 g.value
@@ -185,4 +198,74 @@ pub struct Quiet;
 
 impl View for Quiet {
     fn frame(&mut self, _: &Frame<'_>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::world::Settings;
+
+    /// The SGR (colour, bold) sequences in `text`: ESC [ digits;… m.
+    fn sgr_count(text: &str) -> usize {
+        text.split('\x1b')
+            .skip(1)
+            .filter(|rest| {
+                rest.strip_prefix('[').is_some_and(|r| {
+                    let end = r.find(|c: char| !(c.is_ascii_digit() || c == ';'));
+                    end.is_some_and(|i| r[i..].starts_with('m'))
+                })
+            })
+            .count()
+    }
+
+    fn draw(colour: bool) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let world = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(World::new(
+                Settings::demo(1, None),
+                0,
+                &dir.path().join("c.db"),
+            ))
+            .expect("world");
+        let gates = [GateView {
+            phase: "slices".into(),
+            name: "error_rate".into(),
+            kind: "exit".into(),
+            verdict: Verdict::Fail,
+            value: Some(0.5),
+            reason: "above 0.01".into(),
+            evaluated_at: None,
+        }];
+        let mut out = Vec::new();
+        Live::new(&mut out, colour).frame(&Frame {
+            now_ms: 60_000,
+            start_ms: 0,
+            state: "slices".into(),
+            paused: true,
+            slices_migrated: 1,
+            slices_total: 8,
+            gates: &gates,
+            world: &world,
+            changed: true,
+        });
+        String::from_utf8(out).expect("utf8")
+    }
+
+    #[test]
+    fn demo_live_view_honours_no_color() {
+        let plain = draw(false);
+        assert_eq!(sgr_count(&plain), 0, "{plain:?}");
+        assert!(
+            plain.contains("FAIL") && plain.contains("[PAUSED]"),
+            "{plain:?}"
+        );
+        // Still redrawn in place: clearing lines is not colour.
+        assert!(plain.contains("\x1b[2K"), "{plain:?}");
+        let coloured = draw(true);
+        assert!(coloured.contains("\x1b[31mFAIL\x1b[0m"), "{coloured:?}");
+        assert!(sgr_count(&coloured) > 0);
+    }
 }
