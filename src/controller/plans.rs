@@ -67,6 +67,10 @@ impl Resolve for Recording<'_> {
 /// directory, with its `.` and `..` folded, so that the same file named from any directory
 /// (`plans/x.yaml`, `../ops/plans/x.yaml`, `/srv/ops/plans/x.yaml`) is the same location and
 /// its relative paths the same paths.
+///
+/// A `..` after a symbolic link is kept: the system resolves it from the link's target, not
+/// from the directory holding the link, so folding it by text would name another directory
+/// than the one the file is read from.
 pub fn plan_location(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut out = PathBuf::new();
@@ -75,7 +79,7 @@ pub fn plan_location(path: &Path) -> PathBuf {
             Component::CurDir => {}
             // `..` at the root is the root (kept only on a path left relative).
             Component::ParentDir => match out.components().next_back() {
-                Some(Component::Normal(_)) => {
+                Some(Component::Normal(_)) if !is_symlink(&out) => {
                     out.pop();
                 }
                 Some(Component::RootDir | Component::Prefix(_)) => {}
@@ -85,6 +89,11 @@ pub fn plan_location(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// Whether `path` names a symbolic link (one that cannot be read is taken as none).
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// The stored plan of `record` compiled afresh: its text, with relative paths read from the
@@ -194,6 +203,43 @@ impl PlanCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: `..` was folded by text, so `current/../plans/x.yaml` with `current` a
+    /// link to `rel/42` was stored (and its relative paths resolved) beside `current` while the
+    /// file read was `rel/plans/x.yaml`.
+    #[cfg(unix)]
+    #[test]
+    fn a_plan_location_keeps_a_dot_dot_after_a_symbolic_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("rel/42")).unwrap();
+        std::fs::create_dir_all(root.join("rel/plans")).unwrap();
+        std::fs::write(root.join("rel/plans/x.yaml"), "from rel").unwrap();
+        std::os::unix::fs::symlink(root.join("rel/42"), root.join("current")).unwrap();
+        let named = root.join("current/../plans/x.yaml");
+        let location = plan_location(&named);
+        assert_eq!(
+            std::fs::read_to_string(&location).ok().as_deref(),
+            Some("from rel"),
+            "{} must name the file the system reads",
+            location.display()
+        );
+        assert_eq!(
+            location
+                .parent()
+                .map(std::fs::canonicalize)
+                .transpose()
+                .unwrap(),
+            Some(std::fs::canonicalize(root.join("rel/plans")).unwrap()),
+            "relative paths resolve next to the file read"
+        );
+        // A `..` after an ordinary directory is still folded.
+        let plain = plan_location(&root.join("rel/42/../plans/x.yaml"));
+        assert_eq!(
+            plain,
+            std::path::absolute(root.join("rel/plans/x.yaml")).unwrap()
+        );
+    }
 
     #[test]
     fn a_plan_location_is_absolute_with_dots_folded() {
