@@ -64,6 +64,28 @@ fn replay_continue_appends_to_the_canary_output() {
     assert_eq!(replayed(&b, "out.ndjson"), want);
 }
 
+/// Regression: a run cut in the middle of a line (a full disk, a kill) left a fragment at the
+/// end of the output, and the next run appended its first line right after it: two messages
+/// lost in one line of garbage.
+#[test]
+fn replay_after_a_cut_line_starts_on_a_line_of_its_own() {
+    let b = Bench::new();
+    let file = export(&b);
+    std::fs::write(b.path("out.ndjson"), r#"{"payload":"{\"order\":0}","head"#).unwrap();
+    b.ok(&replay_args(file, "out.ndjson", &[]), 3);
+    let text = std::fs::read_to_string(b.path("out.ndjson")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].ends_with(r#""head"#),
+        "the fragment stays alone: {text}"
+    );
+    for line in &lines[1..] {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v["headers"]["x-replay-of"].is_string(), "{line}");
+    }
+}
+
 #[test]
 fn replay_flush_failure_after_the_canary_is_not_a_pause() {
     let b = Bench::new();

@@ -944,13 +944,9 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     let sink: Box<dyn Write + Send> = if replay_to_stdout {
         Box::new(BufWriter::new(std::io::stdout()))
     } else {
-        Box::new(BufWriter::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&a.output)
-                .map_err(|e| CliError::input(format!("cannot open {}: {e}", a.output)))?,
-        ))
+        Box::new(BufWriter::new(open_to_append(&a.output).map_err(|e| {
+            CliError::input(format!("cannot open {}: {e}", a.output))
+        })?))
     };
     let mut publisher = NdjsonPublisher::new(sink);
     let mut pacer = TokioPacer {
@@ -1392,4 +1388,25 @@ fn generate(ctx: &Ctx, a: GenerateArgs) -> CliResult {
         .map_err(|e| CliError::input(e.to_string()))?;
     to_stdout(|out| write_export(options, out))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `path` opened to append lines, created if missing. An output that ends in part of a line (an
+/// earlier run cut by a full disk or a kill) gets a line end first, so that the fragment stays a
+/// line of its own and the first new line is whole.
+fn open_to_append(path: &str) -> std::io::Result<std::fs::File> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    if file.metadata()?.len() > 0 {
+        let mut last = [0u8; 1];
+        file.seek(SeekFrom::End(-1))?;
+        file.read_exact(&mut last)?;
+        if last != *b"\n" {
+            file.write_all(b"\n")?;
+        }
+    }
+    Ok(file)
 }

@@ -393,15 +393,32 @@ pub trait Publisher: Send {
 
 /// Writes `{"payload": ..., "headers": {"x-replay-of": ..., "x-replay-reason": ...}}` lines (the
 /// payload in the envelope's form: a string, or `{"base64": ...}`).
+///
+/// # Guarantees
+/// A line is written whole, in one `write_all`, or not at all as far as this publisher can
+/// tell: once a write or a flush failed (a full disk), the output may end in part of a line, so
+/// every later publish fails too instead of writing lines after that fragment.
 #[derive(Debug)]
 pub struct NdjsonPublisher<W> {
     out: W,
+    /// A write or flush failed: nothing more is written.
+    broken: bool,
 }
 
 impl<W: Write + Send> NdjsonPublisher<W> {
     /// Write to `out`.
     pub fn new(out: W) -> Self {
-        NdjsonPublisher { out }
+        NdjsonPublisher { out, broken: false }
+    }
+
+    fn refuse_if_broken(&self) -> Result<(), PublishError> {
+        if self.broken {
+            return Err(PublishError::Io(std::io::Error::other(
+                "an earlier write to the output failed, so it may end in part of a line: \
+                 nothing more is written after it",
+            )));
+        }
+        Ok(())
     }
     /// The writer back.
     pub fn into_inner(self) -> W {
@@ -421,15 +438,20 @@ impl<W: Write + Send> Publisher for NdjsonPublisher<W> {
                 )
             })
             .collect();
-        let line = serde_json::json!({ "payload": message.payload, "headers": headers });
-        serde_json::to_writer(&mut self.out, &line).map_err(std::io::Error::from)?;
-        self.out.write_all(b"\n")?;
-        Ok(())
+        let value = serde_json::json!({ "payload": message.payload, "headers": headers });
+        let mut line = serde_json::to_vec(&value).map_err(std::io::Error::from)?;
+        line.push(b'\n');
+        self.refuse_if_broken()?;
+        let written = self.out.write_all(&line);
+        self.broken = written.is_err();
+        Ok(written?)
     }
 
     async fn flush(&mut self) -> Result<(), PublishError> {
-        self.out.flush()?;
-        Ok(())
+        self.refuse_if_broken()?;
+        let flushed = self.out.flush();
+        self.broken = flushed.is_err();
+        Ok(flushed?)
     }
 }
 
@@ -641,6 +663,55 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    /// A disk that takes `room` more bytes, then writes what fits and fails; `room` can grow.
+    struct FillingDisk {
+        written: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for FillingDisk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+            }
+            let n = buf.len().min(self.room);
+            self.written.extend_from_slice(&buf[..n]);
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Regression: a line whose write failed half way (a full disk) stayed in the output as a
+    /// fragment, and once the disk had room again the next line was written right after it:
+    /// the consumer of the file read one line of garbage for two messages.
+    #[test]
+    fn a_line_cut_by_a_full_disk_is_not_followed_by_more_lines() {
+        let list = entries(3, 1_000);
+        let mut out = NdjsonPublisher::new(FillingDisk {
+            written: Vec::new(),
+            room: usize::MAX,
+        });
+        let first = futures_lite_block_on(out.publish(&ReplayMessage::of(&list[0])));
+        assert!(first.is_ok());
+        let whole = out.out.written.len();
+        out.out.room = 10;
+        let cut = futures_lite_block_on(out.publish(&ReplayMessage::of(&list[1])));
+        assert!(cut.is_err(), "the disk filled");
+        out.out.room = usize::MAX;
+        let after = futures_lite_block_on(out.publish(&ReplayMessage::of(&list[2])));
+        assert!(after.is_err(), "nothing is written after a fragment");
+        assert!(futures_lite_block_on(out.flush()).is_err());
+        let written = out.into_inner().written;
+        assert_eq!(
+            written.len(),
+            whole + 10,
+            "the first line and the fragment only"
+        );
     }
 
     const NOW: i64 = 1_772_445_600_000;
