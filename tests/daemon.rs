@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{Indicators, MapResolve, T0, daemon_config, local_plan_named};
 use queue_migrate::controller::histories::Histories;
+use queue_migrate::controller::round::RoundBatch;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller, GateReport, Loaded};
 use queue_migrate::daemon::tick::{Action, Read, tick_with};
 use queue_migrate::daemon::{self, Config, DaemonError, Shared};
@@ -1453,5 +1454,130 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
             to: State::ConsumeDual
         },
         "decided on the migration as it is now"
+    );
+}
+
+/// Regression: a round that read a migration (its plan, its gates' memory) before `migrate plan
+/// apply` and committed after it wrote back the held-since mark gathered under the old
+/// definition of a gate the apply had changed (and whose mark it had forgotten): the next round
+/// saw the stricter gate "held for 5m" and advanced at once. The round's memory is not written
+/// once the plan it evaluated under is replaced; the changed gate's `for:` starts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over_plan_apply() {
+    const GATE: &str = r#"pass_if: "< 0.01" }"#;
+    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 5m }"#, 1);
+    assert_ne!(held, plan());
+    let w = World::new(&held).await;
+    let minute = 60_000;
+    let entered = T0 * 1000 + minute;
+    // In the first slice step, entered by a command; every gate green.
+    let planned = w.store.get("local").await.unwrap();
+    w.store
+        .commit(
+            "local",
+            &Commit {
+                expected_version: planned.version,
+                command: "advance".into(),
+                to: Snapshot {
+                    state: State::Slices(0),
+                    paused: false,
+                },
+                at_ms: entered,
+                actor: "alice".into(),
+                reason: Some("to the slices".into()),
+                forced: true,
+                evidence: json!({}),
+            },
+        )
+        .await
+        .unwrap();
+    let shared = Shared::new(
+        w.store.clone(),
+        daemon_config(Arc::new(AtomicI64::new(entered))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    // Held for 3 of its 5 minutes under the first definition.
+    for m in 1..=4 {
+        let action = daemon::tick::tick(&shared, "local", entered + m * minute)
+            .await
+            .unwrap();
+        assert_eq!(action, Action::Waiting, "minute {m}");
+    }
+    let mark = |memory: &[queue_migrate::store::GateRecord]| {
+        memory
+            .iter()
+            .find(|g| g.gate == "error ratio low")
+            .and_then(|g| g.held_since_ms)
+    };
+    // A round reads the fleet, then waits on its sources (a slow Prometheus) ...
+    let mut fleet = w.store.fleet().await.unwrap();
+    let record = fleet.records.remove(0);
+    let memory = fleet.memory.remove(&record.name).unwrap_or_default();
+    assert_eq!(mark(&memory), Some(entered + minute));
+    // ... while a person makes the gate stricter.
+    let applied_at = entered + 4 * minute + 30_000;
+    std::fs::write(
+        w.dir.path().join("local.yaml"),
+        held.replacen(r#""< 0.01", for: 5m"#, r#""< 0.005", for: 5m"#, 1),
+    )
+    .unwrap();
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let outcome = w
+        .controller(&fetcher)
+        .plan_apply(
+            &w.dir.path().join("local.yaml"),
+            &Actor {
+                name: "alice".into(),
+                reason: Some("0.5% at most".into()),
+            },
+            applied_at,
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(outcome.version.is_some(), "{outcome:?}");
+    // The round goes on from its read: under the old definition the gate has held 5 minutes;
+    // its advance conflicts (the plan apply moved the version), and its round commits.
+    let batch = RoundBatch::default();
+    let action = tick_with(
+        &shared,
+        &shared.fetcher,
+        Some(&batch),
+        Read::Fleet(record, memory),
+        entered + 6 * minute,
+    )
+    .await
+    .unwrap();
+    assert_eq!(action, Action::Conflict);
+    assert_eq!(batch.commit(&w.store, None).await.unwrap(), 1);
+    let now = w.store.fleet().await.unwrap();
+    assert_eq!(
+        mark(
+            now.memory
+                .get("local")
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+        ),
+        None,
+        "the mark gathered under the old definition is not written back"
+    );
+
+    // The next round, under the new plan: the stricter gate has held a moment, not 5 minutes.
+    let action = daemon::tick::tick(&shared, "local", entered + 6 * minute + 15_000)
+        .await
+        .unwrap();
+    assert_eq!(action, Action::Waiting);
+    assert_eq!(w.state().await, ("slices".to_string(), Some(0), false));
+    // It passes once held 5 minutes under the new definition.
+    let action = daemon::tick::tick(&shared, "local", entered + 11 * minute + 15_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        action,
+        Action::Advanced {
+            to: State::Slices(1)
+        }
     );
 }

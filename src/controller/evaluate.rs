@@ -242,9 +242,12 @@ pub async fn evaluate_phase<S: Store>(
             },
         )
         .collect();
-    // The evaluations and the samples they read commit together.
+    // The evaluations and the samples they read commit together; the gates' memory only while
+    // the migration still has the plan they were evaluated under (a `plan apply` committed
+    // meanwhile forgot the memory of the gates it changed: it must stay forgotten).
     let round = RoundRecord {
         name: rec.name.clone(),
+        plan_hash: Some(rec.plan_hash.clone()),
         records: rows,
         sources: taken,
     };

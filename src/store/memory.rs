@@ -7,6 +7,9 @@
 //!   clocks of the writers (a daemon, a person's CLI) do not decide, so one that runs ahead cannot
 //!   freeze it.
 //! - Reading the memory costs the same whether the history holds ten rows or ten million.
+//! - A round evaluated under a plan its migration no longer has writes no memory
+//!   ([`current_plan_rows`]): a `plan apply` that forgot a changed gate's memory stays
+//!   forgotten, whichever round commits after it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -36,6 +39,48 @@ pub(super) type Owned<'r> = (&'r str, &'r GateRecord);
 pub(super) fn rows_of(rounds: &[RoundRecord]) -> Vec<Owned<'_>> {
     rounds
         .iter()
+        .flat_map(|round| round.records.iter().map(|r| (round.name.as_str(), r)))
+        .collect()
+}
+
+/// The migrations whose rounds were evaluated under a plan, by name, each once: the ones whose
+/// current plan [`current_plan_rows`] needs (read in the writing transaction).
+pub(super) fn planned_names(rounds: &[RoundRecord]) -> Vec<&str> {
+    let mut names: Vec<&str> = rounds
+        .iter()
+        .filter(|round| round.plan_hash.is_some())
+        .map(|round| round.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The rows of the rounds whose gates' memory may be written, each with its migration, in the
+/// rounds' order: a round evaluated under the plan its migration has now (`plans`: the
+/// migrations of [`planned_names`] by name, with their current plan hash, as the writing
+/// transaction read them; one missing has no plan), or under none. A round evaluated under a
+/// replaced plan gathered its marks under definitions that may have changed since: its memory
+/// is left out (its history is not), as if that round had not run for the gates' memory.
+pub(super) fn current_plan_rows<'r>(
+    rounds: &'r [RoundRecord],
+    plans: &HashMap<String, String>,
+) -> Vec<Owned<'r>> {
+    rounds
+        .iter()
+        .filter(|round| match &round.plan_hash {
+            None => true,
+            Some(hash) if plans.get(&round.name) == Some(hash) => true,
+            Some(hash) => {
+                tracing::info!(
+                    migration = %round.name,
+                    evaluated_under = %hash,
+                    "a round evaluated under a plan replaced since: its gates' memory is not \
+                     written (its evaluations are kept in the history)"
+                );
+                false
+            }
+        })
         .flat_map(|round| round.records.iter().map(|r| (round.name.as_str(), r)))
         .collect()
 }

@@ -11,7 +11,9 @@
 //! - The journal is append-only (both schemas refuse UPDATE and DELETE on it with triggers).
 //! - A round of evaluations and the scrape samples it took commit together or not at all
 //!   ([`Store::record_round`]); each gate's newest evaluation is kept apart from the history,
-//!   so that reading it back does not grow with the history.
+//!   so that reading it back does not grow with the history. A round evaluated under a plan its
+//!   migration no longer has (a `plan apply` committed meanwhile) writes no gate memory
+//!   ([`Store::record_rounds`]).
 
 pub mod any;
 pub mod dispositions;
@@ -267,6 +269,11 @@ pub struct SourcePoints {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundRecord {
     pub name: String,
+    /// The hash of the plan the round evaluated under (the `plan_hash` of the record it read):
+    /// its gates' memory is written only while the migration still has that plan (see
+    /// [`Store::record_rounds`]). `None`: written whatever the plan (a writer that evaluated
+    /// none, as [`Store::record_evaluations`]).
+    pub plan_hash: Option<String>,
     pub records: Vec<GateRecord>,
     pub sources: Vec<SourcePoints>,
 }
@@ -448,7 +455,9 @@ pub trait Store: Send + Sync {
     fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;
     /// Record a round of one migration in one transaction: its gate evaluations (as
     /// [`Store::record_evaluations`]) and what it took from each scrape source (as
-    /// [`Store::save_points`]), so that a round costs one commit.
+    /// [`Store::save_points`]), so that a round costs one commit. Its gates' memory is written
+    /// whatever the plan: a round evaluated under a stored plan goes through
+    /// [`Store::record_rounds`] with [`RoundRecord::plan_hash`].
     fn record_round(
         &self,
         name: &str,
@@ -457,6 +466,7 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<()>> + Send {
         let round = RoundRecord {
             name: name.to_string(),
+            plan_hash: None,
             records: records.to_vec(),
             sources: sources.to_vec(),
         };
@@ -464,6 +474,15 @@ pub trait Store: Send + Sync {
     }
     /// Record the rounds of many migrations in one transaction (a daemon's round of the whole
     /// fleet: one commit instead of one per migration). All or nothing.
+    ///
+    /// # Guarantees
+    /// A round whose [`RoundRecord::plan_hash`] is not (any more) its migration's plan when the
+    /// transaction writes (a `migrate plan apply` committed while the round waited on its
+    /// sources) adds its evaluations to the history and its samples to the scrapes, but leaves
+    /// its gates' memory (held-since marks, samples, peaks) as it is: what it gathered under the
+    /// old definitions never comes back after the plan apply forgot it
+    /// ([`PlanReplace::reset_gates`]). The check and the writes are one transaction, with the
+    /// migration's row locked against a concurrent [`Store::replace_plan`].
     fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send;
     /// Record a round of gate evaluations.
     fn record_evaluations(

@@ -268,10 +268,38 @@ const PRUNE_SCRAPES: &str = "DELETE FROM scrapes t \
 pub(super) const LATEST_EVALUATIONS: &str = r#"SELECT * FROM gate_memory WHERE migration = $1
      AND step_entered = $2 ORDER BY at, gate COLLATE "C", kind COLLATE "C""#;
 
-/// A round of evaluations in one multi-row INSERT (in the caller's transaction).
-/// The gate rows of every round: appended to the history, and each gate's memory replaced, in
-/// statements of up to 1,000 rows whatever migrations they belong to.
+/// The plan hash of each migration a round was evaluated under a plan of, by name (see
+/// [`memory::current_plan_rows`]), in one statement; none read when no round was. `FOR SHARE`:
+/// a `plan apply` of one of them ([`Store::replace_plan`], `FOR UPDATE`) commits before this
+/// read (which then sees its plan) or waits until the caller's transaction ends (and then
+/// forgets what it wrote of the changed gates), never in between.
+async fn current_plans(
+    conn: &mut PgConnection,
+    rounds: &[RoundRecord],
+) -> Result<HashMap<String, String>> {
+    let names = memory::planned_names(rounds);
+    if names.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query(
+        r#"SELECT name, plan_hash FROM migrations WHERE name = ANY($1)
+           ORDER BY name COLLATE "C" FOR SHARE"#,
+    )
+    .bind(&names)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("name")?, row.try_get("plan_hash")?)))
+        .collect()
+}
+
+/// The gate rows of every round: appended to the history, and each gate's memory replaced (of
+/// the rounds evaluated under their migration's plan: [`memory::current_plan_rows`]), in
+/// statements of up to 1,000 rows whatever migrations they belong to (in the caller's
+/// transaction).
 async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> Result<()> {
+    // The plans first: the lock is taken before any row is written.
+    let plans = current_plans(conn, rounds).await?;
     // PostgreSQL allows 65,535 parameters per statement: 15 per row.
     let rows = memory::rows_of(rounds);
     for chunk in rows.chunks(1_000) {
@@ -280,7 +308,8 @@ async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> 
             .execute(&mut *conn)
             .await?;
     }
-    for chunk in memory::newest_per_gate(&rows).chunks(1_000) {
+    let current = memory::current_plan_rows(rounds, &plans);
+    for chunk in memory::newest_per_gate(&current).chunks(1_000) {
         memory::write_rows::<Postgres>(Table::Memory, chunk.iter().copied())
             .build()
             .execute(&mut *conn)

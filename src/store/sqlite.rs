@@ -249,9 +249,35 @@ const ROWS_PER_INSERT: usize = 50;
 pub(super) const LATEST_EVALUATIONS: &str = "SELECT * FROM gate_memory WHERE migration = ? \
      AND step_entered = ? ORDER BY at, gate, kind";
 
-/// The gate rows of every round: appended to the history, and each gate's memory replaced, in
+/// The plan hash of each migration a round was evaluated under a plan of, by name (see
+/// [`memory::current_plan_rows`]), in one statement (the names as one JSON array); none read
+/// when no round was. Inside a `BEGIN IMMEDIATE` transaction: no `plan apply` commits until it
+/// ends.
+async fn current_plans(
+    conn: &mut SqliteConnection,
+    rounds: &[RoundRecord],
+) -> Result<HashMap<String, String>> {
+    let names = memory::planned_names(rounds);
+    if names.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let names = serde_json::Value::from(names).to_string();
+    let rows = sqlx::query(
+        "SELECT name, plan_hash FROM migrations WHERE name IN (SELECT value FROM json_each(?))",
+    )
+    .bind(names)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("name")?, row.try_get("plan_hash")?)))
+        .collect()
+}
+
+/// The gate rows of every round: appended to the history, and each gate's memory replaced (of
+/// the rounds evaluated under their migration's plan: [`memory::current_plan_rows`]), in
 /// statements of up to [`ROWS_PER_INSERT`] rows whatever migrations they belong to.
 async fn insert_evaluations(conn: &mut SqliteConnection, rounds: &[RoundRecord]) -> Result<()> {
+    let plans = current_plans(conn, rounds).await?;
     let rows = memory::rows_of(rounds);
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         memory::write_rows::<Sqlite>(Table::History, chunk.iter().copied())
@@ -259,7 +285,8 @@ async fn insert_evaluations(conn: &mut SqliteConnection, rounds: &[RoundRecord])
             .execute(&mut *conn)
             .await?;
     }
-    for chunk in memory::newest_per_gate(&rows).chunks(ROWS_PER_INSERT) {
+    let current = memory::current_plan_rows(rounds, &plans);
+    for chunk in memory::newest_per_gate(&current).chunks(ROWS_PER_INSERT) {
         memory::write_rows::<Sqlite>(Table::Memory, chunk.iter().copied())
             .build()
             .execute(&mut *conn)

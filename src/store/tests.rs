@@ -514,6 +514,123 @@ async fn a_plan_apply_forgets_the_memory_of_the_changed_gates_of_the_step_only()
     .await;
 }
 
+/// Regression: a round that read the migration (and its gates' memory) before a `plan apply`
+/// and commits after it wrote back the memory gathered under the old definitions: the
+/// held-since mark the apply had forgotten came back, and the changed gate could pass at once
+/// on time held as it was no longer written. Its memory is now written only while the
+/// migration still has the plan the round evaluated under; its history is kept.
+#[tokio::test]
+async fn a_round_evaluated_under_the_old_plan_does_not_write_back_gate_memory_after_plan_apply() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        for name in ["m", "n"] {
+            store.create(&new_migration(name, 1_000)).await.unwrap();
+        }
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        let old = store.commit("m", &c).await.unwrap();
+        let n = store.get("n").await.unwrap();
+        let round = |rec: &MigrationRecord, step: i64, at: i64| RoundRecord {
+            name: rec.name.clone(),
+            plan_hash: Some(rec.plan_hash.clone()),
+            records: vec![
+                gate(step, "lag", "exit", Some(1.0), at),
+                gate(step, "errors", "exit", Some(1.0), at),
+            ],
+            sources: vec![],
+        };
+        // A round under the plan the migration has: its memory is written.
+        store
+            .record_rounds(&[round(&old, 2_000, 3_000)])
+            .await
+            .unwrap();
+        let first = round(&old, 2_000, 3_000).records;
+        assert_eq!(
+            store
+                .latest_evaluations("m", 2_000, ALL_GATES)
+                .await
+                .unwrap(),
+            by_time(&first),
+            "[{}]",
+            b.kind
+        );
+
+        // The daemon's next round reads the old plan (and that memory), and waits on its
+        // sources; meanwhile `plan apply` changes "lag" and forgets its memory.
+        // Its gates held since before the first round: the marks it writes are the old ones.
+        let mut stale = round(&old, 2_000, 5_000);
+        for r in &mut stale.records {
+            r.held_since_ms = Some(2_500);
+        }
+        let mut r = plan_replace(old.version, "name: m\nslices: 8\n", 4_000);
+        r.reset_gates = vec![("lag".into(), "exit".into())];
+        let applied = store.replace_plan("m", &r).await.unwrap();
+        assert_ne!(applied.plan_hash, old.plan_hash);
+        // The round commits, with another migration's round under its current plan.
+        store
+            .record_rounds(&[stale.clone(), round(&n, 1_000, 5_000)])
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .latest_evaluations("m", 2_000, ALL_GATES)
+                .await
+                .unwrap(),
+            vec![first[1].clone()],
+            "[{}] the changed gate has no memory (its `for:` starts again under the new \
+             definition); the unchanged one keeps its mark from before, not the stale round's",
+            b.kind
+        );
+        assert_eq!(
+            store
+                .latest_evaluations("n", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
+            by_time(&round(&n, 1_000, 5_000).records),
+            "[{}] another migration's round in the same commit is written",
+            b.kind
+        );
+        // The stale round's evaluations are history: kept.
+        let kept = b
+            .raw_execute(
+                "UPDATE gate_evaluations SET reason = reason WHERE migration = 'm' AND at = 5000",
+            )
+            .await
+            .unwrap();
+        assert_eq!(kept, 2, "[{}] the stale round's history", b.kind);
+
+        // A round under the new plan writes the memory of both gates again.
+        store
+            .record_rounds(&[round(&applied, 2_000, 6_000)])
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .latest_evaluations("m", 2_000, ALL_GATES)
+                .await
+                .unwrap(),
+            by_time(&round(&applied, 2_000, 6_000).records),
+            "[{}]",
+            b.kind
+        );
+        // A writer that evaluated under no plan writes whatever the plan.
+        let unplanned = gate(2_000, "lag", "exit", Some(2.0), 7_000);
+        store
+            .record_evaluations("m", std::slice::from_ref(&unplanned))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .latest_evaluations("m", 2_000, &[("lag", "exit")])
+                .await
+                .unwrap()
+                .contains(&unplanned),
+            "[{}]",
+            b.kind
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_plan_is_replaced_and_journaled_in_one_transaction_or_conflicts() {
     on_each_backend(|b| async move {
@@ -1850,6 +1967,7 @@ async fn a_fleet_round_records_every_migration_or_none() {
         }
         let round = |name: &str, value: f64, at: i64, extra: Option<StoredPoint>| RoundRecord {
             name: name.to_string(),
+            plan_hash: None,
             records: vec![gate(1_000, "lag", "exit", Some(value), at)],
             sources: vec![SourcePoints {
                 source: "app".to_string(),
@@ -1932,6 +2050,7 @@ async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
         let rounds = [
             RoundRecord {
                 name: "m".into(),
+                plan_hash: None,
                 records: vec![
                     gate(1_000, "lag", "exit", Some(1.0), 3_000),
                     gate(1_000, "lag", "exit", Some(1.5), 3_000),
@@ -1943,12 +2062,14 @@ async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
             },
             RoundRecord {
                 name: "n".into(),
+                plan_hash: None,
                 records: vec![gate(1_000, "lag", "exit", Some(2.0), 3_000)],
                 sources: vec![taken(vec![point("q1", 3_000, 2.0)], Some(2_500))],
             },
             // A round that dropped nothing from its history deletes nothing.
             RoundRecord {
                 name: "o".into(),
+                plan_hash: None,
                 records: vec![],
                 sources: vec![taken(vec![point("q1", 3_000, 3.0)], None)],
             },
