@@ -11,17 +11,22 @@
 //! finds another holder and by a tick that finds the lease run out), and a run checks the lease
 //! itself before each publish, so that it never publishes on behalf of a daemon that no longer
 //! owns the migration. No run starts without the lease.
+//!
+//! A run stopped with the lease is not over: it stays listed with how far it got, and when this
+//! daemon leads again (a brief lapse the next renewal makes good, or the lease taken back later)
+//! the next [`ProbeRuns::reconcile`] resumes it from its next probe. A run that sent every probe
+//! is over and never sent again by this daemon.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::brokers::{Adapter, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Message};
+use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Message};
 use crate::machine::State;
 use crate::plan::{Broker, PhaseKind, Plan, Probes};
 use crate::probe::{self, HEADER_PROBE, ProbeKind};
@@ -39,18 +44,42 @@ struct Counters {
     errors: AtomicU64,
 }
 
+/// How far a run got. Kept while the run is listed, so that a run stopped with the lease
+/// resumes where it stopped instead of sending its probes again from the first.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Copies of the idempotency probe the broker confirmed.
+    repeats: AtomicU32,
+    /// Latency probes the broker confirmed (`1..=latency`).
+    latency: AtomicU32,
+    /// Every probe was sent (or none can be: `brokers.new` has no destination): never started
+    /// again.
+    over: AtomicBool,
+}
+
+/// One migration's run.
+#[derive(Debug)]
+struct Run {
+    /// When the migration entered `synthetic` (the probe keys derive from it).
+    id: i64,
+    /// Finished once the run is over or stopped (lease lost, aborted).
+    task: JoinHandle<()>,
+    progress: Arc<Progress>,
+}
+
 /// Probe runs in progress, by migration, and what they sent.
 #[derive(Debug, Default)]
 pub struct ProbeRuns {
-    runs: Mutex<HashMap<String, (i64, JoinHandle<()>)>>,
+    runs: Mutex<HashMap<String, Run>>,
     counters: Arc<Mutex<HashMap<String, Arc<Counters>>>>,
+    connector: Connector,
 }
 
 impl Drop for ProbeRuns {
     fn drop(&mut self) {
         let runs = self.runs.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for (_, (_, task)) in runs.drain() {
-            task.abort();
+        for (_, run) in runs.drain() {
+            run.task.abort();
         }
     }
 }
@@ -59,15 +88,17 @@ impl Drop for ProbeRuns {
 type Leading = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl ProbeRuns {
-    /// Stop every run: this daemon no longer holds the lease (or stops leading). The daemon that
-    /// takes over starts them again, with the same probe keys.
+    /// Stop every run going: this daemon no longer holds the lease (or stops leading). The runs
+    /// stay listed with how far they got: when this daemon leads again, [`ProbeRuns::reconcile`]
+    /// resumes those that were not over and leaves those that were (a run that sent every probe
+    /// is not sent again). A daemon that takes over starts them anew, with the same probe keys.
     pub fn stop_all(&self) {
-        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        for (name, (_, task)) in runs.drain() {
-            if !task.is_finished() {
+        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, run) in runs.iter() {
+            if !run.task.is_finished() {
                 tracing::info!(migration = %name, "probes: run stopped: this daemon no longer holds the lease");
+                run.task.abort();
             }
-            task.abort();
         }
     }
 
@@ -76,7 +107,7 @@ impl ProbeRuns {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut names: Vec<String> = runs
             .iter()
-            .filter(|(_, (_, task))| !task.is_finished())
+            .filter(|(_, run)| !run.task.is_finished())
             .map(|(name, _)| name.clone())
             .collect();
         names.sort();
@@ -92,8 +123,9 @@ impl ProbeRuns {
             .clone()
     }
 
-    /// Start the runs that should be running, stop the others. Called by the lease holder after
-    /// every tick; without the lease (lost meanwhile) it stops every run and starts none.
+    /// Start the runs that should be running (and resume those stopped with the lease before
+    /// they were over), stop the others. Called by the lease holder after every tick; without the
+    /// lease (lost meanwhile) it stops every run and starts none.
     pub async fn reconcile<S: Store + Clone + 'static>(&self, shared: &Arc<Shared<S>>) {
         if !shared.is_leader() {
             self.stop_all();
@@ -113,10 +145,10 @@ impl ProbeRuns {
             .collect();
         {
             let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-            runs.retain(|name, (run, task)| {
-                let keep = wanted.get(name) == Some(run);
+            runs.retain(|name, run| {
+                let keep = wanted.get(name) == Some(&run.id);
                 if !keep {
-                    task.abort();
+                    run.task.abort();
                 }
                 keep
             });
@@ -125,14 +157,20 @@ impl ProbeRuns {
             let Some(&run) = wanted.get(&rec.name) else {
                 continue;
             };
-            if self
+            // Listed (with this run id, after the retain above): going, over, or stopped when the
+            // lease lapsed or was lost. Only the last is started again, from where it stopped.
+            let resumed = match self
                 .runs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .contains_key(&rec.name)
+                .get(&rec.name)
             {
-                continue;
-            }
+                Some(r) if !r.task.is_finished() || r.progress.over.load(Ordering::SeqCst) => {
+                    continue;
+                }
+                Some(r) => Some(r.progress.clone()),
+                None => None,
+            };
             let plan = match shared.controller(true).load(&rec.name).await {
                 Ok(l) => l.plan,
                 Err(e) => {
@@ -157,14 +195,40 @@ impl ProbeRuns {
             // Weak: the runs live in `shared`; a run must not keep it alive.
             let weak: Weak<Shared<S>> = Arc::downgrade(shared);
             let leading: Leading = Arc::new(move || weak.upgrade().is_some_and(|s| s.is_leader()));
-            tracing::info!(migration = %rec.name, rate = probes.rate, count = probes.count, "probes: starting a run");
+            let progress = if let Some(progress) = resumed {
+                tracing::info!(
+                    migration = %rec.name,
+                    repeats = progress.repeats.load(Ordering::SeqCst),
+                    latency = progress.latency.load(Ordering::SeqCst),
+                    "probes: resuming a run stopped with the lease"
+                );
+                progress
+            } else {
+                tracing::info!(migration = %rec.name, rate = probes.rate, count = probes.count, "probes: starting a run");
+                Arc::default()
+            };
             let task = tokio::spawn(send_run(
-                plan, probes, run, generation, clock, counters, leading,
+                plan,
+                probes,
+                run,
+                generation,
+                clock,
+                counters,
+                progress.clone(),
+                self.connector.clone(),
+                leading,
             ));
             self.runs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(rec.name.clone(), (run, task));
+                .insert(
+                    rec.name.clone(),
+                    Run {
+                        id: run,
+                        task,
+                        progress,
+                    },
+                );
         }
     }
 
@@ -208,6 +272,53 @@ impl ProbeRuns {
             let _ = writeln!(out, "{name}{{migration=\"{label}\"}} {v}");
         }
         out
+    }
+}
+
+/// How runs reach the new broker: through its adapter (or a fake broker, in this module's tests).
+#[derive(Debug, Clone, Default)]
+enum Connector {
+    #[default]
+    Brokers,
+    #[cfg(test)]
+    Fake(Arc<tests::FakeBroker>),
+}
+
+impl Connector {
+    async fn connect(&self, broker: &Broker) -> Option<Sink> {
+        match self {
+            Connector::Brokers => connect(broker).await.map(|a| Sink::Broker(Box::new(a))),
+            #[cfg(test)]
+            Connector::Fake(fake) => Some(Sink::Fake(fake.clone())),
+        }
+    }
+}
+
+/// Where a run publishes.
+enum Sink {
+    Broker(Box<Adapter>),
+    #[cfg(test)]
+    Fake(Arc<tests::FakeBroker>),
+}
+
+impl Sink {
+    async fn declare(&self, queue: &str) -> Result<(), BrokerError> {
+        match self {
+            Sink::Broker(adapter) => adapter.declare(queue).await,
+            #[cfg(test)]
+            Sink::Fake(_) => Ok(()),
+        }
+    }
+
+    async fn publish(&self, queue: &str, message: &Message) -> Result<(), BrokerError> {
+        match self {
+            Sink::Broker(adapter) => adapter.publish(queue, message).await,
+            #[cfg(test)]
+            Sink::Fake(fake) => {
+                fake.publish(message);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -274,7 +385,7 @@ fn probe_message(plan: &Plan, run: i64, generation: u64, seq: Option<u32>, at_ms
 /// Publish `message` until confirmed (`true`), or until the lease is lost (`false`: nothing
 /// more is published), or the run is aborted.
 async fn publish(
-    adapter: &Adapter,
+    sink: &Sink,
     queue: &str,
     message: &Message,
     counters: &Counters,
@@ -285,7 +396,7 @@ async fn publish(
         if !leading() {
             return false;
         }
-        match adapter.publish(queue, message).await {
+        match sink.publish(queue, message).await {
             Ok(()) => return true,
             Err(e) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -297,6 +408,9 @@ async fn publish(
     }
 }
 
+/// Send the probes of `run` that `progress` says are not sent yet; mark it over once every probe
+/// was sent. Returns early (not over) when the lease is lost.
+#[allow(clippy::too_many_arguments)]
 async fn send_run(
     plan: Plan,
     probes: Probes,
@@ -304,6 +418,8 @@ async fn send_run(
     generation: u64,
     clock: super::Clock,
     counters: Arc<Counters>,
+    progress: Arc<Progress>,
+    connector: Connector,
     leading: Leading,
 ) {
     let lost = |plan: &Plan| {
@@ -311,40 +427,47 @@ async fn send_run(
     };
     let Some(queue) = plan.brokers.new.destination().map(str::to_string) else {
         tracing::warn!(migration = %plan.name, "probes: brokers.new has no queue or stream");
+        // Not a lease matter: starting it again would not help.
+        progress.over.store(true, Ordering::SeqCst);
         return;
     };
-    let adapter = loop {
+    let sink = loop {
         if !leading() {
             return lost(&plan);
         }
-        if let Some(a) = connect(&plan.brokers.new).await {
-            break a;
+        if let Some(s) = connector.connect(&plan.brokers.new).await {
+            break s;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
-    if let Err(e) = adapter.declare(&queue).await {
+    if let Err(e) = sink.declare(&queue).await {
         tracing::warn!("probes: {e}");
     }
-    for _ in 0..probes.repeat {
+    // A resumed run goes on from its first probe not confirmed (one cut short by the lease may be
+    // sent twice: same key, dedup absorbs it).
+    while progress.repeats.load(Ordering::SeqCst) < probes.repeat {
         let m = probe_message(&plan, run, generation, None, clock());
-        if !publish(&adapter, &queue, &m, &counters, &leading).await {
+        if !publish(&sink, &queue, &m, &counters, &leading).await {
             return lost(&plan);
         }
         counters.sent[1].fetch_add(1, Ordering::Relaxed);
+        progress.repeats.fetch_add(1, Ordering::SeqCst);
     }
-    let mut sent = 0u32;
+    let mut sent = progress.latency.load(Ordering::SeqCst);
     while sent < probes.count {
         let due = probe::due(probes.rate, probes.count, clock() - run).max(sent + 1);
         while sent < due {
             sent += 1;
             let m = probe_message(&plan, run, generation, Some(sent), clock());
-            if !publish(&adapter, &queue, &m, &counters, &leading).await {
+            if !publish(&sink, &queue, &m, &counters, &leading).await {
                 return lost(&plan);
             }
             counters.sent[0].fetch_add(1, Ordering::Relaxed);
+            progress.latency.store(sent, Ordering::SeqCst);
         }
         tokio::time::sleep(Duration::from_secs_f64(1.0 / probes.rate)).await;
     }
+    progress.over.store(true, Ordering::SeqCst);
     tracing::info!(migration = %plan.name, sent, "probes: run complete");
 }
 
@@ -371,17 +494,58 @@ mod tests {
         crate::plan::compile(&yaml, None, &Env).expect("plan").plan
     }
 
+    /// A broker that confirms every publish at once and remembers each probe's dedup key.
+    #[derive(Debug, Default)]
+    pub(super) struct FakeBroker {
+        keys: Mutex<Vec<String>>,
+    }
+
+    impl FakeBroker {
+        pub(super) fn publish(&self, message: &Message) {
+            let key = message.header(HEADER_DEDUP_KEY).unwrap_or_default();
+            self.keys.lock().unwrap().push(key.to_string());
+        }
+
+        fn keys(&self) -> Vec<String> {
+            self.keys.lock().unwrap().clone()
+        }
+
+        /// Copies of the idempotency probe, and the latency probes (each key once, or panics).
+        fn sent(&self) -> (usize, usize) {
+            let keys = self.keys();
+            let repeats = keys.iter().filter(|k| k.ends_with(".idempotency")).count();
+            let mut latency: Vec<&String> = keys
+                .iter()
+                .filter(|k| !k.ends_with(".idempotency"))
+                .collect();
+            let n = latency.len();
+            latency.sort();
+            latency.dedup();
+            assert_eq!(latency.len(), n, "a latency probe sent twice: {keys:?}");
+            (repeats, n)
+        }
+    }
+
     /// A daemon holding the lease with one migration in `synthetic` whose probes go to a new
     /// broker that never answers (its run keeps trying to connect, as a run keeps publishing).
     async fn synthetic_daemon(
         dir: &std::path::Path,
+    ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
+        daemon_with(dir, "{ rate: 2, count: 3 }", None).await
+    }
+
+    /// [`synthetic_daemon`] with these `probes`, publishing to `fake` if given.
+    async fn daemon_with(
+        dir: &std::path::Path,
+        probes: &str,
+        fake: Option<Arc<FakeBroker>>,
     ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
         use crate::machine::Snapshot;
         use crate::store::{Commit, NewMigration};
         let yaml = include_str!("../../plans/local.yaml")
             .replace(
                 "  synthetic:\n    min_duration: 0s\n",
-                "  synthetic:\n    min_duration: 0s\n    probes: { rate: 2, count: 3 }\n",
+                &format!("  synthetic:\n    min_duration: 0s\n    probes: {probes}\n"),
             )
             .replace("nats://127.0.0.1:4222", "nats://127.0.0.1:1");
         let path = dir.join("local.yaml");
@@ -434,7 +598,8 @@ mod tests {
             interval: Duration::from_secs(1),
             source_timeout: Duration::from_secs(1),
             queries_per_request: crate::indicators::fetch::QUERIES_PER_REQUEST,
-            lease_ttl: Duration::from_secs(5),
+            // Long enough for a test's real time: only the tests lapse it.
+            lease_ttl: Duration::from_secs(60),
             watch_interval: Duration::from_secs(1),
             holder: "a".into(),
             token: None,
@@ -442,7 +607,10 @@ mod tests {
             confirm_complete: vec![],
             clock: Arc::new(crate::time::now_ms),
         };
-        let shared = Shared::new(store, config, Arc::new(Env)).unwrap();
+        let mut shared = Shared::new(store, config, Arc::new(Env)).unwrap();
+        if let Some(fake) = fake {
+            Arc::get_mut(&mut shared).unwrap().probes.connector = Connector::Fake(fake);
+        }
         super::super::renew(&shared).await;
         assert!(shared.is_leader());
         shared.probes.reconcile(&shared).await;
@@ -498,6 +666,122 @@ mod tests {
             shared.probes.running().is_empty(),
             "a probe run outlived the lease by seconds"
         );
+    }
+
+    /// Let the runs go on in paused time until `done` (at most 100 s of it).
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..1000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what}: not within 100 s");
+    }
+
+    /// Run `f` (the store's work: SQLite answers from a thread of its own) with the clock going:
+    /// paused time would jump to the store pool's timeouts while it waits for that thread.
+    async fn real_time<F: std::future::Future>(f: F) -> F::Output {
+        tokio::time::resume();
+        let out = f.await;
+        tokio::time::pause();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_probe_run_that_stopped_on_a_lease_lapse_starts_again_when_the_lease_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeBroker::default());
+        let shared = daemon_with(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
+        tokio::time::pause();
+        // The five copies of the idempotency probe, then latency probes one by one.
+        until("two latency probes", || fake.keys().len() >= 7).await;
+        // Two renewals fail in a row: the lease is within its margin of running out, and the run
+        // sees it before its next probe and stops by itself (nothing calls stop_all).
+        let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
+        shared.lease_until.store(
+            crate::time::now_ms() + margin,
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        assert!(!shared.is_leader());
+        until("the run stops", || shared.probes.running().is_empty()).await;
+        let stopped = fake.keys().len();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(
+            fake.keys().len(),
+            stopped,
+            "a probe published without the lease"
+        );
+        // The next renewal takes the lease back (nobody else took it), then the tick's reconcile.
+        real_time(super::super::renew(&shared)).await;
+        assert!(shared.is_leader());
+        real_time(shared.probes.reconcile(&shared)).await;
+        assert_eq!(
+            shared.probes.running(),
+            ["local"],
+            "the run stopped on a lease lapse is never started again"
+        );
+        // It resumes where it stopped: no probe sent twice, and the run completes.
+        until("one more latency probe", || fake.keys().len() > stopped).await;
+        // Lost to another daemon for a while (stop_all), then ours again: resumed again.
+        real_time(async {
+            let lease = super::super::LEASE;
+            shared.store.release_lease(lease, "a").await.unwrap();
+            let now = crate::time::now_ms();
+            let taken = shared.store.acquire_lease(lease, "b", now, 60_000).await;
+            assert_eq!(taken.unwrap().holder, "b");
+            super::super::renew(&shared).await;
+            assert!(!shared.is_leader());
+            shared.store.release_lease(lease, "b").await.unwrap();
+            super::super::renew(&shared).await;
+            assert!(shared.is_leader());
+        })
+        .await;
+        until("the run stops", || shared.probes.running().is_empty()).await;
+        real_time(shared.probes.reconcile(&shared)).await;
+        assert_eq!(shared.probes.running(), ["local"]);
+        until("the run completes", || shared.probes.running().is_empty()).await;
+        assert_eq!(fake.sent(), (5, 20), "{:?}", fake.keys());
+        let metrics = shared.probes.render();
+        assert!(
+            metrics.contains(
+                "queue_migrate_probes_sent_total{migration=\"local\",probe=\"latency\"} 20\n"
+            ),
+            "{metrics}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_finished_probe_run_is_not_sent_again_after_the_lease_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeBroker::default());
+        let shared = daemon_with(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
+        tokio::time::pause();
+        until("the run completes", || shared.probes.running().is_empty()).await;
+        assert_eq!(fake.sent(), (5, 3));
+        // Another daemon takes the lease (ours ran out unrenewed), then gives it back.
+        real_time(async {
+            let lease = super::super::LEASE;
+            shared.store.release_lease(lease, "a").await.unwrap();
+            let now = crate::time::now_ms();
+            let taken = shared.store.acquire_lease(lease, "b", now, 60_000).await;
+            assert_eq!(taken.unwrap().holder, "b");
+            super::super::renew(&shared).await;
+            assert!(!shared.is_leader());
+            // A tick without the lease stops the runs too.
+            shared.probes.reconcile(&shared).await;
+            shared.store.release_lease(lease, "b").await.unwrap();
+            super::super::renew(&shared).await;
+            assert!(shared.is_leader());
+            shared.probes.reconcile(&shared).await;
+        })
+        .await;
+        assert!(
+            shared.probes.running().is_empty(),
+            "a finished run was started again"
+        );
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(fake.sent(), (5, 3), "{:?}", fake.keys());
     }
 
     #[test]
