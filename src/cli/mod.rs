@@ -36,6 +36,9 @@ use crate::plan::{SecretsMode, SystemResolve};
 use crate::store::StoreError;
 use crate::store::any::AnyStore;
 
+/// The help heading of [`Global`]'s options.
+const GLOBAL: &str = "Global options";
+
 /// Move a live message flow from one broker to another, one gated, journaled, reversible step at
 /// a time.
 ///
@@ -55,9 +58,6 @@ use crate::store::any::AnyStore;
 ///   migrate plan apply plans/orders.yaml --reason "looser gate"
 ///
 /// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict.
-/// The help heading of [`Global`]'s options.
-const GLOBAL: &str = "Global options";
-
 #[derive(Debug, Parser)]
 #[command(
     name = "migrate",
@@ -611,6 +611,24 @@ mod tests {
             }
         }
         assert!(help(&["migrate", "--help"]).contains("MIGRATE_LOG"));
+    }
+
+    /// Regression: a constant put between `Cli`'s doc comment and the struct took that comment,
+    /// and `migrate --help` opened with the global options' text instead of what the tool does,
+    /// without the typical session or the exit codes.
+    #[test]
+    fn the_top_help_says_what_the_tool_does_and_its_exit_codes() {
+        let help = match Cli::try_parse_from(["migrate", "--help"]) {
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+            other => panic!("no help: {other:?}"),
+        };
+        assert!(
+            help.starts_with("Move a live message flow"),
+            "the top help opens with what the tool does:\n{help}"
+        );
+        for part in ["Typical session:", "migrate demo", "Exit codes: 0 ok"] {
+            assert!(help.contains(part), "{part:?} missing:\n{help}");
+        }
     }
 
     #[test]
