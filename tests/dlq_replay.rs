@@ -86,6 +86,64 @@ fn replay_after_a_cut_line_starts_on_a_line_of_its_own() {
     }
 }
 
+/// Regression: `--output` was opened for reading too (to look at its last byte), so with a FIFO
+/// or a process substitution the replay held a read end itself: once its reader died the writes
+/// no longer failed, and the run blocked for good when the pipe filled instead of aborting.
+#[cfg(unix)]
+#[test]
+fn replay_into_a_pipe_whose_reader_died_aborts_instead_of_blocking() {
+    let b = Bench::new();
+    let envelope = |id: u32| {
+        format!(
+            r#"{{"payload":"{{\"order\":{id},\"pad\":\"{pad}\"}}","errorClass":"dependency_timeout","errorMessage":"timeout","consumerVersion":"2.14.0","traceId":"t{id}","attempts":3,"firstAttemptAt":"2026-11-29T10:00:00.000Z","deadLetteredAt":"2026-11-29T10:05:00.000Z"}}"#,
+            pad = "x".repeat(400)
+        )
+    };
+    let text: String = (1..=2_000).map(|i| envelope(i) + "\n").collect();
+    std::fs::write(b.path("big.ndjson"), text).unwrap();
+    let fifo = b.path("out.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A reader that takes one byte and dies.
+    let mut reader = std::process::Command::new("head")
+        .args(["-c", "1"])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let fifo_arg = fifo.to_str().unwrap();
+    let mut args = replay_args("big.ndjson", fifo_arg, &[]);
+    // No canary, no pacing to speak of: the whole file at once.
+    let canary = args.iter().position(|a| *a == "--canary").unwrap();
+    args[canary + 1] = "0";
+    let rate = args.iter().position(|a| *a == "--rate").unwrap();
+    args[rate + 1] = "100000";
+    let mut replay = b
+        .command(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = replay.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = replay.kill();
+            let _ = replay.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = reader.wait();
+    let status = status.expect("the replay blocked on a pipe nobody reads");
+    assert_eq!(status.code(), Some(1), "a dead reader is a failed write");
+}
+
 #[test]
 fn replay_flush_failure_after_the_canary_is_not_a_pause() {
     let b = Bench::new();

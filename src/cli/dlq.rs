@@ -1390,23 +1390,31 @@ fn generate(ctx: &Ctx, a: GenerateArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `path` opened to append lines, created if missing. An output that ends in part of a line (an
-/// earlier run cut by a full disk or a kill) gets a line end first, so that the fragment stays a
-/// line of its own and the first new line is whole.
+/// `path` opened to append lines, created if missing (write-only: a pipe or FIFO whose reader
+/// dies still fails the writes). A regular file that ends in part of a line (an earlier run cut
+/// by a full disk or a kill) gets a line end first, so that the fragment stays a line of its own
+/// and the first new line is whole; a file that cannot be read is appended to as it is.
 fn open_to_append(path: &str) -> std::io::Result<std::fs::File> {
-    use std::io::{Read, Seek, SeekFrom};
     let mut file = std::fs::OpenOptions::new()
         .create(true)
-        .read(true)
         .append(true)
         .open(path)?;
-    if file.metadata()?.len() > 0 {
-        let mut last = [0u8; 1];
-        file.seek(SeekFrom::End(-1))?;
-        file.read_exact(&mut last)?;
-        if last != *b"\n" {
-            file.write_all(b"\n")?;
-        }
+    let meta = file.metadata()?;
+    if meta.is_file() && meta.len() > 0 && !ends_a_line(path, meta.len()) {
+        file.write_all(b"\n")?;
     }
     Ok(file)
+}
+
+/// Whether the regular file `path` (of `len` > 0 bytes) ends with a line end; `true` when it
+/// cannot be read, so that nothing is added to it.
+fn ends_a_line(path: &str, len: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let last = std::fs::File::open(path).and_then(|mut f| {
+        f.seek(SeekFrom::Start(len - 1))?;
+        let mut last = [0u8; 1];
+        f.read_exact(&mut last)?;
+        Ok(last)
+    });
+    last.map_or(true, |b| b == *b"\n")
 }
