@@ -263,13 +263,16 @@ fn replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do() {
         .replace("2026-11-29T10:00:02.000Z", "2025-06-01T00:00:00.000Z")
         .replace("2026-11-29T10:00:04.000Z", "2025-02-01T00:00:00.000+01:00");
     std::fs::write(b.path(file), text).unwrap();
-    let r = b.ok(&replay_args(file, "out.ndjson", &[]), 2);
+    let mut args = replay_args(file, "out.ndjson", &[]);
+    let by = args.iter().position(|a| *a == "--by").unwrap();
+    args[by + 1] = "Ana O'Neil";
+    let r = b.ok(&args, 2);
     for want in [
         "nothing was sent",
         "2 of 5 selected entries first attempted more than --max-age 7d ago",
         "lines 2, 4 of export.ndjson",
         "the oldest, line 4, at 2025-02-01T00:00:00.000+01:00",
-        "migrate dlq close --class dependency_timeout --version 2.14.0 --signature 'timeout after <n>ms calling inventory-service' --reason window_expired --by ana --queue orders.dlq --from export.ndjson",
+        "migrate dlq close --class dependency_timeout --version 2.14.0 --signature 'timeout after <n>ms calling inventory-service' --reason window_expired --by 'Ana O'\\''Neil' --queue orders.dlq --from export.ndjson",
         "--force-old",
     ] {
         assert!(r.stderr.contains(want), "{want:?} not in:\n{}", r.stderr);

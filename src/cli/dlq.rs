@@ -814,11 +814,13 @@ impl Refused {
         }
         let close = match self.groups.iter().collect::<Vec<_>>().as_slice() {
             [(class, version, signature)] => format!(
-                "Close their group if they no longer apply (`migrate dlq close --class {class} --version {version} --signature '{}' --reason window_expired --by {} --queue {} --from {}`)",
-                signature.replace('\'', r"'\''"),
-                a.by.trim(),
-                a.queue.queue,
-                a.file,
+                "Close their group if they no longer apply (`migrate dlq close --class {} --version {} --signature {} --reason window_expired --by {} --queue {} --from {}`)",
+                shell_word(class),
+                shell_word(version),
+                shell_word(signature),
+                shell_word(a.by.trim()),
+                shell_word(&a.queue.queue),
+                shell_word(&a.file),
             ),
             groups => format!(
                 "Close their {} groups if they no longer apply (`migrate dlq triage {}` lists them; `migrate dlq close ... --reason window_expired` closes one)",
@@ -1388,6 +1390,17 @@ fn generate(ctx: &Ctx, a: GenerateArgs) -> CliResult {
         .map_err(|e| CliError::input(e.to_string()))?;
     to_stdout(|out| write_export(options, out))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `text` as one word of a POSIX shell command: as it is when it holds only characters no
+/// shell treats specially, else in single quotes (a quote inside written `'\''`).
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "._/:@%+=,-".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// `path` opened to append lines, created if missing (write-only: a pipe or FIFO whose reader
