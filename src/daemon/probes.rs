@@ -14,8 +14,11 @@
 //!
 //! A run stopped with the lease is not over: it stays listed with how far it got, and when this
 //! daemon leads again (a brief lapse the next renewal makes good, or the lease taken back later)
-//! the next [`ProbeRuns::reconcile`] resumes it from its next probe. A run that sent every probe
-//! is over and never sent again by this daemon.
+//! the next [`ProbeRuns::reconcile`] resumes it from its next probe. So is a run stopped because
+//! its migration was paused: pausing keeps the step (and so the run id), and the first reconcile
+//! after the migration is resumed goes on from its next probe. A run that sent every probe is over
+//! and never sent again by this daemon, whether the lease lapsed or the migration was paused
+//! meanwhile. Only leaving `synthetic` (or entering it again: a new run id) drops a run.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -44,8 +47,8 @@ struct Counters {
     errors: AtomicU64,
 }
 
-/// How far a run got. Kept while the run is listed, so that a run stopped with the lease
-/// resumes where it stopped instead of sending its probes again from the first.
+/// How far a run got. Kept while the run is listed, so that a run stopped with the lease (or by a
+/// pause) resumes where it stopped instead of sending its probes again from the first.
 #[derive(Debug, Default)]
 struct Progress {
     /// Copies of the idempotency probe the broker confirmed.
@@ -123,9 +126,11 @@ impl ProbeRuns {
             .clone()
     }
 
-    /// Start the runs that should be running (and resume those stopped with the lease before
-    /// they were over), stop the others. Called by the lease holder after every tick; without the
-    /// lease (lost meanwhile) it stops every run and starts none.
+    /// Start the runs that should be running (and resume those stopped with the lease or by a
+    /// pause before they were over), stop the others. A paused migration's run is stopped but
+    /// stays listed with its progress; a run whose migration left `synthetic` (or entered it
+    /// again) is dropped. Called by the lease holder after every tick; without the lease (lost
+    /// meanwhile) it stops every run and starts none.
     pub async fn reconcile<S: Store + Clone + 'static>(&self, shared: &Arc<Shared<S>>) {
         if !shared.is_leader() {
             self.stop_all();
@@ -138,27 +143,39 @@ impl ProbeRuns {
                 return;
             }
         };
-        let wanted: HashMap<String, i64> = records
+        // Every migration in `synthetic`, paused or not: its run id, and whether it is paused.
+        let wanted: HashMap<String, (i64, bool)> = records
             .iter()
-            .filter(|r| r.state == State::Synthetic && !r.paused)
-            .map(|r| (r.name.clone(), r.entered_at_ms))
+            .filter(|r| r.state == State::Synthetic)
+            .map(|r| (r.name.clone(), (r.entered_at_ms, r.paused)))
             .collect();
         {
             let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-            runs.retain(|name, run| {
-                let keep = wanted.get(name) == Some(&run.id);
-                if !keep {
-                    run.task.abort();
+            runs.retain(|name, run| match wanted.get(name) {
+                // Paused: the run stops, but keeps its entry (how far it got, whether it is
+                // over); unpausing keeps the run id, so it resumes or stays over.
+                Some(&(id, true)) if id == run.id => {
+                    if !run.task.is_finished() {
+                        tracing::info!(migration = %name, "probes: run stopped: the migration is paused");
+                        run.task.abort();
+                    }
+                    true
                 }
-                keep
+                Some(&(id, false)) if id == run.id => true,
+                // Left `synthetic`, or entered it again (a new run id): a new run, if any.
+                _ => {
+                    run.task.abort();
+                    false
+                }
             });
         }
         for rec in records {
-            let Some(&run) = wanted.get(&rec.name) else {
+            let Some(&(run, false)) = wanted.get(&rec.name) else {
                 continue;
             };
             // Listed (with this run id, after the retain above): going, over, or stopped when the
-            // lease lapsed or was lost. Only the last is started again, from where it stopped.
+            // lease lapsed or was lost or the migration was paused. Only the last is started
+            // again, from where it stopped.
             let resumed = match self
                 .runs
                 .lock()
@@ -200,7 +217,7 @@ impl ProbeRuns {
                     migration = %rec.name,
                     repeats = progress.repeats.load(Ordering::SeqCst),
                     latency = progress.latency.load(Ordering::SeqCst),
-                    "probes: resuming a run stopped with the lease"
+                    "probes: resuming a stopped run"
                 );
                 progress
             } else {
@@ -782,6 +799,95 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(fake.sent(), (5, 3), "{:?}", fake.keys());
+    }
+
+    /// `migrate pause` (or `resume`) on the migration, then the tick's reconcile.
+    async fn set_paused(shared: &Arc<Shared<crate::store::sqlite::SqliteStore>>, paused: bool) {
+        use crate::machine::Snapshot;
+        use crate::store::Commit;
+        real_time(async {
+            let rec = shared.store.get("local").await.unwrap();
+            assert_eq!(rec.state, State::Synthetic);
+            assert_ne!(rec.paused, paused);
+            let after = shared
+                .store
+                .commit(
+                    "local",
+                    &Commit {
+                        expected_version: rec.version,
+                        command: if paused { "pause" } else { "resume" }.into(),
+                        to: Snapshot {
+                            state: State::Synthetic,
+                            paused,
+                        },
+                        at_ms: crate::time::now_ms(),
+                        actor: "test".into(),
+                        reason: None,
+                        forced: false,
+                        evidence: serde_json::Value::Null,
+                    },
+                )
+                .await
+                .unwrap();
+            // The same step: the same run id.
+            assert_eq!(after.entered_at_ms, rec.entered_at_ms);
+            assert!(shared.is_leader());
+            shared.probes.reconcile(shared).await;
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_finished_probe_run_is_not_sent_again_after_a_pause_and_unpause() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeBroker::default());
+        let shared = daemon_with(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
+        tokio::time::pause();
+        until("the run completes", || shared.probes.running().is_empty()).await;
+        assert_eq!(fake.sent(), (5, 3));
+        set_paused(&shared, true).await;
+        assert!(shared.probes.running().is_empty());
+        set_paused(&shared, false).await;
+        assert!(
+            shared.probes.running().is_empty(),
+            "a finished run was started again after an unpause"
+        );
+        // And at the ticks after that.
+        real_time(shared.probes.reconcile(&shared)).await;
+        assert!(shared.probes.running().is_empty());
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(fake.sent(), (5, 3), "{:?}", fake.keys());
+    }
+
+    #[tokio::test]
+    async fn a_probe_run_paused_midway_resumes_where_it_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeBroker::default());
+        let shared = daemon_with(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
+        tokio::time::pause();
+        until("two latency probes", || fake.keys().len() >= 7).await;
+        // Paused: the run stops at the tick, and nothing is published while it stays paused.
+        set_paused(&shared, true).await;
+        until("the run stops", || shared.probes.running().is_empty()).await;
+        let stopped = fake.keys().len();
+        assert!(stopped < 5 + 20, "the run completed before the pause");
+        real_time(shared.probes.reconcile(&shared)).await;
+        assert!(shared.probes.running().is_empty(), "a paused run restarted");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(fake.keys().len(), stopped, "a probe published while paused");
+        // Unpaused (same run id): the run resumes from its first probe not confirmed.
+        set_paused(&shared, false).await;
+        assert_eq!(
+            shared.probes.running(),
+            ["local"],
+            "the run is not started again after an unpause"
+        );
+        until("the run completes", || shared.probes.running().is_empty()).await;
+        // No idempotency copy again, no latency probe twice (sent() panics on a repeat).
+        assert_eq!(fake.sent(), (5, 20), "{:?}", fake.keys());
+        // Over: a later tick leaves it alone.
+        real_time(shared.probes.reconcile(&shared)).await;
+        assert!(shared.probes.running().is_empty());
     }
 
     #[test]
