@@ -9,7 +9,10 @@
 //! - Reading the memory costs the same whether the history holds ten rows or ten million.
 //! - A round evaluated under a plan its migration no longer has writes no memory
 //!   ([`current_plan_rows`]): a `plan apply` that forgot a changed gate's memory stays
-//!   forgotten, whichever round commits after it.
+//!   forgotten, whichever round commits after it. Its broken streaks still count
+//!   ([`late_resets`], [`clear_marks`]): a gate it saw fail (or could not read) loses its
+//!   held-since mark, as the round would have cleared it under any plan; it never sets a mark
+//!   nor moves one.
 
 use std::collections::{HashMap, HashSet};
 
@@ -61,28 +64,85 @@ pub(super) fn planned_names(rounds: &[RoundRecord]) -> Vec<&str> {
 /// migrations of [`planned_names`] by name, with their current plan hash, as the writing
 /// transaction read them; one missing has no plan), or under none. A round evaluated under a
 /// replaced plan gathered its marks under definitions that may have changed since: its memory
-/// is left out (its history is not), as if that round had not run for the gates' memory.
+/// is left out (its history is not), as if that round had not run for the gates' memory, but
+/// for the streaks it saw break ([`late_resets`]).
 pub(super) fn current_plan_rows<'r>(
     rounds: &'r [RoundRecord],
     plans: &HashMap<String, String>,
 ) -> Vec<Owned<'r>> {
     rounds
         .iter()
-        .filter(|round| match &round.plan_hash {
-            None => true,
-            Some(hash) if plans.get(&round.name) == Some(hash) => true,
-            Some(hash) => {
+        .filter(|round| {
+            let current = is_current(round, plans);
+            if !current {
                 tracing::info!(
                     migration = %round.name,
-                    evaluated_under = %hash,
+                    evaluated_under = round.plan_hash.as_deref().unwrap_or_default(),
                     "a round evaluated under a plan replaced since: its gates' memory is not \
-                     written (its evaluations are kept in the history)"
+                     written, only the marks of the gates it saw break their streak are cleared \
+                     (its evaluations are kept in the history)"
                 );
-                false
             }
+            current
         })
         .flat_map(|round| round.records.iter().map(|r| (round.name.as_str(), r)))
         .collect()
+}
+
+/// Whether `round` may write its gates' memory: evaluated under no plan, or under the one its
+/// migration has now (`plans`, as in [`current_plan_rows`]).
+fn is_current(round: &RoundRecord, plans: &HashMap<String, String>) -> bool {
+    match &round.plan_hash {
+        None => true,
+        Some(hash) => plans.get(&round.name) == Some(hash),
+    }
+}
+
+/// The rows of the rounds [`current_plan_rows`] leaves out (evaluated under a replaced plan)
+/// whose evaluation broke the gate's streak (no held-since mark: it failed, or could not be
+/// read): their marks are cleared all the same ([`clear_marks`]). The failure was seen whatever
+/// the plan: a mark surviving it would count time the gate did not hold. The rows of gates the
+/// `plan apply` changed were forgotten with it: clearing them is a no-op.
+pub(super) fn late_resets<'r>(
+    rounds: &'r [RoundRecord],
+    plans: &HashMap<String, String>,
+) -> Vec<Owned<'r>> {
+    rounds
+        .iter()
+        .filter(|round| !is_current(round, plans))
+        .flat_map(|round| {
+            round
+                .records
+                .iter()
+                .filter(|r| r.held_since_ms.is_none())
+                .map(|r| (round.name.as_str(), r))
+        })
+        .collect()
+}
+
+/// The statement clearing the held-since mark of the gates of `rows` (of any migrations), each
+/// in its step ([`late_resets`]); nothing else of their memory changes. Run after the memory
+/// rows are written in the same transaction: a reset wins over a mark written in the same
+/// commit.
+pub(super) fn clear_marks<'r, DB>(rows: impl IntoIterator<Item = Owned<'r>>) -> QueryBuilder<DB>
+where
+    DB: Database,
+    DB::Arguments: Default,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::new(
+        "UPDATE gate_memory SET held_since = NULL WHERE held_since IS NOT NULL \
+         AND (migration, step_entered, gate, kind) IN (",
+    );
+    q.push_values(rows, |mut row, (name, r)| {
+        row.push_bind(name)
+            .push_bind(r.step_entered_ms)
+            .push_bind(r.gate.as_str())
+            .push_bind(r.kind.as_str());
+    });
+    q.push(")");
+    q
 }
 
 /// The statement writing `rows` (of any migrations) to `table`.

@@ -481,8 +481,11 @@ pub trait Store: Send + Sync {
     /// sources) adds its evaluations to the history and its samples to the scrapes, but leaves
     /// its gates' memory (held-since marks, samples, peaks) as it is: what it gathered under the
     /// old definitions never comes back after the plan apply forgot it
-    /// ([`PlanReplace::reset_gates`]). The check and the writes are one transaction, with the
-    /// migration's row locked against a concurrent [`Store::replace_plan`].
+    /// ([`PlanReplace::reset_gates`]). Except a broken streak: a gate it saw fail (its record's
+    /// `held_since_ms` is `None`) loses its held-since mark, after the other rounds' memory is
+    /// written (a reset wins); it never sets a mark nor moves one. The check and the writes are
+    /// one transaction, with the migration's row locked against a concurrent
+    /// [`Store::replace_plan`].
     fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send;
     /// Record a round of gate evaluations.
     fn record_evaluations(

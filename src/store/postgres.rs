@@ -294,7 +294,9 @@ async fn current_plans(
 }
 
 /// The gate rows of every round: appended to the history, and each gate's memory replaced (of
-/// the rounds evaluated under their migration's plan: [`memory::current_plan_rows`]), in
+/// the rounds evaluated under their migration's plan: [`memory::current_plan_rows`]; of the
+/// others, only the marks of the gates whose streak they saw break are cleared:
+/// [`memory::late_resets`]), in
 /// statements of up to 1,000 rows whatever migrations they belong to (in the caller's
 /// transaction).
 async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> Result<()> {
@@ -311,6 +313,13 @@ async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> 
     let current = memory::current_plan_rows(rounds, &plans);
     for chunk in memory::newest_per_gate(&current).chunks(1_000) {
         memory::write_rows::<Postgres>(Table::Memory, chunk.iter().copied())
+            .build()
+            .execute(&mut *conn)
+            .await?;
+    }
+    // After the memory: a late round's broken streak clears a mark written in this commit too.
+    for chunk in memory::late_resets(rounds, &plans).chunks(1_000) {
+        memory::clear_marks::<Postgres>(chunk.iter().copied())
             .build()
             .execute(&mut *conn)
             .await?;

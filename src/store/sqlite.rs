@@ -274,7 +274,9 @@ async fn current_plans(
 }
 
 /// The gate rows of every round: appended to the history, and each gate's memory replaced (of
-/// the rounds evaluated under their migration's plan: [`memory::current_plan_rows`]), in
+/// the rounds evaluated under their migration's plan: [`memory::current_plan_rows`]; of the
+/// others, only the marks of the gates whose streak they saw break are cleared:
+/// [`memory::late_resets`]), in
 /// statements of up to [`ROWS_PER_INSERT`] rows whatever migrations they belong to.
 async fn insert_evaluations(conn: &mut SqliteConnection, rounds: &[RoundRecord]) -> Result<()> {
     let plans = current_plans(conn, rounds).await?;
@@ -288,6 +290,13 @@ async fn insert_evaluations(conn: &mut SqliteConnection, rounds: &[RoundRecord])
     let current = memory::current_plan_rows(rounds, &plans);
     for chunk in memory::newest_per_gate(&current).chunks(ROWS_PER_INSERT) {
         memory::write_rows::<Sqlite>(Table::Memory, chunk.iter().copied())
+            .build()
+            .execute(&mut *conn)
+            .await?;
+    }
+    // After the memory: a late round's broken streak clears a mark written in this commit too.
+    for chunk in memory::late_resets(rounds, &plans).chunks(ROWS_PER_INSERT) {
+        memory::clear_marks::<Sqlite>(chunk.iter().copied())
             .build()
             .execute(&mut *conn)
             .await?;

@@ -631,6 +631,135 @@ async fn a_round_evaluated_under_the_old_plan_does_not_write_back_gate_memory_af
     .await;
 }
 
+/// Regression (review of 8f82f96): a round evaluated under a plan replaced since wrote no gate
+/// memory at all, so a failure it saw of a gate the apply left unchanged did not clear that
+/// gate's held-since mark: the next round found the gate held since before the failure (`for:
+/// 5m` passing one minute after it failed). A late round now clears the mark of every gate
+/// whose streak it saw break; it still writes no mark, and moves none.
+#[tokio::test]
+async fn a_late_round_still_clears_the_mark_of_a_gate_it_saw_fail() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        for name in ["m", "n"] {
+            store.create(&new_migration(name, 1_000)).await.unwrap();
+        }
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        let old = store.commit("m", &c).await.unwrap();
+        let n = store.get("n").await.unwrap();
+        let held =
+            |step: i64, name: &str, kind: &str, at: i64| gate(step, name, kind, Some(1.0), at);
+        let failed = |step: i64, name: &str, kind: &str, at: i64| GateRecord {
+            verdict: "fail".into(),
+            held_since_ms: None,
+            ..gate(step, name, kind, Some(500.0), at)
+        };
+        // Every gate of m held since 2_500 (and n's lag since 1_500), written by rounds under
+        // the plans their migrations have.
+        let first = vec![
+            held(2_000, "lag", "exit", 3_000),
+            held(2_000, "errors", "exit", 3_000),
+            held(2_000, "lag", "guard", 3_000),
+        ];
+        let of_n = vec![held(1_000, "lag", "exit", 2_000)];
+        store
+            .record_rounds(&[
+                RoundRecord {
+                    name: "m".into(),
+                    plan_hash: Some(old.plan_hash.clone()),
+                    records: first.clone(),
+                    sources: vec![],
+                },
+                RoundRecord {
+                    name: "n".into(),
+                    plan_hash: Some(n.plan_hash.clone()),
+                    records: of_n.clone(),
+                    sources: vec![],
+                },
+            ])
+            .await
+            .unwrap();
+
+        // The next round of m reads the old plan and sees "lag" (exit) fail, "errors" hold
+        // (with a mark from a memory older than the one stored: it must not move it) and the
+        // guard fail; it waits on a slow source, and meanwhile `plan apply` changes the guard
+        // alone and forgets its memory.
+        let mut errors = held(2_000, "errors", "exit", 5_000);
+        errors.held_since_ms = Some(1_000);
+        let late = RoundRecord {
+            name: "m".into(),
+            plan_hash: Some(old.plan_hash.clone()),
+            records: vec![
+                failed(2_000, "lag", "exit", 5_000),
+                errors,
+                failed(2_000, "lag", "guard", 5_000),
+            ],
+            sources: vec![],
+        };
+        let mut r = plan_replace(old.version, "name: m\nslices: 8\n", 4_000);
+        r.reset_gates = vec![("lag".into(), "guard".into())];
+        let applied = store.replace_plan("m", &r).await.unwrap();
+        assert_ne!(applied.plan_hash, old.plan_hash);
+        // n's round in the same commit, under its plan, is written as is.
+        let n_round = RoundRecord {
+            name: "n".into(),
+            plan_hash: Some(n.plan_hash.clone()),
+            records: vec![held(1_000, "lag", "exit", 5_000)],
+            sources: vec![],
+        };
+        store
+            .record_rounds(&[late.clone(), n_round.clone()])
+            .await
+            .unwrap();
+
+        // lag's failure broke its streak: its mark is gone (the rest of its memory is the
+        // first round's: the late round writes nothing else).
+        let mut lag = first[0].clone();
+        lag.held_since_ms = None;
+        assert_eq!(
+            store
+                .latest_evaluations("m", 2_000, ALL_GATES)
+                .await
+                .unwrap(),
+            by_time(&[lag, first[1].clone()]),
+            "[{}] the failed unchanged gate lost its mark; the held one kept its own (not moved \
+             earlier); the changed gate stays forgotten",
+            b.kind
+        );
+        assert_eq!(
+            store
+                .latest_evaluations("n", 1_000, ALL_GATES)
+                .await
+                .unwrap(),
+            n_round.records,
+            "[{}] another migration's marks are not touched",
+            b.kind
+        );
+
+        // A late round clears marks written in the same commit too: a reset wins.
+        let newer = RoundRecord {
+            name: "m".into(),
+            plan_hash: Some(applied.plan_hash.clone()),
+            records: vec![held(2_000, "lag", "exit", 6_000)],
+            sources: vec![],
+        };
+        let mut late_again = late.clone();
+        late_again.records = vec![failed(2_000, "lag", "exit", 5_500)];
+        store.record_rounds(&[newer, late_again]).await.unwrap();
+        let lag_memory = store
+            .latest_evaluations("m", 2_000, &[("lag", "exit")])
+            .await
+            .unwrap();
+        assert_eq!(lag_memory.len(), 1, "[{}]", b.kind);
+        assert_eq!(
+            (lag_memory[0].at_ms, lag_memory[0].held_since_ms),
+            (6_000, None),
+            "[{}]",
+            b.kind
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_plan_is_replaced_and_journaled_in_one_transaction_or_conflicts() {
     on_each_backend(|b| async move {
