@@ -67,6 +67,21 @@ impl State {
         })
     }
 
+    /// A state as [`fmt::Display`] writes it (`synthetic`, `slices[2]`).
+    pub fn parse(text: &str) -> Option<State> {
+        let text = text.trim();
+        match text
+            .strip_prefix("slices[")
+            .and_then(|r| r.strip_suffix(']'))
+        {
+            Some(index) if !index.starts_with('+') => {
+                State::from_parts("slices", Some(index.parse().ok()?))
+            }
+            Some(_) => None,
+            None => State::from_parts(text, None),
+        }
+    }
+
     /// The plan phase whose gates apply in this state.
     pub fn phase(self) -> Option<PhaseKind> {
         match self {

@@ -944,3 +944,56 @@ fn tables_stay_aligned_with_cells_longer_than_28_characters() {
     assert_eq!(versions.len(), 2, "{decisions}");
     assert_eq!(versions[0], versions[1], "{decisions}");
 }
+
+#[test]
+fn a_retried_advance_with_from_does_not_move_twice() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    let first = advance_green(&mut b);
+    let from = first.0.clone();
+    let second = loop {
+        let r = b.run(&["advance", "local", "--from", &from]);
+        match r.code {
+            0 => break b.state(),
+            3 => b.minute += 1,
+            other => panic!("advance --from exited {other}\n{}\n{}", r.stdout, r.stderr),
+        }
+    };
+    assert_ne!(second, first);
+    let version = b.status()["version"].as_i64().unwrap();
+
+    // The same command again (a retried runbook step): nothing moves, exit 4, and why.
+    let r = b.ok(&["advance", "local", "--from", &from], 4);
+    assert!(
+        r.stderr
+            .contains(&format!("is in {}, not {from}", second.0)),
+        "{}",
+        r.stderr
+    );
+    let r = b.ok(
+        &["rollback", "local", "--reason", "retried", "--from", &from],
+        4,
+    );
+    assert!(r.stderr.contains("nothing done"), "{}", r.stderr);
+    assert_eq!(b.state(), second);
+    assert_eq!(b.status()["version"].as_i64().unwrap(), version);
+
+    // A state the plan does not have is bad input: exit 2, with the plan's states.
+    for bogus in ["slices[99]", "draining", "slices[+0]"] {
+        let r = b.ok(&["advance", "local", "--from", bogus], 2);
+        assert!(
+            r.stderr.contains("its states are: planned, "),
+            "{}",
+            r.stderr
+        );
+    }
+    assert_eq!(b.status()["version"].as_i64().unwrap(), version);
+
+    // The state it is in: the rollback goes through.
+    b.ok(
+        &["rollback", "local", "--reason", "back", "--from", &second.0],
+        0,
+    );
+    assert_eq!(b.state(), first);
+}

@@ -459,6 +459,19 @@ async fn mutations_need_the_token_reads_do_not() {
         .await
         .unwrap();
     assert_eq!(again.status(), 409, "already paused");
+    // "from": a state the migration is not in changes nothing (409); one the plan lacks is 400.
+    let abort = d.url("/v1/migrations/local/abort");
+    for (from, status) in [("synthetic", 409), ("slices[99]", 400)] {
+        let r = http
+            .post(&abort)
+            .bearer_auth("s3cret")
+            .json(&serde_json::json!({ "reason": "retried", "from": from }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "from {from}");
+        assert!(r.text().await.unwrap().contains(from));
+    }
     let history: serde_json::Value = http
         .get(d.url("/v1/migrations/local/history"))
         .send()

@@ -12,6 +12,10 @@ pub struct AbortArgs {
     /// Why (required; kept in the journal).
     #[arg(long)]
     pub reason: String,
+    /// Act only if the migration is in this state (as `migrate status` prints it, e.g.
+    /// `slices[2]`); otherwise change nothing and exit 4. A retried command cannot move it twice.
+    #[arg(long, value_name = "STATE")]
+    pub from: Option<String>,
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
@@ -21,6 +25,7 @@ pub async fn run(ctx: &Ctx, args: AbortArgs) -> CliResult {
     transition::run(
         ctx,
         &args.name,
+        args.from.as_deref(),
         Command::Abort,
         Some(args.reason),
         args.json,

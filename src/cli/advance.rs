@@ -27,6 +27,10 @@ pub struct AdvanceArgs {
     /// The migration's name, to enter `complete` (the point of no return).
     #[arg(long, value_name = "NAME")]
     pub confirm: Option<String>,
+    /// Act only if the migration is in this state (as `migrate status` prints it, e.g.
+    /// `slices[2]`); otherwise change nothing and exit 4. A retried command cannot move it twice.
+    #[arg(long, value_name = "STATE")]
+    pub from: Option<String>,
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
@@ -41,6 +45,7 @@ pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
         dry_run: args.dry_run,
         force: args.force,
         confirm: args.confirm.clone(),
+        from: args.from.clone(),
     };
     let outcome = c
         .advance(&args.name, &opts, &ctx.actor(args.reason.clone()), now)

@@ -226,7 +226,8 @@ pub fn exit_with(printed: Result<(), CliError>, code: ExitCode) -> CliResult {
 impl From<ControllerError> for CliError {
     fn from(e: ControllerError) -> CliError {
         let code = match &e {
-            ControllerError::Store(StoreError::Conflict { .. }) => 4,
+            ControllerError::Store(StoreError::Conflict { .. })
+            | ControllerError::NotInState { .. } => 4,
             ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
             ControllerError::Store(_) => 1,
             ControllerError::Plan(_)
@@ -234,7 +235,8 @@ impl From<ControllerError> for CliError {
             | ControllerError::Illegal(_)
             | ControllerError::ReasonRequired(_)
             | ControllerError::PlanFile { .. }
-            | ControllerError::NotInitialized { .. } => 2,
+            | ControllerError::NotInitialized { .. }
+            | ControllerError::UnknownState { .. } => 2,
         };
         CliError::new(code, e.to_string())
     }

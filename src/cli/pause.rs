@@ -18,5 +18,13 @@ pub struct PauseArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: PauseArgs) -> CliResult {
-    transition::run(ctx, &args.name, Command::Pause, args.reason, args.json).await
+    transition::run(
+        ctx,
+        &args.name,
+        None,
+        Command::Pause,
+        args.reason,
+        args.json,
+    )
+    .await
 }

@@ -18,5 +18,13 @@ pub struct ResumeArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: ResumeArgs) -> CliResult {
-    transition::run(ctx, &args.name, Command::Resume, args.reason, args.json).await
+    transition::run(
+        ctx,
+        &args.name,
+        None,
+        Command::Resume,
+        args.reason,
+        args.json,
+    )
+    .await
 }

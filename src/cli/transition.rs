@@ -6,6 +6,7 @@ use crate::machine::Command;
 pub async fn run(
     ctx: &Ctx,
     name: &str,
+    from: Option<&str>,
     command: Command,
     reason: Option<String>,
     json: bool,
@@ -15,9 +16,10 @@ pub async fn run(
     let c = ctx.controller(&store, &fetcher);
     let now = ctx.now_ms()?;
     let applied = c
-        .command(
+        .command_from(
             name,
             &command,
+            from,
             &ctx.actor(reason),
             serde_json::json!({}),
             now,

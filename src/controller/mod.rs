@@ -76,6 +76,55 @@ pub enum ControllerError {
         path.display()
     )]
     NotInitialized { name: String, path: PathBuf },
+    /// `--from STATE` (or `"from"` in an API call) names no state of the migration's plan.
+    #[error(
+        "the expected state {given:?} (--from) is not a state of {name}'s plan; its states are: {states} (as `migrate status {name}` prints them)"
+    )]
+    UnknownState {
+        name: String,
+        given: String,
+        states: String,
+    },
+    /// `--from STATE`: the migration is in another state, so the command did nothing.
+    #[error(
+        "{name} is in {actual}, not {expected}: nothing done. Another command moved it, or this \
+         one already ran (see `migrate history {name}`)"
+    )]
+    NotInState {
+        name: String,
+        expected: String,
+        actual: String,
+    },
+}
+
+/// `from`, when given, is the state `loaded` is in; the state is compared as the journal and
+/// `status` name it, and the store's compare-and-set on `loaded` makes the check hold at commit.
+fn expect_state(loaded: &Loaded, from: Option<&str>) -> Result<()> {
+    let Some(given) = from else {
+        return Ok(());
+    };
+    let name = &loaded.record.name;
+    let expected = machine::State::parse(given)
+        .filter(|s| loaded.ladder.knows(*s))
+        .ok_or_else(|| ControllerError::UnknownState {
+            name: name.clone(),
+            given: given.to_string(),
+            states: loaded
+                .ladder
+                .rungs()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    if loaded.record.state != expected {
+        return Err(ControllerError::NotInState {
+            name: name.clone(),
+            expected: expected.to_string(),
+            actual: loaded.record.state.to_string(),
+        });
+    }
+    Ok(())
 }
 
 fn stored_plan_error(record: &MigrationRecord, diagnostics: Vec<Diagnostic>) -> ControllerError {
@@ -149,6 +198,9 @@ pub struct AdvanceOptions {
     pub dry_run: bool,
     pub force: bool,
     pub confirm: Option<String>,
+    /// Act only if the migration is in this state (as `status` prints it), else
+    /// [`ControllerError::NotInState`]: a retried command does not move it twice.
+    pub from: Option<String>,
 }
 
 /// The controller over a store, an HTTP fetcher and a secret resolver.
@@ -490,6 +542,7 @@ impl<S: Store> Controller<'_, S> {
             return Err(ControllerError::ReasonRequired("advance --force"));
         }
         let loaded = self.load(name).await?;
+        expect_state(&loaded, opts.from.as_deref())?;
         let snapshot = loaded.record.snapshot();
         let command = Command::Advance {
             confirm: opts.confirm.clone(),
@@ -563,6 +616,24 @@ impl<S: Store> Controller<'_, S> {
         evidence: serde_json::Value,
         now_ms: i64,
     ) -> Result<Applied> {
+        self.command_from(name, command, None, actor, evidence, now_ms)
+            .await
+    }
+
+    /// [`Controller::command`], only if the migration is in state `from` (when given).
+    ///
+    /// # Errors
+    /// As [`Controller::command`]; [`ControllerError::NotInState`] when it is elsewhere,
+    /// [`ControllerError::UnknownState`] when `from` is no state of its plan.
+    pub async fn command_from(
+        &self,
+        name: &str,
+        command: &Command,
+        from: Option<&str>,
+        actor: &Actor,
+        evidence: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Applied> {
         match command {
             Command::Rollback { .. } | Command::Abort if actor.reason.is_none() => {
                 return Err(ControllerError::ReasonRequired(command.name()));
@@ -570,6 +641,7 @@ impl<S: Store> Controller<'_, S> {
             _ => {}
         }
         let loaded = self.load(name).await?;
+        expect_state(&loaded, from)?;
         self.command_on(&loaded, command, actor, evidence, now_ms)
             .await
     }

@@ -52,10 +52,13 @@ fn controller_error(e: &ControllerError) -> Response {
     let status = match e {
         ControllerError::Store(StoreError::NotFound(_))
         | ControllerError::NotInitialized { .. } => StatusCode::NOT_FOUND,
-        ControllerError::Store(StoreError::Conflict { .. }) => StatusCode::CONFLICT,
+        ControllerError::Store(StoreError::Conflict { .. })
+        | ControllerError::NotInState { .. } => StatusCode::CONFLICT,
         ControllerError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ControllerError::Illegal(_) => StatusCode::CONFLICT,
-        ControllerError::ReasonRequired(_) => StatusCode::BAD_REQUEST,
+        ControllerError::ReasonRequired(_) | ControllerError::UnknownState { .. } => {
+            StatusCode::BAD_REQUEST
+        }
         ControllerError::Plan(_)
         | ControllerError::StoredPlan { .. }
         | ControllerError::PlanFile { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -226,6 +229,8 @@ struct MutationBody {
     #[serde(default)]
     force: bool,
     confirm: Option<String>,
+    /// Act only if the migration is in this state (`"slices[2]"`), else 409.
+    from: Option<String>,
 }
 
 /// Constant-time comparison of the presented token with ours.
@@ -280,6 +285,7 @@ async fn mutate<S: Store + Clone + 'static>(
                 dry_run: false,
                 force: body.force,
                 confirm: body.confirm.clone(),
+                from: body.from.clone(),
             };
             match c.advance(&name, &opts, &actor, now).await {
                 Ok(out) if !out.blockers.is_empty() && !out.forced => {
@@ -296,9 +302,10 @@ async fn mutate<S: Store + Clone + 'static>(
             }
         }
         "rollback" => {
-            c.command(
+            c.command_from(
                 &name,
                 &Command::Rollback { then_pause: false },
+                body.from.as_deref(),
                 &actor,
                 json!({}),
                 now,
@@ -306,16 +313,37 @@ async fn mutate<S: Store + Clone + 'static>(
             .await
         }
         "pause" => {
-            c.command(&name, &Command::Pause, &actor, json!({}), now)
-                .await
+            c.command_from(
+                &name,
+                &Command::Pause,
+                body.from.as_deref(),
+                &actor,
+                json!({}),
+                now,
+            )
+            .await
         }
         "resume" => {
-            c.command(&name, &Command::Resume, &actor, json!({}), now)
-                .await
+            c.command_from(
+                &name,
+                &Command::Resume,
+                body.from.as_deref(),
+                &actor,
+                json!({}),
+                now,
+            )
+            .await
         }
         "abort" => {
-            c.command(&name, &Command::Abort, &actor, json!({}), now)
-                .await
+            c.command_from(
+                &name,
+                &Command::Abort,
+                body.from.as_deref(),
+                &actor,
+                json!({}),
+                now,
+            )
+            .await
         }
         other => {
             return error(

@@ -307,3 +307,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_state_parses_back_from_what_display_writes_and_nothing_else() {
+    let states = [
+        State::Planned,
+        State::ConsumeDual,
+        State::Synthetic,
+        State::Slices(0),
+        State::Slices(12),
+        State::Drain,
+        State::Disconnect,
+        State::Complete,
+    ];
+    for state in states {
+        assert_eq!(State::parse(&state.to_string()), Some(state), "{state}");
+    }
+    for bad in [
+        "",
+        "slices",
+        "slices[]",
+        "slices[-1]",
+        "slices[+1]",
+        "slices[1",
+        "Drain",
+        "paused",
+    ] {
+        assert_eq!(State::parse(bad), None, "{bad:?}");
+    }
+}
