@@ -18,7 +18,8 @@
 //! its migration was paused: pausing keeps the step (and so the run id), and the first reconcile
 //! after the migration is resumed goes on from its next probe. A run that sent every probe is over
 //! and never sent again by this daemon, whether the lease lapsed or the migration was paused
-//! meanwhile. Only leaving `synthetic` (or entering it again: a new run id) drops a run.
+//! meanwhile. Only leaving `synthetic` (or entering it again: a new run id) drops a run. A
+//! resumed run is paced from its resumption: the probes left go out at the run's rate.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -470,9 +471,13 @@ async fn send_run(
         counters.sent[1].fetch_add(1, Ordering::Relaxed);
         progress.repeats.fetch_add(1, Ordering::SeqCst);
     }
+    // Paced from where this session of the run starts: one resumed after a pause or a lease gap
+    // goes on at its rate, not with a burst of every probe the gap made due.
     let mut sent = progress.latency.load(Ordering::SeqCst);
+    let (base, since) = (sent, clock());
     while sent < probes.count {
-        let due = probe::due(probes.rate, probes.count, clock() - run).max(sent + 1);
+        let due =
+            (base + probe::due(probes.rate, probes.count - base, clock() - since)).max(sent + 1);
         while sent < due {
             sent += 1;
             let m = probe_message(&plan, run, generation, Some(sent), clock());
@@ -515,12 +520,15 @@ mod tests {
     #[derive(Debug, Default)]
     pub(super) struct FakeBroker {
         keys: Mutex<Vec<String>>,
+        /// When each was published (tokio's clock: paused time in the tests).
+        at: Mutex<Vec<tokio::time::Instant>>,
     }
 
     impl FakeBroker {
         pub(super) fn publish(&self, message: &Message) {
             let key = message.header(HEADER_DEDUP_KEY).unwrap_or_default();
             self.keys.lock().unwrap().push(key.to_string());
+            self.at.lock().unwrap().push(tokio::time::Instant::now());
         }
 
         fn keys(&self) -> Vec<String> {
@@ -556,6 +564,16 @@ mod tests {
         dir: &std::path::Path,
         probes: &str,
         fake: Option<Arc<FakeBroker>>,
+    ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
+        daemon_clocked(dir, probes, fake, Arc::new(crate::time::now_ms)).await
+    }
+
+    /// [`daemon_with`], the daemon's clock (probe pacing and stamps) being `clock`.
+    async fn daemon_clocked(
+        dir: &std::path::Path,
+        probes: &str,
+        fake: Option<Arc<FakeBroker>>,
+        clock: super::super::Clock,
     ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
         use crate::machine::Snapshot;
         use crate::store::{Commit, NewMigration};
@@ -622,7 +640,7 @@ mod tests {
             token: None,
             read_only_api: false,
             confirm_complete: vec![],
-            clock: Arc::new(crate::time::now_ms),
+            clock,
         };
         let mut shared = Shared::new(store, config, Arc::new(Env)).unwrap();
         if let Some(fake) = fake {
@@ -888,6 +906,41 @@ mod tests {
         // Over: a later tick leaves it alone.
         real_time(shared.probes.reconcile(&shared)).await;
         assert!(shared.probes.running().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_probe_run_resumed_after_a_long_pause_goes_on_at_its_rate_not_in_a_burst() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeBroker::default());
+        // The daemon's clock follows tokio's, so that paused time moves it too.
+        let (start_ms, start) = (crate::time::now_ms(), tokio::time::Instant::now());
+        let clock: super::super::Clock = Arc::new(move || {
+            start_ms + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
+        });
+        let shared = daemon_clocked(
+            dir.path(),
+            "{ rate: 2, count: 20 }",
+            Some(fake.clone()),
+            clock,
+        )
+        .await;
+        tokio::time::pause();
+        until("two latency probes", || fake.keys().len() >= 7).await;
+        set_paused(&shared, true).await;
+        until("the run stops", || shared.probes.running().is_empty()).await;
+        let stopped = fake.keys().len();
+        // Paused for 20 s: at 2 a second, every probe left is due by the end of it.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        set_paused(&shared, false).await;
+        until("the run completes", || shared.probes.running().is_empty()).await;
+        assert_eq!(fake.sent(), (5, 20), "{:?}", fake.keys());
+        let at = fake.at.lock().unwrap().clone();
+        let gaps: Vec<Duration> = at[stopped..].windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.len() >= 2, "{gaps:?}");
+        assert!(
+            gaps.iter().all(|g| *g >= Duration::from_millis(450)),
+            "the probes left were sent in a burst, not at 2 a second: {gaps:?}"
+        );
     }
 
     #[test]
