@@ -279,7 +279,7 @@ async fn mutate<S: Store + Clone + 'static>(
     };
     let c = s.controller(false);
     let now = s.now_ms();
-    let result = match action.as_str() {
+    let command = match action.as_str() {
         "advance" => {
             let opts = AdvanceOptions {
                 dry_run: false,
@@ -287,64 +287,24 @@ async fn mutate<S: Store + Clone + 'static>(
                 confirm: body.confirm.clone(),
                 from: body.from.clone(),
             };
-            match c.advance(&name, &opts, &actor, now).await {
+            return match c.advance(&name, &opts, &actor, now).await {
                 Ok(out) if !out.blockers.is_empty() && !out.forced => {
-                    return (StatusCode::CONFLICT, Json(out)).into_response();
+                    (StatusCode::CONFLICT, Json(out)).into_response()
                 }
                 Ok(out) => {
                     if out.applied.is_some() {
                         s.metrics.transition(&name, "advance");
                     }
                     s.refresh(&c, &name).await;
-                    return Json(out).into_response();
+                    Json(out).into_response()
                 }
-                Err(e) => Err(e),
-            }
+                Err(e) => controller_error(&e),
+            };
         }
-        "rollback" => {
-            c.command_from(
-                &name,
-                &Command::Rollback { then_pause: false },
-                body.from.as_deref(),
-                &actor,
-                json!({}),
-                now,
-            )
-            .await
-        }
-        "pause" => {
-            c.command_from(
-                &name,
-                &Command::Pause,
-                body.from.as_deref(),
-                &actor,
-                json!({}),
-                now,
-            )
-            .await
-        }
-        "resume" => {
-            c.command_from(
-                &name,
-                &Command::Resume,
-                body.from.as_deref(),
-                &actor,
-                json!({}),
-                now,
-            )
-            .await
-        }
-        "abort" => {
-            c.command_from(
-                &name,
-                &Command::Abort,
-                body.from.as_deref(),
-                &actor,
-                json!({}),
-                now,
-            )
-            .await
-        }
+        "rollback" => Command::Rollback { then_pause: false },
+        "pause" => Command::Pause,
+        "resume" => Command::Resume,
+        "abort" => Command::Abort,
         other => {
             return error(
                 StatusCode::NOT_FOUND,
@@ -352,6 +312,16 @@ async fn mutate<S: Store + Clone + 'static>(
             );
         }
     };
+    let result = c
+        .command_from(
+            &name,
+            &command,
+            body.from.as_deref(),
+            &actor,
+            json!({}),
+            now,
+        )
+        .await;
     match result {
         Ok(applied) => {
             s.metrics.transition(&name, &applied.command);
