@@ -23,6 +23,11 @@
 //!   a header it cannot carry) is parked as a seed-001 envelope ([`dead_letter`]) in the old
 //!   broker's `brokers.old.dead_letter` queue and acked once that publish is confirmed, so its
 //!   key moves on; without a dead-letter queue it is retried (never dropped), reported once.
+//! - What a message carries besides its payload goes with it as far as the destination can take
+//!   it: RabbitMQ → RabbitMQ, every AMQP property and typed header (persistent always, `user_id`
+//!   only when it is the publishing connection's user); RabbitMQ → NATS / Redis, the properties
+//!   as `x-amqp-*` headers and typed headers as text ([`crate::brokers::Properties`]). The route
+//!   stamp replaces same-named headers.
 //!
 //! Metrics ([`metrics::BridgeMetrics`]): forwarded, confirmed, errors and pending by destination,
 //! refused and dead-lettered messages by destination, messages without a key, ingress acks that failed, whether this instance is active, and
