@@ -31,7 +31,8 @@
 //!
 //! Metrics ([`metrics::BridgeMetrics`]): forwarded, confirmed, errors and pending by destination,
 //! refused and dead-lettered messages by destination, messages without a key, ingress acks that failed, whether this instance is active, and
-//! `queue_migrate_published_total{route="bridge"}`.
+//! `queue_migrate_published_total{route="bridge"}` (at most [`metrics::MAX_PRODUCERS`] producer
+//! label values, the rest under `other`).
 
 pub mod dead_letter;
 pub mod key;
@@ -477,12 +478,7 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
         attempt.settled(published.is_ok());
         let error = match published {
             Ok(()) => {
-                metrics.published.add(
-                    settings.broker_name(side),
-                    crate::stamp::RouteLabel::Bridge,
-                    producer_of(&delivery.message),
-                    1,
-                );
+                metrics.published(settings.broker_name(side), producer_of(&delivery.message));
                 ack_ingress(delivery, metrics).await;
                 return key;
             }
