@@ -2,7 +2,7 @@
 //! ([`crate::dlq::envelope`]) as the payload, the original headers kept, published to the old
 //! broker's `brokers.old.dead_letter` queue. Pure: instants are arguments.
 
-use crate::brokers::Message;
+use crate::brokers::{Message, Properties};
 use crate::dlq::envelope::{DeadLetterBuilder, ErrorInfo, FailedMessage};
 
 /// The `errorClass` of every message the bridge parks: `migrate dlq triage` groups them apart
@@ -21,6 +21,9 @@ pub const CONSUMER_VERSION: &str = concat!("queue-migrate-bridge ", env!("CARGO_
 /// `firstAttemptAt` the `x-first-attempt-at` header when it is an instant, else
 /// `first_attempt_ms`. Its headers are the original ones: they came from the old broker, which
 /// can carry them back, and a replay to the ingress needs them (a key in a header, the dedup key).
+/// So are its AMQP properties and typed headers (see [`crate::brokers::Properties`]), except
+/// `content_type` and `content_encoding` (they describe the original body, now inside the
+/// envelope) and `expiration` (a parked message must not expire).
 pub fn message(
     original: &Message,
     refusal: &str,
@@ -44,6 +47,12 @@ pub fn message(
     Message {
         headers: original.headers.clone(),
         payload: envelope.to_line().into_bytes(),
+        properties: Properties {
+            content_type: None,
+            content_encoding: None,
+            expiration: None,
+            ..original.properties.clone()
+        },
     }
 }
 
@@ -80,6 +89,37 @@ mod tests {
         assert_eq!(envelope.trace_id.as_deref(), Some("4bf92f35"));
         assert_eq!(envelope.first_attempt_at, "2026-01-01T00:00:00.000Z");
         assert_eq!(envelope.dead_lettered_at, "2026-01-01T00:00:01.500Z");
+    }
+
+    /// Regression: the dead letter of a RabbitMQ message lost its AMQP properties, so nothing
+    /// told which message (message id, correlation id) was parked.
+    #[test]
+    fn the_dead_letter_keeps_the_properties_that_do_not_describe_the_body() {
+        let original = Message {
+            properties: Properties {
+                content_type: Some("application/json".into()),
+                content_encoding: Some("gzip".into()),
+                expiration: Some("60000".into()),
+                message_id: Some("msg-1".into()),
+                correlation_id: Some("corr-1".into()),
+                priority: Some(4),
+                ..Properties::default()
+            },
+            ..Message::new("{}")
+        }
+        .with_header("x-qm-key", "order-7");
+        let dl = message(&original, REFUSAL, 1, 0, 0);
+        assert_eq!(
+            dl.properties,
+            Properties {
+                message_id: Some("msg-1".into()),
+                correlation_id: Some("corr-1".into()),
+                priority: Some(4),
+                ..Properties::default()
+            },
+            "the envelope is JSON, and a parked message must not expire"
+        );
+        assert_eq!(dl.headers, original.headers);
     }
 
     #[test]

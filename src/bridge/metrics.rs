@@ -1,10 +1,21 @@
 //! The bridge's counters, rendered in the Prometheus text format.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
 
 use crate::routing::Side;
-use crate::stamp::{PublishedCounter, escape_label};
+use crate::stamp::{PublishedCounter, RouteLabel, escape_label};
+
+/// Most distinct producers (the ingress messages' `x-qm-producer`, or `bridge` when absent) that
+/// get a series of their own in `queue_migrate_published_total`: the header is whatever a
+/// producer wrote, and each distinct label value is a series Prometheus keeps. The first ones
+/// seen keep their name; later ones are counted under [`OTHER_PRODUCER`].
+pub const MAX_PRODUCERS: usize = 64;
+
+/// The producer label of the messages past the first [`MAX_PRODUCERS`] distinct producers.
+pub const OTHER_PRODUCER: &str = "other";
 
 /// Counters by destination (old, new); cheap to update from many tasks.
 #[derive(Debug, Default)]
@@ -20,8 +31,10 @@ pub struct BridgeMetrics {
     ack_errors: AtomicU64,
     active: AtomicU64,
     /// `queue_migrate_published_total{broker, route="bridge", producer}`: what the bridge
-    /// published, counted like a producer's.
+    /// published, counted like a producer's (through [`BridgeMetrics::published`]).
     pub published: PublishedCounter,
+    /// The producers with a series of their own (at most [`MAX_PRODUCERS`]).
+    producers: RwLock<BTreeSet<String>>,
 }
 
 fn index(side: Side) -> usize {
@@ -63,6 +76,39 @@ impl BridgeMetrics {
     /// message is acked next).
     pub fn dead_lettered(&self, side: Side) {
         self.dead_lettered[index(side)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A message of `producer` was published to `broker` (confirmed): counted in
+    /// `queue_migrate_published_total{route="bridge"}` under the producer's name while it is
+    /// among the first [`MAX_PRODUCERS`] distinct ones, else under [`OTHER_PRODUCER`].
+    pub fn published(&self, broker: &str, producer: &str) {
+        let label = if self.has_series(producer) {
+            producer
+        } else {
+            OTHER_PRODUCER
+        };
+        self.published.add(broker, RouteLabel::Bridge, label, 1);
+    }
+
+    /// Whether `producer` has a series of its own, giving it one while there is room.
+    fn has_series(&self, producer: &str) -> bool {
+        // A panic while holding the lock cannot leave the set inconsistent (one insert).
+        let known = self
+            .producers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known.contains(producer) {
+            return true;
+        }
+        drop(known);
+        let mut known = self
+            .producers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known.len() < MAX_PRODUCERS {
+            known.insert(producer.to_string());
+        }
+        known.contains(producer)
     }
 
     /// A message had no usable key.
@@ -255,6 +301,29 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
+    }
+
+    /// Regression: every distinct `x-qm-producer` an ingress message carried became a series of
+    /// its own, so one producer writing a request id there grew Prometheus without bound.
+    #[test]
+    fn producers_past_the_bound_share_one_series() {
+        let m = BridgeMetrics::new("orders");
+        for i in 0..MAX_PRODUCERS + 10 {
+            m.published("nats", &format!("producer-{i}"));
+        }
+        m.published("nats", "producer-0");
+        m.published("nats", &format!("producer-{}", MAX_PRODUCERS + 3));
+        let bridge = RouteLabel::Bridge;
+        assert_eq!(m.published.get("nats", bridge, "producer-0"), 2);
+        let last_kept = format!("producer-{}", MAX_PRODUCERS - 1);
+        assert_eq!(m.published.get("nats", bridge, &last_kept), 1);
+        assert_eq!(m.published.get("nats", bridge, OTHER_PRODUCER), 11);
+        let text = m.render();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("queue_migrate_published_total{"))
+            .count();
+        assert_eq!(series, MAX_PRODUCERS + 1, "{text}");
     }
 
     /// Regression: a forward cancelled mid-publish (a lost lease, the end of a shutdown's

@@ -23,10 +23,16 @@
 //!   a header it cannot carry) is parked as a seed-001 envelope ([`dead_letter`]) in the old
 //!   broker's `brokers.old.dead_letter` queue and acked once that publish is confirmed, so its
 //!   key moves on; without a dead-letter queue it is retried (never dropped), reported once.
+//! - What a message carries besides its payload goes with it as far as the destination can take
+//!   it: RabbitMQ → RabbitMQ, every AMQP property and typed header (persistent always, `user_id`
+//!   only when it is the publishing connection's user); RabbitMQ → NATS / Redis, the properties
+//!   as `x-amqp-*` headers and typed headers as text ([`crate::brokers::Properties`]). The route
+//!   stamp replaces same-named headers.
 //!
 //! Metrics ([`metrics::BridgeMetrics`]): forwarded, confirmed, errors and pending by destination,
 //! refused and dead-lettered messages by destination, messages without a key, ingress acks that failed, whether this instance is active, and
-//! `queue_migrate_published_total{route="bridge"}`.
+//! `queue_migrate_published_total{route="bridge"}` (at most [`metrics::MAX_PRODUCERS`] producer
+//! label values, the rest under `other`).
 
 pub mod dead_letter;
 pub mod key;
@@ -472,12 +478,7 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
         attempt.settled(published.is_ok());
         let error = match published {
             Ok(()) => {
-                metrics.published.add(
-                    settings.broker_name(side),
-                    crate::stamp::RouteLabel::Bridge,
-                    producer_of(&delivery.message),
-                    1,
-                );
+                metrics.published(settings.broker_name(side), producer_of(&delivery.message));
                 ack_ingress(delivery, metrics).await;
                 return key;
             }

@@ -9,7 +9,10 @@
 //! | [`Adapter::browse`] | not possible: [`BrokerError::Unsupported`] | reads by sequence, consumes nothing | `XRANGE`, consumes nothing |
 //!
 //! Headers travel as AMQP headers (long strings), NATS message headers, and Redis stream fields
-//! prefixed `h:`; the payload is bytes, untouched. The route stamp (`x-qm-*`, see [`crate::stamp`]),
+//! prefixed `h:`; the payload is bytes, untouched. A RabbitMQ delivery also carries its AMQP
+//! properties and typed headers ([`Properties`]): a RabbitMQ publish writes them back (persistent
+//! always; `user_id` only when it is the connection's user), NATS and Redis publishes write the
+//! properties as `x-amqp-*` text headers ([`PROPERTY_HEADERS`]). The route stamp (`x-qm-*`, see [`crate::stamp`]),
 //! [`HEADER_DEDUP_KEY`], [`HEADER_KEY`] and [`HEADER_PROBE`] cross every pair of brokers unchanged.
 //!
 //! # Guarantees
@@ -55,11 +58,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 mod ack_window;
+mod amqp_message;
 mod nats;
+mod properties;
 mod rabbitmq;
 mod redis_streams;
 
 pub use nats::Nats;
+pub use properties::{PROPERTY_HEADERS, Properties, TypedHeaders, property_headers, text_headers};
 pub use rabbitmq::RabbitMq;
 pub use redis_streams::RedisStreams;
 
@@ -214,21 +220,27 @@ impl BrokerError {
 /// A result of this module.
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
 
-/// A message to publish: headers (text) and a payload (bytes).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A message to publish: headers (text), a payload (bytes), and the source broker's metadata
+/// that is not a text header (the AMQP properties and typed headers of a RabbitMQ delivery).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Message {
-    /// Header names are kept as given; readers should compare them case-insensitively.
+    /// Header names are kept as given; readers should compare them case-insensitively. Every
+    /// header of a delivery with a text form is here (RabbitMQ: typed values as text, see
+    /// [`Properties`]); what is written on publish follows this map.
     pub headers: BTreeMap<String, String>,
     /// The body, byte for byte.
     pub payload: Vec<u8>,
+    /// The AMQP properties and typed header table (empty unless read from RabbitMQ).
+    pub properties: Properties,
 }
 
 impl Message {
-    /// A message with no headers.
+    /// A message with no headers and no properties.
     pub fn new(payload: impl Into<Vec<u8>>) -> Message {
         Message {
             headers: BTreeMap::new(),
             payload: payload.into(),
+            properties: Properties::default(),
         }
     }
 

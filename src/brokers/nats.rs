@@ -152,7 +152,7 @@ impl Nats {
 
     pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
         let mut headers = HeaderMap::new();
-        for (name, value) in &message.headers {
+        for (name, value) in &super::text_headers(message) {
             // What NATS cannot encode in a header is in the message: refused, on every retry.
             let name = HeaderName::from_str(name)
                 .map_err(|e| refused(queue, format!("header {name:?}: {e}")))?;
@@ -279,7 +279,7 @@ impl Nats {
                     sequence = m.sequence + 1;
                     out.push(Message {
                         headers: read_headers(Some(&m.headers)),
-                        payload: m.payload.to_vec(),
+                        ..Message::new(m.payload.to_vec())
                     });
                 }
                 Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => break,
@@ -341,7 +341,7 @@ impl Subscription {
                 Ok(Some(super::Delivery {
                     message: Message {
                         headers: read_headers(m.message.headers.as_ref()),
-                        payload: m.message.payload.to_vec(),
+                        ..Message::new(m.message.payload.to_vec())
                     },
                     redelivered,
                     acker: super::Acker::Nats(Acker {

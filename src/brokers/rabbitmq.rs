@@ -12,11 +12,12 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use lapin::types::{FieldTable, LongString, ShortString};
+use lapin::{Channel, Confirmation, Connection, ConnectionProperties};
 use tokio::sync::{Mutex, Notify};
 
 use super::ack_window::{AckWindow, WireAck};
+use super::amqp_message;
 use super::{
     AckMode, BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, Message, Result,
     SubscribeOptions,
@@ -27,8 +28,6 @@ const KIND: &str = "rabbitmq";
 const MANAGEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long declaring, opening a channel or setting up a consumer may take.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
-/// AMQP `delivery_mode` of a persistent message.
-const PERSISTENT: u8 = 2;
 /// Coalesced acks: how long settled deliveries gather before one flush (so one `basic.ack`
 /// covers a batch, not one message).
 const FLUSH_DELAY: Duration = Duration::from_millis(5);
@@ -57,6 +56,8 @@ pub struct RabbitMq {
     amqp_url: String,
     /// `amqp_url` without its password.
     shown: String,
+    /// The user the AMQP connection logs in as: the only `user_id` RabbitMQ accepts on publish.
+    user: String,
     management: Management,
     link: Mutex<Option<Link>>,
 }
@@ -133,6 +134,7 @@ impl RabbitMq {
     pub async fn connect_with_management(amqp_url: &str, management_url: &str) -> Result<RabbitMq> {
         let shown = super::redact(amqp_url);
         let vhost = vhost_of(amqp_url).map_err(|e| connect_error(&shown, e))?;
+        let amqp_user = user_of(amqp_url).map_err(|e| connect_error(&shown, e))?;
         let mut base = reqwest::Url::parse(management_url).map_err(|e| {
             connect_error(
                 &super::redact(management_url),
@@ -155,6 +157,7 @@ impl RabbitMq {
         let broker = RabbitMq {
             amqp_url: amqp_url.to_string(),
             shown,
+            user: amqp_user,
             management: Management {
                 base,
                 user,
@@ -259,19 +262,10 @@ impl RabbitMq {
 
     pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
         let routing_key = short(queue, "queue name").map_err(|e| not_confirmed(queue, e))?;
-        let mut headers = FieldTable::default();
-        for (name, value) in &message.headers {
-            // A name AMQP cannot carry (over 255 bytes) is in the message: refused, every time.
-            let name =
-                short(name, "header name").map_err(|e| BrokerError::refused(KIND, queue, e))?;
-            headers.insert(
-                name,
-                AMQPValue::LongString(LongString::from(value.as_bytes())),
-            );
-        }
-        let properties = BasicProperties::default()
-            .with_delivery_mode(PERSISTENT)
-            .with_headers(headers);
+        // What AMQP cannot carry (a name or property over 255 bytes) is in the message: refused,
+        // every time.
+        let properties = amqp_message::write(message, &self.user)
+            .map_err(|e| BrokerError::refused(KIND, queue, e))?;
         let (_, channel) = self.link().await.map_err(|e| not_confirmed(queue, e))?;
         let options = BasicPublishOptions {
             mandatory: true,
@@ -509,6 +503,15 @@ fn vhost_of(amqp_url: &str) -> std::result::Result<String, String> {
     })
 }
 
+/// The user of an AMQP URL, as lapin logs in: decoded, `guest` when the URL names none.
+fn user_of(amqp_url: &str) -> std::result::Result<String, String> {
+    let parsed = reqwest::Url::parse(amqp_url).map_err(|e| e.to_string())?;
+    Ok(match parsed.username() {
+        "" => "guest".to_string(),
+        user => decode(user),
+    })
+}
+
 /// Percent-decodes (lossy: invalid UTF-8 becomes U+FFFD).
 fn decode(s: &str) -> String {
     let bytes = s.as_bytes();
@@ -528,26 +531,6 @@ fn decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The headers of an AMQP message: long and short strings, and byte arrays that are UTF-8; other
-/// types are skipped.
-fn read_headers(properties: &BasicProperties) -> std::collections::BTreeMap<String, String> {
-    let mut headers = std::collections::BTreeMap::new();
-    if let Some(table) = properties.headers() {
-        for (name, value) in table.inner() {
-            let value = match value {
-                AMQPValue::LongString(s) => String::from_utf8(s.as_bytes().to_vec()).ok(),
-                AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
-                AMQPValue::ByteArray(b) => String::from_utf8(b.as_slice().to_vec()).ok(),
-                _ => None,
-            };
-            if let Some(value) = value {
-                headers.insert(name.as_str().to_string(), value);
-            }
-        }
-    }
-    headers
 }
 
 /// A consumer on its own channel.
@@ -613,10 +596,12 @@ impl Subscription {
                         }
                     }
                 };
+                let (headers, properties) = amqp_message::read(&delivery.properties);
                 Ok(Some(super::Delivery {
                     message: Message {
-                        headers: read_headers(&delivery.properties),
+                        headers,
                         payload: delivery.data,
+                        properties,
                     },
                     redelivered: delivery.redelivered,
                     acker: super::Acker::RabbitMq(acker),
@@ -845,18 +830,8 @@ mod tests {
     }
 
     #[test]
-    fn headers_of_other_types_are_skipped() {
-        let mut table = FieldTable::default();
-        table.insert("a".into(), AMQPValue::LongString("x".into()));
-        table.insert("b".into(), AMQPValue::ShortString("y".into()));
-        table.insert("c".into(), AMQPValue::ByteArray(b"z".to_vec().into()));
-        table.insert("d".into(), AMQPValue::LongInt(4));
-        table.insert("e".into(), AMQPValue::ByteArray(vec![0xff].into()));
-        let headers = read_headers(&BasicProperties::default().with_headers(table));
-        let got: Vec<_> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        assert_eq!(got, [("a", "x"), ("b", "y"), ("c", "z")]);
+    fn user_is_read_as_lapin_logs_in() {
+        assert_eq!(user_of("amqp://h:5672/%2f").unwrap(), "guest");
+        assert_eq!(user_of("amqp://bridge%40x:pw@h/%2f").unwrap(), "bridge@x");
     }
 }

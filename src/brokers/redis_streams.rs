@@ -133,7 +133,7 @@ impl RedisStreams {
             .arg("*")
             .arg(PAYLOAD_FIELD)
             .arg(&message.payload[..]);
-        for (name, value) in &message.headers {
+        for (name, value) in &super::text_headers(message) {
             cmd.arg(format!("{HEADER_PREFIX}{name}"))
                 .arg(value.as_str());
         }

@@ -22,6 +22,12 @@ use crate::store::Store;
 /// only after the destination confirmed. One bridge per migration forwards (a lease in the
 /// store); start a second one anywhere as a standby.
 ///
+/// A RabbitMQ message reaches RabbitMQ with its AMQP properties and typed headers (persistent
+/// always; user_id only when it is the bridge's own user), and NATS or Redis with its properties
+/// as x-amqp-* headers and typed headers as text (docs/bridge.md). The producer label of
+/// queue_migrate_published_total keeps the first 64 distinct x-qm-producer values; later ones
+/// count under `other`.
+///
 /// Example:
 ///   migrate bridge orders --metrics 127.0.0.1:9466
 #[derive(Debug, Args)]
