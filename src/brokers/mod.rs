@@ -55,6 +55,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 mod ack_window;
+#[cfg(feature = "controller")]
+pub mod from_plan;
 mod nats;
 mod rabbitmq;
 mod redis_streams;

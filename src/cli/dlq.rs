@@ -408,19 +408,9 @@ async fn triage_broker(
             "the plan of {name} names no brokers.old.dead_letter queue"
         )));
     };
-    let kind = crate::brokers::Kind::parse(&broker.kind).ok_or_else(|| {
-        CliError::input(format!("brokers.old.kind {:?} has no adapter", broker.kind))
-    })?;
-    let url = broker.url.value().map_err(|why| {
-        CliError::input(format!(
-            "browsing the old broker's dead letters needs brokers.old.url ({}) of the stored \
-             plan of {name}: {why}",
-            broker.url.reference
-        ))
-    })?;
-    let adapter = crate::brokers::Adapter::connect(kind, url)
+    let adapter = crate::brokers::from_plan::connect(broker, crate::routing::Side::Old)
         .await
-        .map_err(|e| CliError::new(1, e.to_string()))?;
+        .map_err(|e| CliError::plan_broker(&e, &format!("browsing the dead letters of {name}")))?;
     let messages = adapter.browse(dlq, limit).await.map_err(|e| match e {
         crate::brokers::BrokerError::Unsupported { .. } => CliError::input(e.to_string()),
         e => CliError::new(1, e.to_string()),

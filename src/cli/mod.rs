@@ -211,6 +211,12 @@ impl CliError {
     pub fn is_quiet(&self) -> bool {
         self.code == 0
     }
+    /// A plan's broker that cannot be connected to, while `doing` something: exit 2 when the
+    /// plan or this machine's environment for it is at fault, 1 when the broker is.
+    pub fn plan_broker(e: &crate::brokers::from_plan::PlanBrokerError, doing: &str) -> CliError {
+        let code = if e.is_configuration() { 2 } else { 1 };
+        CliError::new(code, format!("{doing}: {e}"))
+    }
 }
 
 /// A command's own exit `code` once its report was `printed`: a reader that stopped reading
