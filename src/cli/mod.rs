@@ -521,6 +521,40 @@ mod tests {
     }
 
     #[test]
+    fn replay_goes_to_a_migration_or_to_an_output_not_both() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["migrate", "dlq", "replay", "x.ndjson", "--by", "ana"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).map_err(|e| e.to_string())
+        };
+        let replay = |extra: &[&str]| match parse(extra) {
+            Ok(Cli {
+                command: Cmd::Dlq(dlq::DlqCmd::Replay(a)),
+                ..
+            }) => (a.migration, a.key_field, a.output),
+            other => panic!("{extra:?}: {:?}", other.err()),
+        };
+        assert_eq!(replay(&[]), (None, None, "-".to_string()));
+        assert_eq!(
+            replay(&["--migration", "orders", "--key-field", "orderId"]),
+            (
+                Some("orders".to_string()),
+                Some("orderId".to_string()),
+                "-".to_string()
+            )
+        );
+        let e = parse(&["--migration", "orders", "--output", "out.ndjson"]).unwrap_err();
+        assert!(
+            e.contains("--migration") && e.contains("--output") && e.contains("cannot be used"),
+            "{e}"
+        );
+        let e = parse(&["--output", "-", "--migration", "orders"]).unwrap_err();
+        assert!(e.contains("cannot be used"), "{e}");
+        let e = parse(&["--key-field", "orderId"]).unwrap_err();
+        assert!(e.contains("--migration"), "{e}");
+    }
+
+    #[test]
     fn zero_durations_are_refused_where_they_make_no_sense() {
         let refusal = |args: &[&str]| match Cli::try_parse_from(args.iter().copied()) {
             Ok(_) => None,
