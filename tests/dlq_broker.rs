@@ -169,6 +169,123 @@ async fn drain_rabbitmq(adapter: &Adapter, queue: &str, want: usize) -> Vec<Mess
     }
 }
 
+/// plans/local.yaml with RabbitMQ `old_queue` (broker `rabbitmq`) as the old side, `new_line` as
+/// the new one (broker `nats`) and the bridge's key in the JSON field `orderId`, initialised and
+/// moved to `slices[1]`: 4 of its 8 slices on the new side.
+fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
+    let plan = include_str!("../plans/local.yaml")
+        .replace(
+            "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
+            &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue} }}"),
+        )
+        .replace(
+            "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }",
+            new_line,
+        )
+        + &format!("\nbridge: {{ ingress: {old_queue}.ingress, key: {{ json: orderId }} }}\n");
+    assert!(
+        plan.contains(old_queue) && plan.contains(new_line),
+        "the plan's broker lines changed"
+    );
+    let bench = Bench::with_plan(&plan);
+    bench.init();
+    bench.ok(&["advance", "local"], 0);
+    for _ in 0..3 {
+        bench.ok(
+            &["advance", "local", "--force", "--reason", "replay test"],
+            0,
+        );
+    }
+    let routing = bench.ok(&["routing", "local"], 0).json();
+    assert_eq!(
+        (
+            routing["state"].as_str(),
+            routing["slices_migrated"].as_u64()
+        ),
+        (Some("slices"), Some(4)),
+        "{routing}"
+    );
+    bench
+}
+
+/// A new broker that cannot be reached fails the messages routed to it (counted, named on
+/// stderr, exit 1), and only those: the old side gets its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
+    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
+        return;
+    };
+    let old_queue = unique("qm-replay-down-old");
+    let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
+    old.declare(&old_queue).await.unwrap();
+    // Nothing listens on port 1.
+    let new_line = "new: { name: nats, kind: rabbitmq, url: \"amqp://guest:guest@127.0.0.1:1/%2f\", queue: gone }";
+    let bench = half_migrated(&amqp, &old_queue, new_line);
+    let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
+    let lines: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| {
+            serde_json::json!({
+                "payload": serde_json::json!({"orderId": key, "n": i}).to_string(),
+                "errorClass": "dependency_timeout",
+                "errorMessage": "timeout after 30012ms calling inventory-service",
+                "consumerVersion": "2.14.0",
+                "attempts": 3,
+                "firstAttemptAt": "2026-11-29T10:00:00.000Z",
+                "deadLetteredAt": format!("2026-11-29T10:05:{i:02}.000Z"),
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
+    let on_new = |key: &str| queue_migrate::slice::slice_of(key, 8) < 4;
+    let want_old: Vec<&str> = keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !on_new(k))
+        .collect();
+    let failed = keys.len() - want_old.len();
+    let r = bench.ok(
+        &[
+            "dlq",
+            "replay",
+            "export.ndjson",
+            "--migration",
+            "local",
+            "--key-field",
+            "orderId",
+            "--canary",
+            "0",
+            "--rate",
+            "1000",
+            "--by",
+            "ana",
+            "--queue",
+            "local.dlq",
+        ],
+        1,
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "{} published ({} to old, 0 to new), {failed} failed",
+            want_old.len(),
+            want_old.len()
+        )) && r.stderr.contains("stay open"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("not confirmed") && r.stderr.contains("cannot connect to the new broker"),
+        "{}",
+        r.stderr
+    );
+    let seen = drain_rabbitmq(&old, &old_queue, want_old.len()).await;
+    let got: Vec<&str> = seen.iter().map(|m| m.header("x-qm-key").unwrap()).collect();
+    assert_eq!(got, want_old);
+}
+
 /// A migration from RabbitMQ to NATS JetStream (or to a second RabbitMQ queue without
 /// `QM_TEST_NATS_URL`) with half its slices on the new side: a replay of an export whose
 /// payloads carry `orderId` puts each message on the side its key routes to, with the origin
@@ -203,34 +320,8 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
     };
     new.declare(&new_queue).await.unwrap();
 
-    let local = include_str!("../plans/local.yaml");
-    let plan = local
-        .replace(
-            "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
-            &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue} }}"),
-        )
-        .replace(
-            "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }",
-            &new_line,
-        )
-        + &format!("\nbridge: {{ ingress: {old_queue}.ingress, key: {{ json: orderId }} }}\n");
-    assert!(
-        plan.contains(&old_queue) && plan.contains(&new_queue),
-        "the plan's broker lines changed"
-    );
-    let bench = Bench::with_plan(&plan);
-    bench.init();
-    bench.ok(&["advance", "local"], 0);
-    for _ in 0..3 {
-        bench.ok(
-            &["advance", "local", "--force", "--reason", "replay test"],
-            0,
-        );
-    }
-    let status = bench.status();
-    assert_eq!(status["state"], "slices", "{status}");
+    let bench = half_migrated(&amqp, &old_queue, &new_line);
     let routing = bench.ok(&["routing", "local"], 0).json();
-    assert_eq!(routing["slices_migrated"], 4, "{routing}");
     let generation = routing["generation"].as_u64().unwrap();
 
     // Twelve keyed entries and one without a key (the seventh).
