@@ -131,9 +131,9 @@ struct Histogram {
 /// A consumer's probe counters and latency histogram, by route.
 #[derive(Debug, Default)]
 pub struct ProbeMetrics {
-    received: [[AtomicU64; 2]; 3],
-    effects: [[AtomicU64; 2]; 3],
-    latency: [Histogram; 3],
+    received: [[AtomicU64; 2]; RouteLabel::ALL.len()],
+    effects: [[AtomicU64; 2]; RouteLabel::ALL.len()],
+    latency: [Histogram; RouteLabel::ALL.len()],
 }
 
 impl ProbeMetrics {

@@ -8,7 +8,7 @@
 //! | header            | JSON (`"route": {..}`) | value                                             |
 //! |-------------------|------------------------|---------------------------------------------------|
 //! | `x-qm-broker`     | `broker`               | the broker's name, as in the routing document     |
-//! | `x-qm-route`      | `route`                | `old`, `new` or `bridge`                          |
+//! | `x-qm-route`      | `route`                | `old`, `new`, `bridge` or `replay`                |
 //! | `x-qm-slice`      | `slice`                | the key's slice, decimal `u32`                    |
 //! | `x-qm-generation` | `generation`           | the routing document's generation, decimal `u64`  |
 //! | `x-qm-producer`   | `producer`             | the producer's identity (service name)            |
@@ -34,7 +34,7 @@ use crate::routing::{Route, Side};
 
 /// Header carrying [`RouteStamp::broker`].
 pub const HEADER_BROKER: &str = "x-qm-broker";
-/// Header carrying [`RouteStamp::side`] (`old`, `new`, `bridge`).
+/// Header carrying [`RouteStamp::side`] (`old`, `new`, `bridge`, `replay`).
 pub const HEADER_ROUTE: &str = "x-qm-route";
 /// Header carrying [`RouteStamp::slice`].
 pub const HEADER_SLICE: &str = "x-qm-slice";
@@ -84,8 +84,9 @@ pub enum StampError {
     InvalidMetricName(String),
 }
 
-/// The path a message took, as the consumer metrics label it: `old`, `new`, or `bridge` (published
-/// by the bridge on behalf of a producer that could not be changed).
+/// The path a message took, as the consumer metrics label it: `old`, `new`, `bridge` (published
+/// by the bridge on behalf of a producer that could not be changed), or `replay` (a dead letter
+/// republished by `migrate dlq replay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RouteLabel {
     /// Published by a producer straight to the old broker.
@@ -94,11 +95,20 @@ pub enum RouteLabel {
     New,
     /// Re-published by the bridge (from the old ingress queue to either side).
     Bridge,
+    /// A dead letter's payload republished by `migrate dlq replay` (to either side, by its key's
+    /// slice): not a producer's traffic, so the disconnect gate's count of producers still on
+    /// the old broker does not see it.
+    Replay,
 }
 
 impl RouteLabel {
     /// Every label, in rendering order.
-    pub const ALL: [RouteLabel; 3] = [RouteLabel::Old, RouteLabel::New, RouteLabel::Bridge];
+    pub const ALL: [RouteLabel; 4] = [
+        RouteLabel::Old,
+        RouteLabel::New,
+        RouteLabel::Bridge,
+        RouteLabel::Replay,
+    ];
 
     /// The wire and label value.
     pub fn as_str(self) -> &'static str {
@@ -106,6 +116,7 @@ impl RouteLabel {
             RouteLabel::Old => "old",
             RouteLabel::New => "new",
             RouteLabel::Bridge => "bridge",
+            RouteLabel::Replay => "replay",
         }
     }
 
@@ -115,6 +126,7 @@ impl RouteLabel {
             "old" => Some(RouteLabel::Old),
             "new" => Some(RouteLabel::New),
             "bridge" => Some(RouteLabel::Bridge),
+            "replay" => Some(RouteLabel::Replay),
             _ => None,
         }
     }
@@ -125,6 +137,7 @@ impl RouteLabel {
             RouteLabel::Old => 0,
             RouteLabel::New => 1,
             RouteLabel::Bridge => 2,
+            RouteLabel::Replay => 3,
         }
     }
 }
@@ -149,7 +162,7 @@ impl fmt::Display for RouteLabel {
 pub struct RouteStamp {
     /// The broker the message was published to (its name in the routing document).
     pub broker: String,
-    /// Old, new, or bridge.
+    /// Old, new, bridge or replay.
     pub side: RouteLabel,
     /// The slice of the message's aggregate key.
     pub slice: u32,
@@ -190,6 +203,12 @@ impl RouteStamp {
     /// The same stamp, marked as published by the bridge.
     pub fn bridged(mut self) -> RouteStamp {
         self.side = RouteLabel::Bridge;
+        self
+    }
+
+    /// The same stamp, marked as a dead letter republished by `migrate dlq replay`.
+    pub fn replayed(mut self) -> RouteStamp {
+        self.side = RouteLabel::Replay;
         self
     }
 
@@ -353,7 +372,7 @@ impl RouteStamp {
     }
 }
 
-const ROUTE: &str = "old, new or bridge";
+const ROUTE: &str = "old, new, bridge or replay";
 const U32: &str = "a decimal integer from 0 to 4294967295";
 const U64: &str = "a decimal integer from 0 to 18446744073709551615";
 const NAME: &str = "1 to 128 characters of A-Z a-z 0-9 . _ - : @ / +";
@@ -419,8 +438,8 @@ pub(crate) fn escape_label(out: &mut String, value: &str) {
 /// The counts of one (broker, producer) pair, one slot per [`RouteLabel`].
 #[derive(Debug, Default)]
 struct Slots {
-    counts: [AtomicU64; 3],
-    seen: [AtomicBool; 3],
+    counts: [AtomicU64; RouteLabel::ALL.len()],
+    seen: [AtomicBool; RouteLabel::ALL.len()],
 }
 
 /// Messages published, by broker, route and producer, rendered as a Prometheus counter:
@@ -513,7 +532,7 @@ impl PublishedCounter {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# HELP {} Messages published, by the broker they went to, the route stamp's route (old, new, bridge) and the producer.",
+            "# HELP {} Messages published, by the broker they went to, the route stamp's route (old, new, bridge, replay) and the producer.",
             self.name
         );
         let _ = writeln!(out, "# TYPE {} counter", self.name);

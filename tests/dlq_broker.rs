@@ -1,13 +1,17 @@
-//! `migrate dlq triage --from-broker`: the old broker's dead-letter queue read without consuming
-//! it, on real servers (NATS JetStream and Redis Streams browse; RabbitMQ refuses, saying why and
-//! what to do). Runs per broker when `QM_TEST_NATS_URL` / `QM_TEST_REDIS_URL` / `QM_TEST_AMQP_URL`
-//! is set (`scripts/services.sh start nats redis rabbitmq`), and says so when skipped.
+//! `migrate dlq` on real servers: `triage --from-broker` reads the old broker's dead-letter queue
+//! without consuming it (NATS JetStream and Redis Streams browse; RabbitMQ refuses, saying why and
+//! what to do), and `replay --migration` publishes each dead letter to the side its key routes
+//! to. Runs per broker when `QM_TEST_NATS_URL` / `QM_TEST_REDIS_URL` / `QM_TEST_AMQP_URL` is set
+//! (`scripts/services.sh start nats redis rabbitmq`), and says so when skipped.
 #![cfg(feature = "brokers")]
 
 mod common;
 
 use common::Bench;
-use queue_migrate::brokers::{Adapter, Kind, Message};
+use std::time::{Duration, Instant};
+
+use queue_migrate::brokers::{Adapter, Kind, Message, SubscribeOptions};
+use queue_migrate::stamp::{RouteLabel, RouteStamp};
 
 fn envelope(class: &str, message: &str, at: &str) -> String {
     serde_json::json!({
@@ -134,4 +138,292 @@ fn rabbitmq_cannot_be_browsed_and_the_error_says_what_to_do() {
         "{}",
         r.stderr
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// replay --migration
+
+/// Take (and ack) what arrives on the RabbitMQ queue `queue` until `want` messages came or 10 s
+/// passed, then 300 ms more (to see any extra one).
+async fn drain_rabbitmq(adapter: &Adapter, queue: &str, want: usize) -> Vec<Message> {
+    let mut sub = adapter
+        .subscribe(queue, &SubscribeOptions::group("replay-test"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wait = if seen.len() >= want {
+            Duration::from_millis(300)
+        } else {
+            deadline.saturating_duration_since(Instant::now())
+        };
+        match tokio::time::timeout(wait, sub.next()).await {
+            Ok(Ok(Some(d))) => {
+                seen.push(d.message.clone());
+                d.ack().await.unwrap();
+            }
+            Ok(Ok(None)) | Err(_) => return seen,
+            Ok(Err(e)) => panic!("{e}"),
+        }
+    }
+}
+
+/// plans/local.yaml with RabbitMQ `old_queue` (broker `rabbitmq`) as the old side, `new_line` as
+/// the new one (broker `nats`) and the bridge's key in the JSON field `orderId`, initialised and
+/// moved to `slices[1]`: 4 of its 8 slices on the new side.
+fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
+    let plan = include_str!("../plans/local.yaml")
+        .replace(
+            "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
+            &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue} }}"),
+        )
+        .replace(
+            "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }",
+            new_line,
+        )
+        + &format!("\nbridge: {{ ingress: {old_queue}.ingress, key: {{ json: orderId }} }}\n");
+    assert!(
+        plan.contains(old_queue) && plan.contains(new_line),
+        "the plan's broker lines changed"
+    );
+    let bench = Bench::with_plan(&plan);
+    bench.init();
+    bench.ok(&["advance", "local"], 0);
+    for _ in 0..3 {
+        bench.ok(
+            &["advance", "local", "--force", "--reason", "replay test"],
+            0,
+        );
+    }
+    let routing = bench.ok(&["routing", "local"], 0).json();
+    assert_eq!(
+        (
+            routing["state"].as_str(),
+            routing["slices_migrated"].as_u64()
+        ),
+        (Some("slices"), Some(4)),
+        "{routing}"
+    );
+    bench
+}
+
+/// A new broker that cannot be reached fails the messages routed to it (counted, named on
+/// stderr, exit 1), and only those: the old side gets its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
+    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
+        return;
+    };
+    let old_queue = unique("qm-replay-down-old");
+    let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
+    old.declare(&old_queue).await.unwrap();
+    // Nothing listens on port 1.
+    let new_line = "new: { name: nats, kind: rabbitmq, url: \"amqp://guest:guest@127.0.0.1:1/%2f\", queue: gone }";
+    let bench = half_migrated(&amqp, &old_queue, new_line);
+    let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
+    let lines: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| {
+            serde_json::json!({
+                "payload": serde_json::json!({"orderId": key, "n": i}).to_string(),
+                "errorClass": "dependency_timeout",
+                "errorMessage": "timeout after 30012ms calling inventory-service",
+                "consumerVersion": "2.14.0",
+                "attempts": 3,
+                "firstAttemptAt": "2026-11-29T10:00:00.000Z",
+                "deadLetteredAt": format!("2026-11-29T10:05:{i:02}.000Z"),
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
+    let on_new = |key: &str| queue_migrate::slice::slice_of(key, 8) < 4;
+    let want_old: Vec<&str> = keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !on_new(k))
+        .collect();
+    let failed = keys.len() - want_old.len();
+    let r = bench.ok(
+        &[
+            "dlq",
+            "replay",
+            "export.ndjson",
+            "--migration",
+            "local",
+            "--key-field",
+            "orderId",
+            "--canary",
+            "0",
+            "--rate",
+            "1000",
+            "--by",
+            "ana",
+            "--queue",
+            "local.dlq",
+        ],
+        1,
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "{} published ({} to old, 0 to new), {failed} failed",
+            want_old.len(),
+            want_old.len()
+        )) && r.stderr.contains("stay open"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("not confirmed") && r.stderr.contains("cannot connect to the new broker"),
+        "{}",
+        r.stderr
+    );
+    let seen = drain_rabbitmq(&old, &old_queue, want_old.len()).await;
+    let got: Vec<&str> = seen.iter().map(|m| m.header("x-qm-key").unwrap()).collect();
+    assert_eq!(got, want_old);
+}
+
+/// A migration from RabbitMQ to NATS JetStream (or to a second RabbitMQ queue without
+/// `QM_TEST_NATS_URL`) with half its slices on the new side: a replay of an export whose
+/// payloads carry `orderId` puts each message on the side its key routes to, with the origin
+/// headers, the key and a `replay` route stamp, and nowhere else; the entry without a key is
+/// counted as a failure and published nowhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
+    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
+        return;
+    };
+    let nats = std::env::var("QM_TEST_NATS_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let old_queue = unique("qm-replay-old");
+    let new_queue = unique("qm-replay-new");
+    let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
+    old.declare(&old_queue).await.unwrap();
+    let (new, new_line) = match &nats {
+        Some(nats) => (
+            Adapter::connect(Kind::Nats, nats).await.unwrap(),
+            format!("new: {{ name: nats, kind: nats, url: \"{nats}\", stream: {new_queue} }}"),
+        ),
+        None => {
+            eprintln!("QM_TEST_NATS_URL is not set: the new side is a second RabbitMQ queue");
+            (
+                Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap(),
+                format!(
+                    "new: {{ name: nats, kind: rabbitmq, url: \"{amqp}\", queue: {new_queue} }}"
+                ),
+            )
+        }
+    };
+    new.declare(&new_queue).await.unwrap();
+
+    let bench = half_migrated(&amqp, &old_queue, &new_line);
+    let routing = bench.ok(&["routing", "local"], 0).json();
+    let generation = routing["generation"].as_u64().unwrap();
+
+    // Twelve keyed entries and one without a key (the seventh).
+    let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
+    let mut lines = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        lines.push(
+            serde_json::json!({
+                "payload": serde_json::json!({"orderId": key, "n": i}).to_string(),
+                "errorClass": "dependency_timeout",
+                "errorMessage": "timeout after 30012ms calling inventory-service",
+                "consumerVersion": "2.14.0",
+                "attempts": 3,
+                "firstAttemptAt": "2026-11-29T10:00:00.000Z",
+                "deadLetteredAt": format!("2026-11-29T10:05:{i:02}.000Z"),
+            })
+            .to_string(),
+        );
+        if i == 6 {
+            lines.push(
+                serde_json::json!({
+                    "payload": "{\"customer\":\"c-1\"}",
+                    "errorClass": "dependency_timeout",
+                    "errorMessage": "timeout after 30012ms calling inventory-service",
+                    "consumerVersion": "2.14.0",
+                    "attempts": 3,
+                    "firstAttemptAt": "2026-11-29T10:00:00.000Z",
+                    "deadLetteredAt": "2026-11-29T10:06:00.000Z",
+                })
+                .to_string(),
+            );
+        }
+    }
+    std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
+    let on_new = |key: &str| queue_migrate::slice::slice_of(key, 8) < 4;
+    let want_new: Vec<&String> = keys.iter().filter(|k| on_new(k)).collect();
+    let want_old: Vec<&String> = keys.iter().filter(|k| !on_new(k)).collect();
+    assert!(!want_new.is_empty() && !want_old.is_empty());
+
+    let r = bench.ok(
+        &[
+            "dlq",
+            "replay",
+            "export.ndjson",
+            "--migration",
+            "local",
+            "--canary",
+            "0",
+            "--rate",
+            "1000",
+            "--by",
+            "ana",
+            "--queue",
+            "local.dlq",
+        ],
+        1,
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "12 published ({} to old, {} to new), 1 failed",
+            want_old.len(),
+            want_new.len()
+        )),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("2026-11-29T10:06:00.000Z")
+            && r.stderr.contains("no JSON field \"orderId\""),
+        "{}",
+        r.stderr
+    );
+
+    let old_seen = drain_rabbitmq(&old, &old_queue, want_old.len()).await;
+    let new_seen = match &nats {
+        Some(_) => new.browse(&new_queue, 100).await.unwrap(),
+        None => drain_rabbitmq(&new, &new_queue, want_new.len()).await,
+    };
+    for (side, broker, seen, want) in [
+        ("old", "rabbitmq", &old_seen, &want_old),
+        ("new", "nats", &new_seen, &want_new),
+    ] {
+        let got: Vec<&str> = seen.iter().map(|m| m.header("x-qm-key").unwrap()).collect();
+        let want: Vec<&str> = want.iter().map(|k| k.as_str()).collect();
+        assert_eq!(got, want, "the {side} side, in export order");
+        for m in seen.iter() {
+            let key = m.header("x-qm-key").unwrap();
+            let n = keys.iter().position(|k| k == key).unwrap();
+            let payload: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            assert_eq!(payload["orderId"], key);
+            assert_eq!(
+                m.header("x-replay-of"),
+                Some(format!("2026-11-29T10:05:{n:02}.000Z").as_str())
+            );
+            assert_eq!(m.header("x-replay-reason"), Some("dependency_timeout"));
+            let stamp = RouteStamp::from_headers(&m.headers).unwrap();
+            assert_eq!(stamp.side, RouteLabel::Replay);
+            assert_eq!(stamp.broker, broker);
+            assert_eq!(stamp.slice, queue_migrate::slice::slice_of(key, 8));
+            assert_eq!(stamp.generation, generation);
+            assert_eq!(stamp.producer, "migrate-dlq-replay");
+        }
+    }
 }

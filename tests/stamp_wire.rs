@@ -97,3 +97,36 @@ fn the_published_counter_is_valid_prometheus_text() {
     assert_eq!(value("rabbitmq", "old", "billing-monthly"), Some(0.0));
     assert_eq!(scrape.samples.len(), 3);
 }
+
+/// A dead letter republished by `migrate dlq replay` carries the route `replay` (on either
+/// broker): readers in this library take it, in both forms, and count it apart from producers.
+#[test]
+fn a_replayed_message_reads_back_with_the_route_replay() {
+    let mut headers: Vec<(String, String)> = documented()
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    for (k, v) in &mut headers {
+        if k == "x-qm-route" {
+            *v = "replay".into();
+        }
+    }
+    let read = RouteStamp::from_headers(headers).unwrap();
+    assert_eq!(read.side.to_string(), "replay");
+    assert_eq!((read.broker.as_str(), read.slice), ("nats", 8));
+    let mut json = documented().to_json();
+    json["route"] = "replay".into();
+    let read_json = RouteStamp::from_json(&json).unwrap();
+    assert_eq!(read_json, read);
+    assert_eq!(RouteLabel::parse("replay"), Some(read.side));
+    let c = PublishedCounter::new();
+    c.record(&read);
+    assert!(
+        c.render().contains(
+            r#"queue_migrate_published_total{broker="nats",route="replay",producer="checkout"} 1"#
+        ),
+        "{}",
+        c.render()
+    );
+}

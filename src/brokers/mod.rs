@@ -59,6 +59,8 @@ use std::time::Duration;
 
 mod ack_window;
 mod amqp_message;
+#[cfg(feature = "controller")]
+pub mod from_plan;
 mod nats;
 mod properties;
 mod rabbitmq;

@@ -10,12 +10,13 @@ use clap::Args;
 use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::{self, Brokers, Settings};
-use crate::brokers::{Adapter, Kind};
-use crate::controller::plans::PlanCache;
+use crate::brokers::Adapter;
+use crate::brokers::from_plan;
+use crate::controller::follow::follow_store;
 use crate::controller::publish;
 use crate::plan::Broker;
 use crate::router::Router;
-use crate::store::Store;
+use crate::routing::Side;
 
 /// Read the plan's `bridge.ingress` on the old broker and forward every message, by its key's
 /// slice and the live routing document, to `brokers.old.queue` or the new broker; ack the ingress
@@ -57,30 +58,11 @@ pub struct BridgeArgs {
     pub threads: u16,
 }
 
-async fn connect(broker: &Broker, side: &str) -> Result<Adapter, CliError> {
-    let kind = Kind::parse(&broker.kind).ok_or_else(|| {
-        CliError::input(format!(
-            "brokers.{side}.kind {:?}: the bridge speaks rabbitmq (amqp), nats and redis",
-            broker.kind
-        ))
-    })?;
-    let url = broker.url.value().map_err(|why| {
-        CliError::input(format!(
-            "the bridge connects to the {side} broker {}: brokers.{side}.url ({}) of the stored \
-             plan: {why}",
-            broker.name, broker.url.reference
-        ))
-    })?;
-    Adapter::connect(kind, url).await.map_err(|e| {
-        CliError::new(
-            1,
-            format!(
-                "cannot connect to the {side} broker {} ({}): {e}",
-                broker.name,
-                broker.url.redacted()
-            ),
-        )
-    })
+/// The `side` broker of the stored plan, for the bridge.
+async fn connect(broker: &Broker, side: Side) -> Result<Adapter, CliError> {
+    from_plan::connect(broker, side)
+        .await
+        .map_err(|e| CliError::plan_broker(&e, "the bridge cannot start"))
 }
 
 pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
@@ -131,8 +113,8 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         visibility_timeout: plan.retry.visibility_timeout,
     };
     let brokers = Brokers {
-        old: Arc::new(connect(&plan.brokers.old, "old").await?),
-        new: Arc::new(connect(&plan.brokers.new, "new").await?),
+        old: Arc::new(connect(&plan.brokers.old, Side::Old).await?),
+        new: Arc::new(connect(&plan.brokers.new, Side::New).await?),
     };
 
     let router = Router::with_default_slices(plan.slices);
@@ -143,60 +125,13 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
             format!("the stored routing of {} is refused: {e}", args.name),
         ));
     }
-    let follow = {
-        let (store, router, plan, name) = (
-            store.clone(),
-            router.clone(),
-            plan.clone(),
-            args.name.clone(),
-        );
-        let every = args.routing_interval;
-        tokio::spawn(async move {
-            let mut warned = false;
-            // A plan applied meanwhile (`migrate plan apply`) changes the routing of later
-            // steps: documents are built from the stored plan, compiled again when it changes.
-            let plans = PlanCache::default();
-            let mut plan_warned = false;
-            loop {
-                match store.get(&name).await {
-                    Ok(record) => {
-                        warned = false;
-                        let document = match plans.document(
-                            &record,
-                            &crate::plan::SystemResolve,
-                            crate::plan::SecretsMode::Deferred,
-                        ) {
-                            Ok(document) => {
-                                plan_warned = false;
-                                document
-                            }
-                            Err(errors) => {
-                                if !plan_warned {
-                                    plan_warned = true;
-                                    tracing::warn!(
-                                        "the stored plan of {name} does not compile here ({} error(s)); routing by the plan read at start",
-                                        errors.len()
-                                    );
-                                }
-                                publish::document(&plan, &record)
-                            }
-                        };
-                        if let Err(e) = router.offer(document) {
-                            tracing::warn!("routing document refused: {e}");
-                        }
-                    }
-                    Err(e) if !warned => {
-                        tracing::warn!(
-                            "cannot read the routing from the store (keeping the last): {e}"
-                        );
-                        warned = true;
-                    }
-                    Err(_) => {}
-                }
-                tokio::time::sleep(every).await;
-            }
-        })
-    };
+    let follow = follow_store(
+        store.clone(),
+        router.clone(),
+        plan.clone(),
+        args.name.clone(),
+        args.routing_interval,
+    );
 
     let metrics = Arc::new(BridgeMetrics::new(&plan.name));
     let listener = tokio::net::TcpListener::bind(args.metrics)

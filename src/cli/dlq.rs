@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
+mod replay_target;
+use replay_target::Target;
+
 use super::{CliError, CliResult, Ctx, exit_with, nonzero_duration, print_json, to_stdout};
 use crate::dlq::alerts::{self, AlertInputs};
 use crate::dlq::disposition::{
@@ -65,13 +68,24 @@ pub enum DlqCmd {
     /// After the canary batch (default 50) the run stops: look at the effect, then run the same
     /// command with --continue (which skips the canary batch and does not pause again). A failure
     /// during the canary stops the run at once. The run aborts itself when its own failure rate
-    /// passes --abort-failure-rate, or when the output cannot be flushed; it then says how many
-    /// entries went out and the --skip N that goes on without losing any. Entries first
+    /// passes --abort-failure-rate, or when the NDJSON output cannot be flushed; it then says how
+    /// many entries went out and the --skip N that goes on without losing any. Entries first
     /// attempted longer ago than --max-age (or of unknown age) are refused unless --force-old.
-    /// --output FILE is appended to. A replay that reaches the end is recorded as a decision
-    /// (action replay) for each group all of whose messages it published; a group with a message
-    /// that failed to publish (under the abort threshold) stays open, and the run says which and
-    /// the --skip N to send them again.
+    /// A replay that reaches the end is recorded as a decision (action replay) for each group
+    /// all of whose messages it published; a group with a message that failed to publish (under
+    /// the abort threshold) stays open, and the run says which and the --skip N to send them again.
+    ///
+    /// Where the messages go: NDJSON lines on standard output by default; --output FILE appends
+    /// them to a file. --migration NAME publishes them to that migration's brokers instead (not
+    /// with --output): each to brokers.old.queue or brokers.new.queue (or stream) of its stored
+    /// plan, the side its aggregate key's slice routes to under the routing the store holds now
+    /// (followed while the run goes on), as a producer would send it, so that a key's messages
+    /// are never on both sides. There a message also carries x-qm-key and the route stamp
+    /// (x-qm-route: replay, x-qm-producer: migrate-dlq-replay), and counts as published only
+    /// once the broker confirmed it; a publish not confirmed, or a broker that cannot be
+    /// reached, counts as a failure. The key is read from the JSON payload: the field
+    /// --key-field NAME (or a /pointer) when given, else the plan's bridge.key (a JSON field);
+    /// a message whose key cannot be read is not published and counts as a failure.
     ///
     /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush),
     /// or completed with messages that failed to publish;
@@ -211,8 +225,17 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub group: GroupArgs,
     /// Where the messages go: an NDJSON file, or - for standard output.
-    #[arg(long, default_value = "-")]
+    #[arg(long, default_value = "-", conflicts_with = "migration")]
     pub output: String,
+    /// Publish to this migration's brokers instead of writing NDJSON: each message to
+    /// brokers.old.queue or brokers.new.queue (or stream) of its stored plan, by its key's slice
+    /// under the routing the store holds for it now, each publish confirmed by the broker.
+    #[arg(long, value_name = "NAME")]
+    pub migration: Option<String>,
+    /// With --migration: the JSON field of the payload that holds the aggregate key (or a JSON
+    /// pointer, /order/id). Default: the plan's bridge.key, when it is a JSON field.
+    #[arg(long, value_name = "NAME", requires = "migration")]
+    pub key_field: Option<String>,
     /// Messages per second.
     #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
@@ -408,19 +431,9 @@ async fn triage_broker(
             "the plan of {name} names no brokers.old.dead_letter queue"
         )));
     };
-    let kind = crate::brokers::Kind::parse(&broker.kind).ok_or_else(|| {
-        CliError::input(format!("brokers.old.kind {:?} has no adapter", broker.kind))
-    })?;
-    let url = broker.url.value().map_err(|why| {
-        CliError::input(format!(
-            "browsing the old broker's dead letters needs brokers.old.url ({}) of the stored \
-             plan of {name}: {why}",
-            broker.url.reference
-        ))
-    })?;
-    let adapter = crate::brokers::Adapter::connect(kind, url)
+    let adapter = crate::brokers::from_plan::connect(broker, crate::routing::Side::Old)
         .await
-        .map_err(|e| CliError::new(1, e.to_string()))?;
+        .map_err(|e| CliError::plan_broker(&e, &format!("browsing the dead letters of {name}")))?;
     let messages = adapter.browse(dlq, limit).await.map_err(|e| match e {
         crate::brokers::BrokerError::Unsupported { .. } => CliError::input(e.to_string()),
         e => CliError::new(1, e.to_string()),
@@ -940,17 +953,22 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         skipped: skipped.clone(),
         first_error: None,
     };
-    let replay_to_stdout = a.output == "-";
-    // A file stands for a queue: what an earlier run (the canary) wrote there went out and stays,
-    // so the file is appended to, never truncated.
-    let sink: Box<dyn Write + Send> = if replay_to_stdout {
-        Box::new(BufWriter::new(std::io::stdout()))
-    } else {
-        Box::new(BufWriter::new(open_to_append(&a.output).map_err(|e| {
-            CliError::input(format!("cannot open {}: {e}", a.output))
-        })?))
+    let replay_to_stdout = a.migration.is_none() && a.output == "-";
+    let mut publisher = match &a.migration {
+        Some(name) => replay_target::brokers(ctx, name, a.key_field.as_deref()).await?,
+        None => {
+            // A file stands for a queue: what an earlier run (the canary) wrote there went out
+            // and stays, so the file is appended to, never truncated.
+            let sink: Box<dyn Write + Send> = if replay_to_stdout {
+                Box::new(BufWriter::new(std::io::stdout()))
+            } else {
+                Box::new(BufWriter::new(open_to_append(&a.output).map_err(|e| {
+                    CliError::input(format!("cannot open {}: {e}", a.output))
+                })?))
+            };
+            Target::Ndjson(NdjsonPublisher::new(sink))
+        }
     };
-    let mut publisher = NdjsonPublisher::new(sink);
     let mut pacer = TokioPacer {
         base_ms: now,
         started: Instant::now(),
@@ -996,7 +1014,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         },
     )
     .await;
-    drop(publisher);
+    let per_side = publisher.finish();
 
     let skipped = skipped.load(Ordering::Relaxed);
     // What the replay says: on stderr when the messages themselves go to stdout, otherwise the
@@ -1012,8 +1030,15 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let s = &summary.stats;
     say(format!(
-        "replay: {} published, {} failed, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
-        s.published, s.failed, s.skipped, skipped, summary.remaining
+        "replay: {} published{}, {} failed, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
+        s.published,
+        per_side
+            .map(|(old, new)| format!(" ({old} to old, {new} to new)"))
+            .unwrap_or_default(),
+        s.failed,
+        s.skipped,
+        skipped,
+        summary.remaining
     ));
     let resume_hint = || resume_hint(&summary, a.resume);
     let result = match &summary.outcome {

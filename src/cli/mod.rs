@@ -211,6 +211,12 @@ impl CliError {
     pub fn is_quiet(&self) -> bool {
         self.code == 0
     }
+    /// A plan's broker that cannot be connected to, while `doing` something: exit 2 when the
+    /// plan or this machine's environment for it is at fault, 1 when the broker is.
+    pub fn plan_broker(e: &crate::brokers::from_plan::PlanBrokerError, doing: &str) -> CliError {
+        let code = if e.is_configuration() { 2 } else { 1 };
+        CliError::new(code, format!("{doing}: {e}"))
+    }
 }
 
 /// A command's own exit `code` once its report was `printed`: a reader that stopped reading
@@ -514,6 +520,40 @@ mod tests {
             per_request(&["migrate", "run", "--queries-per-request", "31"]),
             None
         );
+    }
+
+    #[test]
+    fn replay_goes_to_a_migration_or_to_an_output_not_both() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["migrate", "dlq", "replay", "x.ndjson", "--by", "ana"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).map_err(|e| e.to_string())
+        };
+        let replay = |extra: &[&str]| match parse(extra) {
+            Ok(Cli {
+                command: Cmd::Dlq(dlq::DlqCmd::Replay(a)),
+                ..
+            }) => (a.migration, a.key_field, a.output),
+            other => panic!("{extra:?}: {:?}", other.err()),
+        };
+        assert_eq!(replay(&[]), (None, None, "-".to_string()));
+        assert_eq!(
+            replay(&["--migration", "orders", "--key-field", "orderId"]),
+            (
+                Some("orders".to_string()),
+                Some("orderId".to_string()),
+                "-".to_string()
+            )
+        );
+        let e = parse(&["--migration", "orders", "--output", "out.ndjson"]).unwrap_err();
+        assert!(
+            e.contains("--migration") && e.contains("--output") && e.contains("cannot be used"),
+            "{e}"
+        );
+        let e = parse(&["--output", "-", "--migration", "orders"]).unwrap_err();
+        assert!(e.contains("cannot be used"), "{e}");
+        let e = parse(&["--key-field", "orderId"]).unwrap_err();
+        assert!(e.contains("--migration"), "{e}");
     }
 
     #[test]

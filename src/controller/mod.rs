@@ -12,6 +12,8 @@
 
 pub mod decide;
 pub mod evaluate;
+#[cfg(feature = "router")]
+pub mod follow;
 pub mod histories;
 pub mod plan_apply;
 pub mod plan_change;

@@ -30,7 +30,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Message};
+use crate::brokers::from_plan;
+use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use crate::machine::State;
 use crate::plan::{Broker, PhaseKind, Plan, Probes};
 use crate::probe::{self, HEADER_PROBE, ProbeKind};
@@ -341,18 +342,7 @@ impl Sink {
 }
 
 async fn connect(broker: &Broker) -> Option<Adapter> {
-    let Some(kind) = Kind::parse(&broker.kind) else {
-        tracing::warn!(kind = %broker.kind, "probes: no adapter for this broker kind");
-        return None;
-    };
-    let url = match broker.url.value() {
-        Ok(url) => url,
-        Err(why) => {
-            tracing::warn!("probes: the {} broker's URL: {why}", broker.name);
-            return None;
-        }
-    };
-    match Adapter::connect(kind, url).await {
+    match from_plan::connect(broker, Side::New).await {
         Ok(a) => Some(a),
         Err(e) => {
             tracing::warn!("probes: {e}");

@@ -1,5 +1,5 @@
-//! Consumer metrics: every message outcome counted by route (`old`, `new`, `bridge`, from the
-//! message's route stamp), rendered as Prometheus text.
+//! Consumer metrics: every message outcome counted by route (`old`, `new`, `bridge`, `replay`,
+//! from the message's route stamp), rendered as Prometheus text.
 //!
 //! ```text
 //! queue_migrate_consumer_messages_total{route="bridge",outcome="duplicate_blocked"} 12
@@ -87,7 +87,7 @@ impl Outcome {
 #[derive(Debug)]
 pub struct ConsumerMetrics {
     name: String,
-    counts: [[AtomicU64; 6]; 3],
+    counts: [[AtomicU64; 6]; RouteLabel::ALL.len()],
 }
 
 impl Default for ConsumerMetrics {
@@ -134,12 +134,12 @@ impl ConsumerMetrics {
         self.counts[route.index()][outcome.index()].load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition (format 0.0.4) of all 18 series.
+    /// The Prometheus text exposition (format 0.0.4) of all 24 series.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(1536);
         let _ = writeln!(
             out,
-            "# HELP {} Consumed messages by route (old, new, bridge: from the route stamp) and outcome (processed, duplicate_blocked, conflict, in_progress_retry, failed, dead_lettered).",
+            "# HELP {} Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, in_progress_retry, failed, dead_lettered).",
             self.name
         );
         let _ = writeln!(out, "# TYPE {} counter", self.name);
@@ -174,7 +174,7 @@ mod tests {
         let text = m.render();
         let lines = text.lines().map(|l| Ok(l.to_string()));
         let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
-        assert_eq!(scrape.samples.len(), 18);
+        assert_eq!(scrape.samples.len(), 24);
         let value = |route: &str, outcome: &str| {
             scrape
                 .samples

@@ -13,19 +13,25 @@
 //! - [`gate`] — the drain phase's gate: the old queue is empty or every group in it is decided.
 //! - [`replay`] — the replay decision logic (rate, canary, origin headers, automatic stop,
 //!   validity guard), a runner over `Publisher` and `Pacer` traits, the NDJSON publisher.
+//! - `replay_route` — where a replayed message goes on a migration's brokers: its key (from
+//!   `--key-field` or the plan's `bridge.key`), the side its slice routes to, its headers.
 //! - [`alerts`] — inflow per minute, new signatures, oldest unclosed age; Prometheus text.
 //! - [`report`] — the weekly review in Markdown.
 //! - [`generate`] — realistic exports from a seed, for tests, benchmarks and rehearsals.
 //!
-//! Shell: `store::dispositions` (decisions and seen signatures in SQLite) and `cli::dlq`
+//! Shell: `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions and seen signatures in SQLite) and `cli::dlq`
 //! (`migrate dlq ...`). See `docs/dlq.md`.
 
 pub mod alerts;
+#[cfg(all(feature = "brokers", feature = "router"))]
+pub mod broker_publisher;
 pub mod disposition;
 pub mod envelope;
 pub mod gate;
 pub mod generate;
 pub mod replay;
+#[cfg(all(feature = "brokers", feature = "router"))]
+pub mod replay_route;
 pub mod report;
 pub mod signature;
 pub mod triage;

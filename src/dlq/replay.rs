@@ -21,7 +21,8 @@
 //!
 //! [`ReplayMachine`] is the decision logic, pure (time is an argument). [`run`] drives it with a
 //! [`Publisher`] and a [`Pacer`] (the clock and sleeping), both traits, so tests run it on a fake
-//! clock. [`NdjsonPublisher`] writes each message as one JSON line to any `Write`.
+//! clock. [`NdjsonPublisher`] writes each message as one JSON line to any `Write`;
+//! `dlq::broker_publisher::BrokerPublisher` publishes it to a migration's brokers.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
@@ -54,6 +55,12 @@ pub enum PublishError {
     /// The broker refused it.
     #[error("rejected: {0}")]
     Rejected(String),
+    /// Where it goes cannot be decided (its key cannot be read): it was not published.
+    #[error("{0}")]
+    Unroutable(String),
+    /// The broker did not confirm it, or cannot be reached: it may or may not be stored.
+    #[error("not confirmed: {0}")]
+    Broker(String),
 }
 
 /// How to replay.

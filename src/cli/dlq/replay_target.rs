@@ -1,0 +1,127 @@
+//! Where `migrate dlq replay` sends the messages: NDJSON lines (a file, or standard output), or
+//! a migration's brokers (`--migration`), each message to the side its key routes to now.
+
+use std::io::Write;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::super::{CliError, Ctx};
+use crate::controller::follow::follow_store;
+use crate::controller::publish;
+use crate::dlq::broker_publisher::BrokerPublisher;
+use crate::dlq::replay::{NdjsonPublisher, PublishError, Publisher, ReplayMessage};
+use crate::dlq::replay_route::KeySource;
+use crate::router::Router;
+use crate::routing::Side;
+
+/// How often a replay to the brokers reads the migration's routing from the store (as the
+/// bridge does by default): a step taken during the replay reaches it within this.
+const ROUTING_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The replay's destination.
+pub(super) enum Target {
+    /// NDJSON lines.
+    Ndjson(NdjsonPublisher<Box<dyn Write + Send>>),
+    /// A migration's brokers, and the task that keeps its routing current.
+    Brokers {
+        publisher: Box<BrokerPublisher>,
+        follow: JoinHandle<()>,
+    },
+}
+
+impl Target {
+    /// Stop following the routing; for a replay to the brokers, how many messages each side
+    /// confirmed (old, new).
+    pub(super) fn finish(self) -> Option<(u64, u64)> {
+        match self {
+            Target::Ndjson(_) => None,
+            Target::Brokers { publisher, follow } => {
+                follow.abort();
+                Some((publisher.sent(Side::Old), publisher.sent(Side::New)))
+            }
+        }
+    }
+}
+
+impl Publisher for Target {
+    async fn publish(&mut self, message: &ReplayMessage<'_>) -> Result<(), PublishError> {
+        match self {
+            Target::Ndjson(p) => p.publish(message).await,
+            Target::Brokers { publisher, .. } => publisher.publish(message).await,
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), PublishError> {
+        match self {
+            Target::Ndjson(p) => p.flush().await,
+            Target::Brokers { publisher, .. } => publisher.flush().await,
+        }
+    }
+}
+
+/// The brokers of migration `name` as its stored plan names them, routed by the routing the
+/// store holds for it (followed while the replay runs), keys found by `key_field` or the plan's
+/// `bridge.key`. Says on stderr where the messages go.
+///
+/// # Errors
+/// Exit 2: an unknown migration, no key source, a plan without `brokers.old.queue` and
+/// `brokers.new.queue` (or stream), a broker kind without adapter or a URL without a value here.
+/// Exit 1: the store cannot be read, or its routing is refused.
+pub(super) async fn brokers(
+    ctx: &Ctx,
+    name: &str,
+    key_field: Option<&str>,
+) -> Result<Target, CliError> {
+    let store = ctx.existing_store().await?;
+    let fetcher = ctx.fetcher()?;
+    let mut controller = ctx.controller(&store, &fetcher);
+    controller.read_only = true;
+    let loaded = controller.load(name).await?;
+    let plan = loaded.plan;
+    let key = KeySource::choose(key_field, plan.bridge.as_ref().map(|b| &b.key))
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let (Some(old_queue), Some(new_queue)) = (
+        plan.brokers.old.destination(),
+        plan.brokers.new.destination(),
+    ) else {
+        return Err(CliError::input(format!(
+            "replaying to the brokers of {name} needs the queues consumers read: \
+             brokers.old.queue and brokers.new.queue (or stream) in its plan"
+        )));
+    };
+    let router = Router::with_default_slices(plan.slices);
+    let document = publish::document(&plan, &loaded.record);
+    let announce = format!(
+        "replay: to the brokers of {name} by its routing (generation {}, {} of {} slices on new): \
+         {} queue {old_queue} (old) / {} queue {new_queue} (new); keys from {}",
+        document.generation,
+        document.slices_migrated,
+        document.slices_total,
+        plan.brokers.old.name,
+        plan.brokers.new.name,
+        key.describe()
+    );
+    router
+        .offer(document)
+        .map_err(|e| CliError::new(1, format!("the stored routing of {name} is refused: {e}")))?;
+    let publisher = BrokerPublisher::new(
+        key,
+        router.clone(),
+        (&plan.brokers.old, old_queue),
+        (&plan.brokers.new, new_queue),
+    )
+    .map_err(|e| CliError::plan_broker(&e, "replay"))?;
+    let follow = follow_store(
+        store.clone(),
+        router,
+        plan.clone(),
+        name.to_string(),
+        ROUTING_INTERVAL,
+    );
+    eprintln!("{announce}");
+    Ok(Target::Brokers {
+        publisher: Box::new(publisher),
+        follow,
+    })
+}
