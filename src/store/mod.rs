@@ -187,6 +187,12 @@ pub struct GateRecord {
     pub held_since_ms: Option<i64>,
     pub peak: Option<f64>,
     pub at_ms: i64,
+    /// The revision of the gate's memory row. As read from the memory: the row's (every write
+    /// increments it). As written: the one the writer read for the gate (`None`: it had no row
+    /// then); a write over a row another writer changed since is merged, never lost nor
+    /// overwriting a reset (see [`Store::record_rounds`]).
+    #[serde(skip)]
+    pub revision: Option<i64>,
 }
 
 /// One kept sample of a scrape source.
@@ -486,6 +492,11 @@ pub trait Store: Send + Sync {
     /// written (a reset wins); it never sets a mark nor moves one. The check and the writes are
     /// one transaction, with the migration's row locked against a concurrent
     /// [`Store::replace_plan`].
+    ///
+    /// Each gate's memory is written over the row its writer read ([`GateRecord::revision`]):
+    /// over a row another writer changed since, the two are merged (a missing held-since mark
+    /// on either side wins, of two marks the later, the larger peak and samples), so that a
+    /// failure one writer saw is never undone by another's older mark.
     fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send;
     /// Record a round of gate evaluations.
     fn record_evaluations(

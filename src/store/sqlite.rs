@@ -53,6 +53,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "publish error generation",
         include_str!("../../migrations/sqlite/0007_publish_error_generation.sql"),
     ),
+    (
+        8,
+        "gate memory revision",
+        include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
+    ),
 ];
 
 /// A SQLite store.
@@ -183,6 +188,7 @@ fn gate_row(row: &SqliteRow) -> Result<GateRecord> {
         verdict: row.try_get("verdict")?,
         reason: row.try_get("reason")?,
         held_since_ms: row.try_get("held_since")?,
+        revision: Some(row.try_get("revision")?),
         peak: row.try_get("peak")?,
         at_ms: row.try_get("at")?,
     })
