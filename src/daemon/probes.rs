@@ -597,6 +597,7 @@ mod tests {
                     reason: None,
                     forced: true,
                     evidence: serde_json::Value::Null,
+                    memory: Vec::new(),
                 },
             )
             .await
@@ -825,6 +826,7 @@ mod tests {
                         reason: None,
                         forced: false,
                         evidence: serde_json::Value::Null,
+                        memory: Vec::new(),
                     },
                 )
                 .await

@@ -14,6 +14,10 @@
 //!   mark survives only if both hold (a reset always wins) and then the later one stays (a mark
 //!   never moves earlier), the larger peak and sample count stay. Revisions, not timestamps,
 //!   decide: no two writers' clocks are ever compared to choose a write.
+//! - A transition decided on the memory commits only while every row it read still has the
+//!   revision it expects ([`changed_reads`], in the transition's transaction): a decision made
+//!   on a read another writer has changed since is not applied ([`stale`]), and the next round
+//!   or advance decides again.
 //! - Reading the memory costs the same whether the history holds ten rows or ten million.
 //! - A round evaluated under a plan its migration no longer has writes no memory
 //!   ([`current_plan_rows`]): a `plan apply` that forgot a changed gate's memory stays
@@ -26,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
-use super::{GateKey, GateRecord, Result, RoundRecord, step_of};
+use super::{GateKey, GateRecord, MemoryRead, Result, RoundRecord, StoreError, step_of};
 use crate::gate::Memory;
 
 /// The columns of a gate row, in the order [`write_rows`] binds them (a memory row's are
@@ -154,6 +158,60 @@ where
     });
     q.push(")");
     q
+}
+
+/// The statement naming (`gate`, `kind`) the gates of `reads` whose memory in the step
+/// `step_entered_ms` of migration `name` no longer has the revision read: one statement for all
+/// of them (a row missing counts as revision 0, which no stored row has).
+pub(super) fn changed_reads<'r, DB>(
+    name: &'r str,
+    step_entered_ms: i64,
+    reads: &'r [MemoryRead],
+) -> QueryBuilder<DB>
+where
+    DB: Database,
+    DB::Arguments: Default,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::new("WITH e (gate, kind, revision) AS (");
+    q.push_values(reads, |mut row, read| {
+        row.push_bind(read.gate.as_str())
+            .push_bind(read.kind.as_str())
+            .push_bind(read.revision.unwrap_or(0));
+    });
+    q.push(") SELECT e.gate, e.kind FROM e LEFT JOIN gate_memory g ON g.migration = ");
+    q.push_bind(name);
+    q.push(" AND g.step_entered = ");
+    q.push_bind(step_entered_ms);
+    q.push(
+        " AND g.gate = e.gate AND g.kind = e.kind WHERE COALESCE(g.revision, 0) <> e.revision \
+         ORDER BY e.gate, e.kind",
+    );
+    q
+}
+
+/// The error of a transition of `name` whose gates `changed` ([`changed_reads`]) moved since
+/// the decision read them, with a log line saying why it is not applied; `None` when none did.
+pub(super) fn stale(name: &str, changed: &[(String, String)]) -> Option<StoreError> {
+    if changed.is_empty() {
+        return None;
+    }
+    let gates = changed
+        .iter()
+        .map(|(gate, kind)| format!("{gate} ({kind})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::info!(
+        migration = name,
+        gates = %gates,
+        "a transition decided on gate memory another writer changed since it was read is not \
+         applied: the next round or advance decides again on the memory as it is"
+    );
+    Some(StoreError::StaleMemory {
+        name: name.to_string(),
+        gates,
+    })
 }
 
 /// The statement writing `rows` (of any migrations) to `table`.

@@ -256,6 +256,7 @@ fn commit(
         reason: reason.map(str::to_string),
         forced: reason.is_some(),
         evidence: json!({ "gates": [{ "name": "lag", "value": 1.5 }], "at": at_ms }),
+        memory: Vec::new(),
     }
 }
 
@@ -891,6 +892,93 @@ async fn a_stale_mark_does_not_overwrite_a_failure_written_meanwhile() {
             "[{}]",
             b.kind
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_transition_decided_on_a_stale_memory_read_is_not_applied() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        let m = store.commit("m", &c).await.unwrap();
+        let held = vec![
+            gate(2_000, "lag", "exit", Some(1.0), 3_000),
+            gate(2_000, "errors", "exit", Some(1.0), 3_000),
+        ];
+        store.record_rounds(&[round_of(&m, held)]).await.unwrap();
+        // A reads the memory and decides to advance; B writes a failure of lag meanwhile.
+        let read = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
+        let expect = |rows: &[GateRecord]| -> Vec<MemoryRead> {
+            rows.iter()
+                .map(|r| MemoryRead {
+                    gate: r.gate.clone(),
+                    kind: r.kind.clone(),
+                    revision: r.revision,
+                })
+                .chain([MemoryRead {
+                    gate: "depth".into(),
+                    kind: "require_peak".into(),
+                    revision: None,
+                }])
+                .collect()
+        };
+        let failure = GateRecord {
+            held_since_ms: None,
+            verdict: "fail".into(),
+            revision: read.iter().find(|r| r.gate == "lag").unwrap().revision,
+            ..gate(2_000, "lag", "exit", Some(9.0), 4_000)
+        };
+        store.record_rounds(&[round_of(&m, vec![failure])]).await.unwrap();
+        let mut advance = commit(m.version, "advance", snap(State::Slices(2), false), 5_000, None);
+        advance.memory = expect(&read);
+        let err = store.commit("m", &advance).await.unwrap_err();
+        match &err {
+            StoreError::StaleMemory { name, gates } => {
+                assert_eq!((name.as_str(), gates.as_str()), ("m", "lag (exit)"), "[{}]", b.kind);
+            }
+            other => panic!("[{}] expected stale memory, got {other:?}", b.kind),
+        }
+        assert!(err.to_string().contains("run `migrate advance` again"), "{err}");
+        let after = store.get("m").await.unwrap();
+        assert_eq!((after.state, after.version), (m.state, m.version), "[{}]", b.kind);
+        assert_eq!(store.journal("m").await.unwrap().len(), 2, "[{}]", b.kind);
+
+        // A gate expected without a row that has one now is stale too.
+        let peak = GateRecord {
+            peak: Some(3.0),
+            ..gate(2_000, "depth", "require_peak", Some(3.0), 4_500)
+        };
+        let fresh = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
+        store.record_rounds(&[round_of(&m, vec![peak])]).await.unwrap();
+        advance.memory = expect(&fresh);
+        assert!(
+            matches!(store.commit("m", &advance).await, Err(StoreError::StaleMemory { ref gates, .. }) if gates == "depth (require_peak)"),
+            "[{}]",
+            b.kind
+        );
+        // Decided again on the memory as it is: applied.
+        let now = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
+        advance.memory = now
+            .iter()
+            .map(|r| MemoryRead {
+                gate: r.gate.clone(),
+                kind: r.kind.clone(),
+                revision: r.revision,
+            })
+            .collect();
+        let moved = store.commit("m", &advance).await.unwrap();
+        assert_eq!(moved.state, State::Slices(2), "[{}]", b.kind);
     })
     .await;
 }
