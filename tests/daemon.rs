@@ -1186,6 +1186,7 @@ async fn commit_unpublished(
                 reason: None,
                 forced: false,
                 evidence: json!({}),
+                memory: Vec::new(),
             },
         )
         .await
@@ -1500,6 +1501,7 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
                 reason: Some("to the slices".into()),
                 forced: true,
                 evidence: json!({}),
+                memory: Vec::new(),
             },
         )
         .await
@@ -1593,4 +1595,106 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
             to: State::Slices(1)
         }
     );
+}
+
+/// Regression: a daemon's round and a person's `migrate advance` read the same gate memory; the
+/// person's advance saw the `for: 5m` gate fail and wrote it, then the round, deciding on its
+/// older read (the gate held since a minute into the step), advanced, and its commit wrote the
+/// old mark back over the failure. A transition commits only while the memory it was decided on
+/// is unchanged, and a stale mark never overwrites a failure written meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
+    const GATE: &str = r#"pass_if: "< 0.01" }"#;
+    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 5m }"#, 1);
+    assert_ne!(held, plan());
+    let w = World::new(&held).await;
+    let minute = 60_000;
+    let entered = T0 * 1000 + minute;
+    let planned = w.store.get("local").await.unwrap();
+    w.store
+        .commit(
+            "local",
+            &Commit {
+                expected_version: planned.version,
+                command: "advance".into(),
+                to: Snapshot {
+                    state: State::Slices(0),
+                    paused: false,
+                },
+                at_ms: entered,
+                actor: "alice".into(),
+                reason: Some("to the slices".into()),
+                forced: true,
+                evidence: json!({}),
+                memory: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let shared = Shared::new(
+        w.store.clone(),
+        daemon_config(Arc::new(AtomicI64::new(entered))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    for m in 1..=4 {
+        let action = daemon::tick::tick(&shared, "local", entered + m * minute)
+            .await
+            .unwrap();
+        assert_eq!(action, Action::Waiting, "minute {m}");
+    }
+    let gate = "error ratio low";
+    // A round reads the fleet: the gate held since a minute into the step.
+    let mut fleet = w.store.fleet().await.unwrap();
+    let record = fleet.records.remove(0);
+    let memory = fleet.memory.remove(&record.name).unwrap_or_default();
+    let read = memory.iter().find(|g| g.gate == gate).unwrap().clone();
+    assert_eq!(read.held_since_ms, Some(entered + minute));
+    // A person's advance, from the same read, sees the gate fail and writes it.
+    let failure = queue_migrate::store::GateRecord {
+        held_since_ms: None,
+        verdict: "fail".into(),
+        value: Some(0.5),
+        at_ms: entered + 5 * minute,
+        ..read.clone()
+    };
+    w.store
+        .record_rounds(&[queue_migrate::store::RoundRecord {
+            name: "local".into(),
+            plan_hash: Some(record.plan_hash.clone()),
+            records: vec![failure],
+            sources: vec![],
+        }])
+        .await
+        .unwrap();
+    // The round decides on its read (held 5 minutes): its advance is not applied.
+    let batch = RoundBatch::default();
+    let action = tick_with(
+        &shared,
+        &shared.fetcher,
+        Some(&batch),
+        Read::Fleet(record, memory),
+        entered + 6 * minute,
+    )
+    .await
+    .unwrap();
+    assert_eq!(action, Action::Conflict);
+    assert_eq!(w.state().await, ("slices".to_string(), Some(0), false));
+    assert_eq!(batch.commit(&w.store, None).await.unwrap(), 1);
+    let now = w.store.fleet().await.unwrap();
+    let mark = now.memory["local"]
+        .iter()
+        .find(|g| g.gate == gate)
+        .and_then(|g| g.held_since_ms);
+    assert_eq!(
+        mark, None,
+        "the failure is not overwritten by the round's mark"
+    );
+    // The next round starts the streak again: 5 minutes more before it passes.
+    let action = daemon::tick::tick(&shared, "local", entered + 6 * minute + 15_000)
+        .await
+        .unwrap();
+    assert_eq!(action, Action::Waiting);
+    assert_eq!(w.state().await, ("slices".to_string(), Some(0), false));
 }

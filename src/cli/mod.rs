@@ -232,7 +232,9 @@ pub fn exit_with(printed: Result<(), CliError>, code: ExitCode) -> CliResult {
 impl From<ControllerError> for CliError {
     fn from(e: ControllerError) -> CliError {
         let code = match &e {
-            ControllerError::Store(StoreError::Conflict { .. })
+            ControllerError::Store(
+                StoreError::Conflict { .. } | StoreError::StaleMemory { .. },
+            )
             | ControllerError::NotInState { .. } => 4,
             ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
             ControllerError::Store(_) => 1,

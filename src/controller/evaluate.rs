@@ -38,6 +38,10 @@ pub struct GateReport {
     #[serde(flatten)]
     pub eval: Evaluation,
     pub evaluated_at_ms: i64,
+    /// The revision of the gate's memory the evaluation read (`None`: the step had no row of
+    /// it): its write merges with any other writer's since ([`GateRecord::revision`]).
+    #[serde(skip)]
+    pub memory_read: Option<i64>,
 }
 
 enum Item<'p> {
@@ -169,8 +173,8 @@ pub async fn evaluate_phase<S: Store>(
             Some(reading) => reading,
             None => (observe(fetcher, plan, item, &scraped, now_ms).await, None),
         };
-        let mem = memory
-            .get(&(item.name(), item.kind()))
+        let read = memory.get(&(item.name(), item.kind()));
+        let mem = read
             .map(|r| Memory {
                 held_since_ms: r.held_since_ms,
                 samples: r.samples,
@@ -199,6 +203,7 @@ pub async fn evaluate_phase<S: Store>(
             query: item.query_text(),
             eval,
             evaluated_at_ms: now_ms,
+            memory_read: read.and_then(|r| r.revision),
         });
     }
     let batch = match recording {
@@ -222,6 +227,7 @@ pub async fn evaluate_phase<S: Store>(
             held_since_ms: r.eval.memory.held_since_ms,
             peak: r.eval.memory.peak,
             at_ms: now_ms,
+            revision: r.memory_read,
         })
         .collect();
     let kept: Vec<Kept> = kept

@@ -34,7 +34,9 @@ use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, Ladder, MachineError, Transition};
 use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve, SecretsMode};
 use crate::routing::RoutingDocument;
-use crate::store::{Commit, GateRecord, MigrationRecord, NewMigration, Store, StoreError};
+use crate::store::{
+    Commit, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
+};
 
 /// How many newer generations one publication follows (see [`Controller::publish`]).
 const MAX_REPUBLISH: usize = 4;
@@ -466,7 +468,9 @@ impl<S: Store> Controller<'_, S> {
         Ok(publish_error)
     }
 
-    /// Commit a transition the machine accepted, then publish.
+    /// Commit a transition the machine accepted, then publish. `memory`: the gates' memory the
+    /// decision rests on, as [`Commit::memory`] (empty for a command that rests on none).
+    #[allow(clippy::too_many_arguments)]
     async fn apply(
         &self,
         loaded: &Loaded,
@@ -474,6 +478,7 @@ impl<S: Store> Controller<'_, S> {
         actor: &Actor,
         forced: bool,
         evidence: serde_json::Value,
+        memory: Vec<MemoryRead>,
         now_ms: i64,
     ) -> Result<Applied> {
         let record = self
@@ -489,6 +494,7 @@ impl<S: Store> Controller<'_, S> {
                     reason: actor.reason.clone(),
                     forced,
                     evidence,
+                    memory,
                 },
             )
             .await?;
@@ -598,8 +604,22 @@ impl<S: Store> Controller<'_, S> {
             "gates": outcome.gates,
             "overridden": outcome.blockers,
         });
+        // A forced advance moves whatever the gates say: it rests on no memory.
+        let memory = if opts.force {
+            Vec::new()
+        } else {
+            self.rests_on(&outcome.gates)
+        };
         let applied = self
-            .apply(loaded, transition, actor, outcome.forced, evidence, now_ms)
+            .apply(
+                loaded,
+                transition,
+                actor,
+                outcome.forced,
+                evidence,
+                memory,
+                now_ms,
+            )
             .await?;
         outcome.routing = Some(applied.routing.clone());
         outcome.applied = Some(applied);
@@ -666,8 +686,37 @@ impl<S: Store> Controller<'_, S> {
             loaded.record.snapshot(),
             command,
         )?;
-        self.apply(loaded, &transition, actor, false, evidence, now_ms)
-            .await
+        self.apply(
+            loaded,
+            &transition,
+            actor,
+            false,
+            evidence,
+            Vec::new(),
+            now_ms,
+        )
+        .await
+    }
+
+    /// The gates' memory a decision on `gates` (evaluated by this controller) rests on, at the
+    /// revision the store holds if no other writer wrote it since the evaluation read it: the
+    /// one read when the evaluation's own write waits for the end of a daemon's round (which
+    /// commits after its decisions), the next one when the evaluation committed its write
+    /// already (a command's).
+    fn rests_on(&self, gates: &[GateReport]) -> Vec<MemoryRead> {
+        let written = self.round.is_none();
+        gates
+            .iter()
+            .map(|g| MemoryRead {
+                gate: g.name.clone(),
+                kind: g.kind.to_string(),
+                revision: if written {
+                    Some(g.memory_read.unwrap_or(0).saturating_add(1))
+                } else {
+                    g.memory_read
+                },
+            })
+            .collect()
     }
 
     /// The current phase's gates as last evaluated (`hold`, "not evaluated yet" for the others).

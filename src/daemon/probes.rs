@@ -605,6 +605,7 @@ mod tests {
                     reason: None,
                     forced: true,
                     evidence: serde_json::Value::Null,
+                    memory: Vec::new(),
                 },
             )
             .await
@@ -833,6 +834,7 @@ mod tests {
                         reason: None,
                         forced: false,
                         evidence: serde_json::Value::Null,
+                        memory: Vec::new(),
                     },
                 )
                 .await

@@ -52,7 +52,7 @@ fn controller_error(e: &ControllerError) -> Response {
     let status = match e {
         ControllerError::Store(StoreError::NotFound(_))
         | ControllerError::NotInitialized { .. } => StatusCode::NOT_FOUND,
-        ControllerError::Store(StoreError::Conflict { .. })
+        ControllerError::Store(StoreError::Conflict { .. } | StoreError::StaleMemory { .. })
         | ControllerError::NotInState { .. } => StatusCode::CONFLICT,
         ControllerError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ControllerError::Illegal(_) => StatusCode::CONFLICT,

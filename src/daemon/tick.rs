@@ -28,7 +28,8 @@ pub enum Action {
     ReadyForHuman,
     /// Waiting on gates or time.
     Waiting,
-    /// Somebody else changed the migration meanwhile: the next tick starts from fresh state.
+    /// Somebody else changed the migration, or the memory of the gates a decision rested on,
+    /// meanwhile: nothing was applied, the next tick starts from fresh state.
     Conflict,
 }
 
@@ -215,7 +216,9 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         Decision::Wait { .. } => Ok(Action::Waiting),
     };
     match outcome {
-        Err(ControllerError::Store(StoreError::Conflict { .. })) => Ok(Action::Conflict),
+        Err(ControllerError::Store(
+            StoreError::Conflict { .. } | StoreError::StaleMemory { .. },
+        )) => Ok(Action::Conflict),
         other => other,
     }
 }

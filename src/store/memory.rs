@@ -6,6 +6,18 @@
 //! - A gate's memory is the evaluation written last, as the newest row of the history was: the
 //!   clocks of the writers (a daemon, a person's CLI) do not decide, so one that runs ahead cannot
 //!   freeze it.
+//! - Two writers that evaluated the same gate on the same read (a daemon's round and a
+//!   `migrate advance`) never lose each other's failure. Each row has a revision every write
+//!   increments; a write carries the revision its writer read ([`GateRecord::revision`]). Over
+//!   a row still at that revision it writes its memory as evaluated; over a row another writer
+//!   changed since, it merges ([`merge`], in SQL in the same batched statement): a held-since
+//!   mark survives only if both hold (a reset always wins) and then the later one stays (a mark
+//!   never moves earlier), the larger peak and sample count stay. Revisions, not timestamps,
+//!   decide: no two writers' clocks are ever compared to choose a write.
+//! - A transition decided on the memory commits only while every row it read still has the
+//!   revision it expects ([`changed_reads`], in the transition's transaction): a decision made
+//!   on a read another writer has changed since is not applied ([`stale`]), and the next round
+//!   or advance decides again.
 //! - Reading the memory costs the same whether the history holds ten rows or ten million.
 //! - A round evaluated under a plan its migration no longer has writes no memory
 //!   ([`current_plan_rows`]): a `plan apply` that forgot a changed gate's memory stays
@@ -18,11 +30,13 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
-use super::{GateKey, GateRecord, Result, RoundRecord, step_of};
+use super::{GateKey, GateRecord, MemoryRead, Result, RoundRecord, StoreError, step_of};
+use crate::gate::Memory;
 
-/// The columns of a gate row, in the order [`write_rows`] binds them.
-const COLUMNS: &str = "(migration, step_entered, state, step, gate, kind, query, value, \
-     old_value, samples, verdict, reason, held_since, peak, at) ";
+/// The columns of a gate row, in the order [`write_rows`] binds them (a memory row's are
+/// followed by its `revision`).
+const COLUMNS: &str = "migration, step_entered, state, step, gate, kind, query, value, \
+     old_value, samples, verdict, reason, held_since, peak, at";
 
 /// Where [`write_rows`] writes a round's gate rows.
 #[derive(Debug, Clone, Copy)]
@@ -132,7 +146,8 @@ where
     for<'t> i64: Encode<'t, DB> + Type<DB>,
 {
     let mut q = QueryBuilder::new(
-        "UPDATE gate_memory SET held_since = NULL WHERE held_since IS NOT NULL \
+        "UPDATE gate_memory SET held_since = NULL, revision = revision + 1 \
+         WHERE held_since IS NOT NULL \
          AND (migration, step_entered, gate, kind) IN (",
     );
     q.push_values(rows, |mut row, (name, r)| {
@@ -143,6 +158,60 @@ where
     });
     q.push(")");
     q
+}
+
+/// The statement naming (`gate`, `kind`) the gates of `reads` whose memory in the step
+/// `step_entered_ms` of migration `name` no longer has the revision read: one statement for all
+/// of them (a row missing counts as revision 0, which no stored row has).
+pub(super) fn changed_reads<'r, DB>(
+    name: &'r str,
+    step_entered_ms: i64,
+    reads: &'r [MemoryRead],
+) -> QueryBuilder<DB>
+where
+    DB: Database,
+    DB::Arguments: Default,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::new("WITH e (gate, kind, revision) AS (");
+    q.push_values(reads, |mut row, read| {
+        row.push_bind(read.gate.as_str())
+            .push_bind(read.kind.as_str())
+            .push_bind(read.revision.unwrap_or(0));
+    });
+    q.push(") SELECT e.gate, e.kind FROM e LEFT JOIN gate_memory g ON g.migration = ");
+    q.push_bind(name);
+    q.push(" AND g.step_entered = ");
+    q.push_bind(step_entered_ms);
+    q.push(
+        " AND g.gate = e.gate AND g.kind = e.kind WHERE COALESCE(g.revision, 0) <> e.revision \
+         ORDER BY e.gate, e.kind",
+    );
+    q
+}
+
+/// The error of a transition of `name` whose gates `changed` ([`changed_reads`]) moved since
+/// the decision read them, with a log line saying why it is not applied; `None` when none did.
+pub(super) fn stale(name: &str, changed: &[(String, String)]) -> Option<StoreError> {
+    if changed.is_empty() {
+        return None;
+    }
+    let gates = changed
+        .iter()
+        .map(|(gate, kind)| format!("{gate} ({kind})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::info!(
+        migration = name,
+        gates = %gates,
+        "a transition decided on gate memory another writer changed since it was read is not \
+         applied: the next round or advance decides again on the memory as it is"
+    );
+    Some(StoreError::StaleMemory {
+        name: name.to_string(),
+        gates,
+    })
 }
 
 /// The statement writing `rows` (of any migrations) to `table`.
@@ -158,11 +227,11 @@ where
     for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
     for<'t> Option<f64>: Encode<'t, DB> + Type<DB>,
 {
-    let into = match table {
-        Table::History => "gate_evaluations",
-        Table::Memory => "gate_memory",
+    let (into, revision) = match table {
+        Table::History => ("gate_evaluations", ""),
+        Table::Memory => ("gate_memory", ", revision"),
     };
-    let mut q = QueryBuilder::new(format!("INSERT INTO {into} {COLUMNS}"));
+    let mut q = QueryBuilder::new(format!("INSERT INTO {into} ({COLUMNS}{revision}) "));
     q.push_values(rows, |mut row, (name, r)| {
         row.push_bind(name)
             .push_bind(r.step_entered_ms)
@@ -179,17 +248,102 @@ where
             .push_bind(r.held_since_ms)
             .push_bind(r.peak)
             .push_bind(r.at_ms);
+        if let Table::Memory = table {
+            // The revision the row has if nobody wrote it since the read (see [`merge`]).
+            row.push_bind(r.revision.unwrap_or(0).saturating_add(1));
+        }
     });
     if let Table::Memory = table {
-        q.push(
-            " ON CONFLICT (migration, step_entered, gate, kind) \
-             DO UPDATE SET state = excluded.state, step = excluded.step, \
-             query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
-             samples = excluded.samples, verdict = excluded.verdict, reason = excluded.reason, \
-             held_since = excluded.held_since, peak = excluded.peak, at = excluded.at",
-        );
+        q.push(MERGE_MEMORY);
     }
     q
+}
+
+/// Whether the row a memory write lands on is still at the revision its writer read (the
+/// incoming row carries that revision + 1, 1 for a gate it read no row of; a stored row's is at
+/// least 1): [`merge`]'s `stored revision == read`.
+macro_rules! fresh {
+    () => {
+        "gate_memory.revision + 1 = excluded.revision"
+    };
+}
+
+/// A memory row written over the stored one: [`merge`] in SQL (the `SET` expressions all read
+/// the stored row as it was before the statement). The evaluation's own columns (value, verdict,
+/// reason, at...) are the incoming ones either way: they describe the evaluation written last.
+const MERGE_MEMORY: &str = concat!(
+    " ON CONFLICT (migration, step_entered, gate, kind) \
+     DO UPDATE SET state = excluded.state, step = excluded.step, \
+     query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
+     verdict = excluded.verdict, reason = excluded.reason, at = excluded.at, \
+     held_since = CASE WHEN ",
+    fresh!(),
+    " THEN excluded.held_since \
+       WHEN excluded.held_since IS NULL OR gate_memory.held_since IS NULL THEN NULL \
+       WHEN gate_memory.held_since > excluded.held_since THEN gate_memory.held_since \
+       ELSE excluded.held_since END, \
+     samples = CASE WHEN ",
+    fresh!(),
+    " OR excluded.samples >= gate_memory.samples \
+       THEN excluded.samples ELSE gate_memory.samples END, \
+     peak = CASE WHEN ",
+    fresh!(),
+    " OR gate_memory.peak IS NULL THEN excluded.peak \
+       WHEN excluded.peak IS NULL OR gate_memory.peak > excluded.peak THEN gate_memory.peak \
+       ELSE excluded.peak END, \
+     revision = gate_memory.revision + 1"
+);
+
+/// What a write of `incoming` (evaluated on the memory at revision `read`, `None`: no row) leaves
+/// of a gate's memory stored at `stored` (its revision and memory; `None`: no row): the revision
+/// and the memory. The rule [`write_rows`] applies in SQL.
+///
+/// # Guarantees
+/// - No other writer since the read (the stored revision is the one read, or there is still no
+///   row): the incoming memory, as written.
+/// - Another writer committed since the read: the two are merged, each field toward the side
+///   that lets the gate pass later, never sooner ([`merged`]). No timestamp decides which
+///   write wins: a write's place is its revision, whatever its writer's clock.
+/// - The revision moves by one with every write.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "the rule the SQL applies, checked against it by the tests"
+    )
+)]
+pub(super) fn merge(
+    stored: Option<(i64, Memory)>,
+    read: Option<i64>,
+    incoming: Memory,
+) -> (i64, Memory) {
+    match stored {
+        None => (read.unwrap_or(0) + 1, incoming),
+        Some((revision, _)) if Some(revision) == read => (revision + 1, incoming),
+        Some((revision, stored)) => (revision + 1, merged(stored, incoming)),
+    }
+}
+
+/// Two writers' memories of a gate, each evaluated on a read that predates the other's write:
+/// - the held-since mark: none when either has none (a failure, or no reading, seen by either
+///   breaks the streak: a reset always wins); of two marks, the later one (a mark never moves
+///   earlier: counting from the later only delays the gate);
+/// - the samples: the larger count. Each writer counted on from the count it read, so a sum
+///   would count the evaluations before the older read twice; the larger never counts one twice
+///   and never goes back (it may count fewer than were made, which only delays `min_samples`);
+/// - the peak: the larger (each is the highest its writer saw; the step saw both).
+pub(super) fn merged(stored: Memory, incoming: Memory) -> Memory {
+    Memory {
+        held_since_ms: match (stored.held_since_ms, incoming.held_since_ms) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        },
+        samples: stored.samples.max(incoming.samples),
+        peak: match (stored.peak, incoming.peak) {
+            (Some(a), Some(b)) => Some(if a > b { a } else { b }),
+            (a, b) => a.or(b),
+        },
+    }
 }
 
 /// The rows of `rows` that belong to one of `gates`, in their order (a step's memory may hold
@@ -244,6 +398,7 @@ mod tests {
             held_since_ms: None,
             peak: None,
             at_ms,
+            revision: None,
         }
     }
 
@@ -288,5 +443,57 @@ mod tests {
         let same = newest_per_gate(&of_m[3..]);
         assert!(std::ptr::eq(same[1].1, &rows[5]), "{same:?}");
         assert!(newest_per_gate(&[]).is_empty());
+    }
+
+    fn mem(held_since_ms: Option<i64>, samples: u32, peak: Option<f64>) -> Memory {
+        Memory {
+            held_since_ms,
+            samples,
+            peak,
+        }
+    }
+
+    #[test]
+    fn a_write_over_the_revision_it_read_is_the_memory_as_written() {
+        let incoming = mem(Some(1_000), 2, Some(3.0));
+        // No row, none read: the first revision.
+        assert_eq!(merge(None, None, incoming), (1, incoming));
+        // The row read, unchanged since: the incoming memory wins whole, even a mark earlier
+        // than the stored one, a lower peak or fewer samples (the writer started from it).
+        let stored = mem(Some(5_000), 9, Some(7.0));
+        assert_eq!(merge(Some((4, stored)), Some(4), incoming), (5, incoming));
+        let reset = mem(None, 10, Some(7.0));
+        assert_eq!(merge(Some((4, stored)), Some(4), reset), (5, reset));
+    }
+
+    #[test]
+    fn a_stale_mark_does_not_overwrite_a_failure_written_meanwhile() {
+        // A read revision 3 and saw the gate hold since 1_000; B read 3 too, saw it fail and
+        // wrote revision 4 without a mark. A's write must not bring the mark back.
+        let failure = mem(None, 5, Some(2.0));
+        let stale = mem(Some(1_000), 4, Some(1.0));
+        assert_eq!(
+            merge(Some((4, failure)), Some(3), stale),
+            (5, mem(None, 5, Some(2.0)))
+        );
+        // Nor the other way round: a failure written over a mark written meanwhile resets it.
+        assert_eq!(
+            merge(Some((4, stale)), Some(3), failure),
+            (5, mem(None, 5, Some(2.0)))
+        );
+        // A row created meanwhile by another writer (read none) is merged the same way.
+        assert_eq!(merge(Some((1, failure)), None, stale).1.held_since_ms, None);
+    }
+
+    #[test]
+    fn merged_marks_move_only_later_and_peaks_and_samples_only_up() {
+        let a = mem(Some(1_000), 3, Some(5.0));
+        let b = mem(Some(2_000), 7, Some(4.0));
+        assert_eq!(merged(a, b), mem(Some(2_000), 7, Some(5.0)));
+        assert_eq!(merged(b, a), mem(Some(2_000), 7, Some(5.0)));
+        // A peak only one side has is kept.
+        assert_eq!(merged(mem(None, 0, None), b).peak, Some(4.0));
+        assert_eq!(merged(b, mem(None, 0, None)).peak, Some(4.0));
+        assert_eq!(merged(mem(None, 0, None), mem(None, 0, None)).peak, None);
     }
 }

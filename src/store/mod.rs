@@ -41,6 +41,12 @@ pub enum StoreError {
         "a migration named {0:?} already exists in this store; to change its plan: `migrate plan apply FILE --reason \"...\"`"
     )]
     AlreadyExists(String),
+    /// A transition decided on gates whose memory another writer changed since it was read
+    /// ([`Commit::memory`]).
+    #[error(
+        "the memory of gate(s) {gates} of migration {name:?} changed since it was read: another writer (a daemon's round or a `migrate advance`) evaluated them meanwhile, so the transition was not applied; run `migrate advance` again to decide on the memory as it is now (a daemon decides again at its next round)"
+    )]
+    StaleMemory { name: String, gates: String },
     /// Somebody else changed the migration since it was read.
     #[error(
         "migration {name:?} changed under us (expected version {expected}, now {actual}): another command or controller acted first; re-read its status and retry"
@@ -144,6 +150,20 @@ pub struct Commit {
     pub reason: Option<String>,
     pub forced: bool,
     pub evidence: serde_json::Value,
+    /// The gates' memory the decision rests on, each at the revision the decider expects it to
+    /// have in the migration's current step: the transition commits only if every one still
+    /// has it (empty: a transition that rests on no gate memory, as a pause or a forced move).
+    pub memory: Vec<MemoryRead>,
+}
+
+/// A gate's memory a transition's decision rests on (see [`Commit::memory`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryRead {
+    pub gate: String,
+    /// As in [`GateRecord::kind`].
+    pub kind: String,
+    /// The revision its row must have ([`GateRecord::revision`]); `None`: it must have no row.
+    pub revision: Option<i64>,
 }
 
 /// A new plan for a migration (`migrate plan apply`), as [`Store::replace_plan`] writes it.
@@ -187,6 +207,12 @@ pub struct GateRecord {
     pub held_since_ms: Option<i64>,
     pub peak: Option<f64>,
     pub at_ms: i64,
+    /// The revision of the gate's memory row. As read from the memory: the row's (every write
+    /// increments it). As written: the one the writer read for the gate (`None`: it had no row
+    /// then); a write over a row another writer changed since is merged, never lost nor
+    /// overwriting a reset (see [`Store::record_rounds`]).
+    #[serde(skip)]
+    pub revision: Option<i64>,
 }
 
 /// One kept sample of a scrape source.
@@ -432,6 +458,16 @@ pub trait Store: Send + Sync {
     fn fleet(&self) -> impl Future<Output = Result<Fleet>> + Send;
     /// Apply a transition and append its journal entry, in one transaction, only if the
     /// migration is still at `commit.expected_version`.
+    ///
+    /// # Guarantees
+    /// Nor unless every gate memory of [`Commit::memory`] still has its expected revision in
+    /// the migration's current step, checked in the same transaction (the migration's row
+    /// locked: a round writing memory holds it too): a decision made on a read of the memory
+    /// that another writer has changed since is never applied.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the migration moved on; [`StoreError::StaleMemory`] when a
+    /// gate's memory did (the caller decides again on a fresh read).
     fn commit(
         &self,
         name: &str,
@@ -486,6 +522,11 @@ pub trait Store: Send + Sync {
     /// written (a reset wins); it never sets a mark nor moves one. The check and the writes are
     /// one transaction, with the migration's row locked against a concurrent
     /// [`Store::replace_plan`].
+    ///
+    /// Each gate's memory is written over the row its writer read ([`GateRecord::revision`]):
+    /// over a row another writer changed since, the two are merged (a missing held-since mark
+    /// on either side wins, of two marks the later, the larger peak and samples), so that a
+    /// failure one writer saw is never undone by another's older mark.
     fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send;
     /// Record a round of gate evaluations.
     fn record_evaluations(

@@ -53,6 +53,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "publish error generation",
         include_str!("../../migrations/postgres/0006_publish_error_generation.sql"),
     ),
+    (
+        7,
+        "gate memory revision",
+        include_str!("../../migrations/postgres/0007_gate_memory_revision.sql"),
+    ),
 ];
 
 /// A PostgreSQL store.
@@ -161,6 +166,7 @@ fn gate_row(row: &PgRow) -> Result<GateRecord> {
         verdict: row.try_get("verdict")?,
         reason: row.try_get("reason")?,
         held_since_ms: row.try_get("held_since")?,
+        revision: Some(row.try_get("revision")?),
         peak: row.try_get("peak")?,
         at_ms: row.try_get("at")?,
     })
@@ -188,6 +194,28 @@ async fn current_at(conn: &mut PgConnection, name: &str, expected: i64) -> Resul
         });
     }
     Ok(current)
+}
+
+/// Why transition `c` of `name` (in the step entered at `step_entered_ms`) may not be
+/// applied: a gate memory it rests on changed since it was read ([`memory::changed_reads`]),
+/// in the caller's transaction; `None` when none did.
+async fn stale_memory(
+    conn: &mut PgConnection,
+    name: &str,
+    step_entered_ms: i64,
+    c: &Commit,
+) -> Result<Option<StoreError>> {
+    if c.memory.is_empty() {
+        return Ok(None);
+    }
+    let changed = memory::changed_reads::<Postgres>(name, step_entered_ms, &c.memory)
+        .build()
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get("gate")?, row.try_get("kind")?)))
+        .collect::<Result<Vec<(String, String)>>>()?;
+    Ok(memory::stale(name, &changed))
 }
 
 /// Append `j` to the journal, inside the caller's transaction.
@@ -401,6 +429,9 @@ impl Store for PgStore {
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
         let mut tx = self.pool.begin().await?;
         let current = current_at(&mut tx, name, c.expected_version).await?;
+        if let Some(stale) = stale_memory(&mut tx, name, current.entered_at_ms, c).await? {
+            return Err(stale);
+        }
         let conflict = || StoreError::Conflict {
             name: name.to_string(),
             expected: c.expected_version,

@@ -53,6 +53,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "publish error generation",
         include_str!("../../migrations/sqlite/0007_publish_error_generation.sql"),
     ),
+    (
+        8,
+        "gate memory revision",
+        include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
+    ),
 ];
 
 /// A SQLite store.
@@ -183,6 +188,7 @@ fn gate_row(row: &SqliteRow) -> Result<GateRecord> {
         verdict: row.try_get("verdict")?,
         reason: row.try_get("reason")?,
         held_since_ms: row.try_get("held_since")?,
+        revision: Some(row.try_get("revision")?),
         peak: row.try_get("peak")?,
         at_ms: row.try_get("at")?,
     })
@@ -213,6 +219,28 @@ async fn current_at(
         });
     }
     Ok(current)
+}
+
+/// Why transition `c` of `name` (in the step entered at `step_entered_ms`) may not be
+/// applied: a gate memory it rests on changed since it was read ([`memory::changed_reads`]),
+/// in the caller's transaction; `None` when none did.
+async fn stale_memory(
+    conn: &mut SqliteConnection,
+    name: &str,
+    step_entered_ms: i64,
+    c: &Commit,
+) -> Result<Option<StoreError>> {
+    if c.memory.is_empty() {
+        return Ok(None);
+    }
+    let changed = memory::changed_reads::<Sqlite>(name, step_entered_ms, &c.memory)
+        .build()
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get("gate")?, row.try_get("kind")?)))
+        .collect::<Result<Vec<(String, String)>>>()?;
+    Ok(memory::stale(name, &changed))
 }
 
 /// Append `j` to the journal, inside the caller's transaction.
@@ -432,6 +460,9 @@ impl Store for SqliteStore {
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let current = current_at(&mut tx, name, c.expected_version).await?;
+        if let Some(stale) = stale_memory(&mut tx, name, current.entered_at_ms, c).await? {
+            return Err(stale);
+        }
         let conflict = || StoreError::Conflict {
             name: name.to_string(),
             expected: c.expected_version,

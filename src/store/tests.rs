@@ -256,6 +256,7 @@ fn commit(
         reason: reason.map(str::to_string),
         forced: reason.is_some(),
         evidence: json!({ "gates": [{ "name": "lag", "value": 1.5 }], "at": at_ms }),
+        memory: Vec::new(),
     }
 }
 
@@ -296,6 +297,7 @@ fn gate(
         held_since_ms: value.map(|_| at_ms - 500),
         peak: None,
         at_ms,
+        revision: None,
     }
 }
 
@@ -307,6 +309,62 @@ fn point(series: &str, at_ms: i64, value: f64) -> StoredPoint {
         at_ms,
         value,
     }
+}
+
+/// [`Store::latest_evaluations`] without the rows' revisions: what the scenarios that do not
+/// race two writers compare with the records they wrote.
+trait LatestUnrevised {
+    async fn latest_unrevised(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+        gates: &[GateKey<'_>],
+    ) -> Result<Vec<GateRecord>>;
+}
+
+impl LatestUnrevised for AnyStore {
+    async fn latest_unrevised(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+        gates: &[GateKey<'_>],
+    ) -> Result<Vec<GateRecord>> {
+        let rows = self
+            .latest_evaluations(name, step_entered_ms, gates)
+            .await?;
+        Ok(unrevised(rows))
+    }
+}
+
+/// `records` as a writer that read the memory just before writes them: each with the revision
+/// its gate's row has in its step (none for a gate without one).
+async fn as_read(store: &AnyStore, name: &str, records: &[GateRecord]) -> Vec<GateRecord> {
+    let mut read = Vec::with_capacity(records.len());
+    for r in records {
+        let row = store
+            .latest_evaluations(
+                name,
+                r.step_entered_ms,
+                &[(r.gate.as_str(), r.kind.as_str())],
+            )
+            .await
+            .unwrap();
+        read.push(GateRecord {
+            revision: row.first().and_then(|m| m.revision),
+            ..r.clone()
+        });
+    }
+    read
+}
+
+/// `rows` without their revisions.
+fn unrevised(rows: Vec<GateRecord>) -> Vec<GateRecord> {
+    rows.into_iter()
+        .map(|r| GateRecord {
+            revision: None,
+            ..r
+        })
+        .collect()
 }
 
 // ---- scenarios -----------------------------------------------------------------------------
@@ -495,19 +553,13 @@ async fn a_plan_apply_forgets_the_memory_of_the_changed_gates_of_the_step_only()
         r.reset_gates = vec![("lag".into(), "exit".into())];
         store.replace_plan("m", &r).await.unwrap();
         assert_eq!(
-            store
-                .latest_evaluations("m", 2_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap(),
             vec![rows[2].clone(), rows[1].clone()],
             "[{}] the changed gate's memory is gone, the others' kept",
             b.kind
         );
         assert_eq!(
-            store
-                .latest_evaluations("m", 1_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap(),
             vec![rows[3].clone()]
         );
     })
@@ -545,10 +597,7 @@ async fn a_round_evaluated_under_the_old_plan_does_not_write_back_gate_memory_af
             .unwrap();
         let first = round(&old, 2_000, 3_000).records;
         assert_eq!(
-            store
-                .latest_evaluations("m", 2_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap(),
             by_time(&first),
             "[{}]",
             b.kind
@@ -571,20 +620,14 @@ async fn a_round_evaluated_under_the_old_plan_does_not_write_back_gate_memory_af
             .await
             .unwrap();
         assert_eq!(
-            store
-                .latest_evaluations("m", 2_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap(),
             vec![first[1].clone()],
             "[{}] the changed gate has no memory (its `for:` starts again under the new \
              definition); the unchanged one keeps its mark from before, not the stale round's",
             b.kind
         );
         assert_eq!(
-            store
-                .latest_evaluations("n", 1_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("n", 1_000, ALL_GATES).await.unwrap(),
             by_time(&round(&n, 1_000, 5_000).records),
             "[{}] another migration's round in the same commit is written",
             b.kind
@@ -604,10 +647,7 @@ async fn a_round_evaluated_under_the_old_plan_does_not_write_back_gate_memory_af
             .await
             .unwrap();
         assert_eq!(
-            store
-                .latest_evaluations("m", 2_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap(),
             by_time(&round(&applied, 2_000, 6_000).records),
             "[{}]",
             b.kind
@@ -620,7 +660,7 @@ async fn a_round_evaluated_under_the_old_plan_does_not_write_back_gate_memory_af
             .unwrap();
         assert!(
             store
-                .latest_evaluations("m", 2_000, &[("lag", "exit")])
+                .latest_unrevised("m", 2_000, &[("lag", "exit")])
                 .await
                 .unwrap()
                 .contains(&unplanned),
@@ -716,20 +756,14 @@ async fn a_late_round_still_clears_the_mark_of_a_gate_it_saw_fail() {
         let mut lag = first[0].clone();
         lag.held_since_ms = None;
         assert_eq!(
-            store
-                .latest_evaluations("m", 2_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap(),
             by_time(&[lag, first[1].clone()]),
             "[{}] the failed unchanged gate lost its mark; the held one kept its own (not moved \
              earlier); the changed gate stays forgotten",
             b.kind
         );
         assert_eq!(
-            store
-                .latest_evaluations("n", 1_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("n", 1_000, ALL_GATES).await.unwrap(),
             n_round.records,
             "[{}] another migration's marks are not touched",
             b.kind
@@ -746,7 +780,7 @@ async fn a_late_round_still_clears_the_mark_of_a_gate_it_saw_fail() {
         late_again.records = vec![failed(2_000, "lag", "exit", 5_500)];
         store.record_rounds(&[newer, late_again]).await.unwrap();
         let lag_memory = store
-            .latest_evaluations("m", 2_000, &[("lag", "exit")])
+            .latest_unrevised("m", 2_000, &[("lag", "exit")])
             .await
             .unwrap();
         assert_eq!(lag_memory.len(), 1, "[{}]", b.kind);
@@ -756,6 +790,264 @@ async fn a_late_round_still_clears_the_mark_of_a_gate_it_saw_fail() {
             "[{}]",
             b.kind
         );
+    })
+    .await;
+}
+
+/// One writer's round of `records` of `name`, as a daemon or `migrate advance` writes it:
+/// under the plan the migration has.
+fn round_of(record: &MigrationRecord, records: Vec<GateRecord>) -> RoundRecord {
+    RoundRecord {
+        name: record.name.clone(),
+        plan_hash: Some(record.plan_hash.clone()),
+        records,
+        sources: vec![],
+    }
+}
+
+#[tokio::test]
+async fn a_stale_mark_does_not_overwrite_a_failure_written_meanwhile() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        let m = store.commit("m", &c).await.unwrap();
+        let lag = &[("lag", "exit")][..];
+        let read = |store: AnyStore| async move {
+            let rows = store.latest_evaluations("m", 2_000, lag).await.unwrap();
+            assert_eq!(rows.len(), 1);
+            rows[0].clone()
+        };
+        // The gate holds since 2_500.
+        let held = |at: i64, since: i64, revision: Option<i64>| GateRecord {
+            held_since_ms: Some(since),
+            revision,
+            ..gate(2_000, "lag", "exit", Some(1.0), at)
+        };
+        store
+            .record_rounds(&[round_of(&m, vec![held(3_000, 2_500, None)])])
+            .await
+            .unwrap();
+        // A (the daemon's round) and B (a person's `migrate advance`) read the same memory.
+        let a_read = read(store.clone()).await;
+        let b_read = read(store.clone()).await;
+        assert_eq!(a_read.revision, b_read.revision);
+        // B sees the gate fail and writes it first...
+        let failure = GateRecord {
+            verdict: "fail".into(),
+            held_since_ms: None,
+            samples: 9,
+            revision: b_read.revision,
+            ..gate(2_000, "lag", "exit", Some(500.0), 4_000)
+        };
+        store
+            .record_rounds(&[round_of(&m, vec![failure])])
+            .await
+            .unwrap();
+        // ...then A writes the mark it carried on from its older read.
+        let stale = held(5_000, 2_500, a_read.revision);
+        store
+            .record_rounds(&[round_of(&m, vec![stale.clone()])])
+            .await
+            .unwrap();
+        let after = read(store.clone()).await;
+        assert_eq!(
+            after.held_since_ms, None,
+            "[{}] the failure B saw broke the streak: A's stale mark must not bring it back",
+            b.kind
+        );
+        assert_eq!(
+            (after.at_ms, after.samples, after.revision),
+            (5_000, 9, a_read.revision.map(|r| r + 2)),
+            "[{}] the evaluation written last, the larger count, one revision per write",
+            b.kind
+        );
+
+        // Both hold, each from a read of the memory without a mark: the later mark stays, never
+        // the earlier (A's clock runs behind).
+        let both = read(store.clone()).await;
+        store
+            .record_rounds(&[round_of(&m, vec![held(6_000, 6_000, both.revision)])])
+            .await
+            .unwrap();
+        store
+            .record_rounds(&[round_of(&m, vec![held(5_500, 5_500, both.revision)])])
+            .await
+            .unwrap();
+        assert_eq!(
+            read(store.clone()).await.held_since_ms,
+            Some(6_000),
+            "[{}]",
+            b.kind
+        );
+        // A writer that read the newest memory writes as it evaluated, earlier mark included.
+        let fresh = read(store.clone()).await;
+        store
+            .record_rounds(&[round_of(&m, vec![held(7_000, 3_000, fresh.revision)])])
+            .await
+            .unwrap();
+        assert_eq!(
+            read(store.clone()).await.held_since_ms,
+            Some(3_000),
+            "[{}]",
+            b.kind
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_transition_decided_on_a_stale_memory_read_is_not_applied() {
+    on_each_backend(|b| async move {
+        let store = b.open().await;
+        store.create(&new_migration("m", 1_000)).await.unwrap();
+        let c = commit(1, "advance", snap(State::Slices(1), false), 2_000, None);
+        let m = store.commit("m", &c).await.unwrap();
+        let held = vec![
+            gate(2_000, "lag", "exit", Some(1.0), 3_000),
+            gate(2_000, "errors", "exit", Some(1.0), 3_000),
+        ];
+        store.record_rounds(&[round_of(&m, held)]).await.unwrap();
+        // A reads the memory and decides to advance; B writes a failure of lag meanwhile.
+        let read = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
+        let expect = |rows: &[GateRecord]| -> Vec<MemoryRead> {
+            rows.iter()
+                .map(|r| MemoryRead {
+                    gate: r.gate.clone(),
+                    kind: r.kind.clone(),
+                    revision: r.revision,
+                })
+                .chain([MemoryRead {
+                    gate: "depth".into(),
+                    kind: "require_peak".into(),
+                    revision: None,
+                }])
+                .collect()
+        };
+        let failure = GateRecord {
+            held_since_ms: None,
+            verdict: "fail".into(),
+            revision: read.iter().find(|r| r.gate == "lag").unwrap().revision,
+            ..gate(2_000, "lag", "exit", Some(9.0), 4_000)
+        };
+        store.record_rounds(&[round_of(&m, vec![failure])]).await.unwrap();
+        let mut advance = commit(m.version, "advance", snap(State::Slices(2), false), 5_000, None);
+        advance.memory = expect(&read);
+        let err = store.commit("m", &advance).await.unwrap_err();
+        match &err {
+            StoreError::StaleMemory { name, gates } => {
+                assert_eq!((name.as_str(), gates.as_str()), ("m", "lag (exit)"), "[{}]", b.kind);
+            }
+            other => panic!("[{}] expected stale memory, got {other:?}", b.kind),
+        }
+        assert!(err.to_string().contains("run `migrate advance` again"), "{err}");
+        let after = store.get("m").await.unwrap();
+        assert_eq!((after.state, after.version), (m.state, m.version), "[{}]", b.kind);
+        assert_eq!(store.journal("m").await.unwrap().len(), 2, "[{}]", b.kind);
+
+        // A gate expected without a row that has one now is stale too.
+        let peak = GateRecord {
+            peak: Some(3.0),
+            ..gate(2_000, "depth", "require_peak", Some(3.0), 4_500)
+        };
+        let fresh = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
+        store.record_rounds(&[round_of(&m, vec![peak])]).await.unwrap();
+        advance.memory = expect(&fresh);
+        assert!(
+            matches!(store.commit("m", &advance).await, Err(StoreError::StaleMemory { ref gates, .. }) if gates == "depth (require_peak)"),
+            "[{}]",
+            b.kind
+        );
+        // Decided again on the memory as it is: applied.
+        let now = store
+            .latest_evaluations("m", 2_000, ALL_GATES)
+            .await
+            .unwrap();
+        advance.memory = now
+            .iter()
+            .map(|r| MemoryRead {
+                gate: r.gate.clone(),
+                kind: r.kind.clone(),
+                revision: r.revision,
+            })
+            .collect();
+        let moved = store.commit("m", &advance).await.unwrap();
+        assert_eq!(moved.state, State::Slices(2), "[{}]", b.kind);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_fleet_round_merges_each_stale_row_as_the_rule_says() {
+    on_each_backend(|b| async move {
+        use crate::gate::Memory;
+        let store = b.open().await;
+        let m = store.create(&new_migration("m", 1_000)).await.unwrap();
+        let mem = |held_since_ms: Option<i64>, samples: u32, peak: Option<f64>| Memory {
+            held_since_ms,
+            samples,
+            peak,
+        };
+        // (stored, incoming): each written over as read (fresh) and after another write
+        // (stale), every gate in the same statements.
+        let cases = [
+            (mem(Some(100), 3, Some(5.0)), mem(Some(200), 4, Some(4.0))),
+            (mem(Some(300), 5, Some(1.0)), mem(Some(200), 2, Some(9.0))),
+            (mem(None, 5, None), mem(Some(200), 6, Some(2.0))),
+            (mem(Some(100), 5, Some(2.0)), mem(None, 1, None)),
+            (mem(None, 0, None), mem(None, 0, None)),
+        ];
+        let row = |name: &str, memory: Memory, at: i64, revision: Option<i64>| GateRecord {
+            held_since_ms: memory.held_since_ms,
+            samples: memory.samples,
+            peak: memory.peak,
+            revision,
+            ..gate(1_000, name, "exit", Some(1.0), at)
+        };
+        let names: Vec<String> = (0..cases.len() * 2).map(|i| format!("g{i}")).collect();
+        let stored: Vec<GateRecord> = cases
+            .iter()
+            .flat_map(|(stored, _)| [*stored, *stored])
+            .zip(&names)
+            .map(|(memory, name)| row(name, memory, 2_000, None))
+            .collect();
+        store.record_rounds(&[round_of(&m, stored)]).await.unwrap();
+        // Even rows: written over the revision read (1); odd ones: read before the row existed.
+        let incoming: Vec<GateRecord> = cases
+            .iter()
+            .flat_map(|(_, incoming)| [(*incoming, Some(1)), (*incoming, None)])
+            .zip(&names)
+            .map(|((memory, read), name)| row(name, memory, 3_000, read))
+            .collect();
+        store
+            .record_rounds(&[round_of(&m, incoming.clone())])
+            .await
+            .unwrap();
+        let keys: Vec<GateKey<'_>> = names.iter().map(|n| (n.as_str(), "exit")).collect();
+        let after = store.latest_evaluations("m", 1_000, &keys).await.unwrap();
+        for (i, (stored, _)) in cases.iter().flat_map(|c| [c, c]).enumerate() {
+            let incoming = &incoming[i];
+            let (revision, expected) = memory::merge(
+                Some((1, *stored)),
+                incoming.revision,
+                mem(incoming.held_since_ms, incoming.samples, incoming.peak),
+            );
+            let got = after.iter().find(|r| r.gate == names[i]).unwrap();
+            assert_eq!(
+                (got.revision, mem(got.held_since_ms, got.samples, got.peak)),
+                (Some(revision), expected),
+                "[{}] case {} ({}), stored {stored:?}",
+                b.kind,
+                i / 2,
+                if i % 2 == 0 { "fresh" } else { "stale" }
+            );
+        }
     })
     .await;
 }
@@ -1013,7 +1305,7 @@ async fn latest_evaluations_of_the_gates_named_only() {
         let store = b.open().await;
         store.create(&new_migration("m", 1_000)).await.unwrap();
         assert_eq!(
-            store.latest_evaluations("m", 1_000, &[]).await.unwrap(),
+            store.latest_unrevised("m", 1_000, &[]).await.unwrap(),
             vec![]
         );
         // More gates in one round than one statement writes (SQLite 50 rows, PostgreSQL 1,000),
@@ -1027,7 +1319,7 @@ async fn latest_evaluations_of_the_gates_named_only() {
             store.record_evaluations("m", &rows).await.unwrap();
         }
         let all: Vec<GateKey<'_>> = names.iter().map(|n| (n.as_str(), "exit")).collect();
-        let latest = store.latest_evaluations("m", 1_000, &all).await.unwrap();
+        let latest = store.latest_unrevised("m", 1_000, &all).await.unwrap();
         names.sort();
         let expected: Vec<GateRecord> = names
             .iter()
@@ -1045,14 +1337,14 @@ async fn latest_evaluations_of_the_gates_named_only() {
             ("nope", "exit"),
         ];
         assert_eq!(
-            store.latest_evaluations("m", 1_000, &some).await.unwrap(),
+            store.latest_unrevised("m", 1_000, &some).await.unwrap(),
             vec![
                 gate(1_000, "g1", "exit", Some(2.0), 3_000),
                 gate(1_000, "g3", "exit", Some(2.0), 3_000),
             ]
         );
         assert_eq!(
-            store.latest_evaluations("m", 999, &some).await.unwrap(),
+            store.latest_unrevised("m", 999, &some).await.unwrap(),
             vec![]
         );
     })
@@ -1426,18 +1718,14 @@ async fn the_memory_is_the_evaluation_written_last_whatever_its_clock() {
             .record_evaluations("m", &[gate(1_000, "lag", "exit", Some(2.0), 9_000)])
             .await
             .unwrap();
-        // ...then the daemon's rounds, stamped by a correct clock, are the memory.
+        // ...then the daemon's rounds, stamped by a correct clock and each written over the
+        // memory it read, are the memory.
         for at in [5_000, 6_000] {
             let round = gate(1_000, "lag", "exit", Some(1.0), at);
-            store
-                .record_evaluations("m", std::slice::from_ref(&round))
-                .await
-                .unwrap();
+            let read = as_read(&store, "m", std::slice::from_ref(&round)).await;
+            store.record_evaluations("m", &read).await.unwrap();
             assert_eq!(
-                store
-                    .latest_evaluations("m", 1_000, ALL_GATES)
-                    .await
-                    .unwrap(),
+                store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap(),
                 vec![round]
             );
         }
@@ -1446,12 +1734,10 @@ async fn the_memory_is_the_evaluation_written_last_whatever_its_clock() {
             gate(1_000, "lag", "exit", Some(3.0), 6_000),
             gate(1_000, "lag", "exit", Some(4.0), 6_000),
         ];
-        store.record_evaluations("m", &twice).await.unwrap();
+        let read = as_read(&store, "m", &twice).await;
+        store.record_evaluations("m", &read).await.unwrap();
         assert_eq!(
-            store
-                .latest_evaluations("m", 1_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap(),
             vec![twice[1].clone()]
         );
     })
@@ -1509,11 +1795,11 @@ async fn an_upgraded_store_keeps_the_memory_of_its_gates() {
             r
         };
         assert_eq!(
-            store.latest_evaluations("m", 1_000, ALL_GATES).await.unwrap(),
+            store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap(),
             vec![memory(1.0, 2_000, 1_000, "guard"), memory(5.0, 3_000, 1_000, "exit")]
         );
         assert_eq!(
-            store.latest_evaluations("m", 7_000, ALL_GATES).await.unwrap(),
+            store.latest_unrevised("m", 7_000, ALL_GATES).await.unwrap(),
             vec![memory(9.0, 8_000, 7_000, "exit")]
         );
     })
@@ -1528,7 +1814,7 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
         store.create(&new_migration("other", 1_000)).await.unwrap();
         assert_eq!(
             store
-                .latest_evaluations("m", 10_000, ALL_GATES)
+                .latest_unrevised("m", 10_000, ALL_GATES)
                 .await
                 .unwrap(),
             vec![]
@@ -1553,7 +1839,9 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
             gate(5_000, "lag", "exit", Some(98.0), 6_000),
         ];
         store.record_evaluations("m", &round1).await.unwrap();
-        store.record_evaluations("m", &round2).await.unwrap();
+        // Written after reading round1's memory, as every writer does.
+        let read = as_read(&store, "m", &round2).await;
+        store.record_evaluations("m", &read).await.unwrap();
         store
             .record_evaluations("m", std::slice::from_ref(&peaked))
             .await
@@ -1567,7 +1855,7 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
 
         // The latest row of each (gate, kind), oldest evaluation first, then by gate and kind.
         let latest = store
-            .latest_evaluations("m", 10_000, ALL_GATES)
+            .latest_unrevised("m", 10_000, ALL_GATES)
             .await
             .unwrap();
         assert_eq!(
@@ -1581,14 +1869,14 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
         );
         assert_eq!(
             store
-                .latest_evaluations("m", 20_000, ALL_GATES)
+                .latest_unrevised("m", 20_000, ALL_GATES)
                 .await
                 .unwrap(),
             vec![elsewhere[0].clone()]
         );
         assert_eq!(
             store
-                .latest_evaluations("other", 10_000, ALL_GATES)
+                .latest_unrevised("other", 10_000, ALL_GATES)
                 .await
                 .unwrap()[0]
                 .value,
@@ -1596,7 +1884,7 @@ async fn latest_evaluations_per_gate_and_kind_of_one_step() {
         );
         assert_eq!(
             store
-                .latest_evaluations("unknown", 10_000, ALL_GATES)
+                .latest_unrevised("unknown", 10_000, ALL_GATES)
                 .await
                 .unwrap(),
             vec![]
@@ -2021,10 +2309,7 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
             .await
             .unwrap();
         assert_eq!(
-            store
-                .latest_evaluations("m", 1_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap(),
             by_time(&round)
         );
         assert_eq!(
@@ -2056,10 +2341,7 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
             .await;
         assert!(failed.is_err(), "[{}] {failed:?}", b.kind);
         assert_eq!(
-            store
-                .latest_evaluations("m", 1_000, ALL_GATES)
-                .await
-                .unwrap(),
+            store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap(),
             by_time(&round)
         );
         assert_eq!(
@@ -2077,10 +2359,7 @@ async fn a_round_records_evaluations_and_points_together_or_not_at_all() {
         // A round with no scrape source is a round of evaluations.
         store.record_round("m", &later, &[]).await.unwrap();
         assert_eq!(
-            store
-                .latest_evaluations("m", 1_000, ALL_GATES)
-                .await
-                .unwrap()[1],
+            store.latest_unrevised("m", 1_000, ALL_GATES).await.unwrap()[1],
             later[0]
         );
     })
@@ -2114,7 +2393,7 @@ async fn a_fleet_round_records_every_migration_or_none() {
         for (name, value) in [("m", 1.0), ("n", 2.0)] {
             assert_eq!(
                 store
-                    .latest_evaluations(name, 1_000, ALL_GATES)
+                    .latest_unrevised(name, 1_000, ALL_GATES)
                     .await
                     .unwrap(),
                 vec![gate(1_000, "lag", "exit", Some(value), 2_000)]
@@ -2139,7 +2418,7 @@ async fn a_fleet_round_records_every_migration_or_none() {
         for (name, value) in [("m", 1.0), ("n", 2.0)] {
             assert_eq!(
                 store
-                    .latest_evaluations(name, 1_000, ALL_GATES)
+                    .latest_unrevised(name, 1_000, ALL_GATES)
                     .await
                     .unwrap(),
                 vec![gate(1_000, "lag", "exit", Some(value), 2_000)]
@@ -2206,13 +2485,13 @@ async fn a_fleet_round_keeps_each_migrations_rows_apart_in_shared_statements() {
         store.record_rounds(&rounds).await.unwrap();
         let lag = [("lag", "exit")];
         assert_eq!(
-            store.latest_evaluations("m", 1_000, &lag).await.unwrap(),
+            store.latest_unrevised("m", 1_000, &lag).await.unwrap(),
             vec![gate(1_000, "lag", "exit", Some(1.5), 3_000)],
             "[{}] the row given last",
             b.kind
         );
         assert_eq!(
-            store.latest_evaluations("n", 1_000, &lag).await.unwrap(),
+            store.latest_unrevised("n", 1_000, &lag).await.unwrap(),
             vec![gate(1_000, "lag", "exit", Some(2.0), 3_000)]
         );
         assert_eq!(
@@ -2282,8 +2561,8 @@ async fn the_fleet_is_every_record_with_the_memory_of_its_current_step() {
             b.kind,
             fleet.memory
         );
-        assert_eq!(fleet.memory["m"], later);
-        assert_eq!(fleet.memory["n"], by_time(&first));
+        assert_eq!(unrevised(fleet.memory["m"].clone()), later);
+        assert_eq!(unrevised(fleet.memory["n"].clone()), by_time(&first));
         assert_eq!(
             fleet.memory["n"],
             store
@@ -2313,10 +2592,7 @@ async fn a_reopened_store_sees_everything() {
             .unwrap();
         let list = store.list().await.unwrap();
         let journal = store.journal("m").await.unwrap();
-        let evaluations = store
-            .latest_evaluations("m", 2_000, ALL_GATES)
-            .await
-            .unwrap();
+        let evaluations = store.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap();
         let points = store.load_points("m", "s").await.unwrap();
         drop(store);
 
@@ -2327,10 +2603,7 @@ async fn a_reopened_store_sees_everything() {
             assert_eq!(again.get("m").await.unwrap().published_generation, 2);
             assert_eq!(again.journal("m").await.unwrap(), journal);
             assert_eq!(
-                again
-                    .latest_evaluations("m", 2_000, ALL_GATES)
-                    .await
-                    .unwrap(),
+                again.latest_unrevised("m", 2_000, ALL_GATES).await.unwrap(),
                 evaluations
             );
             assert_eq!(again.load_points("m", "s").await.unwrap(), points);
