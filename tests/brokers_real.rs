@@ -413,16 +413,15 @@ async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
     let deadline = Instant::now() + Duration::from_secs(12);
     let connection = loop {
         let consumers = management_get(url, &["consumers"]).await;
+        // Under load the consumer can be listed before its channel's details are.
         let ours = consumers
             .as_array()
             .unwrap()
             .iter()
-            .find(|c| c["queue"]["name"] == q.as_str());
-        if let Some(c) = ours {
-            break c["channel_details"]["connection_name"]
-                .as_str()
-                .unwrap()
-                .to_string();
+            .find(|c| c["queue"]["name"] == q.as_str())
+            .and_then(|c| c["channel_details"]["connection_name"].as_str());
+        if let Some(name) = ours {
+            break name.to_string();
         }
         assert!(
             Instant::now() < deadline,
