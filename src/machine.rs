@@ -67,17 +67,21 @@ impl State {
         })
     }
 
-    /// A state as [`fmt::Display`] writes it (`synthetic`, `slices[2]`).
+    /// A state as [`fmt::Display`] writes it (`synthetic`, `slices[2]`), and nothing else.
     pub fn parse(text: &str) -> Option<State> {
-        let text = text.trim();
         match text
             .strip_prefix("slices[")
             .and_then(|r| r.strip_suffix(']'))
         {
-            Some(index) if !index.starts_with('+') => {
+            Some(index) => {
+                let canonical = !index.is_empty()
+                    && index.bytes().all(|b| b.is_ascii_digit())
+                    && (index == "0" || !index.starts_with('0'));
+                if !canonical {
+                    return None;
+                }
                 State::from_parts("slices", Some(index.parse().ok()?))
             }
-            Some(_) => None,
             None => State::from_parts(text, None),
         }
     }

@@ -963,8 +963,8 @@ fn a_retried_advance_with_from_does_not_move_twice() {
     assert_ne!(second, first);
     let version = b.status()["version"].as_i64().unwrap();
 
-    // The same command again (a retried runbook step): nothing moves, exit 4, and why.
-    let r = b.ok(&["advance", "local", "--from", &from], 4);
+    // The same command again (a retried runbook step): nothing moves, exit 5, and why.
+    let r = b.ok(&["advance", "local", "--from", &from], 5);
     assert!(
         r.stderr
             .contains(&format!("is in {}, not {from}", second.0)),
@@ -973,7 +973,7 @@ fn a_retried_advance_with_from_does_not_move_twice() {
     );
     let r = b.ok(
         &["rollback", "local", "--reason", "retried", "--from", &from],
-        4,
+        5,
     );
     assert!(r.stderr.contains("nothing done"), "{}", r.stderr);
     assert_eq!(b.state(), second);
@@ -996,4 +996,22 @@ fn a_retried_advance_with_from_does_not_move_twice() {
         0,
     );
     assert_eq!(b.state(), first);
+}
+
+#[test]
+fn a_slice_step_reads_the_same_in_status_history_and_from() {
+    let mut b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    while b.state().0 != "slices" {
+        advance_green(&mut b);
+    }
+    let shown = b.ok(&["status", "local"], 0).stdout;
+    let first = shown.lines().next().unwrap_or_default().to_string();
+    assert!(first.starts_with("local: slices[0]"), "{shown}");
+    let history = b.ok(&["history", "local", "--json"], 0).json();
+    let last = history.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["to"], "slices[0]", "{last}");
+    b.ok(&["rollback", "local", "--reason", "r", "--from", "slices[0]"], 0);
+    assert_ne!(b.state().0, "slices");
 }

@@ -459,9 +459,9 @@ async fn mutations_need_the_token_reads_do_not() {
         .await
         .unwrap();
     assert_eq!(again.status(), 409, "already paused");
-    // "from": a state the migration is not in changes nothing (409); one the plan lacks is 400.
+    // "from": a state the migration is not in changes nothing (412); one the plan lacks is 400.
     let abort = d.url("/v1/migrations/local/abort");
-    for (from, status) in [("synthetic", 409), ("slices[99]", 400)] {
+    for (from, status) in [("synthetic", 412), ("slices[99]", 400)] {
         let r = http
             .post(&abort)
             .bearer_auth("s3cret")

@@ -12,8 +12,8 @@ pub struct AbortArgs {
     /// Why (required; kept in the journal).
     #[arg(long)]
     pub reason: String,
-    /// Act only if the migration is in this state (as `migrate status` prints it, e.g.
-    /// `slices[2]`); otherwise change nothing and exit 4. A retried command cannot move it twice.
+    /// Act only if the migration is in this state (as `migrate status` and `history` print it, e.g.
+    /// `slices[2]`); otherwise change nothing and exit 5. A retried command cannot move it twice.
     #[arg(long, value_name = "STATE")]
     pub from: Option<String>,
     /// Print as JSON.

@@ -27,8 +27,8 @@ pub struct AdvanceArgs {
     /// The migration's name, to enter `complete` (the point of no return).
     #[arg(long, value_name = "NAME")]
     pub confirm: Option<String>,
-    /// Act only if the migration is in this state (as `migrate status` prints it, e.g.
-    /// `slices[2]`); otherwise change nothing and exit 4. A retried command cannot move it twice.
+    /// Act only if the migration is in this state (as `migrate status` and `history` print it, e.g.
+    /// `slices[2]`); otherwise change nothing and exit 5. A retried command cannot move it twice.
     #[arg(long, value_name = "STATE")]
     pub from: Option<String>,
     /// Print as JSON.

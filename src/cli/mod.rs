@@ -234,8 +234,8 @@ impl From<ControllerError> for CliError {
         let code = match &e {
             ControllerError::Store(
                 StoreError::Conflict { .. } | StoreError::StaleMemory { .. },
-            )
-            | ControllerError::NotInState { .. } => 4,
+            ) => 4,
+            ControllerError::NotInState { .. } => 5,
             ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
             ControllerError::Store(_) => 1,
             ControllerError::Plan(_)

@@ -19,7 +19,8 @@ pub struct StatusArgs {
 }
 
 fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
-    let step = v.step.map(|s| format!(" step {s}")).unwrap_or_default();
+    // The state as the journal, `history` and `--from` write it: `slices[2]`.
+    let step = v.step.map(|s| format!("[{s}]")).unwrap_or_default();
     writeln!(
         out,
         "{}: {}{}{}  (version {}, since {})",

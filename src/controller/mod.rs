@@ -38,6 +38,10 @@ use crate::store::{
     Commit, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
 };
 
+/// How many times [`Controller::advance`] decides again when another writer (a daemon's round)
+/// changed the gates' memory between its evaluation and its commit.
+const STALE_MEMORY_RETRIES: u32 = 3;
+
 /// How many newer generations one publication follows (see [`Controller::publish`]).
 const MAX_REPUBLISH: usize = 4;
 
@@ -82,14 +86,15 @@ pub enum ControllerError {
     NotInitialized { name: String, path: PathBuf },
     /// `--from STATE` (or `"from"` in an API call) names no state of the migration's plan.
     #[error(
-        "the expected state {given:?} (--from) is not a state of {name}'s plan; its states are: {states} (as `migrate status {name}` prints them)"
+        "the expected state {given:?} (--from) is not a state of {name}'s plan; its states are: {states} (as `migrate status {name}` and `history` print them)"
     )]
     UnknownState {
         name: String,
         given: String,
         states: String,
     },
-    /// `--from STATE`: the migration is in another state, so the command did nothing.
+    /// `--from STATE`: the migration is in another state, so the command did nothing (exit 5,
+    /// HTTP 412: unlike a conflict, deciding again would not help).
     #[error(
         "{name} is in {actual}, not {expected}: nothing done. Another command moved it, or this \
          one already ran (see `migrate history {name}`)"
@@ -549,15 +554,54 @@ impl<S: Store> Controller<'_, S> {
         if opts.force && actor.reason.is_none() {
             return Err(ControllerError::ReasonRequired("advance --force"));
         }
-        let loaded = self.load(name).await?;
-        expect_state(&loaded, opts.from.as_deref())?;
+        let mut version = None;
+        let mut retries = 0;
+        loop {
+            let loaded = self.load(name).await?;
+            let first = *version.get_or_insert(loaded.record.version);
+            let outcome = if loaded.record.version == first {
+                self.advance_loaded(&loaded, opts, actor, now_ms).await
+            } else {
+                // The migration moved meanwhile: deciding again would advance from another step.
+                Err(StoreError::Conflict {
+                    name: name.to_string(),
+                    expected: first,
+                    actual: loaded.record.version,
+                }
+                .into())
+            };
+            match outcome {
+                Err(ControllerError::Store(StoreError::StaleMemory { .. }))
+                    if retries < STALE_MEMORY_RETRIES =>
+                {
+                    retries += 1;
+                    tracing::info!(
+                        migration = name,
+                        retries,
+                        "advance: another writer evaluated the gates meanwhile; deciding again on their memory as it is now"
+                    );
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`Controller::advance`] on `loaded`.
+    async fn advance_loaded(
+        &self,
+        loaded: &Loaded,
+        opts: &AdvanceOptions,
+        actor: &Actor,
+        now_ms: i64,
+    ) -> Result<AdvanceOutcome> {
+        expect_state(loaded, opts.from.as_deref())?;
         let snapshot = loaded.record.snapshot();
         let command = Command::Advance {
             confirm: opts.confirm.clone(),
         };
-        let transition = machine::handle(&loaded.ladder, name, snapshot, &command)?;
-        let gates = self.evaluate(&loaded, now_ms, opts.dry_run).await?;
-        self.advance_with(&loaded, &transition, gates, opts, actor, now_ms)
+        let transition = machine::handle(&loaded.ladder, &loaded.record.name, snapshot, &command)?;
+        let gates = self.evaluate(loaded, now_ms, opts.dry_run).await?;
+        self.advance_with(loaded, &transition, gates, opts, actor, now_ms)
             .await
     }
 
@@ -604,8 +648,9 @@ impl<S: Store> Controller<'_, S> {
             "gates": outcome.gates,
             "overridden": outcome.blockers,
         });
-        // A forced advance moves whatever the gates say: it rests on no memory.
-        let memory = if opts.force {
+        // An advance forced past a blocker moves whatever the gates say: it rests on no memory.
+        // One with --force whose gates all pass rests on them like any other.
+        let memory = if outcome.forced {
             Vec::new()
         } else {
             self.rests_on(&outcome.gates)

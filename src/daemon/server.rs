@@ -52,8 +52,10 @@ fn controller_error(e: &ControllerError) -> Response {
     let status = match e {
         ControllerError::Store(StoreError::NotFound(_))
         | ControllerError::NotInitialized { .. } => StatusCode::NOT_FOUND,
-        ControllerError::Store(StoreError::Conflict { .. } | StoreError::StaleMemory { .. })
-        | ControllerError::NotInState { .. } => StatusCode::CONFLICT,
+        ControllerError::Store(StoreError::Conflict { .. } | StoreError::StaleMemory { .. }) => {
+            StatusCode::CONFLICT
+        }
+        ControllerError::NotInState { .. } => StatusCode::PRECONDITION_FAILED,
         ControllerError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ControllerError::Illegal(_) => StatusCode::CONFLICT,
         ControllerError::ReasonRequired(_) | ControllerError::UnknownState { .. } => {

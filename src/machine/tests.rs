@@ -332,6 +332,12 @@ fn a_state_parses_back_from_what_display_writes_and_nothing_else() {
         "slices[1",
         "Drain",
         "paused",
+        "slices[01]",
+        "slices[007]",
+        " drain",
+        "drain ",
+        "slices[ 1]",
+        "slices[1 ]",
     ] {
         assert_eq!(State::parse(bad), None, "{bad:?}");
     }

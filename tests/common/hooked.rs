@@ -1,6 +1,7 @@
 //! A store with faults put in by a test: the store under test, but a chosen `list` runs a
-//! future after its read (a command racing a reader), or `acquire_lease` fails fast from a
-//! chosen call on (a store that answers errors).
+//! future after its read (a command racing a reader), the next `commit` runs one before it
+//! commits (a writer racing a decision), or `acquire_lease` fails fast from a chosen call on (a
+//! store that answers errors).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,6 +24,8 @@ pub struct Hooked {
     pub inner: AnyStore,
     /// Run (once) by the next `list`, after it read and before it answers that read.
     pub after_list: Arc<Mutex<Option<Race>>>,
+    /// Run (once) by the next `commit`, before it commits.
+    pub before_commit: Arc<Mutex<Option<Race>>>,
     /// The first `acquire_lease` call (counted from 0) that fails, and every one after it.
     pub lease_fails_from: Option<usize>,
     lease_calls: Arc<AtomicUsize>,
@@ -35,6 +38,7 @@ impl Hooked {
         Hooked {
             inner,
             after_list: Arc::default(),
+            before_commit: Arc::default(),
             lease_fails_from: None,
             lease_calls: Arc::default(),
             lease_calls_at: Arc::default(),
@@ -64,12 +68,16 @@ impl Store for Hooked {
     fn fleet(&self) -> impl Future<Output = Result<Fleet>> + Send {
         self.inner.fleet()
     }
-    fn commit(
-        &self,
-        name: &str,
-        commit: &Commit,
-    ) -> impl Future<Output = Result<MigrationRecord>> + Send {
-        self.inner.commit(name, commit)
+    async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {
+        let race = self
+            .before_commit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(race) = race {
+            race.await;
+        }
+        self.inner.commit(name, commit).await
     }
     fn replace_plan(
         &self,

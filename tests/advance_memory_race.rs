@@ -1,0 +1,200 @@
+//! `migrate advance` (and the API's) against a daemon's round that writes the same gates' memory
+//! between the advance's evaluation and its commit: the advance decides again on the memory as it
+//! is now instead of failing, and one forced past a failure written meanwhile says it was forced.
+//! A store that runs the other writer inside `commit`, before it commits, makes the race happen
+//! every time.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::hooked::{Hooked, Race};
+use common::{Indicators, MapResolve, T0, controller, local_plan_named};
+use queue_migrate::controller::{Actor, AdvanceOptions};
+use queue_migrate::machine::{Snapshot, State};
+use queue_migrate::store::any::AnyStore;
+use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::{Commit, GateRecord, RoundRecord, Store};
+
+const GATE: &str = "error ratio low";
+const MINUTE: i64 = 60_000;
+
+/// `local` in `slices[0]` since `T0`, its exit gate held for 5 minutes when `held`.
+async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, Arc<MapResolve>) {
+    let indicators = Indicators::start();
+    indicators.all_green();
+    let resolve = Arc::new(MapResolve::of(&indicators));
+    let store: AnyStore = SqliteStore::open(dir.join("state.db").to_str().unwrap())
+        .await
+        .unwrap()
+        .into();
+    let path = local_plan_named(dir, "local");
+    if held {
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        let with_for = yaml.replacen(
+            r#"pass_if: "< 0.01" }"#,
+            r#"pass_if: "< 0.01", for: 5m }"#,
+            1,
+        );
+        assert_ne!(with_for, yaml);
+        std::fs::write(&path, with_for).unwrap();
+    }
+    let fetcher = queue_migrate::indicators::fetch::Fetcher::new(Duration::from_secs(2)).unwrap();
+    let actor = Actor {
+        name: "alice".into(),
+        reason: Some("set up".into()),
+    };
+    controller(&store, &fetcher, &resolve)
+        .init(&path, &actor, T0 * 1000)
+        .await
+        .unwrap();
+    let planned = store.get("local").await.unwrap();
+    store
+        .commit(
+            "local",
+            &Commit {
+                expected_version: planned.version,
+                command: "advance".into(),
+                to: Snapshot {
+                    state: State::Slices(0),
+                    paused: false,
+                },
+                at_ms: T0 * 1000,
+                actor: "alice".into(),
+                reason: Some("to the slices".into()),
+                forced: true,
+                evidence: serde_json::json!({}),
+                memory: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    (store, indicators, resolve)
+}
+
+/// The other writer: a round that evaluates `GATE` again and writes it, passing (with the mark it
+/// read) or failing.
+fn round_writing(store: &AnyStore, passes: bool, at_ms: i64) -> Race {
+    let store = store.clone();
+    Box::pin(async move {
+        let record = store.get("local").await.unwrap();
+        let fleet = store.fleet().await.unwrap();
+        let read: GateRecord = fleet.memory["local"]
+            .iter()
+            .find(|g| g.gate == GATE)
+            .expect("the advance wrote the gate's memory before its commit")
+            .clone();
+        let written = if passes {
+            GateRecord { at_ms, ..read }
+        } else {
+            GateRecord {
+                held_since_ms: None,
+                verdict: "fail".into(),
+                value: Some(0.5),
+                at_ms,
+                ..read
+            }
+        };
+        store
+            .record_rounds(&[RoundRecord {
+                name: "local".into(),
+                plan_hash: Some(record.plan_hash),
+                records: vec![written],
+                sources: vec![],
+            }])
+            .await
+            .unwrap();
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_advance_whose_gates_a_round_rewrote_before_its_commit_decides_again_and_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _indicators, resolve) = in_slices(dir.path(), false).await;
+    let hooked = Hooked::new(store.clone());
+    let now = T0 * 1000 + 10 * MINUTE;
+    *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, true, now));
+    let fetcher = queue_migrate::indicators::fetch::Fetcher::new(Duration::from_secs(2)).unwrap();
+    let person = queue_migrate::controller::Controller {
+        store: &hooked,
+        fetcher: &fetcher,
+        resolve: &*resolve,
+        secrets: queue_migrate::plan::SecretsMode::Deferred,
+        read_only: false,
+        histories: None,
+        round: None,
+    };
+    let actor = Actor {
+        name: "alice".into(),
+        reason: None,
+    };
+    let outcome = person
+        .advance("local", &AdvanceOptions::default(), &actor, now)
+        .await
+        .expect("the advance decides again instead of failing on the round's write");
+    assert!(outcome.applied.is_some(), "{outcome:?}");
+    assert!(
+        hooked.before_commit.lock().unwrap().is_none(),
+        "the race ran"
+    );
+    let after = store.get("local").await.unwrap();
+    assert_eq!(after.state, State::Slices(1));
+    let journal = store.journal("local").await.unwrap();
+    let advances = journal
+        .iter()
+        .filter(|e| e.to.state == State::Slices(1))
+        .count();
+    assert_eq!(advances, 1, "moved once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_advance_over_a_failure_written_before_its_commit_is_journaled_as_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _indicators, resolve) = in_slices(dir.path(), true).await;
+    let fetcher = queue_migrate::indicators::fetch::Fetcher::new(Duration::from_secs(2)).unwrap();
+    let actor = Actor {
+        name: "alice".into(),
+        reason: Some("change window closes".into()),
+    };
+    // The gate starts holding a minute into the step (the advance is gated: held 0 of 5m).
+    let c = controller(&store, &fetcher, &resolve);
+    let gated = c
+        .advance(
+            "local",
+            &AdvanceOptions::default(),
+            &actor,
+            T0 * 1000 + MINUTE,
+        )
+        .await
+        .unwrap();
+    assert!(gated.applied.is_none() && !gated.blockers.is_empty());
+    // Seven minutes in, it has held for six: every gate passes, and a round writes a failure
+    // between this --force advance's evaluation and its commit.
+    let now = T0 * 1000 + 7 * MINUTE;
+    let hooked = Hooked::new(store.clone());
+    *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, false, now));
+    let person = queue_migrate::controller::Controller {
+        store: &hooked,
+        fetcher: &fetcher,
+        resolve: &*resolve,
+        secrets: queue_migrate::plan::SecretsMode::Deferred,
+        read_only: false,
+        histories: None,
+        round: None,
+    };
+    let opts = AdvanceOptions {
+        force: true,
+        ..AdvanceOptions::default()
+    };
+    let outcome = person.advance("local", &opts, &actor, now).await.unwrap();
+    assert!(outcome.applied.is_some(), "{outcome:?}");
+    assert!(
+        outcome.forced,
+        "moved past a failure committed before it, yet not journaled as forced: {outcome:?}"
+    );
+    let journal = store.journal("local").await.unwrap();
+    let last = journal.last().unwrap();
+    assert_eq!(last.to.state, State::Slices(1));
+    assert!(last.forced, "the journal says the gates held: {last:?}");
+}
