@@ -255,6 +255,7 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
             "local",
             "--key-field",
             "orderId",
+            "--no-dedup-key",
             "--canary",
             "0",
             "--rate",
@@ -361,24 +362,29 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
     let want_old: Vec<&String> = keys.iter().filter(|k| !on_new(k)).collect();
     assert!(!want_new.is_empty() && !want_old.is_empty());
 
-    let r = bench.ok(
-        &[
-            "dlq",
-            "replay",
-            "export.ndjson",
-            "--migration",
-            "local",
-            "--canary",
-            "0",
-            "--rate",
-            "1000",
-            "--by",
-            "ana",
-            "--queue",
-            "local.dlq",
-        ],
-        1,
+    let mut args = vec![
+        "dlq",
+        "replay",
+        "export.ndjson",
+        "--migration",
+        "local",
+        "--canary",
+        "0",
+        "--rate",
+        "1000",
+        "--by",
+        "ana",
+        "--queue",
+        "local.dlq",
+    ];
+    let refused = bench.ok(&args, 2);
+    assert!(
+        refused.stderr.contains("--dedup-key") && refused.stderr.contains("--no-dedup-key"),
+        "{}",
+        refused.stderr
     );
+    args.extend(["--dedup-key", "order.paid:{orderId}:{n}"]);
+    let r = bench.ok(&args, 1);
     assert!(
         r.stdout.contains(&format!(
             "12 published ({} to old, {} to new), 1 failed",
@@ -418,6 +424,11 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
                 Some(format!("2026-11-29T10:05:{n:02}.000Z").as_str())
             );
             assert_eq!(m.header("x-replay-reason"), Some("dependency_timeout"));
+            assert_eq!(
+                m.header("x-qm-dedup-key"),
+                Some(format!("order.paid:{key}:{n}").as_str()),
+                "the dedup key --dedup-key builds"
+            );
             let stamp = RouteStamp::from_headers(&m.headers).unwrap();
             assert_eq!(stamp.side, RouteLabel::Replay);
             assert_eq!(stamp.broker, broker);

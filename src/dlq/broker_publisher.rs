@@ -8,7 +8,7 @@ use crate::router::Router;
 use crate::routing::Side;
 
 use super::replay::{PublishError, Publisher, ReplayMessage};
-use super::replay_route::{KeySource, route_replay};
+use super::replay_route::{DedupKey, KeySource, replay_key, route_replay};
 
 /// One side of the migration: the plan's broker, the queue consumers read there, and the adapter
 /// once connected.
@@ -33,6 +33,8 @@ impl Endpoint {
 /// its key's slice under the routing `router` holds, and returns once the broker confirmed it.
 ///
 /// # Guarantees
+/// - A message carries the dedup key `dedup` builds from its payload; one it cannot be built
+///   for is an `Err` and is not sent (unless `dedup` is [`DedupKey::Off`]).
 /// - A message goes to one side only, the one its key routes to under the router's document at
 ///   the moment it is published: the side a producer would send it to then.
 /// - `publish` returns `Ok` only after the broker's confirm ([`Adapter::publish`]). A message
@@ -42,6 +44,7 @@ impl Endpoint {
 /// - [`Publisher::flush`] has nothing to do: every message was confirmed one by one.
 pub struct BrokerPublisher {
     key: KeySource,
+    dedup: DedupKey,
     router: Router,
     old: Endpoint,
     new: Endpoint,
@@ -50,13 +53,15 @@ pub struct BrokerPublisher {
 
 impl BrokerPublisher {
     /// A publisher to `old` and `new` (a plan's brokers) and their consumers' queues, routing by
-    /// `router` (kept current by the caller), keys found by `key`. Connects to nothing yet.
+    /// `router` (kept current by the caller), keys found by `key`, dedup keys built by `dedup`.
+    /// Connects to nothing yet.
     ///
     /// # Errors
     /// A broker's kind has no adapter, or its URL has no value here: checked before anything is
     /// sent.
     pub fn new(
         key: KeySource,
+        dedup: DedupKey,
         router: Router,
         old: (&Broker, &str),
         new: (&Broker, &str),
@@ -70,6 +75,7 @@ impl BrokerPublisher {
         };
         Ok(BrokerPublisher {
             key,
+            dedup,
             router,
             old: endpoint(old),
             new: endpoint(new),
@@ -92,13 +98,15 @@ fn side_index(side: Side) -> usize {
 
 impl Publisher for BrokerPublisher {
     async fn publish(&mut self, message: &ReplayMessage<'_>) -> Result<(), PublishError> {
+        let aggregate =
+            replay_key(message, &self.key).map_err(|e| PublishError::Unroutable(e.to_string()))?;
         let Some(document) = self.router.document() else {
             return Err(PublishError::Unroutable(
                 "no routing document of the migration yet".into(),
             ));
         };
         let at_ms = u64::try_from(crate::time::now_ms()).unwrap_or(0);
-        let routed = route_replay(message, &self.key, &document, at_ms)
+        let routed = route_replay(message, &aggregate, &self.dedup, &document, at_ms)
             .map_err(|e| PublishError::Unroutable(e.to_string()))?;
         let side = routed.side;
         let endpoint = match side {
