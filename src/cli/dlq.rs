@@ -90,7 +90,9 @@ pub enum DlqCmd {
     /// (e.g. 'order.paid:{orderId}:{version}', as the producers build it): consumers deduplicate
     /// by it, and a stopped replay continued with --skip N, or run again, sends some messages a
     /// second time. A message whose dedup key cannot be built is not published and counts as a
-    /// failure; --no-dedup-key publishes without one (one of the two is required).
+    /// failure; --no-dedup-key publishes without one (one of the two is required). Once a
+    /// message of a key failed, the later messages of that key in the run are not sent either
+    /// (counted as failures): they would arrive before it, which can only come back on a re-run.
     ///
     /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush),
     /// or completed with messages that failed to publish;
