@@ -308,6 +308,64 @@ async fn rabbitmq_to_rabbitmq_keeps_every_property_and_typed_header() {
     );
 }
 
+/// Regression: the bridge forwarded a `CC` header, and RabbitMQ routes a publish to the queues a
+/// `CC` header names too: the forwarded message landed in another queue besides its destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cc_header_forwarded_by_the_bridge_copies_the_message_nowhere() {
+    let Some(amqp) = env("QM_TEST_AMQP_URL") else {
+        return;
+    };
+    let run = run_id("cc");
+    let s = settings(&run, "rabbitmq-new");
+    let other = format!("qm-props-{run}.other");
+    let rabbit = Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap());
+    let brokers = Brokers {
+        old: rabbit.clone(),
+        new: rabbit.clone(),
+    };
+    for queue in [&s.ingress, &s.new_queue, &other] {
+        rabbit.declare(queue).await.unwrap();
+    }
+    let mut cc = FieldArray::default();
+    cc.push(AMQPValue::LongString(other.as_str().into()));
+    let mut headers = FieldTable::default();
+    headers.insert("x-order-id".into(), AMQPValue::LongString("order-1".into()));
+    headers.insert("CC".into(), AMQPValue::FieldArray(cc.clone()));
+    produce(
+        &amqp,
+        &s.ingress,
+        b"{}",
+        BasicProperties::default().with_headers(headers),
+    )
+    .await;
+    // The producer's own publish was copied there by RabbitMQ: take that copy.
+    take(&amqp, &other).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let router = all_on_new(&s.migration, &s.new_name);
+    let (task, stop) = spawn_bridge(s.clone(), &brokers, router, store(&dir).await);
+    let (_, got) = take(&amqp, &s.new_queue).await;
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+
+    let got = got.headers().clone().expect("headers").inner().clone();
+    assert_eq!(got.get("CC"), None);
+    assert_eq!(got.get("x-original-cc"), Some(&AMQPValue::FieldArray(cc)));
+    let connection = Connection::connect(&amqp, ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    let copy = channel
+        .basic_get(other.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap();
+    let _ = connection.close(200, "OK".into()).await;
+    assert!(
+        copy.is_none(),
+        "the forwarded message was copied to {other}"
+    );
+}
+
 /// The text headers a RabbitMQ message of [`properties`] arrives with on a text-only broker:
 /// properties under `x-amqp-*`, typed headers as text.
 fn expected_text(user: &str) -> BTreeMap<&'static str, String> {

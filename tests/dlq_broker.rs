@@ -238,14 +238,30 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
             .to_string()
         })
         .collect();
-    std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
     let on_new = |key: &str| queue_migrate::slice::slice_of(key, 8) < 4;
+    // A second message of a key whose first one fails: it must not go after it.
+    let held = keys.iter().find(|k| on_new(k)).unwrap();
+    let mut lines = lines;
+    lines.push(
+        serde_json::json!({
+            "payload": serde_json::json!({"orderId": held, "n": 12}).to_string(),
+            "errorClass": "dependency_timeout",
+            "errorMessage": "timeout after 30012ms calling inventory-service",
+            "consumerVersion": "2.14.0",
+            "attempts": 3,
+            "firstAttemptAt": "2026-11-29T10:00:00.000Z",
+            "deadLetteredAt": "2026-11-29T10:06:00.000Z",
+        })
+        .to_string(),
+    );
+    std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
     let want_old: Vec<&str> = keys
         .iter()
         .map(String::as_str)
         .filter(|k| !on_new(k))
         .collect();
-    let failed = keys.len() - want_old.len();
+    let failed = keys.len() + 1 - want_old.len();
+    assert!(failed <= 10, "every failure is named on stderr");
     let r = bench.ok(
         &[
             "dlq",
@@ -255,6 +271,7 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
             "local",
             "--key-field",
             "orderId",
+            "--no-dedup-key",
             "--canary",
             "0",
             "--rate",
@@ -278,6 +295,13 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
     );
     assert!(
         r.stderr.contains("not confirmed") && r.stderr.contains("cannot connect to the new broker"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "an earlier message of key {held:?} failed in this run: not sent"
+        )),
         "{}",
         r.stderr
     );
@@ -361,24 +385,29 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
     let want_old: Vec<&String> = keys.iter().filter(|k| !on_new(k)).collect();
     assert!(!want_new.is_empty() && !want_old.is_empty());
 
-    let r = bench.ok(
-        &[
-            "dlq",
-            "replay",
-            "export.ndjson",
-            "--migration",
-            "local",
-            "--canary",
-            "0",
-            "--rate",
-            "1000",
-            "--by",
-            "ana",
-            "--queue",
-            "local.dlq",
-        ],
-        1,
+    let mut args = vec![
+        "dlq",
+        "replay",
+        "export.ndjson",
+        "--migration",
+        "local",
+        "--canary",
+        "0",
+        "--rate",
+        "1000",
+        "--by",
+        "ana",
+        "--queue",
+        "local.dlq",
+    ];
+    let refused = bench.ok(&args, 2);
+    assert!(
+        refused.stderr.contains("--dedup-key") && refused.stderr.contains("--no-dedup-key"),
+        "{}",
+        refused.stderr
     );
+    args.extend(["--dedup-key", "order.paid:{orderId}:{n}"]);
+    let r = bench.ok(&args, 1);
     assert!(
         r.stdout.contains(&format!(
             "12 published ({} to old, {} to new), 1 failed",
@@ -418,6 +447,11 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
                 Some(format!("2026-11-29T10:05:{n:02}.000Z").as_str())
             );
             assert_eq!(m.header("x-replay-reason"), Some("dependency_timeout"));
+            assert_eq!(
+                m.header("x-qm-dedup-key"),
+                Some(format!("order.paid:{key}:{n}").as_str()),
+                "the dedup key --dedup-key builds"
+            );
             let stamp = RouteStamp::from_headers(&m.headers).unwrap();
             assert_eq!(stamp.side, RouteLabel::Replay);
             assert_eq!(stamp.broker, broker);

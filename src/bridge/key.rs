@@ -10,7 +10,7 @@ pub enum KeyError {
     #[error("no header {0:?}")]
     NoHeader(String),
     /// The payload is not JSON.
-    #[error("the payload is not JSON ({0}); the plan reads the key from the JSON field {1:?}")]
+    #[error("the payload is not JSON ({0}), and the key is read from its JSON field {1:?}")]
     NotJson(String, String),
     /// The field is absent or null.
     #[error("no JSON field {0:?} in the payload")]
@@ -38,27 +38,32 @@ pub fn key_of(message: &Message, spec: &BridgeKey) -> Result<String, KeyError> {
         BridgeKey::Json(field) => {
             let value: serde_json::Value = serde_json::from_slice(&message.payload)
                 .map_err(|e| KeyError::NotJson(e.to_string(), field.clone()))?;
-            let found = if field.starts_with('/') {
-                value.pointer(field)
-            } else {
-                value.get(field)
-            };
-            match found {
-                None | Some(serde_json::Value::Null) => {
-                    return Err(KeyError::NoField(field.clone()));
-                }
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
-                    v.to_string()
-                }
-                Some(_) => return Err(KeyError::NotScalar(field.clone())),
-            }
+            json_field(&value, field)?
         }
     };
     if key.is_empty() {
         return Err(KeyError::Empty);
     }
     Ok(key)
+}
+
+/// The scalar at `field` of `value`: a top-level field by name, or a JSON pointer when it
+/// starts with `/`. Strings as they are, numbers and booleans as their JSON text.
+///
+/// # Errors
+/// [`KeyError::NoField`] (absent or null), [`KeyError::NotScalar`] (an object or an array).
+pub fn json_field(value: &serde_json::Value, field: &str) -> Result<String, KeyError> {
+    let found = if field.starts_with('/') {
+        value.pointer(field)
+    } else {
+        value.get(field)
+    };
+    match found {
+        None | Some(serde_json::Value::Null) => Err(KeyError::NoField(field.to_string())),
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => Ok(v.to_string()),
+        Some(_) => Err(KeyError::NotScalar(field.to_string())),
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,10 @@
 //!   written while the text header of the same name reads as its text ([`text_of`]), a value
 //!   without a text form while no header of that name (any case) replaced it; every other text
 //!   header is written as a long string.
+//! - No publish carries a `CC` or `BCC` header: RabbitMQ reads those as extra routing keys
+//!   (sender-selected distribution), so a forwarded message would also land in the queues they
+//!   name. Their values are written, unchanged, as [`ROUTING_HEADERS`] name them
+//!   (`x-original-cc`, `x-original-bcc`), replacing a header of that name.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +24,10 @@ use super::properties::{Properties, TypedHeaders};
 
 /// AMQP `delivery_mode` of a persistent message.
 pub(super) const PERSISTENT: u8 = 2;
+
+/// The headers RabbitMQ routes by (`CC`, `BCC`, matched exactly as RabbitMQ does) and the names
+/// a publish writes their values under instead.
+pub const ROUTING_HEADERS: [(&str, &str); 2] = [("CC", "x-original-cc"), ("BCC", "x-original-bcc")];
 
 /// The text headers and the properties of a delivery. A header whose value has no text form
 /// ([`text_of`]) is absent from the text headers and kept in the typed table.
@@ -137,7 +145,30 @@ fn header_table(message: &Message) -> Result<FieldTable, String> {
             AMQPValue::LongString(LongString::from(value.as_bytes())),
         );
     }
-    Ok(table)
+    Ok(without_routing_headers(table))
+}
+
+/// `table` with each of [`ROUTING_HEADERS`] renamed, its value unchanged; the renamed value
+/// replaces a header already under the new name.
+fn without_routing_headers(table: FieldTable) -> FieldTable {
+    let renamed = |name: &str| {
+        ROUTING_HEADERS
+            .iter()
+            .find(|(routing, _)| *routing == name)
+            .map(|(_, renamed)| *renamed)
+    };
+    let mut out = FieldTable::default();
+    for (name, value) in table.inner() {
+        if renamed(name.as_str()).is_none() {
+            out.insert(name.clone(), value.clone());
+        }
+    }
+    for (name, value) in table.inner() {
+        if let Some(renamed) = renamed(name.as_str()) {
+            out.insert(renamed.into(), value.clone());
+        }
+    }
+    out
 }
 
 /// The text of a header value, as the text-only brokers carry it: strings and UTF-8 byte arrays
@@ -407,6 +438,41 @@ mod tests {
             BasicProperties::default()
                 .with_delivery_mode(PERSISTENT)
                 .with_headers(table)
+        );
+    }
+
+    /// Regression: a forwarded `CC` header made RabbitMQ copy the message to the queues it named.
+    #[test]
+    fn cc_and_bcc_headers_are_never_published_and_keep_their_values_renamed() {
+        let mut cc = FieldArray::default();
+        cc.push(AMQPValue::LongString("audit".into()));
+        let mut source = FieldTable::default();
+        source.insert("CC".into(), AMQPValue::FieldArray(cc.clone()));
+        source.insert(
+            "x-original-cc".into(),
+            AMQPValue::LongString("older".into()),
+        );
+        source.insert("cc".into(), AMQPValue::LongString("not routing".into()));
+        let (headers, properties) = read(&BasicProperties::default().with_headers(source));
+        let message = Message {
+            headers,
+            properties,
+            ..Message::new("x")
+        }
+        .with_header("BCC", "elsewhere");
+        let written = write(&message, "guest").expect("writable");
+        let table = written.headers().clone().expect("headers");
+        let t = table.inner();
+        assert_eq!(t.get("CC"), None);
+        assert_eq!(t.get("BCC"), None);
+        assert_eq!(t.get("x-original-cc"), Some(&AMQPValue::FieldArray(cc)));
+        assert_eq!(
+            t.get("x-original-bcc"),
+            Some(&AMQPValue::LongString("elsewhere".into()))
+        );
+        assert_eq!(
+            t.get("cc"),
+            Some(&AMQPValue::LongString("not routing".into()))
         );
     }
 

@@ -1,5 +1,6 @@
 //! NATS JetStream (async-nats): one stream per queue, a durable pull consumer per group.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr as _;
@@ -156,7 +157,7 @@ impl Nats {
             // What NATS cannot encode in a header is in the message: refused, on every retry.
             let name = HeaderName::from_str(name)
                 .map_err(|e| refused(queue, format!("header {name:?}: {e}")))?;
-            let value = HeaderValue::from_str(value)
+            let value = HeaderValue::from_str(&header_value(name.as_ref(), value))
                 .map_err(|e| refused(queue, format!("header {name}: {e}")))?;
             headers.insert(name, value);
         }
@@ -411,6 +412,27 @@ impl Acker {
     }
 }
 
+/// The value NATS carries for the header `name`: in the AMQP property headers
+/// ([`PROPERTY_HEADERS`](super::properties::PROPERTY_HEADERS), `x-amqp-*`) `%`, CR and LF are
+/// percent-encoded (`%25`, `%0D`, `%0A`), since NATS refuses CR and LF in a header value and an
+/// AMQP property may hold them; a consumer decodes these three. Other headers as they are.
+pub(super) fn header_value<'a>(name: &str, value: &'a str) -> Cow<'a, str> {
+    let property = super::properties::PROPERTY_HEADERS.contains(&name);
+    if !property || !value.contains(['%', '\r', '\n']) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '\r' => out.push_str("%0D"),
+            '\n' => out.push_str("%0A"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,5 +488,30 @@ mod tests {
         assert_eq!(jetstream_name("orders.dlq"), "orders_dlq");
         assert_eq!(jetstream_name("a b*c>d/e\\f"), "a_b_c_d_e_f");
         assert_eq!(jetstream_name("ORDERS"), "ORDERS");
+    }
+
+    /// Regression: an AMQP property holding a newline (a `correlation_id`), forwarded as an
+    /// `x-amqp-*` header, made NATS refuse a message it used to accept.
+    #[test]
+    fn property_headers_have_cr_lf_and_percent_encoded_for_nats() {
+        let encoded = header_value("x-amqp-correlation-id", "a\r\nb 100%");
+        assert_eq!(encoded, "a%0D%0Ab 100%25");
+        assert!(HeaderValue::from_str(&encoded).is_ok());
+        assert!(matches!(
+            header_value("x-amqp-message-id", "m-1"),
+            Cow::Borrowed("m-1")
+        ));
+        assert_eq!(header_value("x-retry", "100%"), "100%");
+        let message = Message {
+            properties: super::super::properties::Properties {
+                correlation_id: Some("line 1\nline 2".into()),
+                ..Default::default()
+            },
+            ..Message::new("x")
+        };
+        for (name, value) in &super::super::text_headers(&message) {
+            let value = header_value(name, value);
+            assert!(HeaderValue::from_str(&value).is_ok(), "{name}: {value:?}");
+        }
     }
 }

@@ -20,6 +20,9 @@
 //! | `user_id`          | `x-amqp-user-id`           | as is                                     |
 //! | `app_id`           | `x-amqp-app-id`            | as is                                     |
 //! | `cluster_id`       | `x-amqp-cluster-id`        | as is                                     |
+//!
+//! "As is" on Redis; on NATS, which refuses CR and LF in a header value, the NATS publisher
+//! percent-encodes `%`, CR and LF in these headers (`%25`, `%0D`, `%0A`).
 
 use std::collections::BTreeMap;
 

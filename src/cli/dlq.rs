@@ -86,6 +86,13 @@ pub enum DlqCmd {
     /// reached, counts as a failure. The key is read from the JSON payload: the field
     /// --key-field NAME (or a /pointer) when given, else the plan's bridge.key (a JSON field);
     /// a message whose key cannot be read is not published and counts as a failure.
+    /// Each message also carries x-qm-dedup-key, built from its payload by --dedup-key TEMPLATE
+    /// (e.g. 'order.paid:{orderId}:{version}', as the producers build it): consumers deduplicate
+    /// by it, and a stopped replay continued with --skip N, or run again, sends some messages a
+    /// second time. A message whose dedup key cannot be built is not published and counts as a
+    /// failure; --no-dedup-key publishes without one (one of the two is required). Once a
+    /// message of a key failed, the later messages of that key in the run are not sent either
+    /// (counted as failures): they would arrive before it, which can only come back on a re-run.
     ///
     /// Exit codes: 0 completed; 1 aborted (a canary failure, the failure rate, a failed flush),
     /// or completed with messages that failed to publish;
@@ -236,6 +243,23 @@ pub struct ReplayArgs {
     /// pointer, /order/id). Default: the plan's bridge.key, when it is a JSON field.
     #[arg(long, value_name = "NAME", requires = "migration")]
     pub key_field: Option<String>,
+    /// With --migration (required, or --no-dedup-key): how each message's x-qm-dedup-key is
+    /// built from its payload, as the producers build it: type:aggregate:event, each part text
+    /// and {FIELD} or {/json/pointer}, e.g. 'order.paid:{orderId}:{version}'. A dead-letter
+    /// envelope does not keep the original key, and consumers deduplicate by it: without it a
+    /// consumer refuses the message, or applies twice what a re-run (or --skip N) sends again. A
+    /// message whose key cannot be built is not published and counts as a failure.
+    #[arg(
+        long,
+        value_name = "TEMPLATE",
+        requires = "migration",
+        conflicts_with = "no_dedup_key"
+    )]
+    pub dedup_key: Option<String>,
+    /// With --migration: publish without x-qm-dedup-key (consumers that deduplicate by it refuse
+    /// such messages or cannot recognise one sent twice).
+    #[arg(long, requires = "migration")]
+    pub no_dedup_key: bool,
     /// Messages per second.
     #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
@@ -955,7 +979,10 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let replay_to_stdout = a.migration.is_none() && a.output == "-";
     let mut publisher = match &a.migration {
-        Some(name) => replay_target::brokers(ctx, name, a.key_field.as_deref()).await?,
+        Some(name) => {
+            let dedup = (a.dedup_key.as_deref(), a.no_dedup_key);
+            replay_target::brokers(ctx, name, a.key_field.as_deref(), dedup).await?
+        }
         None => {
             // A file stands for a queue: what an earlier run (the canary) wrote there went out
             // and stays, so the file is appended to, never truncated.

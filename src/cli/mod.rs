@@ -556,6 +556,19 @@ mod tests {
         assert!(e.contains("cannot be used"), "{e}");
         let e = parse(&["--key-field", "orderId"]).unwrap_err();
         assert!(e.contains("--migration"), "{e}");
+        for extra in [&["--dedup-key", "t:{id}:1"][..], &["--no-dedup-key"]] {
+            let e = parse(extra).unwrap_err();
+            assert!(e.contains("--migration"), "{extra:?}: {e}");
+        }
+        let e = parse(&[
+            "--migration",
+            "orders",
+            "--dedup-key",
+            "t:{id}:1",
+            "--no-dedup-key",
+        ])
+        .unwrap_err();
+        assert!(e.contains("cannot be used"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! [`BrokerPublisher`]: replay's [`Publisher`] onto a migration's two brokers, each message to
 //! the side its key routes to now ([`super::replay_route`]), through the broker adapters.
 
+use std::collections::HashSet;
+
 use crate::brokers::Adapter;
 use crate::brokers::from_plan::{self, PlanBrokerError};
 use crate::plan::Broker;
@@ -8,7 +10,7 @@ use crate::router::Router;
 use crate::routing::Side;
 
 use super::replay::{PublishError, Publisher, ReplayMessage};
-use super::replay_route::{KeySource, route_replay};
+use super::replay_route::{DedupKey, KeySource, replay_key, route_replay};
 
 /// One side of the migration: the plan's broker, the queue consumers read there, and the adapter
 /// once connected.
@@ -33,30 +35,40 @@ impl Endpoint {
 /// its key's slice under the routing `router` holds, and returns once the broker confirmed it.
 ///
 /// # Guarantees
+/// - A message carries the dedup key `dedup` builds from its payload; one it cannot be built
+///   for is an `Err` and is not sent (unless `dedup` is [`DedupKey::Off`]).
 /// - A message goes to one side only, the one its key routes to under the router's document at
 ///   the moment it is published: the side a producer would send it to then.
 /// - `publish` returns `Ok` only after the broker's confirm ([`Adapter::publish`]). A message
 ///   whose key cannot be read, a broker that cannot be reached (each side is connected on its
 ///   first message, and again on the next one after a failed connect), or a publish that is
 ///   not confirmed is an `Err` (counted by the replay's failure rate); nothing is retried here.
+/// - A key's messages go out in the order given, and never one after a failed one: once a message
+///   of a key fails (whatever the cause, once its key was read), every later message of that key
+///   in this run is an `Err` ([`PublishError::KeyHeld`]) and is not sent, since the failed one can
+///   only come back after it (a re-run). Other keys go on.
 /// - [`Publisher::flush`] has nothing to do: every message was confirmed one by one.
 pub struct BrokerPublisher {
     key: KeySource,
+    dedup: DedupKey,
     router: Router,
     old: Endpoint,
     new: Endpoint,
     sent: [u64; 2],
+    failed_keys: HashSet<String>,
 }
 
 impl BrokerPublisher {
     /// A publisher to `old` and `new` (a plan's brokers) and their consumers' queues, routing by
-    /// `router` (kept current by the caller), keys found by `key`. Connects to nothing yet.
+    /// `router` (kept current by the caller), keys found by `key`, dedup keys built by `dedup`.
+    /// Connects to nothing yet.
     ///
     /// # Errors
     /// A broker's kind has no adapter, or its URL has no value here: checked before anything is
     /// sent.
     pub fn new(
         key: KeySource,
+        dedup: DedupKey,
         router: Router,
         old: (&Broker, &str),
         new: (&Broker, &str),
@@ -70,10 +82,12 @@ impl BrokerPublisher {
         };
         Ok(BrokerPublisher {
             key,
+            dedup,
             router,
             old: endpoint(old),
             new: endpoint(new),
             sent: [0, 0],
+            failed_keys: HashSet::new(),
         })
     }
 
@@ -90,15 +104,20 @@ fn side_index(side: Side) -> usize {
     }
 }
 
-impl Publisher for BrokerPublisher {
-    async fn publish(&mut self, message: &ReplayMessage<'_>) -> Result<(), PublishError> {
+impl BrokerPublisher {
+    /// Route and publish `message`, whose key is `aggregate`.
+    async fn send(
+        &mut self,
+        message: &ReplayMessage<'_>,
+        aggregate: &str,
+    ) -> Result<(), PublishError> {
         let Some(document) = self.router.document() else {
             return Err(PublishError::Unroutable(
                 "no routing document of the migration yet".into(),
             ));
         };
         let at_ms = u64::try_from(crate::time::now_ms()).unwrap_or(0);
-        let routed = route_replay(message, &self.key, &document, at_ms)
+        let routed = route_replay(message, aggregate, &self.dedup, &document, at_ms)
             .map_err(|e| PublishError::Unroutable(e.to_string()))?;
         let side = routed.side;
         let endpoint = match side {
@@ -117,8 +136,108 @@ impl Publisher for BrokerPublisher {
         self.sent[side_index(side)] += 1;
         Ok(())
     }
+}
+
+impl Publisher for BrokerPublisher {
+    async fn publish(&mut self, message: &ReplayMessage<'_>) -> Result<(), PublishError> {
+        let aggregate =
+            replay_key(message, &self.key).map_err(|e| PublishError::Unroutable(e.to_string()))?;
+        if self.failed_keys.contains(&aggregate) {
+            return Err(PublishError::KeyHeld(aggregate));
+        }
+        let sent = self.send(message, &aggregate).await;
+        if sent.is_err() {
+            self.failed_keys.insert(aggregate);
+        }
+        sent
+    }
 
     async fn flush(&mut self) -> Result<(), PublishError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dlq::envelope::{DeadLetter, Payload};
+    use crate::plan::Secret;
+    use crate::routing::{BrokerNames, RoutingDocument};
+
+    fn dead(payload: &str) -> DeadLetter {
+        DeadLetter {
+            payload: Payload::Bytes(payload.as_bytes().to_vec()),
+            error_class: "dependency_timeout".into(),
+            error_message: "t".into(),
+            consumer_version: "1".into(),
+            trace_id: None,
+            attempts: 3,
+            first_attempt_at: "2026-11-29T10:00:00.000Z".into(),
+            dead_lettered_at: "2026-11-29T10:05:00.000Z".into(),
+        }
+    }
+
+    /// A RabbitMQ nobody listens for (port 1): every publish to it fails.
+    fn down(name: &str) -> Broker {
+        Broker {
+            name: name.into(),
+            kind: "rabbitmq".into(),
+            url: Secret::literal("amqp://guest:guest@127.0.0.1:1/%2f"),
+            queue: Some("gone".into()),
+            stream: None,
+            dead_letter: None,
+        }
+    }
+
+    /// Regression: after v3 of a key failed, v4 of the same key was still published, so v3 could
+    /// only come back (on a re-run) after v4.
+    #[tokio::test]
+    async fn after_a_failed_publish_the_keys_later_messages_are_held_and_other_keys_go_on() {
+        let router = Router::with_default_slices(8);
+        router
+            .offer(RoutingDocument {
+                migration: "orders".into(),
+                generation: 1,
+                state: "slices".into(),
+                step: Some(0),
+                paused: false,
+                slices_total: 8,
+                slices_migrated: 0,
+                consume: vec![Side::Old, Side::New],
+                brokers: BrokerNames {
+                    old: "rabbitmq".into(),
+                    new: "nats".into(),
+                },
+                updated_at: "2026-11-30T00:00:00Z".into(),
+            })
+            .expect("a document");
+        let (old, new) = (down("rabbitmq"), down("nats"));
+        let mut publisher = BrokerPublisher::new(
+            KeySource::choose(Some("orderId"), None).expect("a key"),
+            DedupKey::Off,
+            router,
+            (&old, "gone"),
+            (&new, "gone"),
+        )
+        .expect("a publisher");
+        let v3 = dead(r#"{"orderId":"K","version":3}"#);
+        let v4 = dead(r#"{"orderId":"K","version":4}"#);
+        let other = dead(r#"{"orderId":"L","version":1}"#);
+
+        let first = publisher.publish(&ReplayMessage::of(&v3)).await;
+        assert!(matches!(first, Err(PublishError::Broker(_))), "{first:?}");
+        let second = publisher.publish(&ReplayMessage::of(&v4)).await;
+        match second {
+            Err(PublishError::KeyHeld(key)) => assert_eq!(key, "K"),
+            other => panic!("v4 of K was sent after v3 failed: {other:?}"),
+        }
+        // Another key is still tried: it fails only because the broker is down.
+        let third = publisher.publish(&ReplayMessage::of(&other)).await;
+        assert!(matches!(third, Err(PublishError::Broker(_))), "{third:?}");
+        assert!(
+            PublishError::KeyHeld("K".into())
+                .to_string()
+                .contains("to keep the key's order")
+        );
     }
 }

@@ -61,6 +61,13 @@ pub enum PublishError {
     /// The broker did not confirm it, or cannot be reached: it may or may not be stored.
     #[error("not confirmed: {0}")]
     Broker(String),
+    /// An earlier message of this key failed in this run: this one was not published, since it
+    /// would arrive before that one, which can only be sent again later.
+    #[error(
+        "an earlier message of key {0:?} failed in this run: not sent, to keep the key's order; \
+         run the replay again once the cause is fixed"
+    )]
+    KeyHeld(String),
 }
 
 /// How to replay.

@@ -8,11 +8,13 @@
 //! the plan's `bridge.key` when that is a JSON field ([`KeySource::choose`]).
 //!
 //! The message is the original payload, byte for byte, with the origin headers (`x-replay-of`,
-//! `x-replay-reason`), the key ([`HEADER_KEY`]) and the route stamp with the route `replay`
-//! ([`RouteStamp::replayed`]), producer [`REPLAY_PRODUCER`].
+//! `x-replay-reason`), the key ([`HEADER_KEY`]), the dedup key ([`HEADER_DEDUP_KEY`], built by
+//! a [`DedupTemplate`] from the payload, since the envelope does not keep the original's) and the
+//! route stamp with the route `replay` ([`RouteStamp::replayed`]), producer [`REPLAY_PRODUCER`].
 
-use crate::bridge::key::{KeyError, key_of};
-use crate::brokers::{HEADER_KEY, Message};
+use crate::bridge::key::{KeyError, json_field, key_of};
+use crate::brokers::{HEADER_DEDUP_KEY, HEADER_KEY, Message};
+use crate::dedup::BusinessKey;
 use crate::plan::BridgeKey;
 use crate::routing::{RoutingDocument, Side};
 use crate::stamp::{RouteStamp, StampError};
@@ -47,6 +49,50 @@ pub enum ReplayRouteError {
     /// The route stamp cannot be written (a broker name the wire format refuses).
     #[error("it cannot be stamped: {0}; rename the broker in the plan")]
     Stamp(#[from] StampError),
+    /// Neither `--dedup-key` nor `--no-dedup-key`.
+    #[error(
+        "a replayed message needs a dedup key (x-qm-dedup-key): consumers deduplicate by it, and \
+         a replay that stopped is continued with --skip N or run again, which sends some messages \
+         a second time. A dead-letter envelope does not keep the original's, so give \
+         --dedup-key TEMPLATE that builds it from the payload as the producers do (e.g. \
+         'order.paid:{{orderId}}:{{version}}'), or --no-dedup-key to publish without one"
+    )]
+    NoDedupKey,
+    /// `--dedup-key` is not a template of a dedup key.
+    #[error(
+        "--dedup-key {template:?}: {reason}; write it as type:aggregate:event, each part text \
+         and {{FIELD}} or {{/json/pointer}} read from the payload, e.g. \
+         'order.paid:{{orderId}}:{{version}}' ({{{{ and }}}} for a brace)"
+    )]
+    DedupTemplate {
+        /// The template given.
+        template: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// This message's dedup key cannot be built: it was not published.
+    #[error(
+        "its dedup key cannot be built by --dedup-key ({0}), so a consumer could not deduplicate \
+         it: not published; fix the template, or give --no-dedup-key to publish without one"
+    )]
+    DedupKey(#[from] DedupKeyError),
+}
+
+/// Why one message's dedup key cannot be built from its payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DedupKeyError {
+    /// The payload is not JSON.
+    #[error("the payload is not JSON: {0}")]
+    NotJson(String),
+    /// A field the template reads is absent, null, an object or an array.
+    #[error("{0}")]
+    Field(#[from] KeyError),
+    /// A field the template reads is the empty string.
+    #[error("JSON field {0:?} is empty")]
+    EmptyField(String),
+    /// The key built is not a business key (a part empty, or too long).
+    #[error("{0}")]
+    Key(#[from] crate::dedup::key::KeyError),
 }
 
 /// Which option gave the key.
@@ -107,6 +153,179 @@ impl KeySource {
     }
 }
 
+/// One piece of a part of a [`DedupTemplate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    /// Written as it is.
+    Text(String),
+    /// The scalar at this field or `/pointer` of the payload.
+    Field(String),
+}
+
+/// How a replayed message's dedup key is built from its payload: `type:aggregate:event`, each
+/// part text and `{FIELD}` / `{/json/pointer}` placeholders (`{{` and `}}` for braces), e.g.
+/// `order.paid:{orderId}:{version}`. The parts are joined as a [`BusinessKey`] (a `:` or `\` in
+/// a value is escaped), so the key is the one a producer that builds it with
+/// [`BusinessKey::new`] from the same values writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupTemplate {
+    text: String,
+    parts: [Vec<Piece>; 3],
+}
+
+impl DedupTemplate {
+    /// Reads `template`.
+    ///
+    /// # Errors
+    /// [`ReplayRouteError::DedupTemplate`]: an unclosed `{`, a lone `}`, an empty `{}`, not three
+    /// parts, an empty part, or no placeholder at all (every message would get the same key).
+    pub fn parse(template: &str) -> Result<DedupTemplate, ReplayRouteError> {
+        let refuse = |reason| ReplayRouteError::DedupTemplate {
+            template: template.to_string(),
+            reason,
+        };
+        let mut parts: Vec<Vec<Piece>> = vec![Vec::new()];
+        let mut text = String::new();
+        let mut chars = template.chars().peekable();
+        let flush = |text: &mut String, parts: &mut Vec<Vec<Piece>>| {
+            if !text.is_empty()
+                && let Some(part) = parts.last_mut()
+            {
+                part.push(Piece::Text(std::mem::take(text)));
+            }
+        };
+        while let Some(c) = chars.next() {
+            match c {
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    text.push('{');
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    text.push('}');
+                }
+                '}' => return Err(refuse("a `}` closes nothing")),
+                '{' => {
+                    let mut field = String::new();
+                    loop {
+                        match chars.next() {
+                            Some('}') => break,
+                            Some('{') | None => return Err(refuse("a `{` is not closed by `}`")),
+                            Some(c) => field.push(c),
+                        }
+                    }
+                    if field.trim().is_empty() {
+                        return Err(refuse("a `{}` names no field"));
+                    }
+                    flush(&mut text, &mut parts);
+                    if let Some(part) = parts.last_mut() {
+                        part.push(Piece::Field(field));
+                    }
+                }
+                ':' => {
+                    flush(&mut text, &mut parts);
+                    parts.push(Vec::new());
+                }
+                c => text.push(c),
+            }
+        }
+        flush(&mut text, &mut parts);
+        let Ok(parts) = <[Vec<Piece>; 3]>::try_from(parts) else {
+            return Err(refuse(
+                "a dedup key has three parts separated by `:`, type:aggregate:event",
+            ));
+        };
+        if parts.iter().any(Vec::is_empty) {
+            return Err(refuse("a part is empty"));
+        }
+        let reads = parts.iter().flatten().any(|p| matches!(p, Piece::Field(_)));
+        if !reads {
+            return Err(refuse(
+                "it reads no field of the payload, so every message would get the same key",
+            ));
+        }
+        Ok(DedupTemplate {
+            text: template.to_string(),
+            parts,
+        })
+    }
+
+    /// The template as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The dedup key of `payload`.
+    ///
+    /// # Errors
+    /// [`DedupKeyError`]: the payload is not JSON, a field is missing, null, empty or not a
+    /// scalar, or the key is not a business key.
+    pub fn build(&self, payload: &[u8]) -> Result<BusinessKey, DedupKeyError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(payload).map_err(|e| DedupKeyError::NotJson(e.to_string()))?;
+        let mut built: [String; 3] = Default::default();
+        for (out, pieces) in built.iter_mut().zip(&self.parts) {
+            for piece in pieces {
+                match piece {
+                    Piece::Text(text) => out.push_str(text),
+                    Piece::Field(field) => {
+                        let found = json_field(&value, field)?;
+                        if found.is_empty() {
+                            return Err(DedupKeyError::EmptyField(field.clone()));
+                        }
+                        out.push_str(&found);
+                    }
+                }
+            }
+        }
+        let [kind, aggregate, event] = &built;
+        Ok(BusinessKey::new(kind, aggregate, event)?)
+    }
+}
+
+/// Whether replayed messages carry a dedup key, and how it is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DedupKey {
+    /// Built from each payload (`--dedup-key`); a message it cannot be built for is not sent.
+    Template(DedupTemplate),
+    /// None (`--no-dedup-key`, the operator's explicit choice).
+    Off,
+}
+
+impl DedupKey {
+    /// `--dedup-key TEMPLATE`, or `--no-dedup-key` (`off`).
+    ///
+    /// # Errors
+    /// [`ReplayRouteError::NoDedupKey`] when neither is given; [`ReplayRouteError::DedupTemplate`].
+    pub fn choose(template: Option<&str>, off: bool) -> Result<DedupKey, ReplayRouteError> {
+        match (template, off) {
+            (Some(template), _) => DedupTemplate::parse(template).map(DedupKey::Template),
+            (None, true) => Ok(DedupKey::Off),
+            (None, false) => Err(ReplayRouteError::NoDedupKey),
+        }
+    }
+
+    /// "dedup keys order.paid:{orderId}:{n}", for a person.
+    pub fn describe(&self) -> String {
+        match self {
+            DedupKey::Template(t) => format!("dedup keys {}", t.as_str()),
+            DedupKey::Off => "no dedup key (--no-dedup-key)".into(),
+        }
+    }
+}
+
+/// The aggregate key of `replayed`, read where `key` says.
+///
+/// # Errors
+/// [`ReplayRouteError::Key`].
+pub fn replay_key(
+    replayed: &ReplayMessage<'_>,
+    key: &KeySource,
+) -> Result<String, ReplayRouteError> {
+    let message = Message::new(replayed.payload.to_bytes().into_owned());
+    Ok(key_of(&message, &key.key)?)
+}
+
 /// A replayed message and the side it goes to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Routed {
@@ -116,20 +335,25 @@ pub struct Routed {
     pub message: Message,
 }
 
-/// Route `replayed` by its key under `document`, stamped as published at `at_ms`.
+/// Route `replayed`, whose aggregate key is `aggregate` ([`replay_key`]), under `document`,
+/// with its dedup key built as `dedup` says, stamped as published at `at_ms`.
 ///
 /// # Errors
-/// [`ReplayRouteError::Key`] when its key cannot be read; [`ReplayRouteError::Stamp`] when the
-/// destination broker's name cannot be written in a stamp.
+/// [`ReplayRouteError::DedupKey`] when its dedup key cannot be built; [`ReplayRouteError::Stamp`]
+/// when the destination broker's name cannot be written in a stamp.
 pub fn route_replay(
     replayed: &ReplayMessage<'_>,
-    key: &KeySource,
+    aggregate: &str,
+    dedup: &DedupKey,
     document: &RoutingDocument,
     at_ms: u64,
 ) -> Result<Routed, ReplayRouteError> {
     let mut message = Message::new(replayed.payload.to_bytes().into_owned());
-    let aggregate = key_of(&message, &key.key)?;
-    let route = document.route(&aggregate);
+    let dedup_key = match dedup {
+        DedupKey::Template(template) => Some(template.build(&message.payload)?),
+        DedupKey::Off => None,
+    };
+    let route = document.route(aggregate);
     let broker = match route.target {
         Side::Old => &document.brokers.old,
         Side::New => &document.brokers.new,
@@ -139,6 +363,9 @@ pub fn route_replay(
         message = message.with_header(name, value);
     }
     message = message.with_header(HEADER_KEY, aggregate);
+    if let Some(dedup_key) = dedup_key {
+        message = message.with_header(HEADER_DEDUP_KEY, dedup_key.as_str());
+    }
     for (name, value) in stamp.headers() {
         message = message.with_header(name, value);
     }
@@ -190,15 +417,32 @@ mod tests {
         KeySource::choose(Some(field), None).expect("a field")
     }
 
+    fn template(text: &str) -> DedupKey {
+        DedupKey::choose(Some(text), false).expect("a template")
+    }
+
+    /// [`replay_key`] then [`route_replay`].
+    fn route(
+        replayed: &ReplayMessage<'_>,
+        key: &KeySource,
+        dedup: &DedupKey,
+        document: &RoutingDocument,
+        at_ms: u64,
+    ) -> Result<Routed, ReplayRouteError> {
+        let aggregate = replay_key(replayed, key)?;
+        route_replay(replayed, &aggregate, dedup, document, at_ms)
+    }
+
     #[test]
     fn a_message_goes_where_its_key_routes_with_origin_key_and_stamp() {
         // order-0 is slice 8 of 128 (seed 000 vectors).
         let entry = dead(Payload::Bytes(br#"{"orderId":"order-0","n":1}"#.to_vec()));
         let replayed = ReplayMessage::of(&entry);
         let key = by_field("orderId");
-        let old = route_replay(&replayed, &key, &document(8), 42).expect("routed");
+        let off = DedupKey::Off;
+        let old = route(&replayed, &key, &off, &document(8), 42).expect("routed");
         assert_eq!(old.side, Side::Old);
-        let new = route_replay(&replayed, &key, &document(9), 42).expect("routed");
+        let new = route(&replayed, &key, &off, &document(9), 42).expect("routed");
         assert_eq!(new.side, Side::New);
         let m = &new.message;
         assert_eq!(m.payload, br#"{"orderId":"order-0","n":1}"#.to_vec());
@@ -238,8 +482,14 @@ mod tests {
         ];
         for (payload, why) in cases {
             let entry = dead(payload);
-            let e = route_replay(&ReplayMessage::of(&entry), &key, &document(64), 1)
-                .expect_err("no key");
+            let e = route(
+                &ReplayMessage::of(&entry),
+                &key,
+                &template("t:{orderId}:1"),
+                &document(64),
+                1,
+            )
+            .expect_err("no key");
             assert!(matches!(e, ReplayRouteError::Key(_)), "{e:?}");
             let text = e.to_string();
             assert!(
@@ -249,9 +499,10 @@ mod tests {
         }
         // A JSON payload kept as a value, and a pointer into it.
         let entry = dead(Payload::Json(serde_json::json!({"order": {"id": 17}})));
-        let routed = route_replay(
+        let routed = route(
             &ReplayMessage::of(&entry),
             &by_field("/order/id"),
+            &DedupKey::Off,
             &document(64),
             1,
         )
@@ -292,5 +543,127 @@ mod tests {
                 .to_string()
                 .contains("--key-field")
         );
+    }
+
+    /// Regression: replayed messages carried no `x-qm-dedup-key`, so a consumer that deduplicates
+    /// by it refused them, or could not recognise the messages a replay run again sends twice.
+    #[test]
+    fn a_replayed_message_carries_the_dedup_key_its_template_builds() {
+        let entry = dead(Payload::Bytes(
+            br#"{"orderId":"tenant:7","version":3,"order":{"kind":"paid"}}"#.to_vec(),
+        ));
+        let replayed = ReplayMessage::of(&entry);
+        let dedup = template("order.{/order/kind}:{orderId}:v{version}");
+        let routed =
+            route(&replayed, &by_field("orderId"), &dedup, &document(8), 1).expect("routed");
+        let key = routed
+            .message
+            .header(HEADER_DEDUP_KEY)
+            .expect("a dedup key");
+        assert_eq!(key, r"order.paid:tenant\:7:v3");
+        let parsed = BusinessKey::parse(key).expect("a business key");
+        assert_eq!(
+            parsed.parts(),
+            ("order.paid".into(), "tenant:7".into(), "v3".into())
+        );
+        // The same message replayed again gets the same key.
+        let again =
+            route(&replayed, &by_field("orderId"), &dedup, &document(9), 2).expect("routed");
+        assert_eq!(again.message.header(HEADER_DEDUP_KEY), Some(key));
+        // Only when the operator says so does a message go without one.
+        let off = route(
+            &replayed,
+            &by_field("orderId"),
+            &DedupKey::Off,
+            &document(8),
+            1,
+        )
+        .expect("routed");
+        assert_eq!(off.message.header(HEADER_DEDUP_KEY), None);
+    }
+
+    #[test]
+    fn a_message_whose_dedup_key_cannot_be_built_is_not_routed() {
+        let dedup = template("order.paid:{orderId}:{version}");
+        let cases = [
+            (r#"{"orderId":"o-1"}"#, "no JSON field \"version\""),
+            (
+                r#"{"orderId":"o-1","version":null}"#,
+                "no JSON field \"version\"",
+            ),
+            (
+                r#"{"orderId":"o-1","version":[1]}"#,
+                "not a string or a number",
+            ),
+            (r#"{"orderId":"o-1","version":""}"#, "\"version\" is empty"),
+        ];
+        for (payload, why) in cases {
+            let entry = dead(Payload::Bytes(payload.as_bytes().to_vec()));
+            let e = route(
+                &ReplayMessage::of(&entry),
+                &by_field("orderId"),
+                &dedup,
+                &document(8),
+                1,
+            )
+            .expect_err("no dedup key");
+            assert!(matches!(e, ReplayRouteError::DedupKey(_)), "{e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains(why)
+                    && text.contains("not published")
+                    && text.contains("--no-dedup-key"),
+                "{text}"
+            );
+        }
+        let long = format!(r#"{{"orderId":"o-1","version":"{}"}}"#, "v".repeat(2000));
+        let entry = dead(Payload::Bytes(long.into_bytes()));
+        let e = route(
+            &ReplayMessage::of(&entry),
+            &by_field("orderId"),
+            &dedup,
+            &document(8),
+            1,
+        )
+        .expect_err("too long");
+        assert!(e.to_string().contains("longer than"), "{e}");
+    }
+
+    #[test]
+    fn a_dedup_key_is_required_unless_refused_and_its_template_is_checked() {
+        assert_eq!(
+            DedupKey::choose(None, false),
+            Err(ReplayRouteError::NoDedupKey)
+        );
+        assert!(
+            ReplayRouteError::NoDedupKey
+                .to_string()
+                .contains("--no-dedup-key")
+        );
+        assert_eq!(DedupKey::choose(None, true), Ok(DedupKey::Off));
+        let refused = [
+            ("order.paid:{orderId", "not closed"),
+            ("order.paid:{order{Id}}:1", "not closed"),
+            ("order.paid:o}:{n}", "closes nothing"),
+            ("order.paid:{}:{n}", "names no field"),
+            ("order.paid:{orderId}", "three parts"),
+            ("a:{b}:c:d", "three parts"),
+            ("order.paid::{n}", "a part is empty"),
+            ("order.paid:o-1:1", "reads no field"),
+        ];
+        for (text, why) in refused {
+            let e = DedupKey::choose(Some(text), false).expect_err(text);
+            let shown = e.to_string();
+            assert!(shown.contains(why) && shown.contains(text), "{shown}");
+        }
+        let t = DedupTemplate::parse("{{x}}:{id}:1").expect("braces");
+        assert_eq!(
+            t.build(br#"{"id":"a"}"#).expect("built").as_str(),
+            "{x}:a:1"
+        );
+        assert!(matches!(
+            t.build(b"not json"),
+            Err(DedupKeyError::NotJson(_))
+        ));
     }
 }

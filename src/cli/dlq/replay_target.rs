@@ -11,7 +11,7 @@ use crate::controller::follow::follow_store;
 use crate::controller::publish;
 use crate::dlq::broker_publisher::BrokerPublisher;
 use crate::dlq::replay::{NdjsonPublisher, PublishError, Publisher, ReplayMessage};
-use crate::dlq::replay_route::KeySource;
+use crate::dlq::replay_route::{DedupKey, KeySource};
 use crate::router::Router;
 use crate::routing::Side;
 
@@ -62,16 +62,19 @@ impl Publisher for Target {
 
 /// The brokers of migration `name` as its stored plan names them, routed by the routing the
 /// store holds for it (followed while the replay runs), keys found by `key_field` or the plan's
-/// `bridge.key`. Says on stderr where the messages go.
+/// `bridge.key`, dedup keys built by `dedup` (`--dedup-key`, `--no-dedup-key`). Says on stderr
+/// where the messages go.
 ///
 /// # Errors
-/// Exit 2: an unknown migration, no key source, a plan without `brokers.old.queue` and
+/// Exit 2: an unknown migration, no key source, no `--dedup-key` (nor `--no-dedup-key`) or a
+/// template that is not one, a plan without `brokers.old.queue` and
 /// `brokers.new.queue` (or stream), a broker kind without adapter or a URL without a value here.
 /// Exit 1: the store cannot be read, or its routing is refused.
 pub(super) async fn brokers(
     ctx: &Ctx,
     name: &str,
     key_field: Option<&str>,
+    dedup: (Option<&str>, bool),
 ) -> Result<Target, CliError> {
     let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
@@ -81,6 +84,7 @@ pub(super) async fn brokers(
     let plan = loaded.plan;
     let key = KeySource::choose(key_field, plan.bridge.as_ref().map(|b| &b.key))
         .map_err(|e| CliError::input(e.to_string()))?;
+    let dedup = DedupKey::choose(dedup.0, dedup.1).map_err(|e| CliError::input(e.to_string()))?;
     let (Some(old_queue), Some(new_queue)) = (
         plan.brokers.old.destination(),
         plan.brokers.new.destination(),
@@ -94,19 +98,21 @@ pub(super) async fn brokers(
     let document = publish::document(&plan, &loaded.record);
     let announce = format!(
         "replay: to the brokers of {name} by its routing (generation {}, {} of {} slices on new): \
-         {} queue {old_queue} (old) / {} queue {new_queue} (new); keys from {}",
+         {} queue {old_queue} (old) / {} queue {new_queue} (new); keys from {}; {}",
         document.generation,
         document.slices_migrated,
         document.slices_total,
         plan.brokers.old.name,
         plan.brokers.new.name,
-        key.describe()
+        key.describe(),
+        dedup.describe()
     );
     router
         .offer(document)
         .map_err(|e| CliError::new(1, format!("the stored routing of {name} is refused: {e}")))?;
     let publisher = BrokerPublisher::new(
         key,
+        dedup,
         router.clone(),
         (&plan.brokers.old, old_queue),
         (&plan.brokers.new, new_queue),
