@@ -820,25 +820,10 @@ fn describe(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routing::BrokerNames;
     use crate::slice::slice_of;
 
     fn doc(generation: u64, migrated: u32) -> RoutingDocument {
-        RoutingDocument {
-            migration: "orders".into(),
-            generation,
-            state: "slices".into(),
-            step: Some(0),
-            paused: false,
-            slices_total: 128,
-            slices_migrated: migrated,
-            consume: vec![Side::Old, Side::New],
-            brokers: BrokerNames {
-                old: "rabbitmq".into(),
-                new: "nats".into(),
-            },
-            updated_at: "2026-11-30T00:00:00Z".into(),
-        }
+        crate::routing::sample_document(generation, migrated)
     }
 
     #[test]

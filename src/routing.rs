@@ -93,26 +93,32 @@ impl RoutingDocument {
     }
 }
 
+/// A document of migration `orders` in `slices[0]`, 128 slices, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn sample_document(generation: u64, migrated: u32) -> RoutingDocument {
+    RoutingDocument {
+        migration: "orders".into(),
+        generation,
+        state: "slices".into(),
+        step: Some(0),
+        paused: false,
+        slices_total: 128,
+        slices_migrated: migrated,
+        consume: vec![Side::Old, Side::New],
+        brokers: BrokerNames {
+            old: "rabbitmq".into(),
+            new: "nats".into(),
+        },
+        updated_at: "2026-11-30T00:00:00Z".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn doc(migrated: u32) -> RoutingDocument {
-        RoutingDocument {
-            migration: "orders".into(),
-            generation: 7,
-            state: "slices".into(),
-            step: Some(0),
-            paused: false,
-            slices_total: 128,
-            slices_migrated: migrated,
-            consume: vec![Side::Old, Side::New],
-            brokers: BrokerNames {
-                old: "rabbitmq".into(),
-                new: "nats".into(),
-            },
-            updated_at: "2026-11-30T00:00:00Z".into(),
-        }
+        sample_document(7, migrated)
     }
 
     #[test]

@@ -1012,6 +1012,9 @@ fn a_slice_step_reads_the_same_in_status_history_and_from() {
     let history = b.ok(&["history", "local", "--json"], 0).json();
     let last = history.as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["to"], "slices[0]", "{last}");
-    b.ok(&["rollback", "local", "--reason", "r", "--from", "slices[0]"], 0);
+    b.ok(
+        &["rollback", "local", "--reason", "r", "--from", "slices[0]"],
+        0,
+    );
     assert_ne!(b.state().0, "slices");
 }

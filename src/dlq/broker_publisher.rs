@@ -165,16 +165,7 @@ mod tests {
     use crate::routing::{BrokerNames, RoutingDocument};
 
     fn dead(payload: &str) -> DeadLetter {
-        DeadLetter {
-            payload: Payload::Bytes(payload.as_bytes().to_vec()),
-            error_class: "dependency_timeout".into(),
-            error_message: "t".into(),
-            consumer_version: "1".into(),
-            trace_id: None,
-            attempts: 3,
-            first_attempt_at: "2026-11-29T10:00:00.000Z".into(),
-            dead_lettered_at: "2026-11-29T10:05:00.000Z".into(),
-        }
+        crate::dlq::envelope::sample_dead_letter(Payload::Bytes(payload.as_bytes().to_vec()))
     }
 
     /// A RabbitMQ nobody listens for (port 1): every publish to it fails.

@@ -907,6 +907,21 @@ impl<C: ErrorClassifier> DeadLetterBuilder<C> {
     }
 }
 
+/// A dead letter of class `dependency_timeout` with `payload`, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn sample_dead_letter(payload: Payload) -> DeadLetter {
+    DeadLetter {
+        payload,
+        error_class: "dependency_timeout".into(),
+        error_message: "t".into(),
+        consumer_version: "1".into(),
+        trace_id: None,
+        attempts: 3,
+        first_attempt_at: "2026-11-29T10:00:00.000Z".into(),
+        dead_lettered_at: "2026-11-29T10:05:00.000Z".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -379,38 +379,14 @@ pub fn route_replay(
 mod tests {
     use super::*;
     use crate::dlq::envelope::{DeadLetter, Payload};
-    use crate::routing::BrokerNames;
     use crate::stamp::RouteLabel;
 
     fn document(migrated: u32) -> RoutingDocument {
-        RoutingDocument {
-            migration: "orders".into(),
-            generation: 7,
-            state: "slices".into(),
-            step: Some(0),
-            paused: false,
-            slices_total: 128,
-            slices_migrated: migrated,
-            consume: vec![Side::Old, Side::New],
-            brokers: BrokerNames {
-                old: "rabbitmq".into(),
-                new: "nats".into(),
-            },
-            updated_at: "2026-11-30T00:00:00Z".into(),
-        }
+        crate::routing::sample_document(7, migrated)
     }
 
     fn dead(payload: Payload) -> DeadLetter {
-        DeadLetter {
-            payload,
-            error_class: "dependency_timeout".into(),
-            error_message: "t".into(),
-            consumer_version: "1".into(),
-            trace_id: None,
-            attempts: 3,
-            first_attempt_at: "2026-11-29T10:00:00.000Z".into(),
-            dead_lettered_at: "2026-11-29T10:05:00.000Z".into(),
-        }
+        crate::dlq::envelope::sample_dead_letter(payload)
     }
 
     fn by_field(field: &str) -> KeySource {
