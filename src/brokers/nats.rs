@@ -153,11 +153,11 @@ impl Nats {
 
     pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
         let mut headers = HeaderMap::new();
-        for (name, value) in &super::text_headers(message) {
+        for (name, value) in &nats_headers(message) {
             // What NATS cannot encode in a header is in the message: refused, on every retry.
             let name = HeaderName::from_str(name)
                 .map_err(|e| refused(queue, format!("header {name:?}: {e}")))?;
-            let value = HeaderValue::from_str(&header_value(name.as_ref(), value))
+            let value = HeaderValue::from_str(value)
                 .map_err(|e| refused(queue, format!("header {name}: {e}")))?;
             headers.insert(name, value);
         }
@@ -412,13 +412,24 @@ impl Acker {
     }
 }
 
-/// The value NATS carries for the header `name`: in the AMQP property headers
-/// ([`PROPERTY_HEADERS`](super::properties::PROPERTY_HEADERS), `x-amqp-*`) `%`, CR and LF are
-/// percent-encoded (`%25`, `%0D`, `%0A`), since NATS refuses CR and LF in a header value and an
-/// AMQP property may hold them; a consumer decodes these three. Other headers as they are.
-pub(super) fn header_value<'a>(name: &str, value: &'a str) -> Cow<'a, str> {
-    let property = super::properties::PROPERTY_HEADERS.contains(&name);
-    if !property || !value.contains(['%', '\r', '\n']) {
+/// The headers NATS carries for `message`: its text headers as they are, and the AMQP property
+/// headers its properties make ([`PROPERTY_HEADERS`](super::properties::PROPERTY_HEADERS),
+/// `x-amqp-*`) with `%`, CR and LF percent-encoded (`%25`, `%0D`, `%0A`), since NATS refuses CR
+/// and LF in a header value and an AMQP property may hold them; a consumer decodes these three.
+/// A header the message already has (one read from NATS, encoded then) is never encoded again.
+pub(super) fn nats_headers(message: &Message) -> BTreeMap<String, String> {
+    let mut headers = super::text_headers(message);
+    for (name, value) in super::properties::property_headers(&message.properties) {
+        if let Cow::Owned(encoded) = percent_encoded(&value) {
+            headers.insert(name.to_string(), encoded);
+        }
+    }
+    headers
+}
+
+/// `value` with `%`, CR and LF percent-encoded.
+fn percent_encoded(value: &str) -> Cow<'_, str> {
+    if !value.contains(['%', '\r', '\n']) {
         return Cow::Borrowed(value);
     }
     let mut out = String::with_capacity(value.len() + 8);
@@ -494,24 +505,30 @@ mod tests {
     /// `x-amqp-*` header, made NATS refuse a message it used to accept.
     #[test]
     fn property_headers_have_cr_lf_and_percent_encoded_for_nats() {
-        let encoded = header_value("x-amqp-correlation-id", "a\r\nb 100%");
-        assert_eq!(encoded, "a%0D%0Ab 100%25");
-        assert!(HeaderValue::from_str(&encoded).is_ok());
-        assert!(matches!(
-            header_value("x-amqp-message-id", "m-1"),
-            Cow::Borrowed("m-1")
-        ));
-        assert_eq!(header_value("x-retry", "100%"), "100%");
         let message = Message {
             properties: super::super::properties::Properties {
-                correlation_id: Some("line 1\nline 2".into()),
+                correlation_id: Some("a\r\nb 100%".into()),
+                message_id: Some("m-1".into()),
                 ..Default::default()
             },
-            ..Message::new("x")
+            ..Message::new("x").with_header("x-retry", "100%")
         };
-        for (name, value) in &super::super::text_headers(&message) {
-            let value = header_value(name, value);
-            assert!(HeaderValue::from_str(&value).is_ok(), "{name}: {value:?}");
+        let headers = nats_headers(&message);
+        assert_eq!(headers["x-amqp-correlation-id"], "a%0D%0Ab 100%25");
+        assert_eq!(headers["x-amqp-message-id"], "m-1");
+        assert_eq!(headers["x-retry"], "100%");
+        for (name, value) in &headers {
+            assert!(HeaderValue::from_str(value).is_ok(), "{name}: {value:?}");
         }
+    }
+
+    #[test]
+    fn a_property_header_read_from_nats_is_not_encoded_twice() {
+        // A message a bridge put on NATS, read back (no AMQP properties, the header encoded).
+        let message = Message::new("x").with_header("x-amqp-correlation-id", "a%0Ab 100%25");
+        assert_eq!(
+            nats_headers(&message)["x-amqp-correlation-id"],
+            "a%0Ab 100%25"
+        );
     }
 }

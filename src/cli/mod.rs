@@ -1,7 +1,8 @@
 //! The `migrate` command line: one file per subcommand, errors mapped to exit codes once.
 //!
 //! Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated (a gate or the minimum time keeps
-//! the migration where it is), 4 conflict (another command or controller acted first).
+//! the migration where it is), 4 conflict (another command or controller acted first), 5 not in
+//! the `--from` state (nothing done).
 //! Output goes through [`to_stdout`]: a closed pipe (`| head`) ends the command with 0, quietly;
 //! any other failed write to standard output is 1.
 
@@ -57,7 +58,8 @@ const GLOBAL: &str = "Global options";
 ///   migrate rollback orders --reason "error rate up on new"
 ///   migrate plan apply plans/orders.yaml --reason "looser gate"
 ///
-/// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict.
+/// Exit codes: 0 ok, 1 runtime error, 2 invalid input, 3 gated, 4 conflict, 5 not in the
+/// --from state.
 #[derive(Debug, Parser)]
 #[command(
     name = "migrate",
@@ -556,7 +558,7 @@ mod tests {
         assert!(e.contains("cannot be used"), "{e}");
         let e = parse(&["--key-field", "orderId"]).unwrap_err();
         assert!(e.contains("--migration"), "{e}");
-        for extra in [&["--dedup-key", "t:{id}:1"][..], &["--no-dedup-key"]] {
+        for extra in [&["--dedup-key", "t:{id}:{n}"][..], &["--no-dedup-key"]] {
             let e = parse(extra).unwrap_err();
             assert!(e.contains("--migration"), "{extra:?}: {e}");
         }
@@ -564,7 +566,7 @@ mod tests {
             "--migration",
             "orders",
             "--dedup-key",
-            "t:{id}:1",
+            "t:{id}:{n}",
             "--no-dedup-key",
         ])
         .unwrap_err();

@@ -563,6 +563,7 @@ impl<S: Store> Controller<'_, S> {
                 self.advance_loaded(&loaded, opts, actor, now_ms).await
             } else {
                 // The migration moved meanwhile: deciding again would advance from another step.
+                expect_state(&loaded, opts.from.as_deref())?;
                 Err(StoreError::Conflict {
                     name: name.to_string(),
                     expected: first,

@@ -238,10 +238,17 @@ impl DedupTemplate {
         if parts.iter().any(Vec::is_empty) {
             return Err(refuse("a part is empty"));
         }
-        let reads = parts.iter().flatten().any(|p| matches!(p, Piece::Field(_)));
-        if !reads {
+        let reads = |part: &Vec<Piece>| part.iter().any(|p| matches!(p, Piece::Field(_)));
+        if !parts.iter().any(reads) {
             return Err(refuse(
                 "it reads no field of the payload, so every message would get the same key",
+            ));
+        }
+        if !reads(&parts[2]) {
+            return Err(refuse(
+                "its event part (the third) reads no field of the payload, so all the events of \
+                 an aggregate would share one key and a consumer would set all but the first \
+                 aside as conflicts: use the event's own field, e.g. {version} or {eventId}",
             ));
         }
         Ok(DedupTemplate {
@@ -461,7 +468,7 @@ mod tests {
             let e = route(
                 &ReplayMessage::of(&entry),
                 &key,
-                &template("t:{orderId}:1"),
+                &template("t:{orderId}:{n}"),
                 &document(64),
                 1,
             )
@@ -626,16 +633,18 @@ mod tests {
             ("a:{b}:c:d", "three parts"),
             ("order.paid::{n}", "a part is empty"),
             ("order.paid:o-1:1", "reads no field"),
+            ("order.paid:{orderId}:1", "event part"),
+            ("{type}:{orderId}:paid", "event part"),
         ];
         for (text, why) in refused {
             let e = DedupKey::choose(Some(text), false).expect_err(text);
             let shown = e.to_string();
             assert!(shown.contains(why) && shown.contains(text), "{shown}");
         }
-        let t = DedupTemplate::parse("{{x}}:{id}:1").expect("braces");
+        let t = DedupTemplate::parse("{{x}}:{id}:v{n}").expect("braces");
         assert_eq!(
-            t.build(br#"{"id":"a"}"#).expect("built").as_str(),
-            "{x}:a:1"
+            t.build(br#"{"id":"a","n":1}"#).expect("built").as_str(),
+            "{x}:a:v1"
         );
         assert!(matches!(
             t.build(b"not json"),
