@@ -105,16 +105,20 @@ fn hold(reason: String, samples: u32, memory: Memory) -> Evaluation {
     }
 }
 
+/// The memory after an evaluation that read no usable number: a hold breaks a `for:` streak,
+/// since nobody saw the condition hold meanwhile.
+fn unseen(memory: Memory) -> Memory {
+    Memory {
+        held_since_ms: None,
+        ..memory
+    }
+}
+
 /// Evaluate `gate` on `observation` at `now_ms`, given what it remembered.
 pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
     let (value, old_value, holds, describe) = match (&gate.check, observation) {
         (_, Observation::Unavailable(why)) => {
-            // A hold breaks a `for:` streak: nobody saw the condition hold meanwhile.
-            let memory = Memory {
-                held_since_ms: None,
-                ..memory
-            };
-            return hold(why.clone(), memory.samples, memory);
+            return hold(why.clone(), memory.samples, unseen(memory));
         }
         (
             Check::Threshold {
@@ -125,7 +129,11 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Value(v),
         ) => {
             if !v.is_finite() {
-                return hold(format!("not a finite number ({v})"), memory.samples, memory);
+                return hold(
+                    format!("not a finite number ({v})"),
+                    memory.samples,
+                    unseen(memory),
+                );
             }
             let holds = op.holds(*v, *threshold);
             let describe = format!(
@@ -150,7 +158,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
                 return hold(
                     format!("not a finite number (new {new}, old {old})"),
                     memory.samples,
-                    memory,
+                    unseen(memory),
                 );
             }
             let limit = (old * ratio).max(old + absolute);

@@ -109,6 +109,44 @@ fn for_duration_is_honoured_across_evaluations() {
     assert_eq!(e6.memory.held_since_ms, None);
 }
 
+/// A NaN or infinite reading used to keep the "held since" mark: a `for:` gate passed over a
+/// span in which its query answered nothing usable.
+#[test]
+fn a_nan_or_infinite_reading_breaks_a_for_streak() {
+    let hold_for = Some(Duration::from_secs(20 * 60));
+    let threshold_gate = Gate {
+        hold_for,
+        ..threshold(CmpOp::Eq, 0.0)
+    };
+    let compare_gate = Gate {
+        hold_for,
+        ..compare(1.1, 0.0)
+    };
+    let cases = [
+        (&threshold_gate, Observation::Value(0.0), Observation::Value(f64::NAN)),
+        (&threshold_gate, Observation::Value(0.0), Observation::Value(f64::INFINITY)),
+        (
+            &compare_gate,
+            Observation::Pair { new: 1.0, old: 1.0 },
+            Observation::Pair { new: f64::NAN, old: 1.0 },
+        ),
+        (
+            &compare_gate,
+            Observation::Pair { new: 1.0, old: 1.0 },
+            Observation::Pair { new: 1.0, old: f64::NEG_INFINITY },
+        ),
+    ];
+    for (gate, good, bad) in cases {
+        let e1 = evaluate(gate, &good, Memory::default(), 0);
+        let e2 = evaluate(gate, &bad, e1.memory, 10 * MIN);
+        assert_eq!(e2.verdict, Verdict::Hold, "{bad:?}");
+        assert_eq!(e2.memory.held_since_ms, None, "{bad:?}");
+        let e3 = evaluate(gate, &good, e2.memory, 20 * MIN);
+        assert_eq!(e3.verdict, Verdict::Hold, "{bad:?}: {}", e3.reason);
+        assert!(e3.reason.contains("held for 0s of 20m"), "{}", e3.reason);
+    }
+}
+
 #[test]
 fn min_samples_holds_until_enough_evaluations() {
     let g = Gate {
