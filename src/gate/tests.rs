@@ -123,17 +123,31 @@ fn a_nan_or_infinite_reading_breaks_a_for_streak() {
         ..compare(1.1, 0.0)
     };
     let cases = [
-        (&threshold_gate, Observation::Value(0.0), Observation::Value(f64::NAN)),
-        (&threshold_gate, Observation::Value(0.0), Observation::Value(f64::INFINITY)),
         (
-            &compare_gate,
-            Observation::Pair { new: 1.0, old: 1.0 },
-            Observation::Pair { new: f64::NAN, old: 1.0 },
+            &threshold_gate,
+            Observation::Value(0.0),
+            Observation::Value(f64::NAN),
+        ),
+        (
+            &threshold_gate,
+            Observation::Value(0.0),
+            Observation::Value(f64::INFINITY),
         ),
         (
             &compare_gate,
             Observation::Pair { new: 1.0, old: 1.0 },
-            Observation::Pair { new: 1.0, old: f64::NEG_INFINITY },
+            Observation::Pair {
+                new: f64::NAN,
+                old: 1.0,
+            },
+        ),
+        (
+            &compare_gate,
+            Observation::Pair { new: 1.0, old: 1.0 },
+            Observation::Pair {
+                new: 1.0,
+                old: f64::NEG_INFINITY,
+            },
         ),
     ];
     for (gate, good, bad) in cases {

@@ -1,8 +1,9 @@
 //! A store with faults put in by a test: the store under test, but a chosen `list` runs a
-//! future after its read (a command racing a reader), the next `commit` runs one before it
-//! commits (a writer racing a decision), or `acquire_lease` fails fast from a chosen call on (a
-//! store that answers errors).
+//! future after its read (a command racing a reader), the next `commit`s run one each before
+//! they commit (a writer racing a decision) or after (a writer racing a retry), or
+//! `acquire_lease` fails fast from a chosen call on (a store that answers errors).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +27,11 @@ pub struct Hooked {
     pub after_list: Arc<Mutex<Option<Race>>>,
     /// Run (once) by the next `commit`, before it commits.
     pub before_commit: Arc<Mutex<Option<Race>>>,
+    /// Run one each, in order, by the `commit`s after the one `before_commit` serves, before
+    /// they commit.
+    pub before_commits: Arc<Mutex<VecDeque<Race>>>,
+    /// Run (once) by the next `commit`, after it committed or failed, before it answers.
+    pub after_commit: Arc<Mutex<Option<Race>>>,
     /// The first `acquire_lease` call (counted from 0) that fails, and every one after it.
     pub lease_fails_from: Option<usize>,
     lease_calls: Arc<AtomicUsize>,
@@ -39,6 +45,8 @@ impl Hooked {
             inner,
             after_list: Arc::default(),
             before_commit: Arc::default(),
+            before_commits: Arc::default(),
+            after_commit: Arc::default(),
             lease_fails_from: None,
             lease_calls: Arc::default(),
             lease_calls_at: Arc::default(),
@@ -73,11 +81,26 @@ impl Store for Hooked {
             .before_commit
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .or_else(|| {
+                self.before_commits
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pop_front()
+            });
+        if let Some(race) = race {
+            race.await;
+        }
+        let committed = self.inner.commit(name, commit).await;
+        let race = self
+            .after_commit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(race) = race {
             race.await;
         }
-        self.inner.commit(name, commit).await
+        committed
     }
     fn replace_plan(
         &self,
