@@ -234,7 +234,7 @@ fn replay_completed_with_failures_does_not_record_a_failed_group_as_replayed() {
             &mut Now(now),
             |event: &Event<'_, &DeadLetter>, _| match event {
                 Event::Published(e) => tally.observe(&e.error_class, e, true),
-                Event::Failed(e, _) => tally.observe(&e.error_class, e, false),
+                Event::Failed(e, _) | Event::Held(e, _) => tally.observe(&e.error_class, e, false),
             },
         ));
     assert_eq!(summary.outcome, Outcome::Completed);

@@ -4,7 +4,7 @@
 //! Exports are NDJSON files of envelopes (docs/dlq.md), or `-` for standard input. Decisions and
 //! seen signatures live in the state store (`--state`), per queue (`--queue`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -908,6 +908,15 @@ fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// `, N held behind a failed message of their key` when N > 0 (only a broker replay holds).
+fn held_behind(held: u64) -> String {
+    if held == 0 {
+        String::new()
+    } else {
+        format!(", {held} held behind a failed message of their key")
+    }
+}
+
 async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     if a.by.trim().is_empty() {
         return Err(CliError::input("--by: who replays"));
@@ -1003,6 +1012,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let mut tally: GroupTally<GroupKey> = GroupTally::default();
+    let mut held_keys: HashSet<String> = HashSet::new();
     let summary = replay::run(
         &mut machine,
         selection,
@@ -1025,16 +1035,26 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                         eprintln!("replay: further failures are only counted");
                     }
                 }
+                // Said once per key (its first held message), after the failure that holds it.
+                Event::Held(s, key) => {
+                    tally.observe(&s.key, &s.entry, false);
+                    if held_keys.insert((*key).to_string()) && held_keys.len() as u64 <= SHOWN_FAILURES {
+                        eprintln!(
+                            "replay: key {key:?} is held from here on: an earlier message of it failed, and its later ones are not sent before it (run the replay again once the cause is fixed)"
+                        );
+                    }
+                }
             }
             if last_progress.elapsed() >= Duration::from_secs(2) {
                 last_progress = Instant::now();
                 let secs = started.elapsed().as_secs_f64().max(0.001);
                 eprintln!(
-                    "replay: {}{} published, {} failed ({:.1}%), {:.1}/s",
+                    "replay: {}{} published, {} failed ({:.1}%){}, {:.1}/s",
                     stats.published,
                     total.map(|t| format!(" of {t}")).unwrap_or_default(),
                     stats.failed,
                     stats.failure_rate() * 100.0,
+                    held_behind(stats.held),
                     stats.processed() as f64 / secs
                 );
             }
@@ -1057,12 +1077,13 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     };
     let s = &summary.stats;
     say(format!(
-        "replay: {} published{}, {} failed, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
+        "replay: {} published{}, {} failed{}, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
         s.published,
         per_side
             .map(|(old, new)| format!(" ({old} to old, {new} to new)"))
             .unwrap_or_default(),
         s.failed,
+        held_behind(s.held),
         s.skipped,
         skipped,
         summary.remaining
@@ -1092,8 +1113,9 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                     Err(CliError::new(
                         1,
                         format!(
-                            "completed with {} message(s) that failed to publish (see above): {} group(s) not recorded as replayed, they stay open: {}. {}",
+                            "completed with {} message(s) that failed to publish{} (see above): {} group(s) not recorded as replayed, they stay open: {}. {}",
                             s.failed,
+                            held_behind(s.held),
                             open.len(),
                             open.join("; "),
                             resume_hint()

@@ -46,7 +46,8 @@ impl Endpoint {
 /// - A key's messages go out in the order given, and never one after a failed one: once a message
 ///   of a key fails (whatever the cause, once its key was read), every later message of that key
 ///   in this run is an `Err` ([`PublishError::KeyHeld`]) and is not sent, since the failed one can
-///   only come back after it (a re-run). Other keys go on.
+///   only come back after it (a re-run). Other keys go on. The replay counts those apart from
+///   failures ([`super::replay::ReplayStats::held`]).
 /// - [`Publisher::flush`] has nothing to do: every message was confirmed one by one.
 pub struct BrokerPublisher {
     key: KeySource,

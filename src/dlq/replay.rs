@@ -150,12 +150,16 @@ pub struct ReplayStats {
     pub published: u64,
     /// Failed to publish.
     pub failed: u64,
+    /// Not sent because an earlier message of their key failed in this run
+    /// ([`PublishError::KeyHeld`]): consequences of that failure, not failures of their own, so
+    /// not counted in [`ReplayStats::failure_rate`].
+    pub held: u64,
     /// Skipped as sent by an earlier run (`skip`, and the canary batch on `--continue`).
     pub skipped: u64,
 }
 
 impl ReplayStats {
-    /// Published + failed.
+    /// Published + failed (held messages were neither sent nor tried).
     pub fn processed(&self) -> u64 {
         self.published + self.failed
     }
@@ -338,6 +342,15 @@ impl ReplayMachine {
         }
     }
 
+    /// Record a message that was not sent because an earlier message of its key failed in this
+    /// run. It takes no pacing slot and does not move the failure rate: one failed message of a
+    /// key holds every later one of that key, and those are not failures of their own (a key
+    /// with many messages must not abort the replay of every other key). The first failure's
+    /// position, where a later run resumes, is before it.
+    pub fn held(&mut self) {
+        self.stats.held += 1;
+    }
+
     /// Record the result of the message just published; `more` says whether entries remain.
     /// `Some` ends the run.
     pub fn record(&mut self, ok: bool, more: bool) -> Option<Outcome> {
@@ -484,6 +497,8 @@ pub enum Event<'a, T> {
     Published(&'a T),
     /// Failed, and why.
     Failed(&'a T, &'a PublishError),
+    /// Not sent: an earlier message of its key (the string) failed in this run.
+    Held(&'a T, &'a str),
 }
 
 /// The end of a run.
@@ -599,6 +614,11 @@ where
             Admission::Publish { not_before_ms } => pacer.sleep_until(not_before_ms).await,
         }
         let result = publisher.publish(&ReplayMessage::of(entry)).await;
+        if let Err(PublishError::KeyHeld(key)) = &result {
+            machine.held();
+            on_event(&Event::Held(&item, key), &machine.stats());
+            continue;
+        }
         let ok = result.is_ok();
         let stop = machine.record(ok, entries.peek().is_some());
         match &result {
@@ -657,6 +677,8 @@ mod tests {
     struct Flaky {
         n: usize,
         fail: fn(usize) -> bool,
+        /// Answers [`PublishError::KeyHeld`] for these (the index in this run).
+        held: fn(usize) -> bool,
         flush_fails: bool,
         out: NdjsonPublisher<Vec<u8>>,
     }
@@ -666,6 +688,9 @@ mod tests {
             self.n += 1;
             if (self.fail)(self.n - 1) {
                 return Err(PublishError::Rejected("nack".into()));
+            }
+            if (self.held)(self.n - 1) {
+                return Err(PublishError::KeyHeld("K".into()));
             }
             self.out.publish(m).await
         }
@@ -763,6 +788,7 @@ mod tests {
         let mut publisher = Flaky {
             n: 0,
             fail,
+            held: |_| false,
             flush_fails,
             out: NdjsonPublisher::new(Vec::new()),
         };
@@ -850,6 +876,66 @@ mod tests {
     fn exactly_the_canary_size_completes() {
         let (s, _, _) = go(ReplayPolicy::default(), entries(50, 1000), |_| false);
         assert_eq!(s.outcome, Outcome::Completed);
+    }
+
+    /// Regression: the messages held behind one failed message of their key counted as
+    /// failures, so one key with many dead letters aborted the replay of every other key.
+    #[test]
+    fn messages_held_behind_one_failure_of_their_key_do_not_abort_the_run() {
+        let policy = ReplayPolicy {
+            canary: 0,
+            min_sample: 10,
+            ..ReplayPolicy::default()
+        };
+        let mut machine = ReplayMachine::new(policy).expect("valid");
+        // Message 2 fails; 3..=40 are its key's later messages (held); 41..100 go.
+        let mut publisher = Flaky {
+            n: 0,
+            fail: |i| i == 2,
+            held: |i| (3..=40).contains(&i),
+            flush_fails: false,
+            out: NdjsonPublisher::new(Vec::new()),
+        };
+        let mut clock = FakeClock {
+            now: NOW,
+            sleeps: Vec::new(),
+        };
+        let mut seen_held = 0;
+        let summary = futures_lite_block_on(run(
+            &mut machine,
+            entries(100, 1000),
+            &mut publisher,
+            &mut clock,
+            |e: &Event<'_, DeadLetter>, _| {
+                if let Event::Held(_, key) = e {
+                    assert_eq!(*key, "K");
+                    seen_held += 1;
+                }
+            },
+        ));
+        assert_eq!(summary.outcome, Outcome::Completed);
+        assert_eq!(
+            (
+                summary.stats.published,
+                summary.stats.failed,
+                summary.stats.held
+            ),
+            (61, 1, 38)
+        );
+        assert_eq!(seen_held, 38);
+        // A later run starts at the failed message, and sends again what went after it.
+        assert_eq!(
+            summary.resume,
+            ResumePoint {
+                skip: 2,
+                sent_again: 59
+            }
+        );
+        // Held messages take no pacing slot: 62 sends, 62 slots.
+        assert_eq!(clock.sleeps.len(), 100);
+        let last = *clock.sleeps.last().expect("slept");
+        let interval = ReplayPolicy::default().interval_ms();
+        assert_eq!(last, NOW + (61.0 * interval).ceil() as i64);
     }
 
     #[test]
