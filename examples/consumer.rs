@@ -227,6 +227,8 @@ async fn consume(app: Arc<App>, side: Side, spec: (Kind, String), queue: String,
             consumer: format!("{}-{}", args.group, std::process::id()),
             prefetch: args.prefetch,
             visibility_timeout: args.visibility_timeout,
+            // Several consumers of the group may read at once.
+            exclusive: false,
         };
         let subscribed = match adapter.declare(&queue).await {
             Ok(()) => adapter.subscribe(&queue, &options).await,

@@ -193,6 +193,7 @@ per_broker!(
     a_consumer_has_a_connection_of_its_own,
     a_new_subscription_takes_its_own_prefetch_and_visibility,
     a_cancelled_next_does_not_swallow_the_next_message,
+    what_a_released_subscription_held_comes_first_in_order_at_once,
 );
 
 /// What a message says: its headers and payload (a RabbitMQ delivery also carries the AMQP
@@ -955,4 +956,84 @@ async fn nats_refuses_a_message_it_can_never_take_and_only_that() {
     adapter.publish(&q, &stamped(1)).await.unwrap();
     cleanup(Kind::Nats, &url, &q).await;
     cleanup(Kind::Nats, &url, &small).await;
+}
+
+/// A subscription ends with messages taken and not acked (one acked in between, a gap, as a
+/// bridge leaves them): the next subscription of the group, under another consumer name (a
+/// standby bridge) and exclusive, gets them first, in stream order, before messages that were
+/// never delivered and before messages published after the end, at once, not after the
+/// visibility timeout. RabbitMQ requeues in place; JetStream gets them NAKed by `release`, and
+/// redelivers NAKed messages before new ones; Redis claims the group's pending entries of every
+/// consumer (idle 0) before reading new ones. Before: JetStream and Redis gave them back only
+/// after the visibility timeout, behind newer messages.
+async fn what_a_released_subscription_held_comes_first_in_order_at_once(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("release");
+    adapter.declare(&q).await.unwrap();
+    let total = 13;
+    for n in 0..10 {
+        adapter.publish(&q, &stamped(n)).await.unwrap();
+    }
+    // Long enough that anything given back by the timeout comes far too late for this test.
+    let visibility = Duration::from_secs(30);
+    let mut first = adapter
+        .subscribe(&q, &options("g", 4, visibility))
+        .await
+        .unwrap();
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        let d = next_within(&mut first, 10).await;
+        let n = index_of(&d.message, total);
+        taken.push(n);
+        // One acked among those held: a gap, as a bridge leaves them.
+        if n == 1 {
+            d.ack().await.unwrap();
+        }
+    }
+    assert_eq!(taken, [0, 1, 2]);
+    first.release().await.unwrap();
+    for n in 10..total {
+        adapter.publish(&q, &stamped(n)).await.unwrap();
+    }
+
+    let started = Instant::now();
+    let mut second = adapter
+        .subscribe(
+            &q,
+            &SubscribeOptions {
+                consumer: "g-2".into(),
+                exclusive: true,
+                ..options("g", 4, visibility)
+            },
+        )
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < total - 1 {
+        let Ok(next) = tokio::time::timeout(Duration::from_secs(5), second.next()).await else {
+            break;
+        };
+        let d = next.unwrap().expect("the subscription ended");
+        let n = index_of(&d.message, total);
+        if n == 0 || n == 2 {
+            assert!(d.redelivered, "#{n} came back not marked redelivered");
+        }
+        got.push(n);
+        d.ack().await.unwrap();
+    }
+    let want: Vec<usize> = (0..total).filter(|n| *n != 1).collect();
+    assert_eq!(
+        got,
+        want,
+        "after {:?}; {}",
+        started.elapsed(),
+        redis_pending(kind, url, &q).await
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the held messages came back only after {:?}",
+        started.elapsed()
+    );
+    second.release().await.unwrap();
+    cleanup(kind, url, &q).await;
 }

@@ -240,6 +240,8 @@ struct Shared {
 
 /// How long a stopping session gives its last ingress acks to reach the broker.
 const ACK_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a stopping session gives its unacked ingress messages to be given back.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Forward while the lease is ours.
 async fn session<S: Store>(
@@ -272,6 +274,9 @@ async fn session<S: Store>(
         // Unsettled at once: those being forwarded and those waiting behind their key.
         prefetch: settings.prefetch.saturating_mul(order::HELD_PER_WINDOW),
         visibility_timeout: settings.visibility_timeout,
+        // The lease makes this session the group's only reader: it takes over at once what the
+        // sessions before it (this bridge's or another's) held, ahead of newer messages.
+        exclusive: true,
     };
     if let Err(e) = brokers.old.declare(&settings.ingress).await {
         return Ended::Broker(e);
@@ -427,8 +432,21 @@ async fn session<S: Store>(
             ),
         }
     }
-    drop(sub);
+    // Give back at once what this session holds and did not ack (JetStream: NAKed in stream
+    // order), so that the next session, this bridge's or a standby's, gets it before newer
+    // messages; after a crash it comes back after the visibility timeout instead.
     keyed.clear();
+    match tokio::time::timeout(RELEASE_TIMEOUT, sub.release()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(
+            "unacked ingress messages not given back (they come again after the visibility \
+             timeout, maybe behind newer ones): {e}"
+        ),
+        Err(_) => tracing::warn!(
+            "unacked ingress messages not given back within {RELEASE_TIMEOUT:?} (they come again \
+             after the visibility timeout, maybe behind newer ones)"
+        ),
+    }
     ended
 }
 

@@ -4,7 +4,8 @@
 //! | operation | RabbitMQ (lapin) | NATS JetStream (async-nats) | Redis Streams (redis) |
 //! |-----------|------------------|-----------------------------|-----------------------|
 //! | [`Adapter::publish`] returns after | the publisher confirm (ack) | the `PubAck` | the `XADD` reply |
-//! | [`Subscription::next`] | `basic.consume`, manual ack, prefetch | durable pull consumer, explicit ack | `XREADGROUP` + `XAUTOCLAIM` of stale pending |
+//! | [`Subscription::next`] | `basic.consume`, manual ack, prefetch | durable pull consumer, explicit ack, pull requests of its own | `XREADGROUP` + `XAUTOCLAIM` of stale pending |
+//! | [`Subscription::release`] | closes the channel: unacked requeued | `-NAK` of what it holds, in stream order | nothing left on the server: an exclusive subscription claims it |
 //! | [`Adapter::depth`] | ready + unacked (management API) | pending + ack pending of the group | lag + pending of the group |
 //! | [`Adapter::browse`] | not possible: [`BrokerError::Unsupported`] | reads by sequence, consumes nothing | `XRANGE`, consumes nothing |
 //!
@@ -19,7 +20,10 @@
 //! - `publish` returns `Ok` only once the broker has taken responsibility for the message
 //!   (persisted or replicated as the broker defines its confirm); any doubt is an error, so the
 //!   caller retries and a duplicate is the worst case, never a loss.
-//! - A delivery that is neither acked nor nacked comes back (connection loss, visibility timeout).
+//! - A delivery that is neither acked nor nacked comes back (connection loss, visibility timeout);
+//!   at once and ahead of newer messages when its subscription ends with
+//!   [`Subscription::release`] (RabbitMQ, JetStream) or the next subscription of the group is
+//!   [`SubscribeOptions::exclusive`] (Redis).
 //! - `declare` is idempotent: it creates the queue / stream / consumer group when missing and
 //!   leaves an existing one as it is.
 //! - `publish` may be called from many tasks at once on one [`Adapter`] (`&self`): the
@@ -291,6 +295,14 @@ pub struct SubscribeOptions {
     /// A delivery not acked within this time is given to someone else (JetStream `ack_wait`,
     /// Redis `XAUTOCLAIM` idle time; RabbitMQ redelivers on channel close only).
     pub visibility_timeout: Duration,
+    /// The caller guarantees this subscription is the only one reading the group (the bridge
+    /// holds a lease). Redis: at its start it takes over, at once and in stream order before any
+    /// new entry, every entry of the group delivered before and never acked, whichever consumer
+    /// it was delivered to (an `XAUTOCLAIM` pass with a minimum idle time of 0). Without it, only
+    /// this consumer's own pending entries are read first, and another consumer's come after the
+    /// visibility timeout (taking a live consumer's entries would deliver them twice). RabbitMQ,
+    /// NATS: no effect.
+    pub exclusive: bool,
 }
 
 impl SubscribeOptions {
@@ -302,6 +314,7 @@ impl SubscribeOptions {
             group,
             prefetch: 64,
             visibility_timeout: Duration::from_secs(30),
+            exclusive: false,
         }
     }
 }
@@ -416,9 +429,11 @@ impl Adapter {
     ///   exists gets these two numbers and keeps the rest of its settings.
     /// - Redis: the consumer group `options.group` (created at id `0` with `MKSTREAM` when
     ///   missing, so entries added before the first subscribe are read too), consumer
-    ///   `options.consumer`: first this consumer's own pending entries (redelivered), then
-    ///   `XREADGROUP … >`, and every half visibility timeout an `XAUTOCLAIM` of entries idle longer
-    ///   than the visibility timeout (redelivered). At most `prefetch` deliveries are unacked.
+    ///   `options.consumer`: first the group's pending entries of every consumer, claimed with
+    ///   `XAUTOCLAIM … 0` in stream order, when `options.exclusive`, else this consumer's own
+    ///   pending entries (redelivered either way), then `XREADGROUP … >`, and every half
+    ///   visibility timeout an `XAUTOCLAIM` of entries idle longer than the visibility timeout
+    ///   (redelivered). At most `prefetch` deliveries are unacked.
     ///
     /// # Errors
     /// [`BrokerError::Operation`] when the queue / stream does not exist (RabbitMQ, JetStream:
@@ -495,8 +510,10 @@ impl Adapter {
 ///
 /// Dropping it stops consuming: RabbitMQ requeues what it delivered and nobody acked, JetStream
 /// and Redis redeliver it after the visibility timeout (Redis: what its last read took and it did
-/// not hand out yet is read first by the next subscription of the same consumer, claimed by
-/// another consumer of the group after the visibility timeout).
+/// not hand out yet is read first by the next subscription of the same consumer, or of any
+/// consumer when it is [`SubscribeOptions::exclusive`], claimed by another consumer of the group
+/// after the visibility timeout). [`Subscription::release`] gives it back at once instead
+/// (JetStream).
 #[derive(Debug)]
 pub struct Subscription {
     inner: SubscriptionInner,
@@ -543,6 +560,40 @@ impl Subscription {
         match &self.inner {
             SubscriptionInner::RabbitMq(s) => s.flush_acks().await,
             SubscriptionInner::Nats(_) | SubscriptionInner::Redis(_) => Ok(()),
+        }
+    }
+
+    /// Ends the subscription, giving back what it was delivered and that was neither acked nor
+    /// nacked so that the next subscription of the group gets it first, in order, at once. Drop
+    /// (or settle) the deliveries first: one acked after this comes again.
+    ///
+    /// - RabbitMQ: the same as dropping it (the broker requeues every unacked delivery at once,
+    ///   in place). Call [`Subscription::flush_acks`] first.
+    /// - JetStream: the pulls stop (the inbox unsubscribed and drained: what the server sent
+    ///   before is received), then every message received and not settled, handed out or not, is
+    ///   NAKed without delay, one at a time in stream order; the server redelivers NAKed messages
+    ///   before any newer one, in that order. A message the server was handing over at the very
+    ///   instant the pulls stopped may still come back only after `ack_wait`.
+    /// - Redis: a read in flight is let finish (within a second) rather than abandoned on the
+    ///   server, so every entry this consumer took is in the group's pending list, where the
+    ///   next [`SubscribeOptions::exclusive`] subscription claims it first, whatever its
+    ///   consumer name (nothing is sent: an entry's place in the stream is its order).
+    ///
+    /// A crash cannot do this: JetStream redelivers after `ack_wait`.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the broker could not be told (the connection broke, a NAK
+    /// was not confirmed): what was not given back comes back after the visibility timeout
+    /// (JetStream: the NAKs stop at the first failure, so no message comes back before an
+    /// earlier one that was held).
+    pub async fn release(self) -> Result<()> {
+        match self.inner {
+            SubscriptionInner::RabbitMq(s) => {
+                drop(s);
+                Ok(())
+            }
+            SubscriptionInner::Nats(s) => s.release().await,
+            SubscriptionInner::Redis(s) => s.release().await,
         }
     }
 }

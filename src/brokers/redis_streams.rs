@@ -173,7 +173,9 @@ impl RedisStreams {
             consumer: options.consumer.clone(),
             shared: self.shared.clone(),
             connection: None,
-            own_cursor: Some("0".to_string()),
+            // An exclusive subscription's take-over claims this consumer's own entries too.
+            own_cursor: (!options.exclusive).then(|| "0".to_string()),
+            take_over: options.exclusive.then(|| "0-0".to_string()),
             claim_cursor: "0-0".to_string(),
             last_claim: None,
             claim_every: (visibility / 2).clamp(Duration::from_millis(50), Duration::from_secs(5)),
@@ -392,8 +394,9 @@ fn read_entries(v: Value) -> Vec<Value> {
 /// that abandoned read, into this consumer's pending list and nowhere else, until `XAUTOCLAIM`
 /// took it back a visibility timeout later, behind the messages read after it. Dropping the
 /// subscription drops the read in flight and its connection; what that read took is pending for
-/// this consumer: the next subscription of the same consumer reads it first, any other consumer
-/// of the group claims it after the visibility timeout.
+/// this consumer: the next subscription of the same consumer, or the next exclusive one of any
+/// consumer, reads it first, any other consumer of the group claims it after the visibility
+/// timeout. [`Subscription::release`] lets the read finish instead.
 pub(super) struct Subscription {
     queue: String,
     group: String,
@@ -477,6 +480,28 @@ impl Subscription {
     }
 }
 
+impl Subscription {
+    /// Lets a read in flight finish rather than abandoning it on the server (where a blocked
+    /// `XREADGROUP` would still take the next entry added, for this consumer, after the next
+    /// subscription's take-over): what it took is then in the group's pending list like the
+    /// rest this subscription held, for the next exclusive subscription to claim first.
+    pub(super) async fn release(mut self) -> Result<()> {
+        if let Some(reading) = self.reading.take() {
+            let read = reading.into_inner().unwrap_or_else(PoisonError::into_inner);
+            tokio::time::timeout(BLOCK + REQUEST_TIMEOUT, read)
+                .await
+                .map_err(|_| {
+                    op_error(
+                        "release",
+                        &self.queue,
+                        format!("a read did not finish within {:?}", BLOCK + REQUEST_TIMEOUT),
+                    )
+                })?;
+        }
+        Ok(())
+    }
+}
+
 /// What reading needs and keeps from one read to the next: the connection, where the re-read of
 /// this consumer's pending list and the claim pass are, when the last claim pass ended.
 struct Reader {
@@ -488,6 +513,9 @@ struct Reader {
     connection: Option<MultiplexedConnection>,
     /// Where re-reading this consumer's own pending list is, while it is not done.
     own_cursor: Option<String>,
+    /// Where the take-over of the group's whole pending list is (an exclusive subscription's
+    /// start), while it is not done.
+    take_over: Option<String>,
     claim_cursor: String,
     last_claim: Option<Instant>,
     claim_every: Duration,
@@ -526,7 +554,13 @@ impl Reader {
                     Err(e) => {
                         if broken(&e) {
                             self.connection = None;
-                            self.own_cursor = Some("0".to_string());
+                            // Read again what this consumer holds: the take-over from its
+                            // start when it was not done (it covers this consumer's entries).
+                            if self.take_over.is_some() {
+                                self.take_over = Some("0-0".to_string());
+                            } else {
+                                self.own_cursor = Some("0".to_string());
+                            }
                         }
                         Outcome::Failed(op_error("consume", &self.queue, e))
                     }
@@ -551,6 +585,29 @@ impl Reader {
     ) -> std::result::Result<(), RedisError> {
         let mut reader = self.connection().await?;
         let mut first = Some(first);
+        if let Some(cursor) = self.take_over.clone() {
+            // Every entry of the group delivered before and not acked, whoever it went to, in
+            // stream order, before any new one: the sessions before this one have ended.
+            let mut cmd = redis::cmd("XAUTOCLAIM");
+            cmd.arg(&self.queue).arg(&self.group).arg(&self.consumer);
+            cmd.arg(0).arg(&cursor).arg("COUNT").arg(count);
+            let mut reply = items(cmd.query_async(&mut reader).await?).into_iter();
+            let next_cursor = reply
+                .next()
+                .as_ref()
+                .and_then(text)
+                .unwrap_or_else(|| "0-0".to_string());
+            let claimed = reply.next().map(items).unwrap_or_default();
+            self.take_over = (next_cursor != "0-0").then_some(next_cursor);
+            if !claimed.is_empty() {
+                self.take(claimed, true, &mut first, out).await?;
+                return Ok(());
+            }
+            if self.take_over.is_some() {
+                // Only deleted entries in this page: go on with the pass first.
+                return Ok(());
+            }
+        }
         if let Some(cursor) = self.own_cursor.clone() {
             let mut cmd = redis::cmd("XREADGROUP");
             cmd.arg("GROUP")
