@@ -7,13 +7,17 @@
 //!   rolls back, and always says why;
 //! - **fail** — the condition is false: "not yet" for an exit gate, a breach for a guard.
 //!
+//! A `for:` streak counts only what was seen: an evaluation that reads no usable number breaks
+//! it, and so does a gap longer than the gate's `for_max_gap` between two evaluations (a daemon
+//! down, a CLI run rarely): the streak restarts at the evaluation after the gap.
+//!
 //! [`ready_to_advance`] combines a phase's evaluations with its minimum time.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Check, Gate, Requirement};
+use crate::plan::{Check, DEFAULT_FOR_MAX_GAP, Gate, Requirement};
 
 /// The three outcomes of a gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +67,10 @@ pub struct Memory {
     pub samples: u32,
     /// The highest value seen in the current step (for `require_peak`).
     pub peak: Option<f64>,
+    /// When the gate was last evaluated in the current step (ms since the epoch; `None`: not
+    /// yet): a `for:` streak whose previous evaluation is further back than the gate's
+    /// `for_max_gap` restarts.
+    pub evaluated_at_ms: Option<i64>,
 }
 
 /// One gate's verdict with its evidence.
@@ -105,12 +113,60 @@ fn hold(reason: String, samples: u32, memory: Memory) -> Evaluation {
     }
 }
 
-/// The memory after an evaluation that read no usable number: a hold breaks a `for:` streak,
-/// since nobody saw the condition hold meanwhile.
-fn unseen(memory: Memory) -> Memory {
+/// The memory after an evaluation at `now_ms` that read no usable number: a hold breaks a
+/// `for:` streak, since nobody saw the condition hold meanwhile.
+fn unseen(memory: Memory, now_ms: i64) -> Memory {
     Memory {
         held_since_ms: None,
+        evaluated_at_ms: Some(now_ms),
         ..memory
+    }
+}
+
+/// A `for:` streak restarted because its previous evaluation was too long ago.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Restart {
+    /// The time since the previous evaluation (ms).
+    gap_ms: i64,
+    /// The longest gap allowed between two evaluations (ms).
+    max_gap_ms: i64,
+}
+
+impl Restart {
+    /// What a reason adds when the streak restarted.
+    fn note(self) -> String {
+        format!(
+            " (restarted: no evaluation for {}, over the {} allowed between two)",
+            crate::time::human_ms(self.gap_ms),
+            crate::time::human_ms(self.max_gap_ms)
+        )
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Since when a gate whose condition holds at `now_ms` has held: the mark it remembered, or
+/// `now_ms` when it has none, or when it is a `for:` gate whose previous evaluation is more
+/// than its `for_max_gap` before `now_ms` (nobody looked in between: the restart says so).
+///
+/// The previous evaluation is the one the memory remembers, and never earlier than the mark:
+/// an evaluation saw the condition hold at the mark.
+fn held_since(gate: &Gate, memory: &Memory, now_ms: i64) -> (i64, Option<Restart>) {
+    let Some(since) = memory.held_since_ms else {
+        return (now_ms, None);
+    };
+    if gate.hold_for.is_none() {
+        return (since, None);
+    }
+    let max_gap_ms = millis(gate.for_max_gap.unwrap_or(DEFAULT_FOR_MAX_GAP));
+    let previous = memory.evaluated_at_ms.map_or(since, |at| at.max(since));
+    let gap_ms = now_ms.saturating_sub(previous);
+    if gap_ms > max_gap_ms {
+        (now_ms, Some(Restart { gap_ms, max_gap_ms }))
+    } else {
+        (since, None)
     }
 }
 
@@ -118,7 +174,7 @@ fn unseen(memory: Memory) -> Memory {
 pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
     let (value, old_value, holds, describe) = match (&gate.check, observation) {
         (_, Observation::Unavailable(why)) => {
-            return hold(why.clone(), memory.samples, unseen(memory));
+            return hold(why.clone(), memory.samples, unseen(memory, now_ms));
         }
         (
             Check::Threshold {
@@ -132,7 +188,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
                 return hold(
                     format!("not a finite number ({v})"),
                     memory.samples,
-                    unseen(memory),
+                    unseen(memory, now_ms),
                 );
             }
             let holds = op.holds(*v, *threshold);
@@ -158,7 +214,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
                 return hold(
                     format!("not a finite number (new {new}, old {old})"),
                     memory.samples,
-                    unseen(memory),
+                    unseen(memory, now_ms),
                 );
             }
             let limit = (old * ratio).max(old + absolute);
@@ -179,21 +235,24 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             return hold(
                 "internal: observation does not match the gate's kind".into(),
                 memory.samples,
-                memory,
+                unseen(memory, now_ms),
             );
         }
     };
     let samples = memory.samples.saturating_add(1);
-    let held_since_ms = if holds {
-        Some(memory.held_since_ms.unwrap_or(now_ms))
+    let (held_since_ms, restart) = if holds {
+        let (since, restart) = held_since(gate, &memory, now_ms);
+        (Some(since), restart)
     } else {
-        None
+        (None, None)
     };
     let memory = Memory {
         held_since_ms,
         samples,
         peak: Some(memory.peak.map_or(value, |p| p.max(value))),
+        evaluated_at_ms: Some(now_ms),
     };
+    let restarted = restart.map(Restart::note).unwrap_or_default();
     let mut eval = Evaluation {
         verdict: Verdict::Pass,
         value: Some(value),
@@ -209,25 +268,29 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
     if samples < gate.min_samples {
         eval.verdict = Verdict::Hold;
         eval.reason = format!(
-            "{}; {samples} of {} samples so far",
+            "{}; {samples} of {} samples so far{restarted}",
             eval.reason, gate.min_samples
         );
         return eval;
     }
     if let (Some(need), Some(since)) = (gate.hold_for, held_since_ms) {
         let held = now_ms.saturating_sub(since);
-        let need_ms = i64::try_from(need.as_millis()).unwrap_or(i64::MAX);
+        let need_ms = millis(need);
         if held < need_ms {
             eval.verdict = Verdict::Hold;
             eval.reason = format!(
-                "{}; held for {} of {}",
+                "{}; held for {} of {}{restarted}",
                 eval.reason,
                 crate::time::human_ms(held),
                 crate::time::human_ms(need_ms)
             );
             return eval;
         }
-        eval.reason = format!("{}; held for {}", eval.reason, crate::time::human_ms(held));
+        eval.reason = format!(
+            "{}; held for {}{restarted}",
+            eval.reason,
+            crate::time::human_ms(held)
+        );
     }
     eval
 }
@@ -247,6 +310,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
         peak,
         samples,
         held_since_ms: None,
+        evaluated_at_ms: None,
     };
     let why_missing = match observation {
         Observation::Unavailable(why) => Some(why.clone()),
@@ -342,7 +406,7 @@ pub fn ready_to_advance(
             why.push(format!("guard {name} fails ({})", e.reason));
         }
     }
-    let min_ms = i64::try_from(min_duration.as_millis()).unwrap_or(i64::MAX);
+    let min_ms = millis(min_duration);
     let spent = now_ms.saturating_sub(entered_at_ms);
     if spent < min_ms {
         why.push(format!(

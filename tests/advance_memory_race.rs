@@ -22,7 +22,8 @@ use queue_migrate::store::{Commit, GateRecord, RoundRecord, Store, StoreError};
 const GATE: &str = "error ratio low";
 const MINUTE: i64 = 60_000;
 
-/// `local` in `slices[0]` since `T0`, its exit gate held for 5 minutes when `held`.
+/// `local` in `slices[0]` since `T0`, its exit gate held for 5 minutes when `held` (evaluated
+/// up to 10 minutes apart: the tests below evaluate it sparsely on purpose).
 async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, Arc<MapResolve>) {
     let indicators = Indicators::start();
     indicators.all_green();
@@ -36,7 +37,7 @@ async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, 
         let yaml = std::fs::read_to_string(&path).unwrap();
         let with_for = yaml.replacen(
             r#"pass_if: "< 0.01" }"#,
-            r#"pass_if: "< 0.01", for: 5m }"#,
+            r#"pass_if: "< 0.01", for: 5m, for_max_gap: 10m }"#,
             1,
         );
         assert_ne!(with_for, yaml);

@@ -1698,3 +1698,82 @@ async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
     assert_eq!(action, Action::Waiting);
     assert_eq!(w.state().await, ("slices".to_string(), Some(0), false));
 }
+
+/// A `for:` gate counts only what it saw: a daemon that evaluated it holding, then was down for
+/// 20 minutes (no round), does not find it "held for 20m" when it comes back. The streak
+/// restarts at the first round after the gap (over the 5 minutes allowed between two
+/// evaluations by default), the reason says so, and the gate passes once it has held its
+/// `for` again under rounds close enough together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
+    const GATE: &str = r#"pass_if: "< 0.01" }"#;
+    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 10m }"#, 1);
+    assert_ne!(held, plan());
+    let w = World::new(&held).await;
+    let minute = 60_000;
+    let entered = T0 * 1000 + minute;
+    let planned = w.store.get("local").await.unwrap();
+    w.store
+        .commit(
+            "local",
+            &Commit {
+                expected_version: planned.version,
+                command: "advance".into(),
+                to: Snapshot {
+                    state: State::Slices(0),
+                    paused: false,
+                },
+                at_ms: entered,
+                actor: "alice".into(),
+                reason: Some("to the slices".into()),
+                forced: true,
+                evidence: json!({}),
+                memory: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let shared = Shared::new(
+        w.store.clone(),
+        daemon_config(Arc::new(AtomicI64::new(entered))),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    let tick = |m: i64| daemon::tick::tick(&shared, "local", entered + m * minute);
+    let gate = [("error ratio low", "exit")];
+    let memory = || async {
+        let rows = w
+            .store
+            .latest_evaluations("local", entered, &gate)
+            .await
+            .unwrap();
+        rows[0].clone()
+    };
+    // Rounds a minute apart for 3 minutes: held since the first.
+    for m in 1..=3 {
+        assert_eq!(tick(m).await.unwrap(), Action::Waiting, "minute {m}");
+    }
+    assert_eq!(memory().await.held_since_ms, Some(entered + minute));
+    // The daemon is down for 20 minutes. Without the bound on the gap, this round would see
+    // the gate held for 22 of its 10 minutes and advance.
+    assert_eq!(tick(23).await.unwrap(), Action::Waiting);
+    assert_eq!(w.state().await, ("slices".to_string(), Some(0), false));
+    let after = memory().await;
+    assert_eq!(after.held_since_ms, Some(entered + 23 * minute));
+    assert!(
+        after.reason.contains(
+            "held for 0s of 10m (restarted: no evaluation for 20m, over the 5m allowed between two)"
+        ),
+        "{}",
+        after.reason
+    );
+    // Rounds every 5 minutes (at the bound) keep the new streak: it passes 10 minutes on.
+    assert_eq!(tick(28).await.unwrap(), Action::Waiting);
+    assert_eq!(
+        tick(33).await.unwrap(),
+        Action::Advanced {
+            to: State::Slices(1)
+        }
+    );
+}

@@ -179,6 +179,7 @@ pub async fn evaluate_phase<S: Store>(
                 held_since_ms: r.held_since_ms,
                 samples: r.samples,
                 peak: r.peak,
+                evaluated_at_ms: Some(r.at_ms),
             })
             .unwrap_or_default();
         let eval = match item {

@@ -120,8 +120,9 @@ pub fn republishes(old: &Plan, new: &Plan, rec: &MigrationRecord) -> bool {
 }
 
 /// The gates of the phase of `state` whose definition is not the same under `new` as under
-/// `old` (its check, threshold, query, source, `for`, `min_samples`; a requirement's query or
-/// `at_least`; a gate only one of the plans has), as their memory is stored, `(name, kind)`.
+/// `old` (its check, threshold, query, source, `for`, `for_max_gap`, `min_samples`; a
+/// requirement's query or `at_least`; a gate only one of the plans has), as their memory is
+/// stored, `(name, kind)`.
 /// Their memory (held-since mark, samples, peak) was gathered under the old definition and must
 /// not count toward the new one; the unchanged gates keep theirs.
 pub fn changed_gates(old: &Plan, new: &Plan, state: State) -> Vec<(String, String)> {

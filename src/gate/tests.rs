@@ -13,7 +13,17 @@ fn threshold(op: CmpOp, value: f64) -> Gate {
             value,
         },
         hold_for: None,
+        for_max_gap: None,
         min_samples: 1,
+    }
+}
+
+/// A `< 1` gate with `for: <hold_for>`, `for_max_gap: <max_gap>` (minutes).
+fn held_for(hold_for: u64, max_gap: u64) -> Gate {
+    Gate {
+        hold_for: Some(Duration::from_secs(hold_for * 60)),
+        for_max_gap: Some(Duration::from_secs(max_gap * 60)),
+        ..threshold(CmpOp::Lt, 1.0)
     }
 }
 
@@ -82,8 +92,11 @@ fn compare_uses_the_larger_of_ratio_and_absolute() {
 
 #[test]
 fn for_duration_is_honoured_across_evaluations() {
+    // Evaluated sparsely on purpose (19 minutes apart): a gap that long is allowed here, so
+    // that what restarts the streak below is the failure and the hold alone.
     let g = Gate {
         hold_for: Some(Duration::from_secs(20 * 60)),
+        for_max_gap: Some(Duration::from_secs(20 * 60)),
         ..threshold(CmpOp::Eq, 0.0)
     };
     let zero = Observation::Value(0.0);
@@ -114,12 +127,16 @@ fn for_duration_is_honoured_across_evaluations() {
 #[test]
 fn a_nan_or_infinite_reading_breaks_a_for_streak() {
     let hold_for = Some(Duration::from_secs(20 * 60));
+    // Evaluations 10 minutes apart are allowed: the streak must break on the reading alone.
+    let for_max_gap = Some(Duration::from_secs(20 * 60));
     let threshold_gate = Gate {
         hold_for,
+        for_max_gap,
         ..threshold(CmpOp::Eq, 0.0)
     };
     let compare_gate = Gate {
         hold_for,
+        for_max_gap,
         ..compare(1.1, 0.0)
     };
     let cases = [
@@ -159,6 +176,144 @@ fn a_nan_or_infinite_reading_breaks_a_for_streak() {
         assert_eq!(e3.verdict, Verdict::Hold, "{bad:?}: {}", e3.reason);
         assert!(e3.reason.contains("held for 0s of 20m"), "{}", e3.reason);
     }
+}
+
+/// Evaluations of `gate` reading 0 at each minute of `minutes`, from an empty memory.
+fn every(gate: &Gate, minutes: &[i64]) -> Vec<Evaluation> {
+    let mut memory = Memory::default();
+    let mut out = Vec::new();
+    for m in minutes {
+        let e = evaluate(gate, &Observation::Value(0.0), memory, m * MIN);
+        memory = e.memory;
+        out.push(e);
+    }
+    out
+}
+
+#[test]
+fn a_for_streak_evaluated_within_its_max_gap_holds_and_passes() {
+    let g = held_for(30, 5);
+    let evals = every(&g, &[0, 5, 9, 14, 19, 24, 29, 30]);
+    let verdicts: Vec<Verdict> = evals.iter().map(|e| e.verdict).collect();
+    let mut want = vec![Verdict::Hold; 7];
+    want.push(Verdict::Pass);
+    assert_eq!(verdicts, want);
+    let last = &evals[7];
+    assert!(last.reason.ends_with("; held for 30m"), "{}", last.reason);
+    assert_eq!(last.memory.held_since_ms, Some(0));
+    assert_eq!(last.memory.evaluated_at_ms, Some(30 * MIN));
+}
+
+/// A daemon down for 40 minutes, or a `migrate advance` run rarely: nobody looked in between,
+/// so the streak restarts at the evaluation after the gap, and the reason says why.
+#[test]
+fn a_gap_over_for_max_gap_restarts_the_streak_and_says_why() {
+    let g = held_for(30, 5);
+    let evals = every(&g, &[0, 40]);
+    let after = &evals[1];
+    assert_eq!(after.verdict, Verdict::Hold);
+    assert_eq!(
+        after.reason,
+        "0 < 1; held for 0s of 30m (restarted: no evaluation for 40m, over the 5m allowed \
+         between two)"
+    );
+    assert_eq!(after.memory.held_since_ms, Some(40 * MIN));
+    // The streak counts from the restart: 30 minutes of evaluations later it passes.
+    let evals = every(&g, &[0, 40, 45, 50, 55, 60, 65, 69]);
+    assert_eq!(evals[7].verdict, Verdict::Hold, "{}", evals[7].reason);
+    assert!(
+        evals[7].reason.contains("held for 29m of 30m"),
+        "{}",
+        evals[7].reason
+    );
+    assert!(
+        !evals[7].reason.contains("restarted"),
+        "{}",
+        evals[7].reason
+    );
+    let next = evaluate(&g, &Observation::Value(0.0), evals[7].memory, 70 * MIN);
+    assert_eq!(next.verdict, Verdict::Pass, "{}", next.reason);
+    // A gap long enough to cover the whole `for` never passes it in one go either.
+    let once = every(&g, &[0, 30]);
+    assert_eq!(once[1].verdict, Verdict::Hold, "{}", once[1].reason);
+}
+
+#[test]
+fn a_gap_of_exactly_for_max_gap_keeps_the_streak_one_ms_more_restarts_it() {
+    let g = held_for(10, 5);
+    let first = evaluate(&g, &Observation::Value(0.0), Memory::default(), 0);
+    let at_bound = evaluate(&g, &Observation::Value(0.0), first.memory, 5 * MIN);
+    assert_eq!(at_bound.memory.held_since_ms, Some(0));
+    assert!(
+        !at_bound.reason.contains("restarted"),
+        "{}",
+        at_bound.reason
+    );
+    let over = evaluate(&g, &Observation::Value(0.0), first.memory, 5 * MIN + 1);
+    assert_eq!(over.memory.held_since_ms, Some(5 * MIN + 1));
+    assert!(
+        over.reason
+            .contains("(restarted: no evaluation for 5m, over the 5m allowed"),
+        "{}",
+        over.reason
+    );
+    // At the bound twice over: still one streak, it passes at 10m.
+    let passed = evaluate(&g, &Observation::Value(0.0), at_bound.memory, 10 * MIN);
+    assert_eq!(passed.verdict, Verdict::Pass, "{}", passed.reason);
+}
+
+#[test]
+fn the_gap_is_counted_from_any_evaluation_and_the_default_is_five_minutes() {
+    // A failure or a hold is an evaluation too: it resets the streak and the gap counts from it.
+    let g = held_for(10, 5);
+    let failed = evaluate(&g, &Observation::Value(3.0), Memory::default(), 0);
+    assert_eq!(failed.memory.evaluated_at_ms, Some(0));
+    let unread = evaluate(
+        &g,
+        &Observation::Unavailable("down".into()),
+        Memory::default(),
+        MIN,
+    );
+    assert_eq!(unread.memory.evaluated_at_ms, Some(MIN));
+    // A `for:` gate built without `for_max_gap` (as compile never does) allows 5 minutes.
+    let default = Gate {
+        for_max_gap: None,
+        ..held_for(10, 5)
+    };
+    assert_eq!(DEFAULT_FOR_MAX_GAP, Duration::from_secs(300));
+    assert_eq!(every(&default, &[0, 5])[1].memory.held_since_ms, Some(0));
+    assert_eq!(
+        every(&default, &[0, 6])[1].memory.held_since_ms,
+        Some(6 * MIN)
+    );
+    // A memory with a mark but no time of its last evaluation counts the gap from the mark.
+    let marked = Memory {
+        held_since_ms: Some(0),
+        samples: 1,
+        ..Memory::default()
+    };
+    let e = evaluate(&g, &Observation::Value(0.0), marked, 6 * MIN);
+    assert_eq!(e.memory.held_since_ms, Some(6 * MIN));
+    // The reason of a gate still short of its samples says it restarted too.
+    let sampled = Gate {
+        min_samples: 5,
+        ..held_for(10, 5)
+    };
+    let evals = every(&sampled, &[0, 20]);
+    assert!(
+        evals[1].reason.ends_with("2 of 5 samples so far (restarted: no evaluation for 20m, over the 5m allowed between two)"),
+        "{}",
+        evals[1].reason
+    );
+}
+
+#[test]
+fn without_for_the_gap_between_evaluations_does_not_matter() {
+    let g = threshold(CmpOp::Lt, 1.0);
+    let evals = every(&g, &[0, 40, 600]);
+    assert!(evals.iter().all(|e| e.verdict == Verdict::Pass));
+    assert!(evals.iter().all(|e| !e.reason.contains("restarted")));
+    assert_eq!(evals[2].memory.held_since_ms, Some(0));
 }
 
 #[test]
@@ -240,7 +395,43 @@ fn advance_needs_every_exit_no_failing_guard_and_the_minimum_time() {
     assert!(ready_to_advance(&[("a", &pass)], &[("g", &held)], 0, hour, 9_999_999).is_ok());
 }
 
+/// The start of the streak the evaluations at `times` (all holding, in order) end with: the
+/// earliest one reached going back through gaps of at most `max_gap_ms`.
+fn streak_start(times: &[i64], max_gap_ms: i64) -> i64 {
+    let mut start = times[times.len() - 1];
+    for pair in times.windows(2).rev() {
+        if pair[1] - pair[0] > max_gap_ms {
+            break;
+        }
+        start = pair[0];
+    }
+    start
+}
+
 proptest! {
+    /// A `for:` gate read holding at every evaluation passes exactly when its evaluations,
+    /// none more than `for_max_gap` after the one before, span `for`.
+    #[test]
+    fn a_for_gate_passes_only_over_evaluations_never_too_far_apart(
+        gaps in proptest::collection::vec(0..(12 * MIN), 1..40),
+    ) {
+        let g = held_for(30, 5);
+        let mut times = vec![0];
+        for gap in gaps {
+            let last = times[times.len() - 1];
+            times.push(last + gap);
+        }
+        let mut memory = Memory::default();
+        for (i, now) in times.iter().enumerate() {
+            let e = evaluate(&g, &Observation::Value(0.0), memory, *now);
+            memory = e.memory;
+            let start = streak_start(&times[..=i], 5 * MIN);
+            prop_assert_eq!(memory.held_since_ms, Some(start));
+            let want = if now - start >= 30 * MIN { Verdict::Pass } else { Verdict::Hold };
+            prop_assert_eq!(e.verdict, want, "{}", e.reason);
+        }
+    }
+
     #[test]
     fn a_hold_is_never_a_pass_and_never_a_fail(reason in ".*", v in any::<f64>()) {
         let g = threshold(CmpOp::Lt, 1.0);

@@ -25,9 +25,9 @@ use super::lines::{LineMap, index_path, key_path};
 mod bridge;
 
 use super::model::{
-    BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish,
-    Gate, Notify, Phase, PhaseKind, Plan, Requirement, Retry, RoutingPublish, Secret, Source,
-    Unresolved, Webhook,
+    BreachAction, Broker, Brokers, Check, CmpOp, DEFAULT_FOR_MAX_GAP, DEFAULT_SLICES, Dedup,
+    DedupMode, EtcdPublish, Gate, Notify, Phase, PhaseKind, Plan, Requirement, Retry,
+    RoutingPublish, Secret, Source, Unresolved, Webhook,
 };
 
 /// The only plan format version this build reads.
@@ -242,6 +242,7 @@ const GATE_FIELDS: &[&str] = &[
     "compare",
     "tolerance",
     "for",
+    "for_max_gap",
     "min_samples",
 ];
 const COMPARE_FIELDS: &[&str] = &["new", "old"];
@@ -1286,6 +1287,7 @@ impl Cx<'_> {
             Some((v, p)) => self.duration(v, &p).map(Some),
             None => Some(None),
         };
+        let for_max_gap = self.for_max_gap(o.get("for_max_gap"), o.get("for").is_some());
         let min_samples = match o.get("min_samples") {
             Some((v, p)) => self
                 .uint(v, &p, 1, u64::from(u32::MAX))
@@ -1297,8 +1299,39 @@ impl Cx<'_> {
             source: source?.0,
             check: check?,
             hold_for: hold_for?,
+            for_max_gap: for_max_gap?,
             min_samples: min_samples?,
         })
+    }
+
+    /// A gate's `for_max_gap` (`field`): only beside `for` (`has_for`), where it defaults to
+    /// [`DEFAULT_FOR_MAX_GAP`]; a duration above zero.
+    fn for_max_gap(
+        &mut self,
+        field: Option<(&Value, String)>,
+        has_for: bool,
+    ) -> Option<Option<Duration>> {
+        let Some((v, p)) = field else {
+            return Some(has_for.then_some(DEFAULT_FOR_MAX_GAP));
+        };
+        if !has_for {
+            self.error(
+                &p,
+                "`for_max_gap` bounds the time between two evaluations of a `for:` gate; this \
+                 gate has no `for`: add one (e.g. `for: 30m`) or remove `for_max_gap`",
+            );
+            return None;
+        }
+        let gap = self.duration(v, &p)?;
+        if gap.is_zero() {
+            self.error(
+                &p,
+                "`for_max_gap` must be longer than 0s: it is the longest time between two \
+                 evaluations that keeps a `for:` streak (default 5m)",
+            );
+            return None;
+        }
+        Some(Some(gap))
     }
 
     /// A gate's or requirement's `source`: its name and kind (kind `None` when unknown).
@@ -2232,6 +2265,7 @@ phases:
                     absolute: 0.0,
                 },
                 hold_for: None,
+                for_max_gap: None,
                 min_samples: 10,
             }
         );
@@ -2244,6 +2278,7 @@ phases:
             }
         );
         assert_eq!(slices.guard[0].hold_for, Some(Duration::from_secs(300)));
+        assert_eq!(slices.guard[0].for_max_gap, Some(DEFAULT_FOR_MAX_GAP));
         assert_eq!(slices.guard[0].min_samples, 1);
 
         let synthetic = p.phase(PhaseKind::Synthetic).map(|ph| ph.on_breach);
@@ -2626,6 +2661,30 @@ phases:
             message: "`ever` is not a duration",
         },
         Case {
+            what: "for_max_gap not a duration",
+            from: "        for: 5m\n",
+            to: "        for: 5m\n        for_max_gap: 2\n",
+            path: "phases.slices.guard[0].for_max_gap",
+            at: Some("for_max_gap: 2"),
+            message: "a bare number (2) is not a duration",
+        },
+        Case {
+            what: "for_max_gap zero",
+            from: "        for: 5m\n",
+            to: "        for: 5m\n        for_max_gap: 0s\n",
+            path: "phases.slices.guard[0].for_max_gap",
+            at: Some("for_max_gap: 0s"),
+            message: "`for_max_gap` must be longer than 0s",
+        },
+        Case {
+            what: "for_max_gap without for",
+            from: "        min_samples: 10\n",
+            to: "        min_samples: 10\n        for_max_gap: 10m\n",
+            path: "phases.slices.exit[0].for_max_gap",
+            at: Some("for_max_gap: 10m"),
+            message: "this gate has no `for`",
+        },
+        Case {
             what: "unknown phase",
             from: "  drain:\n",
             to: "  sliced: {}\n  drain:\n",
@@ -2710,6 +2769,44 @@ phases:
         assert_eq!(
             paths,
             vec!["phases.slices.guard[0].name", "phases.slices.guard[0].for"],
+            "{}",
+            lines(&errs)
+        );
+    }
+
+    /// `for_max_gap` beside `for`, whatever `for` is (`quiet` too); one given without `for` is an
+    /// error at its path, reported with the plan's other errors.
+    #[test]
+    fn for_max_gap_goes_with_for_and_defaults_to_five_minutes() {
+        let c = ok(&edit(
+            "        for: 5m\n",
+            "        for: 5m\n        for_max_gap: 90s\n",
+        )
+        .replace("for: quiet }", "for: quiet, for_max_gap: 1h }"));
+        let guard = c
+            .plan
+            .phase(PhaseKind::Slices)
+            .map(|s| s.guard[0].for_max_gap);
+        assert_eq!(guard, Some(Some(Duration::from_secs(90))));
+        let drain = c
+            .plan
+            .phase(PhaseKind::Drain)
+            .map(|d| d.exit[0].for_max_gap);
+        assert_eq!(drain, Some(Some(Duration::from_secs(3600))));
+        assert_eq!(DEFAULT_FOR_MAX_GAP, Duration::from_secs(300));
+
+        let yaml = edit("        min_samples: 10\n", "        for_max_gap: 10m\n")
+            .replace("for: quiet }", "for: quiet, for_max_gap: 0ms }")
+            .replacen("observe: 2h", "observe: soon", 1);
+        let errs = errors(&yaml);
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "phases.slices.observe",
+                "phases.slices.exit[0].for_max_gap",
+                "phases.drain.exit[0].for_max_gap",
+            ],
             "{}",
             lines(&errs)
         );
@@ -3009,6 +3106,8 @@ phases:
         assert_eq!(json["dedup"]["window"], "90d");
         assert_eq!(json["phases"][2]["kind"], "slices");
         assert_eq!(json["phases"][2]["guard"][0]["hold_for"], "5m");
+        assert_eq!(json["phases"][2]["guard"][0]["for_max_gap"], "5m");
+        assert!(json["phases"][2]["exit"][0].get("for_max_gap").is_none());
         assert_eq!(
             json["phases"][2]["guard"][0]["check"]["threshold"]["op"],
             "<"

@@ -14,6 +14,10 @@ use serde::Serialize;
 /// Default number of slices when the plan does not say.
 pub const DEFAULT_SLICES: u32 = 128;
 
+/// Default `for_max_gap`: the longest time between two evaluations of a `for:` gate that still
+/// counts as one unbroken streak.
+pub const DEFAULT_FOR_MAX_GAP: Duration = Duration::from_secs(5 * 60);
+
 /// A migration plan, compiled.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
@@ -404,6 +408,14 @@ pub struct Gate {
     /// Must have passed continuously this long (`for:`).
     #[serde(with = "crate::plan::duration_serde::option")]
     pub hold_for: Option<Duration>,
+    /// With `for:` only: the longest time between two evaluations that keeps the streak
+    /// (`for_max_gap:`, default [`DEFAULT_FOR_MAX_GAP`]); a longer gap restarts it, since
+    /// nobody saw the condition hold meanwhile. `None` without `for:`.
+    #[serde(
+        with = "crate::plan::duration_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub for_max_gap: Option<Duration>,
     /// Evaluations with a value needed in the current step before it may pass (default 1).
     pub min_samples: u32,
 }

@@ -1,6 +1,7 @@
 //! Gate rows as both backends write them: every evaluation appended to `gate_evaluations` (the
 //! history), and the newest of each gate in each step kept in `gate_memory`, which is all a tick
-//! reads back (its "held since", samples and peak).
+//! reads back (its "held since", samples and peak, and its `at`: when it was last evaluated, what
+//! a `for:` gate's `for_max_gap` is measured from).
 //!
 //! # Guarantees
 //! - A gate's memory is the evaluation written last, as the newest row of the history was: the
@@ -12,8 +13,10 @@
 //!   a row still at that revision it writes its memory as evaluated; over a row another writer
 //!   changed since, it merges ([`merge`], in SQL in the same batched statement): a held-since
 //!   mark survives only if both hold (a reset always wins) and then the later one stays (a mark
-//!   never moves earlier), the larger peak and sample count stay. Revisions, not timestamps,
-//!   decide: no two writers' clocks are ever compared to choose a write.
+//!   never moves earlier), the larger peak and sample count stay, and the last evaluation's time
+//!   is the incoming one's (never later than the later of the two: a gap measured from it is
+//!   never shorter than the real one). Revisions, not timestamps, decide: no two writers' clocks
+//!   are ever compared to choose a write.
 //! - A transition decided on the memory commits only while every row it read still has the
 //!   revision it expects ([`changed_reads`], in the transition's transaction): a decision made
 //!   on a read another writer has changed since is not applied ([`stale`]), and the next round
@@ -270,7 +273,8 @@ macro_rules! fresh {
 
 /// A memory row written over the stored one: [`merge`] in SQL (the `SET` expressions all read
 /// the stored row as it was before the statement). The evaluation's own columns (value, verdict,
-/// reason, at...) are the incoming ones either way: they describe the evaluation written last.
+/// reason, at...) are the incoming ones either way: they describe the evaluation written last
+/// (`at` is also the memory's last evaluation, [`Memory::evaluated_at_ms`]: see [`merged`]).
 const MERGE_MEMORY: &str = concat!(
     " ON CONFLICT (migration, step_entered, gate, kind) \
      DO UPDATE SET state = excluded.state, step = excluded.step, \
@@ -331,7 +335,12 @@ pub(super) fn merge(
 /// - the samples: the larger count. Each writer counted on from the count it read, so a sum
 ///   would count the evaluations before the older read twice; the larger never counts one twice
 ///   and never goes back (it may count fewer than were made, which only delays `min_samples`);
-/// - the peak: the larger (each is the highest its writer saw; the step saw both).
+/// - the peak: the larger (each is the highest its writer saw; the step saw both);
+/// - the last evaluation's time (what a `for:` gate's `for_max_gap` is measured from): the
+///   incoming one's, as the rest of the evaluation written last. Both writers evaluated after
+///   the read, and the one kept is never later than the later of the two: a gap measured from
+///   it is never shorter than the real one, so a streak that must restart does (at worst one
+///   restarts a little sooner), and no two clocks are compared.
 pub(super) fn merged(stored: Memory, incoming: Memory) -> Memory {
     Memory {
         held_since_ms: match (stored.held_since_ms, incoming.held_since_ms) {
@@ -343,6 +352,7 @@ pub(super) fn merged(stored: Memory, incoming: Memory) -> Memory {
             (Some(a), Some(b)) => Some(if a > b { a } else { b }),
             (a, b) => a.or(b),
         },
+        evaluated_at_ms: incoming.evaluated_at_ms,
     }
 }
 
@@ -450,6 +460,7 @@ mod tests {
             held_since_ms,
             samples,
             peak,
+            evaluated_at_ms: None,
         }
     }
 
@@ -495,5 +506,29 @@ mod tests {
         assert_eq!(merged(mem(None, 0, None), b).peak, Some(4.0));
         assert_eq!(merged(b, mem(None, 0, None)).peak, Some(4.0));
         assert_eq!(merged(mem(None, 0, None), mem(None, 0, None)).peak, None);
+    }
+
+    #[test]
+    fn merged_last_evaluation_is_the_incoming_one_never_a_later_clock() {
+        let at = |evaluated_at_ms| Memory {
+            evaluated_at_ms,
+            ..mem(Some(1_000), 3, None)
+        };
+        // The incoming write evaluated later or earlier than the stored one: its time stays
+        // either way (no clocks compared), never later than the later of the two.
+        assert_eq!(
+            merged(at(Some(5_000)), at(Some(7_000))).evaluated_at_ms,
+            Some(7_000)
+        );
+        assert_eq!(
+            merged(at(Some(7_000)), at(Some(5_000))).evaluated_at_ms,
+            Some(5_000)
+        );
+        assert_eq!(merged(at(Some(7_000)), at(None)).evaluated_at_ms, None);
+        // Over the revision read, the incoming memory whole, its time with it.
+        assert_eq!(
+            merge(Some((2, at(Some(9_000)))), Some(2), at(Some(4_000))).1,
+            at(Some(4_000))
+        );
     }
 }

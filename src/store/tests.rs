@@ -989,33 +989,58 @@ async fn a_fleet_round_merges_each_stale_row_as_the_rule_says() {
         use crate::gate::Memory;
         let store = b.open().await;
         let m = store.create(&new_migration("m", 1_000)).await.unwrap();
-        let mem = |held_since_ms: Option<i64>, samples: u32, peak: Option<f64>| Memory {
+        // The memory of a row evaluated at `at` (its last evaluation, the row's `at`).
+        let mem = |held_since_ms: Option<i64>, samples: u32, peak: Option<f64>, at: i64| Memory {
             held_since_ms,
             samples,
             peak,
+            evaluated_at_ms: Some(at),
         };
         // (stored, incoming): each written over as read (fresh) and after another write
         // (stale), every gate in the same statements.
         let cases = [
-            (mem(Some(100), 3, Some(5.0)), mem(Some(200), 4, Some(4.0))),
-            (mem(Some(300), 5, Some(1.0)), mem(Some(200), 2, Some(9.0))),
-            (mem(None, 5, None), mem(Some(200), 6, Some(2.0))),
-            (mem(Some(100), 5, Some(2.0)), mem(None, 1, None)),
-            (mem(None, 0, None), mem(None, 0, None)),
+            (
+                mem(Some(100), 3, Some(5.0), 2_000),
+                mem(Some(200), 4, Some(4.0), 3_000),
+            ),
+            (
+                mem(Some(300), 5, Some(1.0), 2_000),
+                mem(Some(200), 2, Some(9.0), 3_000),
+            ),
+            (
+                mem(None, 5, None, 2_000),
+                mem(Some(200), 6, Some(2.0), 3_000),
+            ),
+            (
+                mem(Some(100), 5, Some(2.0), 2_000),
+                mem(None, 1, None, 3_000),
+            ),
+            (mem(None, 0, None, 2_000), mem(None, 0, None, 3_000)),
+            // The write landing last evaluated earlier than the stored one.
+            (
+                mem(Some(100), 3, None, 2_000),
+                mem(Some(100), 3, None, 1_500),
+            ),
         ];
-        let row = |name: &str, memory: Memory, at: i64, revision: Option<i64>| GateRecord {
+        let row = |name: &str, memory: Memory, revision: Option<i64>| GateRecord {
             held_since_ms: memory.held_since_ms,
             samples: memory.samples,
             peak: memory.peak,
             revision,
-            ..gate(1_000, name, "exit", Some(1.0), at)
+            ..gate(
+                1_000,
+                name,
+                "exit",
+                Some(1.0),
+                memory.evaluated_at_ms.unwrap_or(0),
+            )
         };
         let names: Vec<String> = (0..cases.len() * 2).map(|i| format!("g{i}")).collect();
         let stored: Vec<GateRecord> = cases
             .iter()
             .flat_map(|(stored, _)| [*stored, *stored])
             .zip(&names)
-            .map(|(memory, name)| row(name, memory, 2_000, None))
+            .map(|(memory, name)| row(name, memory, None))
             .collect();
         store.record_rounds(&[round_of(&m, stored)]).await.unwrap();
         // Even rows: written over the revision read (1); odd ones: read before the row existed.
@@ -1023,7 +1048,7 @@ async fn a_fleet_round_merges_each_stale_row_as_the_rule_says() {
             .iter()
             .flat_map(|(_, incoming)| [(*incoming, Some(1)), (*incoming, None)])
             .zip(&names)
-            .map(|((memory, read), name)| row(name, memory, 3_000, read))
+            .map(|((memory, read), name)| row(name, memory, read))
             .collect();
         store
             .record_rounds(&[round_of(&m, incoming.clone())])
@@ -1036,11 +1061,17 @@ async fn a_fleet_round_merges_each_stale_row_as_the_rule_says() {
             let (revision, expected) = memory::merge(
                 Some((1, *stored)),
                 incoming.revision,
-                mem(incoming.held_since_ms, incoming.samples, incoming.peak),
+                mem(
+                    incoming.held_since_ms,
+                    incoming.samples,
+                    incoming.peak,
+                    incoming.at_ms,
+                ),
             );
             let got = after.iter().find(|r| r.gate == names[i]).unwrap();
+            let kept = mem(got.held_since_ms, got.samples, got.peak, got.at_ms);
             assert_eq!(
-                (got.revision, mem(got.held_since_ms, got.samples, got.peak)),
+                (got.revision, kept),
                 (Some(revision), expected),
                 "[{}] case {} ({}), stored {stored:?}",
                 b.kind,

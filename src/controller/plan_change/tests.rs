@@ -174,6 +174,12 @@ fn the_gates_whose_definition_changes_are_named_for_their_memory_to_be_reset() {
             vec![("error ratio low".to_string(), "exit".to_string())]
         );
     }
+    // So is a new `for_max_gap` (the span it gathered may hold gaps the new bound refuses).
+    let gap = held_for.replace("for: 5m }", "for: 5m, for_max_gap: 1m }");
+    assert_eq!(
+        changed_gates(&compiled(&held_for), &compiled(&gap), slices),
+        vec![("error ratio low".to_string(), "exit".to_string())]
+    );
     let query = PLAN.replace(
         "query: app_error_ratio_new, pass_if: \"< 0.05\"",
         "query: app_error_ratio, pass_if: \"< 0.05\"",
