@@ -119,6 +119,9 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         redact_url(&ctx.global.state),
         crate::time::human_ms(i64::try_from(args.interval.as_millis()).unwrap_or(i64::MAX))
     );
+    if let Some(warning) = interval_warning(args.interval) {
+        eprintln!("migrate run: warning: {warning}");
+    }
     daemon::run(
         store,
         listener,
@@ -130,6 +133,23 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     .map_err(|e| CliError::new(1, e.to_string()))?;
     eprintln!("migrate run: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to say when `interval` is not under the default `for_max_gap`: every `for:` gate that
+/// keeps the default would restart its span at each round and never pass.
+fn interval_warning(interval: Duration) -> Option<String> {
+    let limit = crate::plan::model::DEFAULT_FOR_MAX_GAP;
+    (interval >= limit).then(|| {
+        let ms =
+            |d: Duration| crate::time::human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        format!(
+            "--interval {} is not under {}, the time a `for:` gate allows between two \
+             evaluations by default (`for_max_gap`): such a gate restarts its span at every round \
+             and never passes. Lower --interval, or set `for_max_gap` above it on those gates",
+            ms(interval),
+            ms(limit)
+        )
+    })
 }
 
 /// SIGTERM or SIGINT.
@@ -155,5 +175,21 @@ pub(super) async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interval_at_or_over_the_default_for_max_gap_is_warned_about() {
+        assert_eq!(interval_warning(Duration::from_secs(15)), None);
+        assert_eq!(interval_warning(Duration::from_secs(299)), None);
+        for interval in [Duration::from_secs(300), Duration::from_secs(600)] {
+            let warning = interval_warning(interval).expect("a warning");
+            assert!(warning.contains("for_max_gap"), "{warning}");
+            assert!(warning.contains("never passes"), "{warning}");
+        }
     }
 }
