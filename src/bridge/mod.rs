@@ -432,9 +432,9 @@ async fn session<S: Store>(
             ),
         }
     }
-    // Give back at once what this session holds and did not ack (JetStream: NAKed in stream
-    // order), so that the next session, this bridge's or a standby's, gets it before newer
-    // messages; after a crash it comes back after the visibility timeout instead.
+    // Give back at once what this session holds and did not ack, so that the next session, this
+    // bridge's or a standby's, gets it before newer messages (RabbitMQ, Redis; JetStream after
+    // `ack_wait`); after a crash it comes back after the visibility timeout instead.
     keyed.clear();
     match tokio::time::timeout(RELEASE_TIMEOUT, sub.release()).await {
         Ok(Ok(())) => {}

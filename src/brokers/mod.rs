@@ -4,8 +4,8 @@
 //! | operation | RabbitMQ (lapin) | NATS JetStream (async-nats) | Redis Streams (redis) |
 //! |-----------|------------------|-----------------------------|-----------------------|
 //! | [`Adapter::publish`] returns after | the publisher confirm (ack) | the `PubAck` | the `XADD` reply |
-//! | [`Subscription::next`] | `basic.consume`, manual ack, prefetch | durable pull consumer, explicit ack, pull requests of its own | `XREADGROUP` + `XAUTOCLAIM` of stale pending |
-//! | [`Subscription::release`] | closes the channel: unacked requeued | `-NAK` of what it holds, in stream order | nothing left on the server: an exclusive subscription claims it |
+//! | [`Subscription::next`] | `basic.consume`, manual ack, prefetch | durable pull consumer, explicit ack | `XREADGROUP` + `XAUTOCLAIM` of stale pending |
+//! | [`Subscription::release`] | closes the channel: unacked requeued | a drop: redelivered after `ack_wait` | nothing left on the server: an exclusive subscription claims it |
 //! | [`Adapter::depth`] | ready + unacked (management API) | pending + ack pending of the group | lag + pending of the group |
 //! | [`Adapter::browse`] | not possible: [`BrokerError::Unsupported`] | reads by sequence, consumes nothing | `XRANGE`, consumes nothing |
 //!
@@ -22,8 +22,8 @@
 //!   caller retries and a duplicate is the worst case, never a loss.
 //! - A delivery that is neither acked nor nacked comes back (connection loss, visibility timeout);
 //!   at once and ahead of newer messages when its subscription ends with
-//!   [`Subscription::release`] (RabbitMQ, JetStream) or the next subscription of the group is
-//!   [`SubscribeOptions::exclusive`] (Redis).
+//!   [`Subscription::release`] (RabbitMQ) or the next subscription of the group is
+//!   [`SubscribeOptions::exclusive`] (Redis); JetStream gives it back after `ack_wait`.
 //! - `declare` is idempotent: it creates the queue / stream / consumer group when missing and
 //!   leaves an existing one as it is.
 //! - `publish` may be called from many tasks at once on one [`Adapter`] (`&self`): the
@@ -512,8 +512,8 @@ impl Adapter {
 /// and Redis redeliver it after the visibility timeout (Redis: what its last read took and it did
 /// not hand out yet is read first by the next subscription of the same consumer, or of any
 /// consumer when it is [`SubscribeOptions::exclusive`], claimed by another consumer of the group
-/// after the visibility timeout). [`Subscription::release`] gives it back at once instead
-/// (JetStream).
+/// after the visibility timeout). [`Subscription::release`] also lets a Redis read in flight
+/// finish, so that an exclusive next subscription claims everything at once.
 #[derive(Debug)]
 pub struct Subscription {
     inner: SubscriptionInner,
@@ -569,23 +569,22 @@ impl Subscription {
     ///
     /// - RabbitMQ: the same as dropping it (the broker requeues every unacked delivery at once,
     ///   in place). Call [`Subscription::flush_acks`] first.
-    /// - JetStream: the pulls stop (the inbox unsubscribed and drained: what the server sent
-    ///   before is received), then every message received and not settled, handed out or not, is
-    ///   NAKed without delay, one at a time in stream order; the server redelivers NAKed messages
-    ///   before any newer one, in that order. A message the server was handing over at the very
-    ///   instant the pulls stopped may still come back only after `ack_wait`.
+    /// - JetStream: the same as dropping it: what it held comes back after `ack_wait`, behind
+    ///   newer messages. NAKing it was tried and not kept: a pull request the subscription left
+    ///   waiting on the server (async-nats cannot withdraw one) meets the first NAK, and
+    ///   nats-server 2.9.10 (Debian's) then loses that redelivery until `ack_wait` and sends the
+    ///   last delivered message again as new.
     /// - Redis: a read in flight is let finish (within a second) rather than abandoned on the
     ///   server, so every entry this consumer took is in the group's pending list, where the
     ///   next [`SubscribeOptions::exclusive`] subscription claims it first, whatever its
     ///   consumer name (nothing is sent: an entry's place in the stream is its order).
     ///
-    /// A crash cannot do this: JetStream redelivers after `ack_wait`.
+    /// A crash cannot do this: RabbitMQ still requeues at once when the connection closes; Redis
+    /// once the server has dropped the crashed process's connections.
     ///
     /// # Errors
-    /// [`BrokerError::Operation`] when the broker could not be told (the connection broke, a NAK
-    /// was not confirmed): what was not given back comes back after the visibility timeout
-    /// (JetStream: the NAKs stop at the first failure, so no message comes back before an
-    /// earlier one that was held).
+    /// [`BrokerError::Operation`] when the broker could not be told (the connection broke): what
+    /// was not given back comes back after the visibility timeout.
     pub async fn release(self) -> Result<()> {
         match self.inner {
             SubscriptionInner::RabbitMq(s) => {

@@ -4,12 +4,11 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr as _;
-use std::sync::{Arc, Mutex as StdMutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::consumer::FromConsumer as _;
 use async_nats::jetstream::{self, consumer, context, stream};
-use async_nats::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use futures_util::StreamExt as _;
 
 use super::{
@@ -21,8 +20,6 @@ const KIND: &str = "nats";
 const HEARTBEAT: Duration = Duration::from_secs(5);
 /// How long one pull request stays open on the server.
 const PULL_EXPIRES: Duration = Duration::from_secs(30);
-/// The JetStream API prefix (the context's default).
-const API_PREFIX: &str = "$JS.API";
 /// How long a JetStream API request or an ack may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -221,28 +218,18 @@ impl Nats {
                 consumer::Consumer::new(pull, info, self.js.clone())
             }
         };
-        let info = pull.cached_info();
-        let inbox = async_nats::Subject::from(self.client.new_inbox());
-        let subscriber = self
-            .client
-            .subscribe(inbox.clone())
+        let messages = pull
+            .stream()
+            .max_messages_per_batch(usize::from(options.prefetch.max(1)))
+            .expires(PULL_EXPIRES)
+            .heartbeat(HEARTBEAT)
+            .messages()
             .await
             .map_err(|e| op_error("subscribe", queue, e))?;
         Ok(Subscription {
             queue: queue.to_string(),
             client: self.client.clone(),
-            js: self.js.clone(),
-            next_subject: format!(
-                "{API_PREFIX}.CONSUMER.MSG.NEXT.{}.{}",
-                info.stream_name, info.name
-            ),
-            inbox,
-            subscriber,
-            batch: usize::from(options.prefetch.max(1)),
-            owed: 0,
-            pulls_expire: None,
-            heard: Instant::now(),
-            held: Held::default(),
+            messages,
             deleted: false,
             ended: None,
         })
@@ -316,35 +303,14 @@ fn read_headers(headers: Option<&HeaderMap>) -> BTreeMap<String, String> {
     out
 }
 
-/// What a subscription was delivered and nobody acked or nacked yet: each delivery's reply
-/// subject by stream sequence, so that [`Subscription::release`] gives them back in stream order.
-type Held = Arc<StdMutex<BTreeMap<u64, async_nats::Subject>>>;
-
-/// A durable pull consumer read through pull requests this subscription sends itself (`batch`
-/// messages each, expiring after [`PULL_EXPIRES`], an idle heartbeat every [`HEARTBEAT`]) to an
-/// inbox of its own: it owns that inbox, so that [`Subscription::release`] can stop the pulls
-/// and still read every message the server sent before they stopped (the client library's pull
-/// stream drops those with itself).
+/// A durable pull consumer's message stream.
 pub(super) struct Subscription {
     queue: String,
     client: async_nats::Client,
-    js: jetstream::Context,
-    /// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`.
-    next_subject: String,
-    inbox: async_nats::Subject,
-    subscriber: async_nats::Subscriber,
-    /// Messages asked for by one pull request (the prefetch).
-    batch: usize,
-    /// Messages the open pull requests may still bring.
-    owed: usize,
-    /// When the last pull request sent has surely expired on the server.
-    pulls_expire: Option<Instant>,
-    /// When the server was last heard from (a message, a heartbeat, a status) or last asked.
-    heard: Instant,
-    held: Held,
+    messages: consumer::pull::Stream,
     /// The consumer was deleted: the subscription is over.
     deleted: bool,
-    /// The subscription ended with this error.
+    /// The stream of messages ended with this error.
     ended: Option<String>,
 }
 
@@ -352,218 +318,64 @@ impl fmt::Debug for Subscription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("nats::Subscription")
             .field("queue", &self.queue)
-            .field("owed", &self.owed)
             .field("ended", &self.ended)
             .finish_non_exhaustive()
     }
 }
 
-/// The number a 408 / 409 status says its pull request still owed (`Nats-Pending-Messages`).
-fn pending_messages(status: &async_nats::Message) -> Option<usize> {
-    status
-        .headers
-        .as_ref()?
-        .get("Nats-Pending-Messages")?
-        .as_str()
-        .parse()
-        .ok()
-}
-
 impl Subscription {
-    /// Cancel-safe: the only waits are sending a pull request (dropped before it was sent, it is
-    /// sent again; sent and not counted, the server delivers a little more than asked, within
-    /// `max_ack_pending`) and reading the inbox (a channel: a dropped read takes nothing).
+    /// Ends the subscription: the same as dropping it. What it held comes back after `ack_wait`
+    /// (see [`super::Subscription::release`] for why it is not NAKed).
+    pub(super) async fn release(self) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+
     pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
-        let called = Instant::now();
-        loop {
-            if self.deleted {
-                return Ok(None);
+        if self.deleted {
+            return Ok(None);
+        }
+        if let Some(reason) = &self.ended {
+            return Err(op_error(
+                "consume",
+                &self.queue,
+                format!("the subscription ended: {reason}"),
+            ));
+        }
+        match self.messages.next().await {
+            Some(Ok(m)) => {
+                let redelivered = m.info().map(|info| info.delivered > 1).unwrap_or(false);
+                let reply = m.message.reply.clone();
+                Ok(Some(super::Delivery {
+                    message: Message {
+                        headers: read_headers(m.message.headers.as_ref()),
+                        ..Message::new(m.message.payload.to_vec())
+                    },
+                    redelivered,
+                    acker: super::Acker::Nats(Acker {
+                        queue: self.queue.clone(),
+                        client: self.client.clone(),
+                        reply,
+                    }),
+                }))
             }
-            if let Some(reason) = &self.ended {
-                return Err(op_error(
-                    "consume",
-                    &self.queue,
-                    format!("the subscription ended: {reason}"),
-                ));
-            }
-            if self.pulls_expire.is_some_and(|at| Instant::now() >= at) {
-                // The server ends a pull request with a 408; without one, it is over anyway.
-                self.owed = 0;
-                self.pulls_expire = None;
-            }
-            if self.owed <= self.batch / 2 {
-                self.pull().await?;
-            }
-            // Nothing at all (not even a heartbeat) for two heartbeats: the pulls were lost (a
-            // reconnection, a restarted server). Measured from this call at the earliest, so that a
-            // caller that did not read for a while meets what was sent meanwhile first.
-            let silent_until = self.heard.max(called) + 2 * HEARTBEAT;
-            let got = tokio::time::timeout_at(silent_until.into(), self.subscriber.next()).await;
-            let m = match got {
-                Err(_) => {
-                    self.owed = 0;
-                    self.pulls_expire = None;
-                    return Err(op_error(
-                        "consume",
-                        &self.queue,
-                        format!(
-                            "no message nor heartbeat from the server for {:?} (pulling again)",
-                            2 * HEARTBEAT
-                        ),
-                    ));
-                }
-                // The client was closed.
-                Ok(None) => return Ok(None),
-                Ok(Some(m)) => m,
-            };
-            self.heard = Instant::now();
-            match m.status {
-                None | Some(StatusCode::OK) => {
-                    self.owed = self.owed.saturating_sub(1);
-                    return Ok(Some(self.delivery(m)));
-                }
-                Some(StatusCode::IDLE_HEARTBEAT) => {}
-                Some(StatusCode::TIMEOUT | StatusCode::REQUEST_TERMINATED) => {
-                    let description = m.description.as_deref().unwrap_or_default();
-                    if description.eq_ignore_ascii_case("consumer deleted") {
+            Some(Err(e)) => {
+                use consumer::pull::MessagesErrorKind as K;
+                match e.kind() {
+                    K::ConsumerDeleted => {
                         self.deleted = true;
-                        return Ok(None);
+                        Ok(None)
                     }
-                    if description.eq_ignore_ascii_case("consumer is push based")
-                        || description.starts_with("Exceeded MaxRequest")
-                    {
-                        // The same pull would be refused again.
-                        self.ended = Some(description.to_string());
-                        return Err(op_error("consume", &self.queue, description));
+                    K::PushBasedConsumer | K::RequestLimitExceeded => {
+                        self.ended = Some(e.to_string());
+                        Err(op_error("consume", &self.queue, e))
                     }
-                    // A pull request expired or was ended (e.g. a leader change): what it still
-                    // owed will not come.
-                    self.owed = match pending_messages(&m) {
-                        Some(n) => self.owed.saturating_sub(n),
-                        None => 0,
-                    };
-                }
-                Some(status) => {
-                    // No responders (JetStream unavailable) and anything else: pull again.
-                    self.owed = 0;
-                    self.pulls_expire = None;
-                    let description = m.description.unwrap_or_default();
-                    return Err(op_error(
-                        "consume",
-                        &self.queue,
-                        format!("pull answered {status} {description}"),
-                    ));
+                    _ => Err(op_error("consume", &self.queue, e)),
                 }
             }
+            None => Ok(None),
         }
     }
-
-    /// Asks the server for `batch` more messages.
-    async fn pull(&mut self) -> Result<()> {
-        let request = format!(
-            r#"{{"batch":{},"expires":{},"idle_heartbeat":{}}}"#,
-            self.batch,
-            PULL_EXPIRES.as_nanos(),
-            HEARTBEAT.as_nanos()
-        );
-        self.client
-            .publish_with_reply(
-                self.next_subject.clone(),
-                self.inbox.clone(),
-                request.into(),
-            )
-            .await
-            .map_err(|e| op_error("consume", &self.queue, format!("pull request: {e}")))?;
-        self.owed += self.batch;
-        self.pulls_expire = Some(Instant::now() + PULL_EXPIRES + HEARTBEAT);
-        self.heard = Instant::now();
-        Ok(())
-    }
-
-    /// Holds `m` until it is acked or nacked: whether it was delivered before, its stream
-    /// sequence.
-    fn hold(&self, m: async_nats::Message) -> (async_nats::Message, bool, Option<u64>) {
-        let m = jetstream::Message {
-            message: m,
-            context: self.js.clone(),
-        };
-        let (redelivered, sequence) = match (m.info(), &m.message.reply) {
-            (Ok(info), Some(reply)) => {
-                lock(&self.held).insert(info.stream_sequence, reply.clone());
-                (info.delivered > 1, Some(info.stream_sequence))
-            }
-            _ => (false, None),
-        };
-        (m.message, redelivered, sequence)
-    }
-
-    /// A delivery of `m`, held until it is acked or nacked.
-    fn delivery(&self, m: async_nats::Message) -> super::Delivery {
-        let (m, redelivered, sequence) = self.hold(m);
-        super::Delivery {
-            message: Message {
-                headers: read_headers(m.headers.as_ref()),
-                ..Message::new(m.payload.to_vec())
-            },
-            redelivered,
-            acker: super::Acker::Nats(Acker {
-                queue: self.queue.clone(),
-                client: self.client.clone(),
-                reply: m.reply,
-                sequence,
-                held: self.held.clone(),
-            }),
-        }
-    }
-
-    /// Ends the subscription and gives back at once (`-NAK`, in stream order) every message it
-    /// was delivered and that was neither acked nor nacked, including those the client received
-    /// and `next` did not hand out yet: the server redelivers them before newer messages.
-    ///
-    /// First the pulls stop: the inbox is unsubscribed and drained (the client closes it at the
-    /// `PONG` after the `UNSUB`, so every message the server sent before it dropped the pull
-    /// requests is read here). Only then the NAKs go: a NAK sent while a pull request of this
-    /// subscription was still open would have the message redelivered to it.
-    ///
-    /// # Errors
-    /// [`BrokerError::Operation`] when the inbox could not be drained (the connection broke)
-    /// or a NAK was not confirmed: the messages not given back come back after `ack_wait`.
-    pub(super) async fn release(mut self) -> Result<()> {
-        let drained = async {
-            self.subscriber
-                .drain()
-                .await
-                .map_err(|e| op_error("release", &self.queue, e))?;
-            while let Some(m) = self.subscriber.next().await {
-                if matches!(m.status, None | Some(StatusCode::OK)) {
-                    // Received, never handed out: given back with the others.
-                    self.hold(m);
-                }
-            }
-            Ok::<(), BrokerError>(())
-        };
-        tokio::time::timeout(REQUEST_TIMEOUT, drained)
-            .await
-            .map_err(|_| {
-                op_error(
-                    "release",
-                    &self.queue,
-                    format!("the pulls did not stop within {REQUEST_TIMEOUT:?}"),
-                )
-            })??;
-        let held = std::mem::take(&mut *lock(&self.held));
-        // One at a time, in stream order: the server queues redeliveries in the order it
-        // processes the NAKs. After a failure the rest are left to `ack_wait`, so that no later
-        // message comes back before an earlier one.
-        for reply in held.into_values() {
-            send(&self.client, &self.queue, "release", reply, "-NAK").await?;
-        }
-        Ok(())
-    }
-}
-
-fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The ack handle of one JetStream delivery: its reply subject.
@@ -572,24 +384,19 @@ pub(super) struct Acker {
     queue: String,
     client: async_nats::Client,
     reply: Option<async_nats::Subject>,
-    /// Its stream sequence, under which its subscription holds it.
-    sequence: Option<u64>,
-    held: Held,
 }
 
 impl Acker {
     pub(super) async fn ack(self) -> Result<()> {
-        self.settle("ack", "+ACK").await
+        self.send("ack", "+ACK").await
     }
 
     pub(super) async fn nack(self) -> Result<()> {
-        self.settle("nack", "-NAK").await
+        self.send("nack", "-NAK").await
     }
 
-    /// Sends the ack and, once the server confirmed it, stops holding the delivery (one whose
-    /// ack was not confirmed is NAKed by [`Subscription::release`]; the server ignores a NAK of
-    /// a message it has seen acked).
-    async fn settle(self, operation: &'static str, body: &'static str) -> Result<()> {
+    /// Sends the ack with a reply subject, so the server confirms it.
+    async fn send(self, operation: &'static str, body: &'static str) -> Result<()> {
         let Some(reply) = self.reply else {
             return Err(op_error(
                 operation,
@@ -597,34 +404,19 @@ impl Acker {
                 "the message has no reply subject: not a JetStream delivery",
             ));
         };
-        send(&self.client, &self.queue, operation, reply, body).await?;
-        if let Some(sequence) = self.sequence {
-            lock(&self.held).remove(&sequence);
-        }
+        let request = self.client.request(reply, body.into());
+        tokio::time::timeout(REQUEST_TIMEOUT, request)
+            .await
+            .map_err(|_| {
+                op_error(
+                    operation,
+                    &self.queue,
+                    format!("no answer within {REQUEST_TIMEOUT:?}"),
+                )
+            })?
+            .map_err(|e| op_error(operation, &self.queue, e))?;
         Ok(())
     }
-}
-
-/// Sends an ack (`body`) to `reply` with a reply subject, so the server confirms it.
-async fn send(
-    client: &async_nats::Client,
-    queue: &str,
-    operation: &'static str,
-    reply: async_nats::Subject,
-    body: &'static str,
-) -> Result<()> {
-    let request = client.request(reply, body.into());
-    tokio::time::timeout(REQUEST_TIMEOUT, request)
-        .await
-        .map_err(|_| {
-            op_error(
-                operation,
-                queue,
-                format!("no answer within {REQUEST_TIMEOUT:?}"),
-            )
-        })?
-        .map_err(|e| op_error(operation, queue, e))?;
-    Ok(())
 }
 
 /// The headers NATS carries for `message`: its text headers as they are, and the AMQP property
