@@ -52,27 +52,7 @@ async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, 
         .init(&path, &actor, T0 * 1000)
         .await
         .unwrap();
-    let planned = store.get("local").await.unwrap();
-    store
-        .commit(
-            "local",
-            &Commit {
-                expected_version: planned.version,
-                command: "advance".into(),
-                to: Snapshot {
-                    state: State::Slices(0),
-                    paused: false,
-                },
-                at_ms: T0 * 1000,
-                actor: "alice".into(),
-                reason: Some("to the slices".into()),
-                forced: true,
-                evidence: serde_json::json!({}),
-                memory: Vec::new(),
-            },
-        )
-        .await
-        .unwrap();
+    common::enter_first_slice(&store, "local", T0 * 1000).await;
     (store, indicators, resolve)
 }
 
@@ -119,15 +99,7 @@ async fn an_advance_whose_gates_a_round_rewrote_before_its_commit_decides_again_
     let now = T0 * 1000 + 10 * MINUTE;
     *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, true, now));
     let fetcher = queue_migrate::indicators::fetch::Fetcher::new(Duration::from_secs(2)).unwrap();
-    let person = queue_migrate::controller::Controller {
-        store: &hooked,
-        fetcher: &fetcher,
-        resolve: &*resolve,
-        secrets: queue_migrate::plan::SecretsMode::Deferred,
-        read_only: false,
-        histories: None,
-        round: None,
-    };
+    let person = controller(&hooked, &fetcher, &resolve);
     let actor = Actor {
         name: "alice".into(),
         reason: None,
@@ -177,15 +149,7 @@ async fn a_forced_advance_over_a_failure_written_before_its_commit_is_journaled_
     let now = T0 * 1000 + 7 * MINUTE;
     let hooked = Hooked::new(store.clone());
     *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, false, now));
-    let person = queue_migrate::controller::Controller {
-        store: &hooked,
-        fetcher: &fetcher,
-        resolve: &*resolve,
-        secrets: queue_migrate::plan::SecretsMode::Deferred,
-        read_only: false,
-        histories: None,
-        round: None,
-    };
+    let person = controller(&hooked, &fetcher, &resolve);
     let opts = AdvanceOptions {
         force: true,
         ..AdvanceOptions::default()
@@ -230,23 +194,6 @@ fn another_advance(store: &AnyStore, at_ms: i64) -> Race {
     })
 }
 
-/// A person's controller over `store`.
-fn person<'a>(
-    store: &'a Hooked,
-    fetcher: &'a queue_migrate::indicators::fetch::Fetcher,
-    resolve: &'a MapResolve,
-) -> queue_migrate::controller::Controller<'a, Hooked> {
-    queue_migrate::controller::Controller {
-        store,
-        fetcher,
-        resolve,
-        secrets: queue_migrate::plan::SecretsMode::Deferred,
-        read_only: false,
-        histories: None,
-        round: None,
-    }
-}
-
 /// Moves into `slices[1]` in the journal of `local`.
 async fn moves_to_slices_1(store: &AnyStore) -> Vec<String> {
     let journal = store.journal("local").await.unwrap();
@@ -279,7 +226,7 @@ async fn an_advance_whose_migration_moved_between_two_attempts_does_not_move_it_
             from: from.map(String::from),
             ..AdvanceOptions::default()
         };
-        let outcome = person(&hooked, &fetcher, &resolve)
+        let outcome = controller(&hooked, &fetcher, &resolve)
             .advance("local", &opts, &actor, now)
             .await;
         assert!(
@@ -325,7 +272,7 @@ async fn an_advance_that_loses_every_attempt_to_a_round_gives_up_without_moving(
         name: "alice".into(),
         reason: None,
     };
-    let outcome = person(&hooked, &fetcher, &resolve)
+    let outcome = controller(&hooked, &fetcher, &resolve)
         .advance("local", &AdvanceOptions::default(), &actor, now)
         .await;
     assert!(

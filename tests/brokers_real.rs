@@ -238,40 +238,8 @@ async fn a_released_nats_subscription_gives_back_after_ack_wait_without_loss() {
     let q = queue("release-nats");
     adapter.declare(&q).await.unwrap();
     let total = 8;
-    for n in 0..5 {
-        adapter.publish(&q, &stamped(n)).await.unwrap();
-    }
     let ack_wait = Duration::from_secs(2);
-    let mut first = adapter
-        .subscribe(&q, &options("g", 4, ack_wait))
-        .await
-        .unwrap();
-    let mut taken = Vec::new();
-    for _ in 0..3 {
-        let d = next_within(&mut first, 10).await;
-        let n = index_of(&d.message, total);
-        taken.push(n);
-        if n == 1 {
-            d.ack().await.unwrap();
-        }
-    }
-    assert_eq!(taken, [0, 1, 2]);
-    first.release().await.unwrap();
-    for n in 5..total {
-        adapter.publish(&q, &stamped(n)).await.unwrap();
-    }
-    let started = Instant::now();
-    let mut second = adapter
-        .subscribe(
-            &q,
-            &SubscribeOptions {
-                consumer: "g-2".into(),
-                exclusive: true,
-                ..options("g", 4, ack_wait)
-            },
-        )
-        .await
-        .unwrap();
+    let (mut second, started) = hold_three_then_release(&adapter, &q, (5, total), ack_wait).await;
     let mut got = std::collections::BTreeSet::new();
     while got.len() < total - 1 && started.elapsed() < ack_wait * 5 {
         let Ok(next) = tokio::time::timeout(Duration::from_secs(1), second.next()).await else {
@@ -1049,26 +1017,21 @@ async fn nats_refuses_a_message_it_can_never_take_and_only_that() {
     cleanup(Kind::Nats, &url, &small).await;
 }
 
-/// A subscription ends with messages taken and not acked (one acked in between, a gap, as a
-/// bridge leaves them): the next subscription of the group, under another consumer name (a
-/// standby bridge) and exclusive, gets them first, in stream order, before messages that were
-/// never delivered and before messages published after the end, at once, not after the
-/// visibility timeout. RabbitMQ requeues in place; JetStream gets them NAKed by `release`, and
-/// redelivers NAKed messages before new ones; Redis claims the group's pending entries of every
-/// consumer (idle 0) before reading new ones. Before: JetStream and Redis gave them back only
-/// after the visibility timeout, behind newer messages.
-async fn what_a_released_subscription_held_comes_first_in_order_at_once(kind: Kind, url: &str) {
-    let adapter = connect(kind, url).await;
-    let q = queue("release");
-    adapter.declare(&q).await.unwrap();
-    let total = 13;
-    for n in 0..10 {
-        adapter.publish(&q, &stamped(n)).await.unwrap();
+/// Publishes messages `0..before` to `q`, takes `0, 1, 2` with a subscription of group `g`
+/// (prefetch 4), acks `1` (a gap, as a bridge leaves them), releases that subscription, publishes
+/// `before..total`, and answers the group's next subscription: another consumer name (a standby
+/// bridge), exclusive, and when it started.
+async fn hold_three_then_release(
+    adapter: &Adapter,
+    q: &str,
+    (before, total): (usize, usize),
+    visibility: Duration,
+) -> (queue_migrate::brokers::Subscription, Instant) {
+    for n in 0..before {
+        adapter.publish(q, &stamped(n)).await.unwrap();
     }
-    // Long enough that anything given back by the timeout comes far too late for this test.
-    let visibility = Duration::from_secs(30);
     let mut first = adapter
-        .subscribe(&q, &options("g", 4, visibility))
+        .subscribe(q, &options("g", 4, visibility))
         .await
         .unwrap();
     let mut taken = Vec::new();
@@ -1076,21 +1039,19 @@ async fn what_a_released_subscription_held_comes_first_in_order_at_once(kind: Ki
         let d = next_within(&mut first, 10).await;
         let n = index_of(&d.message, total);
         taken.push(n);
-        // One acked among those held: a gap, as a bridge leaves them.
         if n == 1 {
             d.ack().await.unwrap();
         }
     }
     assert_eq!(taken, [0, 1, 2]);
     first.release().await.unwrap();
-    for n in 10..total {
-        adapter.publish(&q, &stamped(n)).await.unwrap();
+    for n in before..total {
+        adapter.publish(q, &stamped(n)).await.unwrap();
     }
-
     let started = Instant::now();
-    let mut second = adapter
+    let second = adapter
         .subscribe(
-            &q,
+            q,
             &SubscribeOptions {
                 consumer: "g-2".into(),
                 exclusive: true,
@@ -1099,6 +1060,25 @@ async fn what_a_released_subscription_held_comes_first_in_order_at_once(kind: Ki
         )
         .await
         .unwrap();
+    (second, started)
+}
+
+/// A subscription ends with messages taken and not acked (one acked in between, a gap, as a
+/// bridge leaves them): the next subscription of the group, under another consumer name (a
+/// standby bridge) and exclusive, gets them first, in stream order, before messages that were
+/// never delivered and before messages published after the end, at once, not after the
+/// visibility timeout. RabbitMQ requeues in place; Redis claims the group's pending entries of
+/// every consumer (idle 0) before reading new ones (before: only after the visibility timeout,
+/// behind newer messages).
+async fn what_a_released_subscription_held_comes_first_in_order_at_once(kind: Kind, url: &str) {
+    let adapter = connect(kind, url).await;
+    let q = queue("release");
+    adapter.declare(&q).await.unwrap();
+    let total = 13;
+    // Long enough that anything given back by the timeout comes far too late for this test.
+    let visibility = Duration::from_secs(30);
+    let (mut second, started) =
+        hold_three_then_release(&adapter, &q, (10, total), visibility).await;
     let mut got = Vec::new();
     while got.len() < total - 1 {
         let Ok(next) = tokio::time::timeout(Duration::from_secs(5), second.next()).await else {

@@ -1485,27 +1485,7 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
     // In the first slice step, entered by a command; every gate green.
-    let planned = w.store.get("local").await.unwrap();
-    w.store
-        .commit(
-            "local",
-            &Commit {
-                expected_version: planned.version,
-                command: "advance".into(),
-                to: Snapshot {
-                    state: State::Slices(0),
-                    paused: false,
-                },
-                at_ms: entered,
-                actor: "alice".into(),
-                reason: Some("to the slices".into()),
-                forced: true,
-                evidence: json!({}),
-                memory: Vec::new(),
-            },
-        )
-        .await
-        .unwrap();
+    common::enter_first_slice(&w.store, "local", entered).await;
     let shared = Shared::new(
         w.store.clone(),
         daemon_config(Arc::new(AtomicI64::new(entered))),
@@ -1610,27 +1590,7 @@ async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
     let w = World::new(&held).await;
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
-    let planned = w.store.get("local").await.unwrap();
-    w.store
-        .commit(
-            "local",
-            &Commit {
-                expected_version: planned.version,
-                command: "advance".into(),
-                to: Snapshot {
-                    state: State::Slices(0),
-                    paused: false,
-                },
-                at_ms: entered,
-                actor: "alice".into(),
-                reason: Some("to the slices".into()),
-                forced: true,
-                evidence: json!({}),
-                memory: Vec::new(),
-            },
-        )
-        .await
-        .unwrap();
+    common::enter_first_slice(&w.store, "local", entered).await;
     let shared = Shared::new(
         w.store.clone(),
         daemon_config(Arc::new(AtomicI64::new(entered))),
@@ -1712,27 +1672,7 @@ async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
     let w = World::new(&held).await;
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
-    let planned = w.store.get("local").await.unwrap();
-    w.store
-        .commit(
-            "local",
-            &Commit {
-                expected_version: planned.version,
-                command: "advance".into(),
-                to: Snapshot {
-                    state: State::Slices(0),
-                    paused: false,
-                },
-                at_ms: entered,
-                actor: "alice".into(),
-                reason: Some("to the slices".into()),
-                forced: true,
-                evidence: json!({}),
-                memory: Vec::new(),
-            },
-        )
-        .await
-        .unwrap();
+    common::enter_first_slice(&w.store, "local", entered).await;
     let shared = Shared::new(
         w.store.clone(),
         daemon_config(Arc::new(AtomicI64::new(entered))),

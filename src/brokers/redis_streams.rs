@@ -527,6 +527,30 @@ struct Reader {
 }
 
 impl Reader {
+    /// One `XAUTOCLAIM` page of up to `count` entries of the group idle at least `min_idle`, from
+    /// `cursor`: the cursor to go on from (`0-0` once the pending list is passed whole) and the
+    /// entries claimed for this consumer.
+    async fn autoclaim(
+        &self,
+        reader: &mut MultiplexedConnection,
+        min_idle: Duration,
+        cursor: &str,
+        count: usize,
+    ) -> std::result::Result<(String, Vec<Value>), RedisError> {
+        let mut cmd = redis::cmd("XAUTOCLAIM");
+        cmd.arg(&self.queue).arg(&self.group).arg(&self.consumer);
+        cmd.arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX));
+        cmd.arg(cursor).arg("COUNT").arg(count);
+        let mut reply = items(cmd.query_async(reader).await?).into_iter();
+        let next_cursor = reply
+            .next()
+            .as_ref()
+            .and_then(text)
+            .unwrap_or_else(|| "0-0".to_string());
+        let claimed = reply.next().map(items).unwrap_or_default();
+        Ok((next_cursor, claimed))
+    }
+
     async fn connection(&mut self) -> std::result::Result<MultiplexedConnection, RedisError> {
         if let Some(r) = &self.connection {
             return Ok(r.clone());
@@ -588,16 +612,9 @@ impl Reader {
         if let Some(cursor) = self.take_over.clone() {
             // Every entry of the group delivered before and not acked, whoever it went to, in
             // stream order, before any new one: the sessions before this one have ended.
-            let mut cmd = redis::cmd("XAUTOCLAIM");
-            cmd.arg(&self.queue).arg(&self.group).arg(&self.consumer);
-            cmd.arg(0).arg(&cursor).arg("COUNT").arg(count);
-            let mut reply = items(cmd.query_async(&mut reader).await?).into_iter();
-            let next_cursor = reply
-                .next()
-                .as_ref()
-                .and_then(text)
-                .unwrap_or_else(|| "0-0".to_string());
-            let claimed = reply.next().map(items).unwrap_or_default();
+            let (next_cursor, claimed) = self
+                .autoclaim(&mut reader, Duration::ZERO, &cursor, count)
+                .await?;
             self.take_over = (next_cursor != "0-0").then_some(next_cursor);
             if !claimed.is_empty() {
                 self.take(claimed, true, &mut first, out).await?;
@@ -630,17 +647,10 @@ impl Reader {
                 .last_claim
                 .is_none_or(|at| at.elapsed() >= self.claim_every);
         if due {
-            let mut cmd = redis::cmd("XAUTOCLAIM");
-            cmd.arg(&self.queue).arg(&self.group).arg(&self.consumer);
-            cmd.arg(u64::try_from(self.visibility.as_millis()).unwrap_or(u64::MAX));
-            cmd.arg(&self.claim_cursor).arg("COUNT").arg(count);
-            let mut reply = items(cmd.query_async(&mut reader).await?).into_iter();
-            let next_cursor = reply
-                .next()
-                .as_ref()
-                .and_then(text)
-                .unwrap_or_else(|| "0-0".to_string());
-            let claimed = reply.next().map(items).unwrap_or_default();
+            let cursor = self.claim_cursor.clone();
+            let (next_cursor, claimed) = self
+                .autoclaim(&mut reader, self.visibility, &cursor, count)
+                .await?;
             let full = claimed.len() >= count;
             // A pass over the whole pending list is over when the cursor is back at 0-0.
             if next_cursor == "0-0" && !full {

@@ -56,11 +56,11 @@ pub fn local_plan_named(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// A controller over `store`, as the CLI acts on it.
-pub fn controller<'a>(
-    store: &'a queue_migrate::store::any::AnyStore,
+pub fn controller<'a, S: queue_migrate::store::Store>(
+    store: &'a S,
     fetcher: &'a queue_migrate::indicators::fetch::Fetcher,
     resolve: &'a MapResolve,
-) -> queue_migrate::controller::Controller<'a, queue_migrate::store::any::AnyStore> {
+) -> queue_migrate::controller::Controller<'a, S> {
     queue_migrate::controller::Controller {
         store,
         fetcher,
@@ -523,4 +523,30 @@ impl Postgres {
             pool.close().await;
         });
     }
+}
+
+/// Moves migration `name` into `slices[0]` at `at_ms`, as alice's forced advance would: a test's
+/// starting point in the first slice step.
+pub async fn enter_first_slice<S: queue_migrate::store::Store>(store: &S, name: &str, at_ms: i64) {
+    let planned = store.get(name).await.unwrap();
+    store
+        .commit(
+            name,
+            &queue_migrate::store::Commit {
+                expected_version: planned.version,
+                command: "advance".into(),
+                to: queue_migrate::machine::Snapshot {
+                    state: queue_migrate::machine::State::Slices(0),
+                    paused: false,
+                },
+                at_ms,
+                actor: "alice".into(),
+                reason: Some("to the slices".into()),
+                forced: true,
+                evidence: serde_json::json!({}),
+                memory: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
 }
