@@ -1471,20 +1471,19 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
     );
 }
 
-/// Regression: a round that read a migration (its plan, its gates' memory) before `migrate plan
-/// apply` and committed after it wrote back the held-since mark gathered under the old
-/// definition of a gate the apply had changed (and whose mark it had forgotten): the next round
-/// saw the stricter gate "held for 5m" and advanced at once. The round's memory is not written
-/// once the plan it evaluated under is replaced; the changed gate's `for:` starts again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over_plan_apply() {
+/// The local plan with `for: hold_for` on its exit gate, in `slices[0]` since a minute past
+/// `T0` (entered by a command; every gate green), and a leading daemon over it: the world, the
+/// daemon's state, and the plan's text.
+async fn leading_in_first_slice(hold_for: &str) -> (World, Arc<Shared<AnyStore>>, String) {
     const GATE: &str = r#"pass_if: "< 0.01" }"#;
-    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 5m }"#, 1);
+    let held = plan().replacen(
+        GATE,
+        &format!(r#"pass_if: "< 0.01", for: {hold_for} }}"#),
+        1,
+    );
     assert_ne!(held, plan());
     let w = World::new(&held).await;
-    let minute = 60_000;
-    let entered = T0 * 1000 + minute;
-    // In the first slice step, entered by a command; every gate green.
+    let entered = T0 * 1000 + 60_000;
     common::enter_first_slice(&w.store, "local", entered).await;
     let shared = Shared::new(
         w.store.clone(),
@@ -1493,6 +1492,20 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
     )
     .unwrap();
     shared.leader.store(true, Ordering::SeqCst);
+    (w, shared, held)
+}
+
+/// Regression: a round that read a migration (its plan, its gates' memory) before `migrate plan
+/// apply` and committed after it wrote back the held-since mark gathered under the old
+/// definition of a gate the apply had changed (and whose mark it had forgotten): the next round
+/// saw the stricter gate "held for 5m" and advanced at once. The round's memory is not written
+/// once the plan it evaluated under is replaced; the changed gate's `for:` starts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over_plan_apply() {
+    // In the first slice step, entered by a command; every gate green.
+    let (w, shared, held) = leading_in_first_slice("5m").await;
+    let minute = 60_000;
+    let entered = T0 * 1000 + minute;
     // Held for 3 of its 5 minutes under the first definition.
     for m in 1..=4 {
         let action = daemon::tick::tick(&shared, "local", entered + m * minute)
@@ -1584,20 +1597,9 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
 /// is unchanged, and a stale mark never overwrites a failure written meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
-    const GATE: &str = r#"pass_if: "< 0.01" }"#;
-    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 5m }"#, 1);
-    assert_ne!(held, plan());
-    let w = World::new(&held).await;
+    let (w, shared, _) = leading_in_first_slice("5m").await;
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
-    common::enter_first_slice(&w.store, "local", entered).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
     for m in 1..=4 {
         let action = daemon::tick::tick(&shared, "local", entered + m * minute)
             .await
@@ -1666,20 +1668,9 @@ async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
 /// `for` again under rounds close enough together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
-    const GATE: &str = r#"pass_if: "< 0.01" }"#;
-    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 10m }"#, 1);
-    assert_ne!(held, plan());
-    let w = World::new(&held).await;
+    let (w, shared, _) = leading_in_first_slice("10m").await;
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
-    common::enter_first_slice(&w.store, "local", entered).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
     let tick = |m: i64| daemon::tick::tick(&shared, "local", entered + m * minute);
     let gate = [("error ratio low", "exit")];
     let memory = || async {
