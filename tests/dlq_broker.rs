@@ -27,6 +27,20 @@ fn envelope(class: &str, message: &str, at: &str) -> String {
     .to_string()
 }
 
+/// A dead letter a replay test sends: a timeout of consumer 2.14.0 with `payload` (a string).
+fn timed_out(payload: &str, dead_lettered_at: &str) -> String {
+    serde_json::json!({
+        "payload": payload,
+        "errorClass": "dependency_timeout",
+        "errorMessage": "timeout after 30012ms calling inventory-service",
+        "consumerVersion": "2.14.0",
+        "attempts": 3,
+        "firstAttemptAt": "2026-11-29T10:00:00.000Z",
+        "deadLetteredAt": dead_lettered_at,
+    })
+    .to_string()
+}
+
 fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
     let plan = include_str!("../plans/local.yaml").replace(
         "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
@@ -226,34 +240,20 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
         .iter()
         .enumerate()
         .map(|(i, key)| {
-            serde_json::json!({
-                "payload": serde_json::json!({"orderId": key, "n": i}).to_string(),
-                "errorClass": "dependency_timeout",
-                "errorMessage": "timeout after 30012ms calling inventory-service",
-                "consumerVersion": "2.14.0",
-                "attempts": 3,
-                "firstAttemptAt": "2026-11-29T10:00:00.000Z",
-                "deadLetteredAt": format!("2026-11-29T10:05:{i:02}.000Z"),
-            })
-            .to_string()
+            timed_out(
+                &serde_json::json!({"orderId": key, "n": i}).to_string(),
+                &format!("2026-11-29T10:05:{i:02}.000Z"),
+            )
         })
         .collect();
     let on_new = |key: &str| queue_migrate::slice::slice_of(key, 8) < 4;
     // A second message of a key whose first one fails: it must not go after it.
     let held = keys.iter().find(|k| on_new(k)).unwrap();
     let mut lines = lines;
-    lines.push(
-        serde_json::json!({
-            "payload": serde_json::json!({"orderId": held, "n": 12}).to_string(),
-            "errorClass": "dependency_timeout",
-            "errorMessage": "timeout after 30012ms calling inventory-service",
-            "consumerVersion": "2.14.0",
-            "attempts": 3,
-            "firstAttemptAt": "2026-11-29T10:00:00.000Z",
-            "deadLetteredAt": "2026-11-29T10:06:00.000Z",
-        })
-        .to_string(),
-    );
+    lines.push(timed_out(
+        &serde_json::json!({"orderId": held, "n": 12}).to_string(),
+        "2026-11-29T10:06:00.000Z",
+    ));
     std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
     let want_old: Vec<&str> = keys
         .iter()
@@ -352,31 +352,15 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
     let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
     let mut lines = Vec::new();
     for (i, key) in keys.iter().enumerate() {
-        lines.push(
-            serde_json::json!({
-                "payload": serde_json::json!({"orderId": key, "n": i}).to_string(),
-                "errorClass": "dependency_timeout",
-                "errorMessage": "timeout after 30012ms calling inventory-service",
-                "consumerVersion": "2.14.0",
-                "attempts": 3,
-                "firstAttemptAt": "2026-11-29T10:00:00.000Z",
-                "deadLetteredAt": format!("2026-11-29T10:05:{i:02}.000Z"),
-            })
-            .to_string(),
-        );
+        lines.push(timed_out(
+            &serde_json::json!({"orderId": key, "n": i}).to_string(),
+            &format!("2026-11-29T10:05:{i:02}.000Z"),
+        ));
         if i == 6 {
-            lines.push(
-                serde_json::json!({
-                    "payload": "{\"customer\":\"c-1\"}",
-                    "errorClass": "dependency_timeout",
-                    "errorMessage": "timeout after 30012ms calling inventory-service",
-                    "consumerVersion": "2.14.0",
-                    "attempts": 3,
-                    "firstAttemptAt": "2026-11-29T10:00:00.000Z",
-                    "deadLetteredAt": "2026-11-29T10:06:00.000Z",
-                })
-                .to_string(),
-            );
+            lines.push(timed_out(
+                "{\"customer\":\"c-1\"}",
+                "2026-11-29T10:06:00.000Z",
+            ));
         }
     }
     std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
