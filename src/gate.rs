@@ -143,10 +143,6 @@ impl Restart {
     }
 }
 
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// Since when a gate whose condition holds at `now_ms` has held: the mark it remembered, or
 /// `now_ms` when it has none, or when it is a `for:` gate whose previous evaluation is more
 /// than its `for_max_gap` before `now_ms` (nobody looked in between: the restart says so).
@@ -160,7 +156,7 @@ fn held_since(gate: &Gate, memory: &Memory, now_ms: i64) -> (i64, Option<Restart
     if gate.hold_for.is_none() {
         return (since, None);
     }
-    let max_gap_ms = millis(gate.for_max_gap.unwrap_or(DEFAULT_FOR_MAX_GAP));
+    let max_gap_ms = crate::time::millis(gate.for_max_gap.unwrap_or(DEFAULT_FOR_MAX_GAP));
     let previous = memory.evaluated_at_ms.map_or(since, |at| at.max(since));
     let gap_ms = now_ms.saturating_sub(previous);
     if gap_ms > max_gap_ms {
@@ -275,7 +271,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
     }
     if let (Some(need), Some(since)) = (gate.hold_for, held_since_ms) {
         let held = now_ms.saturating_sub(since);
-        let need_ms = millis(need);
+        let need_ms = crate::time::millis(need);
         if held < need_ms {
             eval.verdict = Verdict::Hold;
             eval.reason = format!(
@@ -406,7 +402,7 @@ pub fn ready_to_advance(
             why.push(format!("guard {name} fails ({})", e.reason));
         }
     }
-    let min_ms = millis(min_duration);
+    let min_ms = crate::time::millis(min_duration);
     let spent = now_ms.saturating_sub(entered_at_ms);
     if spent < min_ms {
         why.push(format!(

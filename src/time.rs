@@ -35,6 +35,17 @@ pub fn human_ms(ms: i64) -> String {
     crate::plan::duration_serde::format(Duration::from_secs(secs))
 }
 
+/// A duration in whole milliseconds, saturating at `i64::MAX`.
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A duration as a person reads it (`1h 30m`), at second precision: [`human_ms`] of
+/// [`millis`].
+pub fn human(d: Duration) -> String {
+    human_ms(millis(d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

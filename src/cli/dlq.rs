@@ -833,7 +833,7 @@ impl Refused {
             parts.push(format!(
                 "{} of {count} selected entries first attempted more than --max-age {} ago ({} of {}; the oldest, line {line}, at {at}): replaying old events can act on a state that moved on",
                 self.old_lines.len(),
-                crate::time::human_ms(duration_ms(a.max_age)),
+                crate::time::human(a.max_age),
                 lines_text(&self.old_lines),
                 a.file,
             ));
@@ -904,10 +904,6 @@ fn group_filter(g: &GroupArgs) -> Result<Option<GroupKey>, CliError> {
     }
 }
 
-fn duration_ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// `, N held behind a failed message of their key` when N > 0 (only a broker replay holds).
 fn held_behind(held: u64) -> String {
     if held == 0 {
@@ -928,7 +924,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         canary: a.canary,
         abort_failure_rate: a.abort_failure_rate,
         min_sample: if a.canary > 0 { a.canary } else { 50 },
-        max_age_ms: Some(duration_ms(a.max_age)),
+        max_age_ms: Some(crate::time::millis(a.max_age)),
         force_old: a.force_old,
         resume: a.resume,
         skip: a.skip,
@@ -957,7 +953,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
             // An age that cannot be computed is refused like an old one: nobody can vouch for it.
             match s.entry.first_attempt_ms() {
                 Some(first) => match now.checked_sub(first) {
-                    Some(age) if age <= duration_ms(a.max_age) => {}
+                    Some(age) if age <= crate::time::millis(a.max_age) => {}
                     Some(_) => refused.too_old(&s, first),
                     None => refused.unknown(&s),
                 },
@@ -1261,7 +1257,7 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
         let now = ctx.now_ms()?;
         let decisions = queue_decisions(ctx, &a.queue.queue).await?;
         let options = TriageOptions {
-            recent_since_ms: Some(now - duration_ms(a.window)),
+            recent_since_ms: Some(now - crate::time::millis(a.window)),
             covered_until_ms: covered_until(&decisions),
             max_line_errors: 5,
             ..TriageOptions::default()
@@ -1284,8 +1280,8 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
             &report.groups,
             &AlertInputs {
                 now_ms: now,
-                window_ms: duration_ms(a.window),
-                new_for_ms: duration_ms(a.new_for),
+                window_ms: crate::time::millis(a.window),
+                new_for_ms: crate::time::millis(a.new_for),
                 first_seen: &first_seen,
                 decided: &decided,
                 max_info: a.max_info,
@@ -1323,7 +1319,7 @@ async fn report_cmd(ctx: &Ctx, a: ReportArgs) -> CliResult {
             queue: &a.queue.queue,
             owner: &a.owner,
             now_ms: now,
-            since_ms: now - duration_ms(a.since),
+            since_ms: now - crate::time::millis(a.since),
             top: a.top,
             short_span_hours: 24.0,
         },
@@ -1338,7 +1334,7 @@ async fn report_cmd(ctx: &Ctx, a: ReportArgs) -> CliResult {
 
 async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
     let now = ctx.now_ms()?;
-    let cut = now - duration_ms(a.older_than);
+    let cut = now - crate::time::millis(a.older_than);
     if a.input.is_none() && !a.decisions {
         return Err(CliError::input(
             "nothing to purge: give an export (with --output or --in-place) and/or --decisions",

@@ -11,7 +11,6 @@ use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
 use crate::controller::ControllerError;
 use crate::machine::Ladder;
 use crate::plan::{Compiled, Diagnostic};
-use crate::time::human_ms;
 
 #[derive(Debug, Subcommand)]
 pub enum PlanCmd {
@@ -69,7 +68,7 @@ struct StepView {
 fn derived(compiled: &Compiled) -> Derived {
     let plan = &compiled.plan;
     let ladder = Ladder::of(plan);
-    let ms = |d: std::time::Duration| human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let ms = crate::time::human;
     Derived {
         name: plan.name.clone(),
         slices: plan.slices,
@@ -162,7 +161,7 @@ fn write_derived(
         d.name, d.slices
     )?;
     let retry = &compiled.plan.retry;
-    let ms = |d: std::time::Duration| human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let ms = crate::time::human;
     writeln!(
         out,
         "  drain quiet period: {}{}",

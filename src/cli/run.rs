@@ -117,7 +117,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     eprintln!(
         "migrate run: {holder} on http://{addr} (state {}), every {}; Ctrl-C to stop",
         redact_url(&ctx.global.state),
-        crate::time::human_ms(i64::try_from(args.interval.as_millis()).unwrap_or(i64::MAX))
+        crate::time::human(args.interval)
     );
     if let Some(warning) = interval_warning(args.interval) {
         eprintln!("migrate run: warning: {warning}");
@@ -140,14 +140,12 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
 fn interval_warning(interval: Duration) -> Option<String> {
     let limit = crate::plan::model::DEFAULT_FOR_MAX_GAP;
     (interval >= limit).then(|| {
-        let ms =
-            |d: Duration| crate::time::human_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         format!(
             "--interval {} is not under {}, the time a `for:` gate allows between two \
              evaluations by default (`for_max_gap`): such a gate restarts its span at every round \
              and never passes. Lower --interval, or set `for_max_gap` above it on those gates",
-            ms(interval),
-            ms(limit)
+            crate::time::human(interval),
+            crate::time::human(limit)
         )
     })
 }

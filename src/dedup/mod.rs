@@ -344,10 +344,7 @@ where
     }
 }
 
-/// A duration in whole milliseconds, saturating.
-pub(crate) fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
+pub(crate) use crate::time::millis;
 
 #[cfg(test)]
 mod tests {

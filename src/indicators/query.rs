@@ -916,10 +916,6 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn duration_ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// A window in its largest whole unit (`90m`, `7d`, `1500ms`): PromQL-like, and read
 /// back by `humantime::parse_duration`.
 fn window_text(d: Duration) -> String {
@@ -988,7 +984,7 @@ impl Query {
             return Err(no_data("no scrape recorded yet"));
         };
         let age_ms = now_ms.saturating_sub(latest_ms);
-        if age_ms > duration_ms(STALENESS) {
+        if age_ms > crate::time::millis(STALENESS) {
             return Err(no_data(format!(
                 "stale: last scrape {} s ago",
                 age_ms / 1000
@@ -1077,7 +1073,7 @@ fn range_values(
     window: Duration,
     now_ms: i64,
 ) -> Result<(Vec<f64>, usize), NoData> {
-    let from = now_ms.saturating_sub(duration_ms(window));
+    let from = now_ms.saturating_sub(crate::time::millis(window));
     let mut values = Vec::new();
     let mut used = 0usize;
     let mut most_points = 0usize;
