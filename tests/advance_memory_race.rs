@@ -97,7 +97,11 @@ async fn an_advance_whose_gates_a_round_rewrote_before_its_commit_decides_again_
     let (store, _indicators, resolve) = in_slices(dir.path(), false).await;
     let hooked = Hooked::new(store.clone());
     let now = T0 * 1000 + 10 * MINUTE;
-    *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, true, now));
+    hooked
+        .before_commits
+        .lock()
+        .unwrap()
+        .push_back(round_writing(&store, true, now));
     let fetcher = queue_migrate::indicators::fetch::Fetcher::new(Duration::from_secs(2)).unwrap();
     let person = controller(&hooked, &fetcher, &resolve);
     let actor = Actor {
@@ -110,7 +114,7 @@ async fn an_advance_whose_gates_a_round_rewrote_before_its_commit_decides_again_
         .expect("the advance decides again instead of failing on the round's write");
     assert!(outcome.applied.is_some(), "{outcome:?}");
     assert!(
-        hooked.before_commit.lock().unwrap().is_none(),
+        hooked.before_commits.lock().unwrap().is_empty(),
         "the race ran"
     );
     let after = store.get("local").await.unwrap();
@@ -148,7 +152,11 @@ async fn a_forced_advance_over_a_failure_written_before_its_commit_is_journaled_
     // between this --force advance's evaluation and its commit.
     let now = T0 * 1000 + 7 * MINUTE;
     let hooked = Hooked::new(store.clone());
-    *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, false, now));
+    hooked
+        .before_commits
+        .lock()
+        .unwrap()
+        .push_back(round_writing(&store, false, now));
     let person = controller(&hooked, &fetcher, &resolve);
     let opts = AdvanceOptions {
         force: true,
@@ -214,7 +222,11 @@ async fn an_advance_whose_migration_moved_between_two_attempts_does_not_move_it_
         let (store, _indicators, resolve) = in_slices(dir.path(), false).await;
         let hooked = Hooked::new(store.clone());
         let now = T0 * 1000 + 10 * MINUTE;
-        *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, true, now));
+        hooked
+            .before_commits
+            .lock()
+            .unwrap()
+            .push_back(round_writing(&store, true, now));
         *hooked.after_commit.lock().unwrap() = Some(another_advance(&store, now));
         let fetcher =
             queue_migrate::indicators::fetch::Fetcher::new(Duration::from_secs(2)).unwrap();
@@ -258,7 +270,11 @@ async fn an_advance_that_loses_every_attempt_to_a_round_gives_up_without_moving(
     let (store, _indicators, resolve) = in_slices(dir.path(), false).await;
     let hooked = Hooked::new(store.clone());
     let now = T0 * 1000 + 10 * MINUTE;
-    *hooked.before_commit.lock().unwrap() = Some(round_writing(&store, true, now));
+    hooked
+        .before_commits
+        .lock()
+        .unwrap()
+        .push_back(round_writing(&store, true, now));
     // The three retries meet a round each, and a fourth round stays queued: never reached.
     for _ in 0..4 {
         hooked

@@ -25,10 +25,7 @@ pub struct Hooked {
     pub inner: AnyStore,
     /// Run (once) by the next `list`, after it read and before it answers that read.
     pub after_list: Arc<Mutex<Option<Race>>>,
-    /// Run (once) by the next `commit`, before it commits.
-    pub before_commit: Arc<Mutex<Option<Race>>>,
-    /// Run one each, in order, by the `commit`s after the one `before_commit` serves, before
-    /// they commit.
+    /// Run one each, in order, by the next `commit`s, before they commit.
     pub before_commits: Arc<Mutex<VecDeque<Race>>>,
     /// Run (once) by the next `commit`, after it committed or failed, before it answers.
     pub after_commit: Arc<Mutex<Option<Race>>>,
@@ -44,7 +41,6 @@ impl Hooked {
         Hooked {
             inner,
             after_list: Arc::default(),
-            before_commit: Arc::default(),
             before_commits: Arc::default(),
             after_commit: Arc::default(),
             lease_fails_from: None,
@@ -78,16 +74,10 @@ impl Store for Hooked {
     }
     async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {
         let race = self
-            .before_commit
+            .before_commits
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .or_else(|| {
-                self.before_commits
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .pop_front()
-            });
+            .pop_front();
         if let Some(race) = race {
             race.await;
         }
