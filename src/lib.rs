@@ -15,6 +15,7 @@
 //!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
 //!   it reads, Prometheus API answers.
 //! - [`time`] — instants as numbers; only binaries read the clock.
+//! - [`redact`] — the one redaction rule for anything that may hold a secret (URLs, client errors).
 //!
 //! Shell:
 //! - [`indicators::fetch`] — HTTP to indicator sources.
@@ -37,6 +38,7 @@
 //! durable dedup on SQLite/PostgreSQL), `dedup-redis`, `controller` (everything but the CLI),
 //! `brokers` (the adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers).
 
+pub mod redact;
 pub mod slice;
 
 #[cfg(feature = "routing")]

@@ -650,20 +650,7 @@ impl Delivery {
     }
 }
 
-/// `url` without its password, for error messages.
+/// `url` without its credentials, for error messages (the one rule: [`crate::redact::url`]).
 fn redact(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut parsed) => {
-            if parsed.password().is_some() {
-                let _ = parsed.set_password(Some("***"));
-            }
-            parsed.to_string()
-        }
-        Err(_) => match (url.find("://"), url.rfind('@')) {
-            (Some(scheme_end), Some(at)) if at > scheme_end => {
-                format!("{}://***{}", &url[..scheme_end], &url[at..])
-            }
-            _ => url.to_string(),
-        },
-    }
+    crate::redact::url(url)
 }

@@ -421,9 +421,9 @@ pub fn colour_allowed(no_color: Option<&std::ffi::OsStr>) -> bool {
     no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
-/// A store URL with any password masked.
+/// A store URL with its credentials masked (the one rule: [`crate::redact::url`]).
 pub fn redact_url(url: &str) -> String {
-    crate::plan::Secret::literal(url).redacted()
+    crate::redact::url(url)
 }
 
 /// Standard output as a command writes it: locked and buffered (see [`to_stdout`]).

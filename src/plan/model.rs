@@ -172,22 +172,13 @@ impl Secret {
         self.value.as_deref()
     }
 
-    /// What to show a person: the reference when it is one, else the value with any
-    /// `user:password@` part masked.
+    /// What to show a person: the reference when it is one, else the value through
+    /// [`crate::redact::url`] (userinfo and query string masked).
     pub fn redacted(&self) -> String {
         match &self.value {
-            Ok(value) if *value == self.reference => redact_userinfo(value),
+            Ok(value) if *value == self.reference => crate::redact::url(value),
             _ => self.reference.clone(),
         }
-    }
-}
-
-fn redact_userinfo(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://***@{}", &url[..scheme_end], &url[at + 1..])
-        }
-        _ => url.to_string(),
     }
 }
 
