@@ -2,7 +2,7 @@
 //! without consuming it (NATS JetStream and Redis Streams browse; RabbitMQ refuses, saying why and
 //! what to do), and `replay --migration` publishes each dead letter to the side its key routes
 //! to. Runs per broker when `QM_TEST_NATS_URL` / `QM_TEST_REDIS_URL` / `QM_TEST_AMQP_URL` is set
-//! (`scripts/services.sh start nats redis rabbitmq`), and says so when skipped.
+//! (`scripts/services.sh start nats redis rabbitmq`); ignored unless asked for (`--include-ignored`).
 #![cfg(feature = "brokers")]
 
 mod common;
@@ -52,12 +52,10 @@ fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
     bench
 }
 
-fn url(var: &str) -> Option<String> {
-    let url = std::env::var(var).ok().filter(|u| !u.is_empty());
-    if url.is_none() {
-        eprintln!("skipped: set {var} to run against a real server");
-    }
-    url
+/// A server's URL: the tests that need one are `#[ignore]`d without it (see
+/// [`common::server_url`]).
+fn url(var: &str) -> String {
+    common::server_url(var)
 }
 
 fn unique(prefix: &str) -> String {
@@ -75,7 +73,7 @@ fn queue_migrate_time_ms() -> u128 {
 }
 
 async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
-    let Some(url) = url(var) else { return };
+    let url = url(var);
     let dlq = unique("qm-dlq");
     let adapter = Adapter::connect(kind, &url).await.unwrap();
     adapter.declare(&dlq).await.unwrap();
@@ -131,20 +129,21 @@ async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs QM_TEST_NATS_URL (scripts/services.sh start nats)"]
 async fn nats_dead_letters_are_triaged_without_being_consumed() {
     browse_and_triage(Kind::Nats, "QM_TEST_NATS_URL", "nats").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn redis_dead_letters_are_triaged_without_being_consumed() {
     browse_and_triage(Kind::Redis, "QM_TEST_REDIS_URL", "redis").await;
 }
 
 #[test]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
 fn rabbitmq_cannot_be_browsed_and_the_error_says_what_to_do() {
-    let Some(url) = url("QM_TEST_AMQP_URL") else {
-        return;
-    };
+    let url = url("QM_TEST_AMQP_URL");
     let bench = bench_for("rabbitmq", &url, "qm-dlq-rabbit");
     let r = bench.ok(&["dlq", "triage", "--from-broker", "local"], 2);
     assert!(
@@ -225,10 +224,9 @@ fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
 /// A new broker that cannot be reached fails the messages routed to it (counted, named on
 /// stderr, exit 1), and only those: the old side gets its own.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
 async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
-    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
-        return;
-    };
+    let amqp = url("QM_TEST_AMQP_URL");
     let old_queue = unique("qm-replay-down-old");
     let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
     old.declare(&old_queue).await.unwrap();
@@ -316,10 +314,9 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
 /// headers, the key and a `replay` route stamp, and nowhere else; the entry without a key is
 /// counted as a failure and published nowhere.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq nats)"]
 async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
-    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
-        return;
-    };
+    let amqp = url("QM_TEST_AMQP_URL");
     let nats = std::env::var("QM_TEST_NATS_URL")
         .ok()
         .filter(|u| !u.is_empty());
