@@ -177,3 +177,6 @@ pub fn backtest(
         what_if,
     })
 }
+
+#[cfg(test)]
+mod tests;
