@@ -142,6 +142,31 @@ pub fn start_state(plan: &Plan, text: Option<&str>) -> Result<State, BacktestErr
     }
 }
 
+/// What a person should know of `step_ms` for this plan: a `for:` gate whose `for_max_gap` is
+/// shorter than the step restarts its streak at every round and never passes (as it would live,
+/// with rounds that far apart).
+pub fn step_notes(plan: &Plan, step_ms: i64) -> Vec<String> {
+    let mut notes = Vec::new();
+    for phase in &plan.phases {
+        for gate in phase.exit.iter().chain(&phase.guard) {
+            if gate.hold_for.is_none() {
+                continue;
+            }
+            let gap = gate.for_max_gap.unwrap_or(crate::plan::DEFAULT_FOR_MAX_GAP);
+            if step_ms > crate::time::millis(gap) {
+                notes.push(format!(
+                    "gate `{}` ({}): the step {} is longer than its for_max_gap {}: its `for:` restarts at every round and never passes; use a shorter --step",
+                    gate.name,
+                    phase.kind.as_str(),
+                    crate::time::human_ms(step_ms),
+                    crate::time::human(gap)
+                ));
+            }
+        }
+    }
+    notes
+}
+
 /// The whole answer of a rehearsal: the plan as written, and as changed by `--what-if`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {

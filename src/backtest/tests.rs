@@ -162,3 +162,22 @@ fn what_if_changes_the_named_threshold_and_refuses_an_unknown_gate() {
     assert!(start_state(&p, Some("slices[7]")).is_err());
     assert_eq!(start_state(&p, Some("slices[1]")), Ok(State::Slices(1)));
 }
+
+#[test]
+fn a_step_longer_than_a_for_gates_max_gap_is_said() {
+    let p = plan("alert", "2m");
+    assert!(step_notes(&p, 10 * MINUTE).is_empty(), "no `for:` gate");
+    let held = crate::plan::Gate {
+        hold_for: Some(std::time::Duration::from_secs(600)),
+        ..p.phases[1].exit[0].clone()
+    };
+    let mut with_for = p.clone();
+    with_for.phases[1].exit[0] = held;
+    assert!(step_notes(&with_for, 5 * MINUTE).is_empty());
+    let notes = step_notes(&with_for, 6 * MINUTE);
+    assert_eq!(notes.len(), 1);
+    assert!(
+        notes[0]
+            .starts_with("gate `x low` (slices): the step 6m is longer than its for_max_gap 5m")
+    );
+}

@@ -105,6 +105,7 @@ pub async fn run(ctx: &Ctx, args: BacktestArgs) -> CliResult {
         .map(|why| format!("{why}: its gates hold"))
         .collect();
     sources.extend(readings.notes.iter().cloned());
+    sources.extend(backtest::step_notes(&plan, step_ms));
     let report =
         backtest::report::report(&plan.name, &outcome, step_ms, start_at.to_string(), sources);
     if args.json {
