@@ -345,6 +345,14 @@ fn a_known_week_gives_the_timeline_the_breach_and_the_what_if_computed_by_hand()
         "{text}"
     );
 
+    // At a 30-second step the week is 20,161 instants: two `query_range` requests per query
+    // (at most 11,000 points each). Between two minutes' samples an instant reads the earlier
+    // one, as an instant query would: the same moves.
+    let (json, _) = backtest(dir.path(), &prom, &plan(), &["--json", "--step", "30s"]);
+    let fine: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(moves(&fine), moves(&report));
+    assert_eq!(fine["breaches"][0]["at_ms"], ms(SPIKE.0));
+
     // Ten gates over the week at a 1-minute step: under 10 s.
     let (json, took) = backtest(dir.path(), &prom, &plan_of_ten_gates(), &["--json"]);
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
