@@ -26,6 +26,26 @@ pub const MAX_INSTANTS: usize = 1_000_000;
 /// One number as a source gave it at one instant, or why not (the reason a gate holds with).
 pub type Reading = Result<f64, Arc<str>>;
 
+/// One allocation for a run of equal reasons (a source down for a day is one text, not one per
+/// instant).
+#[derive(Default)]
+struct Reasons {
+    last: Option<Arc<str>>,
+}
+
+impl Reasons {
+    fn share(&mut self, reason: String) -> Arc<str> {
+        match &self.last {
+            Some(last) if **last == *reason => last.clone(),
+            _ => {
+                let shared: Arc<str> = reason.into();
+                self.last = Some(shared.clone());
+                shared
+            }
+        }
+    }
+}
+
 /// The instants of a window: `from_ms`, `from_ms + step_ms`, ... up to `to_ms` included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Instants {
@@ -277,25 +297,25 @@ pub fn decode_range(
     }
     // The series of the answer, named as an instant query's answer names them.
     let all_labels: Vec<String> = series.iter().map(|s| label_set(&s.metric)).collect();
+    let mut reasons = Reasons::default();
     Ok(slots
         .into_iter()
         .map(|slot| match slot {
-            Slot::Empty => Err(whole(PromError::EmptyResult).into()),
+            Slot::Empty => Err(reasons.share(whole(PromError::EmptyResult))),
             Slot::One(text) => match text.trim().parse::<f64>() {
                 Ok(v) if v.is_finite() => Ok(v),
-                Ok(_) => Err(whole(PromError::NotFinite { value: text }).into()),
-                Err(_) => Err(whole(PromError::InvalidValue { value: text }).into()),
+                Ok(_) => Err(reasons.share(whole(PromError::NotFinite { value: text }))),
+                Err(_) => Err(reasons.share(whole(PromError::InvalidValue { value: text }))),
             },
             Slot::Several(count) => {
                 let mut listed: Vec<String> = all_labels.iter().take(3).cloned().collect();
                 if all_labels.len() > 3 {
                     listed.push(format!("and {} more", all_labels.len() - 3));
                 }
-                Err(whole(PromError::SeveralSeries {
+                Err(reasons.share(whole(PromError::SeveralSeries {
                     count,
                     listed: listed.join(", "),
-                })
-                .into())
+                })))
             }
         })
         .collect())
@@ -332,22 +352,19 @@ pub fn scrape_readings(
         crate::time::rfc3339(recorded_from_ms)
     )
     .into();
+    let mut reasons = Reasons::default();
     (0..instants.count)
         .map(|i| {
             let at = instants.at(i);
             if at < recorded_from_ms {
                 return Err(before.clone());
             }
-            query
-                .evaluate(history, at)
-                .map(|r| r.value)
-                .map_err(|e| -> Arc<str> {
-                    match e.reason.as_str() {
-                        "NaN" => format!("source {source}: not a finite number: `{text}` read NaN"),
-                        reason => format!("source {source}: {reason}"),
-                    }
-                    .into()
+            query.evaluate(history, at).map(|r| r.value).map_err(|e| {
+                reasons.share(match e.reason.as_str() {
+                    "NaN" => format!("source {source}: not a finite number: `{text}` read NaN"),
+                    reason => format!("source {source}: {reason}"),
                 })
+            })
         })
         .collect()
 }
