@@ -58,8 +58,8 @@ fn pct(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
 }
 
-/// The verdict line: "would have completed in 4d 6h", "would still be in slices[2] after 7d:
-/// `errors quiet` failed 38% of the time in it", "would have stopped ...".
+/// The verdict line: `would have completed in 4d 6h`, ``would still be in slices[2] after 7d:
+/// `errors quiet` failed 38% of the time in it``, `would have stopped ...`.
 pub fn verdict(r: &Rehearsal) -> String {
     match &r.end {
         End::Completed { at_ms } => format!(

@@ -2,7 +2,7 @@
 //!
 //! [`rehearse`] walks the window instant by instant as the daemon's rounds would have: at each
 //! instant it judges the current phase's gates through the controller's own judgment
-//! ([`crate::controller::evaluate::judge`], with the step's memory kept as the store keeps it),
+//! (`controller::evaluate::judge`, with the step's memory kept as the store keeps it),
 //! asks [`crate::controller::decide::decide`] what to do, and applies it through the state
 //! machine ([`crate::machine::handle`]): an advance when every exit gate passes and the minimum
 //! time is met, a guard's `on_breach` when one fails. A rollback or a pause ends the rehearsal
