@@ -81,7 +81,7 @@ impl Item<'_> {
             Item::Peak(r) | Item::Deploy(r) => vec![r.query.as_str()],
         }
     }
-    pub(crate) fn query_text(&self) -> String {
+    fn query_text(&self) -> String {
         match self {
             Item::Gate(
                 Gate {
