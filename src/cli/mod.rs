@@ -15,6 +15,7 @@ mod history;
 mod init;
 mod pause;
 mod plan_apply;
+mod plan_backtest;
 mod plan_check;
 mod resume;
 mod rollback;
@@ -349,6 +350,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Demo(a) => demo::run(a).await,
         Cmd::Plan(plan_check::PlanCmd::Check(a)) => plan_check::run(&ctx, a),
         Cmd::Plan(plan_check::PlanCmd::Apply(a)) => plan_apply::run(&ctx, a).await,
+        Cmd::Plan(plan_check::PlanCmd::Backtest(a)) => plan_backtest::run(&ctx, a).await,
         Cmd::Init(a) => init::run(&ctx, a).await,
         Cmd::Status(a) => status::run(&ctx, a).await,
         Cmd::Advance(a) => advance::run(&ctx, a).await,
