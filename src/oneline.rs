@@ -108,7 +108,10 @@ mod tests {
             .unwrap();
         let out = String::from_utf8(w.0).unwrap();
         assert_eq!(out.lines().count(), 1, "{out}");
-        assert_eq!(out, "INFO local: pause by api: done\\nERROR lost everything\n");
+        assert_eq!(
+            out,
+            "INFO local: pause by api: done\\nERROR lost everything\n"
+        );
     }
 
     #[test]

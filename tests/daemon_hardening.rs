@@ -28,7 +28,7 @@ use queue_migrate::store::sqlite::SqliteStore;
 /// Every line this test binary's daemons logged (one global subscriber for the binary).
 fn log() -> &'static Mutex<Vec<u8>> {
     static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    let log = LOG.get_or_init(|| {
+    LOG.get_or_init(|| {
         let log: Arc<Mutex<Vec<u8>>> = Arc::default();
         let sink = log.clone();
         let _ = tracing_subscriber::fmt()
@@ -37,8 +37,7 @@ fn log() -> &'static Mutex<Vec<u8>> {
             .with_writer(move || Sink(sink.clone()))
             .try_init();
         log
-    });
-    log
+    })
 }
 
 struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -114,7 +113,8 @@ impl World {
         let path = dir.path().join("local.yaml");
         std::fs::write(
             &path,
-            include_str!("../plans/local.yaml").replace("auto_advance: true", "auto_advance: false"),
+            include_str!("../plans/local.yaml")
+                .replace("auto_advance: true", "auto_advance: false"),
         )
         .unwrap();
         let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
@@ -174,7 +174,8 @@ fn read_until_closed(s: &mut TcpStream, within: Duration) -> (String, bool) {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     while start.elapsed() < within {
-        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
         match s.read(&mut buf) {
             Ok(0) => return (String::from_utf8_lossy(&got).into_owned(), true),
             Ok(n) => got.extend_from_slice(&buf[..n]),
@@ -218,7 +219,10 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
             .unwrap();
         let (answer, closed) = read_until_closed(&mut kept, Duration::from_secs(5));
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(closed, "an idle kept-alive connection is still open after 5 s");
+        assert!(
+            closed,
+            "an idle kept-alive connection is still open after 5 s"
+        );
 
         // Four connections that send nothing fill the cap: the fifth is told to retry.
         let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
@@ -227,7 +231,10 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
         let (answer, closed) = read_until_closed(&mut fifth, Duration::from_secs(3));
         assert!(closed);
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-        assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("retry-after: 1"),
+            "{answer}"
+        );
         // Once they time out, the daemon serves again.
         drop(idle);
         poll_until("the daemon serves again", Duration::from_secs(5), || {
@@ -243,7 +250,9 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_polls_beyond_the_cap_are_told_to_retry() {
     let w = World::new(&[]).await;
-    let d = w.start(w.store.clone(), |c| c.http.max_long_polls = 2).await;
+    let d = w
+        .start(w.store.clone(), |c| c.http.max_long_polls = 2)
+        .await;
     let http = reqwest::Client::new();
     let first = http
         .get(d.url("/v1/migrations/local/routing"))
@@ -262,7 +271,13 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
     let third = poll().await.unwrap();
     assert_eq!(third.status(), 503);
     assert_eq!(third.headers()["retry-after"], "1");
-    assert!(third.text().await.unwrap().contains("--http-max-long-polls"));
+    assert!(
+        third
+            .text()
+            .await
+            .unwrap()
+            .contains("--http-max-long-polls")
+    );
     for p in parked {
         assert_eq!(p.await.unwrap().unwrap().status(), 304);
     }
@@ -438,7 +453,10 @@ async fn a_store_gone_away_drops_readiness_and_the_leader_gauge_within_a_lease_p
     // The lease ran out by now; the store's last answer is older than a lease period soon.
     let deadline = Instant::now() + lease;
     while ready("?standby=true").await != 503 {
-        assert!(Instant::now() < deadline, "a standby without a store is ready");
+        assert!(
+            Instant::now() < deadline,
+            "a standby without a store is ready"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let healthz = http.get(d.url("/healthz")).send().await.unwrap();
@@ -499,7 +517,9 @@ async fn a_plan_that_does_not_compile_here_is_reported_on_its_routing_and_in_sta
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
-        v["plan_error"].as_str().is_some_and(|e| e.contains("QM_PROM_URL")),
+        v["plan_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("QM_PROM_URL")),
         "{v}"
     );
 }

@@ -37,15 +37,12 @@ struct Inputs {
 impl Inputs {
     fn unchanged(&self, resolve: &dyn Resolve) -> bool {
         self.env.iter().all(|(name, v)| resolve.env(name) == *v)
-            && self
-                .files
-                .iter()
-                .all(|(path, stamp, content)| {
-                    let same_stamp = stamp
-                        .as_ref()
-                        .is_some_and(|s| resolve.file_stamp(path).as_ref() == Some(s));
-                    same_stamp || resolve.read_file(path) == *content
-                })
+            && self.files.iter().all(|(path, stamp, content)| {
+                let same_stamp = stamp
+                    .as_ref()
+                    .is_some_and(|s| resolve.file_stamp(path).as_ref() == Some(s));
+                same_stamp || resolve.read_file(path) == *content
+            })
     }
 }
 

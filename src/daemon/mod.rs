@@ -473,12 +473,7 @@ pub async fn run<S: Store + Clone + 'static>(
         let _ = rx.wait_for(|s| *s).await;
     };
     let app = server::router(shared.clone());
-    let server = tokio::spawn(http::serve(
-        listener,
-        app,
-        config.http,
-        stop_rx.clone(),
-    ));
+    let server = tokio::spawn(http::serve(listener, app, config.http, stop_rx.clone()));
     let watcher = {
         let shared = shared.clone();
         let stop = stop_rx.clone();

@@ -379,14 +379,14 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// The mutation's body: none (or empty) is `{}`; else JSON, checked only once the caller may
 /// mutate (an unauthenticated caller learns nothing of the fields).
-fn mutation_body(headers: &HeaderMap, body: &Bytes) -> Result<MutationBody, Response> {
+fn mutation_body(headers: &HeaderMap, body: &Bytes) -> Result<MutationBody, (StatusCode, String)> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(MutationBody::default());
     }
     if !is_json(headers) {
-        return Err(error(
+        return Err((
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "a body must be sent with `Content-Type: application/json`",
+            "a body must be sent with `Content-Type: application/json`".into(),
         ));
     }
     serde_json::from_slice(body).map_err(|e| {
@@ -395,7 +395,7 @@ fn mutation_body(headers: &HeaderMap, body: &Bytes) -> Result<MutationBody, Resp
         } else {
             StatusCode::BAD_REQUEST
         };
-        error(status, format!("the request body: {e}"))
+        (status, format!("the request body: {e}"))
     })
 }
 
@@ -437,7 +437,7 @@ async fn mutate<S: Store + Clone + 'static>(
     }
     let body = match mutation_body(&headers, &body) {
         Ok(b) => b,
-        Err(refused) => return refused,
+        Err((status, why)) => return error(status, why),
     };
     let actor = Actor {
         name: format!("api:{}", s.config.holder),
