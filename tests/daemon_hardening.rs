@@ -101,6 +101,16 @@ impl World {
     /// plans/local.yaml registered in a fresh SQLite store; the daemon's environment lacks the
     /// variables named in `unset`.
     async fn new(unset: &[&str]) -> World {
+        World::with_plan(
+            &include_str!("../plans/local.yaml")
+                .replace("auto_advance: true", "auto_advance: false"),
+            unset,
+        )
+        .await
+    }
+
+    /// [`World::new`] with another plan.
+    async fn with_plan(yaml: &str, unset: &[&str]) -> World {
         log();
         let dir = tempfile::tempdir().unwrap();
         let indicators = Indicators::start();
@@ -111,12 +121,7 @@ impl World {
             .unwrap()
             .into();
         let path = dir.path().join("local.yaml");
-        std::fs::write(
-            &path,
-            include_str!("../plans/local.yaml")
-                .replace("auto_advance: true", "auto_advance: false"),
-        )
-        .unwrap();
+        std::fs::write(&path, yaml).unwrap();
         let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
         // Registered as the CLI does (secrets deferred), from a machine that has them all.
         common::controller(&store, &fetcher, &resolve)
@@ -228,6 +233,9 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
         let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
         std::thread::sleep(Duration::from_millis(100));
         let mut fifth = TcpStream::connect(addr).unwrap();
+        fifth
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
         let (answer, closed) = read_until_closed(&mut fifth, Duration::from_secs(3));
         assert!(closed);
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
@@ -597,4 +605,86 @@ fn a_flood_of_idle_connections_under_a_low_descriptor_limit_does_not_stop_the_gu
         "no rollback within 5 s of the breach (ticks every 200 ms); state {:?}\n{log}",
         state_now()
     );
+}
+
+/// Regression: a `reason` with a newline was written as is into the daemon's log and the webhook
+/// `text`: a caller could forge a log line or a chat message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reason_with_a_newline_is_one_line_in_the_log_and_the_webhook_text() {
+    let got: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let g2 = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(v): axum::Json<serde_json::Value>| {
+            let g = g2.clone();
+            async move {
+                g.lock().unwrap().push(v);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let yaml = include_str!("../plans/local.yaml")
+        .replace("auto_advance: true", "auto_advance: false")
+        .replace(
+            "routing: { file: local.routing.json }",
+            &format!(
+                "routing: {{ file: local.routing.json }}\nnotify: {{ webhooks: [ {{ url: \"{hook}\" }} ] }}"
+            ),
+        );
+    let w = World::with_plan(&yaml, &[]).await;
+    let d = w.start(w.store.clone(), |_| {}).await;
+    d.leading().await;
+    let forged = "ERROR queue_migrate::daemon: forged";
+    let reason = format!("window closes\n{forged}\r\u{1b}[2K");
+    let r = reqwest::Client::new()
+        .post(d.url("/v1/migrations/local/pause"))
+        .json(&serde_json::json!({ "reason": reason }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // Stored as given.
+    let journal = w.store.journal("local").await.unwrap();
+    assert_eq!(
+        journal.last().unwrap().reason.as_deref(),
+        Some(reason.as_str())
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let event = loop {
+        let found = got
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"] == "transition")
+            .cloned();
+        if let Some(e) = found {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "no transition event");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let text = event["text"].as_str().unwrap();
+    assert!(
+        !text.contains('\n') && !text.contains('\r') && !text.contains('\u{1b}'),
+        "{text:?}"
+    );
+    assert!(text.contains("window closes\\nERROR"), "{text:?}");
+    assert_eq!(
+        event["details"]["reason"],
+        reason.as_str(),
+        "details as given"
+    );
+    let lines = logged();
+    assert!(
+        lines.lines().any(|l| l.contains("window closes\\nERROR")),
+        "{lines}"
+    );
+    assert!(
+        !lines.lines().any(|l| l.starts_with(forged)),
+        "a forged line in the log: {lines}"
+    );
+    d.stop().await;
 }

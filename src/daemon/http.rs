@@ -30,7 +30,7 @@ use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::{Instant, Sleep};
@@ -294,6 +294,15 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = stream.write_all(answer.as_bytes()).await;
         let _ = stream.shutdown().await;
+        // Read what the client sent (a little of it) before closing: closing with unread
+        // bytes resets the connection, and the client may lose the answer.
+        let mut sink = [0u8; 1024];
+        for _ in 0..8 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
     })
     .await;
 }
