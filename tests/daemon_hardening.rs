@@ -205,6 +205,7 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
             c.http.header_timeout = Duration::from_millis(500);
             c.http.idle_timeout = Duration::from_secs(1);
             c.http.max_connections = 4;
+            c.http.request_timeout = Duration::from_secs(1);
         })
         .await;
     let addr = d.addr;
@@ -228,6 +229,19 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
             closed,
             "an idle kept-alive connection is still open after 5 s"
         );
+
+        // A body sent too slowly: answered 503 within the request timeout, not held.
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.write_all(
+            b"POST /v1/migrations/local/pause HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"reason\":",
+        )
+        .unwrap();
+        let started = Instant::now();
+        let (answer, _) = read_until_closed(&mut slow, Duration::from_secs(5));
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(4));
+        drop(slow);
 
         // Four connections that send nothing fill the cap: the fifth is told to retry.
         let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
