@@ -243,23 +243,45 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
         assert!(started.elapsed() < Duration::from_secs(4));
         drop(slow);
 
-        // Four connections that send nothing fill the cap: the fifth is told to retry.
-        let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
-        std::thread::sleep(Duration::from_millis(100));
-        let mut fifth = TcpStream::connect(addr).unwrap();
-        fifth
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            .unwrap();
-        let (answer, closed) = read_until_closed(&mut fifth, Duration::from_secs(3));
-        assert!(closed);
-        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-        assert!(
-            answer.to_ascii_lowercase().contains("retry-after: 1"),
-            "{answer}"
+        // Eight long-polls on a cap of four connections: at most four are parked, the others
+        // are told to retry at once (an earlier connection may still hold a place: more then).
+        let (_, doc) = common::http_get(&format!("http://{addr}/v1/migrations/local/routing"))
+            .expect("the routing document");
+        let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let poll = format!(
+            "GET /v1/migrations/local/routing?wait=6s HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"{}\"\r\n\r\n",
+            doc["generation"]
         );
-        // Once they time out, the daemon serves again.
+        let mut idle: Vec<TcpStream> = (0..8)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(poll.as_bytes()).unwrap();
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut refused = 0;
+        let mut parked = 0;
+        for s in &mut idle {
+            let (answer, closed) = read_until_closed(s, Duration::from_millis(200));
+            if answer.is_empty() && !closed {
+                parked += 1;
+            } else {
+                assert!(closed, "{answer}");
+                assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+                assert!(
+                    answer.to_ascii_lowercase().contains("retry-after: 1"),
+                    "{answer}"
+                );
+                assert!(answer.contains("--http-max-connections"), "{answer}");
+                refused += 1;
+            }
+        }
+        assert!(parked <= 4, "{parked} parked on a cap of 4");
+        assert!(refused >= 4, "{refused} refused");
+        // Once they are answered, the daemon serves again.
         drop(idle);
-        poll_until("the daemon serves again", Duration::from_secs(5), || {
+        poll_until("the daemon serves again", Duration::from_secs(10), || {
             common::http_get(&format!("http://{addr}/healthz")).is_some_and(|(s, _)| s == 200)
         });
     })
@@ -284,12 +306,12 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
     assert_eq!(first.status(), 200);
     let etag = first.headers()["etag"].to_str().unwrap().to_string();
     let poll = || {
-        http.get(d.url("/v1/migrations/local/routing?wait=3s"))
+        http.get(d.url("/v1/migrations/local/routing?wait=5s"))
             .header("If-None-Match", &etag)
             .send()
     };
     let parked: Vec<_> = (0..2).map(|_| tokio::spawn(poll())).collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let third = poll().await.unwrap();
     assert_eq!(third.status(), 503);
     assert_eq!(third.headers()["retry-after"], "1");
