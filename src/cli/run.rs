@@ -65,7 +65,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = nonzero_duration("a zero header timeout would close every connection at once"))]
     pub http_header_timeout: Duration,
     /// A connection on which no byte moved this long, while no request is being answered, is
-    /// closed (a client that stopped reading, a body sent too slowly).
+    /// closed (a client that stopped reading its answer).
     #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero idle timeout would close every connection at once"))]
     pub http_idle_timeout: Duration,
     /// Time to answer a request (a routing long-poll: its ?wait plus this), else 503.

@@ -8,7 +8,8 @@
 //!   of the previous response (hyper's `header_read_timeout`, which also ends a kept-alive
 //!   connection left idle that long).
 //! - A connection on which no byte moved for [`Limits::idle_timeout`] while no request is being
-//!   answered is closed (a client that stops reading its response, a body sent too slowly).
+//!   answered is closed (a client that stops reading its response; a body sent too slowly is
+//!   the request timeout's).
 //! - A request is answered within [`Limits::request_timeout`] (the routing long-poll within its
 //!   `?wait`, at most [`super::server::MAX_WAIT`], plus that), else `503` with `Retry-After`.
 //!
@@ -373,6 +374,40 @@ mod tests {
         assert_eq!(limits.fit_open_files(Some(256)).max_connections, 128);
         assert_eq!(limits.fit_open_files(Some(1)).max_connections, 1);
         assert_eq!(limits.fit_open_files(Some(0)).max_connections, 1);
+    }
+
+    /// A client that stops reading its answer: the write stalls, and the connection fails with
+    /// `TimedOut` after the idle time, unless a request is being answered (a parked long-poll).
+    #[tokio::test]
+    async fn a_connection_whose_client_stopped_reading_times_out_unless_a_request_is_answered() {
+        let idle = Duration::from_millis(200);
+        let (server, _client) = tokio::io::duplex(64);
+        let busy = Arc::new(Busy::default());
+        let mut io = Idle::new(server, idle, busy.clone());
+        let started = std::time::Instant::now();
+        let stalled = async {
+            loop {
+                io.write_all(&[b'x'; 1024]).await?;
+            }
+        };
+        let r: io::Result<()> = tokio::time::timeout(Duration::from_secs(5), stalled)
+            .await
+            .expect("closed within the idle time, not held");
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= idle);
+
+        let (server, _client) = tokio::io::duplex(64);
+        let mut io = Idle::new(server, idle, busy.clone());
+        let answering = Answering::new(&busy);
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(idle * 3, io.read(&mut buf)).await;
+        assert!(read.is_err(), "still open while a request is answered");
+        drop(answering);
+        let read = tokio::time::timeout(idle * 3, io.read(&mut buf)).await;
+        assert_eq!(
+            read.expect("closed once idle").unwrap_err().kind(),
+            io::ErrorKind::TimedOut
+        );
     }
 
     #[test]
