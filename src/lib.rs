@@ -40,6 +40,7 @@
 //! durable dedup on SQLite/PostgreSQL), `dedup-redis`, `controller` (everything but the CLI),
 //! `brokers` (the adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers).
 
+pub mod oneline;
 pub mod redact;
 pub mod slice;
 

@@ -1,7 +1,8 @@
 //! The deployment files and the operator docs, checked against the code so that they cannot rot:
 //!
 //! - `deploy/kubernetes/queue-migrate.yaml` (every document): a Deployment of 2 replicas running
-//!   `migrate run --listen ...` with the API token from a Secret, probes on `/healthz`, a Service
+//!   `migrate run --listen ...` with the API token from a Secret, probes on `/readyz?standby=true`
+//!   (readiness) and `/healthz` (liveness), a Service
 //!   and a PodDisruptionBudget that select its pods, a ConfigMap whose plans pass `plan check`;
 //! - `deploy/systemd/queue-migrate.service` (read with a tiny INI reader): `ExecStart` runs
 //!   `migrate run`, `Restart=`, `KillSignal=SIGTERM`, a stop timeout longer than a long-poll;
@@ -190,9 +191,15 @@ fn kubernetes_deployment_runs_two_daemons_with_a_token_from_a_secret() {
         }
     }
 
-    for probe in ["readinessProbe", "livenessProbe"] {
+    // Liveness: the process serves. Readiness: its store answers, on a standby too (both
+    // replicas serve reads; a leader-only readiness would stall a rolling update with
+    // maxUnavailable 0 and the PodDisruptionBudget).
+    for (probe, path) in [
+        ("readinessProbe", "/readyz?standby=true"),
+        ("livenessProbe", "/healthz"),
+    ] {
         let get = &c[probe]["httpGet"];
-        assert_eq!(get["path"].as_str(), Some("/healthz"), "{probe} path");
+        assert_eq!(get["path"].as_str(), Some(path), "{probe} path");
         assert_eq!(
             container_port(c, &get["port"]),
             Some(i64::from(listen.port())),

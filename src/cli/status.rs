@@ -52,6 +52,12 @@ fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
     if let Some(e) = &v.publish_error {
         writeln!(out, "  publisher behind: {e}")?;
     }
+    if let Some(e) = &v.plan_error {
+        writeln!(
+            out,
+            "  NOT loadable with this environment's secrets (a daemon here answers 503 for it and does not act on it): {e}"
+        )?;
+    }
     if v.gates.is_empty() {
         writeln!(out, "  no gates in this state")?;
     }

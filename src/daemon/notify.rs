@@ -87,8 +87,13 @@ impl Notifier {
         }
     }
 
-    /// Queue an event for `hooks` (nothing when there are none). Never waits.
-    pub fn send(&self, hooks: &[Webhook], event: Event) {
+    /// Queue an event for `hooks` (nothing when there are none). Never waits. Its `text` is
+    /// logged and sent on one line ([`crate::oneline::escape`]); `details` keep the free text as
+    /// given (JSON escapes it).
+    pub fn send(&self, hooks: &[Webhook], mut event: Event) {
+        if let std::borrow::Cow::Owned(one) = crate::oneline::escape(&event.text) {
+            event.text = one;
+        }
         tracing::info!(migration = %event.migration, "{}", event.text);
         if hooks.is_empty() {
             return;

@@ -13,6 +13,6 @@ mod lines;
 pub mod model;
 
 pub use compile::{
-    Compiled, Diagnostic, Resolve, SecretsMode, SystemResolve, compile, compile_with,
+    Compiled, Diagnostic, FileStamp, Resolve, SecretsMode, SystemResolve, compile, compile_with,
 };
 pub use model::*;
