@@ -58,6 +58,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
     ),
+    (
+        9,
+        "dlq replays",
+        include_str!("../../migrations/sqlite/0009_dlq_replays.sql"),
+    ),
 ];
 
 /// A SQLite store.
