@@ -1,0 +1,598 @@
+//! Every `migrate dlq` command that reads or writes the state store, on each backend: SQLite
+//! (the default, always) and PostgreSQL (`QM_TEST_POSTGRES_URL`, e.g.
+//! `postgres://postgres@127.0.0.1:5432/postgres`; each test in a database of its own). The
+//! PostgreSQL runs are `#[ignore]`d without the URL, so that they never pass unrun: `.ci/run` runs
+//! them with `--include-ignored`.
+//!
+//! Regression (issue 32): on a PostgreSQL state, `close`, `decisions`, `gate`, `triage
+//! --against-history`, `watch` and `report` exited 1 ("kept in a SQLite state store for now"),
+//! and `replay` published every message and only then failed to record, so a re-run sent them
+//! all again.
+
+mod common;
+
+use common::{Bench, Postgres, Run};
+
+/// A bench whose state store is SQLite (the bench's file) or a fresh PostgreSQL database.
+struct DlqBench {
+    b: Bench,
+    state: String,
+    pg: Option<Postgres>,
+}
+
+impl DlqBench {
+    fn sqlite() -> DlqBench {
+        let b = Bench::new();
+        let state = b.path("state.db").display().to_string();
+        DlqBench { b, state, pg: None }
+    }
+
+    fn postgres(tag: &str) -> DlqBench {
+        let pg = Postgres::fresh(tag).expect("needs QM_TEST_POSTGRES_URL");
+        DlqBench {
+            b: Bench::new(),
+            state: pg.url.clone(),
+            pg: Some(pg),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.b.run_env(args, &[("MIGRATE_STATE", &self.state)])
+    }
+
+    fn ok(&self, args: &[&str], code: i32) -> Run {
+        let r = self.run(args);
+        assert_eq!(
+            r.code,
+            code,
+            "[{}] migrate {args:?} exited {} (want {code})\nstdout:\n{}\nstderr:\n{}",
+            self.kind(),
+            r.code,
+            r.stdout,
+            r.stderr
+        );
+        r
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.pg.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+    }
+
+    /// Run SQL on the store behind the command's back (the trigger of a store that fails).
+    fn raw(&self, sql: &str) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use sqlx::Executor;
+            let sql = sqlx::AssertSqlSafe(sql.to_string());
+            if self.pg.is_some() {
+                let pool = sqlx::PgPool::connect(&self.state).await.unwrap();
+                pool.execute(sql).await.unwrap();
+                pool.close().await;
+            } else {
+                let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", self.state))
+                    .await
+                    .unwrap();
+                pool.execute(sql).await.unwrap();
+                pool.close().await;
+            }
+        });
+    }
+
+    /// Make the store refuse `op` (INSERT or UPDATE) on the replay ledger; `refuse(op, false)`
+    /// lifts it.
+    fn refuse(&self, op: &str, on: bool) {
+        let name = format!("refuse_{}", op.to_lowercase());
+        let sql = match (self.pg.is_some(), on) {
+            (true, true) => format!(
+                "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 RAISE EXCEPTION 'refused by the test'; END $$; \
+                 CREATE TRIGGER {name} BEFORE {op} ON dlq_replays \
+                 FOR EACH ROW EXECUTE FUNCTION {name}()"
+            ),
+            (true, false) => format!("DROP TRIGGER {name} ON dlq_replays"),
+            (false, true) => format!(
+                "CREATE TRIGGER {name} BEFORE {op} ON dlq_replays \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            ),
+            (false, false) => format!("DROP TRIGGER {name}"),
+        };
+        self.raw(&sql);
+    }
+
+    fn write(&self, name: &str, lines: &[String]) {
+        std::fs::write(self.b.path(name), lines.join("\n") + "\n").unwrap();
+    }
+}
+
+impl Drop for DlqBench {
+    fn drop(&mut self) {
+        if let Some(pg) = self.pg.take()
+            && !std::thread::panicking()
+        {
+            pg.drop_database();
+        }
+    }
+}
+
+/// `$name::sqlite` always, `$name::postgres` when asked (`--include-ignored`, with the URL).
+macro_rules! on_both {
+    ($name:ident, $tag:literal) => {
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(super::DlqBench::sqlite());
+            }
+
+            #[test]
+            #[ignore = "needs QM_TEST_POSTGRES_URL"]
+            fn postgres() {
+                super::$name(super::DlqBench::postgres($tag));
+            }
+        }
+    };
+}
+
+/// A dead letter of group `class` (consumer 2.14.0), numbered `n`, first attempted the day
+/// before the bench's clock at `hour`.
+fn envelope(class: &str, message: &str, n: u32, hour: u32) -> String {
+    serde_json::json!({
+        "payload": serde_json::json!({"orderId": format!("o-{n}"), "n": n}).to_string(),
+        "errorClass": class,
+        "errorMessage": message,
+        "consumerVersion": "2.14.0",
+        "traceId": format!("t{n}"),
+        "attempts": 3,
+        "firstAttemptAt": format!("2026-11-29T{hour:02}:00:{n:02}.000Z"),
+        "deadLetteredAt": format!("2026-11-29T{hour:02}:05:{n:02}.000Z"),
+    })
+    .to_string()
+}
+
+const TIMEOUT: &str = "timeout after 30012ms calling inventory-service";
+const INVALID: &str = "field amount rejected: value -3 does not match pattern";
+
+/// Five timeouts and three validation errors.
+fn export() -> Vec<String> {
+    (1..=5)
+        .map(|n| envelope("dependency_timeout", TIMEOUT, n, 10))
+        .chain((6..=8).map(|n| envelope("validation", INVALID, n, 10)))
+        .collect()
+}
+
+/// (class, signature) of each group of `file`, as triage prints them.
+fn groups(d: &DlqBench, file: &str) -> Vec<(String, String)> {
+    let triage = d.ok(&["dlq", "triage", file, "--format", "json"], 0).json();
+    triage
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["errorClass"].as_str().unwrap().to_string(),
+                g["signature"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn signature_of(d: &DlqBench, file: &str, class: &str) -> String {
+    groups(d, file)
+        .into_iter()
+        .find(|(c, _)| c == class)
+        .map(|(_, s)| s)
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// close (with and without --from), decisions, gate, triage --against-history and purge.
+fn decisions_gate_and_history(d: DlqBench) {
+    d.write("export.ndjson", &export());
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let invalid = signature_of(&d, "export.ndjson", "validation");
+    let gate = d.ok(
+        &["dlq", "gate", "export.ndjson", "--queue", "orders.dlq"],
+        3,
+    );
+    assert!(gate.stdout.starts_with("GATED"), "{}", gate.stdout);
+
+    let closed = d
+        .ok(
+            &[
+                "dlq",
+                "close",
+                "--from",
+                "export.ndjson",
+                "--class",
+                "dependency_timeout",
+                "--version",
+                "2.14.0",
+                "--signature",
+                &timeout,
+                "--reason",
+                "already_processed",
+                "--by",
+                "ana",
+                "--queue",
+                "orders.dlq",
+                "--json",
+            ],
+            0,
+        )
+        .json();
+    assert_eq!(closed["affectedCount"], 5, "{closed}");
+    d.ok(
+        &[
+            "dlq",
+            "close",
+            "--class",
+            "validation",
+            "--version",
+            "2.14.0",
+            "--signature",
+            &invalid,
+            "--reason",
+            "fixed_in_code",
+            "--by",
+            "bo",
+            "--queue",
+            "orders.dlq",
+            "--note",
+            "PR 12",
+        ],
+        0,
+    );
+    let listed = d
+        .ok(&["dlq", "decisions", "--queue", "orders.dlq", "--json"], 0)
+        .json();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2, "[{}] {listed:?}", d.kind());
+    assert_eq!(listed[0]["signature"], timeout.as_str());
+    assert_eq!(listed[1]["note"], "PR 12");
+    let table = d.ok(&["dlq", "decisions", "--all-queues"], 0).stdout;
+    assert!(
+        table.contains("fixed_in_code") && table.contains("orders.dlq"),
+        "{table}"
+    );
+    let other = d.ok(&["dlq", "decisions"], 0).stdout;
+    assert!(
+        other.contains("no decisions recorded for queue \"default\""),
+        "{other}"
+    );
+
+    let gate = d.ok(
+        &["dlq", "gate", "export.ndjson", "--queue", "orders.dlq"],
+        0,
+    );
+    assert!(gate.stdout.starts_with("PASS"), "{}", gate.stdout);
+
+    // The timeouts came back after the decision covered them: recurring.
+    let mut back = export();
+    back.push(envelope("dependency_timeout", TIMEOUT, 9, 12));
+    d.write("back.ndjson", &back);
+    let split = d
+        .ok(
+            &[
+                "dlq",
+                "triage",
+                "back.ndjson",
+                "--against-history",
+                "--queue",
+                "orders.dlq",
+                "--format",
+                "json",
+            ],
+            0,
+        )
+        .json();
+    assert_eq!(split["recurring"].as_array().unwrap().len(), 1, "{split}");
+    assert_eq!(split["covered"].as_array().unwrap().len(), 1, "{split}");
+    assert_eq!(split["fresh"].as_array().unwrap().len(), 0, "{split}");
+    d.ok(&["dlq", "gate", "back.ndjson", "--queue", "orders.dlq"], 3);
+
+    // Retention: two hours later, decisions older than an hour go.
+    let mut d = d;
+    d.b.minute += 120;
+    let purged = d.ok(&["dlq", "purge", "--older-than", "1h", "--decisions"], 0);
+    assert!(
+        purged.stderr.contains("removed 2 decisions"),
+        "{}",
+        purged.stderr
+    );
+    let listed = d
+        .ok(&["dlq", "decisions", "--all-queues", "--json"], 0)
+        .json();
+    assert_eq!(listed, serde_json::json!([]));
+}
+on_both!(decisions_gate_and_history, "dlq_decide");
+
+/// Regression: `dlq close` without `--queue` recorded under queue `default`, so the drain gate
+/// of the migration (which reads its plan's `brokers.old.dead_letter`) never saw the decision.
+fn close_for_a_migration_uses_its_dead_letter_queue(d: DlqBench) {
+    d.ok(&["init", d.b.plan.to_str().unwrap()], 0);
+    let close = |extra: &[&str]| {
+        let mut args = vec![
+            "dlq",
+            "close",
+            "--migration",
+            "local",
+            "--class",
+            "validation",
+            "--version",
+            "2.14.0",
+            "--signature",
+            "s",
+            "--reason",
+            "fixed_in_code",
+            "--by",
+            "ana",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        d.ok(&args, 0)
+    };
+    let recorded = close(&[]).json();
+    assert_eq!(recorded["queue"], "local.dlq", "{recorded}");
+    let listed = d
+        .ok(&["dlq", "decisions", "--queue", "local.dlq", "--json"], 0)
+        .json();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let default = d.ok(&["dlq", "decisions", "--json"], 0).json();
+    assert_eq!(default, serde_json::json!([]));
+    // An explicit --queue wins, and the command says which queue the gate reads.
+    let elsewhere = close(&["--queue", "other.dlq"]);
+    assert_eq!(elsewhere.json()["queue"], "other.dlq");
+    assert!(
+        elsewhere
+            .stderr
+            .contains("reads the decisions of queue \"local.dlq\""),
+        "{}",
+        elsewhere.stderr
+    );
+    // An unknown migration is an input error.
+    let mut args = vec![
+        "dlq",
+        "close",
+        "--migration",
+        "nope",
+        "--class",
+        "c",
+        "--version",
+    ];
+    args.extend([
+        "v",
+        "--signature",
+        "s",
+        "--reason",
+        "fixed_in_code",
+        "--by",
+        "ana",
+    ]);
+    d.ok(&args, 2);
+}
+on_both!(
+    close_for_a_migration_uses_its_dead_letter_queue,
+    "dlq_close"
+);
+
+/// A replay of the timeouts (`signature`) of export.ndjson into out.ndjson, no canary.
+fn replay_args(signature: &str) -> Vec<&str> {
+    vec![
+        "dlq",
+        "replay",
+        "export.ndjson",
+        "--class",
+        "dependency_timeout",
+        "--version",
+        "2.14.0",
+        "--signature",
+        signature,
+        "--output",
+        "out.ndjson",
+        "--canary",
+        "0",
+        "--rate",
+        "1000",
+        "--by",
+        "ana",
+        "--queue",
+        "orders.dlq",
+    ]
+}
+
+/// The `x-replay-of` of each line of out.ndjson.
+fn replayed(d: &DlqBench) -> Vec<String> {
+    std::fs::read_to_string(d.b.path("out.ndjson"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["headers"]["x-replay-of"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// Regression: a replay published everything, then failed to record; the re-run sent it all
+/// again. Now each message is recorded before it goes: whatever fails, a re-run sends nothing
+/// twice, and what an earlier run left in doubt goes again only when asked.
+fn replay_records_before_it_sends_and_never_sends_twice(d: DlqBench) {
+    d.write("export.ndjson", &export());
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let args = replay_args(&timeout);
+    d.ok(&["dlq", "decisions"], 0); // the schema exists
+    // The store takes the claims but cannot mark anything sent: the first message goes out,
+    // its fate cannot be recorded, and the run stops there.
+    d.refuse("UPDATE", true);
+    let r = d.ok(&args, 1);
+    assert!(
+        r.stderr.contains("stopped: the state store failed"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(replayed(&d).len(), 1);
+    d.refuse("UPDATE", false);
+
+    // The re-run sends the other four; the first is in doubt, not sent again, its group open.
+    let r = d.ok(&args, 1);
+    assert!(r.stdout.contains("4 published"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("1 entries not sent again"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("1 in doubt") && r.stderr.contains("stay open"),
+        "{}",
+        r.stderr
+    );
+    let want: Vec<String> = (1..=5)
+        .map(|n| format!("2026-11-29T10:05:0{n}.000Z"))
+        .collect();
+    assert_eq!(replayed(&d), want, "each entry once");
+    // Once more: nothing goes.
+    let r = d.ok(&args, 1);
+    assert!(
+        r.stdout.contains("0 published") && r.stdout.contains("4 skipped"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(replayed(&d).len(), 5);
+    let none = d
+        .ok(&["dlq", "decisions", "--queue", "orders.dlq", "--json"], 0)
+        .json();
+    assert_eq!(none, serde_json::json!([]), "the group stays open");
+
+    // Checked: it did not arrive (say). Sent again on request, and the group is replayed whole.
+    let mut resend = args.clone();
+    resend.push("--resend-in-doubt");
+    let r = d.ok(&resend, 0);
+    assert!(
+        r.stdout.contains("recorded 1 group(s) as replayed"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(replayed(&d).len(), 6);
+    let decided = d
+        .ok(&["dlq", "decisions", "--queue", "orders.dlq", "--json"], 0)
+        .json();
+    assert_eq!(decided[0]["action"], "replay", "{decided}");
+    assert_eq!(decided[0]["affectedCount"], 5, "{decided}");
+    // A completed replay run again sends nothing and records nothing new.
+    let r = d.ok(&args, 0);
+    assert!(r.stdout.contains("0 published"), "{}", r.stdout);
+    let decided = d
+        .ok(&["dlq", "decisions", "--queue", "orders.dlq", "--json"], 0)
+        .json();
+    assert_eq!(decided.as_array().unwrap().len(), 1);
+    // Another destination is another ledger.
+    let mut elsewhere = args.clone();
+    let output = elsewhere.iter().position(|a| *a == "out.ndjson").unwrap();
+    elsewhere[output] = "other.ndjson";
+    let r = d.ok(&elsewhere, 0);
+    assert!(r.stdout.contains("5 published"), "{}", r.stdout);
+}
+on_both!(
+    replay_records_before_it_sends_and_never_sends_twice,
+    "dlq_replay"
+);
+
+/// A store that cannot record what a replay sends: refused before the first publish.
+fn replay_on_a_store_that_cannot_record_sends_nothing(d: DlqBench) {
+    d.write("export.ndjson", &export());
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    d.ok(&["dlq", "decisions"], 0); // the schema exists
+    d.refuse("INSERT", true);
+    let r = d.ok(&replay_args(&timeout), 1);
+    assert!(
+        r.stderr.contains("refused, nothing was sent"),
+        "{}",
+        r.stderr
+    );
+    assert!(replayed(&d).is_empty());
+    d.refuse("INSERT", false);
+    d.ok(&replay_args(&timeout), 0);
+    assert_eq!(replayed(&d).len(), 5);
+}
+on_both!(
+    replay_on_a_store_that_cannot_record_sends_nothing,
+    "dlq_refuse"
+);
+
+/// watch keeps the signatures it saw (new for a day), report lists the week's decisions.
+fn watch_and_report(d: DlqBench) {
+    d.write("export.ndjson", &export());
+    let watch = |d: &DlqBench| {
+        d.ok(
+            &["dlq", "watch", "export.ndjson", "--queue", "orders.dlq"],
+            0,
+        )
+        .stdout
+    };
+    let first = watch(&d);
+    assert!(
+        first.contains("dlq_new_signatures{queue=\"orders.dlq\"} 2"),
+        "{first}"
+    );
+    assert!(
+        first.contains("dlq_open_groups{queue=\"orders.dlq\"} 2"),
+        "{first}"
+    );
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    d.ok(
+        &[
+            "dlq",
+            "close",
+            "--from",
+            "export.ndjson",
+            "--class",
+            "dependency_timeout",
+            "--version",
+            "2.14.0",
+            "--signature",
+            &timeout,
+            "--reason",
+            "already_processed",
+            "--by",
+            "ana",
+            "--queue",
+            "orders.dlq",
+        ],
+        0,
+    );
+    let mut d = d;
+    d.b.minute += 25 * 60;
+    let later = watch(&d);
+    // First seen a day and more ago: no longer new (the store kept when).
+    assert!(
+        later.contains("dlq_new_signatures{queue=\"orders.dlq\"} 0"),
+        "{later}"
+    );
+    assert!(
+        later.contains("dlq_open_groups{queue=\"orders.dlq\"} 1"),
+        "{later}"
+    );
+    let report = d
+        .ok(
+            &[
+                "dlq",
+                "report",
+                "export.ndjson",
+                "--owner",
+                "ana",
+                "--queue",
+                "orders.dlq",
+            ],
+            0,
+        )
+        .stdout;
+    assert!(report.contains("already_processed"), "{report}");
+    assert!(report.contains("dependency_timeout"), "{report}");
+}
+on_both!(watch_and_report, "dlq_watch");
