@@ -596,3 +596,243 @@ fn watch_and_report(d: DlqBench) {
     assert!(report.contains("dependency_timeout"), "{report}");
 }
 on_both!(watch_and_report, "dlq_watch");
+
+// ---------------------------------------------------------------------------------------------
+// The whole dead-letter story of a migration, on real servers.
+
+impl DlqBench {
+    /// [`DlqBench::sqlite`] / [`DlqBench::postgres`] with the plan `yaml`.
+    fn with_plan(mut self, yaml: &str) -> DlqBench {
+        std::fs::write(&self.b.plan, yaml).unwrap();
+        self.b.prom_url = self.b.indicators.prom_url();
+        self
+    }
+
+    fn state(&self) -> String {
+        let s = self.ok(&["status", "local", "--json"], 0).json();
+        s["state"].as_str().unwrap().to_string()
+    }
+}
+
+/// Take (and ack) what arrives on the RabbitMQ queue `queue` until `want` messages came or 10 s
+/// passed, then 300 ms more (to see any extra one).
+#[cfg(feature = "brokers")]
+async fn drain_rabbitmq(
+    adapter: &queue_migrate::brokers::Adapter,
+    queue: &str,
+    want: usize,
+) -> Vec<queue_migrate::brokers::Message> {
+    use std::time::{Duration, Instant};
+    let mut sub = adapter
+        .subscribe(
+            queue,
+            &queue_migrate::brokers::SubscribeOptions::group("story"),
+        )
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wait = if seen.len() >= want {
+            Duration::from_millis(300)
+        } else {
+            deadline.saturating_duration_since(Instant::now())
+        };
+        match tokio::time::timeout(wait, sub.next()).await {
+            Ok(Ok(Some(d))) => {
+                seen.push(d.message.clone());
+                d.ack().await.unwrap();
+            }
+            Ok(Ok(None)) | Err(_) => return seen,
+            Ok(Err(e)) => panic!("{e}"),
+        }
+    }
+}
+
+/// A migration from one RabbitMQ queue to another reaches drain with dead letters left on the
+/// old side: triage, close one group (recorded under the plan's dead-letter queue without
+/// `--queue`), replay the other to the migration's brokers (and once more: nothing goes twice),
+/// and the drain gate passes on the decisions: `advance` leaves drain without `--force`.
+#[cfg(feature = "brokers")]
+fn the_dead_letter_story(d: DlqBench) {
+    use queue_migrate::brokers::{Adapter, Kind};
+    let amqp = std::env::var("QM_TEST_AMQP_URL").expect("needs QM_TEST_AMQP_URL");
+    let id = format!("{}-{}", std::process::id(), d.kind());
+    let (old_queue, new_queue) = (format!("qm-story-old-{id}"), format!("qm-story-new-{id}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let new = rt.block_on(async {
+        let new = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
+        new.declare(&new_queue).await.unwrap();
+        new.declare(&old_queue).await.unwrap();
+        new
+    });
+    let yaml = include_str!("../plans/local.yaml")
+        .replace(
+            "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
+            &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue}, dead_letter: {old_queue}.dlq }}"),
+        )
+        .replace(
+            "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }",
+            &format!("new: {{ name: rabbitmq-new, kind: rabbitmq, url: \"{amqp}\", queue: {new_queue} }}"),
+        )
+        .replace(
+            "  app: { scrape: \"${QM_SCRAPE_URL}\" }",
+            "  app: { scrape: \"${QM_SCRAPE_URL}\" }\n  old_dlq: { dead_letters: dlq.ndjson }",
+        )
+        .replace(
+            "      - { name: old queue empty,",
+            "      - { name: old dead letters handled, source: old_dlq, query: open_groups, pass_if: \"== 0\" }\n      - { name: old queue empty,",
+        )
+        + &format!("\nbridge: {{ ingress: {old_queue}.ingress, key: {{ json: orderId }} }}\n");
+    assert!(
+        yaml.contains(&new_queue) && yaml.contains("old_dlq"),
+        "plans/local.yaml changed"
+    );
+    let mut d = d.with_plan(&yaml);
+    d.b.indicators.all_green();
+    d.ok(&["init", d.b.plan.to_str().unwrap()], 0);
+    for _ in 0..40 {
+        if d.state() == "drain" {
+            break;
+        }
+        match d.run(&["advance", "local", "--confirm", "local"]).code {
+            0 | 3 => d.b.minute += 1,
+            other => panic!("advance exited {other}"),
+        }
+    }
+    assert_eq!(d.state(), "drain");
+    d.write("dlq.ndjson", &export());
+    d.b.minute += 10;
+    let r = d.ok(&["advance", "local", "--json"], 3);
+    let gate = r.json()["gates"][0].clone();
+    assert_eq!(gate["name"], "old dead letters handled", "{gate}");
+    assert!(
+        gate["reason"].as_str().unwrap().contains("2 open groups"),
+        "{gate}"
+    );
+
+    // Triage, then close the validation errors for the migration (no --queue).
+    let invalid = signature_of(&d, "dlq.ndjson", "validation");
+    let timeout = signature_of(&d, "dlq.ndjson", "dependency_timeout");
+    let closed = d
+        .ok(
+            &[
+                "dlq",
+                "close",
+                "--migration",
+                "local",
+                "--from",
+                "dlq.ndjson",
+                "--class",
+                "validation",
+                "--version",
+                "2.14.0",
+                "--signature",
+                &invalid,
+                "--reason",
+                "fixed_in_code",
+                "--by",
+                "oncall",
+                "--json",
+            ],
+            0,
+        )
+        .json();
+    assert_eq!(closed["queue"], format!("{old_queue}.dlq"), "{closed}");
+    let r = d.ok(&["advance", "local", "--json"], 3);
+    let reason = r.json()["gates"][0]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("1 open groups"), "{reason}");
+
+    // Replay the timeouts to the migration's brokers (drain: every key routes to new).
+    let replay = [
+        "dlq",
+        "replay",
+        "dlq.ndjson",
+        "--migration",
+        "local",
+        "--class",
+        "dependency_timeout",
+        "--version",
+        "2.14.0",
+        "--signature",
+        &timeout,
+        "--dedup-key",
+        "order.paid:{orderId}:{n}",
+        "--canary",
+        "0",
+        "--rate",
+        "1000",
+        "--by",
+        "oncall",
+    ];
+    let r = d.ok(&replay, 0);
+    assert!(
+        r.stdout.contains("5 published (0 to old, 5 to new)")
+            && r.stdout.contains("recorded 1 group(s) as replayed"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let again = d.ok(&replay, 0);
+    assert!(
+        again.stdout.contains("0 published") && again.stdout.contains("5 skipped"),
+        "{}",
+        again.stdout
+    );
+    let arrived = rt.block_on(drain_rabbitmq(&new, &new_queue, 5));
+    let mut keys: Vec<&str> = arrived
+        .iter()
+        .map(|m| m.header("x-qm-key").unwrap())
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["o-1", "o-2", "o-3", "o-4", "o-5"],
+        "each once, on the new side"
+    );
+    let decided = d
+        .ok(
+            &[
+                "dlq",
+                "decisions",
+                "--queue",
+                &format!("{old_queue}.dlq"),
+                "--json",
+            ],
+            0,
+        )
+        .json();
+    assert_eq!(decided.as_array().unwrap().len(), 2, "{decided}");
+
+    // The drain gate passes on the decisions: no --force.
+    d.b.minute += 3;
+    let r = d.ok(&["advance", "local", "--json"], 0);
+    assert_eq!(r.json()["gates"][0]["verdict"], "pass", "{}", r.stdout);
+    assert_eq!(d.state(), "disconnect");
+    let history = d.ok(&["history", "local", "--json"], 0).json();
+    let last = history.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["from"].as_str(), last["forced"].as_bool()),
+        (Some("drain"), Some(false)),
+        "{last}"
+    );
+}
+
+#[cfg(feature = "brokers")]
+mod the_dead_letter_story {
+    #[test]
+    #[ignore = "needs QM_TEST_AMQP_URL"]
+    fn sqlite() {
+        super::the_dead_letter_story(super::DlqBench::sqlite());
+    }
+
+    #[test]
+    #[ignore = "needs QM_TEST_POSTGRES_URL and QM_TEST_AMQP_URL"]
+    fn postgres() {
+        super::the_dead_letter_story(super::DlqBench::postgres("dlq_story"));
+    }
+}
