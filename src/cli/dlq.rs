@@ -129,8 +129,9 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct QueueArg {
-    /// The dead-letter queue the decisions are about [default: with --migration NAME, that
-    /// plan's brokers.old.dead_letter; otherwise `default`].
+    /// The dead-letter queue the decisions are about [default: with --migration NAME (close,
+    /// replay) or --from-broker NAME (triage), that plan's brokers.old.dead_letter; otherwise
+    /// `default`].
     #[arg(long, env = "MIGRATE_DLQ_QUEUE")]
     pub queue: Option<String>,
 }
@@ -525,7 +526,12 @@ async fn queue_decisions(ctx: &Ctx, queue: &str) -> Result<Vec<Disposition>, Cli
         .collect())
 }
 
-async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
+async fn triage(ctx: &Ctx, mut a: TriageArgs) -> CliResult {
+    if a.against_history
+        && let Some(name) = &a.from_broker
+    {
+        queue_of_migration(ctx, &mut a.queue, name).await?;
+    }
     let decisions = if a.against_history {
         queue_decisions(ctx, a.queue.name()).await?
     } else {
