@@ -94,7 +94,7 @@ impl Ledger<Selected> for StoreLedger {
             .store
             .claim_replay(&claim, self.resend_in_doubt)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::redact::text(&e.to_string()))?;
         Ok(match found {
             Claim::Taken => {
                 self.current = Some(claim);
@@ -125,7 +125,7 @@ impl Ledger<Selected> for StoreLedger {
                 "the entry dead-lettered at {} (line {}) was taken over by another run (--resend-in-doubt) while this one sent it",
                 s.entry.dead_lettered_at, s.line
             )),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(crate::redact::text(&e.to_string())),
         }
     }
 }
