@@ -836,3 +836,73 @@ mod the_dead_letter_story {
         super::the_dead_letter_story(super::DlqBench::postgres("dlq_story"));
     }
 }
+
+/// A replay killed (SIGKILL) in the middle, then run again: every entry goes out at most once,
+/// and all of them but those left in doubt (said by the re-run) went.
+fn a_replay_killed_midway_and_run_again_sends_each_entry_once(d: DlqBench) {
+    let lines: Vec<String> = (1..=40)
+        .map(|n| envelope("dependency_timeout", TIMEOUT, n % 60, 10 + n / 60))
+        .collect();
+    d.write("export.ndjson", &lines);
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let mut args = replay_args(&timeout);
+    let rate = args.iter().position(|a| *a == "1000").unwrap();
+    args[rate] = "20";
+    let mut child =
+        d.b.command(&args)
+            .env("MIGRATE_STATE", &d.state)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    common::poll_until(
+        "a few lines replayed",
+        std::time::Duration::from_secs(30),
+        || replayed(&d).len() >= 5,
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = replayed(&d).len();
+    assert!(before < 40, "the kill came too late to test anything");
+    args[rate] = "1000";
+    let r = d.run(&args);
+    let in_doubt: usize = r
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("replay: ")?
+                .split(" entries not sent again")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    let after = replayed(&d);
+    let unique: std::collections::BTreeSet<&String> = after.iter().collect();
+    assert_eq!(
+        unique.len(),
+        after.len(),
+        "[{}] an entry went twice: {after:?}",
+        d.kind()
+    );
+    assert!(in_doubt <= 1, "{}", r.stdout);
+    assert!(
+        after.len() == 40 || after.len() + in_doubt == 40,
+        "[{}] {} lines, {in_doubt} in doubt\n{}\n{}",
+        d.kind(),
+        after.len(),
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(
+        r.code,
+        if in_doubt == 0 { 0 } else { 1 },
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+on_both!(
+    a_replay_killed_midway_and_run_again_sends_each_entry_once,
+    "dlq_kill"
+);
