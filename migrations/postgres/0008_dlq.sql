@@ -1,4 +1,4 @@
--- Dead letters (the same schema as migrations/sqlite/0002_dlq.sql and 0009_dlq_replays.sql):
+-- Dead letters (the same schema as migrations/sqlite/0002_dlq.sql and 0010_dlq_replays.sql):
 -- recorded decisions about groups, the signatures seen so far, and the replay ledger.
 -- Times are milliseconds since the Unix epoch (UTC), as BIGINT.
 

@@ -1,4 +1,4 @@
-//! [`DispositionStore`] on SQLite (`migrations/sqlite/0002_dlq.sql`, `0009_dlq_replays.sql`).
+//! [`DispositionStore`] on SQLite (`migrations/sqlite/0002_dlq.sql`, `0010_dlq_replays.sql`).
 
 use std::collections::HashMap;
 

@@ -58,10 +58,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
     ),
+    // 9 is left for the retention index (another branch); versions may leave gaps.
     (
-        9,
+        10,
         "dlq replays",
-        include_str!("../../migrations/sqlite/0009_dlq_replays.sql"),
+        include_str!("../../migrations/sqlite/0010_dlq_replays.sql"),
     ),
 ];
 
