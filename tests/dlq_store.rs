@@ -780,3 +780,38 @@ on_both!(
     a_replay_killed_midway_and_run_again_sends_each_entry_once,
     "dlq_kill"
 );
+
+/// The same command run again after the canary pause, without `--continue`: the canary batch
+/// that went is skipped, and the run pauses after a canary of the next ones; `--continue` then
+/// sends the rest. Each entry once.
+fn a_canary_run_again_sends_the_next_canary_not_the_same(d: DlqBench) {
+    d.write("export.ndjson", &export());
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let mut args = replay_args(&timeout);
+    let canary = args.iter().position(|a| *a == "--canary").unwrap();
+    args[canary + 1] = "2";
+    d.ok(&args, 3);
+    assert_eq!(replayed(&d).len(), 2);
+    let r = d.ok(&args, 3);
+    assert!(
+        r.stdout.contains("2 skipped as sent by an earlier run"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(replayed(&d).len(), 4);
+    args.push("--continue");
+    d.ok(&args, 0);
+    let want: Vec<String> = (1..=5)
+        .map(|n| format!("2026-11-29T10:05:0{n}.000Z"))
+        .collect();
+    assert_eq!(
+        replayed(&d),
+        want,
+        "[{}] each entry once, in order",
+        d.kind()
+    );
+}
+on_both!(
+    a_canary_run_again_sends_the_next_canary_not_the_same,
+    "dlq_canary"
+);
