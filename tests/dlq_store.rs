@@ -475,13 +475,6 @@ on_both!(watch_and_report, "dlq_watch");
 // The whole dead-letter story of a migration, on real servers.
 
 impl DlqBench {
-    /// [`DlqBench::sqlite`] / [`DlqBench::postgres`] with the plan `yaml`.
-    fn with_plan(mut self, yaml: &str) -> DlqBench {
-        std::fs::write(&self.b.plan, yaml).unwrap();
-        self.b.prom_url = self.b.indicators.prom_url();
-        self
-    }
-
     fn state(&self) -> String {
         let s = self.ok(&["status", "local", "--json"], 0).json();
         s["state"].as_str().unwrap().to_string()

@@ -46,6 +46,17 @@ impl DlqBench {
         r
     }
 
+    /// The bench with the plan `yaml` (what `migrate init` reads from `self.b.plan`).
+    pub fn with_plan(self, yaml: &str) -> DlqBench {
+        std::fs::write(&self.b.plan, yaml).unwrap();
+        self
+    }
+
+    /// `migrate init` of the bench's plan.
+    pub fn init(&self) {
+        self.ok(&["init", self.b.plan.to_str().unwrap()], 0);
+    }
+
     /// A file in the bench's directory.
     pub fn path(&self, name: &str) -> std::path::PathBuf {
         self.b.path(name)
@@ -120,7 +131,8 @@ impl Drop for DlqBench {
         if let Some(pg) = self.pg.take()
             && !std::thread::panicking()
         {
-            pg.drop_database();
+            // On a thread of its own: a bench may be dropped inside an async test's runtime.
+            let _ = std::thread::spawn(move || pg.drop_database()).join();
         }
     }
 }
