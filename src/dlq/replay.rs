@@ -19,6 +19,11 @@
 //!   are known to have gone out ([`ResumePoint`]): a later run given that number as `skip`
 //!   neither loses an entry nor, when no failure came before the stop, sends one twice.
 //!
+//! - **never twice** — [`run_recorded`] claims each entry in a [`Ledger`] before publishing it
+//!   and settles the claim once the outcome is known (flushed, for NDJSON): a later run skips
+//!   what went out, and does not send again what was never settled (in doubt). A ledger that
+//!   cannot record stops the run before the publish ([`Outcome::NotRecorded`]).
+//!
 //! [`ReplayMachine`] is the decision logic, pure (time is an argument). [`run`] drives it with a
 //! [`Publisher`] and a [`Pacer`] (the clock and sleeping), both traits, so tests run it on a fake
 //! clock. [`NdjsonPublisher`] writes each message as one JSON line to any `Write`;
