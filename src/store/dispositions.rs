@@ -2,8 +2,8 @@
 //! and its types, nothing else.
 //!
 //! [`DispositionStore`] is its own trait beside [`super::Store`]. Each backend implements it in a
-//! file of its own ([`super::dispositions_sqlite`] on `migrations/sqlite/0002_dlq.sql` and
-//! `0010_dlq_replays.sql`, [`super::dispositions_postgres`] on
+//! file of its own (`store/dispositions_sqlite.rs` on `migrations/sqlite/0002_dlq.sql` and
+//! `0010_dlq_replays.sql`, `store/dispositions_postgres.rs` on
 //! `migrations/postgres/0008_dlq.sql`); [`super::any::AnyStore`] delegates to the backend it
 //! holds. No method has a default: a backend that cannot keep decisions does not compile, rather
 //! than answering "no decisions" (which would keep the drain gate closed for good) or forgetting
