@@ -8,6 +8,7 @@
 mod common;
 
 use common::Bench;
+use common::dlq_bench::DlqBench;
 use std::time::{Duration, Instant};
 
 use queue_migrate::brokers::{Adapter, Kind, Message, SubscribeOptions};
@@ -185,7 +186,7 @@ async fn drain_rabbitmq(adapter: &Adapter, queue: &str, want: usize) -> Vec<Mess
 /// plans/local.yaml with RabbitMQ `old_queue` (broker `rabbitmq`) as the old side, `new_line` as
 /// the new one (broker `nats`) and the bridge's key in the JSON field `orderId`, initialised and
 /// moved to `slices[1]`: 4 of its 8 slices on the new side.
-fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
+fn half_migrated(d: DlqBench, amqp: &str, old_queue: &str, new_line: &str) -> DlqBench {
     let plan = include_str!("../plans/local.yaml")
         .replace(
             "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
@@ -200,7 +201,7 @@ fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
         plan.contains(old_queue) && plan.contains(new_line),
         "the plan's broker lines changed"
     );
-    let bench = Bench::with_plan(&plan);
+    let bench = d.with_plan(&plan);
     bench.init();
     bench.ok(&["advance", "local"], 0);
     for _ in 0..3 {
@@ -221,18 +222,46 @@ fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
     bench
 }
 
+/// `scenario` on a bench whose store is `store` (built here, outside the runtime the scenario
+/// runs on).
+fn on_store<F: std::future::Future<Output = ()>>(
+    store: impl FnOnce() -> DlqBench,
+    scenario: impl FnOnce(DlqBench) -> F,
+) {
+    let d = store();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(scenario(d));
+}
+
+
 /// A new broker that cannot be reached fails the messages routed to it (counted, named on
 /// stderr, exit 1), and only those: the old side gets its own.
-#[tokio::test(flavor = "multi_thread")]
+#[test]
 #[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
-async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
+fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
+    on_store(DlqBench::sqlite, replay_to_a_broker_that_is_down);
+}
+
+#[test]
+#[ignore = "needs QM_TEST_POSTGRES_URL and QM_TEST_AMQP_URL"]
+fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures_on_postgres() {
+    on_store(
+        || DlqBench::postgres("dlqb_down"),
+        replay_to_a_broker_that_is_down,
+    );
+}
+
+async fn replay_to_a_broker_that_is_down(d: DlqBench) {
     let amqp = url("QM_TEST_AMQP_URL");
-    let old_queue = unique("qm-replay-down-old");
+    let old_queue = unique(&format!("qm-replay-down-old-{}", d.kind()));
     let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
     old.declare(&old_queue).await.unwrap();
     // Nothing listens on port 1.
     let new_line = "new: { name: nats, kind: rabbitmq, url: \"amqp://guest:guest@127.0.0.1:1/%2f\", queue: gone }";
-    let bench = half_migrated(&amqp, &old_queue, new_line);
+    let bench = half_migrated(d, &amqp, &old_queue, new_line);
     let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
     let lines: Vec<String> = keys
         .iter()
@@ -313,15 +342,25 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
 /// payloads carry `orderId` puts each message on the side its key routes to, with the origin
 /// headers, the key and a `replay` route stamp, and nowhere else; the entry without a key is
 /// counted as a failure and published nowhere.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq nats)"]
-async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
+#[test]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
+fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
+    on_store(DlqBench::sqlite, replay_where_keys_route);
+}
+
+#[test]
+#[ignore = "needs QM_TEST_POSTGRES_URL and QM_TEST_AMQP_URL"]
+fn replay_to_a_migration_publishes_each_message_where_its_key_routes_on_postgres() {
+    on_store(|| DlqBench::postgres("dlqb_route"), replay_where_keys_route);
+}
+
+async fn replay_where_keys_route(d: DlqBench) {
     let amqp = url("QM_TEST_AMQP_URL");
     let nats = std::env::var("QM_TEST_NATS_URL")
         .ok()
         .filter(|u| !u.is_empty());
-    let old_queue = unique("qm-replay-old");
-    let new_queue = unique("qm-replay-new");
+    let old_queue = unique(&format!("qm-replay-old-{}", d.kind()));
+    let new_queue = unique(&format!("qm-replay-new-{}", d.kind()));
     let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
     old.declare(&old_queue).await.unwrap();
     let (new, new_line) = match &nats {
@@ -341,7 +380,7 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
     };
     new.declare(&new_queue).await.unwrap();
 
-    let bench = half_migrated(&amqp, &old_queue, &new_line);
+    let bench = half_migrated(d, &amqp, &old_queue, &new_line);
     let routing = bench.ok(&["routing", "local"], 0).json();
     let generation = routing["generation"].as_u64().unwrap();
 

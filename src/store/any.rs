@@ -2,15 +2,19 @@
 //!
 //! [`open`] reads the URL: `postgres://` or `postgresql://` is PostgreSQL ([`PgStore`]);
 //! `sqlite:` (`sqlite://PATH`, `sqlite::memory:`) or a plain path is SQLite ([`SqliteStore`]); any
-//! other `scheme://` is [`StoreError::UnsupportedUrl`]. [`AnyStore`] implements [`Store`] by
-//! delegating to the backend it holds.
+//! other `scheme://` is [`StoreError::UnsupportedUrl`]. [`AnyStore`] implements [`Store`] and
+//! [`DispositionStore`] by delegating to the backend it holds.
 
+use std::collections::HashMap;
+
+use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
     PlanReplace, Result, RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
 };
+use crate::dlq::disposition::Disposition;
 
 /// A store of any supported backend.
 #[derive(Debug, Clone)]
@@ -90,7 +94,7 @@ impl Store for AnyStore {
     }
 
     async fn list(&self) -> Result<Vec<MigrationRecord>> {
-        delegate!(self, s => s.list())
+        delegate!(self, s => Store::list(s))
     }
 
     async fn fleet(&self) -> Result<Fleet> {
@@ -186,8 +190,38 @@ impl Store for AnyStore {
         delegate!(self, s => s.release_lease(lease, holder))
     }
 
-    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+    async fn dlq_decisions(&self) -> Result<Vec<Disposition>> {
         delegate!(self, s => s.dlq_decisions())
+    }
+}
+
+impl DispositionStore for AnyStore {
+    async fn record(&self, disposition: &Disposition) -> Result<i64> {
+        delegate!(self, s => s.record(disposition))
+    }
+
+    async fn list(&self) -> Result<Vec<Disposition>> {
+        delegate!(self, s => DispositionStore::list(s))
+    }
+
+    async fn purge_before(&self, before_ms: i64) -> Result<Purged> {
+        delegate!(self, s => s.purge_before(before_ms))
+    }
+
+    async fn note_signatures(
+        &self,
+        seen: &[SeenSignature],
+        now_ms: i64,
+    ) -> Result<HashMap<String, i64>> {
+        delegate!(self, s => s.note_signatures(seen, now_ms))
+    }
+
+    async fn claim_replay(&self, claim: &ReplayClaim, retake_in_doubt: bool) -> Result<Claim> {
+        delegate!(self, s => s.claim_replay(claim, retake_in_doubt))
+    }
+
+    async fn settle_replay(&self, claim: &ReplayClaim, sent: bool) -> Result<bool> {
+        delegate!(self, s => s.settle_replay(claim, sent))
     }
 }
 

@@ -58,6 +58,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/postgres/0007_gate_memory_revision.sql"),
     ),
+    (
+        8,
+        "dlq",
+        include_str!("../../migrations/postgres/0008_dlq.sql"),
+    ),
 ];
 
 /// A PostgreSQL store.
@@ -67,6 +72,11 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// The connection pool (for modules that keep their own tables in the same store).
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`
     /// or `postgresql://...`) and bring its schema up to date. The database must exist.
     ///
@@ -648,6 +658,10 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+        super::dispositions::DispositionStore::list(self).await
     }
 
     async fn scrape_instants_through(

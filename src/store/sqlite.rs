@@ -58,6 +58,12 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
     ),
+    // 9 is left for the retention index (another branch); versions may leave gaps.
+    (
+        10,
+        "dlq replays",
+        include_str!("../../migrations/sqlite/0010_dlq_replays.sql"),
+    ),
 ];
 
 /// A SQLite store.

@@ -2789,3 +2789,6 @@ async fn open_picks_the_backend_by_url() {
         other => panic!("expected a connection error, got {other:?}"),
     }
 }
+
+/// Dead-letter decisions, seen signatures and the replay ledger, on each backend.
+mod dispositions;
