@@ -236,7 +236,6 @@ fn on_store<F: std::future::Future<Output = ()>>(
         .block_on(scenario(d));
 }
 
-
 /// A new broker that cannot be reached fails the messages routed to it (counted, named on
 /// stderr, exit 1), and only those: the old side gets its own.
 #[test]

@@ -20,7 +20,7 @@ impl DlqBench {
     }
 
     pub fn postgres(tag: &str) -> DlqBench {
-        let pg = Postgres::fresh(tag).expect("needs QM_TEST_POSTGRES_URL");
+        let pg = Postgres::fresh(tag);
         DlqBench {
             b: Bench::new(),
             state: pg.url.clone(),

@@ -1,7 +1,7 @@
 //! [`DispositionStore`] on each backend (the harness of `store::tests`): decisions, seen
 //! signatures and the replay ledger read back the same on SQLite and on PostgreSQL.
 
-use super::{Backend, on_postgres, on_sqlite};
+use super::{Backend, new_migration, on_postgres, on_sqlite};
 use crate::dlq::disposition::{Action, CloseReason, Disposition};
 use crate::store::Store;
 use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim, SeenSignature};
@@ -251,7 +251,7 @@ on_each_backend_test! {
     async fn an_upgraded_store_keeps_its_decisions_apart_from_its_migrations() {
         on_each_backend(|b| async move {
             let old = b.open_at_version(8, 7).await;
-            old.create(&super::new_migration("m", 1_000)).await.unwrap();
+            old.create(&new_migration("m", 1_000)).await.unwrap();
             drop(old);
             let s = b.open().await;
             let id = s
