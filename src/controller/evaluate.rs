@@ -315,7 +315,7 @@ async fn scrape_sources<S: Store>(
             Err(why) => {
                 out.insert(
                     source.to_string(),
-                    Err(format!("source {source} ({}): {why}", secret.reference)),
+                    Err(format!("source {source} ({}): {why}", secret.redacted())),
                 );
                 continue;
             }
@@ -359,7 +359,9 @@ async fn scrape_sources<S: Store>(
         let keep_ms = reach_ms.max(MIN_KEEP_MS);
         let reading = fetcher.scrape_parsed(url).await;
         let scraped = match &*reading {
-            Err(why) => Err(format!("source {source}: {why}")),
+            // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
+            // names it better where it came from one.
+            Err(why) => Err(format!("source {source}: {}", secret.referenced_in(why))),
             Ok(parsed) => {
                 if let Some(first) = parsed.errors.first() {
                     let more = parsed.errors.len() - 1;
@@ -473,11 +475,11 @@ async fn read_one(
         Some(Source::Prometheus { url }) => {
             let value = url
                 .value()
-                .map_err(|why| format!("source {source} ({}): {why}", url.reference))?;
+                .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;
             fetcher
                 .prometheus(value, query, now_ms)
                 .await
-                .map_err(|e| format!("source {source}: {e}"))
+                .map_err(|e| format!("source {source}: {}", url.referenced_in(&e)))
         }
         Some(Source::DeadLetters { .. }) => Err(format!(
             "source {source}: a dead-letter export is read by its own gate"

@@ -172,13 +172,41 @@ impl Secret {
         self.value.as_deref()
     }
 
-    /// What to show a person: the reference when it is one, else the value through
-    /// [`crate::redact::url`] (userinfo and query string masked).
+    /// What to show a person: the reference when it is one, else the value, through
+    /// [`crate::redact::url`] (userinfo and query string masked: a reference may embed a
+    /// variable in a URL that also holds a literal credential, `http://u:${PW}@h?token=x`).
     pub fn redacted(&self) -> String {
         match &self.value {
             Ok(value) if *value == self.reference => crate::redact::url(value),
-            _ => self.reference.clone(),
+            _ => crate::redact::url(&self.reference),
         }
+    }
+
+    /// `text`, a message already redacted ([`crate::redact`]) that names this secret's URL,
+    /// with that URL written as the plan wrote it ([`Secret::redacted`]: `${PROM_URL}`) where
+    /// the value came from a reference: `http://***@prom:9090/api/v1/query?***: cannot
+    /// connect` becomes `${PROM_URL}/api/v1/query: cannot connect`.
+    pub fn referenced_in(&self, text: &str) -> String {
+        match &self.value {
+            Ok(value) if *value != self.reference => {
+                let shown = crate::redact::url(value);
+                let base = shown.trim_end_matches('/');
+                if base.is_empty() {
+                    return text.to_string();
+                }
+                text.replace(base, &self.redacted())
+            }
+            _ => text.to_string(),
+        }
+    }
+
+    /// The parts of the resolved value that must never be shown ([`crate::redact::secret_parts`]),
+    /// for [`crate::redact::known`]; none when it is unresolved.
+    pub fn secret_parts(&self) -> Vec<&str> {
+        self.value
+            .as_deref()
+            .map(crate::redact::secret_parts)
+            .unwrap_or_default()
     }
 }
 
@@ -484,5 +512,21 @@ impl Plan {
         self.phase(PhaseKind::Slices)
             .map(|p| p.steps.as_slice())
             .unwrap_or(&[])
+    }
+
+    /// Every value of the plan that may hold a secret: the brokers' URLs, the sources' URLs,
+    /// the etcd endpoint, the webhooks' URLs and tokens.
+    pub fn secrets(&self) -> Vec<&Secret> {
+        let mut out = vec![&self.brokers.old.url, &self.brokers.new.url];
+        out.extend(self.sources.values().filter_map(|s| match s {
+            Source::Prometheus { url } | Source::Scrape { url } => Some(url),
+            Source::DeadLetters { .. } => None,
+        }));
+        out.extend(self.routing.etcd.as_ref().map(|e| &e.endpoint));
+        for hook in &self.notify.webhooks {
+            out.push(&hook.url);
+            out.extend(hook.token.as_ref());
+        }
+        out
     }
 }
