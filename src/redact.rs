@@ -89,7 +89,7 @@ pub fn error(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The parts of a secret value that must never be shown, for [`known`]: of a URL, its
-/// userinfo, password, query string and fragment (so that a credential is masked even where the
+/// userinfo, password, query string (and each of its values) and fragment (so that a credential is masked even where the
 /// URL around it is cut, quoted or echoed apart from it; the rest of a URL is no secret); of
 /// any other value (a token), the value itself.
 pub fn secret_parts(value: &str) -> Vec<&str> {
@@ -116,7 +116,16 @@ pub fn secret_parts(value: &str) -> Vec<&str> {
             parts.push(password);
         }
     }
-    parts.extend(query);
+    if let Some(query) = query {
+        parts.push(query);
+        // Each value alone too: a server may echo `s3cret` without its `token=`.
+        parts.extend(
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(_, v)| v),
+        );
+    }
     parts.extend(fragment);
     parts.retain(|p| !p.is_empty());
     parts
@@ -292,8 +301,8 @@ mod tests {
     #[test]
     fn the_secret_parts_of_a_url_are_its_credentials() {
         assert_eq!(
-            secret_parts("http://u:pw@h:1/p?token=x#f"),
-            ["u:pw", "pw", "token=x", "f"]
+            secret_parts("http://u:pw@h:1/p?token=xyzw&a=b#f"),
+            ["u:pw", "pw", "token=xyzw&a=b", "xyzw", "b", "f"]
         );
         assert_eq!(secret_parts("nats://TOKEN@h"), ["TOKEN"]);
         assert_eq!(secret_parts("hook-token"), ["hook-token"]);

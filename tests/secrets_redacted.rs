@@ -333,6 +333,68 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
     }
 }
 
+/// A server on loopback that answers every request 401 with an error page echoing the request
+/// line (its query string: the token) and `echo`.
+fn echoing_server(echo: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let line = head.lines().next().unwrap_or_default().to_string();
+            let body = format!("denied: {line} ({echo})");
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// Regression (issue 31): an error page that echoes the request (a proxy's 401 quoting the
+/// query string, the token alone) went into the gate's reason as the start of its body.
+#[test]
+fn an_error_page_echoing_the_token_shows_neither_token_nor_password() {
+    const TOKEN: &str = "Ech0T0kenQ";
+    const PASSWORD: &str = "Ech0Passw0rd";
+    let port = echoing_server("token Ech0T0kenQ of ech0usr:Ech0Passw0rd refused");
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "synthetic");
+    let prom = format!("http://ech0usr:{PASSWORD}@127.0.0.1:{port}/?token={TOKEN}");
+    let env = [("QM_PROM_URL", prom.as_str())];
+    let held = b.run_env(&["advance", "local", "--json"], &env);
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    let reason = held.json()["gates"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("HTTP 401"), "{reason}");
+    assert!(reason.contains("denied: GET /?***"), "{reason}");
+    assert_run_clean("advance --json", &held, &[TOKEN, PASSWORD]);
+    assert_run_clean(
+        "status --json",
+        &b.run_env(&["status", "local", "--json"], &env),
+        &[TOKEN, PASSWORD],
+    );
+    assert_no_secret(
+        "the store's rows",
+        &store_rows(&b.path("state.db")),
+        &[TOKEN, PASSWORD],
+    );
+}
+
 const OLD_PASSWORD: &str = "0ldBr0kerPw";
 const NEW_PASSWORD: &str = "N3wBr0kerPw";
 const OLD_HOOK_TOKEN: &str = "0ldH00kT0k3n";

@@ -296,7 +296,7 @@ impl Ctx {
                 format!(
                     "cannot open the state store {}: {}",
                     redact_url(url),
-                    crate::redact::known(&e.to_string(), crate::redact::secret_parts(url))
+                    crate::redact::text(&e.to_string())
                 ),
             ),
         })
