@@ -530,3 +530,46 @@ impl Plan {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redacted_url_in_a_message_is_written_as_the_plans_reference() {
+        let prom = Secret::new("${PROM_URL}", "http://u:pw@prom:9090");
+        assert_eq!(
+            prom.referenced_in("http://***@prom:9090/api/v1/query: cannot connect"),
+            "${PROM_URL}/api/v1/query: cannot connect"
+        );
+        let with_query = Secret::new("${PROM_URL}", "http://u:pw@prom:9090/?token=t");
+        assert_eq!(
+            with_query.referenced_in("http://***@prom:9090/?***: timed out"),
+            "${PROM_URL}: timed out"
+        );
+        let etcd = Secret::new("file:/run/etcd-url", "http://root:pw@etcd:2379/");
+        assert_eq!(
+            etcd.referenced_in("etcd http://***@etcd:2379/v3/kv/put: HTTP 401"),
+            "etcd file:/run/etcd-url/v3/kv/put: HTTP 401"
+        );
+        // A literal URL is shown redacted, as it is.
+        let literal = Secret::literal("http://u:pw@h:1/metrics");
+        let text = "http://***@h:1/metrics: cannot connect";
+        assert_eq!(literal.referenced_in(text), text);
+    }
+
+    #[test]
+    fn a_reference_with_literal_credentials_is_shown_redacted() {
+        let s = Secret::new(
+            "http://u:${PW}@h:1/?token=lit3ral",
+            "http://u:pw@h:1/?token=lit3ral",
+        );
+        assert_eq!(s.redacted(), "http://***@h:1/?***");
+        let unresolved = Secret::unresolved(
+            "http://u:${PW}@h:1/?token=lit3ral",
+            Unresolved::Env(vec!["PW".into()]),
+        );
+        assert_eq!(unresolved.redacted(), "http://***@h:1/?***");
+        assert_eq!(Secret::new("${X}", "v").redacted(), "${X}");
+    }
+}
