@@ -126,9 +126,16 @@ fn masked(url: &str, reason: &str) -> String {
     redact::known(reason, redact::secret_parts(url))
 }
 
-/// The instant-query endpoint of the Prometheus at `base`.
+/// The instant-query endpoint of the Prometheus at `base`: the API path after `base`'s path,
+/// before its query string (a proxy's `?token=...` stays a query parameter; the request's own
+/// parameters are added to it).
 fn query_url(base: &str) -> String {
-    format!("{}/api/v1/query", base.trim_end_matches('/'))
+    let (path, query) = match base.find(['?', '#']) {
+        Some(i) if base[i..].starts_with('?') => (&base[..i], &base[i..]),
+        Some(i) => (&base[..i], ""),
+        None => (base, ""),
+    };
+    format!("{}/api/v1/query{query}", path.trim_end_matches('/'))
 }
 
 /// The evaluation time of an instant query: seconds with milliseconds.
@@ -539,5 +546,27 @@ impl Fetcher {
         } else {
             format!("{url}: {}", chain())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 31): the API path went after a base URL's query string
+    /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
+    /// in the query was never asked.
+    #[test]
+    fn the_api_path_goes_before_the_base_urls_query_string() {
+        assert_eq!(query_url("http://h:9090"), "http://h:9090/api/v1/query");
+        assert_eq!(query_url("http://h:9090/"), "http://h:9090/api/v1/query");
+        assert_eq!(
+            query_url("http://u:p@h/prom/?token=x&a=b"),
+            "http://u:p@h/prom/api/v1/query?token=x&a=b"
+        );
+        assert_eq!(
+            query_url("http://h/prom#frag"),
+            "http://h/prom/api/v1/query"
+        );
     }
 }

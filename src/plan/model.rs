@@ -189,7 +189,12 @@ impl Secret {
     pub fn referenced_in(&self, text: &str) -> String {
         match &self.value {
             Ok(value) if *value != self.reference => {
-                let shown = crate::redact::url(value);
+                // The URL without its query string: a request's path goes before it
+                // (`http://***@prom:9090/api/v1/query?***`).
+                let base = value
+                    .find(['?', '#'])
+                    .map_or(value.as_str(), |i| &value[..i]);
+                let shown = crate::redact::url(base);
                 let base = shown.trim_end_matches('/');
                 if base.is_empty() {
                     return text.to_string();
@@ -544,8 +549,8 @@ mod tests {
         );
         let with_query = Secret::new("${PROM_URL}", "http://u:pw@prom:9090/?token=t");
         assert_eq!(
-            with_query.referenced_in("http://***@prom:9090/?***: timed out"),
-            "${PROM_URL}: timed out"
+            with_query.referenced_in("http://***@prom:9090/api/v1/query?***: timed out"),
+            "${PROM_URL}/api/v1/query?***: timed out"
         );
         let etcd = Secret::new("file:/run/etcd-url", "http://root:pw@etcd:2379/");
         assert_eq!(
