@@ -228,9 +228,10 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
         "{reasons:?}"
     );
     assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("source prom: ${QM_PROM_URL}") && r.contains("cannot connect")),
+        reasons.iter().any(
+            |r| r.contains("source prom (${QM_PROM_URL}): http://***@127.0.0.1:")
+                && r.contains("/api/v1/query?***: cannot connect")
+        ),
         "{reasons:?}"
     );
     runs.push(("advance --json", held));
@@ -309,7 +310,7 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
     d.kill9();
     assert_no_secret("the API's answers", &answers, SECRETS);
     let bodies = bodies.lock().unwrap().join("\n");
-    assert!(bodies.contains("source prom: ${QM_PROM_URL}"), "{bodies}");
+    assert!(bodies.contains("source prom (${QM_PROM_URL})"), "{bodies}");
     assert_no_secret("the webhook bodies", &bodies, SECRETS);
     let log = log.lock().unwrap().join("\n");
     assert!(log.contains("http://***@127.0.0.1:"), "{log}");

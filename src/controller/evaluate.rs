@@ -360,8 +360,8 @@ async fn scrape_sources<S: Store>(
         let reading = fetcher.scrape_parsed(url).await;
         let scraped = match &*reading {
             // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
-            // names it better where it came from one.
-            Err(why) => Err(format!("source {source}: {}", secret.referenced_in(why))),
+            // next to it names what to check.
+            Err(why) => Err(format!("source {}: {why}", named(source, secret))),
             Ok(parsed) => {
                 if let Some(first) = parsed.errors.first() {
                     let more = parsed.errors.len() - 1;
@@ -461,6 +461,15 @@ async fn observe(
     }
 }
 
+/// A source's name, with the plan's reference of its URL where it came from one
+/// (`prom (${PROM_URL})`).
+fn named(source: &str, url: &crate::plan::Secret) -> String {
+    match url.reference_shown() {
+        Some(reference) => format!("{source} ({reference})"),
+        None => source.to_string(),
+    }
+}
+
 /// One number from one source, or why not.
 async fn read_one(
     fetcher: &Fetcher,
@@ -479,7 +488,7 @@ async fn read_one(
             fetcher
                 .prometheus(value, query, now_ms)
                 .await
-                .map_err(|e| format!("source {source}: {}", url.referenced_in(&e)))
+                .map_err(|e| format!("source {}: {e}", named(source, url)))
         }
         Some(Source::DeadLetters { .. }) => Err(format!(
             "source {source}: a dead-letter export is read by its own gate"

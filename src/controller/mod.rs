@@ -447,12 +447,15 @@ impl<S: Store> Controller<'_, S> {
             // publishes again.
             let put = match etcd.endpoint.value() {
                 // The fetcher's error shows the endpoint redacted; the plan's reference
-                // (`${ETCD_URL}`) names it better where it came from one.
+                // (`${ETCD_URL}`) next to it names what to check.
                 Ok(endpoint) => self
                     .fetcher
                     .etcd_put(endpoint, &etcd.key, doc)
                     .await
-                    .map_err(|e| etcd.endpoint.referenced_in(&e)),
+                    .map_err(|e| match etcd.endpoint.reference_shown() {
+                        Some(reference) => format!("{e} (routing.etcd.endpoint: {reference})"),
+                        None => e,
+                    }),
                 Err(why) => Err(format!(
                     "cannot write the routing to etcd: routing.etcd.endpoint ({}) of the stored \
                      plan: {why}",

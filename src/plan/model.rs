@@ -182,26 +182,14 @@ impl Secret {
         }
     }
 
-    /// `text`, a message already redacted ([`crate::redact`]) that names this secret's URL,
-    /// with that URL written as the plan wrote it ([`Secret::redacted`]: `${PROM_URL}`) where
-    /// the value came from a reference: `http://***@prom:9090/api/v1/query?***: cannot
-    /// connect` becomes `${PROM_URL}/api/v1/query: cannot connect`.
-    pub fn referenced_in(&self, text: &str) -> String {
+    /// The plan's reference, redacted ([`Secret::redacted`]), when the value came from one
+    /// (`${PROM_URL}`, `file:/run/secrets/x`; also when it is unresolved here); `None` for a
+    /// value written as is. Messages about the secret's URL show the URL redacted, and name
+    /// the reference next to it: the variable or file to check.
+    pub fn reference_shown(&self) -> Option<String> {
         match &self.value {
-            Ok(value) if *value != self.reference => {
-                // The URL without its query string: a request's path goes before it
-                // (`http://***@prom:9090/api/v1/query?***`).
-                let base = value
-                    .find(['?', '#'])
-                    .map_or(value.as_str(), |i| &value[..i]);
-                let shown = crate::redact::url(base);
-                let base = shown.trim_end_matches('/');
-                if base.is_empty() {
-                    return text.to_string();
-                }
-                text.replace(base, &self.redacted())
-            }
-            _ => text.to_string(),
+            Ok(value) if *value == self.reference => None,
+            _ => Some(self.redacted()),
         }
     }
 
@@ -541,26 +529,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_redacted_url_in_a_message_is_written_as_the_plans_reference() {
+    fn a_reference_is_shown_only_where_the_value_came_from_one() {
         let prom = Secret::new("${PROM_URL}", "http://u:pw@prom:9090");
+        assert_eq!(prom.reference_shown().as_deref(), Some("${PROM_URL}"));
+        let file = Secret::new("file:/run/etcd-url", "http://root:pw@etcd:2379/");
         assert_eq!(
-            prom.referenced_in("http://***@prom:9090/api/v1/query: cannot connect"),
-            "${PROM_URL}/api/v1/query: cannot connect"
+            file.reference_shown().as_deref(),
+            Some("file:/run/etcd-url")
         );
-        let with_query = Secret::new("${PROM_URL}", "http://u:pw@prom:9090/?token=t");
+        let embedded = Secret::new(
+            "http://u:${PW}@h/?token=lit3ral",
+            "http://u:pw@h/?token=lit3ral",
+        );
         assert_eq!(
-            with_query.referenced_in("http://***@prom:9090/api/v1/query?***: timed out"),
-            "${PROM_URL}/api/v1/query?***: timed out"
+            embedded.reference_shown().as_deref(),
+            Some("http://***@h/?***")
         );
-        let etcd = Secret::new("file:/run/etcd-url", "http://root:pw@etcd:2379/");
         assert_eq!(
-            etcd.referenced_in("etcd http://***@etcd:2379/v3/kv/put: HTTP 401"),
-            "etcd file:/run/etcd-url/v3/kv/put: HTTP 401"
+            Secret::literal("http://u:pw@h:1/metrics").reference_shown(),
+            None
         );
-        // A literal URL is shown redacted, as it is.
-        let literal = Secret::literal("http://u:pw@h:1/metrics");
-        let text = "http://***@h:1/metrics: cannot connect";
-        assert_eq!(literal.referenced_in(text), text);
     }
 
     #[test]
