@@ -89,12 +89,22 @@ impl From<Failure> for String {
 }
 
 /// The readings of one round, by request.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct RoundMemo {
     /// By URL.
     scrapes: Cells<String, Arc<Scraped>>,
     /// By (Prometheus base URL, query text, evaluation time in ms).
     queries: Cells<(String, String, i64), Answer>,
+}
+
+/// How many requests a round answered, never their URLs (which may hold credentials).
+impl std::fmt::Debug for RoundMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundMemo")
+            .field("scrapes", &lock(&self.scrapes).len())
+            .field("queries", &lock(&self.queries).len())
+            .finish()
+    }
 }
 
 /// The map of cells, locked (a poisoned lock still holds a usable map: the cells are only ever
@@ -556,6 +566,22 @@ mod tests {
     /// Regression (issue 31): the API path went after a base URL's query string
     /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
     /// in the query was never asked.
+    #[tokio::test]
+    async fn a_rounds_debug_shows_no_url() {
+        let round = Fetcher::new(Duration::from_millis(200))
+            .unwrap()
+            .for_round();
+        let _ = round
+            .scrape_parsed("http://u:Secr3tPw@127.0.0.1:1/metrics?token=T0k3n")
+            .await;
+        let shown = format!("{round:?}");
+        assert!(shown.contains("scrapes: 1"), "{shown}");
+        assert!(
+            !shown.contains("Secr3tPw") && !shown.contains("T0k3n"),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn the_api_path_goes_before_the_base_urls_query_string() {
         assert_eq!(query_url("http://h:9090"), "http://h:9090/api/v1/query");
