@@ -397,6 +397,36 @@ fn an_error_page_echoing_the_token_shows_neither_token_nor_password() {
     );
 }
 
+/// Regression (issue 31): a /metrics line that cannot be read is quoted in the reason; a line
+/// that echoes the scrape URL's token showed it.
+#[test]
+fn an_unreadable_metrics_line_echoing_the_token_is_masked() {
+    const TOKEN: &str = "Scr4peEch0Tok";
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "consume_dual");
+    // Not a number: the parser quotes the value.
+    b.indicators.world.lock().unwrap().extra_metrics = format!("app_leak {TOKEN}\n");
+    let scrape = format!("{}?token={TOKEN}", b.indicators.scrape_url());
+    let env = [("QM_SCRAPE_URL", scrape.as_str())];
+    let held = b.run_env(&["advance", "local", "--json"], &env);
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    let reason = held.json()["gates"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("unreadable metrics"), "{reason}");
+    assert!(reason.contains("invalid value \"***\""), "{reason}");
+    assert_run_clean("advance --json", &held, &[TOKEN]);
+    assert_no_secret(
+        "the store's rows",
+        &store_rows(&b.path("state.db")),
+        &[TOKEN],
+    );
+}
+
 const OLD_PASSWORD: &str = "0ldBr0kerPw";
 const NEW_PASSWORD: &str = "N3wBr0kerPw";
 const OLD_HOOK_TOKEN: &str = "0ldH00kT0k3n";

@@ -404,6 +404,9 @@ async fn scrape_sources<S: Store>(
                 }
             }
         };
+        // A line of the scraped text quoted in the reason may echo a credential of the URL.
+        let scraped =
+            scraped.map_err(|why| crate::redact::known(&why, crate::redact::secret_parts(url)));
         out.insert(source.to_string(), scraped);
         kept.push((source.to_string(), rounds, holds_from_ms));
     }
