@@ -294,7 +294,11 @@ impl Ctx {
             StoreError::UnsupportedUrl(_) => CliError::input(e.to_string()),
             e => CliError::new(
                 1,
-                format!("cannot open the state store {}: {e}", redact_url(url)),
+                format!(
+                    "cannot open the state store {}: {}",
+                    redact_url(url),
+                    crate::redact::text(&e.to_string())
+                ),
             ),
         })
     }

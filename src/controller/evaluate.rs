@@ -337,7 +337,7 @@ async fn scrape_sources<S: Store>(
             Err(why) => {
                 out.insert(
                     source.to_string(),
-                    Err(format!("source {source} ({}): {why}", secret.reference)),
+                    Err(format!("source {source} ({}): {why}", secret.redacted())),
                 );
                 continue;
             }
@@ -381,7 +381,9 @@ async fn scrape_sources<S: Store>(
         let keep_ms = reach_ms.max(MIN_KEEP_MS);
         let reading = fetcher.scrape_parsed(url).await;
         let scraped = match &*reading {
-            Err(why) => Err(format!("source {source}: {why}")),
+            // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
+            // next to it names what to check.
+            Err(why) => Err(format!("source {}: {why}", named(source, secret))),
             Ok(parsed) => {
                 if let Some(first) = parsed.errors.first() {
                     let more = parsed.errors.len() - 1;
@@ -424,6 +426,9 @@ async fn scrape_sources<S: Store>(
                 }
             }
         };
+        // A line of the scraped text quoted in the reason may echo a credential of the URL.
+        let scraped =
+            scraped.map_err(|why| crate::redact::known(&why, crate::redact::secret_parts(url)));
         out.insert(source.to_string(), scraped);
         kept.push((source.to_string(), rounds, holds_from_ms));
     }
@@ -481,6 +486,15 @@ async fn observe(
     }
 }
 
+/// A source's name, with the plan's reference of its URL where it came from one
+/// (`prom (${PROM_URL})`).
+fn named(source: &str, url: &crate::plan::Secret) -> String {
+    match url.reference_shown() {
+        Some(reference) => format!("{source} ({reference})"),
+        None => source.to_string(),
+    }
+}
+
 /// One number from one source, or why not.
 async fn read_one(
     fetcher: &Fetcher,
@@ -495,11 +509,11 @@ async fn read_one(
         Some(Source::Prometheus { url }) => {
             let value = url
                 .value()
-                .map_err(|why| format!("source {source} ({}): {why}", url.reference))?;
+                .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;
             fetcher
                 .prometheus(value, query, now_ms)
                 .await
-                .map_err(|e| format!("source {source}: {e}"))
+                .map_err(|e| format!("source {}: {e}", named(source, url)))
         }
         Some(Source::DeadLetters { .. }) => Err(format!(
             "source {source}: a dead-letter export is read by its own gate"

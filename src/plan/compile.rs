@@ -811,7 +811,7 @@ impl Cx<'_> {
         let shown = if url.reference == value {
             quote(&url.redacted())
         } else {
-            format!("the value of {}", quote(&url.reference))
+            format!("the value of {}", quote(&url.redacted()))
         };
         self.error(
             path,
@@ -1715,7 +1715,10 @@ impl Cx<'_> {
         if value.trim().is_empty() {
             self.error(
                 path,
-                format!("{} resolves to an empty value", quote(&reference)),
+                format!(
+                    "{} resolves to an empty value",
+                    quote(&crate::redact::url(&reference))
+                ),
             );
             return None;
         }

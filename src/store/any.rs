@@ -34,7 +34,8 @@ pub async fn open(url: &str) -> Result<AnyStore> {
     } else if url.starts_with("sqlite:") || !url.contains("://") {
         Ok(AnyStore::Sqlite(SqliteStore::open(url).await?))
     } else {
-        Err(StoreError::UnsupportedUrl(url.to_string()))
+        // Shown to the user: its credentials masked.
+        Err(StoreError::UnsupportedUrl(crate::redact::url(url)))
     }
 }
 
