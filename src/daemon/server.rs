@@ -41,6 +41,8 @@ pub fn router<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) -> Router {
         .route("/v1/migrations/{name}/history", get(history::<S>))
         .route("/v1/migrations/{name}/routing", get(routing::<S>))
         .route("/v1/migrations/{name}/{action}", post(mutate::<S>))
+        // The web console (`/`, `/migrations/{name}`) and the evaluations its charts read.
+        .merge(super::console::routes::<S>())
         .with_state(shared)
 }
 

@@ -17,4 +17,4 @@ pub use compile::{
     Compiled, Diagnostic, Resolve, SecretsMode, SystemResolve, compile, compile_with,
 };
 pub use model::*;
-pub use threshold::Threshold;
+pub use threshold::{Threshold, round_value};

@@ -49,3 +49,48 @@ impl Phase {
         None
     }
 }
+
+/// The decimals of `x` as Rust prints it shortest (`0.015` → 3), at most 12.
+fn decimals(x: f64) -> usize {
+    let s = format!("{x}");
+    s.split_once('.').map_or(0, |(_, d)| d.len()).min(12)
+}
+
+/// `value` rounded to what its threshold needs: one decimal more than the threshold has, and
+/// more while the rounded value would read on the other side of the threshold (or on it) than
+/// the value is (`0.0100004` against `< 0.01` reads `0.0100004`, never `0.010`). Without a
+/// threshold, four significant digits (whole numbers stay whole).
+pub fn round_value(value: f64, threshold: Option<Threshold>) -> String {
+    if !value.is_finite() {
+        return format!("{value}");
+    }
+    let Some(t) = threshold.filter(|t| t.value.is_finite()) else {
+        if value == value.trunc() && value.abs() < 1e15 {
+            return format!("{value}");
+        }
+        let digits = 4i32;
+        let magnitude = value.abs().log10().floor() as i32;
+        let places = (digits - 1 - magnitude).clamp(0, 12) as usize;
+        return trim(format!("{value:.places$}"));
+    };
+    let mut places = decimals(t.value) + 1;
+    loop {
+        let shown = format!("{value:.places$}");
+        let reads = shown.parse::<f64>().unwrap_or(value);
+        let same_side = t.op.holds(reads, t.value) == t.op.holds(value, t.value)
+            && (reads == t.value) == (value == t.value);
+        if same_side || places >= 12 {
+            return shown;
+        }
+        places += 1;
+    }
+}
+
+/// Trailing zeros of a fixed-point number dropped (`0.1200` → `0.12`, `3.000` → `3`).
+fn trim(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
