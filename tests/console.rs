@@ -227,6 +227,8 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         r["phone_dark_width"].as_u64().unwrap_or(9999) <= 390,
         "{r:#}"
     );
+    assert!(r["zoom200_width"].as_u64().unwrap_or(9999) <= 640, "{r:#}");
+    assert_eq!(r["enter_sends_nothing"], true, "{r:#}");
     for shot in [
         "console-fleet-desktop.png",
         "console-migration-desktop.png",

@@ -120,6 +120,16 @@ result.before = await js(read);
 result.desktop_width = await shot("console-migration-desktop.png", 1280, 900, false);
 result.phone_width = await shot("console-migration-phone.png", 390, 844, false);
 result.phone_dark_width = await shot("console-migration-phone-dark.png", 390, 844, true);
+// 200% zoom of a 1280×900 window: a 640×450 layout viewport.
+result.zoom200_width = await shot("console-migration-zoom200.png", 640, 450, false);
+// Keyboard: Enter in the reason field sends nothing.
+result.enter_sends_nothing = await js(`(() => {
+  const r = document.getElementById('reason');
+  r.focus();
+  const ev = new KeyboardEvent('keydown', { key: 'Enter', bubbles: true, cancelable: true });
+  r.dispatchEvent(ev);
+  return ev.defaultPrevented && document.getElementById('action-result').textContent === '';
+})()`);
 await page("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
 await page("Emulation.setEmulatedMedia", { features: [{ name: "prefers-color-scheme", value: "light" }] });
 

@@ -208,11 +208,15 @@
 
   if (page === "migration") {
     const form = document.getElementById("action-form");
+    // Enter in a field sends nothing: an action is always the button the person chose.
+    form.addEventListener("keydown", ev => {
+      if (ev.key === "Enter" && ev.target instanceof HTMLInputElement) ev.preventDefault();
+    });
     form.addEventListener("submit", async ev => {
       ev.preventDefault();
       if (busy) return;
       busy = true;
-      try { await act(ev.submitter ? ev.submitter.value : "advance"); } finally { busy = false; }
+      try { if (ev.submitter) await act(ev.submitter.value); } finally { busy = false; }
     });
     document.getElementById("forget").addEventListener("click", () => {
       token = null; showToken(); document.getElementById("token").focus();
