@@ -1,12 +1,17 @@
-//! `migrate demo` on a terminal of 80 columns (tmux, a real pseudo-terminal): the live view
-//! redrawn in place never writes a line wider than the screen (a wrapped line broke the redraw
-//! into a scrolling garble), and the final report comes out whole.
+//! The terminal views under tmux (a real pseudo-terminal): `migrate demo` on 80 columns, whose
+//! live view redrawn in place never writes a line wider than the screen (a wrapped line broke
+//! the redraw into a scrolling garble) and whose final report comes out whole; `migrate status
+//! --watch`, redrawn in place as the migration moves.
 //!
 //! Needs tmux (`scripts/ui_tools.sh install`): ignored by a plain `cargo test`, run by `.ci/run`
 //! with `--include-ignored` after the install.
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::Bench;
 
 fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux")
@@ -103,4 +108,67 @@ fn demo_under_an_80_column_terminal_never_wraps_a_line_and_keeps_its_report() {
         "{all}\n---\n{piped}"
     );
     assert!(all.contains("ok: nothing lost"), "{all}");
+}
+
+#[test]
+#[ignore = "needs tmux (scripts/ui_tools.sh install)"]
+fn status_watch_redraws_in_place_as_the_migration_moves() {
+    let b = Bench::new();
+    b.init();
+    let bin = env!("CARGO_BIN_EXE_migrate");
+    let session = format!("qm-status-watch-{}", std::process::id());
+    let cmd = format!(
+        "cd {dir} && env -u COLUMNS -u LINES MIGRATE_STATE={state} QM_PROM_URL={prom} \
+         QM_SCRAPE_URL={scrape} {bin} status local --watch --interval 200ms; echo EXIT=$?; sleep 600",
+        dir = b.dir.path().display(),
+        state = b.path("state.db").display(),
+        prom = b.prom_url,
+        scrape = b.indicators.scrape_url(),
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "50",
+        "-y",
+        "20",
+        &cmd,
+    ]);
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .output();
+        }
+    }
+    let _kill = Kill(session.clone());
+    let screen = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let all = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", &session]);
+            if all.contains(want) {
+                return all;
+            }
+            assert!(Instant::now() < deadline, "never showed {want:?}:\n{all}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    screen("local: planned");
+    b.ok(
+        &["pause", "local", "--reason", "a pause the watch shows"],
+        0,
+    );
+    let all = screen("a pause the watch shows");
+    // Redrawn in place: one block on the screen and in the history, the new one.
+    assert_eq!(all.matches("local: planned").count(), 1, "{all}");
+    assert!(all.contains("[PAUSED]"), "{all}");
+    for line in all.lines() {
+        assert!(line.chars().count() <= 50, "{line:?} in\n{all}");
+    }
+    // Until interrupted.
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+    screen("EXIT=0");
 }

@@ -344,10 +344,14 @@ pub fn redraw(out: &mut impl Write, drawn: usize, lines: &[String]) -> io::Resul
     {
         queue!(out, cursor::MoveToPreviousLine(up))?;
     }
-    queue!(out, terminal::Clear(terminal::ClearType::FromCursorDown))?;
+    // Line by line, then what is left below: a clear from the cursor down at the screen's top
+    // corner would be a whole-screen clear, which tmux (`scroll-on-clear`) and some terminals
+    // push into the scrollback, a copy per redraw.
     for l in lines {
+        queue!(out, terminal::Clear(terminal::ClearType::CurrentLine))?;
         writeln!(out, "{l}")?;
     }
+    queue!(out, terminal::Clear(terminal::ClearType::FromCursorDown))?;
     out.flush()?;
     Ok(lines.len())
 }
