@@ -4,6 +4,7 @@
 #             takes screenshots (--headless --no-sandbox; no browser download of its own)
 #   tmux      a real pseudo-terminal: tests/demo_tty.rs runs `migrate demo` in 80 columns
 #   nodejs    runs tests/console/drive.mjs, which drives Chromium through the DevTools protocol
+#             (over a pipe: Node 18 or later, no package)
 #
 #   scripts/ui_tools.sh install     apt-get what is missing (skipped when all are there)
 set -euo pipefail

@@ -123,7 +123,6 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
     std::fs::create_dir_all(&out_dir).expect("output directory");
     let drive = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/drive.mjs");
     let run = Command::new("node")
-        .arg("--experimental-websocket")
         .arg(&drive)
         .args([chromium, &base, "local", TOKEN])
         .arg(&out_dir)

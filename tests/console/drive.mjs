@@ -1,10 +1,12 @@
-// Drives headless Chromium through the DevTools protocol (no package: Node's WebSocket) for
-// tests/console.rs: loads the console of a running `migrate run`, reads what it shows, acts
-// without and with the token, takes screenshots. Prints one JSON object on stdout.
+// Drives headless Chromium through the DevTools protocol for tests/console.rs, over the pipe
+// Chromium offers (--remote-debugging-pipe: JSON messages ended by a NUL byte on fds 3 and 4),
+// so it needs no package and no WebSocket client (Node 18 or later): loads the console of a
+// running `migrate run`, reads what it shows, acts without and with the token, takes
+// screenshots. Prints one JSON object on stdout.
 //
-//   node --experimental-websocket drive.mjs CHROMIUM BASE_URL MIGRATION TOKEN OUT_DIR
+//   node drive.mjs CHROMIUM BASE_URL MIGRATION TOKEN OUT_DIR
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync } from "node:fs";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -14,12 +16,11 @@ const profile = mkdtempSync(join(tmpdir(), "qm-console-chromium-"));
 const browser = spawn(chromium, [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-port=0",
+  "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-pipe",
   "--user-data-dir=" + profile, "--window-size=1280,900", "about:blank",
-], { stdio: ["ignore", "ignore", "pipe"] });
+], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
 let browserLog = "";
 browser.stderr.on("data", d => { browserLog += d; });
-const deadline = Date.now() + 120000;
 function fail(message) {
   process.stdout.write(JSON.stringify({ error: message, browser: browserLog.slice(-2000) }) + "\n");
   try { browser.kill("SIGKILL"); } catch {}
@@ -27,32 +28,27 @@ function fail(message) {
   process.exit(1);
 }
 setTimeout(() => fail("timed out"), 120000).unref();
+browser.on("exit", code => fail("chromium exited (" + code + ")"));
 
-let port = null, path = null;
-while (Date.now() < deadline) {
-  const f = join(profile, "DevToolsActivePort");
-  if (existsSync(f)) {
-    const [p, w] = readFileSync(f, "utf8").split("\n");
-    if (p && w) { port = p.trim(); path = w.trim(); break; }
-  }
-  await sleep(100);
-}
-if (!port) fail("no DevToolsActivePort");
-const ws = new WebSocket("ws://127.0.0.1:" + port + path);
-await new Promise((ok, ko) => { ws.onopen = ok; ws.onerror = () => ko(new Error("websocket")); });
-let next = 1;
+const toBrowser = browser.stdio[3], fromBrowser = browser.stdio[4];
+let next = 1, pending = Buffer.alloc(0);
 const waiting = new Map();
-ws.onmessage = m => {
-  const msg = JSON.parse(m.data);
-  if (msg.id && waiting.has(msg.id)) {
-    const { ok, ko } = waiting.get(msg.id);
-    waiting.delete(msg.id);
-    if (msg.error) ko(new Error(JSON.stringify(msg.error))); else ok(msg.result);
+fromBrowser.on("data", chunk => {
+  pending = Buffer.concat([pending, chunk]);
+  let end;
+  while ((end = pending.indexOf(0)) >= 0) {
+    const msg = JSON.parse(pending.subarray(0, end).toString("utf8"));
+    pending = pending.subarray(end + 1);
+    if (msg.id && waiting.has(msg.id)) {
+      const { ok, ko } = waiting.get(msg.id);
+      waiting.delete(msg.id);
+      if (msg.error) ko(new Error(JSON.stringify(msg.error))); else ok(msg.result);
+    }
   }
-};
+});
 function send(method, params = {}, sessionId) {
   const id = next++;
-  ws.send(JSON.stringify({ id, method, params, sessionId }));
+  toBrowser.write(JSON.stringify({ id, method, params, sessionId }) + "\0");
   return new Promise((ok, ko) => waiting.set(id, { ok, ko }));
 }
 const { targetId } = await send("Target.createTarget", { url: "about:blank" });
@@ -161,7 +157,7 @@ result.token_in_storage = await js("JSON.stringify(localStorage) + JSON.stringif
 await shot("console-after-actions-desktop.png", 1280, 900, false);
 
 process.stdout.write(JSON.stringify(result) + "\n");
-ws.close();
+browser.removeAllListeners("exit");
 browser.kill("SIGKILL");
 try { rmSync(profile, { recursive: true, force: true }); } catch {}
 process.exit(0);
