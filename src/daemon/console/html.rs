@@ -376,7 +376,60 @@ fn actions(s: &Serving, d: &Detail) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Detail, Place, RungView, Serving};
     use super::*;
+    use crate::controller::views::StatusView;
+
+    fn detail(state: &str, point_of_no_return: bool) -> Detail {
+        let routing = serde_json::from_value(serde_json::json!({
+            "migration": "orders", "generation": 9, "state": state, "step": null,
+            "slices_total": 8, "slices_migrated": 8, "consume": ["new"], "paused": false,
+            "brokers": { "old": "rabbitmq", "new": "nats" }, "updated_at": "2026-11-30T00:00:00Z"
+        }))
+        .unwrap_or_else(|e| panic!("routing: {e}"));
+        Detail {
+            view: StatusView {
+                migration: "orders".into(),
+                state: state.into(),
+                step: None,
+                paused: false,
+                version: 9,
+                entered_at: "2026-11-30T00:00:00Z".into(),
+                routing,
+                routing_published: true,
+                publish_error: None,
+                gates: Vec::new(),
+            },
+            thresholds: Vec::new(),
+            rungs: vec![RungView {
+                state: state.into(),
+                slices: 8,
+                at: Place::Here,
+            }],
+            min_left: None,
+            journal: Vec::new(),
+            breached: false,
+            point_of_no_return,
+        }
+    }
+
+    #[test]
+    fn the_point_of_no_return_asks_for_the_name_and_nowhere_else() {
+        let s = Serving {
+            holder: "a".into(),
+            leader: true,
+            read_only: false,
+        };
+        let at = migration(&s, &detail("disconnect", true));
+        assert!(at.contains("data-confirm=\"true\""), "{at}");
+        assert!(at.contains("<div id=\"confirm-row\">"), "{at}");
+        let before = migration(&s, &detail("drain", false));
+        assert!(before.contains("data-confirm=\"false\""), "{before}");
+        assert!(
+            before.contains("<div id=\"confirm-row\" hidden>"),
+            "{before}"
+        );
+    }
 
     #[test]
     fn text_from_a_plan_or_a_person_is_escaped() {
