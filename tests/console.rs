@@ -75,8 +75,9 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         "127.0.0.1:0",
         "--interval",
         "1s",
+        // Long: a loaded machine must not make it stand by in the middle of the test.
         "--lease-ttl",
-        "3s",
+        "15s",
         "--id",
         "console-test",
     ]);

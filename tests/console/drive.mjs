@@ -65,7 +65,9 @@ async function until(expression, what, ms = 20000) {
     if (await js(expression).catch(() => false)) return;
     await sleep(100);
   }
-  fail("waited in vain for " + what + ": " + expression);
+  const shown = await js("(document.getElementById('action-result') || {}).textContent + ' | ' + " +
+    "(document.getElementById('summary') || {}).textContent").catch(e => String(e));
+  fail("waited in vain for " + what + ": " + expression + " (page: " + shown + ")");
 }
 async function shot(file, width, height, dark) {
   await page("Emulation.setDeviceMetricsOverride", { width, height, deviceScaleFactor: 1, mobile: width < 600 });
