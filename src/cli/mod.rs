@@ -11,6 +11,7 @@ mod advance;
 mod bridge;
 mod demo;
 mod dlq;
+pub mod fit;
 mod history;
 mod init;
 mod pause;

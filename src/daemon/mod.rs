@@ -11,6 +11,7 @@
 //! [`run`] takes its listener and a shutdown future, so that tests bind `127.0.0.1:0` and stop it
 //! when they want.
 
+pub mod console;
 pub mod http;
 pub mod hub;
 pub mod metrics;

@@ -50,6 +50,8 @@ pub fn router<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) -> Router {
             "/v1/migrations/{name}/{action}",
             post(mutate::<S>).layer(axum::extract::DefaultBodyLimit::max(MAX_BODY)),
         )
+        // The web console (`/`, `/migrations/{name}`) and the evaluations its charts read.
+        .merge(super::console::routes::<S>())
         .with_state(shared)
 }
 

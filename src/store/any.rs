@@ -131,6 +131,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.latest_evaluations(name, step_entered_ms, gates))
     }
 
+    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
+        delegate!(self, s => s.evaluation_history(name, limit))
+    }
+
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
         delegate!(self, s => s.mark_published(name, generation))
     }

@@ -550,6 +550,13 @@ pub trait Store: Send + Sync {
         step_entered_ms: i64,
         gates: &[GateKey<'_>],
     ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
+    /// The newest `limit` evaluations of the migration's gates from the history (every step,
+    /// every gate), oldest first: what the console charts.
+    fn evaluation_history(
+        &self,
+        name: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
     /// Note that the routing of `generation` reached every publisher, and clear a publish error
     /// noted for `generation` or an older one (the error of a newer generation still holds).
     fn mark_published(

@@ -598,6 +598,18 @@ impl Store for SqliteStore {
         memory::named(rows.iter().map(gate_row), gates)
     }
 
+    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM (SELECT *, 0 AS revision FROM gate_evaluations WHERE migration = ? \
+             ORDER BY id DESC LIMIT ?) ORDER BY id",
+        )
+        .bind(name)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(gate_row).collect()
+    }
+
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
         // An error noted for a newer generation still holds: only older ones are cleared.
         sqlx::query(

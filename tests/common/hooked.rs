@@ -142,6 +142,13 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
         self.inner.latest_evaluations(name, step_entered_ms, gates)
     }
+    fn evaluation_history(
+        &self,
+        name: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
+        self.inner.evaluation_history(name, limit)
+    }
     fn mark_published(
         &self,
         name: &str,
