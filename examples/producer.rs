@@ -223,7 +223,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let broker = router
                         .broker_name(route.target)
                         .unwrap_or_else(|| target.name.clone());
-                    let at = u64::try_from(support::now_ms()).unwrap_or(0);
+                    let at = support::now_ms();
                     let stamp = RouteStamp::new(&route, broker, args.producer.clone(), at)?;
                     let mut m = base.clone();
                     for (k, v) in stamp.headers() {

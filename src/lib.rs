@@ -40,6 +40,7 @@
 
 pub mod redact;
 pub mod slice;
+pub mod time;
 
 #[cfg(feature = "routing")]
 pub mod probe;
@@ -51,7 +52,11 @@ pub mod stamp;
 #[cfg(feature = "router")]
 pub mod router;
 
-#[cfg(feature = "dedup")]
+#[cfg(any(
+    feature = "dedup-sqlite",
+    feature = "dedup-postgres",
+    feature = "dedup-redis"
+))]
 pub mod dedup;
 
 #[cfg(all(feature = "brokers", feature = "controller", feature = "router"))]
@@ -75,8 +80,6 @@ pub mod machine;
 pub mod plan;
 #[cfg(feature = "controller")]
 pub mod store;
-#[cfg(feature = "controller")]
-pub mod time;
 
 #[cfg(feature = "cli")]
 pub mod cli;

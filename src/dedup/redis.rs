@@ -25,7 +25,8 @@ use redis::Script;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 
 use super::{
-    Begin, BusinessKey, DEFAULT_KEY_TTL, DEFAULT_LEASE, Lease, LeaseDedup, PayloadHash, millis,
+    Begin, BusinessKey, DEFAULT_KEY_TTL, DEFAULT_LEASE, Lease, LeaseDedup, Millis, PayloadHash,
+    millis,
 };
 
 /// The default prefix of the Redis keys.
@@ -227,12 +228,12 @@ where
         &self,
         key: &BusinessKey,
         hash: &PayloadHash,
-        _now_ms: i64,
+        _now_ms: Millis,
     ) -> Result<Begin, RedisDedupError> {
         self.begin_once(key, hash).await
     }
 
-    async fn complete(&self, lease: &Lease, _now_ms: i64) -> Result<(), RedisDedupError> {
+    async fn complete(&self, lease: &Lease, _now_ms: Millis) -> Result<(), RedisDedupError> {
         let mut conn = self.conn.clone();
         let done: i64 = self
             .complete
@@ -265,7 +266,7 @@ where
         Ok(deleted == 1)
     }
 
-    async fn extend(&self, lease: &Lease, _now_ms: i64) -> Result<bool, RedisDedupError> {
+    async fn extend(&self, lease: &Lease, _now_ms: Millis) -> Result<bool, RedisDedupError> {
         let mut conn = self.conn.clone();
         let extended: i64 = self
             .extend
