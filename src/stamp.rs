@@ -23,6 +23,9 @@
 //! - [`PublishedCounter::record`] takes no lock for writing and allocates nothing once a
 //!   (broker, producer) pair has been seen.
 
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! Instants as the whole API passes them around: [`Millis`], milliseconds since the Unix epoch,
-//! UTC — what [`crate::dedup`]'s claims take, what a route stamp carries
-//! ([`crate::stamp::RouteStamp::at_ms`]) and what [`now_ms`] answers. Always compiled, no
+//! UTC — what the dedup claims take, what a route stamp carries
+//! (`RouteStamp::at_ms`) and what [`now_ms`] answers. Always compiled, no
 //! dependencies (the RFC 3339 and human-readable forms come with the `controller` feature).
 //!
 //! Time is an input: only the edges (a binary, a service's handler) read the clock, through
@@ -14,6 +14,9 @@
 //! assert!(now > 1_700_000_000_000); // after November 2023
 //! assert_eq!(time::millis(Duration::from_secs(90)), 90_000);
 //! ```
+
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
 
 #[cfg(feature = "controller")]
 use std::time::UNIX_EPOCH;

@@ -31,6 +31,9 @@
 //! [`sql::accept_version`] rejects an event older than the last applied version, in the same
 //! transaction as the effect.
 
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
+
 pub mod key;
 pub mod metrics;
 #[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]

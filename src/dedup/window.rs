@@ -21,6 +21,31 @@
 //!   costs O(1) amortized whatever the capacity. The order assumes the `now_ms` passed in does not
 //!   go backwards; if it does, by `d`, an entry expired behind a live one of its kind goes up to
 //!   `d` late.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use queue_migrate::dedup::window::WindowDedup;
+//! use queue_migrate::dedup::{BusinessKey, PayloadHash, Processed, process_once};
+//! use queue_migrate::time;
+//!
+//! let dedup = WindowDedup::new(Duration::from_secs(600), 100_000); // 10 minutes, 100k keys
+//! let key = BusinessKey::new("order.paid", "4711", "v3")?;
+//! let hash = PayloadHash::of_bytes(br#"{"orderId":"4711","version":3}"#);
+//! let applied = std::cell::Cell::new(0);
+//! for delivery in 0..3 {
+//!     let done = process_once(&dedup, &key, &hash, time::now_ms, || async {
+//!         applied.set(applied.get() + 1); // the effect
+//!         Ok::<_, std::io::Error>(())
+//!     })
+//!     .await?;
+//!     // count done.outcome(): processed once, then duplicate_blocked
+//!     assert_eq!(done, if delivery == 0 { Processed::Applied(()) } else { Processed::Duplicate });
+//! }
+//! assert_eq!(applied.get(), 1);
+//! # Ok(()) }
+//! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
