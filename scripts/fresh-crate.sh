@@ -42,14 +42,14 @@ tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
 
 [features]
 routing = ["queue-migrate/routing"]
-router = ["queue-migrate/router"]
+router = ["routing", "queue-migrate/router"]
 dedup-sqlite = ["queue-migrate/dedup-sqlite"]
 dedup-postgres = ["queue-migrate/dedup-postgres"]
-dedup = ["queue-migrate/dedup"]
+dedup = ["dedup-sqlite", "dedup-postgres"]
 dedup-redis = ["queue-migrate/dedup-redis"]
-brokers = ["queue-migrate/brokers"]
-controller = ["queue-migrate/controller"]
-cli = ["queue-migrate/cli"]
+brokers = ["routing", "queue-migrate/brokers"]
+controller = ["queue-migrate/controller", "dedup"]
+cli = ["queue-migrate/cli", "routing", "router", "dedup", "brokers", "controller"]
 
 [[bin]]
 name = "producer_document"
@@ -106,7 +106,7 @@ expect 'queue_migrate_consumer_messages_total{route="new",outcome="stale"} 1'
 # A service that produces and consumes: the Router following the file, and the consumer.
 run router,dedup producer "$work/orders.routing.json"
 expect "order-0 slice 8 -> nats (new)"
-expect 'queue_migrate_published_total{broker="nats",route="new",producer="checkout"} 1'
+expect 'queue_migrate_published_total{broker="nats",route="new",producer="checkout"} 2'
 run router,dedup consumer "$work/both.db"
 expect 'outcome="conflict"} 1'
 
