@@ -40,6 +40,24 @@ function incoherent(doc) {
 
 const MAX_DOCUMENT_BYTES = 64 * 1024;
 
+/** A response body as text, refused (and the connection dropped) beyond `max` bytes. */
+async function readBounded(response, max) {
+  const reader = response.body.getReader();
+  const chunks = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > max) {
+      await reader.cancel();
+      throw new Error(`document larger than ${max} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /**
  * The latest routing document and route(key) over it. Until a first document: every key to old,
  * generation 0, slices over `slices`, broker names from `brokers` (the plan's names: one label
@@ -131,8 +149,7 @@ class Router {
           try {
             response = await fetch(url, { headers, signal: controller.signal });
             if (response.status === 200) {
-              const text = await response.text();
-              if (text.length > MAX_DOCUMENT_BYTES) throw new Error(`document larger than ${MAX_DOCUMENT_BYTES} bytes`);
+              const text = await readBounded(response, MAX_DOCUMENT_BYTES);
               if (this.offer(JSON.parse(text)) === 'accepted') { status.accepted += 1; brought = true; }
             } else if (response.status !== 304) {
               await response.body?.cancel();
