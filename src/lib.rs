@@ -21,6 +21,8 @@
 //! - [`indicators::fetch`] — HTTP to indicator sources.
 //! - [`store`] — the state store (SQLite or PostgreSQL via sqlx): migrations, journal, gate evaluations.
 //! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
+//! - [`backtest`] — `migrate plan backtest`: the controller's gates, decisions and state machine
+//!   replayed over a past window of the plan's sources (pure rehearsal, IO edge for readings).
 //! - [`daemon`] — `migrate run`: the loop, the lease, the HTTP API, webhooks.
 //! - [`dlq`] — dead letters: envelope, signature, triage, decisions, replay, alerts (docs/dlq.md).
 //! - [`router`], [`stamp`], [`dedup`], [`probe`] — the producer's and the consumer's side: follow
@@ -40,6 +42,7 @@
 //! adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers). [`slice`]
 //! and [`time`] are always compiled. Each set builds alone (`scripts/features.sh`).
 
+pub mod oneline;
 pub mod redact;
 pub mod slice;
 pub mod time;
@@ -66,6 +69,8 @@ pub mod bridge;
 #[cfg(feature = "brokers")]
 pub mod brokers;
 
+#[cfg(feature = "controller")]
+pub mod backtest;
 #[cfg(feature = "controller")]
 pub mod controller;
 #[cfg(feature = "controller")]
