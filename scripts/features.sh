@@ -35,6 +35,8 @@ done
 
 # The doc examples: the producer's modules alone, then everything a consumer may enable (the
 # Redis example runs against QM_TEST_REDIS_URL when it is set, and stops early otherwise).
+[ -n "${QM_TEST_REDIS_URL:-}" ] ||
+  echo "note: QM_TEST_REDIS_URL is not set: the dedup::redis example stops before it talks to Redis"
 for set in routing router,dedup,dedup-redis; do
   echo "-- cargo test --doc --no-default-features --features $set"
   cargo test --quiet --doc --no-default-features --features "$set"

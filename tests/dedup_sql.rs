@@ -469,6 +469,8 @@ macro_rules! suite {
             /// counted a stale event as processed: `admit` gives one verdict per delivery, and a
             /// stale one counts as `stale`.
             #[tokio::test]
+
+            $(#[$needs])?
             async fn admit_gives_one_verdict_per_delivery_and_a_stale_event_counts_as_stale() {
                 let Some((pool, guard)) = setup().await else {
                     return;
