@@ -34,7 +34,7 @@ use clap::Parser;
 use queue_migrate::brokers::{Adapter, HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use queue_migrate::router::Router;
 use queue_migrate::routing::Side;
-use queue_migrate::stamp::{PublishedCounter, RouteLabel, RouteStamp};
+use queue_migrate::stamp::{PublishedCounter, RouteLabel};
 
 /// Publish `order.paid` events to real brokers, routed by slice or into the bridge's ingress.
 #[derive(Debug, Parser)]
@@ -63,6 +63,13 @@ struct Args {
     /// Unchangeable producer: send everything to this queue on the old broker (for the bridge).
     #[arg(long)]
     ingress: Option<String>,
+    /// The old broker's name in the plan (`brokers.old.name`): the label of stamps and metrics
+    /// until the first routing document names it. Default: the KIND of `--old`.
+    #[arg(long)]
+    old_name: Option<String>,
+    /// The new broker's name in the plan (`brokers.new.name`). Default: the KIND of `--new`.
+    #[arg(long)]
+    new_name: Option<String>,
     /// The producer's name in route stamps and metrics.
     #[arg(long, default_value = "checkout")]
     producer: String,
@@ -104,7 +111,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.rate.is_nan() || args.rate <= 0.0 {
         return Err("--rate must be above 0".into());
     }
-    let router = Router::with_default_slices(args.slices);
+    let kind_of = |spec: &str| {
+        spec.split_once('=')
+            .map_or("", |(kind, _)| kind)
+            .to_string()
+    };
+    let old_name = args.old_name.clone().unwrap_or_else(|| kind_of(&args.old));
+    let new_name = (args.new_name.clone())
+        .unwrap_or_else(|| args.new.as_deref().map(kind_of).unwrap_or_default());
+    // The plan's names from the first message on: one `broker` label before and after the first
+    // routing document.
+    let router = Router::for_brokers(args.slices, old_name.clone(), new_name.clone());
     let _follower = match (&args.daemon, &args.routing_file) {
         (Some(url), _) => Some(router.follow_http(
             url,
@@ -121,7 +138,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ingress
             .clone()
             .unwrap_or_else(|| args.old_queue.clone()),
-        name: "old".into(),
+        name: old_name,
     };
     old.adapter.declare(&old.queue).await?;
     let new = match (&args.new, &args.ingress) {
@@ -130,7 +147,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = Target {
                 adapter: support::connect(&spec, "producer").await,
                 queue: args.new_queue.clone(),
-                name: "new".into(),
+                name: new_name,
             };
             t.adapter.declare(&t.queue).await?;
             Some(t)
@@ -220,11 +237,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Some(new) => {
                     let route = router.route(&order);
                     let target = if route.target == Side::New { new } else { &old };
-                    let broker = router
-                        .broker_name(route.target)
-                        .unwrap_or_else(|| target.name.clone());
-                    let at = u64::try_from(support::now_ms()).unwrap_or(0);
-                    let stamp = RouteStamp::new(&route, broker, args.producer.clone(), at)?;
+                    let stamp = router.stamp(&route, args.producer.clone(), support::now_ms())?;
                     let mut m = base.clone();
                     for (k, v) in stamp.headers() {
                         m.headers.insert(k.to_string(), v);

@@ -36,13 +36,16 @@
 //! - `sim` — the embedded world of `migrate demo` (two brokers, producers, an idempotent consumer).
 //!
 //! Cargo features: `routing` (the slice function, the routing document, the route stamp: what a
-//! producer needs, no async runtime), `router` (the following `Router`), `dedup` (the consumer's
-//! durable dedup on SQLite/PostgreSQL), `dedup-redis`, `controller` (everything but the CLI),
-//! `brokers` (the adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers).
+//! producer needs, no async runtime), `router` (the following `Router`), `dedup-sqlite` and
+//! `dedup-postgres` (the consumer's durable dedup on one database; `dedup` is both),
+//! `dedup-redis` (the Redis mode, no SQL), `controller` (everything but the CLI), `brokers` (the
+//! adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers). [`slice`]
+//! and [`time`] are always compiled. Each set builds alone (`scripts/features.sh`).
 
 pub mod oneline;
 pub mod redact;
 pub mod slice;
+pub mod time;
 
 #[cfg(feature = "routing")]
 pub mod probe;
@@ -54,7 +57,11 @@ pub mod stamp;
 #[cfg(feature = "router")]
 pub mod router;
 
-#[cfg(feature = "dedup")]
+#[cfg(any(
+    feature = "dedup-sqlite",
+    feature = "dedup-postgres",
+    feature = "dedup-redis"
+))]
 pub mod dedup;
 
 #[cfg(all(feature = "brokers", feature = "controller", feature = "router"))]
@@ -80,8 +87,6 @@ pub mod machine;
 pub mod plan;
 #[cfg(feature = "controller")]
 pub mod store;
-#[cfg(feature = "controller")]
-pub mod time;
 
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -17,6 +17,9 @@
 //! `sum(queue_migrate_probe_effects_total{probe="idempotency"}) == 1` checks that the consumers
 //! applied it once. [`due`] says how many latency probes should have been sent after some time.
 
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
+
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 

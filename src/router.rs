@@ -19,12 +19,17 @@
 //!   document than one it already routed with.
 //! - Until a first document arrives the router answers the safe default: every key to the old
 //!   broker, generation 0, slices of [`DEFAULT_SLICES`] (or the count given to
-//!   [`Router::with_default_slices`]).
+//!   [`Router::with_default_slices`] / [`Router::for_brokers`]), and the broker names given to
+//!   [`Router::for_brokers`], so that stamps and metrics carry one broker label from the first
+//!   message on.
 //! - A document replaces the current one only if its generation is higher (or there is none yet),
 //!   it is for the same migration, and it is coherent (`slices_migrated <= slices_total`, at least
 //!   one slice, at least one side to consume). Nothing else ever changes what `route` answers: an
 //!   unreachable daemon, a malformed file or an old document leave the last good one in place.
 //! - Followers are tokio tasks; dropping their [`FollowerHandle`] stops them.
+
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -38,7 +43,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::routing::{Route, RoutingDocument, Side};
+use crate::routing::{BrokerNames, Route, RoutingDocument, Side};
+use crate::stamp::{HEADER_BROKER, RouteStamp, StampError};
+use crate::time::Millis;
 
 /// The slice count of the safe default, before any document (the plan's default).
 pub const DEFAULT_SLICES: u32 = 128;
@@ -255,6 +262,8 @@ struct Inner {
     hot: Hot,
     doc: ArcSwapOption<RoutingDocument>,
     default_slices: u32,
+    /// The brokers' names before the first document (the plan's), if given.
+    default_brokers: Option<BrokerNames>,
     /// Serialises writers (followers, `offer`); readers never take it.
     write: Mutex<()>,
     changed: watch::Sender<u64>,
@@ -291,11 +300,42 @@ impl Router {
     /// A router whose safe default computes slices over `slices` (the plan's `slices`), so that the
     /// slice in a route stamp is meaningful before the first document.
     pub fn with_default_slices(slices: u32) -> Router {
+        Router::build(slices, None)
+    }
+
+    /// A router that also knows the brokers' names before the first document: the plan's
+    /// `brokers.old.name` and `brokers.new.name`, which every routing document carries. Route
+    /// stamps and producer metrics then say `broker="rabbitmq"` from the first message on, not a
+    /// side name until the daemon answers.
+    ///
+    /// ```
+    /// use queue_migrate::router::Router;
+    /// use queue_migrate::routing::Side;
+    ///
+    /// let router = Router::for_brokers(128, "rabbitmq", "nats");
+    /// let route = router.route("order-0"); // no document yet: old, generation 0
+    /// assert_eq!(route.target, Side::Old);
+    /// let stamp = router.stamp(&route, "checkout", 1_764_460_800_123)?;
+    /// assert_eq!(stamp.broker, "rabbitmq");
+    /// # Ok::<(), queue_migrate::stamp::StampError>(())
+    /// ```
+    pub fn for_brokers(slices: u32, old: impl Into<String>, new: impl Into<String>) -> Router {
+        Router::build(
+            slices,
+            Some(BrokerNames {
+                old: old.into(),
+                new: new.into(),
+            }),
+        )
+    }
+
+    fn build(slices: u32, default_brokers: Option<BrokerNames>) -> Router {
         Router {
             inner: Arc::new(Inner {
                 hot: Hot::new(slices.max(1)),
                 doc: ArcSwapOption::empty(),
                 default_slices: slices.max(1),
+                default_brokers,
                 write: Mutex::new(()),
                 changed: watch::Sender::new(0),
             }),
@@ -327,12 +367,40 @@ impl Router {
         }
     }
 
-    /// The broker name of `side` in the current document, if there is one.
+    /// The broker name of `side`: the current document's, or before any document the names given
+    /// to [`Router::for_brokers`]; `None` only for a router built without names that has no
+    /// document yet.
     pub fn broker_name(&self, side: Side) -> Option<String> {
-        self.inner.doc.load().as_ref().map(|d| match side {
-            Side::Old => d.brokers.old.clone(),
-            Side::New => d.brokers.new.clone(),
-        })
+        let pick = |b: &BrokerNames| match side {
+            Side::Old => b.old.clone(),
+            Side::New => b.new.clone(),
+        };
+        match &*self.inner.doc.load() {
+            Some(d) => Some(pick(&d.brokers)),
+            None => self.inner.default_brokers.as_ref().map(pick),
+        }
+    }
+
+    /// The route stamp of a message routed by `route` (from [`Router::route`]), published by
+    /// `producer` at `at_ms`, naming the broker as [`Router::broker_name`] does: one label
+    /// scheme from the first message on.
+    ///
+    /// # Errors
+    /// [`StampError::Missing`] (`x-qm-broker`) when no broker name is known yet (a router built
+    /// without [`Router::for_brokers`], before its first document); [`StampError::Invalid`] for
+    /// a producer name outside the wire format.
+    pub fn stamp(
+        &self,
+        route: &Route,
+        producer: impl Into<String>,
+        at_ms: Millis,
+    ) -> Result<RouteStamp, StampError> {
+        let broker = self
+            .broker_name(route.target)
+            .ok_or_else(|| StampError::Missing {
+                field: HEADER_BROKER.to_string(),
+            })?;
+        RouteStamp::new(route, broker, producer, at_ms)
     }
 
     /// A receiver that sees the generation each time a document is accepted.
@@ -365,6 +433,14 @@ impl Router {
                     current: cur.generation,
                 });
             }
+        }
+        if let Some(names) = self.inner.default_brokers.as_ref()
+            && *names != doc.brokers
+        {
+            tracing::warn!(
+                configured = ?names, document = ?doc.brokers,
+                "the routing document names other brokers than this router was given: stamps and metrics follow the document from now on; give the plan's names to Router::for_brokers"
+            );
         }
         let previous = current.as_ref().map_or(0, |c| c.generation);
         let generation = doc.generation;
@@ -835,6 +911,34 @@ mod tests {
         assert_eq!(r.consume(), vec![Side::Old]);
         assert_eq!(Router::with_default_slices(7).route("order-0").slice, 0);
         assert!(r.document().is_none());
+    }
+
+    /// The metrics fallback `broker_name(..).unwrap_or_else(|| side name)` labelled the first
+    /// messages `broker="old"` and later ones `broker="rabbitmq"`: a router given the plan's
+    /// names stamps the same broker label before and after the first document.
+    #[test]
+    fn broker_label_is_the_same_before_and_after_the_first_document() {
+        let router = Router::for_brokers(128, "rabbitmq", "nats");
+        let before = router
+            .stamp(&router.route("order-0"), "checkout", 1)
+            .unwrap();
+        assert_eq!((before.broker.as_str(), before.generation), ("rabbitmq", 0));
+        router.offer(doc(7, 0)).unwrap();
+        let after = router
+            .stamp(&router.route("order-0"), "checkout", 2)
+            .unwrap();
+        assert_eq!((after.broker.as_str(), after.generation), ("rabbitmq", 7));
+        router.offer(doc(8, 128)).unwrap();
+        let moved = router
+            .stamp(&router.route("order-0"), "checkout", 3)
+            .unwrap();
+        assert_eq!(moved.broker, "nats");
+        // Without names and without a document there is no label to give: an error, not "old".
+        let unnamed = Router::with_default_slices(128);
+        assert!(matches!(
+            unnamed.stamp(&unnamed.route("order-0"), "checkout", 1),
+            Err(StampError::Missing { ref field }) if field == HEADER_BROKER
+        ));
     }
 
     #[test]

@@ -5,6 +5,23 @@
 //! updated_at}`. A message goes to the new broker when its key's slice is below
 //! `slices_migrated`; `generation` increases with every transition, so a reader can tell newer from
 //! older.
+//!
+//! ```
+//! use queue_migrate::routing::{RoutingDocument, Side};
+//!
+//! let doc: RoutingDocument = serde_json::from_str(r#"{
+//!     "migration": "orders", "generation": 7, "state": "slices", "step": 1, "paused": false,
+//!     "slices_total": 128, "slices_migrated": 32, "consume": ["old", "new"],
+//!     "brokers": {"old": "rabbitmq", "new": "nats"}, "updated_at": "2026-11-30T00:00:00Z"
+//! }"#)?;
+//! let route = doc.route("order-0"); // slice 8 of 128, below 32: new
+//! assert_eq!((route.target, route.slice, route.generation), (Side::New, 8, 7));
+//! assert_eq!(doc.broker_name(route.target), "nats");
+//! # Ok::<(), serde_json::Error>(())
+//! ```
+
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 
@@ -14,11 +31,14 @@ use crate::slice::slice_of;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
+    /// The broker the flow leaves.
     Old,
+    /// The broker the flow moves to.
     New,
 }
 
 impl Side {
+    /// `old` or `new`: the wire form in the document's `consume`, and the route stamp's route.
     pub fn as_str(self) -> &'static str {
         match self {
             Side::Old => "old",
@@ -30,13 +50,16 @@ impl Side {
 /// The display names of the two brokers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerNames {
+    /// The old broker's name (the plan's `brokers.old.name`, e.g. `rabbitmq`).
     pub old: String,
+    /// The new broker's name (the plan's `brokers.new.name`, e.g. `nats`).
     pub new: String,
 }
 
 /// The published routing of one migration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoutingDocument {
+    /// The migration's name (the plan's `name`).
     pub migration: String,
     /// Increases with every transition of the migration.
     pub generation: u64,
@@ -44,12 +67,15 @@ pub struct RoutingDocument {
     pub state: String,
     /// The index into the slice steps while in `slices`.
     pub step: Option<usize>,
+    /// Whether an operator paused the migration (routing stays as it is meanwhile).
     pub paused: bool,
+    /// The slice count keys are hashed into (the plan's `slices`).
     pub slices_total: u32,
     /// Slices `0..slices_migrated` go to the new broker.
     pub slices_migrated: u32,
     /// The brokers consumers read.
     pub consume: Vec<Side>,
+    /// The brokers' names, as route stamps and metrics label them.
     pub brokers: BrokerNames,
     /// RFC 3339, UTC.
     pub updated_at: String,
@@ -58,8 +84,11 @@ pub struct RoutingDocument {
 /// Where one message goes, and under which generation that was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
+    /// The broker the message goes to.
     pub target: Side,
+    /// The slice of its key.
     pub slice: u32,
+    /// The generation of the document that decided it (0: no document yet, the safe default).
     pub generation: u64,
 }
 
@@ -90,6 +119,14 @@ impl RoutingDocument {
             self.slices_migrated,
             self.generation,
         )
+    }
+
+    /// The name of the broker on `side` (what a route stamp's `x-qm-broker` carries).
+    pub fn broker_name(&self, side: Side) -> &str {
+        match side {
+            Side::Old => &self.brokers.old,
+            Side::New => &self.brokers.new,
+        }
     }
 }
 

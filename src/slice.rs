@@ -8,6 +8,9 @@
 //! - Stable across processes, platforms and languages (see `docs/routing.md` for Node.js and Python).
 //! - No allocation.
 
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
+
 use sha2::{Digest, Sha256};
 
 /// SHA-256's initial hash value (FIPS 180-4, 5.3.3).
@@ -27,6 +30,16 @@ const SHA256_IV: [u32; 8] = [
 const ONE_BLOCK: usize = 55;
 
 /// The slice of `key` among `slices` (a `slices` of 0 is treated as 1).
+///
+/// ```
+/// use queue_migrate::slice::slice_of;
+///
+/// assert_eq!(slice_of("order-0", 128), 8); // seed 000's vectors
+/// assert_eq!(slice_of("order-0", 1000), 272);
+/// // A message goes to the new broker when its slice is below `slices_migrated`.
+/// let goes_new = slice_of("order-0", 128) < 32;
+/// assert!(goes_new);
+/// ```
 #[inline]
 pub fn slice_of(key: &str, slices: u32) -> u32 {
     digest_head(key.as_bytes()) % slices.max(1)

@@ -12,7 +12,7 @@
 //! | `x-qm-slice`      | `slice`                | the key's slice, decimal `u32`                    |
 //! | `x-qm-generation` | `generation`           | the routing document's generation, decimal `u64`  |
 //! | `x-qm-producer`   | `producer`             | the producer's identity (service name)            |
-//! | `x-qm-at`         | `at`                   | publish time, milliseconds since the Unix epoch   |
+//! | `x-qm-at`         | `at`                   | publish time, ms since the Unix epoch, `0..=2^63-1` |
 //!
 //! # Guarantees
 //! - What [`RouteStamp::headers`] / [`RouteStamp::to_json`] write, [`RouteStamp::from_headers`] /
@@ -23,6 +23,9 @@
 //! - [`PublishedCounter::record`] takes no lock for writing and allocates nothing once a
 //!   (broker, producer) pair has been seen.
 
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +34,7 @@ use std::sync::{PoisonError, RwLock};
 use serde_json::{Map, Value};
 
 use crate::routing::{Route, Side};
+use crate::time::Millis;
 
 /// Header carrying [`RouteStamp::broker`].
 pub const HEADER_BROKER: &str = "x-qm-broker";
@@ -170,13 +174,25 @@ pub struct RouteStamp {
     pub generation: u64,
     /// Who published: a stable service name, the same on every instance of the service.
     pub producer: String,
-    /// Publish time, milliseconds since the Unix epoch.
-    pub at_ms: u64,
+    /// Publish time, milliseconds since the Unix epoch ([`Millis`], what [`crate::time::now_ms`]
+    /// answers); never negative.
+    pub at_ms: Millis,
 }
 
 impl RouteStamp {
     /// The stamp of a message routed by `route` and published to `broker` by `producer` at
-    /// `at_ms`.
+    /// `at_ms` (a negative instant, a clock before 1970, is stamped as 0).
+    ///
+    /// ```
+    /// use queue_migrate::routing::Route;
+    /// use queue_migrate::stamp::RouteStamp;
+    ///
+    /// let route = Route::of("order-0", 128, 32, 7); // slice 8 < 32: new
+    /// let stamp = RouteStamp::new(&route, "nats", "checkout", 1_764_460_800_123)?;
+    /// assert_eq!(stamp.headers()[1], ("x-qm-route", "new".to_string()));
+    /// assert_eq!(RouteStamp::from_headers(stamp.headers())?, stamp);
+    /// # Ok::<(), queue_migrate::stamp::StampError>(())
+    /// ```
     ///
     /// # Errors
     /// `broker` or `producer` is empty, longer than [`MAX_NAME_LEN`], or has a character outside
@@ -185,7 +201,7 @@ impl RouteStamp {
         route: &Route,
         broker: impl Into<String>,
         producer: impl Into<String>,
-        at_ms: u64,
+        at_ms: Millis,
     ) -> Result<RouteStamp, StampError> {
         let stamp = RouteStamp {
             broker: broker.into(),
@@ -193,7 +209,7 @@ impl RouteStamp {
             slice: route.slice,
             generation: route.generation,
             producer: producer.into(),
-            at_ms,
+            at_ms: at_ms.max(0),
         };
         check_name(HEADER_BROKER, &stamp.broker)?;
         check_name(HEADER_PRODUCER, &stamp.producer)?;
@@ -275,7 +291,9 @@ impl RouteStamp {
         let generation = parse_decimal(&generation)
             .ok_or_else(|| invalid(HEADER_GENERATION, &generation, U64))?;
         let at = take(at, HEADER_AT)?;
-        let at_ms = parse_decimal(&at).ok_or_else(|| invalid(HEADER_AT, &at, U64))?;
+        let at_ms = parse_decimal(&at)
+            .and_then(|n| Millis::try_from(n).ok())
+            .ok_or_else(|| invalid(HEADER_AT, &at, MILLIS))?;
         Ok(RouteStamp {
             broker,
             side,
@@ -334,7 +352,9 @@ impl RouteStamp {
         let slice = number("slice", U32)?;
         let slice = u32::try_from(slice).map_err(|_| json_invalid("slice", slice_value, U32))?;
         let generation = number("generation", U64)?;
-        let at_ms = number("at", U64)?;
+        let at_value = get("at")?;
+        let at_ms = number("at", MILLIS)?;
+        let at_ms = Millis::try_from(at_ms).map_err(|_| json_invalid("at", at_value, MILLIS))?;
         Ok(RouteStamp {
             broker,
             side,
@@ -375,6 +395,7 @@ impl RouteStamp {
 const ROUTE: &str = "old, new, bridge or replay";
 const U32: &str = "a decimal integer from 0 to 4294967295";
 const U64: &str = "a decimal integer from 0 to 18446744073709551615";
+const MILLIS: &str = "a decimal integer from 0 to 9223372036854775807";
 const NAME: &str = "1 to 128 characters of A-Z a-z 0-9 . _ - : @ / +";
 
 fn invalid(field: &str, value: &str, expected: &'static str) -> StampError {
@@ -633,6 +654,7 @@ mod tests {
             (HEADER_SLICE, "+8"),
             (HEADER_GENERATION, " 7"),
             (HEADER_AT, "1e3"),
+            (HEADER_AT, "9223372036854775808"),
             (HEADER_ROUTE, "OLD"),
             (HEADER_BROKER, ""),
             (HEADER_PRODUCER, "has space"),
@@ -696,6 +718,7 @@ mod tests {
         assert!(RouteStamp::new(&route, "b", "x".repeat(129), 0).is_err());
         assert!(RouteStamp::new(&route, "b", "x".repeat(128), 0).is_ok());
         assert!(RouteStamp::new(&route, "rabbit\"mq", "p", 0).is_err());
+        assert_eq!(RouteStamp::new(&route, "b", "p", -5).unwrap().at_ms, 0);
     }
 
     #[test]

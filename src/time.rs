@@ -1,22 +1,46 @@
-//! Instants as the controller passes them around: milliseconds since the Unix epoch, UTC.
+//! Instants as the whole API passes them around: [`Millis`], milliseconds since the Unix epoch,
+//! UTC — what the dedup claims take, what a route stamp carries
+//! (`RouteStamp::at_ms`) and what [`now_ms`] answers. Always compiled, no
+//! dependencies (the RFC 3339 and human-readable forms come with the `controller` feature).
 //!
-//! Time is an input: only the edges (the CLI, the daemon) read the clock, through [`now_ms`].
+//! Time is an input: only the edges (a binary, a service's handler) read the clock, through
+//! [`now_ms`], and pass the instant down.
+//!
+//! ```
+//! use std::time::Duration;
+//! use queue_migrate::time::{self, Millis};
+//!
+//! let now: Millis = time::now_ms();
+//! assert!(now > 1_700_000_000_000); // after November 2023
+//! assert_eq!(time::millis(Duration::from_secs(90)), 90_000);
+//! ```
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
 
-/// The wall clock, in ms since the epoch. Only binaries call this.
-pub fn now_ms() -> i64 {
+#[cfg(feature = "controller")]
+use std::time::UNIX_EPOCH;
+use std::time::{Duration, SystemTime};
+
+/// An instant: milliseconds since the Unix epoch, UTC. The one clock type of the API (claims,
+/// leases, route stamps, purges); never negative when it comes from [`now_ms`].
+pub type Millis = i64;
+
+/// The wall clock, in ms since the epoch (0 if the system clock is before 1970).
+pub fn now_ms() -> Millis {
     SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+        .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+#[cfg(feature = "controller")]
 /// RFC 3339 (UTC, second precision) for an instant in ms.
 pub fn rfc3339(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+#[cfg(feature = "controller")]
 /// Parse an RFC 3339 instant into ms.
 ///
 /// # Errors
@@ -29,6 +53,7 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
     i64::try_from(d.as_millis()).map_err(|_| format!("{text:?} is too far away"))
 }
 
+#[cfg(feature = "controller")]
 /// A duration in ms as a person reads it (`1h 30m`), at second precision.
 pub fn human_ms(ms: i64) -> String {
     let secs = u64::try_from(ms.max(0) / 1000).unwrap_or(0);
@@ -36,17 +61,18 @@ pub fn human_ms(ms: i64) -> String {
 }
 
 /// A duration in whole milliseconds, saturating at `i64::MAX`.
-pub fn millis(d: Duration) -> i64 {
+pub fn millis(d: Duration) -> Millis {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+#[cfg(feature = "controller")]
 /// A duration as a person reads it (`1h 30m`), at second precision: [`human_ms`] of
 /// [`millis`].
 pub fn human(d: Duration) -> String {
     human_ms(millis(d))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "controller"))]
 mod tests {
     use super::*;
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use queue_migrate::dedup::sql::{
-    self, Claim, DedupDatabase, SqlDedup, SqlDedupError, VersionCheck,
+    self, Claim, DedupDatabase, SqlDedup, SqlDedupError, Verdict, VersionCheck,
 };
 use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, Outcome, PayloadHash};
 use queue_migrate::stamp::RouteLabel;
@@ -462,6 +462,56 @@ macro_rules! suite {
                     VersionCheck::Accepted
                 );
                 tx.commit().await.unwrap();
+                guard.cleanup().await;
+            }
+
+            /// `VersionCheck::Stale` had no outcome of its own, so a consumer following the docs
+            /// counted a stale event as processed: `admit` gives one verdict per delivery, and a
+            /// stale one counts as `stale`.
+            #[tokio::test]
+
+            $(#[$needs])?
+            async fn admit_gives_one_verdict_per_delivery_and_a_stale_event_counts_as_stale() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let metrics = ConsumerMetrics::new();
+                let deliver = |version: i64, amount: i64| {
+                    let pool = pool.clone();
+                    let metrics = &metrics;
+                    async move {
+                        let payload = serde_json::json!({"v": version, "amount": amount});
+                        let key = BusinessKey::new("order.paid", "4711", &version.to_string())
+                            .unwrap();
+                        let hash = PayloadHash::of_json(&payload);
+                        let versioned = Some(sql::Versioned {
+                            aggregate: "order:4711",
+                            version,
+                        });
+                        let mut tx = pool.begin_with($begin).await.unwrap();
+                        let verdict = sql::admit(&mut tx, &key, &hash, versioned, HOUR)
+                            .await
+                            .unwrap();
+                        match verdict {
+                            Verdict::Fresh | Verdict::Stale { .. } => tx.commit().await.unwrap(),
+                            _ => tx.rollback().await.unwrap(),
+                        }
+                        metrics.record(RouteLabel::New, verdict.outcome());
+                        verdict
+                    }
+                };
+                assert_eq!(deliver(1, 10).await, Verdict::Fresh);
+                assert_eq!(deliver(1, 10).await, Verdict::Duplicate);
+                assert_eq!(deliver(3, 30).await, Verdict::Fresh);
+                assert_eq!(deliver(2, 20).await, Verdict::Stale { last: 3 });
+                // The stale event's claim was committed: its redelivery is a duplicate.
+                assert_eq!(deliver(2, 20).await, Verdict::Duplicate);
+                assert!(matches!(deliver(1, 99).await, Verdict::Conflict { .. }));
+                let count = |o| metrics.get(RouteLabel::New, o);
+                assert_eq!(count(Outcome::Processed), 2);
+                assert_eq!(count(Outcome::Stale), 1);
+                assert_eq!(count(Outcome::DuplicateBlocked), 2);
+                assert_eq!(count(Outcome::Conflict), 1);
                 guard.cleanup().await;
             }
         }

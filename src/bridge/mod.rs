@@ -642,7 +642,7 @@ fn producer_of(message: &Message) -> &str {
 /// The forwarded message: the original headers and payload, plus the route stamp of the bridge.
 fn stamped(original: &Message, route: &crate::routing::Route, settings: &Settings) -> Message {
     let mut message = original.clone();
-    let at_ms = u64::try_from(crate::time::now_ms()).unwrap_or(0);
+    let at_ms = crate::time::now_ms();
     let producer = producer_of(original);
     match RouteStamp::new(route, settings.broker_name(route.target), producer, at_ms) {
         Ok(stamp) => {

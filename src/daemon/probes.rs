@@ -381,8 +381,8 @@ fn probe_message(plan: &Plan, run: i64, generation: u64, seq: Option<u32>, at_ms
         .with_header(HEADER_PROBE, kind.as_str())
         .with_header(HEADER_DEDUP_KEY, dedup_key)
         .with_header(HEADER_KEY, key);
-    let at = u64::try_from(at_ms).unwrap_or(0);
-    if let Ok(stamp) = RouteStamp::new(&route, plan.brokers.new.name.clone(), PROBE_PRODUCER, at) {
+    if let Ok(stamp) = RouteStamp::new(&route, plan.brokers.new.name.clone(), PROBE_PRODUCER, at_ms)
+    {
         for (name, value) in stamp.headers() {
             message.headers.insert(name.to_string(), value);
         }

@@ -12,6 +12,18 @@
 //!   [`BusinessKey::parts`] give the parts back.
 //! - Parts are non-empty; the whole key is at most [`MAX_KEY_LEN`] bytes (it is a primary key and a
 //!   Redis key).
+//!
+//! ```
+//! use queue_migrate::dedup::BusinessKey;
+//!
+//! let key = BusinessKey::new("order.paid", "tenant:7/4711", "evt-9")?;
+//! assert_eq!(key.as_str(), r"order.paid:tenant\:7/4711:evt-9");
+//! assert_eq!(BusinessKey::parse(key.as_str())?, key);
+//! assert_eq!(key.aggregate(), "tenant:7/4711");
+//! // What to send to a service the effect calls, as its Idempotency-Key.
+//! assert_eq!(key.idempotency_key(), key.as_str());
+//! # Ok::<(), queue_migrate::dedup::key::KeyError>(())
+//! ```
 
 use std::fmt;
 

@@ -40,6 +40,9 @@ pub enum Outcome {
     DuplicateBlocked,
     /// The key came back with a different payload hash; not applied.
     Conflict,
+    /// A new key whose version is not newer than the aggregate's last applied one
+    /// ([`crate::dedup::sql::Verdict::Stale`]): not applied, claim kept, message acked.
+    Stale,
     /// Another consumer holds the key; the message goes back for a retry.
     InProgressRetry,
     /// The effect failed; the message goes back for a retry.
@@ -50,10 +53,11 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in rendering order.
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; 7] = [
         Outcome::Processed,
         Outcome::DuplicateBlocked,
         Outcome::Conflict,
+        Outcome::Stale,
         Outcome::InProgressRetry,
         Outcome::Failed,
         Outcome::DeadLettered,
@@ -65,6 +69,7 @@ impl Outcome {
             Outcome::Processed => "processed",
             Outcome::DuplicateBlocked => "duplicate_blocked",
             Outcome::Conflict => "conflict",
+            Outcome::Stale => "stale",
             Outcome::InProgressRetry => "in_progress_retry",
             Outcome::Failed => "failed",
             Outcome::DeadLettered => "dead_lettered",
@@ -76,9 +81,10 @@ impl Outcome {
             Outcome::Processed => 0,
             Outcome::DuplicateBlocked => 1,
             Outcome::Conflict => 2,
-            Outcome::InProgressRetry => 3,
-            Outcome::Failed => 4,
-            Outcome::DeadLettered => 5,
+            Outcome::Stale => 3,
+            Outcome::InProgressRetry => 4,
+            Outcome::Failed => 5,
+            Outcome::DeadLettered => 6,
         }
     }
 }
@@ -87,7 +93,7 @@ impl Outcome {
 #[derive(Debug)]
 pub struct ConsumerMetrics {
     name: String,
-    counts: [[AtomicU64; 6]; RouteLabel::ALL.len()],
+    counts: [[AtomicU64; Outcome::ALL.len()]; RouteLabel::ALL.len()],
 }
 
 impl Default for ConsumerMetrics {
@@ -134,12 +140,12 @@ impl ConsumerMetrics {
         self.counts[route.index()][outcome.index()].load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition (format 0.0.4) of all 24 series.
+    /// The Prometheus text exposition (format 0.0.4) of all 28 series (4 routes, 7 outcomes).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(1536);
         let _ = writeln!(
             out,
-            "# HELP {} Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, in_progress_retry, failed, dead_lettered).",
+            "# HELP {} Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, stale, in_progress_retry, failed, dead_lettered).",
             self.name
         );
         let _ = writeln!(out, "# TYPE {} counter", self.name);
@@ -171,10 +177,11 @@ mod tests {
         m.record(RouteLabel::New, Outcome::Conflict);
         m.record(RouteLabel::New, Outcome::InProgressRetry);
         m.record(RouteLabel::Old, Outcome::DeadLettered);
+        m.record(RouteLabel::Replay, Outcome::Stale);
         let text = m.render();
         let lines = text.lines().map(|l| Ok(l.to_string()));
         let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
-        assert_eq!(scrape.samples.len(), 24);
+        assert_eq!(scrape.samples.len(), 28);
         let value = |route: &str, outcome: &str| {
             scrape
                 .samples
@@ -194,6 +201,7 @@ mod tests {
         assert_eq!(value("new", "in_progress_retry"), 1.0);
         assert_eq!(value("old", "dead_lettered"), 1.0);
         assert_eq!(value("new", "failed"), 0.0);
+        assert_eq!(value("replay", "stale"), 1.0);
         assert!(text.contains("# TYPE queue_migrate_consumer_messages_total counter"));
     }
 

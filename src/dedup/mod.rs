@@ -31,12 +31,24 @@
 //! [`sql::accept_version`] rejects an event older than the last applied version, in the same
 //! transaction as the effect.
 
+// Part of the library consumers depend on: every public item is documented.
+#![warn(missing_docs)]
+
 pub mod key;
 pub mod metrics;
+#[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]
+pub mod pool;
 #[cfg(feature = "dedup-redis")]
 pub mod redis;
+#[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]
 pub mod sql;
 pub mod window;
+
+/// The sqlx this crate was built with (0.9, with the databases of the enabled `dedup-*`
+/// features): use it for the effect's own queries so that its `Transaction` is the one
+/// [`sql::claim`] takes, without a separate `sqlx` dependency to keep in step.
+#[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]
+pub use sqlx;
 
 use std::fmt;
 use std::future::Future;
@@ -45,6 +57,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+pub use crate::time::Millis;
 pub use key::BusinessKey;
 pub use metrics::{ConsumerMetrics, Outcome};
 
@@ -249,7 +262,7 @@ pub trait LeaseDedup: Send + Sync {
         &self,
         key: &BusinessKey,
         hash: &PayloadHash,
-        now_ms: i64,
+        now_ms: Millis,
     ) -> impl Future<Output = Result<Begin, Self::Error>> + Send;
 
     /// Mark the key completed (kept for the mode's TTL or window). Fails if the lease was lost to
@@ -257,7 +270,7 @@ pub trait LeaseDedup: Send + Sync {
     fn complete(
         &self,
         lease: &Lease,
-        now_ms: i64,
+        now_ms: Millis,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// Give the key back after a failed effect, so that a retry applies it. Deletes only this
@@ -269,7 +282,7 @@ pub trait LeaseDedup: Send + Sync {
     fn extend(
         &self,
         lease: &Lease,
-        now_ms: i64,
+        now_ms: Millis,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 }
 
@@ -310,7 +323,7 @@ pub async fn process_once<D, T, E, Fut>(
     dedup: &D,
     key: &BusinessKey,
     hash: &PayloadHash,
-    clock: impl Fn() -> i64,
+    clock: impl Fn() -> Millis,
     effect: impl FnOnce() -> Fut,
 ) -> Result<Processed<T>, ProcessError<D::Error, E>>
 where

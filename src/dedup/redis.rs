@@ -18,6 +18,32 @@
 //!   to the effect's target as its idempotency key).
 //! - Redis TTLs run on the server's clock; the `now_ms` arguments are ignored.
 //! - Durability is Redis's: without AOF/replication, a Redis restart forgets completed keys.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use queue_migrate::dedup::redis::RedisDedup;
+//! use queue_migrate::dedup::{Begin, BusinessKey, LeaseDedup, PayloadHash};
+//! use queue_migrate::time;
+//!
+//! // Runs against the Redis of QM_TEST_REDIS_URL (redis://127.0.0.1:6379); without it, stops here.
+//! let Ok(url) = std::env::var("QM_TEST_REDIS_URL") else { return Ok(()) };
+//! let dedup = RedisDedup::connect(&url).await?
+//!     .with_prefix(format!("qm:doc:{}:", time::now_ms()));
+//! let key = BusinessKey::new("order.paid", "4711", "v3")?;
+//! let hash = PayloadHash::of_bytes(b"payload");
+//! match dedup.begin(&key, &hash, time::now_ms()).await? {
+//!     Begin::Fresh(lease) => {
+//!         // apply the effect; then complete (or release if it failed)
+//!         dedup.complete(&lease, time::now_ms()).await?;
+//!     }
+//!     Begin::Duplicate => { /* ack */ }
+//!     Begin::InProgress => { /* do not ack: redelivered later */ }
+//!     Begin::Conflict { .. } => { /* dead-letter, alert */ }
+//! }
+//! assert_eq!(dedup.begin(&key, &hash, time::now_ms()).await?, Begin::Duplicate);
+//! # Ok(()) }
+//! ```
 
 use std::time::Duration;
 
@@ -25,7 +51,8 @@ use redis::Script;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 
 use super::{
-    Begin, BusinessKey, DEFAULT_KEY_TTL, DEFAULT_LEASE, Lease, LeaseDedup, PayloadHash, millis,
+    Begin, BusinessKey, DEFAULT_KEY_TTL, DEFAULT_LEASE, Lease, LeaseDedup, Millis, PayloadHash,
+    millis,
 };
 
 /// The default prefix of the Redis keys.
@@ -227,12 +254,12 @@ where
         &self,
         key: &BusinessKey,
         hash: &PayloadHash,
-        _now_ms: i64,
+        _now_ms: Millis,
     ) -> Result<Begin, RedisDedupError> {
         self.begin_once(key, hash).await
     }
 
-    async fn complete(&self, lease: &Lease, _now_ms: i64) -> Result<(), RedisDedupError> {
+    async fn complete(&self, lease: &Lease, _now_ms: Millis) -> Result<(), RedisDedupError> {
         let mut conn = self.conn.clone();
         let done: i64 = self
             .complete
@@ -265,7 +292,7 @@ where
         Ok(deleted == 1)
     }
 
-    async fn extend(&self, lease: &Lease, _now_ms: i64) -> Result<bool, RedisDedupError> {
+    async fn extend(&self, lease: &Lease, _now_ms: Millis) -> Result<bool, RedisDedupError> {
         let mut conn = self.conn.clone();
         let extended: i64 = self
             .extend

@@ -91,9 +91,19 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sqlx::{Pool, Postgres, Row, Sqlite, Transaction};
+use sqlx::Row;
 
 use super::{BusinessKey, DEFAULT_KEY_TTL, PayloadHash, millis};
+use crate::time::Millis;
+
+#[cfg(feature = "dedup-postgres")]
+pub use sqlx::{PgPool, Postgres};
+/// The sqlx types this module's API takes, re-exported so that a consumer uses the very sqlx this
+/// crate was built with (or depend on `sqlx = "0.9"` with the same database features; the whole
+/// crate is [`crate::dedup::sqlx`]).
+pub use sqlx::{Pool, Transaction};
+#[cfg(feature = "dedup-sqlite")]
+pub use sqlx::{Sqlite, SqlitePool};
 
 /// The consumer tables for SQLite (no expiry index: see the module's "Schema"; the `DROP INDEX`
 /// upgrades a database created with the earlier schema). [`ensure_schema`] runs it, when the
@@ -139,18 +149,21 @@ ON CONFLICT (key) DO UPDATE SET payload_hash = excluded.payload_hash,
     claimed_at_ms = excluded.claimed_at_ms, expires_at_ms = excluded.expires_at_ms
 WHERE qm_dedup_keys.expires_at_ms <= excluded.claimed_at_ms";
 const SELECT_HASH: &str = "SELECT payload_hash FROM qm_dedup_keys WHERE key = $1";
+#[cfg(feature = "dedup-postgres")]
 /// PostgreSQL's purge step, in expiry order through the index. The outer `expires_at_ms` re-check
 /// keeps a concurrently re-claimed key (PostgreSQL re-evaluates it on the row's new version).
 const PURGE_BATCH: &str = "\
 DELETE FROM qm_dedup_keys WHERE key IN (
     SELECT key FROM qm_dedup_keys WHERE expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT $2
 ) AND expires_at_ms <= $1";
+#[cfg(feature = "dedup-sqlite")]
 /// SQLite's purge step, part 1 (a read): the next `$2` keys after `$1` in key order: how many, the
 /// last of them, and how many of them are expired at `$3`.
 const SQLITE_PURGE_SCAN: &str = "\
 SELECT COUNT(*), MAX(key), COALESCE(SUM(expires_at_ms <= $3), 0) FROM (
     SELECT key, expires_at_ms FROM qm_dedup_keys WHERE key > $1 ORDER BY key LIMIT $2
 )";
+#[cfg(feature = "dedup-sqlite")]
 /// SQLite's purge step, part 2 (a short write): the expired keys in `($1, $2]`, at most `$4`; the
 /// expiry is checked again under the write lock, so a key re-claimed since the scan stays.
 const SQLITE_PURGE_DELETE: &str = "\
@@ -243,9 +256,85 @@ pub enum VersionCheck {
     },
 }
 
+impl VersionCheck {
+    /// The verdict on a delivery whose claim was fresh: `Accepted` is [`Verdict::Fresh`] (apply
+    /// it), `Stale` is [`Verdict::Stale`] (do not apply; commit the claim; ack).
+    pub fn verdict(self) -> Verdict {
+        match self {
+            VersionCheck::Accepted => Verdict::Fresh,
+            VersionCheck::Stale { last } => Verdict::Stale { last },
+        }
+    }
+}
+
+/// What to do with one delivery, all checks made ([`admit`]): the one enum a consumer matches
+/// on, and [`Verdict::outcome`] the one metrics outcome it counts.
+///
+/// | verdict | effect | transaction | message | outcome |
+/// |---|---|---|---|---|
+/// | `Fresh` | apply it, in the transaction | commit | ack after the commit | `processed` |
+/// | `Duplicate` | none | roll back | ack | `duplicate_blocked` |
+/// | `Conflict` | none | roll back (or commit a record of it) | dead-letter or set aside, ack | `conflict` |
+/// | `Stale` | none | commit (records the event as seen) | ack | `stale` |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// New key, and (if versioned) newer than the aggregate's last applied version, which is now
+    /// recorded: apply the effect in this transaction and commit.
+    Fresh,
+    /// The key was committed before with the same payload: already applied; skip, ack.
+    Duplicate,
+    /// The key was committed before with another payload hash: a producer bug or a key
+    /// collision; never applied.
+    Conflict {
+        /// The hash stored with the key.
+        stored_hash: PayloadHash,
+    },
+    /// A new key, but its version is not newer than the aggregate's last applied one (an event
+    /// overtaken by a newer one, e.g. in flight when its slice moved back): do not apply it;
+    /// commit so that its claim is kept, ack.
+    Stale {
+        /// The aggregate's last applied version.
+        last: i64,
+    },
+}
+
+impl Verdict {
+    /// The metrics outcome of the delivery (`Fresh` is `processed` once the transaction commits).
+    pub fn outcome(&self) -> super::Outcome {
+        match self {
+            Verdict::Fresh => super::Outcome::Processed,
+            Verdict::Duplicate => super::Outcome::DuplicateBlocked,
+            Verdict::Conflict { .. } => super::Outcome::Conflict,
+            Verdict::Stale { .. } => super::Outcome::Stale,
+        }
+    }
+}
+
+impl From<Claim> for Verdict {
+    fn from(claim: Claim) -> Verdict {
+        match claim {
+            Claim::Fresh => Verdict::Fresh,
+            Claim::Duplicate => Verdict::Duplicate,
+            Claim::Conflict { stored_hash } => Verdict::Conflict { stored_hash },
+        }
+    }
+}
+
+/// An event's aggregate and its version, for [`admit`]'s order check (versions increase strictly
+/// per aggregate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Versioned<'a> {
+    /// The aggregate (`order:4711`).
+    pub aggregate: &'a str,
+    /// The event's version within it.
+    pub version: i64,
+}
+
 mod sealed {
     pub trait Sealed {}
+    #[cfg(feature = "dedup-sqlite")]
     impl Sealed for sqlx::Sqlite {}
+    #[cfg(feature = "dedup-postgres")]
     impl Sealed for sqlx::Postgres {}
 }
 
@@ -260,7 +349,7 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
         conn: &'c mut Self::Connection,
         key: &'c str,
         hash: &'c str,
-        now_ms: i64,
+        now_ms: Millis,
         expires_ms: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'c;
 
@@ -289,7 +378,7 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
     #[doc(hidden)]
     fn purge_step<'c>(
         pool: &'c Pool<Self>,
-        now_ms: i64,
+        now_ms: Millis,
         batch: i64,
         after: Option<String>,
     ) -> impl Future<Output = Result<PurgeStep, sqlx::Error>> + Send + 'c;
@@ -310,12 +399,13 @@ pub struct PurgeStep {
     pub next: Option<String>,
 }
 
+#[cfg(feature = "dedup-sqlite")]
 /// SQLite: a read looks at the next `batch` keys in key order, then, if any of them expired, one
 /// short write deletes those (see the module's "Schema"). Both statements are bounded by `batch`,
 /// whatever the size of the table and however few of its keys expired.
 async fn sqlite_purge_step(
     pool: &Pool<Sqlite>,
-    now_ms: i64,
+    now_ms: Millis,
     batch: i64,
     after: Option<String>,
 ) -> Result<PurgeStep, sqlx::Error> {
@@ -351,10 +441,11 @@ async fn sqlite_purge_step(
     })
 }
 
+#[cfg(feature = "dedup-postgres")]
 /// PostgreSQL: the oldest `batch` expired keys through the expiry index.
 async fn postgres_purge_step(
     pool: &Pool<Postgres>,
-    now_ms: i64,
+    now_ms: Millis,
     batch: i64,
     _after: Option<String>,
 ) -> Result<PurgeStep, sqlx::Error> {
@@ -371,6 +462,7 @@ async fn postgres_purge_step(
     })
 }
 
+#[cfg(feature = "dedup-sqlite")]
 /// Whether a SQLite database has both consumer tables and not the earlier expiry index: then
 /// there is nothing to apply.
 const SQLITE_SCHEMA_CURRENT: &str = "\
@@ -378,6 +470,7 @@ SELECT COUNT(*) = 2 AND NOT EXISTS (
     SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'qm_dedup_keys_expiry'
 ) FROM sqlite_master WHERE type = 'table' AND name IN ('qm_dedup_keys', 'qm_aggregate_versions')";
 
+#[cfg(feature = "dedup-sqlite")]
 /// SQLite: nothing when the schema is current (a read: a consumer starting while another holds
 /// a long effect does not wait for the write lock); otherwise the schema (and the upgrade of an
 /// earlier one) in one write transaction, which a failure rolls back whole.
@@ -393,6 +486,7 @@ async fn sqlite_apply_schema(pool: &Pool<Sqlite>) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
+#[cfg(feature = "dedup-postgres")]
 /// PostgreSQL: the schema carries its own transaction and advisory lock.
 async fn postgres_apply_schema(pool: &Pool<Postgres>) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(POSTGRES_SCHEMA).execute(pool).await?;
@@ -410,7 +504,7 @@ macro_rules! dedup_database {
                 conn: &'c mut <$db as sqlx::Database>::Connection,
                 key: &'c str,
                 hash: &'c str,
-                now_ms: i64,
+                now_ms: Millis,
                 expires_ms: i64,
             ) -> Result<u64, sqlx::Error> {
                 Ok(sqlx::query(UPSERT_KEY)
@@ -460,7 +554,7 @@ macro_rules! dedup_database {
 
             async fn purge_step(
                 pool: &Pool<$db>,
-                now_ms: i64,
+                now_ms: Millis,
                 batch: i64,
                 after: Option<String>,
             ) -> Result<PurgeStep, sqlx::Error> {
@@ -474,12 +568,14 @@ macro_rules! dedup_database {
     };
 }
 
+#[cfg(feature = "dedup-sqlite")]
 dedup_database!(
     Sqlite,
     SQLITE_SCHEMA,
     sqlite_purge_step,
     sqlite_apply_schema
 );
+#[cfg(feature = "dedup-postgres")]
 dedup_database!(
     Postgres,
     POSTGRES_SCHEMA,
@@ -527,7 +623,7 @@ impl SqlDedup {
         tx: &mut Transaction<'_, DB>,
         key: &BusinessKey,
         payload_hash: &PayloadHash,
-        now_ms: i64,
+        now_ms: Millis,
     ) -> Result<Claim, SqlDedupError> {
         let hash = payload_hash.to_hex();
         let expires = now_ms.saturating_add(millis(self.ttl));
@@ -563,9 +659,62 @@ pub async fn claim<DB: DedupDatabase>(
     tx: &mut Transaction<'_, DB>,
     key: &BusinessKey,
     payload_hash: &PayloadHash,
-    now_ms: i64,
+    now_ms: Millis,
 ) -> Result<Claim, SqlDedupError> {
     SqlDedup::new().claim(tx, key, payload_hash, now_ms).await
+}
+
+/// One delivery's checks in the caller's transaction: [`claim`] the key (default TTL), then, if
+/// it is fresh and `versioned` is given, [`accept_version`]. Match on the [`Verdict`]; count
+/// [`Verdict::outcome`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use queue_migrate::dedup::sql::{self, Verdict, Versioned};
+/// use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, PayloadHash, pool};
+/// use queue_migrate::stamp::RouteLabel;
+/// use queue_migrate::time;
+///
+/// let dir = tempfile::tempdir()?;
+/// let pool = pool::sqlite(dir.path().join("consumer.db"), pool::PoolSettings::default()).await?;
+/// let metrics = ConsumerMetrics::new();
+/// let payload = serde_json::json!({"orderId": "4711", "version": 3, "amount": 10});
+/// let key = BusinessKey::new("order.paid", "4711", "v3")?;
+/// let hash = PayloadHash::of_json(&payload);
+/// let versioned = Versioned { aggregate: "order:4711", version: 3 };
+///
+/// for delivery in 0..2 {
+///     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+///     let verdict = sql::admit(&mut tx, &key, &hash, Some(versioned), time::now_ms()).await?;
+///     match verdict {
+///         Verdict::Fresh => { /* apply the effect with &mut *tx */ tx.commit().await? }
+///         Verdict::Stale { .. } => tx.commit().await?, // keep the claim, apply nothing
+///         Verdict::Duplicate | Verdict::Conflict { .. } => tx.rollback().await?,
+///     }
+///     // ack the message here, then count it
+///     metrics.record(RouteLabel::New, verdict.outcome());
+///     assert_eq!(verdict, if delivery == 0 { Verdict::Fresh } else { Verdict::Duplicate });
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// See [`SqlDedup::claim`] and [`accept_version`]: roll back and retry the message.
+pub async fn admit<DB: DedupDatabase>(
+    tx: &mut Transaction<'_, DB>,
+    key: &BusinessKey,
+    payload_hash: &PayloadHash,
+    versioned: Option<Versioned<'_>>,
+    now_ms: Millis,
+) -> Result<Verdict, SqlDedupError> {
+    match claim(tx, key, payload_hash, now_ms).await? {
+        Claim::Fresh => match versioned {
+            Some(v) => Ok(accept_version(tx, v.aggregate, v.version).await?.verdict()),
+            None => Ok(Verdict::Fresh),
+        },
+        other => Ok(other.into()),
+    }
 }
 
 /// Record `version` as the last applied version of `aggregate` if it is newer than the one stored,
@@ -601,7 +750,7 @@ pub async fn accept_version<DB: DedupDatabase>(
 /// The database failed (what was deleted before stays deleted).
 pub async fn purge_expired<DB: DedupDatabase>(
     pool: &Pool<DB>,
-    now_ms: i64,
+    now_ms: Millis,
     batch: u32,
 ) -> Result<usize, SqlDedupError> {
     let batch = i64::from(batch.max(1));

@@ -21,13 +21,38 @@
 //!   costs O(1) amortized whatever the capacity. The order assumes the `now_ms` passed in does not
 //!   go backwards; if it does, by `d`, an entry expired behind a live one of its kind goes up to
 //!   `d` late.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use queue_migrate::dedup::window::WindowDedup;
+//! use queue_migrate::dedup::{BusinessKey, PayloadHash, Processed, process_once};
+//! use queue_migrate::time;
+//!
+//! let dedup = WindowDedup::new(Duration::from_secs(600), 100_000); // 10 minutes, 100k keys
+//! let key = BusinessKey::new("order.paid", "4711", "v3")?;
+//! let hash = PayloadHash::of_bytes(br#"{"orderId":"4711","version":3}"#);
+//! let applied = std::cell::Cell::new(0);
+//! for delivery in 0..3 {
+//!     let done = process_once(&dedup, &key, &hash, time::now_ms, || async {
+//!         applied.set(applied.get() + 1); // the effect
+//!         Ok::<_, std::io::Error>(())
+//!     })
+//!     .await?;
+//!     // count done.outcome(): processed once, then duplicate_blocked
+//!     assert_eq!(done, if delivery == 0 { Processed::Applied(()) } else { Processed::Duplicate });
+//! }
+//! assert_eq!(applied.get(), 1);
+//! # Ok(()) }
+//! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{Begin, BusinessKey, DEFAULT_LEASE, Lease, LeaseDedup, PayloadHash, millis};
+use super::{Begin, BusinessKey, DEFAULT_LEASE, Lease, LeaseDedup, Millis, PayloadHash, millis};
 
 /// Errors of the window mode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,7 +101,7 @@ struct State {
 fn sweep_front(
     queue: &mut VecDeque<(u64, String)>,
     entries: &mut HashMap<String, Entry>,
-    now_ms: i64,
+    now_ms: Millis,
 ) {
     while let Some((seq, key)) = queue.front() {
         match entries.get(key) {
@@ -104,7 +129,7 @@ impl State {
     }
 
     /// Drop the expired entries (the fronts of both queues) and the stale items there.
-    fn sweep(&mut self, now_ms: i64) {
+    fn sweep(&mut self, now_ms: Millis) {
         sweep_front(&mut self.leases, &mut self.entries, now_ms);
         sweep_front(&mut self.completed, &mut self.entries, now_ms);
         // Extends, completions and releases leave stale items behind; keep the queues
@@ -123,7 +148,7 @@ impl State {
     /// live lease.
     fn make_room(
         &mut self,
-        now_ms: i64,
+        now_ms: Millis,
         capacity: usize,
         evicted: &AtomicU64,
     ) -> Result<(), WindowError> {
@@ -203,7 +228,7 @@ impl WindowDedup {
         &self,
         key: &BusinessKey,
         hash: &PayloadHash,
-        now_ms: i64,
+        now_ms: Millis,
     ) -> Result<Begin, WindowError> {
         let mut st = self.lock();
         st.sweep(now_ms);
@@ -240,7 +265,7 @@ impl WindowDedup {
         Ok(Begin::Fresh(Lease::new(key.clone(), *hash, token)))
     }
 
-    fn complete_now(&self, lease: &Lease, now_ms: i64) -> Result<(), WindowError> {
+    fn complete_now(&self, lease: &Lease, now_ms: Millis) -> Result<(), WindowError> {
         let mut st = self.lock();
         let key = lease.key().as_str();
         let ours = match st.entries.get(key) {
@@ -282,7 +307,7 @@ impl WindowDedup {
         }
     }
 
-    fn extend_now(&self, lease: &Lease, now_ms: i64) -> bool {
+    fn extend_now(&self, lease: &Lease, now_ms: Millis) -> bool {
         let mut st = self.lock();
         let key = lease.key().as_str();
         let ours =
@@ -306,12 +331,12 @@ impl LeaseDedup for WindowDedup {
         &self,
         key: &BusinessKey,
         hash: &PayloadHash,
-        now_ms: i64,
+        now_ms: Millis,
     ) -> Result<Begin, WindowError> {
         self.begin_now(key, hash, now_ms)
     }
 
-    async fn complete(&self, lease: &Lease, now_ms: i64) -> Result<(), WindowError> {
+    async fn complete(&self, lease: &Lease, now_ms: Millis) -> Result<(), WindowError> {
         self.complete_now(lease, now_ms)
     }
 
@@ -319,7 +344,7 @@ impl LeaseDedup for WindowDedup {
         Ok(self.release_now(lease))
     }
 
-    async fn extend(&self, lease: &Lease, now_ms: i64) -> Result<bool, WindowError> {
+    async fn extend(&self, lease: &Lease, now_ms: Millis) -> Result<bool, WindowError> {
         Ok(self.extend_now(lease, now_ms))
     }
 }

@@ -117,7 +117,7 @@ impl BrokerPublisher {
                 "no routing document of the migration yet".into(),
             ));
         };
-        let at_ms = u64::try_from(crate::time::now_ms()).unwrap_or(0);
+        let at_ms = crate::time::now_ms();
         let routed = route_replay(message, aggregate, &self.dedup, &document, at_ms)
             .map_err(|e| PublishError::Unroutable(e.to_string()))?;
         let side = routed.side;

@@ -353,7 +353,7 @@ pub fn route_replay(
     aggregate: &str,
     dedup: &DedupKey,
     document: &RoutingDocument,
-    at_ms: u64,
+    at_ms: i64,
 ) -> Result<Routed, ReplayRouteError> {
     let mut message = Message::new(replayed.payload.to_bytes().into_owned());
     let dedup_key = match dedup {
@@ -410,7 +410,7 @@ mod tests {
         key: &KeySource,
         dedup: &DedupKey,
         document: &RoutingDocument,
-        at_ms: u64,
+        at_ms: i64,
     ) -> Result<Routed, ReplayRouteError> {
         let aggregate = replay_key(replayed, key)?;
         route_replay(replayed, &aggregate, dedup, document, at_ms)

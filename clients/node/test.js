@@ -1,0 +1,81 @@
+'use strict';
+// node clients/node/test.js: the module against the slice vectors (tests/fixtures/vectors), the
+// stamp examples of docs/routing.md, the Router's document rules and the file follower.
+// Exits non-zero on the first failure. Run by tests/clients.rs (cargo test) and by hand.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const qm = require('./queue-migrate');
+
+const root = path.resolve(__dirname, '..', '..');
+const vectors = process.argv[2] || path.join(root, 'tests/fixtures/vectors/slices.jsonl');
+let n = 0;
+for (const line of fs.readFileSync(vectors, 'utf8').split('\n')) {
+  if (!line.trim()) continue;
+  const v = JSON.parse(line);
+  assert.equal(qm.sliceOf(v.key, v.slices), v.slice, `${JSON.stringify(v.key)} / ${v.slices}`);
+  n += 1;
+}
+assert.ok(n > 1000, `only ${n} vectors`);
+
+// The stamp examples of docs/routing.md (the blocks after <!-- stamp-headers --> / <!-- stamp-json -->).
+const docs = fs.readFileSync(path.join(root, 'docs/routing.md'), 'utf8');
+const block = (marker) => docs.split(`<!-- ${marker} -->`)[1].split('```')[1].replace(/^[a-z]*\n/, '');
+const headers = block('stamp-headers').trim().split('\n').map((l) => l.split(': '));
+const fromHeaders = qm.stampFromHeaders(headers);
+const payload = JSON.parse(block('stamp-json'));
+assert.deepEqual(qm.stampFromJson(payload.route), fromHeaders);
+assert.deepEqual(qm.stampFromHeaders(qm.stampHeaders(fromHeaders)), fromHeaders);
+assert.deepEqual(Object.entries(qm.stampHeaders(fromHeaders)), headers);
+// Names are case-insensitive, other headers ignored; errors name the field.
+const upper = headers.map(([k, v]) => [k.toUpperCase(), v]).concat([['content-type', 'x'], ['x-qm-future', '1']]);
+assert.deepEqual(qm.stampFromHeaders(upper), fromHeaders);
+const without = headers.filter(([k]) => k !== 'x-qm-slice');
+assert.throws(() => qm.stampFromHeaders(without), /x-qm-slice is missing/);
+assert.throws(() => qm.stampFromHeaders(headers.concat([['X-QM-AT', '1']])), /x-qm-at appears more than once/);
+for (const [field, bad] of [['x-qm-slice', '4294967296'], ['x-qm-slice', '-1'], ['x-qm-slice', '+8'],
+  ['x-qm-generation', ' 7'], ['x-qm-at', '1e3'], ['x-qm-at', '9223372036854775808'], ['x-qm-route', 'OLD'],
+  ['x-qm-broker', ''], ['x-qm-producer', 'has space']]) {
+  const changed = headers.map(([k, v]) => [k, k === field ? bad : v]);
+  assert.throws(() => qm.stampFromHeaders(changed), new RegExp(`${field} = .* is invalid`), `${field}=${bad}`);
+}
+
+// The Router: safe default, the plan's broker names from the first message on, only forward.
+const doc = (generation, migrated) => ({
+  migration: 'orders', generation, state: 'slices', step: 0, paused: false, slices_total: 128,
+  slices_migrated: migrated, consume: ['old', 'new'], brokers: { old: 'rabbitmq', new: 'nats' },
+  updated_at: '2026-11-30T00:00:00Z',
+});
+const router = new qm.Router({ slices: 128, brokers: { old: 'rabbitmq', new: 'nats' } });
+assert.deepEqual(router.route('order-0'), { target: 'old', slice: 8, generation: 0 });
+assert.equal(router.stamp(router.route('order-0'), 'checkout', 1).broker, 'rabbitmq');
+assert.equal(router.offer(doc(7, 9)), 'accepted');
+assert.deepEqual(router.route('order-0'), { target: 'new', slice: 8, generation: 7 });
+assert.equal(router.stamp(router.route('order-0'), 'checkout', 1).broker, 'nats');
+assert.equal(router.offer(doc(6, 0)), 'not newer');
+assert.throws(() => router.offer({ ...doc(8, 0), migration: 'other' }), /migration "other"/);
+assert.throws(() => router.offer(doc(9, 129)), /slices_migrated/);
+assert.equal(router.generation, 7);
+assert.throws(() => new qm.Router().stamp(new qm.Router().route('k'), 'p', 0), /x-qm-broker is unknown/);
+
+// The file follower: reads the file, takes a newer one, keeps the last good one over garbage.
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qm-node-'));
+const file = path.join(dir, 'orders.routing.json');
+fs.writeFileSync(file, JSON.stringify(doc(3, 0)));
+const followed = new qm.Router({ slices: 128 });
+const f = followed.followFile(file, 20);
+assert.equal(followed.generation, 3);
+fs.writeFileSync(file, '{ not json');
+setTimeout(() => {
+  assert.equal(followed.generation, 3);
+  assert.ok(f.status().lastError);
+  fs.writeFileSync(file, JSON.stringify(doc(4, 128)));
+  setTimeout(() => {
+    f.stop();
+    assert.equal(followed.generation, 4);
+    assert.equal(followed.route('order-0').target, 'new');
+    fs.rmSync(dir, { recursive: true });
+    console.log(`ok: ${n} vectors, stamp wire format, router rules, file follower`);
+  }, 200);
+}, 200);

@@ -1,0 +1,102 @@
+"""python3 clients/python/test_queue_migrate.py [VECTORS]: the module against the slice vectors
+(tests/fixtures/vectors), the stamp examples of docs/routing.md, the Router's document rules and
+the file follower. Exits non-zero on the first failure. Run by tests/clients.rs (cargo test)."""
+
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import queue_migrate as qm  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def raises(f, text):
+    try:
+        f()
+    except ValueError as e:
+        assert text in str(e), f"{text!r} not in {e}"
+        return
+    raise AssertionError(f"no error, expected {text!r}")
+
+
+def main():
+    vectors = sys.argv[1] if len(sys.argv) > 1 else ROOT / "tests/fixtures/vectors/slices.jsonl"
+    n = 0
+    with open(vectors, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                v = json.loads(line)
+                assert qm.slice_of(v["key"], v["slices"]) == v["slice"], v
+                n += 1
+    assert n > 1000, n
+
+    docs = (ROOT / "docs/routing.md").read_text(encoding="utf-8")
+
+    def block(marker):
+        text = docs.split(f"<!-- {marker} -->")[1].split("```")[1]
+        return text.split("\n", 1)[1]
+
+    headers = [tuple(l.split(": ", 1)) for l in block("stamp-headers").strip().split("\n")]
+    stamp = qm.stamp_from_headers(headers)
+    payload = json.loads(block("stamp-json"))
+    assert qm.stamp_from_json(payload["route"]) == stamp
+    assert qm.stamp_from_headers(qm.stamp_headers(stamp)) == stamp
+    assert list(qm.stamp_headers(stamp).items()) == headers
+    assert qm.stamp_to_json(stamp) == payload["route"]
+    upper = [(k.upper(), v) for k, v in headers] + [("content-type", "x"), ("x-qm-future", "1")]
+    assert qm.stamp_from_headers(upper) == stamp
+    raises(lambda: qm.stamp_from_headers([h for h in headers if h[0] != "x-qm-slice"]),
+           "x-qm-slice is missing")
+    raises(lambda: qm.stamp_from_headers(headers + [("X-QM-AT", "1")]),
+           "x-qm-at appears more than once")
+    for field, bad in [("x-qm-slice", "4294967296"), ("x-qm-slice", "-1"), ("x-qm-slice", "+8"),
+                       ("x-qm-generation", " 7"), ("x-qm-at", "1e3"),
+                       ("x-qm-at", "9223372036854775808"), ("x-qm-route", "OLD"),
+                       ("x-qm-broker", ""), ("x-qm-producer", "has space")]:
+        changed = [(k, bad if k == field else v) for k, v in headers]
+        raises(lambda: qm.stamp_from_headers(changed), f"{field} = ")
+
+    def doc(generation, migrated):
+        return {"migration": "orders", "generation": generation, "state": "slices", "step": 0,
+                "paused": False, "slices_total": 128, "slices_migrated": migrated,
+                "consume": ["old", "new"], "brokers": {"old": "rabbitmq", "new": "nats"},
+                "updated_at": "2026-11-30T00:00:00Z"}
+
+    router = qm.Router(slices=128, brokers={"old": "rabbitmq", "new": "nats"})
+    assert router.route("order-0") == ("old", 8, 0)
+    assert router.stamp(router.route("order-0"), "checkout", 1)["broker"] == "rabbitmq"
+    assert router.offer(doc(7, 9)) == "accepted"
+    assert router.route("order-0") == ("new", 8, 7)
+    assert router.stamp(router.route("order-0"), "checkout", 1)["broker"] == "nats"
+    assert router.offer(doc(6, 0)) == "not newer"
+    raises(lambda: router.offer(dict(doc(8, 0), migration="other")), "migration 'other'")
+    raises(lambda: router.offer(doc(9, 129)), "slices_migrated")
+    assert router.generation == 7
+    raises(lambda: qm.Router().stamp(qm.Router().route("k"), "p", 0), "x-qm-broker is unknown")
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "orders.routing.json")
+        with open(path, "w") as f:
+            json.dump(doc(3, 0), f)
+        followed = qm.Router(slices=128)
+        follower = followed.follow_file(path, 0.02)
+        assert followed.generation == 3
+        with open(path, "w") as f:
+            f.write("{ not json")
+        time.sleep(0.2)
+        assert followed.generation == 3 and follower.status()["last_error"]
+        with open(path, "w") as f:
+            json.dump(doc(4, 128), f)
+        assert followed.wait_for_generation(4, 5.0)
+        assert followed.route("order-0").target == "new"
+        follower.stop()
+    print(f"ok: {n} vectors, stamp wire format, router rules, file follower")
+
+
+if __name__ == "__main__":
+    main()
