@@ -19,16 +19,17 @@
 //! - Redis TTLs run on the server's clock; the `now_ms` arguments are ignored.
 //! - Durability is Redis's: without AOF/replication, a Redis restart forgets completed keys.
 //!
-//! ```
+//! Compiled, not run here (it needs a Redis server; `tests/dedup_redis.rs` runs the same steps
+//! against a real one):
+//!
+//! ```no_run
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use queue_migrate::dedup::redis::RedisDedup;
 //! use queue_migrate::dedup::{Begin, BusinessKey, LeaseDedup, PayloadHash};
 //! use queue_migrate::time;
 //!
-//! // Runs against the Redis of QM_TEST_REDIS_URL (redis://127.0.0.1:6379); without it, stops here.
-//! let Ok(url) = std::env::var("QM_TEST_REDIS_URL") else { return Ok(()) };
-//! let dedup = RedisDedup::connect(&url).await?
+//! let dedup = RedisDedup::connect("redis://127.0.0.1:6379").await?
 //!     .with_prefix(format!("qm:doc:{}:", time::now_ms()));
 //! let key = BusinessKey::new("order.paid", "4711", "v3")?;
 //! let hash = PayloadHash::of_bytes(b"payload");
