@@ -68,7 +68,7 @@ impl Resolve for SystemResolve {
     }
 
     fn read_file(&self, path: &Path) -> Result<String, String> {
-        std::fs::read_to_string(path).map_err(|e| e.to_string())
+        super::bounds::read_secret_file(path)
     }
 }
 
@@ -144,6 +144,14 @@ pub fn compile_with(
     resolve: &dyn Resolve,
     secrets: SecretsMode,
 ) -> Result<Compiled, Vec<Diagnostic>> {
+    // Before anything is built: an alias bomb or a deep nesting costs nothing past its bound.
+    if let Err(e) = super::bounds::check(yaml) {
+        return Err(vec![Diagnostic {
+            path: String::new(),
+            line: e.line(),
+            message: e.to_string(),
+        }]);
+    }
     let mut root: Value = match serde_yaml::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
