@@ -60,6 +60,8 @@ pub mod bridge;
 pub mod brokers;
 
 #[cfg(feature = "controller")]
+pub mod atomic_file;
+#[cfg(feature = "controller")]
 pub mod controller;
 #[cfg(feature = "controller")]
 pub mod daemon;

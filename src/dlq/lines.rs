@@ -57,6 +57,11 @@ impl<R: BufRead> LineReader<R> {
         }
     }
 
+    /// The cap on one line, in bytes.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     /// The number of the last line returned (0 before the first).
     pub fn number(&self) -> u64 {
         self.number
