@@ -764,7 +764,16 @@ struct Selection {
     signer: Signer,
     filter: Option<GroupKey>,
     skipped: Arc<AtomicU64>,
-    first_error: Option<String>,
+    /// The first invalid line (or the read error that ended the input), for the summary.
+    first_error: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Selection {
+    fn note(&self, error: impl FnOnce() -> String) {
+        if let Ok(mut first) = self.first_error.lock() {
+            first.get_or_insert_with(error);
+        }
+    }
 }
 
 impl Iterator for Selection {
@@ -776,8 +785,7 @@ impl Iterator for Selection {
                 Ok(None) => return None,
                 Ok(Some(line)) => line,
                 Err(e) => {
-                    self.first_error
-                        .get_or_insert_with(|| format!("read error: {e}"));
+                    self.note(|| format!("read error: {e}"));
                     return None;
                 }
             };
@@ -786,10 +794,7 @@ impl Iterator for Selection {
                 Content::Text(text) => text,
                 Content::TooLong { bytes } => {
                     self.skipped.fetch_add(1, Ordering::Relaxed);
-                    if self.first_error.is_none() {
-                        self.first_error =
-                            Some(format!("line {number}: {}", too_long_message(bytes, max)));
-                    }
+                    self.note(|| format!("line {number}: {}", too_long_message(bytes, max)));
                     continue;
                 }
             };
@@ -800,9 +805,7 @@ impl Iterator for Selection {
                 Ok(v) => v,
                 Err(e) => {
                     self.skipped.fetch_add(1, Ordering::Relaxed);
-                    if self.first_error.is_none() {
-                        self.first_error = Some(format!("line {number}: {e}"));
-                    }
+                    self.note(|| format!("line {number}: {e}"));
                     continue;
                 }
             };
@@ -983,7 +986,7 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
             signer: Signer::new(SignatureVersion::V1),
             filter: filter.clone(),
             skipped: Arc::new(AtomicU64::new(0)),
-            first_error: None,
+            first_error: Arc::default(),
         };
         for s in selection {
             count += 1;
@@ -1013,12 +1016,13 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     }
 
     let skipped = Arc::new(AtomicU64::new(0));
+    let first_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let selection = Selection {
         reader: LineReader::new(open_input(&a.file)?, a.line_cap.bytes()),
         signer: Signer::new(SignatureVersion::V1),
         filter,
         skipped: skipped.clone(),
-        first_error: None,
+        first_error: first_error.clone(),
     };
     let replay_to_stdout = a.migration.is_none() && a.output == "-";
     let mut publisher = match &a.migration {
@@ -1110,8 +1114,14 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         }
     };
     let s = &summary.stats;
+    let first_error = first_error
+        .lock()
+        .ok()
+        .and_then(|f| f.clone())
+        .map(|e| format!(" (the first: {e})"))
+        .unwrap_or_default();
     say(format!(
-        "replay: {} published{}, {} failed{}, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
+        "replay: {} published{}, {} failed{}, {} skipped as sent by an earlier run, {} invalid lines skipped{first_error}, {} remaining",
         s.published,
         per_side
             .map(|(old, new)| format!(" ({old} to old, {new} to new)"))
