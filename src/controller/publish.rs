@@ -54,3 +54,52 @@ pub fn write_file(path: &Path, doc: &RoutingDocument) -> Result<(), String> {
     };
     write().map_err(|e| format!("cannot write the routing file {}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the temporary file had a fixed name (`.NAME.PID.tmp`) and was opened with
+    /// `File::create`, which follows a link: anyone who could write to the routing file's
+    /// directory could plant a link there and have the controller truncate and overwrite the
+    /// file it points to.
+    #[cfg(unix)]
+    #[test]
+    fn writing_the_routing_file_never_follows_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let path = dir.path().join("orders.routing.json");
+        let planted = dir
+            .path()
+            .join(format!(".orders.routing.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let doc = RoutingDocument {
+            migration: "orders".into(),
+            generation: 1,
+            state: "planned".into(),
+            step: None,
+            paused: false,
+            slices_total: 8,
+            slices_migrated: 0,
+            consume: vec![],
+            brokers: BrokerNames {
+                old: "rabbitmq".into(),
+                new: "nats".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        };
+        write_file(&path, &doc).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let written: RoutingDocument =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(written, doc);
+        // The link is left alone; no other file appears.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
+    }
+}
