@@ -17,6 +17,9 @@ use common::Bench;
 /// Virtual memory the binary is run with, in KiB.
 const MEMORY_KIB: u32 = 100 * 1024;
 
+/// What is written to the child's standard input, from a thread.
+type Feed = Box<dyn FnOnce(&mut dyn Write) + Send>;
+
 struct Out {
     code: i32,
     stdout: String,
@@ -24,11 +27,7 @@ struct Out {
 }
 
 /// `migrate ARGS` in `dir` under [`MEMORY_KIB`], `stdin` written to it from a thread.
-fn limited(
-    dir: &Path,
-    args: &[&str],
-    stdin: Option<Box<dyn FnOnce(&mut dyn Write) + Send>>,
-) -> Out {
+fn limited(dir: &Path, args: &[&str], stdin: Option<Feed>) -> Out {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -v {MEMORY_KIB}; exec \"$0\" \"$@\""))
