@@ -48,7 +48,7 @@ for name in names:
     c, w = ns["thread_cpu", name], ns["wall", name]
     print(f"| {name} | {c:.1f} | {c / ns['thread_cpu', 'slice_of']:.2f} | {w:.1f} | {w / ns['wall', 'slice_of']:.2f} |")
 nc, nw = node["cpu_ns_per_call"], node["ns_per_call"]
-print(f"| node fatiaDe (seed 000) | {nc:.1f} (process) | {nc / ns['thread_cpu', 'slice_of']:.1f} | {nw:.1f} | {nw / ns['wall', 'slice_of']:.1f} |")
+print(f"| node fatiaDe (the migration article's) | {nc:.1f} (process) | {nc / ns['thread_cpu', 'slice_of']:.1f} | {nw:.1f} | {nw / ns['wall', 'slice_of']:.1f} |")
 for clock in ("thread_cpu", "wall"):
     r = ns[clock, "route_under_swaps"] / ns[clock, "slice_of_under_swaps"]
     print(f"({clock}: route_under_swaps / slice_of_under_swaps, both while the writer swaps: {r:.2f})")

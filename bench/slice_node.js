@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// The baseline of the slice benchmark: seed 000's slice function in Node.js, timed on the same
-// 1,024 keys as benches/slice.rs (mulberry32 with seed 42: even indices `order-<uuid v4>`, odd
-// `customer:<8 digits>`), with the same checksum of the slices so that bench/slice.sh can check
+// The baseline of the slice benchmark: the migration article's slice function in Node.js, timed on
+// the same 1,024 keys as benches/slice.rs (mulberry32 with seed 42: even indices `order-<uuid v4>`,
+// odd `customer:<8 digits>`), with the same checksum of the slices so that bench/slice.sh can check
 // that both sides agree.
 //
 //   node bench/slice_node.js [calls per round (default 2000000)] [rounds (default 7)]
@@ -11,7 +11,7 @@
 'use strict';
 const { createHash } = require('node:crypto');
 
-// ---- seed 000, as published (only the name of the constant differs) ----------------------------
+// ---- the migration article's function, as published (only the name of the constant differs) ---
 const TOTAL_FATIAS = 128;
 const fatiaDe = (chaveAgregado) => {
   const digest = createHash('sha256').update(chaveAgregado).digest();

@@ -1,7 +1,8 @@
 // A straightforward Node.js triage of an NDJSON dead-letter export, for bench/triage.sh: the
-// same grouping as seed 001 (its signatureOf and its accumulator, applied line by line as the
-// article's "one pass, one summary per group" says), readline over a stream, JSON.parse, the
-// seed's sort and spanHours. Prints the groups as JSON on stdout, a summary on stderr.
+// same grouping as the dead-letter article (its signatureOf and its accumulator, applied line by
+// line as the article's "one pass, one summary per group" says), readline over a stream,
+// JSON.parse, the article's sort and spanHours. Prints the groups as JSON on stdout, a summary on
+// stderr.
 'use strict';
 const fs = require('fs');
 const readline = require('readline');

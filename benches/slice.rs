@@ -8,7 +8,8 @@
 //! Before the timings, the binary checks (and panics otherwise) that neither function allocates:
 //! a counting `#[global_allocator]` counts this thread's allocations during 100,000 calls of each,
 //! idle and while another thread swaps routing documents. It also prints a checksum of the slices
-//! of the key set, which `bench/slice_node.js` must reproduce with seed 000's JavaScript.
+//! of the key set, which `bench/slice_node.js` must reproduce with the migration article's
+//! JavaScript.
 //!
 //! A baseline in the same run: `ArcSwapRouter`, the read path `Router::route` had first (an
 //! `ArcSwapOption` load of the whole document, then `RoutingDocument::route`), measured idle and

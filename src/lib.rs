@@ -21,6 +21,8 @@
 //! - [`indicators::fetch`] — HTTP to indicator sources.
 //! - [`store`] — the state store (SQLite or PostgreSQL via sqlx): migrations, journal, gate evaluations.
 //! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
+//! - [`backtest`] — `migrate plan backtest`: the controller's gates, decisions and state machine
+//!   replayed over a past window of the plan's sources (pure rehearsal, IO edge for readings).
 //! - [`daemon`] — `migrate run`: the loop, the lease, the HTTP API, webhooks.
 //! - [`dlq`] — dead letters: envelope, signature, triage, decisions, replay, alerts (docs/dlq.md).
 //! - [`router`], [`stamp`], [`dedup`], [`probe`] — the producer's and the consumer's side: follow
@@ -38,6 +40,7 @@
 //! durable dedup on SQLite/PostgreSQL), `dedup-redis`, `controller` (everything but the CLI),
 //! `brokers` (the adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers).
 
+pub mod oneline;
 pub mod redact;
 pub mod slice;
 
@@ -61,6 +64,8 @@ pub mod brokers;
 
 #[cfg(feature = "controller")]
 pub mod atomic_file;
+#[cfg(feature = "controller")]
+pub mod backtest;
 #[cfg(feature = "controller")]
 pub mod controller;
 #[cfg(feature = "controller")]

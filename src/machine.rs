@@ -7,7 +7,7 @@
 //! gates allow it (or the user forced it).
 //!
 //! # Guarantees
-//! - Routing follows DESIGN.md 4 for every state ([`Ladder::routing`]).
+//! - Routing follows docs/design.md#the-phases for every state ([`Ladder::routing`]).
 //! - `Rollback` undoes exactly the last `Advance` (one rung down the ladder).
 //! - Nothing leaves `complete`; entering it needs the migration's name as confirmation.
 //! - `paused` blocks `Advance`, never `Rollback`, `Abort` or `Resume`.
@@ -110,7 +110,7 @@ impl fmt::Display for State {
 
 pub use crate::routing::Side;
 
-/// What a state publishes (DESIGN.md 4).
+/// What a state publishes (docs/design.md#the-phases).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Routing {
     /// The brokers consumers read.

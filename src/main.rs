@@ -12,7 +12,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        // One line per event: a newline in free text (a reason) cannot forge a log line.
+        .with_writer(|| queue_migrate::oneline::LogWriter(std::io::stderr()))
         .with_ansi(
             std::io::IsTerminal::is_terminal(&std::io::stderr())
                 && queue_migrate::cli::colour_allowed(std::env::var_os("NO_COLOR").as_deref()),

@@ -69,6 +69,68 @@ pub fn known<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> Stri
     self::text(&out)
 }
 
+/// An error and its sources, joined with `: `, with every URL in them redacted as [`text`]
+/// does: for the errors of reqwest, sqlx and the broker clients, whose messages may quote the
+/// URL (credentials included) they failed on. Never format such an error with `{e}` where a
+/// person or a store can read it: use this.
+pub fn error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        // Some clients repeat their source's message in their own: say it once.
+        if !msg.contains(&more) {
+            msg.push_str(": ");
+            msg.push_str(&more);
+        }
+        source = s.source();
+    }
+    text(&msg)
+}
+
+/// The parts of a secret value that must never be shown, for [`known`]: of a URL, its
+/// userinfo, password, query string (and each of its values) and fragment (so that a credential is masked even where the
+/// URL around it is cut, quoted or echoed apart from it; the rest of a URL is no secret); of
+/// any other value (a token), the value itself.
+pub fn secret_parts(value: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let Some(sep) = value.find("://") else {
+        parts.push(value);
+        parts.retain(|p| !p.is_empty());
+        return parts;
+    };
+    let after = &value[sep + 3..];
+    let (before_fragment, fragment) = match after.find('#') {
+        Some(i) => (&after[..i], Some(&after[i + 1..])),
+        None => (after, None),
+    };
+    let (before_query, query) = match before_fragment.find('?') {
+        Some(i) => (&before_fragment[..i], Some(&before_fragment[i + 1..])),
+        None => (before_fragment, None),
+    };
+    let authority = &before_query[..before_query.find('/').unwrap_or(before_query.len())];
+    if let Some(at) = authority.rfind('@') {
+        let userinfo = &authority[..at];
+        parts.push(userinfo);
+        if let Some((_, password)) = userinfo.split_once(':') {
+            parts.push(password);
+        }
+    }
+    if let Some(query) = query {
+        parts.push(query);
+        // Each value alone too: a server may echo `s3cret` without its `token=`.
+        parts.extend(
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(_, v)| v),
+        );
+    }
+    parts.extend(fragment);
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
 struct Parts<'a> {
     scheme: &'a str,
     userinfo: bool,
@@ -209,6 +271,42 @@ mod tests {
             ["hunter22", "hunter2", "ab"],
         );
         assert_eq!(shown, "password: *** (was ***)");
+    }
+
+    #[test]
+    fn an_error_chain_is_shown_with_its_urls_redacted() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(
+                    f,
+                    "error sending request for url (http://u:pw99@h:1/?token=tk99)"
+                )
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::other("nats://tok99@h:4222 refused"));
+        let shown = error(&e);
+        assert_eq!(
+            shown,
+            "error sending request for url (http://***@h:1/?***): nats://***@h:4222 refused"
+        );
+    }
+
+    #[test]
+    fn the_secret_parts_of_a_url_are_its_credentials() {
+        assert_eq!(
+            secret_parts("http://u:pw@h:1/p?token=xyzw&a=b#f"),
+            ["u:pw", "pw", "token=xyzw&a=b", "xyzw", "b", "f"]
+        );
+        assert_eq!(secret_parts("nats://TOKEN@h"), ["TOKEN"]);
+        assert_eq!(secret_parts("hook-token"), ["hook-token"]);
+        assert!(secret_parts("http://h/a@b").is_empty());
     }
 
     #[test]

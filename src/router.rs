@@ -709,8 +709,8 @@ async fn read_file(
 /// `{base}/v1/migrations/{migration}/routing?wait=<secs>s`, the name percent-encoded.
 fn routing_url(base: &str, migration: &str, wait: Duration) -> Result<Url, RouterError> {
     let bad = |reason: &str| RouterError::Url {
-        url: base.to_string(),
-        reason: reason.to_string(),
+        url: crate::redact::url(base),
+        reason: crate::redact::text(reason),
     };
     if migration.is_empty() {
         return Err(bad("the migration name is empty"));
@@ -743,7 +743,8 @@ impl Poll {
         &self,
         current: Option<&RoutingDocument>,
     ) -> Result<Option<RoutingDocument>, RouterError> {
-        let url = self.url.as_str();
+        // As shown in errors and logs: credentials in the daemon's URL masked.
+        let url = &crate::redact::url(self.url.as_str());
         let mut request = self.client.get(self.url.clone()).timeout(self.timeout);
         if let Some(doc) = current {
             request = request.header(IF_NONE_MATCH, format!("\"{}\"", doc.generation));
@@ -803,14 +804,10 @@ impl Poll {
 }
 
 /// The error and its causes in one line (reqwest's Display stops at the outermost).
+/// A client error and its sources, redacted ([`crate::redact::error`]: reqwest quotes the URL,
+/// credentials included).
 fn describe(e: &reqwest::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
+    let mut out = crate::redact::error(e);
     if e.is_timeout() {
         out.push_str(" (timed out)");
     }

@@ -5,6 +5,8 @@
 //! property, header by header. Skipped, with a note, without the servers.
 #![cfg(feature = "cli")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,12 +21,10 @@ use queue_migrate::plan::BridgeKey;
 use queue_migrate::router::Router;
 use queue_migrate::routing::{BrokerNames, RoutingDocument, Side};
 
+/// A server's URL: every test here is `#[ignore]`d without its servers (see
+/// [`common::server_url`]).
 fn env(var: &str) -> Option<String> {
-    let v = std::env::var(var).ok().filter(|v| !v.is_empty());
-    if v.is_none() {
-        eprintln!("skipped: set {var} (scripts/services.sh start rabbitmq nats redis)");
-    }
-    v
+    Some(common::server_url(var))
 }
 
 fn run_id(tag: &str) -> String {
@@ -226,6 +226,7 @@ async fn store(dir: &tempfile::TempDir) -> queue_migrate::store::any::AnyStore {
 /// Regression: a RabbitMQ → RabbitMQ bridge dropped every basic property and every header that
 /// was not a string (`x-retry-count` as an integer, `correlation_id`, `message_id`, ...).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq nats redis)"]
 async fn rabbitmq_to_rabbitmq_keeps_every_property_and_typed_header() {
     let Some(amqp) = env("QM_TEST_AMQP_URL") else {
         return;
@@ -311,6 +312,7 @@ async fn rabbitmq_to_rabbitmq_keeps_every_property_and_typed_header() {
 /// Regression: the bridge forwarded a `CC` header, and RabbitMQ routes a publish to the queues a
 /// `CC` header names too: the forwarded message landed in another queue besides its destination.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq nats redis)"]
 async fn a_cc_header_forwarded_by_the_bridge_copies_the_message_nowhere() {
     let Some(amqp) = env("QM_TEST_AMQP_URL") else {
         return;
@@ -453,11 +455,13 @@ async fn rabbitmq_to_text_broker(kind: Kind, url_var: &str, new_name: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq nats redis)"]
 async fn rabbitmq_to_nats_carries_properties_and_typed_headers_as_text() {
     rabbitmq_to_text_broker(Kind::Nats, "QM_TEST_NATS_URL", "nats").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq nats redis)"]
 async fn rabbitmq_to_redis_carries_properties_and_typed_headers_as_text() {
     rabbitmq_to_text_broker(Kind::Redis, "QM_TEST_REDIS_URL", "redis").await;
 }

@@ -23,12 +23,10 @@ use queue_migrate::stamp::{HEADER_ROUTE, HEADER_SLICE};
 const KEYS: usize = 20;
 const PER_KEY: usize = 15;
 
+/// A server's URL: every test here is `#[ignore]`d without its servers (see
+/// [`common::server_url`]).
 fn env(var: &str) -> Option<String> {
-    let v = std::env::var(var).ok().filter(|v| !v.is_empty());
-    if v.is_none() {
-        eprintln!("skipped: set {var} (scripts/services.sh start rabbitmq redis)");
-    }
-    v
+    Some(common::server_url(var))
 }
 
 fn settings(run: &str, holder: &str) -> Settings {
@@ -171,6 +169,7 @@ async fn collect_both(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
     let Some(World {
         run,
@@ -290,6 +289,7 @@ async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
 /// Once the new side is repaired, bridge B forwards every message A never confirmed (so A acked
 /// none of them) and those whose acks A held (duplicates, which consumers dedup).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
     let Some(World {
         run,
@@ -421,6 +421,7 @@ fn routing(migration: &str, generation: u64, migrated: u32) -> RoutingDocument {
 /// Regression: a bridge whose router had no document yet forwarded by the router's default
 /// (everything to old), which strands messages on an unread queue from `disconnect` on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn a_bridge_takes_no_message_before_its_first_routing_document() {
     let Some(World {
         run,
@@ -476,6 +477,7 @@ async fn a_bridge_takes_no_message_before_its_first_routing_document() {
 /// store that answers errors at once it kept taking messages past the instant it promised to
 /// stop (a fifth of the TTL before the lease runs out), while a standby may take the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_lease_runs_out() {
     let Some(World {
         run,
@@ -622,6 +624,7 @@ fn series(metrics: &BridgeMetrics, name_and_labels: &str) -> Option<f64> {
 /// held, the whole bridge. Now it is parked in the old broker's dead-letter queue as a seed-001
 /// envelope, payload byte for byte, original headers kept, and the key moves on in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn a_message_nats_refuses_is_dead_lettered_and_its_key_moves_on() {
     let Some(World {
         run,
@@ -716,6 +719,7 @@ async fn a_message_nats_refuses_is_dead_lettered_and_its_key_moves_on() {
 /// it is retried, its key waits, and other keys keep flowing. Once the bridge stops, the
 /// message is still on the ingress.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn without_a_dead_letter_queue_a_refused_message_is_kept_and_other_keys_flow() {
     let Some(World {
         run,

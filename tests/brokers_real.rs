@@ -30,21 +30,9 @@ fn env_var(kind: Kind) -> &'static str {
     }
 }
 
-fn url(kind: Kind) -> Option<String> {
-    match std::env::var(env_var(kind)) {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            use std::io::Write as _;
-            let test = std::thread::current().name().unwrap_or("?").to_string();
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped {test}: set {} to run it against a real {}",
-                env_var(kind),
-                kind.as_str()
-            );
-            None
-        }
-    }
+/// The broker's URL; every test here is `#[ignore]`d without it (see [`common::server_url`]).
+fn url(kind: Kind) -> String {
+    common::server_url(env_var(kind))
 }
 
 /// A queue name of this run (with dots: NATS stream names must be derived from it).
@@ -157,24 +145,24 @@ macro_rules! per_broker {
                 use super::*;
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
                 async fn rabbitmq() {
-                    if let Some(url) = url(Kind::RabbitMq) {
-                        super::$test(Kind::RabbitMq, &url).await;
-                    }
+                    let url = url(Kind::RabbitMq);
+                    super::$test(Kind::RabbitMq, &url).await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs QM_TEST_NATS_URL (scripts/services.sh start nats)"]
                 async fn nats() {
-                    if let Some(url) = url(Kind::Nats) {
-                        super::$test(Kind::Nats, &url).await;
-                    }
+                    let url = url(Kind::Nats);
+                    super::$test(Kind::Nats, &url).await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
                 async fn redis() {
-                    if let Some(url) = url(Kind::Redis) {
-                        super::$test(Kind::Redis, &url).await;
-                    }
+                    let url = url(Kind::Redis);
+                    super::$test(Kind::Redis, &url).await;
                 }
             }
         )*
@@ -200,25 +188,19 @@ mod what_a_released_subscription_held_comes_first_in_order_at_once {
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
     async fn rabbitmq() {
-        if let Some(url) = url(Kind::RabbitMq) {
-            super::what_a_released_subscription_held_comes_first_in_order_at_once(
-                Kind::RabbitMq,
-                &url,
-            )
+        let url = url(Kind::RabbitMq);
+        super::what_a_released_subscription_held_comes_first_in_order_at_once(Kind::RabbitMq, &url)
             .await;
-        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
     async fn redis() {
-        if let Some(url) = url(Kind::Redis) {
-            super::what_a_released_subscription_held_comes_first_in_order_at_once(
-                Kind::Redis,
-                &url,
-            )
+        let url = url(Kind::Redis);
+        super::what_a_released_subscription_held_comes_first_in_order_at_once(Kind::Redis, &url)
             .await;
-        }
     }
 }
 
@@ -230,10 +212,9 @@ mod what_a_released_subscription_held_comes_first_in_order_at_once {
 /// a pull request. This pins what holds: every held message comes back, none is lost, within
 /// `ack_wait` and a margin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_NATS_URL (scripts/services.sh start nats)"]
 async fn a_released_nats_subscription_gives_back_after_ack_wait_without_loss() {
-    let Some(url) = url(Kind::Nats) else {
-        return;
-    };
+    let url = url(Kind::Nats);
     let adapter = connect(Kind::Nats, &url).await;
     let q = queue("release-nats");
     adapter.declare(&q).await.unwrap();
@@ -961,10 +942,9 @@ async fn unreachable_broker_is_a_connect_error() {
 /// transient failure, so the bridge retried it forever and stalled. Those are `Refused` now;
 /// a publish to a subject without a stream (nothing about the message) is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_NATS_URL (scripts/services.sh start nats)"]
 async fn nats_refuses_a_message_it_can_never_take_and_only_that() {
-    let Some(url) = url(Kind::Nats) else {
-        return;
-    };
+    let url = url(Kind::Nats);
     let adapter = connect(Kind::Nats, &url).await;
     let q = queue("refused");
     adapter.declare(&q).await.unwrap();

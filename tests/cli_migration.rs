@@ -1018,3 +1018,41 @@ fn a_slice_step_reads_the_same_in_status_history_and_from() {
     );
     assert_ne!(b.state().0, "slices");
 }
+
+#[test]
+fn status_at_columns_80_prints_no_line_over_80_characters() {
+    let name = "orders-eu-west-1-checkout-to-nats-2026";
+    let plan = include_str!("../plans/local.yaml")
+        .replace("name: local\n", &format!("name: {name}\n"))
+        .replace(
+            "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }",
+            "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }\n      - { name: new consumer connected on every partition of the stream, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }",
+        );
+    let b = Bench::with_plan(&plan);
+    b.init();
+    b.ok(&["advance", name], 0);
+    b.indicators.all_green();
+    b.indicators
+        .set("app_new_consumer_connected", 0.333_333_333_333_333);
+    // Blocked (0.33 is not >= 1), the evaluation recorded.
+    b.run(&["advance", name]);
+    let reason = "the new broker's disk alarm fired during the night shift; waiting for storage \
+                  to be resized before going on (ticket OPS-4711, ask ana)";
+    b.ok(&["pause", name, "--reason", reason], 0);
+    let r = b.run_env(&["status"], &[("COLUMNS", "80")]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for line in r.stdout.lines() {
+        assert!(line.chars().count() <= 80, "{line:?} in\n{}", r.stdout);
+    }
+    // The pause's reason is shown (wrapped).
+    let words: Vec<&str> = r.stdout.split_whitespace().collect();
+    assert!(r.stdout.contains("paused:"), "{}", r.stdout);
+    assert!(words.contains(&"OPS-4711,"), "{}", r.stdout);
+    // `>= 1` has no decimals: the value shows one (its reason keeps what the gate said).
+    assert!(words.contains(&"0.3"), "{}", r.stdout);
+    // Narrower still: no line over 40.
+    let r = b.run_env(&["status", name], &[("COLUMNS", "40")]);
+    for line in r.stdout.lines() {
+        assert!(line.chars().count() <= 40, "{line:?} in\n{}", r.stdout);
+    }
+}

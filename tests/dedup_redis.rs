@@ -18,18 +18,12 @@ use queue_migrate::stamp::RouteLabel;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-fn url() -> Option<String> {
+/// The server's URL. Every test here is `#[ignore]`d without it; run with `--include-ignored`
+/// and no URL, it fails instead of passing without having run.
+fn url() -> String {
     match std::env::var("QM_TEST_REDIS_URL") {
-        Ok(u) => Some(u),
-        Err(_) => {
-            use std::io::Write as _;
-            let test = std::thread::current().name().unwrap_or("?").to_string();
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped {test}: set QM_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) to run it"
-            );
-            None
-        }
+        Ok(u) if !u.is_empty() => u,
+        _ => panic!("QM_TEST_REDIS_URL is not set (scripts/services.sh start redis)"),
     }
 }
 
@@ -81,8 +75,9 @@ async fn pttl(url: &str, redis_key: &str) -> i64 {
 }
 
 #[tokio::test]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn the_same_message_five_times_gives_one_effect() {
-    let Some(url) = url() else { return };
+    let url = url();
     let d = consumer(&url, &prefix(), Duration::from_secs(30)).await;
     let metrics = ConsumerMetrics::new();
     let effects = AtomicU32::new(0);
@@ -120,8 +115,9 @@ async fn the_same_message_five_times_gives_one_effect() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn consumers_racing_from_separate_connections_apply_each_key_once() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix();
     let a = consumer(&url, &p, Duration::from_secs(30)).await;
     let b = consumer(&url, &p, Duration::from_secs(30)).await;
@@ -186,8 +182,9 @@ async fn consumers_racing_from_separate_connections_apply_each_key_once() {
 }
 
 #[tokio::test]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn a_failed_effect_releases_the_key_and_the_retry_applies_it() {
-    let Some(url) = url() else { return };
+    let url = url();
     let d = consumer(&url, &prefix(), Duration::from_secs(30)).await;
     let failed = process_once(
         &d,
@@ -216,8 +213,9 @@ async fn a_failed_effect_releases_the_key_and_the_retry_applies_it() {
 }
 
 #[tokio::test]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn the_lease_expires_after_a_simulated_crash_and_a_late_holder_cannot_touch_the_new_claim() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix();
     let lease = Duration::from_millis(300);
     let crashed = consumer(&url, &p, lease).await;
@@ -270,8 +268,9 @@ async fn the_lease_expires_after_a_simulated_crash_and_a_late_holder_cannot_touc
 }
 
 #[tokio::test]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn extend_keeps_a_long_effect_s_claim() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix();
     let d = consumer(&url, &p, Duration::from_millis(400)).await;
     let l = fresh(d.begin(&key(1), &hash("a"), 0).await.unwrap());
@@ -292,8 +291,9 @@ async fn extend_keeps_a_long_effect_s_claim() {
 }
 
 #[tokio::test]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn a_different_payload_under_the_same_key_is_a_conflict() {
-    let Some(url) = url() else { return };
+    let url = url();
     let d = consumer(&url, &prefix(), Duration::from_secs(30)).await;
     let l = fresh(d.begin(&key(1), &hash("a"), 0).await.unwrap());
     assert_eq!(
@@ -331,8 +331,9 @@ async fn a_different_payload_under_the_same_key_is_a_conflict() {
 }
 
 #[tokio::test]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn a_value_this_module_did_not_write_is_reported() {
-    let Some(url) = url() else { return };
+    let url = url();
     let d = consumer(&url, &prefix(), Duration::from_secs(30)).await;
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();

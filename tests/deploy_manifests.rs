@@ -1,7 +1,8 @@
 //! The deployment files and the operator docs, checked against the code so that they cannot rot:
 //!
 //! - `deploy/kubernetes/queue-migrate.yaml` (every document): a Deployment of 2 replicas running
-//!   `migrate run --listen ...` with the API token from a Secret, probes on `/healthz`, a Service
+//!   `migrate run --listen ...` with the API token from a Secret, probes on `/readyz?standby=true`
+//!   (readiness) and `/healthz` (liveness), a Service
 //!   and a PodDisruptionBudget that select its pods, a ConfigMap whose plans pass `plan check`;
 //! - `deploy/systemd/queue-migrate.service` (read with a tiny INI reader): `ExecStart` runs
 //!   `migrate run`, `Restart=`, `KillSignal=SIGTERM`, a stop timeout longer than a long-poll;
@@ -190,9 +191,15 @@ fn kubernetes_deployment_runs_two_daemons_with_a_token_from_a_secret() {
         }
     }
 
-    for probe in ["readinessProbe", "livenessProbe"] {
+    // Liveness: the process serves. Readiness: its store answers, on a standby too (both
+    // replicas serve reads; a leader-only readiness would stall a rolling update with
+    // maxUnavailable 0 and the PodDisruptionBudget).
+    for (probe, path) in [
+        ("readinessProbe", "/readyz?standby=true"),
+        ("livenessProbe", "/healthz"),
+    ] {
         let get = &c[probe]["httpGet"];
-        assert_eq!(get["path"].as_str(), Some("/healthz"), "{probe} path");
+        assert_eq!(get["path"].as_str(), Some(path), "{probe} path");
         assert_eq!(
             container_port(c, &get["port"]),
             Some(i64::from(listen.port())),
@@ -700,7 +707,8 @@ fn operations_md_shows_the_deploy_files_verbatim() {
 #[test]
 fn api_md_names_every_route_and_every_metric() {
     let api = read("docs/api.md");
-    let server = read("src/daemon/server.rs");
+    // The API's routes and the console's (merged into the same router).
+    let server = read("src/daemon/server.rs") + &read("src/daemon/console/mod.rs");
     let mut routes = 0;
     let actions: Vec<&str> = server
         .lines()

@@ -2,12 +2,13 @@
 //! without consuming it (NATS JetStream and Redis Streams browse; RabbitMQ refuses, saying why and
 //! what to do), and `replay --migration` publishes each dead letter to the side its key routes
 //! to. Runs per broker when `QM_TEST_NATS_URL` / `QM_TEST_REDIS_URL` / `QM_TEST_AMQP_URL` is set
-//! (`scripts/services.sh start nats redis rabbitmq`), and says so when skipped.
+//! (`scripts/services.sh start nats redis rabbitmq`); ignored unless asked for (`--include-ignored`).
 #![cfg(feature = "brokers")]
 
 mod common;
 
 use common::Bench;
+use common::dlq_bench::DlqBench;
 use std::time::{Duration, Instant};
 
 use queue_migrate::brokers::{Adapter, Kind, Message, SubscribeOptions};
@@ -52,12 +53,10 @@ fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
     bench
 }
 
-fn url(var: &str) -> Option<String> {
-    let url = std::env::var(var).ok().filter(|u| !u.is_empty());
-    if url.is_none() {
-        eprintln!("skipped: set {var} to run against a real server");
-    }
-    url
+/// A server's URL: the tests that need one are `#[ignore]`d without it (see
+/// [`common::server_url`]).
+fn url(var: &str) -> String {
+    common::server_url(var)
 }
 
 fn unique(prefix: &str) -> String {
@@ -75,7 +74,7 @@ fn queue_migrate_time_ms() -> u128 {
 }
 
 async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
-    let Some(url) = url(var) else { return };
+    let url = url(var);
     let dlq = unique("qm-dlq");
     let adapter = Adapter::connect(kind, &url).await.unwrap();
     adapter.declare(&dlq).await.unwrap();
@@ -131,20 +130,21 @@ async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs QM_TEST_NATS_URL (scripts/services.sh start nats)"]
 async fn nats_dead_letters_are_triaged_without_being_consumed() {
     browse_and_triage(Kind::Nats, "QM_TEST_NATS_URL", "nats").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs QM_TEST_REDIS_URL (scripts/services.sh start redis)"]
 async fn redis_dead_letters_are_triaged_without_being_consumed() {
     browse_and_triage(Kind::Redis, "QM_TEST_REDIS_URL", "redis").await;
 }
 
 #[test]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
 fn rabbitmq_cannot_be_browsed_and_the_error_says_what_to_do() {
-    let Some(url) = url("QM_TEST_AMQP_URL") else {
-        return;
-    };
+    let url = url("QM_TEST_AMQP_URL");
     let bench = bench_for("rabbitmq", &url, "qm-dlq-rabbit");
     let r = bench.ok(&["dlq", "triage", "--from-broker", "local"], 2);
     assert!(
@@ -186,7 +186,7 @@ async fn drain_rabbitmq(adapter: &Adapter, queue: &str, want: usize) -> Vec<Mess
 /// plans/local.yaml with RabbitMQ `old_queue` (broker `rabbitmq`) as the old side, `new_line` as
 /// the new one (broker `nats`) and the bridge's key in the JSON field `orderId`, initialised and
 /// moved to `slices[1]`: 4 of its 8 slices on the new side.
-fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
+fn half_migrated(d: DlqBench, amqp: &str, old_queue: &str, new_line: &str) -> DlqBench {
     let plan = include_str!("../plans/local.yaml")
         .replace(
             "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
@@ -201,7 +201,7 @@ fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
         plan.contains(old_queue) && plan.contains(new_line),
         "the plan's broker lines changed"
     );
-    let bench = Bench::with_plan(&plan);
+    let bench = d.with_plan(&plan);
     bench.init();
     bench.ok(&["advance", "local"], 0);
     for _ in 0..3 {
@@ -222,19 +222,45 @@ fn half_migrated(amqp: &str, old_queue: &str, new_line: &str) -> Bench {
     bench
 }
 
+/// `scenario` on a bench whose store is `store` (built here, outside the runtime the scenario
+/// runs on).
+fn on_store<F: std::future::Future<Output = ()>>(
+    store: impl FnOnce() -> DlqBench,
+    scenario: impl FnOnce(DlqBench) -> F,
+) {
+    let d = store();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(scenario(d));
+}
+
 /// A new broker that cannot be reached fails the messages routed to it (counted, named on
 /// stderr, exit 1), and only those: the old side gets its own.
-#[tokio::test(flavor = "multi_thread")]
-async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
-    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
-        return;
-    };
-    let old_queue = unique("qm-replay-down-old");
+#[test]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
+fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
+    on_store(DlqBench::sqlite, replay_to_a_broker_that_is_down);
+}
+
+#[test]
+#[ignore = "needs QM_TEST_POSTGRES_URL and QM_TEST_AMQP_URL"]
+fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures_on_postgres() {
+    on_store(
+        || DlqBench::postgres("dlqb_down"),
+        replay_to_a_broker_that_is_down,
+    );
+}
+
+async fn replay_to_a_broker_that_is_down(d: DlqBench) {
+    let amqp = url("QM_TEST_AMQP_URL");
+    let old_queue = unique(&format!("qm-replay-down-old-{}", d.kind()));
     let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
     old.declare(&old_queue).await.unwrap();
     // Nothing listens on port 1.
     let new_line = "new: { name: nats, kind: rabbitmq, url: \"amqp://guest:guest@127.0.0.1:1/%2f\", queue: gone }";
-    let bench = half_migrated(&amqp, &old_queue, new_line);
+    let bench = half_migrated(d, &amqp, &old_queue, new_line);
     let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
     let lines: Vec<String> = keys
         .iter()
@@ -315,16 +341,25 @@ async fn replay_counts_the_messages_for_a_broker_that_is_down_as_failures() {
 /// payloads carry `orderId` puts each message on the side its key routes to, with the origin
 /// headers, the key and a `replay` route stamp, and nowhere else; the entry without a key is
 /// counted as a failure and published nowhere.
-#[tokio::test(flavor = "multi_thread")]
-async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
-    let Some(amqp) = url("QM_TEST_AMQP_URL") else {
-        return;
-    };
+#[test]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq)"]
+fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
+    on_store(DlqBench::sqlite, replay_where_keys_route);
+}
+
+#[test]
+#[ignore = "needs QM_TEST_POSTGRES_URL and QM_TEST_AMQP_URL"]
+fn replay_to_a_migration_publishes_each_message_where_its_key_routes_on_postgres() {
+    on_store(|| DlqBench::postgres("dlqb_route"), replay_where_keys_route);
+}
+
+async fn replay_where_keys_route(d: DlqBench) {
+    let amqp = url("QM_TEST_AMQP_URL");
     let nats = std::env::var("QM_TEST_NATS_URL")
         .ok()
         .filter(|u| !u.is_empty());
-    let old_queue = unique("qm-replay-old");
-    let new_queue = unique("qm-replay-new");
+    let old_queue = unique(&format!("qm-replay-old-{}", d.kind()));
+    let new_queue = unique(&format!("qm-replay-new-{}", d.kind()));
     let old = Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap();
     old.declare(&old_queue).await.unwrap();
     let (new, new_line) = match &nats {
@@ -344,7 +379,7 @@ async fn replay_to_a_migration_publishes_each_message_where_its_key_routes() {
     };
     new.declare(&new_queue).await.unwrap();
 
-    let bench = half_migrated(&amqp, &old_queue, &new_line);
+    let bench = half_migrated(d, &amqp, &old_queue, &new_line);
     let routing = bench.ok(&["routing", "local"], 0).json();
     let generation = routing["generation"].as_u64().unwrap();
 

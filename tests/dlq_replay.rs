@@ -1,12 +1,13 @@
 //! `migrate dlq replay` end to end: what the canary and a resumed run leave in the output, and
-//! what a failing output does to the outcome.
+//! what a failing output does to the outcome. Each on a SQLite state, and on PostgreSQL with
+//! `--include-ignored` and `QM_TEST_POSTGRES_URL` (tests/common/dlq_bench.rs).
 
 mod common;
 
-use common::Bench;
+use common::dlq_bench::DlqBench;
 
 /// Five envelopes of one group, first attempted the day before the bench's clock.
-fn export(b: &Bench) -> &'static str {
+fn export(b: &DlqBench) -> &'static str {
     let envelope = |id: u32| {
         format!(
             r#"{{"payload":"{{\"order\":{id}}}","errorClass":"dependency_timeout","errorMessage":"timeout after 30012ms calling inventory-service","consumerVersion":"2.14.0","traceId":"t{id}","attempts":3,"firstAttemptAt":"2026-11-29T10:00:0{id}.000Z","deadLetteredAt":"2026-11-29T10:05:0{id}.000Z"}}"#
@@ -38,7 +39,7 @@ fn replay_args<'a>(file: &'a str, output: &'a str, extra: &[&'a str]) -> Vec<&'a
 }
 
 /// The `x-replay-of` of each line of an NDJSON replay output, in order.
-fn replayed(b: &Bench, output: &str) -> Vec<String> {
+fn replayed(b: &DlqBench, output: &str) -> Vec<String> {
     std::fs::read_to_string(b.path(output))
         .unwrap()
         .lines()
@@ -49,9 +50,7 @@ fn replayed(b: &Bench, output: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn replay_continue_appends_to_the_canary_output() {
-    let b = Bench::new();
+fn replay_continue_appends_to_the_canary_output(b: DlqBench) {
     let file = export(&b);
     let r = b.ok(&replay_args(file, "out.ndjson", &[]), 3);
     assert!(r.stdout.contains("--continue"), "{}", r.stdout);
@@ -63,13 +62,12 @@ fn replay_continue_appends_to_the_canary_output() {
         .collect();
     assert_eq!(replayed(&b, "out.ndjson"), want);
 }
+on_both!(replay_continue_appends_to_the_canary_output, "rp_continue");
 
 /// Regression: a run cut in the middle of a line (a full disk, a kill) left a fragment at the
 /// end of the output, and the next run appended its first line right after it: two messages
 /// lost in one line of garbage.
-#[test]
-fn replay_after_a_cut_line_starts_on_a_line_of_its_own() {
-    let b = Bench::new();
+fn replay_after_a_cut_line_starts_on_a_line_of_its_own(b: DlqBench) {
     let file = export(&b);
     std::fs::write(b.path("out.ndjson"), r#"{"payload":"{\"order\":0}","head"#).unwrap();
     b.ok(&replay_args(file, "out.ndjson", &[]), 3);
@@ -85,14 +83,16 @@ fn replay_after_a_cut_line_starts_on_a_line_of_its_own() {
         assert!(v["headers"]["x-replay-of"].is_string(), "{line}");
     }
 }
+on_both!(
+    replay_after_a_cut_line_starts_on_a_line_of_its_own,
+    "rp_cut"
+);
 
 /// Regression: `--output` was opened for reading too (to look at its last byte), so with a FIFO
 /// or a process substitution the replay held a read end itself: once its reader died the writes
 /// no longer failed, and the run blocked for good when the pipe filled instead of aborting.
 #[cfg(unix)]
-#[test]
-fn replay_into_a_pipe_whose_reader_died_aborts_instead_of_blocking() {
-    let b = Bench::new();
+fn replay_into_a_pipe_whose_reader_died_aborts_instead_of_blocking(b: DlqBench) {
     let envelope = |id: u32| {
         format!(
             r#"{{"payload":"{{\"order\":{id},\"pad\":\"{pad}\"}}","errorClass":"dependency_timeout","errorMessage":"timeout","consumerVersion":"2.14.0","traceId":"t{id}","attempts":3,"firstAttemptAt":"2026-11-29T10:00:00.000Z","deadLetteredAt":"2026-11-29T10:05:00.000Z"}}"#,
@@ -143,10 +143,13 @@ fn replay_into_a_pipe_whose_reader_died_aborts_instead_of_blocking() {
     let status = status.expect("the replay blocked on a pipe nobody reads");
     assert_eq!(status.code(), Some(1), "a dead reader is a failed write");
 }
+#[cfg(unix)]
+on_both!(
+    replay_into_a_pipe_whose_reader_died_aborts_instead_of_blocking,
+    "rp_pipe"
+);
 
-#[test]
-fn replay_flush_failure_after_the_canary_is_not_a_pause() {
-    let b = Bench::new();
+fn replay_flush_failure_after_the_canary_is_not_a_pause(b: DlqBench) {
     let file = export(&b);
     // /dev/full takes the buffered lines and fails when they are flushed.
     let r = b.ok(&replay_args(file, "/dev/full", &[]), 1);
@@ -157,6 +160,10 @@ fn replay_flush_failure_after_the_canary_is_not_a_pause() {
     // Nothing of this run is known to have gone out: resuming starts from the first entry.
     assert!(all.contains("--skip 0"), "{all}");
 }
+on_both!(
+    replay_flush_failure_after_the_canary_is_not_a_pause,
+    "rp_flush"
+);
 
 /// Publishes everything but the messages whose body is in `fail`.
 struct FailsSome {
@@ -253,9 +260,7 @@ fn replay_completed_with_failures_does_not_record_a_failed_group_as_replayed() {
     assert_eq!(summary.resume.skip, 3);
 }
 
-#[test]
-fn replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do() {
-    let b = Bench::new();
+fn replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do(b: DlqBench) {
     let file = export(&b);
     // Lines 2 and 4 were first attempted long before the bench's clock (line 4 the earliest).
     let text = std::fs::read_to_string(b.path(file))
@@ -279,3 +284,7 @@ fn replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do() {
     }
     assert!(!b.path("out.ndjson").exists());
 }
+on_both!(
+    replay_refusal_of_old_entries_says_how_many_which_lines_and_what_to_do,
+    "rp_refuse"
+);

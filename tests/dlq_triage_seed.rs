@@ -1,6 +1,6 @@
-//! Our triage against seed 001's own JS (`tests/fixtures/dlq/seed_triage.js`, run with node):
-//! same groups, counts, firstSeen/lastSeen, spanHours and samples, same skipped lines, same
-//! signatures on tricky and random messages.
+//! Our triage against the dead-letter article's own JS (`tests/fixtures/dlq/seed_triage.js`, run
+//! with node): same groups, counts, firstSeen/lastSeen, spanHours and samples, same skipped lines,
+//! same signatures on tricky and random messages.
 //!
 //! One representation differs and is normalized before comparing: where JS holds a lone
 //! surrogate (a cut inside a pair), `JSON.stringify` writes the escape `\ud83d` and we write the

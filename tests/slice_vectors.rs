@@ -1,4 +1,4 @@
-//! The slice function against the vectors computed with seed 000's own code
+//! The slice function against the vectors computed with the migration article's own code
 //! (`tests/fixtures/vectors/slices.jsonl`, a copy of `../shared/vectors/slices.jsonl`), and the
 //! Node.js and Python snippets of `docs/routing.md` against the same vectors, so that producers in
 //! other languages route exactly as the library does.

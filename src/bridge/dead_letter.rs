@@ -1,6 +1,6 @@
-//! The dead letter of a message the destination refused for good: the seed-001 envelope
-//! ([`crate::dlq::envelope`]) as the payload, the original headers kept, published to the old
-//! broker's `brokers.old.dead_letter` queue. Pure: instants are arguments.
+//! The dead letter of a message the destination refused for good: the dead-letter article's
+//! envelope ([`crate::dlq::envelope`]) as the payload, the original headers kept, published to the
+//! old broker's `brokers.old.dead_letter` queue. Pure: instants are arguments.
 
 use crate::brokers::{Message, Properties};
 use crate::dlq::envelope::{DeadLetterBuilder, ErrorInfo, FailedMessage};
@@ -65,7 +65,7 @@ mod tests {
         "nats: publish to \"ORDERS\" refused for this message: max payload size exceeded";
 
     /// Regression: the bridge had no way to park a message the destination refuses; its key
-    /// stalled for good. The envelope is the seed's, its payload byte-intact (binary too).
+    /// stalled for good. The envelope is the article's, its payload byte-intact (binary too).
     #[test]
     fn the_envelope_keeps_the_body_byte_for_byte_and_the_headers() {
         let body: Vec<u8> = (0..=255).cycle().take(3000).collect();
@@ -77,7 +77,7 @@ mod tests {
             dl.headers, original.headers,
             "the original headers are kept"
         );
-        let envelope = DeadLetter::from_line(&dl.payload).expect("a seed-001 envelope");
+        let envelope = DeadLetter::from_line(&dl.payload).expect("a dead-letter envelope");
         assert_eq!(envelope.payload.to_bytes().as_ref(), body.as_slice());
         assert_eq!(envelope.error_class, "bridge_refused");
         assert_eq!(envelope.error_message, REFUSAL);

@@ -65,7 +65,7 @@ pub fn resolve(broker: &Broker, side: Side) -> Result<(Kind, &str), PlanBrokerEr
     })?;
     let url = broker.url.value().map_err(|why| PlanBrokerError::Url {
         side: side.as_str(),
-        reference: broker.url.reference.clone(),
+        reference: broker.url.redacted(),
         why: why.to_string(),
     })?;
     Ok((kind, url))

@@ -184,6 +184,20 @@ impl BrokerError {
         matches!(self, BrokerError::Refused { .. })
     }
 
+    /// [`BrokerError::Connect`], the URL and the client's reason redacted ([`crate::redact`]:
+    /// a client error may quote the URL it failed on, credentials included).
+    pub(crate) fn connect(
+        kind: &'static str,
+        url: &str,
+        reason: impl std::fmt::Display,
+    ) -> BrokerError {
+        BrokerError::Connect {
+            kind,
+            url: crate::redact::url(url),
+            reason: crate::redact::known(&reason.to_string(), crate::redact::secret_parts(url)),
+        }
+    }
+
     pub(crate) fn refused(
         kind: &'static str,
         queue: &str,
@@ -192,7 +206,7 @@ impl BrokerError {
         BrokerError::Refused {
             kind,
             queue: queue.to_string(),
-            reason: reason.to_string(),
+            reason: crate::redact::text(&reason.to_string()),
         }
     }
 
@@ -206,7 +220,7 @@ impl BrokerError {
             kind,
             operation,
             queue: queue.to_string(),
-            reason: reason.to_string(),
+            reason: crate::redact::text(&reason.to_string()),
         }
     }
 
@@ -218,7 +232,7 @@ impl BrokerError {
         BrokerError::NotConfirmed {
             kind,
             queue: queue.to_string(),
-            reason: reason.to_string(),
+            reason: crate::redact::text(&reason.to_string()),
         }
     }
 }

@@ -109,11 +109,7 @@ impl Nats {
             .request_timeout(Some(REQUEST_TIMEOUT))
             .connect(url)
             .await
-            .map_err(|e| BrokerError::Connect {
-                kind: KIND,
-                url: shown.clone(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| BrokerError::connect(KIND, url, crate::redact::error(&e)))?;
         let js = jetstream::ContextBuilder::new()
             .timeout(CONFIRM_TIMEOUT.min(REQUEST_TIMEOUT))
             .build(client.clone());

@@ -90,11 +90,7 @@ impl fmt::Debug for RabbitMq {
 }
 
 fn connect_error(url: &str, reason: impl fmt::Display) -> BrokerError {
-    BrokerError::Connect {
-        kind: KIND,
-        url: url.to_string(),
-        reason: reason.to_string(),
-    }
+    BrokerError::connect(KIND, url, reason)
 }
 
 fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> BrokerError {
@@ -200,9 +196,11 @@ impl RabbitMq {
     async fn connection(&self, name: &str) -> Result<Connection> {
         let properties =
             ConnectionProperties::default().with_connection_name(LongString::from(name));
+        // The URL itself, not `shown`: its credentials are then masked wherever lapin's error
+        // quotes them (`connect_error` shows the URL redacted).
         Connection::connect(&self.amqp_url, properties)
             .await
-            .map_err(|e| connect_error(&self.shown, e))
+            .map_err(|e| connect_error(&self.amqp_url, crate::redact::error(&e)))
     }
 
     async fn open(&self) -> Result<Link> {

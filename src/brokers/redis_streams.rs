@@ -103,11 +103,8 @@ impl RedisStreams {
     /// [`BrokerError::Connect`] when the URL is malformed or the server cannot be reached.
     pub async fn connect(url: &str) -> Result<RedisStreams> {
         let shown = super::redact(url);
-        let connect_error = |e: RedisError| BrokerError::Connect {
-            kind: KIND,
-            url: shown.clone(),
-            reason: e.to_string(),
-        };
+        let connect_error =
+            |e: RedisError| BrokerError::connect(KIND, url, crate::redact::error(&e));
         let client = redis::Client::open(url).map_err(connect_error)?;
         let shared = Shared {
             client,

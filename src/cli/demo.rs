@@ -102,6 +102,24 @@ fn write_report(out: &mut impl Write, r: &Report) -> io::Result<()> {
     Ok(())
 }
 
+/// `text` line by line, each line longer than `width` (when there is one) wrapped under its own
+/// indent, deeper by four.
+fn write_fitted(out: &mut impl Write, text: &str, width: Option<usize>) -> io::Result<()> {
+    for line in text.lines() {
+        match width {
+            Some(w) if line.chars().count() > w => {
+                let body = line.trim_start();
+                let lead = &line[..line.len() - body.len()];
+                for l in super::fit::wrap(body, w, lead, &format!("{lead}    ")) {
+                    writeln!(out, "{l}")?;
+                }
+            }
+            _ => writeln!(out, "{line}")?,
+        }
+    }
+    Ok(())
+}
+
 pub async fn run(args: DemoArgs) -> CliResult {
     let (dir, temporary) = match &args.keep {
         Some(d) => (d.clone(), false),
@@ -125,27 +143,28 @@ pub async fn run(args: DemoArgs) -> CliResult {
         fault: args.fault,
         dir: dir.clone(),
     };
+    let live =
+        std::io::stdout().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    // On a terminal the text around the live view fits its width too (wrapped, not cut);
+    // elsewhere it is printed as it is.
+    let width = live.then(super::fit::width);
     let mut view: Box<dyn View> = if args.json {
         Box::new(Quiet)
-    } else if std::io::stdout().is_terminal()
-        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
-    {
+    } else if live {
         let colour = colour_allowed(std::env::var_os("NO_COLOR").as_deref());
         Box::new(Live::new(std::io::stdout(), colour))
     } else {
         Box::new(Lines::new(std::io::stdout()))
     };
     if !args.json {
-        to_stdout(|out| {
-            writeln!(
-                out,
-                "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}",
-                args.seed,
-                args.fault
-                    .map(|f| format!(", fault {}", f.name()))
-                    .unwrap_or_default()
-            )
-        })?;
+        let line = format!(
+            "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}",
+            args.seed,
+            args.fault
+                .map(|f| format!(", fault {}", f.name()))
+                .unwrap_or_default()
+        );
+        to_stdout(|out| write_fitted(out, &line, width))?;
     }
     let result = demo::run(&opts, view.as_mut()).await;
     if temporary {
@@ -155,18 +174,19 @@ pub async fn run(args: DemoArgs) -> CliResult {
     if args.json {
         print_json(&report)?;
     } else {
-        to_stdout(|out| {
-            write_report(out, &report)?;
-            match &args.keep {
-                Some(d) => writeln!(
-                    out,
-                    "kept in {}: try `migrate --state {}/state.db history demo`",
-                    d.display(),
-                    d.display()
-                ),
-                None => Ok(()),
-            }
-        })?;
+        let mut text = Vec::new();
+        write_report(&mut text, &report).map_err(CliError::stdout)?;
+        if let Some(d) = &args.keep {
+            writeln!(
+                text,
+                "kept in {}: try `migrate --state {}/state.db history demo`",
+                d.display(),
+                d.display()
+            )
+            .map_err(CliError::stdout)?;
+        }
+        let text = String::from_utf8_lossy(&text);
+        to_stdout(|out| write_fitted(out, &text, width))?;
     }
     Ok(if report.ok {
         ExitCode::SUCCESS

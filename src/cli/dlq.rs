@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
+mod replay_ledger;
 mod replay_target;
 use replay_target::Target;
 
@@ -75,6 +76,11 @@ pub enum DlqCmd {
     /// A replay that reaches the end is recorded as a decision (action replay) for each group
     /// all of whose messages it published; a group with a message that failed to publish (under
     /// the abort threshold) stays open, and the run says which and the --skip N to send them again.
+    /// Each message is recorded in the state store (per --queue and destination) before it is
+    /// published, and marked sent once confirmed: a re-run skips what went out, so that whatever
+    /// failed, no message is sent twice. One whose fate was never learnt (a run killed, a publish
+    /// not confirmed) is in doubt and is not sent again unless --resend-in-doubt. A store that
+    /// cannot record refuses before the first publish.
     ///
     /// Where the messages go: NDJSON lines on standard output by default; --output FILE appends
     /// them to a file. --migration NAME publishes them to that migration's brokers instead (not
@@ -124,9 +130,18 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct QueueArg {
-    /// The dead-letter queue the decisions are about.
-    #[arg(long, env = "MIGRATE_DLQ_QUEUE", default_value = "default")]
-    pub queue: String,
+    /// The dead-letter queue the decisions are about [default: with --migration NAME (close,
+    /// replay) or --from-broker NAME (triage), that plan's brokers.old.dead_letter; otherwise
+    /// `default`].
+    #[arg(long, env = "MIGRATE_DLQ_QUEUE")]
+    pub queue: Option<String>,
+}
+
+impl QueueArg {
+    /// The queue given, or `default`.
+    pub fn name(&self) -> &str {
+        self.queue.as_deref().unwrap_or("default")
+    }
 }
 
 #[derive(Debug, Args)]
@@ -230,6 +245,10 @@ pub struct CloseArgs {
     pub from: Option<String>,
     #[command(flatten)]
     pub queue: QueueArg,
+    /// The migration whose drain gate the decision is for: without --queue, the decision is
+    /// recorded under its plan's brokers.old.dead_letter (the queue that gate reads).
+    #[arg(long, value_name = "NAME")]
+    pub migration: Option<String>,
     /// Print the recorded decision as JSON.
     #[arg(long)]
     pub json: bool,
@@ -312,6 +331,11 @@ pub struct ReplayArgs {
     /// Who replays (recorded with the decision when the replay completes).
     #[arg(long)]
     pub by: String,
+    /// Send again the entries an earlier run claimed and never learnt the fate of (killed,
+    /// not confirmed by the broker, a store that failed): only once you checked that they did
+    /// not arrive.
+    #[arg(long)]
+    pub resend_in_doubt: bool,
     #[command(flatten)]
     pub queue: QueueArg,
     #[command(flatten)]
@@ -535,9 +559,14 @@ async fn queue_decisions(ctx: &Ctx, queue: &str) -> Result<Vec<Disposition>, Cli
         .collect())
 }
 
-async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
+async fn triage(ctx: &Ctx, mut a: TriageArgs) -> CliResult {
+    if a.against_history
+        && let Some(name) = &a.from_broker
+    {
+        queue_of_migration(ctx, &mut a.queue, name).await?;
+    }
     let decisions = if a.against_history {
-        queue_decisions(ctx, &a.queue.queue).await?
+        queue_decisions(ctx, a.queue.name()).await?
     } else {
         Vec::new()
     };
@@ -598,9 +627,34 @@ async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
     Ok(report_skipped(&report, &a.file))
 }
 
-async fn close(ctx: &Ctx, a: CloseArgs) -> CliResult {
+/// The queue of decisions about migration `name`'s dead letters: `queue` when given (said on
+/// stderr when it is not the one the plan names), else its plan's `brokers.old.dead_letter`; set
+/// into `queue`. A plan that names none leaves `queue` as it is.
+async fn queue_of_migration(ctx: &Ctx, queue: &mut QueueArg, name: &str) -> Result<(), CliError> {
+    let store = ctx.existing_store().await?;
+    let fetcher = ctx.fetcher()?;
+    let mut controller = ctx.controller(&store, &fetcher);
+    controller.read_only = true;
+    let plan = controller.load(name).await?.plan;
+    let Some(dead_letter) = plan.brokers.old.dead_letter else {
+        return Ok(());
+    };
+    match &queue.queue {
+        Some(given) if *given != dead_letter => eprintln!(
+            "migrate dlq: note: the drain gate of {name} reads the decisions of queue {dead_letter:?} (its plan's brokers.old.dead_letter), not of {given:?} (--queue)"
+        ),
+        Some(_) => {}
+        None => queue.queue = Some(dead_letter),
+    }
+    Ok(())
+}
+
+async fn close(ctx: &Ctx, mut a: CloseArgs) -> CliResult {
     let now = ctx.now_ms()?;
-    let queue = a.queue.queue;
+    if let Some(name) = &a.migration {
+        queue_of_migration(ctx, &mut a.queue, name).await?;
+    }
+    let queue = a.queue.name().to_string();
     let disposition = match &a.from {
         Some(file) => {
             let report = run_triage(file, TriageOptions::default())?;
@@ -690,7 +744,7 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
     let all: Vec<Disposition> = DispositionStore::list(&store)
         .await?
         .into_iter()
-        .filter(|d| a.all_queues || d.queue == a.queue.queue)
+        .filter(|d| a.all_queues || d.queue == a.queue.name())
         .collect();
     if a.json {
         print_json(&all)?;
@@ -698,7 +752,7 @@ async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
     }
     let mut out = String::new();
     if all.is_empty() {
-        let _ = writeln!(out, "no decisions recorded for queue {:?}", a.queue.queue);
+        let _ = writeln!(out, "no decisions recorded for queue {:?}", a.queue.name());
     }
     // Each column as wide as its widest cell: a long queue or class name keeps its row in line.
     let what = |d: &Disposition| d.action.reason().map_or("replayed", CloseReason::as_str);
@@ -901,7 +955,7 @@ impl Refused {
                 shell_word(version),
                 shell_word(signature),
                 shell_word(a.by.trim()),
-                shell_word(&a.queue.queue),
+                shell_word(a.queue.name()),
                 shell_word(&a.file),
             ),
             groups => format!(
@@ -958,11 +1012,14 @@ fn held_behind(held: u64) -> String {
     }
 }
 
-async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
+async fn replay_cmd(ctx: &Ctx, mut a: ReplayArgs) -> CliResult {
     if a.by.trim().is_empty() {
         return Err(CliError::input("--by: who replays"));
     }
     let now = ctx.now_ms()?;
+    if let Some(name) = &a.migration {
+        queue_of_migration(ctx, &mut a.queue, name).await?;
+    }
     let filter = group_filter(&a.group)?;
     let policy = ReplayPolicy {
         rate_per_second: a.rate,
@@ -1043,6 +1100,23 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
             Target::Ndjson(NdjsonPublisher::new(sink))
         }
     };
+    // What the run sends is recorded before it goes: a re-run never sends an entry twice.
+    let destination = match &a.migration {
+        Some(name) => format!("migration:{name}"),
+        None if replay_to_stdout => "stdout".to_string(),
+        None => format!(
+            "file:{}",
+            std::fs::canonicalize(&a.output)
+                .map_or_else(|_| a.output.clone(), |p| p.display().to_string())
+        ),
+    };
+    let mut ledger = replay_ledger::StoreLedger::new(
+        ctx.store().await?,
+        a.queue.name(),
+        destination,
+        now,
+        a.resend_in_doubt,
+    );
     let mut pacer = TokioPacer {
         base_ms: now,
         started: Instant::now(),
@@ -1051,16 +1125,22 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     let mut last_progress = Instant::now();
     let mut tally: GroupTally<GroupKey> = GroupTally::default();
     let mut held_keys: HashSet<String> = HashSet::new();
-    let summary = replay::run(
+    // Publishes the broker did not confirm: they may have arrived, and stay in doubt.
+    let mut unconfirmed = 0_u64;
+    let summary = replay::run_recorded(
         &mut machine,
         selection,
         &mut publisher,
         &mut pacer,
+        &mut ledger,
         |event: &Event<'_, Selected>, stats| {
             match event {
                 Event::Published(s) => tally.observe(&s.key, &s.entry, true),
                 Event::Failed(s, e) => {
                     tally.observe(&s.key, &s.entry, false);
+                    if !e.certainly_not_sent() {
+                        unconfirmed += 1;
+                    }
                     // The first few by name; the rest are counted in the summary.
                     if stats.failed <= SHOWN_FAILURES {
                         let (class, version, signature) = &s.key;
@@ -1100,6 +1180,9 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     )
     .await;
     let per_side = publisher.finish();
+    // What earlier runs sent counts for the groups' decisions; what they left in doubt keeps
+    // its group open.
+    tally.merge(std::mem::take(&mut ledger.earlier));
 
     let skipped = skipped.load(Ordering::Relaxed);
     // What the replay says: on stderr when the messages themselves go to stdout, otherwise the
@@ -1132,6 +1215,19 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         skipped,
         summary.remaining
     ));
+    if s.in_doubt > 0 {
+        say(format!(
+            "replay: {} entries not sent again: an earlier run sent them without learning whether they arrived (in doubt). \
+             Check the destination; if they did not arrive, run the same command with --resend-in-doubt",
+            s.in_doubt
+        ));
+    }
+    if unconfirmed > 0 {
+        say(format!(
+            "replay: {unconfirmed} of the failed messages were not confirmed by the broker: they may have arrived, so they are \
+             in doubt and a re-run does not send them again unless --resend-in-doubt (once you checked that they did not arrive)"
+        ));
+    }
     let resume_hint = || resume_hint(&summary, a.resume);
     let result = match &summary.outcome {
         Outcome::Completed => match record_replayed(ctx, &a, &tally, now).await {
@@ -1143,9 +1239,14 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                     .unfinished()
                     .map(|((class, version, signature), c)| {
                         format!(
-                            "{class} {version} {signature:?} ({} of {} failed)",
+                            "{class} {version} {signature:?} ({} of {} failed{})",
                             c.failed,
-                            c.failed + c.published
+                            c.failed + c.published + c.in_doubt,
+                            if c.in_doubt > 0 {
+                                format!(", {} in doubt", c.in_doubt)
+                            } else {
+                                String::new()
+                            }
                         )
                     })
                     .collect();
@@ -1157,9 +1258,14 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
                     Err(CliError::new(
                         1,
                         format!(
-                            "completed with {} message(s) that failed to publish{} (see above): {} group(s) not recorded as replayed, they stay open: {}. {}",
+                            "completed with {} message(s) that failed to publish{}{} (see above): {} group(s) not recorded as replayed, they stay open: {}. {}",
                             s.failed,
                             held_behind(s.held),
+                            if s.in_doubt > 0 {
+                                format!(" and {} in doubt", s.in_doubt)
+                            } else {
+                                String::new()
+                            },
                             open.len(),
                             open.join("; "),
                             resume_hint()
@@ -1195,14 +1301,33 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         Outcome::FlushFailed { error } => Err(CliError::new(
             1,
             format!(
-                "aborted: the output could not be flushed ({error}): which of this run's {} messages went out is unknown. \
-                 Check {} before going on. {}",
+                "aborted: the output could not be flushed ({error}): the message being written did not go out whole \
+                 (the output may end in part of its line), the {} before it went out. Check {} before going on. {}",
                 s.published,
                 if replay_to_stdout {
                     "what read standard output"
                 } else {
                     a.output.as_str()
                 },
+                resume_hint()
+            ),
+        )),
+        Outcome::NotRecorded { error } if s.published == 0 && unconfirmed == 0 => {
+            Err(CliError::new(
+                1,
+                format!(
+                    "refused, nothing was sent: the state store cannot record what the replay sends ({error}). \
+                 A replay records each entry before it publishes it, so that a re-run never sends one twice: \
+                 fix the store (--state), then run the same command again"
+                ),
+            ))
+        }
+        Outcome::NotRecorded { error } => Err(CliError::new(
+            1,
+            format!(
+                "stopped: the state store failed to record what the replay sends ({error}); nothing after it was sent. \
+                 What went out before is recorded, and an entry whose outcome could not be recorded stays in doubt: \
+                 once the store is fixed, run the same command again (it skips what went out). {}",
                 resume_hint()
             ),
         )),
@@ -1234,11 +1359,23 @@ async fn record_replayed(
     now: i64,
 ) -> Result<usize, CliError> {
     let store = ctx.store().await?;
+    let decided = queue_decisions(ctx, a.queue.name()).await?;
+    let latest = crate::dlq::disposition::latest_by_signature(&decided);
     let mut recorded = 0;
     for ((class, version, signature), count) in tally.replayed() {
+        // A re-run that found the group sent already (the ledger) and its replay recorded.
+        let already = latest.get(signature.as_str()).is_some_and(|d| {
+            d.action == Action::Replay
+                && d.error_class == *class
+                && d.consumer_version == *version
+                && d.last_seen == count.last_seen
+        });
+        if already {
+            continue;
+        }
         let d = Disposition {
             id: 0,
-            queue: a.queue.queue.clone(),
+            queue: a.queue.name().to_string(),
             signature: signature.clone(),
             signature_version: SignatureVersion::V1.as_str().to_string(),
             error_class: class.clone(),
@@ -1276,16 +1413,10 @@ fn resume_hint(summary: &replay::ReplaySummary, resumed: bool) -> String {
         },
     );
     if r.sent_again > 0 {
-        let certain = !matches!(summary.outcome, Outcome::FlushFailed { .. });
         let _ = write!(
             text,
-            " {} later entries {} and will be sent again.",
+            " {} later entries went out too: they are recorded as sent, and a re-run skips them.",
             r.sent_again,
-            if certain {
-                "went out too"
-            } else {
-                "may have gone out"
-            }
         );
     }
     text
@@ -1301,7 +1432,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
 async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
     loop {
         let now = ctx.now_ms()?;
-        let decisions = queue_decisions(ctx, &a.queue.queue).await?;
+        let decisions = queue_decisions(ctx, a.queue.name()).await?;
         let options = TriageOptions {
             recent_since_ms: Some(now - crate::time::millis(a.window)),
             covered_until_ms: covered_until(&decisions),
@@ -1315,7 +1446,7 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
             .groups
             .iter()
             .map(|g| SeenSignature {
-                queue: a.queue.queue.clone(),
+                queue: a.queue.name().to_string(),
                 signature: g.signature.clone(),
                 error_class: g.error_class.clone(),
                 consumer_version: g.consumer_version.clone(),
@@ -1335,7 +1466,7 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
             },
         )
         .map_err(|e| CliError::input(e.to_string()))?;
-        let text = alerts::render_prometheus(&signals, &a.queue.queue);
+        let text = alerts::render_prometheus(&signals, a.queue.name());
         match &a.output {
             Some(path) => write_atomically(path, &text)?,
             None => emit(&text)?,
@@ -1352,7 +1483,7 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
 
 async fn report_cmd(ctx: &Ctx, a: ReportArgs) -> CliResult {
     let now = ctx.now_ms()?;
-    let decisions = queue_decisions(ctx, &a.queue.queue).await?;
+    let decisions = queue_decisions(ctx, a.queue.name()).await?;
     let options = TriageOptions {
         covered_until_ms: covered_until(&decisions),
         max_line_errors: 20,
@@ -1364,7 +1495,7 @@ async fn report_cmd(ctx: &Ctx, a: ReportArgs) -> CliResult {
         &report,
         &decisions,
         &ReportInputs {
-            queue: &a.queue.queue,
+            queue: a.queue.name(),
             owner: &a.owner,
             now_ms: now,
             since_ms: now - crate::time::millis(a.since),
@@ -1466,10 +1597,11 @@ async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
         let store = ctx.store().await?;
         let purged = store.purge_before(cut).await?;
         eprintln!(
-            "purge: removed {} decisions taken before {} and {} signatures not seen since",
+            "purge: removed {} decisions taken before {}, {} signatures not seen since and the replay records of {} entries dead-lettered before it",
             purged.dispositions,
             format_timestamp(cut),
-            purged.signatures
+            purged.signatures,
+            purged.replays
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -1566,7 +1698,7 @@ fn open_purge_output(
 }
 
 async fn gate_cmd(ctx: &Ctx, a: GateArgs) -> CliResult {
-    let decisions = queue_decisions(ctx, &a.queue.queue).await?;
+    let decisions = queue_decisions(ctx, a.queue.name()).await?;
     let options = TriageOptions {
         max_line_bytes: a.line_cap.bytes(),
         ..TriageOptions::default()

@@ -11,10 +11,12 @@ mod advance;
 mod bridge;
 mod demo;
 mod dlq;
+pub mod fit;
 mod history;
 mod init;
 mod pause;
 mod plan_apply;
+mod plan_backtest;
 mod plan_check;
 mod resume;
 mod rollback;
@@ -293,7 +295,11 @@ impl Ctx {
             StoreError::UnsupportedUrl(_) => CliError::input(e.to_string()),
             e => CliError::new(
                 1,
-                format!("cannot open the state store {}: {e}", redact_url(url)),
+                format!(
+                    "cannot open the state store {}: {}",
+                    redact_url(url),
+                    crate::redact::text(&e.to_string())
+                ),
             ),
         })
     }
@@ -349,6 +355,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Demo(a) => demo::run(a).await,
         Cmd::Plan(plan_check::PlanCmd::Check(a)) => plan_check::run(&ctx, a),
         Cmd::Plan(plan_check::PlanCmd::Apply(a)) => plan_apply::run(&ctx, a).await,
+        Cmd::Plan(plan_check::PlanCmd::Backtest(a)) => plan_backtest::run(&ctx, a).await,
         Cmd::Init(a) => init::run(&ctx, a).await,
         Cmd::Status(a) => status::run(&ctx, a).await,
         Cmd::Advance(a) => advance::run(&ctx, a).await,

@@ -21,6 +21,10 @@ pub enum PlanCmd {
     /// Replace a registered migration's plan by the edited file: shows the diff, refuses changes
     /// that would break the migration in its current state, journals it with --reason.
     Apply(super::plan_apply::ApplyArgs),
+    /// Rehearse the plan over a past window of its sources' real metrics: when each step would
+    /// have been entered, what held it, the guard breaches, each gate's shares, a verdict.
+    /// Touches no broker, store or routing.
+    Backtest(super::plan_backtest::BacktestArgs),
 }
 
 #[derive(Debug, Args)]

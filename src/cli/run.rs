@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
+use crate::daemon::http::Limits;
 use crate::daemon::{self, Config};
 use crate::indicators::fetch::QUERIES_PER_REQUEST;
 use crate::plan::SystemResolve;
@@ -51,6 +52,61 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u16).range(1..=30)
     )]
     pub queries_per_request: u16,
+    /// Most HTTP connections served at once; one more is answered 503 with Retry-After. Lowered
+    /// at start to leave the controller file descriptors (the open-files limit minus 256, or
+    /// half of it).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_connections: u32,
+    /// Most routing long-polls parked at once; one more is answered 503 with Retry-After.
+    #[arg(long, default_value_t = 768, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_long_polls: u32,
+    /// Time a client has to send a request's headers, from the connection's start or the
+    /// previous response (also how long an idle kept-alive connection stays open).
+    #[arg(long, default_value = "10s", value_parser = nonzero_duration("a zero header timeout would close every connection at once"))]
+    pub http_header_timeout: Duration,
+    /// A connection on which no byte moved this long, while no request is being answered, is
+    /// closed (a client that stopped reading its answer).
+    #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero idle timeout would close every connection at once"))]
+    pub http_idle_timeout: Duration,
+    /// Time to answer a request (a routing long-poll: its ?wait plus this), else 503.
+    #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero request timeout would answer every request 503"))]
+    pub http_request_timeout: Duration,
+}
+
+/// The HTTP limits of `args`, the connection cap fitted to this process's open-files limit.
+fn http_limits(args: &RunArgs) -> Limits {
+    let wanted = Limits {
+        max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
+        max_long_polls: usize::try_from(args.http_max_long_polls).unwrap_or(usize::MAX),
+        header_timeout: args.http_header_timeout,
+        idle_timeout: args.http_idle_timeout,
+        request_timeout: args.http_request_timeout,
+    };
+    let fitted = wanted.fit_open_files(open_files_limit());
+    if fitted.max_connections < wanted.max_connections {
+        eprintln!(
+            "migrate run: serving at most {} HTTP connections at once (not {}): the open-files limit (ulimit -n) leaves no more beside what the controller needs",
+            fitted.max_connections, wanted.max_connections
+        );
+    }
+    fitted
+}
+
+/// This process's open-files limit (soft `RLIMIT_NOFILE`), when known.
+#[cfg(unix)]
+fn open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) };
+    (got == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+#[cfg(not(unix))]
+fn open_files_limit() -> Option<u64> {
+    None
 }
 
 fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
@@ -112,6 +168,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         read_only_api: args.read_only,
         confirm_complete: args.confirm_complete.clone(),
         clock,
+        http: http_limits(&args),
     };
     daemon::check_listener(addr, &config).map_err(|e| CliError::input(e.to_string()))?;
     eprintln!(
@@ -179,6 +236,25 @@ pub(super) async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_http_flags_default_to_the_daemon_s_limits() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let args = Cmd::parse_from(["migrate"]).run;
+        let fitted = Limits {
+            max_connections: args.http_max_connections as usize,
+            max_long_polls: args.http_max_long_polls as usize,
+            header_timeout: args.http_header_timeout,
+            idle_timeout: args.http_idle_timeout,
+            request_timeout: args.http_request_timeout,
+        };
+        assert_eq!(fitted, Limits::default());
+    }
 
     #[test]
     fn an_interval_at_or_over_the_default_for_max_gap_is_warned_about() {

@@ -1,28 +1,95 @@
-//! `migrate status [NAME]`: phase, step, routing and every gate with its last value.
+//! `migrate status [NAME]`: phase, step, routing and every gate with its last value, fitted to
+//! the terminal's width (`$COLUMNS`; 80 when not a terminal); `--watch` redraws it in place.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, GateRow, print_json, to_stdout, write_gate_rows};
+use super::fit::{self, round_value, wrap};
+use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
-use crate::store::Store;
+use crate::plan::Threshold;
+use crate::store::{JournalEntry, Store};
+use crate::time::rfc3339;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The migration (all of them when left out).
     pub name: Option<String>,
     /// Print as JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub json: bool,
+    /// Redraw in place until interrupted (Ctrl-C); not a terminal: print again whenever it
+    /// changes.
+    #[arg(long)]
+    pub watch: bool,
+    /// How often `--watch` reads the store again.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, requires = "watch")]
+    pub interval: Duration,
 }
 
-fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
+/// Why a paused migration is paused: the journal entry that paused it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pause {
+    pub reason: Option<String>,
+    pub actor: String,
+    pub at_ms: i64,
+}
+
+impl Pause {
+    /// The newest entry of the journal that went from running to paused (`None` when none did).
+    pub fn of(journal: &[JournalEntry]) -> Option<Pause> {
+        journal
+            .iter()
+            .rev()
+            .find(|e| e.to.paused && !e.from.paused)
+            .map(|e| Pause {
+                reason: e.reason.clone(),
+                actor: e.actor.clone(),
+                at_ms: e.at_ms,
+            })
+    }
+}
+
+/// One migration as `status` shows it: the view, the thresholds of its gates (from the plan,
+/// in the view's gate order) and the pause that holds it.
+pub struct Shown {
+    pub view: StatusView,
+    pub thresholds: Vec<Option<Threshold>>,
+    pub pause: Option<Pause>,
+}
+
+/// A gate row's text before its reason, the widths of the columns shared by every row.
+fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
+    s.view
+        .gates
+        .iter()
+        .zip(&s.thresholds)
+        .map(|(g, t)| {
+            [
+                g.kind.clone(),
+                g.verdict.as_str().to_uppercase(),
+                g.name.clone(),
+                g.value.map_or_else(|| "-".into(), |v| round_value(v, *t)),
+                t.map(|t| t.text()).unwrap_or_default(),
+            ]
+        })
+        .collect()
+}
+
+/// Below this many characters left for the reason beside a row, every row's reason goes on
+/// the lines under it.
+const REASON_ROOM: usize = 24;
+
+/// The lines of one migration, none wider than `width`.
+pub fn lines(s: &Shown, width: usize) -> Vec<String> {
+    let v = &s.view;
+    let mut out = Vec::new();
     // The state as the journal, `history` and `--from` write it: `slices[2]`.
     let step = v.step.map(|s| format!("[{s}]")).unwrap_or_default();
-    writeln!(
-        out,
+    let head = format!(
         "{}: {}{}{}  (version {}, since {})",
         v.migration,
         v.state,
@@ -30,10 +97,22 @@ fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
         if v.paused { " [PAUSED]" } else { "" },
         v.version,
         v.entered_at
-    )?;
-    writeln!(
-        out,
-        "  routing: generation {}, {} of {} slices to new, consumers read {}{}",
+    );
+    out.extend(wrap(&head, width, "", "    "));
+    if v.paused {
+        let text = match &s.pause {
+            Some(p) => format!(
+                "{} (by {}, {})",
+                p.reason.as_deref().unwrap_or("no reason given"),
+                p.actor,
+                rfc3339(p.at_ms)
+            ),
+            None => "no pause in the journal".into(),
+        };
+        out.extend(wrap(&text, width, "  paused: ", "    "));
+    }
+    let routing = format!(
+        "generation {}, {} of {} slices to new, consumers read {}{}",
         v.routing.generation,
         v.routing.slices_migrated,
         v.routing.slices_total,
@@ -48,76 +127,314 @@ fn write_view(out: &mut impl Write, v: &StatusView) -> io::Result<()> {
         } else {
             "  (NOT yet published: the next command retries)"
         }
-    )?;
+    );
+    out.extend(wrap(&routing, width, "  routing: ", "    "));
     if let Some(e) = &v.publish_error {
-        writeln!(out, "  publisher behind: {e}")?;
+        out.extend(wrap(e, width, "  publisher behind: ", "    "));
+    }
+    if let Some(e) = &v.plan_error {
+        writeln!(
+            out,
+            "  NOT loadable with this environment's secrets (a daemon here answers 503 for it and does not act on it): {e}"
+        )?;
     }
     if v.gates.is_empty() {
-        writeln!(out, "  no gates in this state")?;
+        out.extend(wrap("no gates in this state", width, "  ", "    "));
     }
-    let rows: Vec<GateRow<'_>> = v
-        .gates
-        .iter()
-        .map(|g| GateRow {
-            kind: &g.kind,
-            verdict: g.verdict.as_str(),
-            name: &g.name,
-            value: g.value,
-            reason: &g.reason,
-        })
-        .collect();
-    write_gate_rows(out, &rows)
+    let cells = gate_cells(s);
+    let col = |i: usize| {
+        cells
+            .iter()
+            .map(|c| c[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let w = [col(0), col(1), col(2), col(3), col(4)];
+    let beside = 2 + w.iter().sum::<usize>() + 4 + 2;
+    for (g, c) in v.gates.iter().zip(&cells) {
+        let row = format!(
+            "  {:<k$} {:<d$} {:<n$} {:>vw$} {:<t$}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            k = w[0],
+            d = w[1],
+            n = w[2],
+            vw = w[3],
+            t = w[4],
+        );
+        if beside + REASON_ROOM <= width {
+            // The reason beside the row, its next lines under its first.
+            let first = format!("{row}  ");
+            let indent = " ".repeat(first.chars().count());
+            out.extend(wrap(&g.reason, width, &first, &indent));
+        } else {
+            // Too narrow: the row (wrapped if it must) and the reason under it.
+            let row = row.trim_end();
+            if row.chars().count() <= width {
+                out.push(row.to_string());
+            } else {
+                out.extend(wrap(row, width, "  ", "    "));
+            }
+            out.extend(wrap(&g.reason, width, "      ", "      "));
+        }
+    }
+    out
 }
 
-pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
+/// Every migration's lines, fitted to `width`.
+fn block(shown: &[Shown], width: usize) -> Vec<String> {
+    shown.iter().flat_map(|s| lines(s, width)).collect()
+}
+
+/// What `status` shows, read from the store: the migrations, and the failures of those that
+/// could not be shown (without a name, one of them does not hide the others).
+async fn read(ctx: &Ctx, name: Option<&str>) -> Result<(Vec<Shown>, Vec<CliError>), CliError> {
     let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
-    let single = args.name.is_some();
-    let names = match args.name {
-        Some(n) => vec![n],
+    let single = name.is_some();
+    let names = match name {
+        Some(n) => vec![n.to_string()],
         None => store.list().await?.into_iter().map(|r| r.name).collect(),
     };
-    let mut views = Vec::new();
-    // Without a name, a migration that cannot be shown does not hide the others: they are
-    // shown, then the command fails naming it.
+    let mut shown = Vec::new();
     let mut failed: Vec<CliError> = Vec::new();
     for name in names {
-        let view = match c.load(&name).await {
-            Ok(loaded) => c.status_view(&loaded).await,
-            Err(e) => Err(e),
+        let one = async {
+            let loaded = c.load(&name).await?;
+            let view = c.status_view(&loaded).await?;
+            let phase = loaded
+                .record
+                .state
+                .phase()
+                .and_then(|k| loaded.plan.phase(k));
+            let thresholds = view
+                .gates
+                .iter()
+                .map(|g| phase.and_then(|p| p.threshold(&g.name, &g.kind)))
+                .collect();
+            let pause = if view.paused {
+                Pause::of(&store.journal(&name).await?)
+            } else {
+                None
+            };
+            Ok::<_, crate::controller::ControllerError>(Shown {
+                view,
+                thresholds,
+                pause,
+            })
         };
-        match view {
-            Ok(v) => views.push(v),
+        match one.await {
+            Ok(s) => shown.push(s),
             Err(e) if single => return Err(e.into()),
             Err(e) => failed.push(e.into()),
         }
     }
+    Ok((shown, failed))
+}
+
+/// The command fails naming every migration that could not be shown.
+fn failures(failed: &[CliError]) -> Option<CliError> {
+    let first = failed.first()?;
+    let message = failed
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    Some(CliError::new(first.code, message))
+}
+
+fn nothing(ctx: &Ctx) -> String {
+    format!(
+        "no migrations in {} (start with `migrate init PLAN`)",
+        ctx.global.state
+    )
+}
+
+pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
+    if args.watch {
+        return watch(ctx, &args).await;
+    }
+    let single = args.name.is_some();
+    let (shown, failed) = read(ctx, args.name.as_deref()).await?;
     let printed = if args.json {
+        let views: Vec<&StatusView> = shown.iter().map(|s| &s.view).collect();
         match views.as_slice() {
             [one] if single => print_json(one),
             all => print_json(&all),
         }
-    } else if views.is_empty() && failed.is_empty() {
-        to_stdout(|out| {
-            writeln!(
-                out,
-                "no migrations in {} (start with `migrate init PLAN`)",
-                ctx.global.state
-            )
-        })
+    } else if shown.is_empty() && failed.is_empty() {
+        to_stdout(|out| writeln!(out, "{}", nothing(ctx)))
     } else {
-        to_stdout(|out| views.iter().try_for_each(|v| write_view(out, v)))
+        let width = fit::width();
+        to_stdout(|out| {
+            block(&shown, width)
+                .iter()
+                .try_for_each(|l| writeln!(out, "{l}"))
+        })
     };
     // A migration that could not be shown fails the command, whatever became of the report.
-    if let Some(first) = failed.first() {
-        let code = first.code;
-        let message = failed
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n");
-        return Err(CliError::new(code, message));
+    if let Some(e) = failures(&failed) {
+        return Err(e);
     }
     printed.map(|()| ExitCode::SUCCESS)
+}
+
+/// `--watch`: read and draw every `--interval` until Ctrl-C. On a terminal the block is redrawn
+/// in place (cut to the screen's height, each line fitted to its width, read again each time:
+/// a resized terminal gets a block of its new size); elsewhere it is printed again whenever it
+/// changes.
+async fn watch(ctx: &Ctx, args: &StatusArgs) -> CliResult {
+    let terminal = io::stdout().is_terminal();
+    let mut drawn = 0usize;
+    let mut last: Option<Vec<String>> = None;
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let width = fit::width();
+        let mut text = match read(ctx, args.name.as_deref()).await {
+            Ok((shown, failed)) => {
+                let mut t = if shown.is_empty() && failed.is_empty() {
+                    wrap(&nothing(ctx), width, "", "  ")
+                } else {
+                    block(&shown, width)
+                };
+                for e in &failed {
+                    t.extend(wrap(&e.to_string(), width, "error: ", "  "));
+                }
+                t
+            }
+            // A store that fails a read once does not end the watch: it says so and retries.
+            Err(e) => wrap(&e.to_string(), width, "cannot read the store: ", "  "),
+        };
+        text.extend(wrap(
+            &format!(
+                "{}; every {}; Ctrl-C to stop",
+                rfc3339(ctx.now_ms()?),
+                humantime::format_duration(args.interval)
+            ),
+            width,
+            "-- ",
+            "   ",
+        ));
+        if terminal {
+            let height = crossterm::terminal::size().map_or(24, |(_, h)| usize::from(h));
+            text.truncate(height.saturating_sub(1).max(1));
+            drawn = to_stdout(|out| redraw(out, drawn, &text))?;
+        } else if last
+            .as_ref()
+            .is_none_or(|l| l[..l.len() - 1] != text[..text.len() - 1])
+        {
+            to_stdout(|out| {
+                text.iter().try_for_each(|l| writeln!(out, "{l}"))?;
+                writeln!(out)
+            })?;
+        }
+        last = Some(text);
+        tokio::select! {
+            _ = &mut interrupted => return Ok(ExitCode::SUCCESS),
+            () = tokio::time::sleep(args.interval) => {}
+        }
+    }
+}
+
+/// Draw `lines` over the `drawn` lines drawn before (the cursor under them); returns how many
+/// are drawn now.
+pub fn redraw(out: &mut impl Write, drawn: usize, lines: &[String]) -> io::Result<usize> {
+    use crossterm::{cursor, queue, terminal};
+    if let Ok(up) = u16::try_from(drawn)
+        && up > 0
+    {
+        queue!(out, cursor::MoveToPreviousLine(up))?;
+    }
+    // Line by line, then what is left below: a clear from the cursor down at the screen's top
+    // corner would be a whole-screen clear, which tmux (`scroll-on-clear`) and some terminals
+    // push into the scrollback, a copy per redraw.
+    for l in lines {
+        queue!(out, terminal::Clear(terminal::ClearType::CurrentLine))?;
+        writeln!(out, "{l}")?;
+    }
+    queue!(out, terminal::Clear(terminal::ClearType::FromCursorDown))?;
+    out.flush()?;
+    Ok(lines.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::GateView;
+    use crate::gate::Verdict;
+    use crate::plan::CmpOp;
+
+    fn shown(paused: bool) -> Shown {
+        let view = sample_view(paused);
+        Shown {
+            thresholds: vec![
+                Some(Threshold {
+                    op: CmpOp::Lt,
+                    value: 0.01,
+                });
+                view.gates.len()
+            ],
+            view,
+            pause: Some(Pause {
+                reason: Some("the new broker's disk alarm fired during the night shift; waiting for storage to be resized before going on".into()),
+                actor: "ana".into(),
+                at_ms: 0,
+            }),
+        }
+    }
+
+    fn sample_view(paused: bool) -> StatusView {
+        let routing: crate::routing::RoutingDocument = serde_json::from_value(serde_json::json!({
+            "migration": "orders", "generation": 7, "state": "slices", "step": 1,
+            "slices_total": 16, "slices_migrated": 2, "consume": ["old", "new"], "paused": paused,
+            "brokers": { "old": "rabbitmq", "new": "nats" },
+            "updated_at": "2026-11-30T00:00:00Z"
+        }))
+        .unwrap_or_else(|e| panic!("routing document: {e}"));
+        StatusView {
+            migration: "orders".into(),
+            state: "slices".into(),
+            step: Some(1),
+            paused,
+            version: 9,
+            entered_at: "2026-11-30T00:00:00Z".into(),
+            routing,
+            routing_published: true,
+            publish_error: Some("etcd at http://127.0.0.1:2379 answered 503 Service Unavailable: the cluster has no leader, retrying with backoff".into()),
+            gates: vec![GateView {
+                phase: "slices".into(),
+                name: "error ratio on the new broker's consumers".into(),
+                kind: "guard".into(),
+                verdict: Verdict::Fail,
+                value: Some(0.012_345_678_901_234),
+                reason: "0.012345678901234 is not < 0.01 (query sum(rate(app_errors_total{broker=\"new\"}[5m])) / sum(rate(app_messages_total{broker=\"new\"}[5m])))".into(),
+                evaluated_at: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn status_fits_80_columns_and_shows_the_pause_and_rounded_values() {
+        for width in [80, 40, 20] {
+            let l = lines(&shown(true), width);
+            for line in &l {
+                assert!(line.chars().count() <= width, "{width}: {line:?}\n{l:#?}");
+            }
+            let text = l.join("\n");
+            // Rounded: the reason has the whole number, the value column three decimals.
+            assert!(
+                l.iter().any(|l| l.split_whitespace().any(|w| w == "0.012")),
+                "{text}"
+            );
+            assert!(text.contains("paused:"), "{text}");
+            assert!(text.contains("night"), "{text}");
+        }
+        let text = lines(&shown(false), 80).join("\n");
+        assert!(!text.contains("paused:"), "{text}");
+    }
 }

@@ -13,7 +13,7 @@ use crate::gate::{self, Evaluation, Memory, Observation};
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::history::{History, Point};
 use crate::indicators::query::{Query, parse_query};
-use crate::plan::{Check, Gate, Plan, Requirement, Source};
+use crate::plan::{Check, Gate, Phase, Plan, Requirement, Source};
 use crate::store::{
     GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError,
     StoredPoint, StoredSeries,
@@ -44,33 +44,35 @@ pub struct GateReport {
     pub memory_read: Option<i64>,
 }
 
-enum Item<'p> {
+/// One thing a phase judges: a gate (with its kind, `exit` or `guard`), `require_peak` or
+/// `require_deploy`.
+pub(crate) enum Item<'p> {
     Gate(&'p Gate, &'static str),
     Peak(&'p Requirement),
     Deploy(&'p Requirement),
 }
 
 impl Item<'_> {
-    fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Item::Gate(g, _) => &g.name,
             Item::Peak(_) => "require_peak",
             Item::Deploy(_) => "require_deploy",
         }
     }
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Item::Gate(_, kind) => kind,
             Item::Peak(_) | Item::Deploy(_) => "exit",
         }
     }
-    fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         match self {
             Item::Gate(g, _) => &g.source,
             Item::Peak(r) | Item::Deploy(r) => &r.source,
         }
     }
-    fn queries(&self) -> Vec<&str> {
+    pub(crate) fn queries(&self) -> Vec<&str> {
         match self {
             Item::Gate(g, _) => match &g.check {
                 Check::Threshold { query, .. } => vec![query.as_str()],
@@ -90,6 +92,47 @@ impl Item<'_> {
             ) => format!("new: {new} | old: {old}"),
             _ => self.queries().join(" | "),
         }
+    }
+}
+
+/// The items of `phase` in the order they are evaluated: the exit gates, `require_peak`,
+/// `require_deploy`, then the guards.
+pub(crate) fn phase_items(phase: &Phase) -> Vec<Item<'_>> {
+    let mut items: Vec<Item<'_>> = Vec::new();
+    items.extend(phase.exit.iter().map(|g| Item::Gate(g, "exit")));
+    if let Some(r) = &phase.require_peak {
+        items.push(Item::Peak(r));
+    }
+    if let Some(r) = &phase.require_deploy {
+        items.push(Item::Deploy(r));
+    }
+    items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
+    items
+}
+
+/// The pure judgment of one item (no IO, no clock): its verdict on `observation` at `now_ms`,
+/// given its `memory` of the step entered at `step_entered_ms`; `note` (what a dead-letter
+/// reading adds) goes into the reason of a verdict that rests on a number. The controller and
+/// `migrate plan backtest` both judge through here.
+pub(crate) fn judge(
+    item: &Item<'_>,
+    observation: &Observation,
+    memory: Memory,
+    now_ms: i64,
+    step_entered_ms: i64,
+    note: Option<String>,
+) -> Evaluation {
+    let eval = match item {
+        Item::Gate(g, _) => gate::evaluate(g, observation, memory, now_ms),
+        Item::Peak(r) => gate::evaluate_peak(r, observation, memory),
+        Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),
+    };
+    match note {
+        Some(note) if eval.verdict != gate::Verdict::Hold || eval.value.is_some() => Evaluation {
+            reason: format!("{}: {note}", eval.reason),
+            ..eval
+        },
+        _ => eval,
     }
 }
 
@@ -132,15 +175,7 @@ pub async fn evaluate_phase<S: Store>(
     let Some(phase) = plan.phase(kind) else {
         return Ok(Vec::new());
     };
-    let mut items: Vec<Item<'_>> = Vec::new();
-    items.extend(phase.exit.iter().map(|g| Item::Gate(g, "exit")));
-    if let Some(r) = &phase.require_peak {
-        items.push(Item::Peak(r));
-    }
-    if let Some(r) = &phase.require_deploy {
-        items.push(Item::Deploy(r));
-    }
-    items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
+    let items = phase_items(phase);
 
     // The Prometheus queries are asked while the store is read.
     let keys: Vec<GateKey<'_>> = items.iter().map(|i| (i.name(), i.kind())).collect();
@@ -182,20 +217,7 @@ pub async fn evaluate_phase<S: Store>(
                 evaluated_at_ms: Some(r.at_ms),
             })
             .unwrap_or_default();
-        let eval = match item {
-            Item::Gate(g, _) => gate::evaluate(g, &observation, mem, now_ms),
-            Item::Peak(r) => gate::evaluate_peak(r, &observation, mem),
-            Item::Deploy(_) => gate::evaluate_deploy(&observation, rec.entered_at_ms),
-        };
-        let eval = match note {
-            Some(note) if eval.verdict != gate::Verdict::Hold || eval.value.is_some() => {
-                Evaluation {
-                    reason: format!("{}: {note}", eval.reason),
-                    ..eval
-                }
-            }
-            _ => eval,
-        };
+        let eval = judge(item, &observation, mem, now_ms, rec.entered_at_ms, note);
         reports.push(GateReport {
             phase: kind.as_str().to_string(),
             name: item.name().to_string(),
@@ -315,7 +337,7 @@ async fn scrape_sources<S: Store>(
             Err(why) => {
                 out.insert(
                     source.to_string(),
-                    Err(format!("source {source} ({}): {why}", secret.reference)),
+                    Err(format!("source {source} ({}): {why}", secret.redacted())),
                 );
                 continue;
             }
@@ -359,7 +381,9 @@ async fn scrape_sources<S: Store>(
         let keep_ms = reach_ms.max(MIN_KEEP_MS);
         let reading = fetcher.scrape_parsed(url).await;
         let scraped = match &*reading {
-            Err(why) => Err(format!("source {source}: {why}")),
+            // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
+            // next to it names what to check.
+            Err(why) => Err(format!("source {}: {why}", named(source, secret))),
             Ok(parsed) => {
                 if let Some(first) = parsed.errors.first() {
                     let more = parsed.errors.len() - 1;
@@ -402,6 +426,9 @@ async fn scrape_sources<S: Store>(
                 }
             }
         };
+        // A line of the scraped text quoted in the reason may echo a credential of the URL.
+        let scraped =
+            scraped.map_err(|why| crate::redact::known(&why, crate::redact::secret_parts(url)));
         out.insert(source.to_string(), scraped);
         kept.push((source.to_string(), rounds, holds_from_ms));
     }
@@ -459,6 +486,15 @@ async fn observe(
     }
 }
 
+/// A source's name, with the plan's reference of its URL where it came from one
+/// (`prom (${PROM_URL})`).
+fn named(source: &str, url: &crate::plan::Secret) -> String {
+    match url.reference_shown() {
+        Some(reference) => format!("{source} ({reference})"),
+        None => source.to_string(),
+    }
+}
+
 /// One number from one source, or why not.
 async fn read_one(
     fetcher: &Fetcher,
@@ -473,11 +509,11 @@ async fn read_one(
         Some(Source::Prometheus { url }) => {
             let value = url
                 .value()
-                .map_err(|why| format!("source {source} ({}): {why}", url.reference))?;
+                .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;
             fetcher
                 .prometheus(value, query, now_ms)
                 .await
-                .map_err(|e| format!("source {source}: {e}"))
+                .map_err(|e| format!("source {}: {e}", named(source, url)))
         }
         Some(Source::DeadLetters { .. }) => Err(format!(
             "source {source}: a dead-letter export is read by its own gate"

@@ -446,11 +446,20 @@ impl<S: Store> Controller<'_, S> {
             // the error is noted, and the next command or daemon round where it resolves
             // publishes again.
             let put = match etcd.endpoint.value() {
-                Ok(endpoint) => self.fetcher.etcd_put(endpoint, &etcd.key, doc).await,
+                // The fetcher's error shows the endpoint redacted; the plan's reference
+                // (`${ETCD_URL}`) next to it names what to check.
+                Ok(endpoint) => self
+                    .fetcher
+                    .etcd_put(endpoint, &etcd.key, doc)
+                    .await
+                    .map_err(|e| match etcd.endpoint.reference_shown() {
+                        Some(reference) => format!("{e} (routing.etcd.endpoint: {reference})"),
+                        None => e,
+                    }),
                 Err(why) => Err(format!(
                     "cannot write the routing to etcd: routing.etcd.endpoint ({}) of the stored \
                      plan: {why}",
-                    etcd.endpoint.reference
+                    etcd.endpoint.redacted()
                 )),
             };
             if let Err(e) = put {

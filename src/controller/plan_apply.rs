@@ -77,7 +77,8 @@ impl<S: Store> Controller<'_, S> {
             new_hash: plan_hash(&yaml),
             old_path: rec.plan_path.clone(),
             new_path: abs.display().to_string(),
-            diff: plan_change::diff(&rec.plan_yaml, &yaml),
+            // Printed and journaled: secrets masked.
+            diff: plan_change::masked_diff(&rec.plan_yaml, &yaml, [&loaded.plan, &compiled.plan]),
             refused: plan_change::refusals(&loaded.plan, &compiled.plan, rec)
                 .iter()
                 .map(ToString::to_string)

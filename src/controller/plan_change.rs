@@ -191,7 +191,7 @@ fn publishers(old: &Plan, new: &Plan) -> Vec<Refusal> {
     let etcd = |p: &Plan| {
         p.routing.etcd.as_ref().map_or_else(
             || "none".to_string(),
-            |e| format!("{} key {}", e.endpoint.reference, e.key),
+            |e| format!("{} key {}", e.endpoint.redacted(), e.key),
         )
     };
     let etcd_target = |p: &Plan| {
@@ -256,7 +256,20 @@ fn routing_changes(a: &RoutingDocument, b: &RoutingDocument, state: State) -> Ve
         .collect()
 }
 
+/// [`diff`] as it may be shown and journaled: the credentials of every secret value of `plans`
+/// (the stored plan and the new one: [`Plan::secrets`], resolved) masked wherever they appear,
+/// and every URL's userinfo and query string ([`crate::redact::known`]). The journal is
+/// append-only: a password written there could never be removed.
+pub fn masked_diff(old: &str, new: &str, plans: [&Plan; 2]) -> String {
+    let parts = plans
+        .into_iter()
+        .flat_map(Plan::secrets)
+        .flat_map(|s| s.secret_parts());
+    crate::redact::known(&diff(old, new), parts)
+}
+
 /// A unified line diff of the stored plan text against the new one (3 lines of context).
+/// Unmasked: what is shown goes through [`masked_diff`].
 pub fn diff(old: &str, new: &str) -> String {
     TextDiff::from_lines(old, new)
         .unified_diff()

@@ -4,15 +4,18 @@
 //! An entry is used only while everything its compilation read is unchanged: the stored plan
 //! text, the plan's path (relative files are read from its directory), and every environment
 //! variable and `file:` secret the compiler asked the resolver for (each is asked again and
-//! compared; a secret file that changed recompiles, as it would have without the cache). A plan
-//! that does not compile is never kept: its errors come back at every tick, as before.
+//! compared; a secret file that changed recompiles, as it would have without the cache). A `file:`
+//! secret whose stamp ([`Resolve::file_stamp`]: size, times, inode, read without opening it) is
+//! unchanged is not read again: a daemon whose descriptors a flood of connections used up keeps
+//! its plans, and so its guards. A plan that does not compile is never kept: its errors come back
+//! at every tick, as before.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::machine::Ladder;
-use crate::plan::{self, Diagnostic, Plan, Resolve, SecretsMode};
+use crate::plan::{self, Diagnostic, FileStamp, Plan, Resolve, SecretsMode};
 use crate::store::MigrationRecord;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -27,16 +30,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Default)]
 struct Inputs {
     env: Vec<(String, Option<String>)>,
-    files: Vec<(PathBuf, Result<String, String>)>,
+    /// Each file read, its stamp just before, and what reading it gave.
+    files: Vec<(PathBuf, Option<FileStamp>, Result<String, String>)>,
 }
 
 impl Inputs {
     fn unchanged(&self, resolve: &dyn Resolve) -> bool {
         self.env.iter().all(|(name, v)| resolve.env(name) == *v)
-            && self
-                .files
-                .iter()
-                .all(|(path, content)| resolve.read_file(path) == *content)
+            && self.files.iter().all(|(path, stamp, content)| {
+                let same_stamp = stamp
+                    .as_ref()
+                    .is_some_and(|s| resolve.file_stamp(path).as_ref() == Some(s));
+                same_stamp || resolve.read_file(path) == *content
+            })
     }
 }
 
@@ -54,11 +60,17 @@ impl Resolve for Recording<'_> {
     }
 
     fn read_file(&self, path: &Path) -> Result<String, String> {
+        // Before reading: a change made during the read shows at the next comparison.
+        let stamp = self.inner.file_stamp(path);
         let content = self.inner.read_file(path);
         lock(&self.seen)
             .files
-            .push((path.to_path_buf(), content.clone()));
+            .push((path.to_path_buf(), stamp, content.clone()));
         content
+    }
+
+    fn file_stamp(&self, path: &Path) -> Option<FileStamp> {
+        self.inner.file_stamp(path)
     }
 }
 
@@ -362,6 +374,75 @@ mod tests {
         );
         let fresh = plan::compile(PLAN, Some(Path::new("/nowhere")), &env);
         assert!(matches!(&fresh, Ok(c) if c.plan == plan));
+    }
+
+    /// Regression: every tick read every `file:` secret again to check the kept plan, so a
+    /// daemon out of file descriptors ("Too many open files", a flood of idle connections) failed
+    /// its ticks and stopped checking its guards.
+    #[test]
+    fn a_file_secret_with_an_unchanged_stamp_is_not_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let secret = tmp.path().join("scrape-url");
+        std::fs::write(&secret, "http://127.0.0.1:2/metrics").unwrap();
+        let yaml = PLAN.replace(
+            "\"${QM_SCRAPE_URL}\"",
+            &format!("\"file:{}\"", secret.display()),
+        );
+        assert_ne!(yaml, PLAN);
+        /// The system's files, until `out_of_files` is set: then every read fails as a process
+        /// without a free descriptor does (stat still answers).
+        struct Files {
+            env: Env,
+            out_of_files: std::sync::atomic::AtomicBool,
+            reads: Mutex<usize>,
+        }
+        impl Resolve for Files {
+            fn env(&self, name: &str) -> Option<String> {
+                self.env.env(name)
+            }
+            fn read_file(&self, path: &Path) -> Result<String, String> {
+                *lock(&self.reads) += 1;
+                if self.out_of_files.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err("Too many open files (os error 24)".into());
+                }
+                plan::SystemResolve.read_file(path)
+            }
+            fn file_stamp(&self, path: &Path) -> Option<FileStamp> {
+                FileStamp::of(path)
+            }
+        }
+        let files = Files {
+            env: env(),
+            out_of_files: false.into(),
+            reads: Mutex::new(0),
+        };
+        let cache = PlanCache::default();
+        let url = |c: &PlanCache| {
+            c.compile(&record(&yaml), &files, SecretsMode::Required)
+                .map(|(p, _)| scrape_url(&p))
+        };
+        assert_eq!(url(&cache), Ok(Some("http://127.0.0.1:2/metrics".into())));
+        assert_eq!(*lock(&files.reads), 1);
+        files
+            .out_of_files
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..3 {
+            assert_eq!(
+                url(&cache),
+                Ok(Some("http://127.0.0.1:2/metrics".into())),
+                "the kept plan, without reading the secret"
+            );
+        }
+        assert_eq!(*lock(&files.reads), 1, "read once");
+        // A changed secret is read again (and compiled again).
+        files
+            .out_of_files
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        std::fs::write(&secret, "http://127.0.0.1:3/metrics/rotated").unwrap();
+        assert_eq!(
+            url(&cache),
+            Ok(Some("http://127.0.0.1:3/metrics/rotated".into()))
+        );
     }
 
     #[test]

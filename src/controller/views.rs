@@ -23,6 +23,12 @@ pub struct StatusView {
     /// Why the last publication failed (a publisher that is behind), until one succeeds.
     pub publish_error: Option<String>,
     pub gates: Vec<GateView>,
+    /// Why the stored plan does not compile with every secret resolved in the environment
+    /// that made this view (a daemon with that environment cannot load the migration and
+    /// answers `503` for its routing); absent when it compiles. Only a view made with deferred
+    /// secrets (the CLI's) has one: a daemon's cannot be made at all then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_error: Option<String>,
 }
 
 /// One journal entry as `history --json` and `GET .../history` show it.
@@ -79,6 +85,26 @@ impl<S: Store> Controller<'_, S> {
             routing_published: r.published_generation >= r.generation,
             publish_error: r.publish_error.clone(),
             gates: self.last_gates(loaded).await?,
+            plan_error: self.plan_error(r),
+        })
+    }
+
+    /// See [`StatusView::plan_error`].
+    fn plan_error(&self, record: &crate::store::MigrationRecord) -> Option<String> {
+        if self.secrets != crate::plan::SecretsMode::Deferred {
+            return None;
+        }
+        let strict = crate::controller::plans::compile_stored(
+            record,
+            self.resolve,
+            crate::plan::SecretsMode::Required,
+        );
+        strict.err().map(|diags| {
+            diags
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
         })
     }
 }

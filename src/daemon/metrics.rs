@@ -71,6 +71,11 @@ impl Metrics {
         });
     }
 
+    /// Whether this daemon leads, said between ticks (the lease ran out or was taken).
+    pub fn leading(&self, leader: bool) {
+        self.with(|m| m.leader = leader);
+    }
+
     pub fn routing(&self, doc: &RoutingDocument) {
         self.with(|m| {
             let g = m.migrations.entry(doc.migration.clone()).or_default();

@@ -11,6 +11,8 @@
 //! [`run`] takes its listener and a shutdown future, so that tests bind `127.0.0.1:0` and stop it
 //! when they want.
 
+pub mod console;
+pub mod http;
 pub mod hub;
 pub mod metrics;
 pub mod notify;
@@ -71,6 +73,8 @@ pub struct Config {
     pub confirm_complete: Vec<String>,
     /// The clock gates are evaluated against.
     pub clock: Clock,
+    /// The HTTP server's limits and timeouts.
+    pub http: http::Limits,
 }
 
 impl std::fmt::Debug for Config {
@@ -81,6 +85,7 @@ impl std::fmt::Debug for Config {
             .field("holder", &self.holder)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("confirm_complete", &self.confirm_complete)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +129,15 @@ pub struct Shared<S: Store> {
     pub leader: AtomicBool,
     /// Until when (wall clock, ms) this daemon's lease is valid; 0 when it holds none.
     lease_until: AtomicI64,
+    /// When (wall clock, ms) the store last answered a lease renewal; 0 never.
+    store_ok_at: AtomicI64,
+    /// Whether this daemon last said (log, metric) that it leads.
+    said_leading: AtomicBool,
+    /// Routing long-polls parked now, at most [`http::Limits::max_long_polls`].
+    pub long_polls: Arc<tokio::sync::Semaphore>,
+    /// Why a migration could not be loaded (its plan does not compile here), by name; cleared
+    /// when it loads again.
+    load_errors: Mutex<HashMap<String, String>>,
     /// Flips to true when the daemon stops: long-polls answer at once.
     pub stopping: watch::Sender<bool>,
     memo: Mutex<HashMap<String, Memo>>,
@@ -154,6 +168,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
         let fetcher = Fetcher::new(config.source_timeout)?
             .with_queries_per_request(config.queries_per_request);
         let notifier = Notifier::start(fetcher.client().clone());
+        let long_polls = config.http.max_long_polls;
         Ok(Arc::new(Shared {
             store,
             fetcher,
@@ -164,6 +179,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
             config,
             leader: AtomicBool::new(false),
             lease_until: AtomicI64::new(0),
+            store_ok_at: AtomicI64::new(0),
+            said_leading: AtomicBool::new(false),
+            long_polls: Arc::new(tokio::sync::Semaphore::new(long_polls)),
+            load_errors: Mutex::new(HashMap::new()),
             stopping: watch::Sender::new(false),
             memo: Mutex::new(HashMap::new()),
             watch_mark: Mutex::new(None),
@@ -308,8 +327,59 @@ impl<S: Store + Clone + 'static> Shared<S> {
             _ => c.load_cached(name, &self.plans).await,
         };
         match loaded {
-            Ok(loaded) => self.observe(c, &loaded).await,
-            Err(e) => tracing::warn!(migration = name, "cannot load: {e}"),
+            Ok(loaded) => {
+                self.set_load_error(name, None);
+                self.observe(c, &loaded).await;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                // Said once per distinct reason, not at every watch.
+                if self.set_load_error(name, Some(why.clone())) {
+                    tracing::warn!(migration = name, "cannot load: {why}");
+                }
+            }
+        }
+    }
+
+    /// Note why `name` cannot be loaded (`None`: it loads); whether that is news.
+    fn set_load_error(&self, name: &str, why: Option<String>) -> bool {
+        let mut errors = self
+            .load_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match why {
+            Some(why) => errors.insert(name.to_string(), why.clone()).as_ref() != Some(&why),
+            None => errors.remove(name).is_some(),
+        }
+    }
+
+    /// Why `name` could not be loaded when last tried, if it could not.
+    pub fn load_error(&self, name: &str) -> Option<String> {
+        self.load_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Whether the store answered a lease renewal within the last lease period.
+    pub fn store_works(&self) -> bool {
+        let at = self.store_ok_at.load(Ordering::SeqCst);
+        let ttl = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+        at > 0 && crate::time::now_ms() - at <= ttl
+    }
+
+    /// Say (log, metric) whether this daemon leads now, when that changed: `lost the lease` as
+    /// soon as the lease ran out, not at the next tick (which may wait on a store gone away).
+    fn say_leading(&self, why_not: Option<&str>) {
+        let leading = self.is_leader();
+        self.metrics.leading(leading);
+        let said = self.said_leading.swap(leading, Ordering::SeqCst);
+        if said && !leading {
+            match why_not {
+                Some(why) => tracing::warn!("lost the lease: standing by ({why})"),
+                None => tracing::warn!("lost the lease: standing by"),
+            }
         }
     }
 
@@ -404,11 +474,7 @@ pub async fn run<S: Store + Clone + 'static>(
         let _ = rx.wait_for(|s| *s).await;
     };
     let app = server::router(shared.clone());
-    let server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
+    let server = tokio::spawn(http::serve(listener, app, config.http, stop_rx.clone()));
     let watcher = {
         let shared = shared.clone();
         let stop = stop_rx.clone();
@@ -434,6 +500,8 @@ pub async fn run<S: Store + Clone + 'static>(
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
                     _ = every.tick() => renew(&shared).await,
+                    // The lease runs out between two renewals when the store does not answer.
+                    () = lease_runs_out(&shared) => shared.say_leading(Some("not renewed in time")),
                 }
             }
         })
@@ -459,7 +527,8 @@ pub async fn run<S: Store + Clone + 'static>(
                     #[cfg(feature = "brokers")]
                     shared.probes.stop_all();
                 }
-                shared.metrics.tick(leading, started.elapsed());
+                // As of now: a tick that waited on a store gone away no longer leads.
+                shared.metrics.tick(shared.is_leader(), started.elapsed());
             }
         }
     }
@@ -482,35 +551,64 @@ pub async fn run<S: Store + Clone + 'static>(
     }
 }
 
-/// Renew (or take) the lease and note until when it is ours.
+/// Renew (or take) the lease and note until when it is ours. A store that does not answer
+/// within a third of the lease period is a failed renewal (the next one is due then).
 async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let now = crate::time::now_ms();
     let ttl = i64::try_from(shared.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
     let had = shared.lease_until.load(Ordering::SeqCst) > now;
-    match shared
-        .store
-        .acquire_lease(LEASE, &shared.config.holder, now, ttl)
-        .await
-    {
-        Ok(lease) if lease.holder == shared.config.holder => {
+    let asked = tokio::time::timeout(
+        shared.config.lease_ttl / 3,
+        shared
+            .store
+            .acquire_lease(LEASE, &shared.config.holder, now, ttl),
+    )
+    .await;
+    match asked {
+        Ok(Ok(lease)) if lease.holder == shared.config.holder => {
+            shared.store_ok_at.store(now, Ordering::SeqCst);
             if !had {
                 tracing::info!(holder = %lease.holder, "holding the lease: this controller acts");
             }
             shared
                 .lease_until
                 .store(lease.expires_at_ms, Ordering::SeqCst);
+            shared.say_leading(None);
         }
-        Ok(lease) => {
-            if had {
-                tracing::warn!(holder = %lease.holder, "lost the lease: standing by");
-            }
+        Ok(Ok(lease)) => {
+            shared.store_ok_at.store(now, Ordering::SeqCst);
             shared.lease_until.store(0, Ordering::SeqCst);
+            shared.say_leading(Some(&format!("{} holds it", lease.holder)));
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
             shared.probes.stop_all();
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
-        Err(e) => tracing::warn!("cannot renew the lease: {e}"),
+        Ok(Err(e)) => {
+            tracing::warn!("cannot renew the lease: {e}");
+            shared.say_leading(Some(&format!("cannot renew it: {e}")));
+        }
+        Err(_) => {
+            tracing::warn!(
+                "cannot renew the lease: the store did not answer within {}",
+                crate::time::human(shared.config.lease_ttl / 3)
+            );
+            shared.say_leading(Some("the store did not answer in time"));
+        }
+    }
+}
+
+/// Resolves when the lease this daemon said it holds runs out by its clock (never while it does
+/// not lead, or leads by its caller's say-so).
+async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
+    if shared.leader.load(Ordering::SeqCst) || !shared.said_leading.load(Ordering::SeqCst) {
+        return std::future::pending().await;
+    }
+    let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap_or(0);
+    let until = shared.lease_until.load(Ordering::SeqCst) - margin;
+    let wait = until.saturating_sub(crate::time::now_ms());
+    if let Ok(wait) = u64::try_from(wait) {
+        tokio::time::sleep(Duration::from_millis(wait + 1)).await;
     }
 }
 

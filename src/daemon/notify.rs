@@ -4,7 +4,8 @@
 //! - The daemon's loop never waits for a webhook: events go through a bounded queue; when the
 //!   queue is full the event is dropped and counted (a stuck receiver cannot stall a migration).
 //! - A failed delivery is tried 5 times, waiting 1 s, 2 s, 4 s and 8 s between attempts, then given
-//!   up, logged and counted (`queue_migrate_webhook_failures_total`).
+//!   up, logged and counted (`queue_migrate_webhook_failures_total`). The log line shows the
+//!   webhook's URL and the client's error redacted ([`crate::redact`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,8 +88,13 @@ impl Notifier {
         }
     }
 
-    /// Queue an event for `hooks` (nothing when there are none). Never waits.
-    pub fn send(&self, hooks: &[Webhook], event: Event) {
+    /// Queue an event for `hooks` (nothing when there are none). Never waits. Its `text` is
+    /// logged and sent on one line ([`crate::oneline::escape`]); `details` keep the free text as
+    /// given (JSON escapes it).
+    pub fn send(&self, hooks: &[Webhook], mut event: Event) {
+        if let std::borrow::Cow::Owned(one) = crate::oneline::escape(&event.text) {
+            event.text = one;
+        }
         tracing::info!(migration = %event.migration, "{}", event.text);
         if hooks.is_empty() {
             return;
@@ -119,7 +125,13 @@ async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Res
         match req.send().await {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => last = format!("HTTP {}", r.status()),
-            Err(e) => last = e.to_string(),
+            // reqwest quotes the whole URL, credentials included: redacted.
+            Err(e) => {
+                last = crate::redact::known(
+                    &crate::redact::error(&e),
+                    crate::redact::secret_parts(url),
+                )
+            }
         }
         if attempt < ATTEMPTS {
             tokio::time::sleep(delay).await;

@@ -636,6 +636,7 @@ mod tests {
             read_only_api: false,
             confirm_complete: vec![],
             clock,
+            http: crate::daemon::http::Limits::default(),
         };
         let mut shared = Shared::new(store, config, Arc::new(Env)).unwrap();
         if let Some(fake) = fake {

@@ -2,16 +2,18 @@
 //!
 //! Reads: `GET /v1/migrations`, `/v1/migrations/{name}`, `/v1/migrations/{name}/history`,
 //! `/v1/migrations/{name}/routing` (ETag, long-poll with `If-None-Match` and `?wait=30s`),
-//! `/metrics`, `/healthz`. Mutations: `POST /v1/migrations/{name}/{advance|rollback|pause|resume|abort}`
-//! with `{"reason": "...", "force": false, "confirm": "NAME"}` and `Authorization: Bearer <token>`,
-//! answered only by the active controller.
+//! `/metrics`, `/healthz` (liveness), `/readyz` (the active controller with a working store).
+//! Mutations: `POST /v1/migrations/{name}/{advance|rollback|pause|resume|abort}` with
+//! `{"reason": "...", "force": false, "confirm": "NAME"}` and `Authorization: Bearer <token>`,
+//! answered only by the active controller. Without a token a mutation must also come from this
+//! machine and not from a web page ([`cross_site`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -29,18 +31,27 @@ use crate::store::{Store, StoreError};
 /// The longest a long-poll may wait.
 pub const MAX_WAIT: Duration = Duration::from_secs(120);
 
+/// The largest mutation body read (`413` beyond).
+pub const MAX_BODY: usize = 64 * 1024;
+
 type App<S> = State<Arc<Shared<S>>>;
 
 /// The API's routes.
 pub fn router<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) -> Router {
     Router::new()
         .route("/healthz", get(healthz::<S>))
+        .route("/readyz", get(readyz::<S>))
         .route("/metrics", get(metrics::<S>))
         .route("/v1/migrations", get(list::<S>))
         .route("/v1/migrations/{name}", get(one::<S>))
         .route("/v1/migrations/{name}/history", get(history::<S>))
         .route("/v1/migrations/{name}/routing", get(routing::<S>))
-        .route("/v1/migrations/{name}/{action}", post(mutate::<S>))
+        .route(
+            "/v1/migrations/{name}/{action}",
+            post(mutate::<S>).layer(axum::extract::DefaultBodyLimit::max(MAX_BODY)),
+        )
+        // The web console (`/`, `/migrations/{name}`) and the evaluations its charts read.
+        .merge(super::console::routes::<S>())
         .with_state(shared)
 }
 
@@ -76,6 +87,40 @@ async fn healthz<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
         "ticks": s.metrics.ticks(),
     }))
     .into_response()
+}
+
+/// `200` only on the active controller (it holds the lease) whose store answered within the
+/// last lease period; `?standby=true` also on a standby whose store answers (a replica that may
+/// serve reads). `503` otherwise, with the reason.
+async fn readyz<S: Store + Clone + 'static>(
+    State(s): App<S>,
+    Query(q): Query<ReadyQuery>,
+) -> Response {
+    let leader = s.is_leader();
+    let store = s.store_works();
+    let ready = store && (leader || q.standby.unwrap_or(false));
+    let why = if !store {
+        Some("the store did not answer within the last lease period")
+    } else if !ready {
+        Some("this controller is standing by (another one holds the lease)")
+    } else {
+        None
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let mut body = json!({ "ready": ready, "leader": leader, "store": store });
+    if let Some(why) = why {
+        body["error"] = json!(why);
+    }
+    (status, Json(body)).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct ReadyQuery {
+    standby: Option<bool>,
 }
 
 fn render_metrics<S: Store + Clone + 'static>(s: &Shared<S>) -> String {
@@ -159,6 +204,13 @@ async fn routing<S: Store + Clone + 'static>(
         // Not seen yet: maybe created a moment ago.
         s.watch_once().await;
         let Some(rx) = s.hub.subscribe(&name) else {
+            // In the store but not loadable here (its plan does not compile in this daemon's
+            // environment): say why; producers keep their routing and retry.
+            if let Some(why) = s.load_error(&name) {
+                return super::http::unavailable(&format!(
+                    "{name}: this daemon cannot load the migration: {why}"
+                ));
+            }
             return error(
                 StatusCode::NOT_FOUND,
                 format!("no migration named {name:?} in this store"),
@@ -187,6 +239,13 @@ async fn routing<S: Store + Clone + 'static>(
     drop(published);
     let Some(wait) = wait else {
         return not_modified(current);
+    };
+    // Parked long-polls are capped: one more is told to come back.
+    let Ok(_parked) = s.long_polls.clone().try_acquire_owned() else {
+        return super::http::unavailable(&format!(
+            "this daemon parks at most {} long-polls at once (--http-max-long-polls): retry shortly",
+            s.config.http.max_long_polls
+        ));
     };
     let mut stopping = s.stopping.subscribe();
     tokio::select! {
@@ -241,14 +300,118 @@ fn token_matches(presented: &str, ours: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The host part of a `Host` header or of an `Origin`'s authority (`[::1]:8480` → `::1`).
+fn host_part(authority: &str) -> &str {
+    let authority = authority.trim();
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    authority.split(':').next().unwrap_or(authority)
+}
+
+/// Whether a host name is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a mutation that a web page could have sent is refused, if it is: a foreign `Origin` (one
+/// that is not the `Host` the request was sent to) or `Sec-Fetch-Site: cross-site` always; and
+/// when the daemon has no token, a `Host` that is not loopback (DNS rebinding: a name the
+/// attacker controls that resolves to 127.0.0.1) and a body type other than JSON (a page can
+/// send a form or `text/plain` without asking the browser's leave; JSON it cannot).
+fn cross_site(headers: &HeaderMap, has_token: bool) -> Option<Response> {
+    let text = |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("?"));
+    let host = text(header::HOST);
+    if let Some(origin) = text(header::ORIGIN) {
+        let origin_authority = origin
+            .split_once("://")
+            .map(|(_, rest)| rest.trim_end_matches('/'));
+        let same = match (origin_authority, host) {
+            (Some(o), Some(h)) => o.eq_ignore_ascii_case(h.trim()),
+            _ => false,
+        };
+        if !same {
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "cross-site request refused: Origin {origin:?} is not this daemon; send mutations from the CLI or a script, not a web page"
+                ),
+            ));
+        }
+    }
+    if text(header::HeaderName::from_static("sec-fetch-site")) == Some("cross-site") {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "cross-site request refused (Sec-Fetch-Site: cross-site)",
+        ));
+    }
+    if has_token {
+        return None;
+    }
+    if !host.is_some_and(|h| is_loopback_host(host_part(h))) {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "without a token, mutations are accepted only for a loopback Host (127.0.0.1, localhost, [::1]), not {}; or set MIGRATE_API_TOKEN",
+                host.map_or_else(|| "none".to_string(), |h| format!("{h:?}"))
+            ),
+        ));
+    }
+    if !is_json(headers) {
+        return Some(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "without a token, a mutation must be sent with `Content-Type: application/json` (a body is optional)",
+        ));
+    }
+    None
+}
+
+/// Whether the request says its body is JSON.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The mutation's body: none (or empty) is `{}`; else JSON, checked only once the caller may
+/// mutate (an unauthenticated caller learns nothing of the fields).
+fn mutation_body(headers: &HeaderMap, body: &Bytes) -> Result<MutationBody, (StatusCode, String)> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(MutationBody::default());
+    }
+    if !is_json(headers) {
+        return Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a body must be sent with `Content-Type: application/json`".into(),
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        let status = if e.is_data() {
+            StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        (status, format!("the request body: {e}"))
+    })
+}
+
 async fn mutate<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path((name, action)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Option<Json<MutationBody>>,
+    body: Bytes,
 ) -> Response {
     if s.config.read_only_api {
         return error(StatusCode::FORBIDDEN, "this API is read-only (--read-only)");
+    }
+    if let Some(refused) = cross_site(&headers, s.config.token.is_some()) {
+        return refused;
     }
     if let Some(token) = &s.config.token {
         let presented = headers
@@ -274,7 +437,10 @@ async fn mutate<S: Store + Clone + 'static>(
             "this controller is standing by; send mutations to the active one (see /healthz)",
         );
     }
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let body = match mutation_body(&headers, &body) {
+        Ok(b) => b,
+        Err((status, why)) => return error(status, why),
+    };
     let actor = Actor {
         name: format!("api:{}", s.config.holder),
         reason: body.reason.clone(),

@@ -1,4 +1,5 @@
-//! The three alert signals of seed 001, computed from a triage and rendered as Prometheus text.
+//! The three alert signals of the dead-letter article, computed from a triage and rendered as
+//! Prometheus text.
 //!
 //! A depth threshold fails at both ends (it fires on every incident, or never on a leak of ten a
 //! day), so instead:
@@ -6,9 +7,9 @@
 //!   last window, per minute: catches the incident while it happens; the only one worth waking
 //!   someone for;
 //! - **new signatures** (`dlq_new_signatures`, and `dlq_new_signature_info{signature=...} 1` for at
-//!   most `max_info` of them, the largest first, so the label set stays bounded) — a signature first
-//!   seen within `new_for` and never decided: a defect shipped with today's deploy; a task, not a
-//!   page;
+//!   most `max_info` of them, the largest first, so the label set stays bounded) — a signature
+//!   first seen within `new_for` and never decided: a defect shipped with today's deploy; a task,
+//!   not a page;
 //! - **age of the oldest unclosed dead letter** (`dlq_oldest_unclosed_age_seconds`) — grows
 //!   steadily while nobody looks, whatever the volume: catches the slow leak. 0 when nothing is
 //!   open.

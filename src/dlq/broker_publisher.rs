@@ -126,10 +126,12 @@ impl BrokerPublisher {
             Side::New => &mut self.new,
         };
         let queue = endpoint.queue.clone();
+        // No connection: certainly not sent (a later run sends it); a publish that is not
+        // confirmed may have been stored (in doubt).
         let adapter = endpoint
             .adapter(side)
             .await
-            .map_err(|e| PublishError::Broker(e.to_string()))?;
+            .map_err(|e| PublishError::Unreachable(e.to_string()))?;
         adapter
             .publish(&queue, &routed.message)
             .await
@@ -217,7 +219,14 @@ mod tests {
         let other = dead(r#"{"orderId":"L","version":1}"#);
 
         let first = publisher.publish(&ReplayMessage::of(&v3)).await;
-        assert!(matches!(first, Err(PublishError::Broker(_))), "{first:?}");
+        assert!(
+            matches!(first, Err(PublishError::Unreachable(_))),
+            "{first:?}"
+        );
+        assert!(
+            first.as_ref().is_err_and(PublishError::certainly_not_sent),
+            "a broker that cannot be reached got nothing: a re-run sends it"
+        );
         let second = publisher.publish(&ReplayMessage::of(&v4)).await;
         match second {
             Err(PublishError::KeyHeld(key)) => assert_eq!(key, "K"),
@@ -225,7 +234,10 @@ mod tests {
         }
         // Another key is still tried: it fails only because the broker is down.
         let third = publisher.publish(&ReplayMessage::of(&other)).await;
-        assert!(matches!(third, Err(PublishError::Broker(_))), "{third:?}");
+        assert!(
+            matches!(third, Err(PublishError::Unreachable(_))),
+            "{third:?}"
+        );
         assert!(
             PublishError::KeyHeld("K".into())
                 .to_string()

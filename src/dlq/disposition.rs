@@ -1,4 +1,4 @@
-//! Dispositions: recorded decisions about a group (seed 001's `closeGroup` and
+//! Dispositions: recorded decisions about a group (the dead-letter article's `closeGroup` and
 //! `splitAgainstHistory`), pure.
 //!
 //! Closing is a decision with a reason from a closed list, who and when — not a delete: "the
@@ -6,13 +6,13 @@
 //! the end is recorded too (action `replay`) for each group every message of which it published,
 //! so that the drain gate can tell a replayed group from an open one.
 //!
-//! Matching against history is **by signature alone**, as in the seed: a signature closed as
+//! Matching against history is **by signature alone**, as in the article: a signature closed as
 //! `fixed_in_code` for consumer 2.13 that shows up with 2.14 is the finding that matters (the fix
 //! did not catch every case), so the class and version do not have to match. When a signature has
-//! several decisions, the last one recorded counts (the seed builds a `Map`: later entries win).
+//! several decisions, the last one recorded counts (the article builds a `Map`: later entries win).
 //!
-//! The seed splits into `recurring` (decided before) and `fresh`. Here the seed's `recurring` is
-//! cut in two: **recurring** — entries first attempted after what the decision covered (its
+//! The article splits into `recurring` (decided before) and `fresh`. Here the article's `recurring`
+//! is cut in two: **recurring** — entries first attempted after what the decision covered (its
 //! `lastSeen`, or its time when it has none): the signature came back; and **covered** — every
 //! entry was already there when the decision was taken (the same entries, still in the queue).
 
@@ -58,7 +58,7 @@ pub enum CloseReason {
 }
 
 impl CloseReason {
-    /// Every reason, in the seed's order.
+    /// Every reason, in the article's order.
     pub const ALL: [CloseReason; 5] = [
         CloseReason::EntityDeleted,
         CloseReason::WindowExpired,
@@ -135,7 +135,7 @@ impl Action {
     }
 }
 
-/// One recorded decision (the seed's `recordDisposition` argument, plus the queue, the action,
+/// One recorded decision (the article's `recordDisposition` argument, plus the queue, the action,
 /// the signature version and a note).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Disposition {
@@ -168,7 +168,7 @@ pub struct Disposition {
 }
 
 impl Disposition {
-    /// Close `group` (the seed's `closeGroup`, without the store).
+    /// Close `group` (the article's `closeGroup`, without the store).
     ///
     /// # Errors
     /// [`DispositionError::NoDecider`] for an empty `decided_by`.
@@ -312,7 +312,7 @@ pub struct WithPrevious<'a> {
     /// The group.
     #[serde(flatten)]
     pub group: &'a Group,
-    /// The decision (the seed's `previousDisposition`).
+    /// The decision (the article's `previousDisposition`).
     #[serde(rename = "previousDisposition")]
     pub previous: &'a Disposition,
 }

@@ -1,5 +1,5 @@
-//! The dead-letter envelope of seed 001, written by a consumer at the moment it gives up on a
-//! message, and read back by triage, replay and the drain gate.
+//! The dead-letter envelope of the dead-letter article, written by a consumer at the moment it
+//! gives up on a message, and read back by triage, replay and the drain gate.
 //!
 //! # The JSON form (one object per line in an export)
 //!
@@ -10,18 +10,18 @@
 //!  "deadLetteredAt":"2026-03-02T10:16:30.512Z"}
 //! ```
 //!
-//! The field names are the seed's, in camelCase. Unknown fields are ignored (and not kept).
+//! The field names are the article's, in camelCase. Unknown fields are ignored (and not kept).
 //!
 //! - `payload` — the message body byte for byte. JSON cannot carry arbitrary bytes, so:
 //!   a body that is valid UTF-8 is written as a JSON **string**; any other body is written as an
 //!   object with one key, `{"base64": "<standard alphabet, padded>"}`. Reading accepts both, and
-//!   also Node's `Buffer#toJSON` form `{"type":"Buffer","data":[...]}` (what the seed's JS writes
-//!   when the body is a `Buffer`). Any other JSON value (an object that a JS consumer put there
-//!   after parsing the body, a number...) is kept as that JSON value ([`Payload::Json`]) and
+//!   also Node's `Buffer#toJSON` form `{"type":"Buffer","data":[...]}` (what the article's JS
+//!   writes when the body is a `Buffer`). Any other JSON value (an object that a JS consumer put
+//!   there after parsing the body, a number...) is kept as that JSON value ([`Payload::Json`]) and
 //!   republished as its compact JSON text; it round-trips as a value, key order aside. Bytes
 //!   round-trip exactly: `Payload::Bytes(b)` → JSON → `Payload::Bytes(b)`.
 //! - `errorClass` — from an [`ErrorClassifier`] ([`SeedClassifier`] by default).
-//! - `errorMessage` — cut like the seed's `slice(0, 500)`: at 500 UTF-16 code units, so that an
+//! - `errorMessage` — cut like the article's `slice(0, 500)`: at 500 UTF-16 code units, so that an
 //!   envelope written here and one written by a JS consumer agree; where that cut would split a
 //!   surrogate pair we stop one unit earlier (JS would keep half a character). Reading accepts
 //!   what JS writes in that case (a lone surrogate escape such as `\ud83d`, which Rust strings
@@ -29,7 +29,8 @@
 //! - `consumerVersion`, `traceId` (string or null), `attempts` (a non-negative integer).
 //! - `firstAttemptAt`, `deadLetteredAt` — instants as `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`
 //!   (see [`parse_timestamp`]); the builder writes UTC with milliseconds, as JS `toISOString()`
-//!   does, so that comparing them as strings (which the seed's triage does) is comparing instants.
+//!   does, so that comparing them as strings (which the article's triage does) is comparing
+//!   instants.
 //!
 //! A line is a valid envelope when it is UTF-8, parses as one JSON object, has every field above
 //! with its type (`traceId` may be absent), and both instants parse.
@@ -41,7 +42,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
-/// The seed's `MAX_ERROR_MESSAGE`, in UTF-16 code units (JS string length).
+/// The article's `MAX_ERROR_MESSAGE`, in UTF-16 code units (JS string length).
 pub const MAX_ERROR_MESSAGE: usize = 500;
 
 /// Errors of the envelope: reading one, or an instant in it.
@@ -530,7 +531,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for PayloadLean<'a> {
 // The envelope
 // ---------------------------------------------------------------------------------------------
 
-/// One dead letter (seed 001's `buildDeadLetter` result).
+/// One dead letter (the dead-letter article's `buildDeadLetter` result).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeadLetter {
     /// The original body, byte for byte.
@@ -808,7 +809,7 @@ impl<A: ErrorClassifier, B: ErrorClassifier> ErrorClassifier for Chain<A, B> {
     }
 }
 
-/// The seed's `classifyError`: always answers.
+/// The article's `classifyError`: always answers.
 ///
 /// `ValidationError` → `validation`, `TimeoutError` → `dependency_timeout`, status 404 →
 /// `reference_not_found`, status ≥ 500 → `dependency_unavailable`, else `unknown`.
@@ -848,8 +849,9 @@ impl FailedMessage<'_> {
     }
 }
 
-/// Builds envelopes at dead-letter time (seed 001's `buildDeadLetter`), with a classifier the
-/// consumer can extend: `DeadLetterBuilder::new("2.14.0").classifier(my_rules.or(SeedClassifier))`.
+/// Builds envelopes at dead-letter time (the dead-letter article's `buildDeadLetter`), with a
+/// classifier the consumer can extend:
+/// `DeadLetterBuilder::new("2.14.0").classifier(my_rules.or(SeedClassifier))`.
 #[derive(Debug, Clone)]
 pub struct DeadLetterBuilder<C = SeedClassifier> {
     consumer_version: String,
@@ -857,7 +859,7 @@ pub struct DeadLetterBuilder<C = SeedClassifier> {
 }
 
 impl DeadLetterBuilder<SeedClassifier> {
-    /// A builder for this consumer build, with the seed's classifier.
+    /// A builder for this consumer build, with the article's classifier.
     pub fn new(consumer_version: impl Into<String>) -> Self {
         DeadLetterBuilder {
             consumer_version: consumer_version.into(),
@@ -867,7 +869,7 @@ impl DeadLetterBuilder<SeedClassifier> {
 }
 
 impl<C: ErrorClassifier> DeadLetterBuilder<C> {
-    /// Use another classifier (chain it with `.or(SeedClassifier)` to keep the seed's rules as
+    /// Use another classifier (chain it with `.or(SeedClassifier)` to keep the article's rules as
     /// the fallback; a classifier that answers `None` for everything yields `unknown`).
     pub fn classifier<N: ErrorClassifier>(self, classifier: N) -> DeadLetterBuilder<N> {
         DeadLetterBuilder {

@@ -1,13 +1,13 @@
 //! Realistic dead-letter exports, generated deterministically from a seed: for tests, the
 //! benchmark and rehearsals (`migrate dlq generate`, hidden).
 //!
-//! The shape follows what seed 001 says real queues look like: a concentrated distribution (a
-//! handful of causes hold most entries: an incident of two hours, a live defect spread over the
-//! whole period, a retired producer...) and a long tail of one-offs. On request: tricky messages
-//! (UUIDs in both cases, digits inside words, nested and escaped quotes, multibyte text, an emoji
-//! across the 120-unit cut, a lone surrogate as a JS writer leaves it), binary (non-UTF-8)
-//! payloads, and corrupt lines (truncated JSON, a non-UTF-8 line, a missing field, an impossible
-//! date, something that is not an object).
+//! The shape follows what the dead-letter article says real queues look like: a concentrated
+//! distribution (a handful of causes hold most entries: an incident of two hours, a live defect
+//! spread over the whole period, a retired producer...) and a long tail of one-offs. On request:
+//! tricky messages (UUIDs in both cases, digits inside words, nested and escaped quotes, multibyte
+//! text, an emoji across the 120-unit cut, a lone surrogate as a JS writer leaves it), binary
+//! (non-UTF-8) payloads, and corrupt lines (truncated JSON, a non-UTF-8 line, a missing field, an
+//! impossible date, something that is not an object).
 
 use super::envelope::{Payload, base64_encode, format_timestamp};
 

@@ -20,7 +20,7 @@
 //! - [`report`] — the weekly review in Markdown.
 //! - [`generate`] — realistic exports from a seed, for tests, benchmarks and rehearsals.
 //!
-//! Shell: `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions and seen signatures in SQLite) and `cli::dlq`
+//! Shell: `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions, seen signatures and the replay ledger in the state store, SQLite or PostgreSQL) and `cli::dlq`
 //! (`migrate dlq ...`). See `docs/dlq.md`.
 
 pub mod alerts;

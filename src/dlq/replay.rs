@@ -19,6 +19,11 @@
 //!   are known to have gone out ([`ResumePoint`]): a later run given that number as `skip`
 //!   neither loses an entry nor, when no failure came before the stop, sends one twice.
 //!
+//! - **never twice** — [`run_recorded`] claims each entry in a [`Ledger`] before publishing it
+//!   and settles the claim once the outcome is known (flushed, for NDJSON): a later run skips
+//!   what went out, and does not send again what was never settled (in doubt). A ledger that
+//!   cannot record stops the run before the publish ([`Outcome::NotRecorded`]).
+//!
 //! [`ReplayMachine`] is the decision logic, pure (time is an argument). [`run`] drives it with a
 //! [`Publisher`] and a [`Pacer`] (the clock and sleeping), both traits, so tests run it on a fake
 //! clock. [`NdjsonPublisher`] writes each message as one JSON line to any `Write`;
@@ -68,6 +73,17 @@ pub enum PublishError {
          run the replay again once the cause is fixed"
     )]
     KeyHeld(String),
+    /// The broker cannot be reached (no connection): the message was not sent.
+    #[error("not sent, so not confirmed: {0}")]
+    Unreachable(String),
+}
+
+impl PublishError {
+    /// The message certainly did not go out (a later run may send it): everything but a publish
+    /// the broker did not confirm ([`PublishError::Broker`]), which may have been stored.
+    pub fn certainly_not_sent(&self) -> bool {
+        !matches!(self, PublishError::Broker(_))
+    }
 }
 
 /// How to replay.
@@ -154,8 +170,12 @@ pub struct ReplayStats {
     /// ([`PublishError::KeyHeld`]): consequences of that failure, not failures of their own, so
     /// not counted in [`ReplayStats::failure_rate`].
     pub held: u64,
-    /// Skipped as sent by an earlier run (`skip`, and the canary batch on `--continue`).
+    /// Skipped as sent by an earlier run (`skip`, the canary batch on `--continue`, and what
+    /// the [`Ledger`] records as sent).
     pub skipped: u64,
+    /// Not sent because an earlier run claimed them in the [`Ledger`] and never learnt whether
+    /// they went out ([`Recorded::InDoubt`]).
+    pub in_doubt: u64,
 }
 
 impl ReplayStats {
@@ -199,6 +219,13 @@ pub enum Outcome {
         first_attempt_at: String,
         /// How old (ms).
         age_ms: i64,
+    },
+    /// The [`Ledger`] could not record what the run was about to send, or that it went out:
+    /// the run stopped there (nothing after it was published; before the first claim, nothing
+    /// at all).
+    NotRecorded {
+        /// The ledger's error.
+        error: String,
     },
     /// An entry's age cannot be computed (its `firstAttemptAt` does not parse, or is so far from
     /// now that the difference overflows): the validity guard cannot vouch for it.
@@ -349,6 +376,28 @@ impl ReplayMachine {
     /// position, where a later run resumes, is before it.
     pub fn held(&mut self) {
         self.stats.held += 1;
+    }
+
+    /// Record an admitted entry the [`Ledger`] says an earlier run sent: skipped, like those
+    /// skipped by position; it takes no pacing slot.
+    pub fn sent_earlier(&mut self) {
+        self.stats.skipped += 1;
+    }
+
+    /// Record an admitted entry the [`Ledger`] holds in doubt: not sent, not a failure of this
+    /// run, but no later run may skip it by position.
+    pub fn in_doubt(&mut self) {
+        self.stats.in_doubt += 1;
+        self.first_failure
+            .get_or_insert(self.seen.saturating_sub(1));
+    }
+
+    /// Record that the message just written could not be flushed: it did not go out whole, and
+    /// the run stops (a failure; a later run resumes at it).
+    pub fn flush_failed(&mut self) {
+        self.stats.failed += 1;
+        self.first_failure
+            .get_or_insert(self.seen.saturating_sub(1));
     }
 
     /// Record the result of the message just published; `more` says whether entries remain.
@@ -527,6 +576,8 @@ pub struct GroupCount {
     pub first_seen: Option<String>,
     /// The largest `firstAttemptAt` of the published entries.
     pub last_seen: Option<String>,
+    /// Not sent because the [`Ledger`] holds them in doubt.
+    pub in_doubt: u64,
 }
 
 /// Per group (`K`, e.g. class, version and signature), what a run published and what failed, to
@@ -567,28 +618,86 @@ impl<K: Ord + Clone> GroupTally<K> {
         }
     }
 
-    /// The groups every message of which this run published (none failed), in key order: what
-    /// a completed run records as replayed.
+    /// Count an entry of group `key` the [`Ledger`] holds in doubt: the group stays open.
+    pub fn observe_in_doubt(&mut self, key: &K) {
+        match self.groups.get_mut(key) {
+            Some(c) => c.in_doubt += 1,
+            None => {
+                self.groups.entry(key.clone()).or_default().in_doubt = 1;
+            }
+        }
+    }
+
+    /// Add what `other` counted (e.g. what the ledger says earlier runs sent).
+    pub fn merge(&mut self, other: GroupTally<K>) {
+        for (key, o) in other.groups {
+            let c = self.groups.entry(key).or_default();
+            c.published += o.published;
+            c.failed += o.failed;
+            c.in_doubt += o.in_doubt;
+            if let Some(f) = o.first_seen
+                && c.first_seen.as_ref().is_none_or(|mine| f < *mine)
+            {
+                c.first_seen = Some(f);
+            }
+            if let Some(l) = o.last_seen
+                && c.last_seen.as_ref().is_none_or(|mine| l > *mine)
+            {
+                c.last_seen = Some(l);
+            }
+        }
+    }
+
+    /// The groups every message of which this run published (none failed, none in doubt), in
+    /// key order: what a completed run records as replayed.
     pub fn replayed(&self) -> impl Iterator<Item = (&K, &GroupCount)> {
         self.groups
             .iter()
-            .filter(|(_, c)| c.failed == 0 && c.published > 0)
+            .filter(|(_, c)| c.failed == 0 && c.in_doubt == 0 && c.published > 0)
     }
 
-    /// The groups with at least one message that failed to publish, in key order: not replayed.
+    /// The groups with at least one message that failed to publish or is in doubt, in key
+    /// order: not replayed.
     pub fn unfinished(&self) -> impl Iterator<Item = (&K, &GroupCount)> {
-        self.groups.iter().filter(|(_, c)| c.failed > 0)
+        self.groups
+            .iter()
+            .filter(|(_, c)| c.failed > 0 || c.in_doubt > 0)
     }
 }
 
+/// What the [`Ledger`] says about an entry about to be published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Claimed for this run: publish it.
+    Claimed,
+    /// An earlier run sent it: skip it.
+    SentEarlier,
+    /// An earlier run claimed it and never learnt whether it went out: not sent again.
+    InDoubt,
+}
+
+/// Where a run records what it sends (the state store's replay ledger, in `migrate dlq replay`):
+/// [`run_recorded`] claims each entry before it publishes it, and settles the claim once it
+/// knows. Whatever fails when, a later run never sends an entry twice: a claim that was never
+/// settled stays in doubt.
+pub trait Ledger<T>: Send {
+    /// Before publishing `item` (nothing is sent when this fails).
+    fn claim(&mut self, item: &T) -> impl Future<Output = Result<Recorded, String>> + Send;
+    /// After: `sent` when it went out (published, and flushed), `false` when it certainly did
+    /// not ([`PublishError::certainly_not_sent`]). A publish that may have gone out is not
+    /// settled: it stays in doubt.
+    fn settle(&mut self, item: &T, sent: bool) -> impl Future<Output = Result<(), String>> + Send;
+}
+
 /// Replay `entries` (dead letters, or anything that borrows as one) through `publisher`, paced by
-/// `pacer`, calling `on_event` after each message.
+/// `pacer`, calling `on_event` after each message. Records nothing: `migrate dlq replay` runs
+/// [`run_recorded`].
 pub async fn run<T, I, P, C, F>(
     machine: &mut ReplayMachine,
     entries: I,
     publisher: &mut P,
     pacer: &mut C,
-    mut on_event: F,
+    on_event: F,
 ) -> ReplaySummary
 where
     T: Borrow<DeadLetter>,
@@ -597,8 +706,71 @@ where
     C: Pacer,
     F: FnMut(&Event<'_, T>, &ReplayStats),
 {
+    drive(
+        machine,
+        entries,
+        publisher,
+        pacer,
+        None::<&mut Unrecorded>,
+        on_event,
+    )
+    .await
+}
+
+/// [`run`], each entry claimed in `ledger` before it is published and settled after; every
+/// message is flushed before its claim is settled as sent. A ledger that fails stops the run
+/// ([`Outcome::NotRecorded`]): a claim that fails before anything was sent leaves nothing sent.
+pub async fn run_recorded<T, I, P, C, L, F>(
+    machine: &mut ReplayMachine,
+    entries: I,
+    publisher: &mut P,
+    pacer: &mut C,
+    ledger: &mut L,
+    on_event: F,
+) -> ReplaySummary
+where
+    T: Borrow<DeadLetter>,
+    I: IntoIterator<Item = T>,
+    P: Publisher,
+    C: Pacer,
+    L: Ledger<T>,
+    F: FnMut(&Event<'_, T>, &ReplayStats),
+{
+    drive(machine, entries, publisher, pacer, Some(ledger), on_event).await
+}
+
+/// The ledger of [`run`]: none.
+struct Unrecorded;
+
+impl<T> Ledger<T> for Unrecorded {
+    fn claim(&mut self, _: &T) -> impl Future<Output = Result<Recorded, String>> + Send {
+        std::future::ready(Ok(Recorded::Claimed))
+    }
+    fn settle(&mut self, _: &T, _: bool) -> impl Future<Output = Result<(), String>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+async fn drive<T, I, P, C, L, F>(
+    machine: &mut ReplayMachine,
+    entries: I,
+    publisher: &mut P,
+    pacer: &mut C,
+    mut ledger: Option<&mut L>,
+    mut on_event: F,
+) -> ReplaySummary
+where
+    T: Borrow<DeadLetter>,
+    I: IntoIterator<Item = T>,
+    P: Publisher,
+    C: Pacer,
+    L: Ledger<T>,
+    F: FnMut(&Event<'_, T>, &ReplayStats),
+{
     let mut entries = entries.into_iter().peekable();
     let mut outcome = Outcome::Completed;
+    // Set when a flush after one message failed (recorded runs only).
+    let mut flush_failed = None;
     while let Some(item) = entries.next() {
         let entry: &DeadLetter = item.borrow();
         match machine.admit(
@@ -613,17 +785,72 @@ where
             }
             Admission::Publish { not_before_ms } => pacer.sleep_until(not_before_ms).await,
         }
-        let result = publisher.publish(&ReplayMessage::of(entry)).await;
-        if let Err(PublishError::KeyHeld(key)) = &result {
+        if let Some(ledger) = ledger.as_deref_mut() {
+            match ledger.claim(&item).await {
+                Ok(Recorded::Claimed) => {}
+                Ok(Recorded::SentEarlier) => {
+                    machine.sent_earlier();
+                    continue;
+                }
+                Ok(Recorded::InDoubt) => {
+                    machine.in_doubt();
+                    continue;
+                }
+                Err(error) => {
+                    outcome = Outcome::NotRecorded { error };
+                    break;
+                }
+            }
+        }
+        let mut result = publisher.publish(&ReplayMessage::of(entry)).await;
+        // Set when the ledger could not settle the claim: the run stops after this message.
+        let mut not_recorded = None;
+        if let Some(ledger) = ledger.as_deref_mut() {
+            // A message counts as out once flushed; one not flushed did not go out whole.
+            if result.is_ok()
+                && let Err(e) = publisher.flush().await
+            {
+                flush_failed = Some(e.to_string());
+                result = Err(e);
+            }
+            let settled = match &result {
+                Ok(()) => Some(true),
+                Err(e) if e.certainly_not_sent() => Some(false),
+                // It may have gone out: the claim stays, in doubt.
+                Err(_) => None,
+            };
+            if let Some(sent) = settled
+                && let Err(error) = ledger.settle(&item, sent).await
+            {
+                not_recorded = Some(error);
+            }
+        }
+        if flush_failed.is_some() {
+            machine.flush_failed();
+            if let Err(e) = &result {
+                on_event(&Event::Failed(&item, e), &machine.stats());
+            }
+            if let Some(error) = not_recorded {
+                outcome = Outcome::NotRecorded { error };
+                flush_failed = None;
+            }
+            break;
+        }
+        let stop = if let Err(PublishError::KeyHeld(key)) = &result {
             machine.held();
             on_event(&Event::Held(&item, key), &machine.stats());
-            continue;
-        }
-        let ok = result.is_ok();
-        let stop = machine.record(ok, entries.peek().is_some());
-        match &result {
-            Ok(()) => on_event(&Event::Published(&item), &machine.stats()),
-            Err(e) => on_event(&Event::Failed(&item, e), &machine.stats()),
+            None
+        } else {
+            let stop = machine.record(result.is_ok(), entries.peek().is_some());
+            match &result {
+                Ok(()) => on_event(&Event::Published(&item), &machine.stats()),
+                Err(e) => on_event(&Event::Failed(&item, e), &machine.stats()),
+            }
+            stop
+        };
+        if let Some(error) = not_recorded {
+            outcome = Outcome::NotRecorded { error };
+            break;
         }
         if let Some(o) = stop {
             outcome = o;
@@ -631,9 +858,12 @@ where
         }
     }
     // A flush failure makes every message of this run suspect, whatever the outcome was: after
-    // a pause, `--continue` would skip lines that were never written.
+    // a pause, `--continue` would skip lines that were never written. (A recorded run flushed
+    // each message: only the one whose flush failed did not go out.)
     let mut resume = machine.resume_point();
-    if let Err(e) = publisher.flush().await {
+    if let Some(error) = flush_failed {
+        outcome = Outcome::FlushFailed { error };
+    } else if let Err(e) = publisher.flush().await {
         outcome = Outcome::FlushFailed {
             error: e.to_string(),
         };
@@ -1158,5 +1388,186 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    /// A ledger in memory: `claims` answers per entry index (by `deadLetteredAt` order), what
+    /// was settled, and a claim or settle that fails from a chosen call on.
+    #[derive(Default)]
+    struct Book {
+        /// Answers for the entries an earlier run touched (by `deadLetteredAt`).
+        earlier: std::collections::HashMap<String, Recorded>,
+        /// The n-th claim (from 0) and every later one fail.
+        claim_fails_from: Option<usize>,
+        /// The n-th settle (from 0) and every later one fail.
+        settle_fails_from: Option<usize>,
+        claims: usize,
+        settles: usize,
+        /// (deadLetteredAt, sent) of each settle that succeeded.
+        settled: Vec<(String, bool)>,
+    }
+
+    impl Ledger<DeadLetter> for Book {
+        async fn claim(&mut self, e: &DeadLetter) -> Result<Recorded, String> {
+            self.claims += 1;
+            if self.claim_fails_from.is_some_and(|n| self.claims > n) {
+                return Err("the store is read-only".into());
+            }
+            Ok(self
+                .earlier
+                .get(&e.dead_lettered_at)
+                .copied()
+                .unwrap_or(Recorded::Claimed))
+        }
+        async fn settle(&mut self, e: &DeadLetter, sent: bool) -> Result<(), String> {
+            self.settles += 1;
+            if self.settle_fails_from.is_some_and(|n| self.settles > n) {
+                return Err("the store went away".into());
+            }
+            self.settled.push((e.dead_lettered_at.clone(), sent));
+            Ok(())
+        }
+    }
+
+    fn go_recorded(
+        list: Vec<DeadLetter>,
+        fail: fn(usize) -> bool,
+        flush_fails: bool,
+        book: &mut Book,
+    ) -> (ReplaySummary, Vec<u8>) {
+        let mut machine = ReplayMachine::new(ReplayPolicy {
+            canary: 0,
+            ..ReplayPolicy::default()
+        })
+        .expect("valid");
+        let mut publisher = Flaky {
+            n: 0,
+            fail,
+            held: |_| false,
+            flush_fails,
+            out: NdjsonPublisher::new(Vec::new()),
+        };
+        let mut clock = FakeClock {
+            now: NOW,
+            sleeps: Vec::new(),
+        };
+        let summary = futures_lite_block_on(run_recorded(
+            &mut machine,
+            list,
+            &mut publisher,
+            &mut clock,
+            book,
+            |_: &Event<'_, DeadLetter>, _| {},
+        ));
+        (summary, publisher.out.into_inner())
+    }
+
+    /// Regression: a replay on a store that could not record published every message and only
+    /// then failed to record the decision, so a re-run sent them all again.
+    #[test]
+    fn a_ledger_that_cannot_record_stops_the_run_before_the_first_publish() {
+        let mut book = Book {
+            claim_fails_from: Some(0),
+            ..Book::default()
+        };
+        let (s, out) = go_recorded(entries(5, 60_000), |_| false, false, &mut book);
+        assert!(out.is_empty(), "nothing may be published");
+        assert_eq!(s.stats.published, 0);
+        assert_eq!(
+            s.outcome,
+            Outcome::NotRecorded {
+                error: "the store is read-only".into()
+            }
+        );
+        assert_eq!(s.resume.skip, 0);
+        assert!(book.settled.is_empty());
+    }
+
+    #[test]
+    fn each_message_is_claimed_before_and_settled_after_and_what_went_out_earlier_is_skipped() {
+        let list = entries(6, 60_000);
+        let at = |i: usize| list[i].dead_lettered_at.clone();
+        let mut book = Book::default();
+        book.earlier.insert(at(1), Recorded::SentEarlier);
+        book.earlier.insert(at(3), Recorded::InDoubt);
+        // The third message this run publishes (entry 4) is refused by the broker.
+        let (s, out) = go_recorded(list.clone(), |n| n == 2, false, &mut book);
+        assert_eq!(s.outcome, Outcome::Completed);
+        assert_eq!(sent(&out), [at(0), at(2), at(5)]);
+        assert_eq!((s.stats.skipped, s.stats.in_doubt), (1, 1));
+        assert_eq!(
+            book.settled,
+            [(at(0), true), (at(2), true), (at(4), false), (at(5), true)],
+            "a refused message is settled as not sent: a later run sends it"
+        );
+        // Position 3 (in doubt) is where a run resuming by position starts.
+        assert_eq!(s.resume.skip, 3);
+    }
+
+    #[test]
+    fn a_publish_the_broker_did_not_confirm_stays_in_doubt() {
+        struct Unconfirmed;
+        impl Publisher for Unconfirmed {
+            async fn publish(&mut self, _: &ReplayMessage<'_>) -> Result<(), PublishError> {
+                Err(PublishError::Broker("no confirm within 5s".into()))
+            }
+            async fn flush(&mut self) -> Result<(), PublishError> {
+                Ok(())
+            }
+        }
+        let mut machine = ReplayMachine::new(ReplayPolicy {
+            canary: 0,
+            ..ReplayPolicy::default()
+        })
+        .expect("valid");
+        let mut clock = FakeClock {
+            now: NOW,
+            sleeps: Vec::new(),
+        };
+        let mut book = Book::default();
+        let s = futures_lite_block_on(run_recorded(
+            &mut machine,
+            entries(2, 60_000),
+            &mut Unconfirmed,
+            &mut clock,
+            &mut book,
+            |_: &Event<'_, DeadLetter>, _| {},
+        ));
+        assert_eq!(s.stats.failed, 2);
+        assert_eq!(book.claims, 2);
+        assert!(book.settled.is_empty(), "never settled: in doubt");
+    }
+
+    #[test]
+    fn a_settle_that_fails_stops_the_run_after_the_message_that_went_out() {
+        let list = entries(4, 60_000);
+        let mut book = Book {
+            settle_fails_from: Some(1),
+            ..Book::default()
+        };
+        let (s, out) = go_recorded(list.clone(), |_| false, false, &mut book);
+        assert_eq!(
+            sent(&out),
+            [
+                list[0].dead_lettered_at.clone(),
+                list[1].dead_lettered_at.clone()
+            ]
+        );
+        assert_eq!(s.stats.published, 2);
+        assert!(matches!(s.outcome, Outcome::NotRecorded { .. }), "{s:?}");
+        assert_eq!(book.claims, 2, "nothing after it was claimed");
+    }
+
+    #[test]
+    fn a_recorded_run_settles_a_message_as_sent_only_once_flushed() {
+        let mut book = Book::default();
+        let (s, _) = go_recorded(entries(3, 60_000), |_| false, true, &mut book);
+        assert!(matches!(s.outcome, Outcome::FlushFailed { .. }), "{s:?}");
+        assert_eq!(
+            book.claims, 1,
+            "the run stops at the first flush that fails"
+        );
+        assert_eq!(book.settled.len(), 1);
+        assert!(!book.settled[0].1, "not flushed: not sent");
+        assert_eq!((s.stats.published, s.resume.skip), (0, 0));
     }
 }

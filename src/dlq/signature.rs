@@ -1,8 +1,8 @@
 //! The error signature: an error message with what varies between occurrences taken out, so
 //! that `timeout after 30012ms` and `timeout after 30044ms` fall in one group.
 //!
-//! **v1** (the default, and what recorded decisions are keyed by) is exactly seed 001's
-//! `signatureOf`:
+//! **v1** (the default, and what recorded decisions are keyed by) is exactly the dead-letter
+//! article's `signatureOf`:
 //!
 //! ```js
 //! errorMessage
@@ -31,7 +31,7 @@
 
 use super::envelope::push_wtf8;
 
-/// The longest signature, in UTF-16 code units (the seed's `slice(0, 120)`).
+/// The longest signature, in UTF-16 code units (the article's `slice(0, 120)`).
 pub const MAX_SIGNATURE_UNITS: usize = 120;
 
 /// Errors of this module.

@@ -1,7 +1,9 @@
 //! HTTP for indicator sources: PromQL instant queries and /metrics scrapes.
 //!
 //! Every failure comes back as a sentence that names the source and says what went wrong; the
-//! controller turns it into a gate hold, never into a number.
+//! controller turns it into a gate hold, never into a number. A URL in such a sentence is shown
+//! through [`crate::redact`] (its userinfo and query string masked), and so is a client error:
+//! the sentence goes into gate reasons, the store, the API, webhooks and logs.
 //!
 //! # One round, one reading per source
 //! A fetcher made by [`Fetcher::for_round`] answers each distinct request once for as long as it
@@ -28,6 +30,7 @@ use tokio::sync::OnceCell;
 
 use super::exposition::{self, Exposition};
 use super::promql::{PromError, batch_query, batchable, decode_batch, decode_instant};
+use crate::redact;
 
 /// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
 /// takes up to ~30 times the body in memory (short lines such as `a 1`), ~9 times for realistic
@@ -86,12 +89,22 @@ impl From<Failure> for String {
 }
 
 /// The readings of one round, by request.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct RoundMemo {
     /// By URL.
     scrapes: Cells<String, Arc<Scraped>>,
     /// By (Prometheus base URL, query text, evaluation time in ms).
     queries: Cells<(String, String, i64), Answer>,
+}
+
+/// How many requests a round answered, never their URLs (which may hold credentials).
+impl std::fmt::Debug for RoundMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundMemo")
+            .field("scrapes", &lock(&self.scrapes).len())
+            .field("queries", &lock(&self.queries).len())
+            .finish()
+    }
 }
 
 /// The map of cells, locked (a poisoned lock still holds a usable map: the cells are only ever
@@ -117,9 +130,22 @@ fn query_key(base: &str, query: &str, at_ms: i64) -> (String, String, i64) {
     )
 }
 
-/// The instant-query endpoint of the Prometheus at `base`.
+/// `reason`, a sentence about a request to `url`, with every credential of `url` masked wherever
+/// it appears (a proxy's error page may echo the request), and every URL redacted.
+fn masked(url: &str, reason: &str) -> String {
+    redact::known(reason, redact::secret_parts(url))
+}
+
+/// The instant-query endpoint of the Prometheus at `base`: the API path after `base`'s path,
+/// before its query string (a proxy's `?token=...` stays a query parameter; the request's own
+/// parameters are added to it).
 fn query_url(base: &str) -> String {
-    format!("{}/api/v1/query", base.trim_end_matches('/'))
+    let (path, query) = match base.find(['?', '#']) {
+        Some(i) if base[i..].starts_with('?') => (&base[..i], &base[i..]),
+        Some(i) => (&base[..i], ""),
+        None => (base, ""),
+    };
+    format!("{}/api/v1/query{query}", path.trim_end_matches('/'))
 }
 
 /// The evaluation time of an instant query: seconds with milliseconds.
@@ -286,7 +312,7 @@ impl Fetcher {
         let url = query_url(base);
         let form = [("query", batch_query(queries)), ("time", instant(at_ms))];
         let failed = |f: Failure| match f.unreachable {
-            true => Batched::Unreachable(f.reason),
+            true => Batched::Unreachable(masked(base, &f.reason)),
             false => Batched::Refused,
         };
         let response = match self.client.post(&url).form(&form).send().await {
@@ -322,6 +348,17 @@ impl Fetcher {
     }
 
     async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
+        self.prometheus_unmasked(base, query, at_ms)
+            .await
+            .map_err(|reason| masked(base, &reason))
+    }
+
+    async fn prometheus_unmasked(
+        &self,
+        base: &str,
+        query: &str,
+        at_ms: i64,
+    ) -> Result<f64, String> {
         let url = query_url(base);
         let time = instant(at_ms);
         let response = self
@@ -336,6 +373,7 @@ impl Fetcher {
             .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
             .await?;
         let body = String::from_utf8_lossy(&body);
+        let url = redact::url(&url);
         // Prometheus answers 400/422/503 with a JSON error body worth showing.
         match decode_instant(&body) {
             Ok(v) => Ok(v),
@@ -357,6 +395,12 @@ impl Fetcher {
     /// # Errors
     /// A sentence for the gate's hold reason.
     pub async fn scrape(&self, url: &str) -> Result<String, String> {
+        self.scrape_unmasked(url)
+            .await
+            .map_err(|reason| masked(url, &reason))
+    }
+
+    async fn scrape_unmasked(&self, url: &str) -> Result<String, String> {
         let response = self
             .client
             .get(url)
@@ -368,12 +412,14 @@ impl Fetcher {
             .await
             .map_err(|e| self.describe(url, &e))?;
         let status = response.status();
+        let shown = redact::url(url);
         if !status.is_success() {
-            return Err(format!("HTTP {status} from {url}"));
+            return Err(format!("HTTP {status} from {shown}"));
         }
         let body = self
             .read_capped(response, url, MAX_SCRAPE_BYTES, "metrics")
             .await?;
+        let url = shown;
         let text = String::from_utf8(body)
             .map_err(|e| format!("{url} sent metrics that are not UTF-8: {e}"))?;
         // Every line of the text format ends with a line feed (OpenMetrics may end with `# EOF`
@@ -406,6 +452,17 @@ impl Fetcher {
         key: &str,
         doc: &crate::routing::RoutingDocument,
     ) -> Result<(), String> {
+        self.etcd_put_unmasked(endpoint, key, doc)
+            .await
+            .map_err(|reason| masked(endpoint, &reason))
+    }
+
+    async fn etcd_put_unmasked(
+        &self,
+        endpoint: &str,
+        key: &str,
+        doc: &crate::routing::RoutingDocument,
+    ) -> Result<(), String> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD;
         let value = serde_json::to_vec(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
@@ -423,7 +480,11 @@ impl Fetcher {
             Ok(())
         } else {
             let text = response.text().await.unwrap_or_default();
-            Err(format!("etcd {url}: HTTP {status}: {}", text.trim()))
+            Err(format!(
+                "etcd {}: HTTP {status}: {}",
+                redact::url(&url),
+                redact::text(text.trim())
+            ))
         }
     }
 
@@ -444,6 +505,7 @@ impl Fetcher {
         what: &str,
     ) -> Result<Vec<u8>, Failure> {
         let mib = cap / (1024 * 1024);
+        let shown = redact::url(url);
         let refused = |reason| Failure {
             reason,
             unreachable: false,
@@ -452,14 +514,14 @@ impl Fetcher {
             && announced > cap as u64
         {
             return Err(refused(format!(
-                "{url} announced {announced} bytes of {what}, more than {mib} MiB: refusing to read it"
+                "{shown} announced {announced} bytes of {what}, more than {mib} MiB: refusing to read it"
             )));
         }
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| self.failure(url, &e))? {
             if body.len() + chunk.len() > cap {
                 return Err(refused(format!(
-                    "{url} sent more than {mib} MiB of {what}: refusing to parse it"
+                    "{shown} sent more than {mib} MiB of {what}: refusing to parse it"
                 )));
             }
             body.extend_from_slice(&chunk);
@@ -477,17 +539,11 @@ impl Fetcher {
     }
 
     /// A failed request in a sentence: timed out (after how long), cannot connect, cut off
-    /// mid-body, or the error chain.
+    /// mid-body, or the error chain; the URL and the chain redacted ([`redact`]: reqwest quotes
+    /// the whole URL, credentials included, in its errors).
     fn describe(&self, url: &str, e: &reqwest::Error) -> String {
-        let chain = || {
-            let mut msg = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                msg.push_str(&format!(": {s}"));
-                source = s.source();
-            }
-            msg
-        };
+        let url = redact::url(url);
+        let chain = || redact::error(e);
         if e.is_timeout() {
             format!(
                 "{url}: timed out after {} (the source timeout)",
@@ -500,5 +556,43 @@ impl Fetcher {
         } else {
             format!("{url}: {}", chain())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 31): the API path went after a base URL's query string
+    /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
+    /// in the query was never asked.
+    #[tokio::test]
+    async fn a_rounds_debug_shows_no_url() {
+        let round = Fetcher::new(Duration::from_millis(200))
+            .unwrap()
+            .for_round();
+        let _ = round
+            .scrape_parsed("http://u:Secr3tPw@127.0.0.1:1/metrics?token=T0k3n")
+            .await;
+        let shown = format!("{round:?}");
+        assert!(shown.contains("scrapes: 1"), "{shown}");
+        assert!(
+            !shown.contains("Secr3tPw") && !shown.contains("T0k3n"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn the_api_path_goes_before_the_base_urls_query_string() {
+        assert_eq!(query_url("http://h:9090"), "http://h:9090/api/v1/query");
+        assert_eq!(query_url("http://h:9090/"), "http://h:9090/api/v1/query");
+        assert_eq!(
+            query_url("http://u:p@h/prom/?token=x&a=b"),
+            "http://u:p@h/prom/api/v1/query?token=x&a=b"
+        );
+        assert_eq!(
+            query_url("http://h/prom#frag"),
+            "http://h/prom/api/v1/query"
+        );
     }
 }

@@ -60,6 +60,43 @@ pub trait Resolve {
     /// # Errors
     /// When the file cannot be read.
     fn read_file(&self, path: &Path) -> Result<String, String>;
+    /// What identifies the file's current contents without reading it (size, times, inode):
+    /// equal stamps mean unchanged contents, so a compiled plan is kept without opening the file
+    /// again (a daemon out of file descriptors still evaluates its guards). `None`: unknown, the
+    /// file is read to compare.
+    fn file_stamp(&self, _path: &Path) -> Option<FileStamp> {
+        None
+    }
+}
+
+/// A file's metadata that changes whenever its contents do (see [`Resolve::file_stamp`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    /// Device, inode and status-change time (nanoseconds) on Unix: a file replaced by a rename
+    /// (a Kubernetes Secret's update) or rewritten within a timestamp tick is another stamp.
+    identity: (u64, u64, i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of `path` (following links), read with `stat` (no file descriptor).
+    #[must_use]
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        let m = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+        };
+        #[cfg(not(unix))]
+        let identity = (0, 0, 0, 0);
+        Some(FileStamp {
+            len: m.len(),
+            modified: m.modified().ok(),
+            identity,
+        })
+    }
 }
 
 /// The process environment and the file system: what the CLI passes.
@@ -73,6 +110,10 @@ impl Resolve for SystemResolve {
 
     fn read_file(&self, path: &Path) -> Result<String, String> {
         super::bounds::read_secret_file(path)
+    }
+
+    fn file_stamp(&self, path: &Path) -> Option<FileStamp> {
+        FileStamp::of(path)
     }
 }
 
@@ -782,7 +823,7 @@ impl Cx<'_> {
         let shown = if url.reference == value {
             quote(&url.redacted())
         } else {
-            format!("the value of {}", quote(&url.reference))
+            format!("the value of {}", quote(&url.redacted()))
         };
         self.error(
             path,
@@ -1697,7 +1738,10 @@ impl Cx<'_> {
         if value.trim().is_empty() {
             self.error(
                 path,
-                format!("{} resolves to an empty value", quote(&reference)),
+                format!(
+                    "{} resolves to an empty value",
+                    quote(&crate::redact::url(&reference))
+                ),
             );
             return None;
         }

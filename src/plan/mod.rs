@@ -13,8 +13,10 @@ pub mod compile;
 pub mod duration_serde;
 mod lines;
 pub mod model;
+mod threshold;
 
 pub use compile::{
-    Compiled, Diagnostic, Resolve, SecretsMode, SystemResolve, compile, compile_with,
+    Compiled, Diagnostic, FileStamp, Resolve, SecretsMode, SystemResolve, compile, compile_with,
 };
 pub use model::*;
+pub use threshold::{Threshold, round_value};

@@ -172,13 +172,34 @@ impl Secret {
         self.value.as_deref()
     }
 
-    /// What to show a person: the reference when it is one, else the value through
-    /// [`crate::redact::url`] (userinfo and query string masked).
+    /// What to show a person: the reference when it is one, else the value, through
+    /// [`crate::redact::url`] (userinfo and query string masked: a reference may embed a
+    /// variable in a URL that also holds a literal credential, `http://u:${PW}@h?token=x`).
     pub fn redacted(&self) -> String {
         match &self.value {
             Ok(value) if *value == self.reference => crate::redact::url(value),
-            _ => self.reference.clone(),
+            _ => crate::redact::url(&self.reference),
         }
+    }
+
+    /// The plan's reference, redacted ([`Secret::redacted`]), when the value came from one
+    /// (`${PROM_URL}`, `file:/run/secrets/x`; also when it is unresolved here); `None` for a
+    /// value written as is. Messages about the secret's URL show the URL redacted, and name
+    /// the reference next to it: the variable or file to check.
+    pub fn reference_shown(&self) -> Option<String> {
+        match &self.value {
+            Ok(value) if *value == self.reference => None,
+            _ => Some(self.redacted()),
+        }
+    }
+
+    /// The parts of the resolved value that must never be shown ([`crate::redact::secret_parts`]),
+    /// for [`crate::redact::known`]; none when it is unresolved.
+    pub fn secret_parts(&self) -> Vec<&str> {
+        self.value
+            .as_deref()
+            .map(crate::redact::secret_parts)
+            .unwrap_or_default()
     }
 }
 
@@ -484,5 +505,64 @@ impl Plan {
         self.phase(PhaseKind::Slices)
             .map(|p| p.steps.as_slice())
             .unwrap_or(&[])
+    }
+
+    /// Every value of the plan that may hold a secret: the brokers' URLs, the sources' URLs,
+    /// the etcd endpoint, the webhooks' URLs and tokens.
+    pub fn secrets(&self) -> Vec<&Secret> {
+        let mut out = vec![&self.brokers.old.url, &self.brokers.new.url];
+        out.extend(self.sources.values().filter_map(|s| match s {
+            Source::Prometheus { url } | Source::Scrape { url } => Some(url),
+            Source::DeadLetters { .. } => None,
+        }));
+        out.extend(self.routing.etcd.as_ref().map(|e| &e.endpoint));
+        for hook in &self.notify.webhooks {
+            out.push(&hook.url);
+            out.extend(hook.token.as_ref());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_is_shown_only_where_the_value_came_from_one() {
+        let prom = Secret::new("${PROM_URL}", "http://u:pw@prom:9090");
+        assert_eq!(prom.reference_shown().as_deref(), Some("${PROM_URL}"));
+        let file = Secret::new("file:/run/etcd-url", "http://root:pw@etcd:2379/");
+        assert_eq!(
+            file.reference_shown().as_deref(),
+            Some("file:/run/etcd-url")
+        );
+        let embedded = Secret::new(
+            "http://u:${PW}@h/?token=lit3ral",
+            "http://u:pw@h/?token=lit3ral",
+        );
+        assert_eq!(
+            embedded.reference_shown().as_deref(),
+            Some("http://***@h/?***")
+        );
+        assert_eq!(
+            Secret::literal("http://u:pw@h:1/metrics").reference_shown(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_reference_with_literal_credentials_is_shown_redacted() {
+        let s = Secret::new(
+            "http://u:${PW}@h:1/?token=lit3ral",
+            "http://u:pw@h:1/?token=lit3ral",
+        );
+        assert_eq!(s.redacted(), "http://***@h:1/?***");
+        let unresolved = Secret::unresolved(
+            "http://u:${PW}@h:1/?token=lit3ral",
+            Unresolved::Env(vec!["PW".into()]),
+        );
+        assert_eq!(unresolved.redacted(), "http://***@h:1/?***");
+        assert_eq!(Secret::new("${X}", "v").redacted(), "${X}");
     }
 }

@@ -4,6 +4,10 @@
 use std::io::Write;
 use std::time::Instant;
 
+use crossterm::style::{Attribute, Color, Print, SetAttribute, SetForegroundColor};
+use crossterm::terminal::{Clear, ClearType};
+use crossterm::{cursor, queue};
+
 use super::world::World;
 use crate::controller::GateView;
 use crate::gate::Verdict;
@@ -98,12 +102,55 @@ impl<W: Write> View for Lines<W> {
     }
 }
 
-/// A block redrawn in place (at most ten times a second), in colour unless told not to.
+/// A piece of a line, maybe in a colour and bold.
+struct Span {
+    text: String,
+    colour: Option<Color>,
+    bold: bool,
+}
+
+fn plain(text: impl Into<String>) -> Span {
+    Span {
+        text: text.into(),
+        colour: None,
+        bold: false,
+    }
+}
+
+/// The spans of a line cut to `width` characters (`…` marking a cut).
+fn fit(spans: Vec<Span>, width: usize) -> Vec<Span> {
+    let total: usize = spans.iter().map(|s| s.text.chars().count()).sum();
+    if total <= width {
+        return spans;
+    }
+    let mut room = width.saturating_sub(1);
+    let mut out = Vec::new();
+    for mut s in spans {
+        let n = s.text.chars().count();
+        if n <= room {
+            room -= n;
+            out.push(s);
+            continue;
+        }
+        s.text = s.text.chars().take(room).collect();
+        s.text.push('…');
+        out.push(s);
+        break;
+    }
+    out
+}
+
+/// A block redrawn in place (at most ten times a second) with crossterm, in colour unless told
+/// not to. Every line is cut to the terminal's width (read again at each frame: a resized
+/// terminal gets lines of its new width) and the block to its height, so that no line wraps and
+/// the cursor movements that redraw the block land where they should.
 pub struct Live<W: Write> {
     out: W,
     drawn: usize,
     last: Option<Instant>,
     colour: bool,
+    /// Fixed `(columns, rows)`, else the terminal's.
+    size: Option<(usize, usize)>,
 }
 
 impl<W: Write> Live<W> {
@@ -115,16 +162,140 @@ impl<W: Write> Live<W> {
             drawn: 0,
             last: None,
             colour,
+            size: None,
         }
     }
 
-    /// `text` in the SGR style `sgr` (e.g. `1` bold, `31` red) when in colour.
-    fn paint(&self, sgr: &str, text: &str) -> String {
-        if self.colour {
-            format!("\x1b[{sgr}m{text}\x1b[0m")
-        } else {
-            text.to_string()
+    /// A view of a fixed size instead of the terminal's (tests).
+    pub fn sized(out: W, colour: bool, columns: usize, rows: usize) -> Live<W> {
+        Live {
+            size: Some((columns, rows)),
+            ..Live::new(out, colour)
         }
+    }
+
+    fn size(&self) -> (usize, usize) {
+        self.size.unwrap_or_else(|| {
+            crossterm::terminal::size()
+                .map(|(c, r)| (usize::from(c), usize::from(r)))
+                .unwrap_or((80, 24))
+        })
+    }
+
+    /// The block's lines, before they are cut to the width.
+    fn lines(f: &Frame<'_>, columns: usize) -> Vec<Vec<Span>> {
+        let mut lines = Vec::new();
+        let mut head = vec![
+            plain(format!("queue-migrate demo  {}  state ", clock(f))),
+            Span {
+                text: f.state.clone(),
+                colour: None,
+                bold: true,
+            },
+        ];
+        if f.paused {
+            head.push(plain("  "));
+            head.push(Span {
+                text: "[PAUSED]".into(),
+                colour: Some(Color::DarkYellow),
+                bold: false,
+            });
+        }
+        lines.push(head);
+        // The bar takes what the line leaves it, 8 to 32 characters.
+        let bar_width = columns.saturating_sub(48).clamp(8, 32);
+        let filled = (f.slices_migrated as usize * bar_width) / (f.slices_total.max(1) as usize);
+        lines.push(vec![plain(format!(
+            "slices to new [{}{}] {:>3}/{}   traffic {:.0} msg/min",
+            "#".repeat(filled.min(bar_width)),
+            ".".repeat(bar_width - filled.min(bar_width)),
+            f.slices_migrated,
+            f.slices_total,
+            f.world.rate_now()
+        ))]);
+        let w = f.world;
+        let first = format!(
+            "produced {}  applied old {} / new {}  dup blocked {}",
+            w.tally.produced,
+            w.tally.processed[0],
+            w.tally.processed[1],
+            w.tally.duplicates_delivered,
+        );
+        let second = format!(
+            "redelivered {}  in old {} / new {}  dead {} / {}",
+            w.tally.redeliveries,
+            w.old.depth(),
+            w.new.depth(),
+            w.old.dead.len(),
+            w.new.dead.len(),
+        );
+        if first.chars().count() + 2 + second.chars().count() <= columns {
+            lines.push(vec![plain(format!("{first}  {second}"))]);
+        } else {
+            lines.push(vec![plain(first)]);
+            lines.push(vec![plain(second)]);
+        }
+        let name_w = f
+            .gates
+            .iter()
+            .map(|g| g.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(32);
+        for g in f.gates {
+            let (verdict, colour) = match g.verdict {
+                Verdict::Pass => ("PASS", Color::DarkGreen),
+                Verdict::Hold => ("HOLD", Color::DarkYellow),
+                Verdict::Fail => ("FAIL", Color::DarkRed),
+            };
+            let name: String = g.name.chars().take(name_w).collect();
+            lines.push(vec![
+                plain(format!("  {:<5} ", g.kind)),
+                Span {
+                    text: verdict.into(),
+                    colour: Some(colour),
+                    bold: false,
+                },
+                plain(format!(
+                    " {name:<name_w$} {:>10}  {}",
+                    g.value
+                        .map(|v| crate::cli::fit::round_value(v, None))
+                        .unwrap_or_else(|| "-".into()),
+                    g.reason
+                )),
+            ]);
+        }
+        lines
+    }
+
+    fn draw(&mut self, lines: &[Vec<Span>]) -> std::io::Result<()> {
+        if let Ok(up) = u16::try_from(self.drawn)
+            && up > 0
+        {
+            queue!(self.out, cursor::MoveToPreviousLine(up))?;
+        }
+        for l in lines {
+            queue!(self.out, Clear(ClearType::CurrentLine))?;
+            for s in l {
+                if !self.colour || (s.colour.is_none() && !s.bold) {
+                    queue!(self.out, Print(&s.text))?;
+                    continue;
+                }
+                if s.bold {
+                    queue!(self.out, SetAttribute(Attribute::Bold))?;
+                }
+                if let Some(c) = s.colour {
+                    queue!(self.out, SetForegroundColor(c))?;
+                }
+                queue!(self.out, Print(&s.text), SetAttribute(Attribute::Reset))?;
+            }
+            queue!(self.out, Print("\n"))?;
+        }
+        // Lines left over from a taller previous frame.
+        queue!(self.out, Clear(ClearType::FromCursorDown))?;
+        self.out.flush()?;
+        self.drawn = lines.len();
+        Ok(())
     }
 }
 
@@ -134,62 +305,17 @@ impl<W: Write> View for Live<W> {
             return;
         }
         self.last = Some(Instant::now());
-        let mut lines = Vec::new();
-        let bar_width = 32usize;
-        let filled = (f.slices_migrated as usize * bar_width) / (f.slices_total.max(1) as usize);
-        lines.push(format!(
-            "queue-migrate demo  {}  state {}{}",
-            clock(f),
-            self.paint("1", &f.state),
-            if f.paused {
-                format!("  {}", self.paint("33", "[PAUSED]"))
-            } else {
-                String::new()
-            }
-        ));
-        lines.push(format!(
-            "slices to new [{}{}] {:>3}/{}   traffic {:.0} msg/min",
-            "#".repeat(filled),
-            ".".repeat(bar_width - filled),
-            f.slices_migrated,
-            f.slices_total,
-            f.world.rate_now()
-        ));
-        lines.push(counts(f.world));
-        for g in f.gates {
-            let verdict = match g.verdict {
-                Verdict::Pass => self.paint("32", "PASS"),
-                Verdict::Hold => self.paint("33", "HOLD"),
-                Verdict::Fail => self.paint("31", "FAIL"),
-            };
-            let mut reason = g.reason.clone();
-            reason.truncate(70);
-            lines.push(format!(
-                "  {:<5} {verdict} {:<32} {:>10}  {}",
-                g.kind,
-                g.name,
-                g.value
-                    .map(|v| format!("{v:.4}"))
-                    .unwrap_or_else(|| "-".into()),
-                reason
-            ));
-        }
-        let mut buf = String::new();
-        if self.drawn > 0 {
-            buf.push_str(&format!("\x1b[{}F", self.drawn));
-        }
-        for l in &lines {
-            buf.push_str("\x1b[2K");
-            buf.push_str(l);
-            buf.push('\n');
-        }
-        // Clear lines left over from a taller previous frame.
-        for _ in lines.len()..self.drawn {
-            buf.push_str("\x1b[2K\n");
-        }
-        let _ = self.out.write_all(buf.as_bytes());
-        let _ = self.out.flush();
-        self.drawn = lines.len().max(self.drawn);
+        let (columns, rows) = self.size();
+        // One column spare: a line as wide as the screen leaves some terminals' cursor past
+        // the edge, and the next newline would skip a line.
+        let width = columns.saturating_sub(1).max(1);
+        let mut lines: Vec<Vec<Span>> = Self::lines(f, width)
+            .into_iter()
+            .map(|l| fit(l, width))
+            .collect();
+        // The block never scrolls the screen: what a moved cursor cannot reach stays drawn.
+        lines.truncate(rows.saturating_sub(1).max(1));
+        let _ = self.draw(&lines);
     }
 }
 
@@ -219,6 +345,10 @@ mod tests {
     }
 
     fn draw(colour: bool) -> String {
+        draw_sized(colour, 80, "above 0.01")
+    }
+
+    fn draw_sized(colour: bool, columns: usize, reason: &str) -> String {
         let dir = tempfile::tempdir().expect("tempdir");
         let world = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -236,11 +366,11 @@ mod tests {
             kind: "exit".into(),
             verdict: Verdict::Fail,
             value: Some(0.5),
-            reason: "above 0.01".into(),
+            reason: reason.into(),
             evaluated_at: None,
         }];
         let mut out = Vec::new();
-        Live::new(&mut out, colour).frame(&Frame {
+        Live::sized(&mut out, colour, columns, 24).frame(&Frame {
             now_ms: 60_000,
             start_ms: 0,
             state: "slices".into(),
@@ -265,7 +395,47 @@ mod tests {
         // Still redrawn in place: clearing lines is not colour.
         assert!(plain.contains("\x1b[2K"), "{plain:?}");
         let coloured = draw(true);
-        assert!(coloured.contains("\x1b[31mFAIL\x1b[0m"), "{coloured:?}");
+        // Red as crossterm writes it (a 256-colour index), then the reset.
+        assert!(coloured.contains("\x1b[38;5;1mFAIL\x1b[0m"), "{coloured:?}");
         assert!(sgr_count(&coloured) > 0);
+    }
+
+    /// The text a terminal shows: escape sequences (CSI ... final byte) taken out.
+    fn visible(text: &str) -> String {
+        let mut out = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' && chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Regression: a gate line longer than the terminal wrapped, and the cursor movements that
+    /// redraw the block then landed lines too low: a scrolling garble.
+    #[test]
+    fn no_live_line_is_wider_than_the_terminal() {
+        let reason = "the error ratio of the new broker's consumers is above the threshold of \
+                      the plan for the third evaluation in a row; waiting";
+        for columns in [120, 80, 40] {
+            for colour in [false, true] {
+                let text = visible(&draw_sized(colour, columns, reason));
+                for line in text.lines() {
+                    assert!(
+                        line.chars().count() < columns,
+                        "{columns}: {line:?} in\n{text}"
+                    );
+                }
+                assert!(text.contains("FAIL"), "{text}");
+            }
+        }
     }
 }

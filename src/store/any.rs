@@ -2,15 +2,19 @@
 //!
 //! [`open`] reads the URL: `postgres://` or `postgresql://` is PostgreSQL ([`PgStore`]);
 //! `sqlite:` (`sqlite://PATH`, `sqlite::memory:`) or a plain path is SQLite ([`SqliteStore`]); any
-//! other `scheme://` is [`StoreError::UnsupportedUrl`]. [`AnyStore`] implements [`Store`] by
-//! delegating to the backend it holds.
+//! other `scheme://` is [`StoreError::UnsupportedUrl`]. [`AnyStore`] implements [`Store`] and
+//! [`DispositionStore`] by delegating to the backend it holds.
 
+use std::collections::HashMap;
+
+use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
     PlanReplace, Result, RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
 };
+use crate::dlq::disposition::Disposition;
 
 /// A store of any supported backend.
 #[derive(Debug, Clone)]
@@ -30,7 +34,8 @@ pub async fn open(url: &str) -> Result<AnyStore> {
     } else if url.starts_with("sqlite:") || !url.contains("://") {
         Ok(AnyStore::Sqlite(SqliteStore::open(url).await?))
     } else {
-        Err(StoreError::UnsupportedUrl(url.to_string()))
+        // Shown to the user: its credentials masked.
+        Err(StoreError::UnsupportedUrl(crate::redact::url(url)))
     }
 }
 
@@ -90,7 +95,7 @@ impl Store for AnyStore {
     }
 
     async fn list(&self) -> Result<Vec<MigrationRecord>> {
-        delegate!(self, s => s.list())
+        delegate!(self, s => Store::list(s))
     }
 
     async fn fleet(&self) -> Result<Fleet> {
@@ -124,6 +129,10 @@ impl Store for AnyStore {
         gates: &[GateKey<'_>],
     ) -> Result<Vec<GateRecord>> {
         delegate!(self, s => s.latest_evaluations(name, step_entered_ms, gates))
+    }
+
+    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
+        delegate!(self, s => s.evaluation_history(name, limit))
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
@@ -186,8 +195,38 @@ impl Store for AnyStore {
         delegate!(self, s => s.release_lease(lease, holder))
     }
 
-    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+    async fn dlq_decisions(&self) -> Result<Vec<Disposition>> {
         delegate!(self, s => s.dlq_decisions())
+    }
+}
+
+impl DispositionStore for AnyStore {
+    async fn record(&self, disposition: &Disposition) -> Result<i64> {
+        delegate!(self, s => s.record(disposition))
+    }
+
+    async fn list(&self) -> Result<Vec<Disposition>> {
+        delegate!(self, s => DispositionStore::list(s))
+    }
+
+    async fn purge_before(&self, before_ms: i64) -> Result<Purged> {
+        delegate!(self, s => s.purge_before(before_ms))
+    }
+
+    async fn note_signatures(
+        &self,
+        seen: &[SeenSignature],
+        now_ms: i64,
+    ) -> Result<HashMap<String, i64>> {
+        delegate!(self, s => s.note_signatures(seen, now_ms))
+    }
+
+    async fn claim_replay(&self, claim: &ReplayClaim, retake_in_doubt: bool) -> Result<Claim> {
+        delegate!(self, s => s.claim_replay(claim, retake_in_doubt))
+    }
+
+    async fn settle_replay(&self, claim: &ReplayClaim, sent: bool) -> Result<bool> {
+        delegate!(self, s => s.settle_replay(claim, sent))
     }
 }
 

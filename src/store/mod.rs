@@ -17,6 +17,8 @@
 
 pub mod any;
 pub mod dispositions;
+mod dispositions_postgres;
+mod dispositions_sqlite;
 mod memory;
 pub mod postgres;
 mod scrape_text;
@@ -548,6 +550,13 @@ pub trait Store: Send + Sync {
         step_entered_ms: i64,
         gates: &[GateKey<'_>],
     ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
+    /// The newest `limit` evaluations of the migration's gates from the history (every step,
+    /// every gate), oldest first: what the console charts.
+    fn evaluation_history(
+        &self,
+        name: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
     /// Note that the routing of `generation` reached every publisher, and clear a publish error
     /// noted for `generation` or an older one (the error of a newer generation still holds).
     fn mark_published(
@@ -583,14 +592,12 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<Lease>> + Send;
     /// Give the lease up (only if `holder` has it), so that a standby takes over at once.
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;
-    /// The dead-letter decisions recorded in this store (oldest first), for the drain gate. A
-    /// backend that keeps none answers none: every group then stays open, so the gate can never
-    /// pass by mistake.
+    /// The dead-letter decisions recorded in this store (oldest first), for the drain gate
+    /// (what [`dispositions::DispositionStore::list`] answers). No default: a backend that
+    /// answered "none" would hold the drain gate on groups the team closed.
     fn dlq_decisions(
         &self,
-    ) -> impl Future<Output = Result<Vec<crate::dlq::disposition::Disposition>>> + Send {
-        async { Ok(Vec::new()) }
-    }
+    ) -> impl Future<Output = Result<Vec<crate::dlq::disposition::Disposition>>> + Send;
     /// Kept samples of a scrape source, and the instants it was scraped.
     fn load_points(
         &self,

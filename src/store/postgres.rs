@@ -58,6 +58,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/postgres/0007_gate_memory_revision.sql"),
     ),
+    (
+        8,
+        "dlq",
+        include_str!("../../migrations/postgres/0008_dlq.sql"),
+    ),
 ];
 
 /// A PostgreSQL store.
@@ -67,6 +72,11 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// The connection pool (for modules that keep their own tables in the same store).
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`
     /// or `postgresql://...`) and bring its schema up to date. The database must exist.
     ///
@@ -560,6 +570,18 @@ impl Store for PgStore {
         memory::named(rows.iter().map(gate_row), gates)
     }
 
+    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM (SELECT *, 0::BIGINT AS revision FROM gate_evaluations \
+             WHERE migration = $1 ORDER BY id DESC LIMIT $2) AS newest ORDER BY id",
+        )
+        .bind(name)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(gate_row).collect()
+    }
+
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
         // An error noted for a newer generation still holds: only older ones are cleared.
         sqlx::query(
@@ -648,6 +670,10 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+        super::dispositions::DispositionStore::list(self).await
     }
 
     async fn scrape_instants_through(

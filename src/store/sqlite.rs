@@ -58,6 +58,12 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
     ),
+    // 9 is left for the retention index (another branch); versions may leave gaps.
+    (
+        10,
+        "dlq replays",
+        include_str!("../../migrations/sqlite/0010_dlq_replays.sql"),
+    ),
 ];
 
 /// A SQLite store.
@@ -590,6 +596,18 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await?;
         memory::named(rows.iter().map(gate_row), gates)
+    }
+
+    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM (SELECT *, 0 AS revision FROM gate_evaluations WHERE migration = ? \
+             ORDER BY id DESC LIMIT ?) ORDER BY id",
+        )
+        .bind(name)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(gate_row).collect()
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {

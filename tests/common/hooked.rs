@@ -1,7 +1,8 @@
 //! A store with faults put in by a test: the store under test, but a chosen `list` runs a
 //! future after its read (a command racing a reader), the next `commit`s run one each before
 //! they commit (a writer racing a decision) or after (a writer racing a retry), or
-//! `acquire_lease` fails fast from a chosen call on (a store that answers errors).
+//! `acquire_lease` fails fast from a chosen call on (a store that answers errors), or the store
+//! goes away (`down`: reads and leases wait, as for a pool that cannot connect, then fail).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -34,6 +35,23 @@ pub struct Hooked {
     lease_calls: Arc<AtomicUsize>,
     /// The `now_ms` of every `acquire_lease` call, in order.
     pub lease_calls_at: Arc<Mutex<Vec<i64>>>,
+    /// While set, `fleet`, `list`, `get`, `generations`, `generations_mark` and `acquire_lease`
+    /// wait [`DOWN_WAIT`] and fail (a database gone away, a pool that waits for a connection).
+    pub down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How long a call to a store that is `down` waits before it fails (sqlx's pool waits 30 s).
+pub const DOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Hooked {
+    /// Wait and fail while the store is down.
+    async fn away(&self) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            tokio::time::sleep(DOWN_WAIT).await;
+            return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+        }
+        Ok(())
+    }
 }
 
 impl Hooked {
@@ -46,12 +64,14 @@ impl Hooked {
             lease_fails_from: None,
             lease_calls: Arc::default(),
             lease_calls_at: Arc::default(),
+            down: Arc::default(),
         }
     }
 }
 
 impl Store for Hooked {
     async fn list(&self) -> Result<Vec<MigrationRecord>> {
+        self.away().await?;
         let read = self.inner.list().await;
         let race = self
             .after_list
@@ -66,11 +86,13 @@ impl Store for Hooked {
     fn create(&self, new: &NewMigration) -> impl Future<Output = Result<MigrationRecord>> + Send {
         self.inner.create(new)
     }
-    fn get(&self, name: &str) -> impl Future<Output = Result<MigrationRecord>> + Send {
-        self.inner.get(name)
+    async fn get(&self, name: &str) -> Result<MigrationRecord> {
+        self.away().await?;
+        self.inner.get(name).await
     }
-    fn fleet(&self) -> impl Future<Output = Result<Fleet>> + Send {
-        self.inner.fleet()
+    async fn fleet(&self) -> Result<Fleet> {
+        self.away().await?;
+        self.inner.fleet().await
     }
     async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {
         let race = self
@@ -120,6 +142,13 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
         self.inner.latest_evaluations(name, step_entered_ms, gates)
     }
+    fn evaluation_history(
+        &self,
+        name: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
+        self.inner.evaluation_history(name, limit)
+    }
     fn mark_published(
         &self,
         name: &str,
@@ -135,11 +164,13 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<()>> + Send {
         self.inner.note_publish_error(name, generation, error)
     }
-    fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send {
-        self.inner.generations()
+    async fn generations(&self) -> Result<Vec<(String, i64)>> {
+        self.away().await?;
+        self.inner.generations().await
     }
-    fn generations_mark(&self) -> impl Future<Output = Result<(i64, i64)>> + Send {
-        self.inner.generations_mark()
+    async fn generations_mark(&self) -> Result<(i64, i64)> {
+        self.away().await?;
+        self.inner.generations_mark().await
     }
     async fn acquire_lease(
         &self,
@@ -148,6 +179,7 @@ impl Store for Hooked {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Lease> {
+        self.away().await?;
         let call = self.lease_calls.fetch_add(1, Ordering::SeqCst);
         self.lease_calls_at
             .lock()

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod dlq_bench;
 pub mod hooked;
 #[cfg(feature = "brokers")]
 pub mod management;
@@ -85,6 +86,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         read_only_api: false,
         confirm_complete: vec![],
         clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
+        http: queue_migrate::daemon::http::Limits::default(),
     }
 }
 
@@ -467,6 +469,22 @@ impl DaemonChild {
 }
 
 // ---------------------------------------------------------------------------------------------
+/// The URL of a real server that a test needs, from `var`.
+///
+/// Such a test is marked `#[ignore = "needs VAR ..."]`, so that `cargo test` reports it as
+/// ignored where no server was given, never as passed. Run with `--include-ignored` (as `.ci/run`
+/// does after starting the servers), it fails here when `var` is unset: it never passes without
+/// having run.
+pub fn server_url(var: &str) -> String {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "{var} is not set: this test needs a real server \
+             (scripts/services.sh install && scripts/services.sh start, then source its env file)"
+        ),
+    }
+}
+
 // PostgreSQL: a database per test.
 
 /// A database of its own on the server of `QM_TEST_POSTGRES_URL`.
@@ -477,15 +495,10 @@ pub struct Postgres {
 }
 
 impl Postgres {
-    /// A fresh database on the server of `QM_TEST_POSTGRES_URL`, or `None` (and a note) when it
-    /// is not set.
-    pub fn fresh(test: &str) -> Option<Postgres> {
-        let Ok(admin) = std::env::var("QM_TEST_POSTGRES_URL") else {
-            eprintln!(
-                "skipped: QM_TEST_POSTGRES_URL is not set (scripts/services.sh start postgres)"
-            );
-            return None;
-        };
+    /// A fresh database on the server of `QM_TEST_POSTGRES_URL` (see [`server_url`]: a test
+    /// that calls it is `#[ignore]`d without the server).
+    pub fn fresh(test: &str) -> Postgres {
+        let admin = server_url("QM_TEST_POSTGRES_URL");
         let name = format!("qm_{test}_{}", std::process::id());
         Postgres::admin(
             &admin,
@@ -496,7 +509,7 @@ impl Postgres {
         );
         let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
         let url = format!("{base}/{name}");
-        Some(Postgres { admin, name, url })
+        Postgres { admin, name, url }
     }
 
     pub fn drop_database(self) {

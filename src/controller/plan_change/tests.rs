@@ -202,3 +202,60 @@ fn the_gates_whose_definition_changes_are_named_for_their_memory_to_be_reset() {
     // No phase (planned): nothing.
     assert!(changed_gates(&old, &compiled(&threshold), State::Planned).is_empty());
 }
+
+/// Regression (issue 31): the refusal of a moved etcd publisher quoted the endpoints as written,
+/// inline password included, and `plan apply` printed it.
+#[test]
+fn a_moved_etcd_endpoint_is_refused_without_its_password() {
+    let with = |endpoint: &str| {
+        PLAN.replace(
+            "routing: { file: local.routing.json }",
+            &format!(
+                "routing: {{ file: local.routing.json, etcd: {{ endpoint: \"{endpoint}\", key: /k }} }}"
+            ),
+        )
+    };
+    let got = refusals(
+        &compiled(&with("http://root:0ldEtcdPw@127.0.0.1:2379")),
+        &compiled(&with("http://root:N3wEtcdPw@127.0.0.1:2380")),
+        &at(State::Planned),
+    );
+    let shown: Vec<String> = got.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0].contains("(http://***@127.0.0.1:2379 key /k -> http://***@127.0.0.1:2380 key /k)"),
+        "{shown:?}"
+    );
+}
+
+/// Regression (issue 31): the diff `plan apply` prints and journals showed inline passwords
+/// and tokens; every credential of both plans' secret values is masked, the rest stays.
+#[test]
+fn the_shown_diff_masks_both_plans_secrets() {
+    let with = |password: &str, token: &str| {
+        PLAN.replace(
+            "url: \"amqp://127.0.0.1:5672/%2f\"",
+            &format!("url: \"amqp://guest:{password}@127.0.0.1:5672/%2f\""),
+        )
+        .replace(
+            "routing: { file: local.routing.json }",
+            &format!(
+                "routing: {{ file: local.routing.json }}\nnotify: {{ webhooks: [ {{ url: \"http://127.0.0.1:9/h\", token: {token} }} ] }}"
+            ),
+        )
+    };
+    let (old, new) = (
+        with("0ldPassw0rd", "0ldT0kenX"),
+        with("N3wPassw0rd", "N3wT0kenX"),
+    );
+    let shown = masked_diff(&old, &new, [&compiled(&old), &compiled(&new)]);
+    for secret in ["0ldPassw0rd", "N3wPassw0rd", "0ldT0kenX", "N3wT0kenX"] {
+        assert!(!shown.contains(secret), "{secret} in\n{shown}");
+    }
+    assert!(
+        shown.contains("-  old: { name: old, kind: amqp, url: \"amqp://***@127.0.0.1:5672/%2f\""),
+        "{shown}"
+    );
+    assert!(shown.contains("token: *** }"), "{shown}");
+    assert_eq!(diff(&old, &new).lines().count(), shown.lines().count());
+}

@@ -1,0 +1,299 @@
+//! The IO edge of a rehearsal: every (source, query) of a plan read over the window.
+//!
+//! - Prometheus sources: `GET /api/v1/query_range` per query, the window cut into requests of at
+//!   most [`MAX_POINTS_PER_REQUEST`] instants (Prometheus refuses more than 11,000 points per
+//!   series), at most [`IN_FLIGHT`] requests at a time, each answer read up to
+//!   [`MAX_RANGE_BYTES`].
+//! - Scrape sources: the scrape history the store kept for the plan's migration (`--state`),
+//!   when it has one; before its first kept scrape the source cannot answer.
+//! - Dead-letter sources, and any source that cannot answer for the past: named, and their
+//!   gates hold throughout, as they would live.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::controller::evaluate::phase_items;
+use crate::indicators::fetch::Fetcher;
+use crate::indicators::history::History;
+use crate::indicators::query::parse_query;
+use crate::plan::{Plan, Source};
+use crate::store::Store;
+
+use super::table::{Instants, Reading, Readings, decode_range, scrape_readings};
+
+/// Most instants asked in one `query_range` request: Prometheus' own limit per series.
+pub const MAX_POINTS_PER_REQUEST: usize = 11_000;
+
+/// Most `query_range` requests in flight at once.
+pub const IN_FLIGHT: usize = 8;
+
+/// Largest `query_range` answer read (11,000 points of one series take about 300 KiB; a query
+/// matching many series is a hold that lists three of them, and may be refused whole).
+pub const MAX_RANGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Every query of the plan, by source, each once.
+fn queries_by_source(plan: &Plan) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut out: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for phase in &plan.phases {
+        for item in phase_items(phase) {
+            // Borrowed from the plan, not from the item.
+            let (source, queries) = match &item {
+                crate::controller::evaluate::Item::Gate(g, _) => (
+                    g.source.as_str(),
+                    match &g.check {
+                        crate::plan::Check::Threshold { query, .. } => vec![query.as_str()],
+                        crate::plan::Check::Compare { new, old, .. } => {
+                            vec![new.as_str(), old.as_str()]
+                        }
+                    },
+                ),
+                crate::controller::evaluate::Item::Peak(r)
+                | crate::controller::evaluate::Item::Deploy(r) => {
+                    (r.source.as_str(), vec![r.query.as_str()])
+                }
+            };
+            out.entry(source).or_default().extend(queries);
+        }
+    }
+    out
+}
+
+/// The window cut into requests: (index of the first instant, how many).
+pub fn chunks(instants: &Instants, per_request: usize) -> Vec<(usize, usize)> {
+    let per_request = per_request.max(1);
+    (0..instants.count)
+        .step_by(per_request)
+        .map(|first| (first, per_request.min(instants.count - first)))
+        .collect()
+}
+
+/// Seconds with milliseconds, as the Prometheus API takes times and steps.
+fn seconds(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+/// Read every source of `plan` over `instants`; scrape histories from `store` (the plan's
+/// migration's), when there is one.
+pub async fn read<S: Store>(
+    plan: &Plan,
+    store: Option<&S>,
+    fetcher: &Fetcher,
+    instants: Instants,
+) -> Readings {
+    let mut readings = Readings::new(instants);
+    let gate = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let mut asks = Vec::new();
+    for (source, queries) in queries_by_source(plan) {
+        match plan.sources.get(source) {
+            None => readings.source_unavailable(source, format!("unknown source {source}")),
+            Some(Source::DeadLetters { .. }) => readings.source_unavailable(
+                source,
+                format!(
+                    "source {source}: a dead-letter export is read as it is now, not as it was: it cannot answer for the past"
+                ),
+            ),
+            Some(Source::Prometheus { url }) => match url.value() {
+                Err(why) => readings.source_unavailable(
+                    source,
+                    format!("source {source} ({}): {why}", url.reference),
+                ),
+                Ok(base) => {
+                    for query in queries {
+                        for (first, count) in chunks(&instants, MAX_POINTS_PER_REQUEST) {
+                            let gate = gate.clone();
+                            asks.push(async move {
+                                let _turn = gate.acquire().await;
+                                let got =
+                                    range(fetcher, base, source, query, &instants, first, count)
+                                        .await;
+                                (source, query, first, count, got)
+                            });
+                        }
+                    }
+                }
+            },
+            Some(Source::Scrape { .. }) => match store {
+                None => readings.source_unavailable(
+                    source,
+                    format!(
+                        "source {source}: a scrape source answers for the past only from the scrapes a store kept; no state store to read (--state)"
+                    ),
+                ),
+                Some(store) => scrape(store, plan, source, &queries, &mut readings).await,
+            },
+        }
+    }
+    let answers = futures_util::future::join_all(asks).await;
+    let mut filled: BTreeMap<(&str, &str), Vec<Reading>> = BTreeMap::new();
+    for (source, query, first, count, got) in answers {
+        let column = filled
+            .entry((source, query))
+            .or_insert_with(|| vec![Err(Arc::from("not read")); instants.count]);
+        match got {
+            Ok(values) => {
+                for (k, v) in values.into_iter().enumerate().take(count) {
+                    if let Some(slot) = column.get_mut(first + k) {
+                        *slot = v;
+                    }
+                }
+            }
+            Err(why) => {
+                let why: Arc<str> = why.into();
+                for slot in column.iter_mut().skip(first).take(count) {
+                    *slot = Err(why.clone());
+                }
+            }
+        }
+    }
+    for ((source, query), column) in filled {
+        readings.insert(source, query, column);
+    }
+    readings
+}
+
+/// One `query_range` request for `count` instants from index `first`.
+async fn range(
+    fetcher: &Fetcher,
+    base: &str,
+    source: &str,
+    query: &str,
+    instants: &Instants,
+    first: usize,
+    count: usize,
+) -> Result<Vec<Reading>, String> {
+    let url = format!("{}/api/v1/query_range", base.trim_end_matches('/'));
+    let shown = crate::redact::url(&url);
+    let form = [
+        ("query", query.to_string()),
+        ("start", seconds(instants.at(first))),
+        ("end", seconds(instants.at(first + count - 1))),
+        ("step", seconds(instants.step_ms)),
+    ];
+    let response = fetcher
+        .client()
+        .post(&url)
+        .form(&form)
+        .send()
+        .await
+        .map_err(|e| {
+            let what = if e.is_timeout() {
+                "timed out (the source timeout, --source-timeout)".to_string()
+            } else if e.is_connect() {
+                "cannot connect (is the source up?)".to_string()
+            } else {
+                crate::redact::text(&e.to_string())
+            };
+            format!("source {source}: {shown}: {what}")
+        })?;
+    let status = response.status();
+    let body = capped(response)
+        .await
+        .map_err(|e| format!("source {source}: {shown}: {e}"))?;
+    let body = String::from_utf8_lossy(&body);
+    match decode_range(&body, source, instants, first, count) {
+        Ok(values) => Ok(values),
+        Err(e) if status.is_success() || body.trim_start().starts_with('{') => Err(e),
+        Err(_) => Err(format!("source {source}: HTTP {status} from {shown}")),
+    }
+}
+
+/// A response body, at most [`MAX_RANGE_BYTES`].
+async fn capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mib = MAX_RANGE_BYTES / (1024 * 1024);
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_RANGE_BYTES as u64)
+    {
+        return Err(format!(
+            "the range answer is larger than {mib} MiB: narrow the query (it must give one series)"
+        ));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        format!(
+            "the answer broke off: {}",
+            crate::redact::text(&e.to_string())
+        )
+    })? {
+        if body.len() + chunk.len() > MAX_RANGE_BYTES {
+            return Err(format!(
+                "the range answer is larger than {mib} MiB: narrow the query (it must give one series)"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A scrape source's readings from the history the store kept for the plan's migration.
+async fn scrape<S: Store>(
+    store: &S,
+    plan: &Plan,
+    source: &str,
+    queries: &BTreeSet<&str>,
+    readings: &mut Readings,
+) {
+    let instants = readings.instants;
+    let (series, times) = match store
+        .load_series_after(&plan.name, source, i64::MIN, i64::MIN)
+        .await
+    {
+        Ok(read) => read,
+        Err(e) => {
+            readings.source_unavailable(
+                source,
+                format!("source {source}: cannot read its recorded scrapes from the store: {e}"),
+            );
+            return;
+        }
+    };
+    let Some(first) = times.iter().copied().min() else {
+        readings.source_unavailable(
+            source,
+            format!(
+                "source {source}: the store keeps no scrape of it for migration {} (the daemon keeps about twice its queries' longest window): it cannot answer for the past",
+                plan.name
+            ),
+        );
+        return;
+    };
+    if first > instants.from_ms {
+        readings.notes.push(format!(
+            "source {source}: scrapes recorded from {} only: before that its gates hold",
+            crate::time::rfc3339(first)
+        ));
+    }
+    let mut history = History::new().with_scrape_times(times);
+    for s in series {
+        if let Ok(labels) = serde_json::from_str::<Vec<(String, String)>>(&s.labels) {
+            history.add_series_points(s.metric, &labels, &s.points);
+        }
+    }
+    for text in queries {
+        let column = match parse_query(text) {
+            Ok(query) => scrape_readings(&history, &query, text, source, &instants, first),
+            Err(e) => {
+                let why: Arc<str> = e.to_string().into();
+                vec![Err(why); instants.count]
+            }
+        };
+        readings.insert(source, text, column);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_is_cut_under_the_point_limit() {
+        // A week at a 1-minute step: 10,081 instants, one request.
+        let week = Instants::new(0, 7 * 86_400_000, 60_000).expect("window");
+        assert_eq!(chunks(&week, MAX_POINTS_PER_REQUEST), vec![(0, 10_081)]);
+        // A week at 30 s: 20,161 instants, two requests, none over the limit.
+        let fine = Instants::new(0, 7 * 86_400_000, 30_000).expect("window");
+        let cut = chunks(&fine, MAX_POINTS_PER_REQUEST);
+        assert_eq!(cut, vec![(0, 11_000), (11_000, 9_161)]);
+        assert_eq!(cut.iter().map(|c| c.1).sum::<usize>(), fine.count);
+    }
+}

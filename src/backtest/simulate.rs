@@ -1,0 +1,501 @@
+//! The rehearsal itself: pure, no IO, no clock.
+//!
+//! [`rehearse`] walks the window instant by instant as the daemon's rounds would have: at each
+//! instant it judges the current phase's gates through the controller's own judgment
+//! (`controller::evaluate::judge`, with the step's memory kept as the store keeps it),
+//! asks [`crate::controller::decide::decide`] what to do, and applies it through the state
+//! machine ([`crate::machine::handle`]): an advance when every exit gate passes and the minimum
+//! time is met, a guard's `on_breach` when one fails. A rollback or a pause ends the rehearsal
+//! there (a person would have to resume); an `alert` is noted and the rehearsal goes on.
+//!
+//! [`gate_shares`] judges every gate of the plan over the whole window, as if its phase had been
+//! entered at the window's start: the share of the window each passed, held and failed, and how
+//! close it came to its threshold.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::controller::GateReport;
+use crate::controller::decide::{Decision, decide};
+use crate::controller::evaluate::{Item, judge, phase_items};
+use crate::gate::{self, Evaluation, Memory, Verdict};
+use crate::machine::{self, Command, Ladder, MachineError, Snapshot, State};
+use crate::plan::{BreachAction, Check, CmpOp, Plan};
+
+use super::table::Readings;
+
+/// One move of the rehearsed migration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Move {
+    pub at_ms: i64,
+    /// `advance`, `rollback` or `pause`.
+    pub command: &'static str,
+    #[serde(serialize_with = "as_text")]
+    pub from: State,
+    #[serde(serialize_with = "as_text")]
+    pub to: State,
+    /// Whether the migration is paused after it (a breach's rollback or pause).
+    pub paused: bool,
+}
+
+fn as_text<S: serde::Serializer>(state: &State, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(state)
+}
+
+/// How long one gate spent in each verdict during one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateTime {
+    pub name: String,
+    /// `exit` (requirements included) or `guard`.
+    pub kind: &'static str,
+    pub passed_ms: i64,
+    pub held_ms: i64,
+    pub failed_ms: i64,
+    /// The reason of its last verdict that was not a pass (`None`: it always passed).
+    pub last_reason: Option<String>,
+}
+
+/// One step of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    #[serde(serialize_with = "as_text")]
+    pub state: State,
+    pub entered_ms: i64,
+    /// When it was left (`None`: still there at the window's end).
+    pub left_ms: Option<i64>,
+    /// The step's minimum time.
+    pub min_time_ms: i64,
+    pub gates: Vec<GateTime>,
+    /// What was last to allow the advance: a gate's name, or `minimum time` (`None`: the step
+    /// was not left by an advance).
+    pub last_to_pass: Option<String>,
+}
+
+/// A guard breach that would have fired.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Breach {
+    pub at_ms: i64,
+    #[serde(serialize_with = "as_text")]
+    pub state: State,
+    /// The failing guards with their readings.
+    pub guards: Vec<String>,
+    pub action: BreachAction,
+    /// Whether it ended the rehearsal (a rollback or a pause waits for a person).
+    pub ended: bool,
+}
+
+/// How the rehearsal ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "end", rename_all = "snake_case")]
+pub enum End {
+    /// The migration entered `complete`.
+    Completed { at_ms: i64 },
+    /// A breach rolled back or paused it: a person would have had to resume.
+    Stopped {
+        at_ms: i64,
+        command: &'static str,
+        #[serde(serialize_with = "as_text")]
+        from: State,
+        #[serde(serialize_with = "as_text")]
+        to: State,
+    },
+    /// The window ended with the migration in `state`.
+    Unfinished {
+        #[serde(serialize_with = "as_text")]
+        state: State,
+        since_ms: i64,
+    },
+}
+
+/// What a plan would have done over the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rehearsal {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub steps: Vec<Step>,
+    pub moves: Vec<Move>,
+    pub breaches: Vec<Breach>,
+    pub end: End,
+}
+
+/// The memory the store gives back of an evaluation at `at_ms` (what the controller reads at
+/// the next round: [`crate::store::GateRecord`]'s columns).
+fn stored(memory: Memory, at_ms: i64) -> Memory {
+    Memory {
+        held_since_ms: memory.held_since_ms,
+        samples: memory.samples,
+        peak: memory.peak,
+        evaluated_at_ms: Some(at_ms),
+    }
+}
+
+/// The evaluations of one phase's `items` at instant `i`, with their memory.
+fn judge_all(
+    items: &[Item<'_>],
+    readings: &Readings,
+    memory: &mut HashMap<(String, &'static str), Memory>,
+    i: usize,
+    step_entered_ms: i64,
+    phase: &str,
+) -> Vec<GateReport> {
+    let at = readings.instants.at(i);
+    items
+        .iter()
+        .map(|item| {
+            let observation = readings.observe(item, i);
+            let key = (item.name().to_string(), item.kind());
+            let mem = memory.get(&key).copied().unwrap_or_default();
+            let eval = judge(item, &observation, mem, at, step_entered_ms, None);
+            memory.insert(key, stored(eval.memory, at));
+            GateReport {
+                phase: phase.to_string(),
+                name: item.name().to_string(),
+                kind: item.kind(),
+                source: item.source().to_string(),
+                query: String::new(),
+                eval,
+                evaluated_at_ms: at,
+                memory_read: None,
+            }
+        })
+        .collect()
+}
+
+/// A step entered at `at_ms`.
+fn step(plan: &Plan, state: State, at_ms: i64) -> Step {
+    Step {
+        state,
+        entered_ms: at_ms,
+        left_ms: None,
+        min_time_ms: state
+            .phase()
+            .and_then(|k| plan.phase(k))
+            .map_or(0, |p| crate::time::millis(p.min_duration)),
+        gates: Vec::new(),
+        last_to_pass: None,
+    }
+}
+
+/// Rehearse `plan` over the readings' window from `start_at`, entered at the window's start,
+/// advancing as the daemon would (auto-advance, `complete` confirmed).
+pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal {
+    let ladder = Ladder::of(plan);
+    // The rehearsal is of auto-advance: a plan that waits for a person is rehearsed as if the
+    // person said yes at once.
+    let mut auto = plan.clone();
+    auto.auto_advance = true;
+    let instants = readings.instants;
+    let start_ms = instants.at(0);
+    let mut state = start_at;
+    let mut current = step(plan, state, start_ms);
+    let mut memory: HashMap<(String, &'static str), Memory> = HashMap::new();
+    // Per item: since when it has allowed the advance (an exit passing, a guard not failing).
+    let mut ok_since: HashMap<(String, &'static str), i64> = HashMap::new();
+    let mut failing_before: HashSet<String> = HashSet::new();
+    let mut steps = Vec::new();
+    let mut moves = Vec::new();
+    let mut breaches = Vec::new();
+    let mut end = None;
+    for i in 0..instants.count {
+        let at = instants.at(i);
+        let phase = state.phase().and_then(|k| plan.phase(k));
+        let items = phase.map(phase_items).unwrap_or_default();
+        let phase_name = state.phase().map_or("", |k| k.as_str());
+        let gates = judge_all(
+            &items,
+            readings,
+            &mut memory,
+            i,
+            current.entered_ms,
+            phase_name,
+        );
+        account(&mut current, &gates, &mut ok_since, at, instants.step_ms);
+        let exits: Vec<(&str, &Evaluation)> = gates
+            .iter()
+            .filter(|g| g.kind == "exit")
+            .map(|g| (g.name.as_str(), &g.eval))
+            .collect();
+        let guards: Vec<(&str, &Evaluation)> = gates
+            .iter()
+            .filter(|g| g.kind == "guard")
+            .map(|g| (g.name.as_str(), &g.eval))
+            .collect();
+        let min = phase.map(|p| p.min_duration).unwrap_or_default();
+        let blockers = gate::ready_to_advance(&exits, &guards, current.entered_ms, min, at)
+            .err()
+            .unwrap_or_default();
+        let next = ladder.next(state);
+        let failing_now: HashSet<String> = gates
+            .iter()
+            .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+            .map(|g| g.name.clone())
+            .collect();
+        let snapshot = Snapshot {
+            state,
+            paused: false,
+        };
+        match decide(&auto, state, false, next, &gates, blockers, true) {
+            Decision::Done => {
+                end = Some(End::Completed { at_ms: at });
+                break;
+            }
+            Decision::Breach { action, guards } => {
+                let command = match action {
+                    BreachAction::Rollback => Some(Command::Rollback { then_pause: true }),
+                    BreachAction::Pause => Some(Command::Pause),
+                    BreachAction::Alert => None,
+                };
+                let Some(command) = command else {
+                    // Announced once per episode, as the daemon does.
+                    if failing_now.iter().any(|g| !failing_before.contains(g)) {
+                        breaches.push(Breach {
+                            at_ms: at,
+                            state,
+                            guards,
+                            action,
+                            ended: false,
+                        });
+                    }
+                    failing_before = failing_now;
+                    continue;
+                };
+                let t = match machine::handle(&ladder, &plan.name, snapshot, &command) {
+                    Err(MachineError::NothingToRollBack) => {
+                        machine::handle(&ladder, &plan.name, snapshot, &Command::Pause)
+                    }
+                    other => other,
+                };
+                breaches.push(Breach {
+                    at_ms: at,
+                    state,
+                    guards,
+                    action,
+                    ended: true,
+                });
+                if let Ok(t) = t {
+                    moves.push(Move {
+                        at_ms: at,
+                        command: t.command,
+                        from: state,
+                        to: t.to.state,
+                        paused: t.to.paused,
+                    });
+                    current.left_ms = Some(at);
+                    end = Some(End::Stopped {
+                        at_ms: at,
+                        command: t.command,
+                        from: state,
+                        to: t.to.state,
+                    });
+                }
+                break;
+            }
+            Decision::Advance => {
+                let confirm = Some(plan.name.clone());
+                let Ok(t) =
+                    machine::handle(&ladder, &plan.name, snapshot, &Command::Advance { confirm })
+                else {
+                    failing_before = failing_now;
+                    continue;
+                };
+                moves.push(Move {
+                    at_ms: at,
+                    command: t.command,
+                    from: state,
+                    to: t.to.state,
+                    paused: t.to.paused,
+                });
+                current.left_ms = Some(at);
+                current.last_to_pass = last_to_pass(&current, &ok_since);
+                state = t.to.state;
+                let left = std::mem::replace(&mut current, step(plan, state, at));
+                steps.push(left);
+                memory.clear();
+                ok_since.clear();
+                if state == State::Complete {
+                    end = Some(End::Completed { at_ms: at });
+                    break;
+                }
+            }
+            Decision::ReadyForHuman { .. } | Decision::Wait { .. } => {}
+        }
+        failing_before = failing_now;
+    }
+    let since_ms = current.entered_ms;
+    if current.state != State::Complete {
+        steps.push(current);
+    }
+    Rehearsal {
+        start_ms,
+        end_ms: instants.last(),
+        steps,
+        moves,
+        breaches,
+        end: end.unwrap_or(End::Unfinished { state, since_ms }),
+    }
+}
+
+/// Count one round's verdicts into the step (each lasts until the next round, `step_ms`).
+fn account(
+    current: &mut Step,
+    gates: &[GateReport],
+    ok_since: &mut HashMap<(String, &'static str), i64>,
+    at: i64,
+    step_ms: i64,
+) {
+    for g in gates {
+        let key = (g.name.clone(), g.kind);
+        let ok = match g.kind {
+            "guard" => g.eval.verdict != Verdict::Fail,
+            _ => g.eval.verdict == Verdict::Pass,
+        };
+        if ok {
+            ok_since.entry(key).or_insert(at);
+        } else {
+            ok_since.remove(&key);
+        }
+        let time = match current
+            .gates
+            .iter_mut()
+            .find(|t| t.name == g.name && t.kind == g.kind)
+        {
+            Some(t) => t,
+            None => {
+                current.gates.push(GateTime {
+                    name: g.name.clone(),
+                    kind: g.kind,
+                    passed_ms: 0,
+                    held_ms: 0,
+                    failed_ms: 0,
+                    last_reason: None,
+                });
+                let last = current.gates.len() - 1;
+                &mut current.gates[last]
+            }
+        };
+        match g.eval.verdict {
+            Verdict::Pass => time.passed_ms += step_ms,
+            Verdict::Hold => time.held_ms += step_ms,
+            Verdict::Fail => time.failed_ms += step_ms,
+        }
+        if g.eval.verdict != Verdict::Pass {
+            time.last_reason = Some(g.eval.reason.clone());
+        }
+    }
+}
+
+/// What allowed the advance last: the gate whose last streak began latest, or the minimum
+/// time when it ran out after every gate allowed the advance.
+fn last_to_pass(current: &Step, ok_since: &HashMap<(String, &'static str), i64>) -> Option<String> {
+    let latest = current
+        .gates
+        .iter()
+        .filter_map(|g| Some((ok_since.get(&(g.name.clone(), g.kind))?, &g.name)))
+        .fold(None::<(i64, &String)>, |best, (at, name)| match best {
+            Some((b, _)) if b >= *at => best,
+            _ => Some((*at, name)),
+        });
+    let min_met = current.entered_ms.saturating_add(current.min_time_ms);
+    match latest {
+        Some((at, _)) if current.min_time_ms > 0 && min_met >= at => Some("minimum time".into()),
+        Some((_, name)) => Some(name.clone()),
+        None if current.min_time_ms > 0 => Some("minimum time".into()),
+        None => None,
+    }
+}
+
+/// How close a gate came to its threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Margin {
+    /// The distance to the threshold, positive on the passing side (the limit minus `new` for a
+    /// compare gate, the peak minus `at_least` for `require_peak`).
+    pub margin: f64,
+    /// The reading it rests on.
+    pub value: f64,
+    pub at_ms: i64,
+}
+
+/// One gate over the whole window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateShare {
+    pub phase: String,
+    pub name: String,
+    pub kind: &'static str,
+    /// Shares of the window's instants (0 to 1).
+    pub passed: f64,
+    pub held: f64,
+    pub failed: f64,
+    /// The reading nearest the threshold (`None`: never a number, or `require_deploy`).
+    pub closest: Option<Margin>,
+}
+
+/// The signed distance of `eval` to `item`'s threshold (positive: passing side).
+fn margin(item: &Item<'_>, eval: &Evaluation) -> Option<f64> {
+    let value = eval.value?;
+    match item {
+        Item::Gate(g, _) => match &g.check {
+            Check::Threshold {
+                op, value: limit, ..
+            } => Some(match op {
+                CmpOp::Lt | CmpOp::Le => limit - value,
+                CmpOp::Gt | CmpOp::Ge => value - limit,
+                CmpOp::Eq => -(value - limit).abs(),
+                CmpOp::Ne => (value - limit).abs(),
+            }),
+            Check::Compare {
+                ratio, absolute, ..
+            } => {
+                let old = eval.old_value?;
+                Some((old * ratio).max(old + absolute) - value)
+            }
+        },
+        Item::Peak(r) => Some(value - r.at_least.unwrap_or(0.0)),
+        Item::Deploy(_) => None,
+    }
+}
+
+/// Every gate of the plan judged at every instant of the window, its memory kept from the
+/// window's start (as if its phase had been entered then).
+pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
+    let instants = readings.instants;
+    let start_ms = instants.at(0);
+    let mut out = Vec::new();
+    for phase in &plan.phases {
+        for item in phase_items(phase) {
+            let (mut passed, mut held, mut failed) = (0usize, 0usize, 0usize);
+            let mut closest: Option<Margin> = None;
+            let mut mem = Memory::default();
+            for i in 0..instants.count {
+                let at = instants.at(i);
+                let eval = judge(&item, &readings.observe(&item, i), mem, at, start_ms, None);
+                mem = stored(eval.memory, at);
+                match eval.verdict {
+                    Verdict::Pass => passed += 1,
+                    Verdict::Hold => held += 1,
+                    Verdict::Fail => failed += 1,
+                }
+                if let (Some(m), Some(value)) = (margin(&item, &eval), eval.value)
+                    && closest.as_ref().is_none_or(|c| m.abs() < c.margin.abs())
+                {
+                    closest = Some(Margin {
+                        margin: m,
+                        value,
+                        at_ms: at,
+                    });
+                }
+            }
+            let n = instants.count.max(1) as f64;
+            out.push(GateShare {
+                phase: phase.kind.as_str().to_string(),
+                name: item.name().to_string(),
+                kind: item.kind(),
+                passed: passed as f64 / n,
+                held: held as f64 / n,
+                failed: failed as f64 / n,
+                closest,
+            });
+        }
+    }
+    out
+}

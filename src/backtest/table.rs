@@ -1,0 +1,420 @@
+//! The readings of a rehearsal, instant by instant: pure, no IO, no clock.
+//!
+//! Every (source, query) a plan reads gets one [`Reading`] per instant of the window, as the
+//! controller would have read it live at that instant: a Prometheus `query_range` answer split
+//! back into instants ([`decode_range`]), or a scrape source's recorded history evaluated at each
+//! instant ([`scrape_readings`]). A reading that is not a number carries the reason a live gate
+//! would have held with.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::controller::evaluate::Item;
+use crate::gate::Observation;
+use crate::indicators::history::History;
+use crate::indicators::promql::PromError;
+use crate::indicators::query::Query;
+
+use super::BacktestError;
+
+/// Most instants one rehearsal walks (a year at a 1-minute step is 525,600).
+pub const MAX_INSTANTS: usize = 1_000_000;
+
+/// One number as a source gave it at one instant, or why not (the reason a gate holds with).
+pub type Reading = Result<f64, Arc<str>>;
+
+/// One allocation for a run of equal reasons (a source down for a day is one text, not one per
+/// instant).
+#[derive(Default)]
+struct Reasons {
+    last: Option<Arc<str>>,
+}
+
+impl Reasons {
+    fn share(&mut self, reason: String) -> Arc<str> {
+        match &self.last {
+            Some(last) if **last == *reason => last.clone(),
+            _ => {
+                let shared: Arc<str> = reason.into();
+                self.last = Some(shared.clone());
+                shared
+            }
+        }
+    }
+}
+
+/// The instants of a window: `from_ms`, `from_ms + step_ms`, ... up to `to_ms` included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instants {
+    pub from_ms: i64,
+    pub step_ms: i64,
+    pub count: usize,
+}
+
+impl Instants {
+    /// The instants from `from_ms` to `to_ms` (included when on a step) every `step_ms`.
+    ///
+    /// # Errors
+    /// An empty or reversed window, a step of zero, or more than [`MAX_INSTANTS`] instants.
+    pub fn new(from_ms: i64, to_ms: i64, step_ms: i64) -> Result<Instants, BacktestError> {
+        if step_ms <= 0 {
+            return Err(BacktestError::Window(
+                "the step must be above 0 (e.g. --step 1m)".into(),
+            ));
+        }
+        if to_ms <= from_ms {
+            return Err(BacktestError::Window(format!(
+                "--to ({}) must be after --from ({})",
+                crate::time::rfc3339(to_ms),
+                crate::time::rfc3339(from_ms)
+            )));
+        }
+        let count = usize::try_from((to_ms - from_ms) / step_ms)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        if count > MAX_INSTANTS {
+            return Err(BacktestError::Window(format!(
+                "{count} instants: at most {MAX_INSTANTS} per rehearsal; use a longer --step or a shorter window"
+            )));
+        }
+        Ok(Instants {
+            from_ms,
+            step_ms,
+            count,
+        })
+    }
+
+    /// The instant of index `i`.
+    pub fn at(&self, i: usize) -> i64 {
+        self.from_ms.saturating_add(
+            self.step_ms
+                .saturating_mul(i64::try_from(i).unwrap_or(i64::MAX)),
+        )
+    }
+
+    /// The last instant.
+    pub fn last(&self) -> i64 {
+        self.at(self.count.saturating_sub(1))
+    }
+}
+
+/// What every (source, query) read over the window.
+#[derive(Debug, Clone)]
+pub struct Readings {
+    pub instants: Instants,
+    /// By source, then by query text.
+    by_query: HashMap<String, HashMap<String, Vec<Reading>>>,
+    /// Sources that cannot answer for the past at all, and why (their gates hold throughout).
+    pub unavailable: BTreeMap<String, String>,
+    /// What a person should know of a source's readings (a scrape history that starts late).
+    pub notes: Vec<String>,
+}
+
+impl Readings {
+    /// No readings yet: every query reads "not read".
+    pub fn new(instants: Instants) -> Readings {
+        Readings {
+            instants,
+            by_query: HashMap::new(),
+            unavailable: BTreeMap::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The readings of `query` on `source`, one per instant (missing ones read "not read").
+    pub fn insert(&mut self, source: &str, query: &str, readings: Vec<Reading>) {
+        self.by_query
+            .entry(source.to_string())
+            .or_default()
+            .insert(query.to_string(), readings);
+    }
+
+    /// `source` cannot answer for the past: every gate on it holds with `why`.
+    pub fn source_unavailable(&mut self, source: &str, why: String) {
+        self.unavailable.insert(source.to_string(), why);
+    }
+
+    /// What `query` on `source` read at instant `i`.
+    pub fn get(&self, source: &str, query: &str, i: usize) -> Reading {
+        if let Some(why) = self.unavailable.get(source) {
+            return Err(why.as_str().into());
+        }
+        match self
+            .by_query
+            .get(source)
+            .and_then(|by_text| by_text.get(query))
+            .and_then(|r| r.get(i))
+        {
+            Some(r) => r.clone(),
+            None => Err(format!("source {source}: `{query}` was not read for this instant").into()),
+        }
+    }
+
+    /// What `item` observed at instant `i`, as [`crate::controller::evaluate`] observes it live.
+    pub(crate) fn observe(&self, item: &Item<'_>, i: usize) -> Observation {
+        let source = item.source();
+        let queries = item.queries();
+        match item {
+            Item::Gate(
+                crate::plan::Gate {
+                    check: crate::plan::Check::Compare { new, old, .. },
+                    ..
+                },
+                _,
+            ) => match (self.get(source, new, i), self.get(source, old, i)) {
+                (Ok(new), Ok(old)) => Observation::Pair { new, old },
+                (Err(e), _) => Observation::Unavailable(format!("new side: {e}")),
+                (_, Err(e)) => Observation::Unavailable(format!("old side: {e}")),
+            },
+            _ => match self.get(source, queries.first().copied().unwrap_or_default(), i) {
+                Ok(v) => Observation::Value(v),
+                Err(e) => Observation::Unavailable(e.to_string()),
+            },
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RangeResponse {
+    status: String,
+    #[serde(default)]
+    data: Option<RangeData>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RangeData {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    #[serde(default)]
+    result: Value,
+}
+
+#[derive(Deserialize)]
+struct RangeSeries {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(Value, Value)>,
+}
+
+/// What one instant of a range answer held: no sample, one (its value as text), or several
+/// (how many).
+enum Slot {
+    Empty,
+    One(String),
+    Several(usize),
+}
+
+/// Decode a `query_range` answer (`GET /api/v1/query_range`) for the `count` instants of
+/// `instants` starting at index `first`: each instant's reading as an instant query at that
+/// instant would have given it (exactly one finite number; otherwise the same reason
+/// [`crate::indicators::promql::decode_instant`] gives, prefixed with `source SOURCE: `).
+///
+/// # Errors
+/// A reason that holds for every instant of the request (Prometheus refused the query, the
+/// answer is not a range answer).
+pub fn decode_range(
+    body: &str,
+    source: &str,
+    instants: &Instants,
+    first: usize,
+    count: usize,
+) -> Result<Vec<Reading>, String> {
+    let whole = |e: PromError| format!("source {source}: {e}");
+    let response: RangeResponse = serde_json::from_str(body).map_err(|e| {
+        whole(PromError::InvalidJson {
+            reason: e.to_string(),
+            start: body.trim_start().chars().take(60).collect(),
+        })
+    })?;
+    match response.status.as_str() {
+        "success" => {}
+        "error" => {
+            return Err(whole(PromError::QueryFailed {
+                error_type: response.error_type.unwrap_or_else(|| "unknown".into()),
+                error: response
+                    .error
+                    .unwrap_or_else(|| "no error text given".into()),
+            }));
+        }
+        other => {
+            return Err(whole(PromError::UnknownStatus {
+                status: other.into(),
+            }));
+        }
+    }
+    let data = response.data.ok_or_else(|| {
+        whole(PromError::Malformed {
+            reason: "status is success but `data` is missing".into(),
+        })
+    })?;
+    if data.result_type != "matrix" {
+        return Err(whole(PromError::Malformed {
+            reason: format!(
+                "a range query answers a matrix, not a `{}`",
+                data.result_type
+            ),
+        }));
+    }
+    let series: Vec<RangeSeries> = serde_json::from_value(data.result).map_err(|e| {
+        whole(PromError::Malformed {
+            reason: format!("matrix result: {e}"),
+        })
+    })?;
+    let mut slots: Vec<Slot> = (0..count).map(|_| Slot::Empty).collect();
+    let start_ms = instants.at(first);
+    for s in &series {
+        for (t, v) in &s.values {
+            let Some(secs) = t.as_f64() else { continue };
+            let at_ms = (secs * 1000.0).round() as i64;
+            let offset = at_ms - start_ms;
+            if offset < 0 || offset % instants.step_ms != 0 {
+                continue;
+            }
+            let Ok(k) = usize::try_from(offset / instants.step_ms) else {
+                continue;
+            };
+            let Some(slot) = slots.get_mut(k) else {
+                continue;
+            };
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            *slot = match std::mem::replace(slot, Slot::Empty) {
+                Slot::Empty => Slot::One(text),
+                Slot::One(_) => Slot::Several(2),
+                Slot::Several(n) => Slot::Several(n + 1),
+            };
+        }
+    }
+    // The series of the answer, named as an instant query's answer names them.
+    let all_labels: Vec<String> = series.iter().map(|s| label_set(&s.metric)).collect();
+    let mut reasons = Reasons::default();
+    Ok(slots
+        .into_iter()
+        .map(|slot| match slot {
+            Slot::Empty => Err(reasons.share(whole(PromError::EmptyResult))),
+            Slot::One(text) => match text.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(v),
+                Ok(_) => Err(reasons.share(whole(PromError::NotFinite { value: text }))),
+                Err(_) => Err(reasons.share(whole(PromError::InvalidValue { value: text }))),
+            },
+            Slot::Several(count) => {
+                let mut listed: Vec<String> = all_labels.iter().take(3).cloned().collect();
+                if all_labels.len() > 3 {
+                    listed.push(format!("and {} more", all_labels.len() - 3));
+                }
+                Err(reasons.share(whole(PromError::SeveralSeries {
+                    count,
+                    listed: listed.join(", "),
+                })))
+            }
+        })
+        .collect())
+}
+
+/// `name{a="x",b="y"}` (the `__name__` label as the prefix), `{}` for no labels.
+fn label_set(metric: &BTreeMap<String, String>) -> String {
+    let name = metric.get("__name__").map(String::as_str).unwrap_or("");
+    let labels: Vec<String> = metric
+        .iter()
+        .filter(|(k, _)| k.as_str() != "__name__")
+        .map(|(k, v)| format!("{k}={v:?}"))
+        .collect();
+    if labels.is_empty() && !name.is_empty() {
+        return name.to_owned();
+    }
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+/// A scrape source's readings of `query` (its text `text`) over `instants`, from the history a
+/// store kept: at each instant what the controller would have read live then (the query
+/// evaluated over the scrapes up to that instant). Before `recorded_from_ms`, the first scrape
+/// the store kept, the source cannot answer: its gates hold, saying so.
+pub fn scrape_readings(
+    history: &History,
+    query: &Query,
+    text: &str,
+    source: &str,
+    instants: &Instants,
+    recorded_from_ms: i64,
+) -> Vec<Reading> {
+    let before: Arc<str> = format!(
+        "source {source}: no scrape recorded before {} (the store keeps no older one)",
+        crate::time::rfc3339(recorded_from_ms)
+    )
+    .into();
+    let mut reasons = Reasons::default();
+    (0..instants.count)
+        .map(|i| {
+            let at = instants.at(i);
+            if at < recorded_from_ms {
+                return Err(before.clone());
+            }
+            query.evaluate(history, at).map(|r| r.value).map_err(|e| {
+                reasons.share(match e.reason.as_str() {
+                    "NaN" => format!("source {source}: not a finite number: `{text}` read NaN"),
+                    reason => format!("source {source}: {reason}"),
+                })
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window() -> Instants {
+        Instants::new(60_000, 300_000, 60_000).expect("window")
+    }
+
+    #[test]
+    fn a_range_answer_reads_as_one_instant_query_per_step() {
+        let body = r#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"__name__":"a","x":"1"},"values":[[60,"1"],[120,"2"],[240,"NaN"]]},
+            {"metric":{"__name__":"a","x":"2"},"values":[[120,"5"]]}]}}"#;
+        let got = decode_range(body, "prom", &window(), 0, 5).expect("decodes");
+        assert_eq!(got[0], Ok(1.0));
+        assert!(
+            got[1].as_ref().is_err_and(|e| e.contains("2 series")),
+            "{got:?}"
+        );
+        assert!(got[2].as_ref().is_err_and(|e| e.contains("empty result")));
+        assert!(
+            got[3]
+                .as_ref()
+                .is_err_and(|e| e.contains("not a finite number"))
+        );
+        assert!(
+            got[4]
+                .as_ref()
+                .is_err_and(|e| e.starts_with("source prom: "))
+        );
+    }
+
+    #[test]
+    fn a_refused_range_query_is_one_reason_for_every_instant() {
+        let body = r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#;
+        let err = decode_range(body, "prom", &window(), 0, 5).expect_err("refused");
+        assert!(err.contains("parse error"), "{err}");
+        assert!(decode_range("<html>", "prom", &window(), 0, 5).is_err());
+    }
+
+    #[test]
+    fn a_window_has_bounds() {
+        assert!(Instants::new(0, 0, 60_000).is_err());
+        assert!(Instants::new(0, 60_000, 0).is_err());
+        assert!(Instants::new(0, 10_000_000_000, 1_000).is_err());
+        let w = Instants::new(0, 600_000, 60_000).expect("window");
+        assert_eq!((w.count, w.last()), (11, 600_000));
+    }
+}

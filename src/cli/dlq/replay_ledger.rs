@@ -1,0 +1,131 @@
+//! What `migrate dlq replay` records in the state store before and after each publish: the
+//! store's replay ledger ([`DispositionStore::claim_replay`]) as the replay's [`Ledger`].
+//!
+//! Each entry is claimed for (queue, destination) before it is published and settled once the
+//! outcome is known, so a re-run after any failure skips what went out and never sends an entry
+//! twice: one whose outcome was never learnt (a run killed between the two, a publish the broker
+//! did not confirm, a store that failed to settle) stays in doubt and is not sent again unless
+//! `--resend-in-doubt`.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use super::{GroupKey, Selected};
+use crate::dlq::envelope::DeadLetter;
+use crate::dlq::replay::{GroupTally, Ledger, Recorded};
+use crate::store::any::AnyStore;
+use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim};
+
+/// The ledger of one run, and what it found that earlier runs did.
+pub(super) struct StoreLedger {
+    store: AnyStore,
+    queue: String,
+    destination: String,
+    run: String,
+    resend_in_doubt: bool,
+    base_ms: i64,
+    started: Instant,
+    /// The claim of the entry being published (settled next).
+    current: Option<ReplayClaim>,
+    /// Per group, the entries earlier runs sent (as published) and those in doubt.
+    pub(super) earlier: GroupTally<GroupKey>,
+}
+
+impl StoreLedger {
+    /// The ledger of a run starting at `now_ms` that sends the entries of `queue` to
+    /// `destination` (`migration:NAME`, `file:/absolute/path` or `stdout`).
+    pub(super) fn new(
+        store: AnyStore,
+        queue: &str,
+        destination: String,
+        now_ms: i64,
+        resend_in_doubt: bool,
+    ) -> StoreLedger {
+        // Unique per run, wherever it runs (two hosts can share a PostgreSQL store).
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        StoreLedger {
+            store,
+            queue: queue.to_string(),
+            destination,
+            run: format!("{now_ms}-{}-{random:016x}", std::process::id()),
+            resend_in_doubt,
+            base_ms: now_ms,
+            started: Instant::now(),
+            current: None,
+            earlier: GroupTally::default(),
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.base_ms
+            .saturating_add(i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// The identity of a dead letter: a digest of its whole envelope (the same dead letter exported
+/// twice is one entry).
+pub(super) fn entry_digest(entry: &DeadLetter) -> String {
+    // A struct of strings and numbers always serializes.
+    let bytes = serde_json::to_vec(entry).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    digest.iter().fold(String::with_capacity(64), |mut hex, b| {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
+}
+
+impl Ledger<Selected> for StoreLedger {
+    async fn claim(&mut self, s: &Selected) -> Result<Recorded, String> {
+        let claim = ReplayClaim {
+            queue: self.queue.clone(),
+            destination: self.destination.clone(),
+            entry: entry_digest(&s.entry),
+            run: self.run.clone(),
+            dead_lettered_at: s.entry.dead_lettered_at.clone(),
+            dead_lettered_ms: s.entry.dead_lettered_ms().unwrap_or(0),
+            at_ms: self.now_ms(),
+        };
+        let found = self
+            .store
+            .claim_replay(&claim, self.resend_in_doubt)
+            .await
+            .map_err(|e| crate::redact::text(&e.to_string()))?;
+        Ok(match found {
+            Claim::Taken => {
+                self.current = Some(claim);
+                Recorded::Claimed
+            }
+            Claim::Sent => {
+                self.earlier.observe(&s.key, &s.entry, true);
+                Recorded::SentEarlier
+            }
+            Claim::InDoubt => {
+                self.earlier.observe_in_doubt(&s.key);
+                Recorded::InDoubt
+            }
+        })
+    }
+
+    async fn settle(&mut self, s: &Selected, sent: bool) -> Result<(), String> {
+        let Some(mut claim) = self.current.take() else {
+            return Err(format!(
+                "no claim for the entry dead-lettered at {} (line {})",
+                s.entry.dead_lettered_at, s.line
+            ));
+        };
+        claim.at_ms = self.now_ms();
+        match self.store.settle_replay(&claim, sent).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!(
+                "the entry dead-lettered at {} (line {}) was taken over by another run (--resend-in-doubt) while this one sent it",
+                s.entry.dead_lettered_at, s.line
+            )),
+            Err(e) => Err(crate::redact::text(&e.to_string())),
+        }
+    }
+}

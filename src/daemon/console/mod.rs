@@ -1,0 +1,387 @@
+//! The web console `migrate run` serves beside its API (docs/console.md): `/` (the fleet) and
+//! `/migrations/{name}` (one migration), server-rendered HTML with one small script and one
+//! style sheet, both compiled into the binary (no request leaves for anywhere else). Reading is
+//! open as the API's reads are; every action the page offers is a `POST` to the API, with the
+//! token the person types (kept in the page's memory only).
+//!
+//! Also the read endpoint the charts draw from: `GET /v1/migrations/{name}/evaluations`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+use super::Shared;
+use crate::controller::views::EntryView;
+use crate::controller::{Loaded, views::StatusView};
+use crate::gate::Verdict;
+use crate::machine::State as Rung;
+use crate::plan::Threshold;
+use crate::store::Store;
+use crate::time::{human_ms, rfc3339};
+
+mod html;
+
+const SCRIPT: &str = include_str!("console.js");
+const STYLE: &str = include_str!("console.css");
+
+/// The most evaluations one request of `/evaluations` answers.
+pub const MAX_EVALUATIONS: u32 = 10_000;
+/// What `/evaluations` answers without `?limit=`.
+pub const DEFAULT_EVALUATIONS: u32 = 2_000;
+
+type App<S> = State<Arc<Shared<S>>>;
+
+/// The console's routes, merged into the API's router (same listener, same state).
+pub fn routes<S: Store + Clone + 'static>() -> Router<Arc<Shared<S>>> {
+    Router::new()
+        .route("/", get(fleet::<S>))
+        .route("/migrations/{name}", get(migration::<S>))
+        .route("/console/console.js", get(script))
+        .route("/console/console.css", get(style))
+        .route("/v1/migrations/{name}/evaluations", get(evaluations::<S>))
+}
+
+/// What every page and asset of the console is sent with: nothing but this origin may be
+/// loaded or reached (no inline script, no inline style), never framed, never cached.
+fn secured(mut r: Response, content_type: &'static str) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+             connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    r
+}
+
+fn page(status: StatusCode, body: String) -> Response {
+    secured((status, body).into_response(), "text/html; charset=utf-8")
+}
+
+async fn script() -> Response {
+    secured(SCRIPT.into_response(), "text/javascript; charset=utf-8")
+}
+
+async fn style() -> Response {
+    secured(STYLE.into_response(), "text/css; charset=utf-8")
+}
+
+/// Who serves the page: this controller's name and whether it acts.
+pub struct Serving {
+    pub holder: String,
+    pub leader: bool,
+    pub read_only: bool,
+}
+
+fn serving<S: Store + Clone + 'static>(s: &Shared<S>) -> Serving {
+    Serving {
+        holder: s.config.holder.clone(),
+        leader: s.is_leader(),
+        read_only: s.config.read_only_api,
+    }
+}
+
+/// One migration as the fleet shows it.
+pub struct FleetRow {
+    pub view: StatusView,
+    /// A guard fails.
+    pub breached: bool,
+}
+
+async fn fleet<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
+    let c = s.controller(true);
+    let records = match s.store.list().await {
+        Ok(r) => r,
+        Err(e) => {
+            return page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                html::error(&e.to_string()),
+            );
+        }
+    };
+    let mut rows = Vec::new();
+    let mut failed = Vec::new();
+    for r in records {
+        let view = match c.load(&r.name).await {
+            Ok(loaded) => c.status_view(&loaded).await,
+            Err(e) => Err(e),
+        };
+        match view {
+            Ok(view) => rows.push(FleetRow {
+                breached: breached(&view),
+                view,
+            }),
+            // One migration that cannot be shown does not hide the others.
+            Err(e) => failed.push((r.name, e.to_string())),
+        }
+    }
+    page(StatusCode::OK, html::fleet(&serving(&s), &rows, &failed))
+}
+
+fn breached(view: &StatusView) -> bool {
+    view.gates
+        .iter()
+        .any(|g| g.kind == "guard" && g.verdict == Verdict::Fail)
+}
+
+/// One migration as its page shows it.
+pub struct Detail {
+    pub view: StatusView,
+    pub thresholds: Vec<Option<Threshold>>,
+    pub rungs: Vec<RungView>,
+    /// The minimum time the current step must still last, in ms (0: met), with the minimum.
+    pub min_left: Option<(i64, i64)>,
+    pub journal: Vec<EntryView>,
+    pub breached: bool,
+    /// Advancing from here enters `complete`: the migration's name is asked.
+    pub point_of_no_return: bool,
+}
+
+/// One rung of the ladder.
+pub struct RungView {
+    pub state: String,
+    /// Slices on the new broker at that rung.
+    pub slices: u32,
+    pub at: Place,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Done,
+    Here,
+    Ahead,
+}
+
+fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i64) -> Detail {
+    let r = &loaded.record;
+    let phase = r.state.phase().and_then(|k| loaded.plan.phase(k));
+    let thresholds = view
+        .gates
+        .iter()
+        .map(|g| phase.and_then(|p| p.threshold(&g.name, &g.kind)))
+        .collect();
+    let rungs = loaded.ladder.rungs();
+    let here = rungs.iter().position(|&x| x == r.state);
+    let rungs = rungs
+        .iter()
+        .enumerate()
+        .map(|(i, &state)| RungView {
+            state: state.to_string(),
+            slices: loaded.ladder.routing(state).slices_migrated,
+            at: match here {
+                Some(h) if i < h => Place::Done,
+                Some(h) if i == h => Place::Here,
+                _ => Place::Ahead,
+            },
+        })
+        .collect();
+    let min_left = phase.map(|p| {
+        let min = i64::try_from(p.min_duration.as_millis()).unwrap_or(i64::MAX);
+        let spent = now_ms.saturating_sub(r.entered_at_ms);
+        (min.saturating_sub(spent).max(0), min)
+    });
+    Detail {
+        breached: breached(&view),
+        point_of_no_return: loaded.ladder.next(r.state) == Some(Rung::Complete),
+        view,
+        thresholds,
+        rungs,
+        min_left,
+        journal,
+    }
+}
+
+async fn migration<S: Store + Clone + 'static>(
+    State(s): App<S>,
+    Path(name): Path<String>,
+) -> Response {
+    let c = s.controller(true);
+    let loaded = match c.load(&name).await {
+        Ok(l) => l,
+        Err(e) => {
+            let status = if matches!(
+                e,
+                crate::controller::ControllerError::Store(crate::store::StoreError::NotFound(_))
+            ) {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            return page(status, html::error(&e.to_string()));
+        }
+    };
+    let view = match c.status_view(&loaded).await {
+        Ok(v) => v,
+        Err(e) => {
+            return page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                html::error(&e.to_string()),
+            );
+        }
+    };
+    let journal = match s.store.journal(&name).await {
+        Ok(j) => j.iter().map(EntryView::of).collect(),
+        Err(e) => {
+            return page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                html::error(&e.to_string()),
+            );
+        }
+    };
+    let d = detail(&loaded, view, journal, s.now_ms());
+    page(StatusCode::OK, html::migration(&serving(&s), &d))
+}
+
+#[derive(Debug, Deserialize)]
+struct EvaluationsQuery {
+    limit: Option<u32>,
+}
+
+/// `GET /v1/migrations/{name}/evaluations` (docs/api.md).
+#[derive(Debug, Serialize)]
+pub struct Evaluations {
+    pub migration: String,
+    /// The state the migration is in.
+    pub state: String,
+    /// The gates of the current phase, with their thresholds (`null`: none fixed).
+    pub gates: Vec<ChartGate>,
+    /// The stored evaluations, oldest first (the newest `limit`).
+    pub evaluations: Vec<Point>,
+    /// Every transition of the journal: when, and to which state.
+    pub transitions: Vec<Transition>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChartGate {
+    pub name: String,
+    pub kind: String,
+    pub threshold: Option<Threshold>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Point {
+    pub at_ms: i64,
+    pub state: String,
+    pub gate: String,
+    pub kind: String,
+    pub value: Option<f64>,
+    pub verdict: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Transition {
+    pub at_ms: i64,
+    pub command: String,
+    pub to: String,
+}
+
+async fn evaluations<S: Store + Clone + 'static>(
+    State(s): App<S>,
+    Path(name): Path<String>,
+    Query(q): Query<EvaluationsQuery>,
+) -> Response {
+    let limit = q.limit.unwrap_or(DEFAULT_EVALUATIONS);
+    if limit == 0 || limit > MAX_EVALUATIONS {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            format!("limit: 1 to {MAX_EVALUATIONS} (e.g. ?limit=500)"),
+        );
+    }
+    let c = s.controller(true);
+    let loaded = match c.load(&name).await {
+        Ok(l) => l,
+        Err(e) => {
+            let status = if matches!(
+                e,
+                crate::controller::ControllerError::Store(crate::store::StoreError::NotFound(_))
+            ) {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            return json_error(status, e.to_string());
+        }
+    };
+    let (history, journal) = match tokio::try_join!(
+        s.store.evaluation_history(&name, limit),
+        s.store.journal(&name)
+    ) {
+        Ok(both) => both,
+        Err(e) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let phase = loaded
+        .record
+        .state
+        .phase()
+        .and_then(|k| loaded.plan.phase(k));
+    let gates = phase
+        .map(|p| {
+            p.gate_keys()
+                .into_iter()
+                .map(|(name, kind)| ChartGate {
+                    name: name.to_string(),
+                    kind: kind.to_string(),
+                    threshold: p.threshold(name, kind),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = Evaluations {
+        migration: name,
+        state: loaded.record.state.to_string(),
+        gates,
+        evaluations: history
+            .into_iter()
+            .map(|r| Point {
+                at_ms: r.at_ms,
+                state: r.state.to_string(),
+                gate: r.gate,
+                kind: r.kind,
+                value: r.value.filter(|v| v.is_finite()),
+                verdict: r.verdict,
+            })
+            .collect(),
+        transitions: journal
+            .iter()
+            .map(|e| Transition {
+                at_ms: e.at_ms,
+                command: e.command.clone(),
+                to: e.to.state.to_string(),
+            })
+            .collect(),
+    };
+    let mut r = axum::Json(body).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn json_error(status: StatusCode, message: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// A duration in ms as the pages write it (`1h 5m`).
+fn human(ms: i64) -> String {
+    human_ms(ms)
+}
+
+/// An instant as the pages write it.
+fn when(ms: i64) -> String {
+    rfc3339(ms)
+}

@@ -1,0 +1,157 @@
+//! A bench for the `migrate dlq` tests on each store backend: SQLite (the bench's file, always)
+//! or PostgreSQL (a database of its own on the server of `QM_TEST_POSTGRES_URL`), and
+//! [`on_both!`](crate::on_both) to write a scenario once for both.
+
+use super::{Bench, Postgres, Run};
+
+/// A bench whose state store is SQLite (the bench's file) or a fresh PostgreSQL database.
+pub struct DlqBench {
+    pub b: Bench,
+    /// The state URL every command gets (`MIGRATE_STATE`).
+    pub state: String,
+    pg: Option<Postgres>,
+}
+
+impl DlqBench {
+    pub fn sqlite() -> DlqBench {
+        let b = Bench::new();
+        let state = b.path("state.db").display().to_string();
+        DlqBench { b, state, pg: None }
+    }
+
+    pub fn postgres(tag: &str) -> DlqBench {
+        let pg = Postgres::fresh(tag);
+        DlqBench {
+            b: Bench::new(),
+            state: pg.url.clone(),
+            pg: Some(pg),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.b.run_env(args, &[("MIGRATE_STATE", &self.state)])
+    }
+
+    pub fn ok(&self, args: &[&str], code: i32) -> Run {
+        let r = self.run(args);
+        assert_eq!(
+            r.code,
+            code,
+            "[{}] migrate {args:?} exited {} (want {code})\nstdout:\n{}\nstderr:\n{}",
+            self.kind(),
+            r.code,
+            r.stdout,
+            r.stderr
+        );
+        r
+    }
+
+    /// The bench with the plan `yaml` (what `migrate init` reads from `self.b.plan`).
+    pub fn with_plan(self, yaml: &str) -> DlqBench {
+        std::fs::write(&self.b.plan, yaml).unwrap();
+        self
+    }
+
+    /// `migrate init` of the bench's plan.
+    pub fn init(&self) {
+        self.ok(&["init", self.b.plan.to_str().unwrap()], 0);
+    }
+
+    /// A file in the bench's directory.
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.b.path(name)
+    }
+
+    /// The `migrate ARGS` command of [`DlqBench::run`], not started.
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut c = self.b.command(args);
+        c.env("MIGRATE_STATE", &self.state);
+        c
+    }
+
+    pub fn kind(&self) -> &'static str {
+        if self.pg.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+    }
+
+    /// Run SQL on the store behind the command's back (the trigger of a store that fails).
+    pub fn raw(&self, sql: &str) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use sqlx::Executor;
+            let sql = sqlx::AssertSqlSafe(sql.to_string());
+            if self.pg.is_some() {
+                let pool = sqlx::PgPool::connect(&self.state).await.unwrap();
+                pool.execute(sql).await.unwrap();
+                pool.close().await;
+            } else {
+                let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", self.state))
+                    .await
+                    .unwrap();
+                pool.execute(sql).await.unwrap();
+                pool.close().await;
+            }
+        });
+    }
+
+    /// Make the store refuse `op` (INSERT or UPDATE) on the replay ledger; `refuse(op, false)`
+    /// lifts it.
+    pub fn refuse(&self, op: &str, on: bool) {
+        let name = format!("refuse_{}", op.to_lowercase());
+        let sql = match (self.pg.is_some(), on) {
+            (true, true) => format!(
+                "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 RAISE EXCEPTION 'refused by the test'; END $$; \
+                 CREATE TRIGGER {name} BEFORE {op} ON dlq_replays \
+                 FOR EACH ROW EXECUTE FUNCTION {name}()"
+            ),
+            (true, false) => format!("DROP TRIGGER {name} ON dlq_replays"),
+            (false, true) => format!(
+                "CREATE TRIGGER {name} BEFORE {op} ON dlq_replays \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            ),
+            (false, false) => format!("DROP TRIGGER {name}"),
+        };
+        self.raw(&sql);
+    }
+
+    pub fn write(&self, name: &str, lines: &[String]) {
+        std::fs::write(self.b.path(name), lines.join("\n") + "\n").unwrap();
+    }
+}
+
+impl Drop for DlqBench {
+    fn drop(&mut self) {
+        if let Some(pg) = self.pg.take()
+            && !std::thread::panicking()
+        {
+            // On a thread of its own: a bench may be dropped inside an async test's runtime.
+            let _ = std::thread::spawn(move || pg.drop_database()).join();
+        }
+    }
+}
+
+/// `$name::sqlite` always, `$name::postgres` when asked (`--include-ignored`, with the URL).
+#[macro_export]
+macro_rules! on_both {
+    ($name:ident, $tag:literal) => {
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name($crate::common::dlq_bench::DlqBench::sqlite());
+            }
+
+            #[test]
+            #[ignore = "needs QM_TEST_POSTGRES_URL"]
+            fn postgres() {
+                super::$name($crate::common::dlq_bench::DlqBench::postgres($tag));
+            }
+        }
+    };
+}

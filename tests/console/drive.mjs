@@ -1,0 +1,165 @@
+// Drives headless Chromium through the DevTools protocol for tests/console.rs, over the pipe
+// Chromium offers (--remote-debugging-pipe: JSON messages ended by a NUL byte on fds 3 and 4),
+// so it needs no package and no WebSocket client (Node 18 or later): loads the console of a
+// running `migrate run`, reads what it shows, acts without and with the token, takes
+// screenshots. Prints one JSON object on stdout.
+//
+//   node drive.mjs CHROMIUM BASE_URL MIGRATION TOKEN OUT_DIR
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [chromium, base, migration, token, outDir] = process.argv.slice(2);
+const sleep = ms => new Promise(ok => setTimeout(ok, ms));
+const profile = mkdtempSync(join(tmpdir(), "qm-console-chromium-"));
+const browser = spawn(chromium, [
+  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-pipe",
+  "--user-data-dir=" + profile, "--window-size=1280,900", "about:blank",
+], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+let browserLog = "";
+browser.stderr.on("data", d => { browserLog += d; });
+function fail(message) {
+  process.stdout.write(JSON.stringify({ error: message, browser: browserLog.slice(-2000) }) + "\n");
+  try { browser.kill("SIGKILL"); } catch {}
+  try { rmSync(profile, { recursive: true, force: true }); } catch {}
+  process.exit(1);
+}
+setTimeout(() => fail("timed out"), 120000).unref();
+browser.on("exit", code => fail("chromium exited (" + code + ")"));
+
+const toBrowser = browser.stdio[3], fromBrowser = browser.stdio[4];
+let next = 1, pending = Buffer.alloc(0);
+const waiting = new Map();
+fromBrowser.on("data", chunk => {
+  pending = Buffer.concat([pending, chunk]);
+  let end;
+  while ((end = pending.indexOf(0)) >= 0) {
+    const msg = JSON.parse(pending.subarray(0, end).toString("utf8"));
+    pending = pending.subarray(end + 1);
+    if (msg.id && waiting.has(msg.id)) {
+      const { ok, ko } = waiting.get(msg.id);
+      waiting.delete(msg.id);
+      if (msg.error) ko(new Error(JSON.stringify(msg.error))); else ok(msg.result);
+    }
+  }
+});
+function send(method, params = {}, sessionId) {
+  const id = next++;
+  toBrowser.write(JSON.stringify({ id, method, params, sessionId }) + "\0");
+  return new Promise((ok, ko) => waiting.set(id, { ok, ko }));
+}
+const { targetId } = await send("Target.createTarget", { url: "about:blank" });
+const { sessionId } = await send("Target.attachToTarget", { targetId, flatten: true });
+const page = (method, params) => send(method, params, sessionId);
+async function js(expression) {
+  const r = await page("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
+  if (r.exceptionDetails) throw new Error(expression + ": " + JSON.stringify(r.exceptionDetails));
+  return r.result.value;
+}
+async function until(expression, what, ms = 20000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await js(expression).catch(() => false)) return;
+    await sleep(100);
+  }
+  const shown = await js("(document.getElementById('action-result') || {}).textContent + ' | ' + " +
+    "(document.getElementById('summary') || {}).textContent").catch(e => String(e));
+  fail("waited in vain for " + what + ": " + expression + " (page: " + shown + ")");
+}
+async function shot(file, width, height, dark) {
+  await page("Emulation.setDeviceMetricsOverride", { width, height, deviceScaleFactor: 1, mobile: width < 600 });
+  await page("Emulation.setEmulatedMedia", { features: [{ name: "prefers-color-scheme", value: dark ? "dark" : "light" }] });
+  await sleep(400);
+  const { data } = await page("Page.captureScreenshot", { format: "png" });
+  writeFileSync(join(outDir, file), Buffer.from(data, "base64"));
+  return js("document.documentElement.scrollWidth");
+}
+await page("Page.enable");
+await page("Runtime.enable");
+const result = {};
+
+// The fleet.
+await page("Page.navigate", { url: base + "/" });
+await until("document.readyState === 'complete' && !!document.querySelector('table.fleet')", "the fleet");
+result.fleet = await js(`[...document.querySelectorAll('table.fleet tbody tr')].map(tr => ({
+  migration: tr.dataset.migration, phase: tr.querySelector('.phase')?.textContent,
+  step: tr.querySelector('.step')?.textContent, flags: tr.querySelector('.flags')?.textContent,
+  progress: tr.querySelector('progress')?.value }))`);
+result.fleet_leader = await js("document.getElementById('leader').textContent");
+await shot("console-fleet-desktop.png", 1280, 900, false);
+
+// One migration.
+await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) });
+await until("document.readyState === 'complete' && document.querySelectorAll('figure.chart').length > 0 && " +
+  "[...document.querySelectorAll('figure.chart .plot')].every(p => p.querySelector('svg, .no-values'))", "the charts");
+const read = `({
+  phase: document.getElementById('phase').textContent,
+  step: document.getElementById('step').textContent,
+  state: document.getElementById('summary').dataset.state,
+  paused: document.getElementById('summary').dataset.paused,
+  ladder_here: document.querySelector('.ladder li.here .rung')?.textContent,
+  min_left: document.getElementById('min-left')?.textContent,
+  gates: [...document.querySelectorAll('#gates tbody tr')].map(tr => ({
+    name: tr.dataset.gate, kind: tr.dataset.kind,
+    verdict: tr.querySelector('.verdict').textContent, value: tr.querySelector('.value').textContent,
+    reason: tr.querySelector('.reason').textContent })),
+  charts: [...document.querySelectorAll('figure.chart')].map(f => ({
+    name: f.dataset.gate, kind: f.dataset.kind, points: Number(f.querySelector('svg')?.dataset.points || 0),
+    threshold_line: !!f.querySelector('svg .threshold'), transitions: f.querySelectorAll('svg .transition').length })),
+  journal: [...document.querySelectorAll('#journal tbody tr')].map(tr => ({
+    seq: Number(tr.dataset.seq), command: tr.querySelector('.command').textContent,
+    actor: tr.querySelector('.actor').textContent, reason: tr.querySelector('.reason').textContent })),
+  routing: JSON.parse(document.getElementById('routing').textContent),
+})`;
+result.before = await js(read);
+result.desktop_width = await shot("console-migration-desktop.png", 1280, 900, false);
+result.phone_width = await shot("console-migration-phone.png", 390, 844, false);
+result.phone_dark_width = await shot("console-migration-phone-dark.png", 390, 844, true);
+// 200% zoom of a 1280×900 window: a 640×450 layout viewport.
+result.zoom200_width = await shot("console-migration-zoom200.png", 640, 450, false);
+// Keyboard: Enter in the reason field sends nothing.
+result.enter_sends_nothing = await js(`(() => {
+  const r = document.getElementById('reason');
+  r.focus();
+  const ev = new KeyboardEvent('keydown', { key: 'Enter', bubbles: true, cancelable: true });
+  r.dispatchEvent(ev);
+  return ev.defaultPrevented && document.getElementById('action-result').textContent === '';
+})()`);
+await page("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
+await page("Emulation.setEmulatedMedia", { features: [{ name: "prefers-color-scheme", value: "light" }] });
+
+// An action without the token, then with it; no reload in between (the marker survives).
+await js("window.__no_reload = 42; true");
+const click = (reason, id) => js(`(() => {
+  document.getElementById('reason').value = ${JSON.stringify(reason)};
+  document.getElementById('${id}').click(); return true; })()`);
+const settled = "(() => { const t = document.getElementById('action-result').textContent; return t !== '' && !t.endsWith('…'); })()";
+await click("paused from the console, no token", "do-pause");
+await until(settled, "the refusal");
+result.without_token = await js("document.getElementById('action-result').textContent");
+result.paused_after_refusal = await js("document.getElementById('summary').dataset.paused");
+await js(`document.getElementById('action-result').textContent = ''; document.getElementById('token').value = ${JSON.stringify(token)}; true`);
+await click("paused from the console", "do-pause");
+await until(settled, "the answer");
+result.with_token = await js("document.getElementById('action-result').textContent");
+await until("document.getElementById('summary').dataset.paused === 'true'", "the pause shown", 15000);
+result.token_field_cleared = await js("document.getElementById('token').value === '' && document.getElementById('token-row').hidden");
+// The token held in memory: the next action needs no typing.
+await js("document.getElementById('action-result').textContent = ''; true");
+await click("resumed from the console", "do-resume");
+await until(settled, "the resume");
+result.resume = await js("document.getElementById('action-result').textContent");
+await until("document.getElementById('summary').dataset.paused === 'false'", "the resume shown", 15000);
+result.after = await js(read);
+result.no_reload = await js("window.__no_reload === 42");
+result.token_in_storage = await js("JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie");
+await shot("console-after-actions-desktop.png", 1280, 900, false);
+
+process.stdout.write(JSON.stringify(result) + "\n");
+browser.removeAllListeners("exit");
+browser.kill("SIGKILL");
+try { rmSync(profile, { recursive: true, force: true }); } catch {}
+process.exit(0);

@@ -1,0 +1,174 @@
+//! The terminal views under tmux (a real pseudo-terminal): `migrate demo` on 80 columns, whose
+//! live view redrawn in place never writes a line wider than the screen (a wrapped line broke
+//! the redraw into a scrolling garble) and whose final report comes out whole; `migrate status
+//! --watch`, redrawn in place as the migration moves.
+//!
+//! Needs tmux (`scripts/ui_tools.sh install`): ignored by a plain `cargo test`, run by `.ci/run`
+//! with `--include-ignored` after the install.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::Bench;
+
+fn tmux(args: &[&str]) -> String {
+    let out = Command::new("tmux")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("tmux {args:?}: {e} (scripts/ui_tools.sh install)"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The demo's report: from its first line to the end, as words (a wrapped line and the line it
+/// continues read the same), the temporary directory's name (pid) left out.
+fn report_words(text: &str) -> Vec<String> {
+    let from = text
+        .find("migration complete in")
+        .unwrap_or_else(|| panic!("no report in:\n{text}"));
+    let end = text[from..].find("EXIT=").map_or(text.len(), |i| from + i);
+    text[from..end]
+        .split_whitespace()
+        .map(|w| {
+            if w.contains("queue-migrate-demo-") {
+                "DIR".to_string()
+            } else {
+                w.to_string()
+            }
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs tmux (scripts/ui_tools.sh install)"]
+fn demo_under_an_80_column_terminal_never_wraps_a_line_and_keeps_its_report() {
+    let bin = env!("CARGO_BIN_EXE_migrate");
+    let session = format!("qm-demo-tty-{}", std::process::id());
+    let cmd = format!(
+        "env -u COLUMNS -u LINES -u MIGRATE_STATE -u NO_COLOR TERM=xterm-256color {bin} demo --seed 1; \
+         echo EXIT=$?; sleep 600"
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "80",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .output();
+        }
+    }
+    let _kill = Kill(session.clone());
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut screens = Vec::new();
+    let all = loop {
+        // The visible screen while it runs, with wrapped lines joined (-J): a line wider than
+        // the terminal shows as one long line.
+        screens.push(tmux(&["capture-pane", "-p", "-J", "-t", &session]));
+        let all = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", &session]);
+        if all.contains("EXIT=") {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "the demo did not end:\n{all}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(all.contains("EXIT=0"), "{all}");
+    for text in screens.iter().chain(std::iter::once(&all)) {
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "a line of {} columns: {line:?} in\n{text}",
+                line.chars().count()
+            );
+        }
+    }
+    // The live block was drawn (and redrawn in place: it shows once at the end).
+    assert!(all.contains("slices to new ["), "{all}");
+    assert_eq!(all.matches("queue-migrate demo  T+").count(), 1, "{all}");
+    // The report, the same as the same seed prints when not on a terminal.
+    let piped = Command::new(bin)
+        .args(["demo", "--seed", "1"])
+        .env_remove("MIGRATE_STATE")
+        .output()
+        .expect("migrate demo");
+    let piped = String::from_utf8_lossy(&piped.stdout);
+    assert_eq!(
+        report_words(&all),
+        report_words(&piped),
+        "{all}\n---\n{piped}"
+    );
+    assert!(all.contains("ok: nothing lost"), "{all}");
+}
+
+#[test]
+#[ignore = "needs tmux (scripts/ui_tools.sh install)"]
+fn status_watch_redraws_in_place_as_the_migration_moves() {
+    let b = Bench::new();
+    b.init();
+    let bin = env!("CARGO_BIN_EXE_migrate");
+    let session = format!("qm-status-watch-{}", std::process::id());
+    let cmd = format!(
+        "cd {dir} && env -u COLUMNS -u LINES MIGRATE_STATE={state} QM_PROM_URL={prom} \
+         QM_SCRAPE_URL={scrape} {bin} status local --watch --interval 200ms; echo EXIT=$?; sleep 600",
+        dir = b.dir.path().display(),
+        state = b.path("state.db").display(),
+        prom = b.prom_url,
+        scrape = b.indicators.scrape_url(),
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "50",
+        "-y",
+        "20",
+        &cmd,
+    ]);
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .output();
+        }
+    }
+    let _kill = Kill(session.clone());
+    let screen = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let all = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", &session]);
+            if all.contains(want) {
+                return all;
+            }
+            assert!(Instant::now() < deadline, "never showed {want:?}:\n{all}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    screen("local: planned");
+    b.ok(
+        &["pause", "local", "--reason", "a pause the watch shows"],
+        0,
+    );
+    let all = screen("a pause the watch shows");
+    // Redrawn in place: one block on the screen and in the history, the new one.
+    assert_eq!(all.matches("local: planned").count(), 1, "{all}");
+    assert!(all.contains("[PAUSED]"), "{all}");
+    for line in all.lines() {
+        assert!(line.chars().count() <= 50, "{line:?} in\n{all}");
+    }
+    // Until interrupted.
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+    screen("EXIT=0");
+}
