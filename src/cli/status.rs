@@ -133,10 +133,11 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
         out.extend(wrap(e, width, "  publisher behind: ", "    "));
     }
     if let Some(e) = &v.plan_error {
-        writeln!(
-            out,
-            "  NOT loadable with this environment's secrets (a daemon here answers 503 for it and does not act on it): {e}"
-        )?;
+        let text = format!(
+            "NOT loadable with this environment's secrets (a daemon here answers 503 for it and \
+             does not act on it): {e}"
+        );
+        out.extend(wrap(&text, width, "  ", "    "));
     }
     if v.gates.is_empty() {
         out.extend(wrap("no gates in this state", width, "  ", "    "));
@@ -406,6 +407,7 @@ mod tests {
             routing,
             routing_published: true,
             publish_error: Some("etcd at http://127.0.0.1:2379 answered 503 Service Unavailable: the cluster has no leader, retrying with backoff".into()),
+            plan_error: None,
             gates: vec![GateView {
                 phase: "slices".into(),
                 name: "error ratio on the new broker's consumers".into(),

@@ -1454,49 +1454,51 @@ on_each_backend_test! {
     }
 }
 
-#[tokio::test]
-async fn the_evaluation_history_is_the_newest_rows_oldest_first_of_one_migration() {
-    on_each_backend(|b| async move {
-        let store = b.open().await;
-        store.create(&new_migration("m", 1_000)).await.unwrap();
-        store.create(&new_migration("other", 1_000)).await.unwrap();
-        assert_eq!(store.evaluation_history("m", 10).await.unwrap(), vec![]);
-        for (i, at) in (2_000..2_005).enumerate() {
-            let v = Some(i as f64);
-            store
-                .record_evaluations(
-                    "m",
-                    &[
-                        gate(1_000, "a", "exit", v, at),
-                        gate(1_000, "b", "guard", v, at),
-                    ],
-                )
-                .await
-                .unwrap();
-            store
-                .record_evaluations("other", &[gate(1_000, "a", "exit", v, at)])
-                .await
-                .unwrap();
-        }
-        let newest = store.evaluation_history("m", 3).await.unwrap();
-        let seen: Vec<(String, i64, Option<f64>)> = newest
-            .iter()
-            .map(|r| (r.gate.clone(), r.at_ms, r.value))
-            .collect();
-        assert_eq!(
-            seen,
-            vec![
-                ("b".into(), 2_003, Some(3.0)),
-                ("a".into(), 2_004, Some(4.0)),
-                ("b".into(), 2_004, Some(4.0)),
-            ],
-            "[{}]",
-            b.kind
-        );
-        assert_eq!(store.evaluation_history("m", 100).await.unwrap().len(), 10);
-        assert_eq!(store.evaluation_history("nope", 100).await.unwrap(), vec![]);
-    })
-    .await;
+on_each_backend_test! {
+    #[tokio::test]
+    async fn the_evaluation_history_is_the_newest_rows_oldest_first_of_one_migration() {
+        on_each_backend(|b| async move {
+            let store = b.open().await;
+            store.create(&new_migration("m", 1_000)).await.unwrap();
+            store.create(&new_migration("other", 1_000)).await.unwrap();
+            assert_eq!(store.evaluation_history("m", 10).await.unwrap(), vec![]);
+            for (i, at) in (2_000..2_005).enumerate() {
+                let v = Some(i as f64);
+                store
+                    .record_evaluations(
+                        "m",
+                        &[
+                            gate(1_000, "a", "exit", v, at),
+                            gate(1_000, "b", "guard", v, at),
+                        ],
+                    )
+                    .await
+                    .unwrap();
+                store
+                    .record_evaluations("other", &[gate(1_000, "a", "exit", v, at)])
+                    .await
+                    .unwrap();
+            }
+            let newest = store.evaluation_history("m", 3).await.unwrap();
+            let seen: Vec<(String, i64, Option<f64>)> = newest
+                .iter()
+                .map(|r| (r.gate.clone(), r.at_ms, r.value))
+                .collect();
+            assert_eq!(
+                seen,
+                vec![
+                    ("b".into(), 2_003, Some(3.0)),
+                    ("a".into(), 2_004, Some(4.0)),
+                    ("b".into(), 2_004, Some(4.0)),
+                ],
+                "[{}]",
+                b.kind
+            );
+            assert_eq!(store.evaluation_history("m", 100).await.unwrap().len(), 10);
+            assert_eq!(store.evaluation_history("nope", 100).await.unwrap(), vec![]);
+        })
+        .await;
+    }
 }
 
 /// How SQLite would run `sql` on a store of the current schema (its parameters unbound): the

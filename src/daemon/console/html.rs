@@ -398,6 +398,7 @@ mod tests {
                 routing,
                 routing_published: true,
                 publish_error: None,
+                plan_error: None,
                 gates: Vec::new(),
             },
             thresholds: Vec::new(),
