@@ -773,7 +773,22 @@ async fn read_file(
             reason: format!("larger than {MAX_DOCUMENT_BYTES} bytes"),
         });
     }
-    let bytes = tokio::fs::read(path).await.map_err(io)?;
+    // Read through the cap too: the file may have grown since, or be a device.
+    let mut bytes = Vec::new();
+    {
+        use tokio::io::AsyncReadExt;
+        let file = tokio::fs::File::open(path).await.map_err(io)?;
+        file.take(MAX_DOCUMENT_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(io)?;
+    }
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(RouterError::Malformed {
+            source_name: path.display().to_string(),
+            reason: format!("larger than {MAX_DOCUMENT_BYTES} bytes"),
+        });
+    }
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| RouterError::Malformed {
@@ -897,6 +912,18 @@ mod tests {
 
     fn doc(generation: u64, migrated: u32) -> RoutingDocument {
         crate::routing::sample_document(generation, migrated)
+    }
+
+    /// Regression: the size was checked on the file's metadata only, then the file read whole: a
+    /// device (`/dev/zero`, length 0) or a file that grew meanwhile was read without end.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_routing_file_that_never_ends_is_read_up_to_the_cap() {
+        let mut seen = None;
+        let err = read_file(std::path::Path::new("/dev/zero"), &mut seen)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
     }
 
     #[test]

@@ -28,3 +28,100 @@ fn envelope_crash_json_payload_float_round_trip() {
     let back = DeadLetter::from_line(written.as_bytes()).expect("to_line reads back");
     assert_eq!(back, dl, "round trip through {written}");
 }
+
+/// Environment for the plan seeds: every variable set to a URL, no secret files.
+struct SeedResolve;
+
+impl queue_migrate::plan::Resolve for SeedResolve {
+    fn env(&self, _: &str) -> Option<String> {
+        Some("http://127.0.0.1:9090".into())
+    }
+    fn read_file(&self, _: &std::path::Path) -> Result<String, String> {
+        Err("no files here".into())
+    }
+}
+
+/// `plan`: the seeds issue 31 added to `fuzz/corpus/plan/` (alias bombs, deep nesting, long keys,
+/// a probe rate and a duration past the bounds) are refused, each with the message that names its
+/// bound, rather than taking gigabytes, minutes, or a panic later in the daemon.
+#[test]
+fn plan_crash_issue_31_seeds_are_refused_at_their_bounds() {
+    let seeds: &[(&str, &str, &str)] = &[
+        (
+            "alias-bomb",
+            include_str!("../fuzz/corpus/plan/alias-bomb.yaml"),
+            "aliases (*name) are expanded",
+        ),
+        (
+            "alias-of-long-text",
+            include_str!("../fuzz/corpus/plan/alias-of-long-text.yaml"),
+            "",
+        ),
+        (
+            "deep-flow",
+            include_str!("../fuzz/corpus/plan/deep-flow.yaml"),
+            "levels deep|block style",
+        ),
+        (
+            "deep-flow-after-syntax-error",
+            include_str!("../fuzz/corpus/plan/deep-flow-after-syntax-error.yaml"),
+            "levels deep|block style",
+        ),
+        (
+            "deep-block",
+            include_str!("../fuzz/corpus/plan/deep-block.yaml"),
+            "levels deep",
+        ),
+        (
+            "long-keys",
+            include_str!("../fuzz/corpus/plan/long-keys.yaml"),
+            "",
+        ),
+        (
+            "probe-rate-1e-20",
+            include_str!("../fuzz/corpus/plan/probe-rate-1e-20.yaml"),
+            "phases.synthetic.probes.rate",
+        ),
+        (
+            "duration-past-ten-years",
+            include_str!("../fuzz/corpus/plan/duration-past-ten-years.yaml"),
+            "10 years",
+        ),
+    ];
+    for (name, yaml, needle) in seeds {
+        let errors = match queue_migrate::plan::compile(yaml, None, &SeedResolve) {
+            Ok(_) => panic!("{name}: compiled"),
+            Err(errors) => errors,
+        };
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        // `a|b`: either bound may come first (depth, or how far the parser reads ahead).
+        assert!(
+            text.iter()
+                .any(|t| needle.split('|').any(|n| t.contains(n))),
+            "{name}: want {needle:?} in {text:#?}"
+        );
+    }
+}
+
+/// `envelope`: a line far longer than the others (the seed `over-long-line.jsonl`) reads as an
+/// envelope, and a line reader with a smaller cap skips it whole, counted with its number.
+#[test]
+fn envelope_crash_over_long_line_is_skipped_under_a_cap() {
+    use queue_migrate::dlq::lines::{Content, LineReader};
+    let line = include_bytes!("../fuzz/corpus/envelope/over-long-line.jsonl");
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    assert!(DeadLetter::from_line(body).is_ok());
+    let twice = [&line[..], &line[..]].concat();
+    let mut reader = LineReader::new(std::io::BufReader::with_capacity(1000, &twice[..]), 4096);
+    for number in 1..=2 {
+        let l = reader.next_line().unwrap().unwrap();
+        assert_eq!(l.number, number);
+        assert_eq!(
+            l.content,
+            Content::TooLong {
+                bytes: body.len() as u64
+            }
+        );
+    }
+    assert!(reader.next_line().unwrap().is_none());
+}

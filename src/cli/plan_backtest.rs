@@ -65,10 +65,10 @@ fn input(e: BacktestError) -> CliError {
 }
 
 pub async fn run(ctx: &Ctx, args: BacktestArgs) -> CliResult {
-    let yaml = std::fs::read_to_string(&args.file).map_err(|e| {
+    let yaml = crate::plan::bounds::read_file(&args.file).map_err(|message| {
         CliError::from(ControllerError::PlanFile {
             path: args.file.clone(),
-            message: e.to_string(),
+            message,
         })
     })?;
     // Broker secrets are not needed here: a source URL that does not resolve makes its gates

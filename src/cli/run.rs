@@ -111,7 +111,8 @@ fn open_files_limit() -> Option<u64> {
 
 fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
     if let Some(path) = &args.token_file {
-        let t = std::fs::read_to_string(path)
+        // Bounded like a `file:` secret (64 KiB): a device or a huge file is refused.
+        let t = crate::plan::bounds::read_secret_file(path)
             .map_err(|e| CliError::input(format!("--token-file {}: {e}", path.display())))?;
         let t = t.trim().to_string();
         if t.is_empty() {

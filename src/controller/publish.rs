@@ -3,7 +3,7 @@
 //! The document is written after the transition committed; a command that finds the published
 //! generation behind the stored one writes it again, so a crash between the two heals itself.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::machine::Ladder;
 use crate::plan::Plan;
@@ -36,35 +36,70 @@ pub fn routing_file(plan: &Plan) -> Option<&Path> {
     plan.routing.file.as_deref()
 }
 
-/// Write `doc` to `path` atomically (a temporary file in the same directory, then a rename), so
-/// that a reader never sees half a document.
+/// Write `doc` to `path` atomically (a temporary file in the same directory, created new under a
+/// random name, then a rename: see [`crate::atomic_file`]), so that a reader never sees half a
+/// document and a link planted in the directory is never followed.
 ///
 /// # Errors
 /// A sentence naming the file and what failed.
 pub fn write_file(path: &Path, doc: &RoutingDocument) -> Result<(), String> {
-    let body = serde_json::to_vec_pretty(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "routing.json".into());
-    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    let mut body =
+        serde_json::to_vec_pretty(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
+    body.push(b'\n');
     let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&body)?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
         }
-        std::fs::rename(&tmp, path)
+        crate::atomic_file::write(path, &body)
     };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write the routing file {}: {e}", path.display())
-    })
+    write().map_err(|e| format!("cannot write the routing file {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the temporary file had a fixed name (`.NAME.PID.tmp`) and was opened with
+    /// `File::create`, which follows a link: anyone who could write to the routing file's
+    /// directory could plant a link there and have the controller truncate and overwrite the
+    /// file it points to.
+    #[cfg(unix)]
+    #[test]
+    fn writing_the_routing_file_never_follows_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let path = dir.path().join("orders.routing.json");
+        let planted = dir
+            .path()
+            .join(format!(".orders.routing.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let doc = RoutingDocument {
+            migration: "orders".into(),
+            generation: 1,
+            state: "planned".into(),
+            step: None,
+            paused: false,
+            slices_total: 8,
+            slices_migrated: 0,
+            consume: vec![],
+            brokers: BrokerNames {
+                old: "rabbitmq".into(),
+                new: "nats".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        };
+        write_file(&path, &doc).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let written: RoutingDocument =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(written, doc);
+        // The link is left alone; no other file appears.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
+    }
 }
