@@ -160,10 +160,16 @@ mod tests {
             url("http://user:hunter2@host:9090/api/v1/query?token=s3cret#frag"),
             "http://***@host:9090/api/v1/query?***#***"
         );
-        assert_eq!(url("nats://TOKEN123@127.0.0.1:4222"), "nats://***@127.0.0.1:4222");
+        assert_eq!(
+            url("nats://TOKEN123@127.0.0.1:4222"),
+            "nats://***@127.0.0.1:4222"
+        );
         assert_eq!(url("http://host:9090/metrics"), "http://host:9090/metrics");
         assert_eq!(url("${PROM_URL}"), "${PROM_URL}");
-        assert_eq!(url("postgres://u:p@db/state?sslmode=require"), "postgres://***@db/state?***");
+        assert_eq!(
+            url("postgres://u:p@db/state?sslmode=require"),
+            "postgres://***@db/state?***"
+        );
     }
 
     #[test]
@@ -198,7 +204,10 @@ mod tests {
 
     #[test]
     fn known_values_are_masked_anywhere() {
-        let shown = known("password: hunter22 (was hunter2)", ["hunter22", "hunter2", "ab"]);
+        let shown = known(
+            "password: hunter22 (was hunter2)",
+            ["hunter22", "hunter2", "ab"],
+        );
         assert_eq!(shown, "password: *** (was ***)");
     }
 

@@ -376,6 +376,38 @@ fn reading_a_mistyped_state_path_says_so_and_creates_nothing() {
     b.ok(&["status", "local"], 0);
 }
 
+/// Regression (issue 32): a state URL of an unknown scheme, or a PostgreSQL or SQLite URL its
+/// driver cannot read, exited 1 as if the database had failed; it is bad input (exit 2), said in
+/// one message that names no other cause and keeps the password out.
+#[test]
+fn an_unsupported_or_malformed_state_url_is_invalid_input() {
+    let b = Bench::new();
+    for (url, says) in [
+        (
+            "mysql://root:hunter2@db/qm",
+            "unsupported state URL mysql://***@db/qm",
+        ),
+        (
+            "postgres://qm:hunter2@127.0.0.1:notaport/qm",
+            "malformed state URL postgres://***@127.0.0.1:notaport/qm",
+        ),
+        (
+            "sqlite://qm.db?mode=bogus",
+            "malformed state URL sqlite://qm.db?***",
+        ),
+    ] {
+        let r = b.run_env(
+            &["init", b.plan.to_str().unwrap()],
+            &[("MIGRATE_STATE", url)],
+        );
+        assert_eq!(r.code, 2, "{url}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{url}: {}", r.stderr);
+        assert!(!r.stderr.contains("hunter2"), "{url}: {}", r.stderr);
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{url}: {}", r.stderr);
+        assert!(!r.stderr.contains("database error"), "{url}: {}", r.stderr);
+    }
+}
+
 #[test]
 fn status_json_contract() {
     let mut b = Bench::new();
@@ -401,6 +433,14 @@ fn status_json_contract() {
     assert_eq!(g["kind"], "exit");
     assert_eq!(g["verdict"], "hold");
     assert!(g["reason"].as_str().unwrap().contains("not evaluated yet"));
+    // Regression (issue 32): the hint sent the user to `advance --dry-run`, which records
+    // nothing, to see the gate evaluated here. It says what shows and what records.
+    let hint = g["reason"].as_str().unwrap();
+    assert!(
+        hint.contains("`migrate advance local --dry-run` shows it now and records nothing")
+            && hint.contains("recorded by a running daemon's next round"),
+        "{hint}"
+    );
     b.ok(&["advance", "local", "--dry-run"], 0);
     // A dry run records nothing...
     assert_eq!(b.status()["gates"][0]["verdict"], "hold");

@@ -238,7 +238,12 @@ impl From<ControllerError> for CliError {
                 StoreError::Conflict { .. } | StoreError::StaleMemory { .. },
             ) => 4,
             ControllerError::NotInState { .. } => 5,
-            ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
+            ControllerError::Store(
+                StoreError::NotFound(_)
+                | StoreError::AlreadyExists(_)
+                | StoreError::UnsupportedUrl(_)
+                | StoreError::MalformedUrl { .. },
+            ) => 2,
             ControllerError::Store(_) => 1,
             ControllerError::Plan(_)
             | ControllerError::StoredPlan { .. }
@@ -290,7 +295,9 @@ impl Ctx {
     pub async fn store(&self) -> Result<AnyStore, CliError> {
         let url = &self.global.state;
         crate::store::any::open(url).await.map_err(|e| match e {
-            StoreError::UnsupportedUrl(_) => CliError::input(e.to_string()),
+            StoreError::UnsupportedUrl(_) | StoreError::MalformedUrl { .. } => {
+                CliError::input(e.to_string())
+            }
             e => CliError::new(
                 1,
                 format!("cannot open the state store {}: {e}", redact_url(url)),

@@ -59,11 +59,17 @@ pub enum StoreError {
     /// A row the store cannot make sense of (edited by hand, or a newer schema).
     #[error("corrupt row in the store: {0}")]
     Corrupt(String),
-    /// The state URL is not one this build supports.
+    /// The state URL's scheme is neither SQLite's nor PostgreSQL's (the URL as given, redacted).
     #[error(
-        "unsupported state URL {0:?}: use a path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
+        "unsupported state URL {0}: the state store is SQLite or PostgreSQL; give a file path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
     )]
     UnsupportedUrl(String),
+    /// A SQLite or PostgreSQL state URL that cannot be read (a port that is not a number, an
+    /// unknown option): `url` redacted, `why` the driver's words (redacted too).
+    #[error(
+        "malformed state URL {url}: {why}; write it as a file path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
+    )]
+    MalformedUrl { url: String, why: String },
     /// The SQLite library this build links cannot run the store's queries (too old, or built
     /// without its JSON functions).
     #[error(

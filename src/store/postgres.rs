@@ -84,7 +84,9 @@ impl PgStore {
     }
 
     async fn open_with(url: &str, schema: &[(i64, &'static str, &'static str)]) -> Result<PgStore> {
-        let options = PgConnectOptions::from_str(url)?.application_name("queue-migrate");
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| super::any::malformed(url, &e))?
+            .application_name("queue-migrate");
         // One plain connection first: a wrong host, port or password fails at once (a pool
         // retries until its acquire timeout, 30 s of silence).
         PgConnection::connect_with(&options).await?.close().await?;
