@@ -326,6 +326,7 @@ fn config() -> Config {
         read_only_api: false,
         confirm_complete: vec![],
         clock: Arc::new(queue_migrate::time::now_ms),
+        retain: None,
     }
 }
 

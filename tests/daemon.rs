@@ -554,6 +554,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         read_only_api: false,
         confirm_complete: vec![],
         clock: Arc::new(|| T0 * 1000),
+        retain: None,
     };
     let resolve: Arc<dyn Resolve + Send + Sync> = w.resolve.clone();
     let err = daemon::run(

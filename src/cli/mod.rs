@@ -16,6 +16,7 @@ mod init;
 mod pause;
 mod plan_apply;
 mod plan_check;
+mod prune;
 mod resume;
 mod rollback;
 mod routing;
@@ -146,6 +147,9 @@ pub enum Cmd {
     Dlq(dlq::DlqCmd),
     /// The journal: every transition with actor, reason and evidence.
     History(history::HistoryArgs),
+    /// Delete gate evaluations and scrapes older than a duration (never the journal, nor what a
+    /// gate still reads); `migrate run --retain` does it as it goes.
+    Prune(prune::PruneArgs),
     /// The routing document producers and consumers follow.
     Routing(routing::RoutingArgs),
     /// The slice of aggregate keys (the function producers use).
@@ -367,6 +371,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Bridge(a) => bridge::run(&ctx, a).await,
         Cmd::Dlq(cmd) => dlq::run(&ctx, cmd).await,
         Cmd::History(a) => history::run(&ctx, a).await,
+        Cmd::Prune(a) => prune::run(&ctx, a).await,
         Cmd::Routing(a) => routing::run(&ctx, a).await,
         Cmd::Slice(a) => slice::run(a),
     }

@@ -15,6 +15,8 @@ struct Inner {
     breaches: BTreeMap<(String, String), u64>,
     evaluation_errors: BTreeMap<String, u64>,
     ticks: u64,
+    /// Rows deleted by the retention, per table.
+    pruned: crate::store::retention::Pruned,
     /// Seconds the last tick took, all ticks took, and the longest took.
     tick_seconds: f64,
     tick_seconds_sum: f64,
@@ -103,6 +105,11 @@ impl Metrics {
                 }
             }
         });
+    }
+
+    /// The retention deleted `rows`.
+    pub fn pruned(&self, rows: &crate::store::retention::Pruned) {
+        self.with(|m| m.pruned += *rows);
     }
 
     pub fn transition(&self, migration: &str, command: &str) {
@@ -301,6 +308,18 @@ fn render(m: &Inner) -> String {
             out,
             "queue_migrate_evaluation_errors_total{{source=\"{}\"}} {n}",
             esc(source)
+        );
+    }
+    head(
+        &mut out,
+        "queue_migrate_pruned_rows_total",
+        "counter",
+        "Rows the retention (--retain) deleted, by table.",
+    );
+    for (table, n) in m.pruned.tables() {
+        let _ = writeln!(
+            out,
+            "queue_migrate_pruned_rows_total{{table=\"{table}\"}} {n}"
         );
     }
     out

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod notify;
 #[cfg(feature = "brokers")]
 pub mod probes;
+pub mod retention;
 pub mod server;
 pub mod tick;
 
@@ -71,6 +72,9 @@ pub struct Config {
     pub confirm_complete: Vec<String>,
     /// The clock gates are evaluated against.
     pub clock: Clock,
+    /// Delete what is older than this, in batches after the leader's rounds ([`retention`]);
+    /// `None`: keep everything.
+    pub retain: Option<Duration>,
 }
 
 impl std::fmt::Debug for Config {
@@ -81,6 +85,7 @@ impl std::fmt::Debug for Config {
             .field("holder", &self.holder)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("confirm_complete", &self.confirm_complete)
+            .field("retain", &self.retain)
             .finish_non_exhaustive()
     }
 }
@@ -134,6 +139,8 @@ pub struct Shared<S: Store> {
     plans: PlanCache,
     /// Each migration's scrape histories, kept between rounds.
     histories: Histories,
+    /// Where the leader's pruning stands ([`retention`]).
+    retention: retention::Retention,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: probes::ProbeRuns,
@@ -170,6 +177,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             watch_polls: AtomicU64::new(0),
             plans: PlanCache::default(),
             histories: Histories::default(),
+            retention: retention::Retention::default(),
             #[cfg(feature = "brokers")]
             probes: probes::ProbeRuns::default(),
         }))
@@ -453,6 +461,7 @@ pub async fn run<S: Store + Clone + 'static>(
                     tick_all(&shared).await;
                     #[cfg(feature = "brokers")]
                     shared.probes.reconcile(&shared).await;
+                    shared.retention.after_round(&shared).await;
                 } else {
                     // The lease ran out (or was never ours): no probe is published on behalf
                     // of a daemon that does not own the migrations.

@@ -632,6 +632,7 @@ mod tests {
             read_only_api: false,
             confirm_complete: vec![],
             clock,
+            retain: None,
         };
         let mut shared = Shared::new(store, config, Arc::new(Env)).unwrap();
         if let Some(fake) = fake {

@@ -196,6 +196,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         read_only_api: true,
         confirm_complete: vec!["demo".into()],
         clock: Arc::new(move || c2.load(Ordering::SeqCst)),
+        retain: None,
     };
     let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve.clone())?;
     shared.leader.store(true, Ordering::SeqCst);

@@ -195,6 +195,14 @@ impl Store for AnyStore {
         delegate!(self, s => s.release_lease(lease, holder))
     }
 
+    async fn prune(&self, prune: &super::retention::Prune) -> Result<super::retention::Pruned> {
+        delegate!(self, s => s.prune(prune))
+    }
+
+    async fn prunable(&self, prune: &super::retention::Prune) -> Result<super::retention::Pruned> {
+        delegate!(self, s => s.prunable(prune))
+    }
+
     async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
         delegate!(self, s => s.dlq_decisions())
     }

@@ -19,6 +19,7 @@ pub mod any;
 pub mod dispositions;
 mod memory;
 pub mod postgres;
+pub mod retention;
 mod scrape_text;
 mod scrapes;
 pub mod sqlite;
@@ -597,6 +598,20 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<Vec<crate::dlq::disposition::Disposition>>> + Send {
         async { Ok(Vec::new()) }
     }
+    /// Delete, oldest first, at most `prune.batch` rows of each table that retention may
+    /// shorten, of the rows [`retention`] allows (never the journal, nor the memory of the step a
+    /// migration is in, nor the scrapes of a migration still evaluated); answer how many went.
+    /// One statement per table, each committed by itself: a prune never holds a lock long.
+    fn prune(
+        &self,
+        prune: &retention::Prune,
+    ) -> impl Future<Output = Result<retention::Pruned>> + Send;
+    /// How many rows repeating [`Store::prune`] until nothing is left would delete now, per
+    /// table (a dry run: reads only).
+    fn prunable(
+        &self,
+        prune: &retention::Prune,
+    ) -> impl Future<Output = Result<retention::Pruned>> + Send;
     /// Kept samples of a scrape source, and the instants it was scraped.
     fn load_points(
         &self,

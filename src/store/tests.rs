@@ -2677,3 +2677,5 @@ async fn open_picks_the_backend_by_url() {
         other => panic!("expected a connection error, got {other:?}"),
     }
 }
+
+mod prune;

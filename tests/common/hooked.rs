@@ -138,6 +138,18 @@ impl Store for Hooked {
     fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send {
         self.inner.generations()
     }
+    fn prune(
+        &self,
+        prune: &queue_migrate::store::retention::Prune,
+    ) -> impl Future<Output = Result<queue_migrate::store::retention::Pruned>> + Send {
+        self.inner.prune(prune)
+    }
+    fn prunable(
+        &self,
+        prune: &queue_migrate::store::retention::Prune,
+    ) -> impl Future<Output = Result<queue_migrate::store::retention::Pruned>> + Send {
+        self.inner.prunable(prune)
+    }
     fn generations_mark(&self) -> impl Future<Output = Result<(i64, i64)>> + Send {
         self.inner.generations_mark()
     }

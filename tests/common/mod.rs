@@ -85,6 +85,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         read_only_api: false,
         confirm_complete: vec![],
         clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
+        retain: None,
     }
 }
 
