@@ -67,7 +67,7 @@ const GLOBAL: &str = "Global options";
     version,
     verbatim_doc_comment,
     after_help = "Logs go to standard error: MIGRATE_LOG sets the level (default warn; info for production, \
-                  see docs/operations.md), NO_COLOR=1 turns colour off."
+                  see docs/operations.md), --log-format json writes one JSON object a line, NO_COLOR=1 turns colour off."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -104,6 +104,17 @@ pub struct Global {
         value_parser = nonzero_duration("a zero timeout fails every indicator request, so every gate would hold")
     )]
     pub source_timeout: Duration,
+    /// The log lines on standard error: `text` (for people) or `json` (one object a line, the
+    /// migration, phase and gate as fields, for a log pipeline).
+    #[arg(
+        long,
+        global = true,
+        env = "MIGRATE_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        help_heading = GLOBAL
+    )]
+    pub log_format: LogFormat,
     /// Evaluate as if it were this instant (RFC 3339). For tests and rehearsals.
     #[arg(
         long,
@@ -113,6 +124,16 @@ pub struct Global {
         help_heading = GLOBAL
     )]
     pub now: Option<String>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line a message, for people (colour on a terminal).
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `target`, `message` and every field of
+    /// the event (`migration`, `phase`, `gate`...) at the top level.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

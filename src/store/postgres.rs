@@ -92,7 +92,11 @@ impl PgStore {
     async fn open_with(url: &str, schema: &[(i64, &'static str, &'static str)]) -> Result<PgStore> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| super::any::malformed(url, &e))?
-            .application_name("queue-migrate");
+            .application_name("queue-migrate")
+            // PostgreSQL's NOTICEs (`relation "_sqlx_migrations" already exists, skipping` at
+            // every start, from the schema's `IF NOT EXISTS`) are not sent: sqlx relays each
+            // one as a log line. Warnings and errors still are.
+            .options([("client_min_messages", "warning")]);
         // One plain connection first: a wrong host, port or password fails at once (a pool
         // retries until its acquire timeout, 30 s of silence).
         PgConnection::connect_with(&options).await?.close().await?;
