@@ -150,7 +150,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         }
     }
     let gates = c.evaluate(&loaded, now_ms, false).await?;
-    shared.metrics.gates(name, &gates);
+    shared.metrics.gates(name, &loaded.plan, &gates);
     let blockers = crate::controller::blockers(&loaded, &gates, now_ms);
     let state = loaded.record.state;
     let next = loaded.ladder.next(state);
