@@ -1304,7 +1304,8 @@ mod tests {
                     {\"ünï.cødé\", \"ключ\"=\"значение\"} 7\n";
         let e = parse(text);
         assert_eq!(e.errors, vec![]);
-        let got: Vec<(&str, Vec<(&str, &str)>, f64, Option<i64>)> = e
+        type Read<'a> = (&'a str, Vec<(&'a str, &'a str)>, f64, Option<i64>);
+        let got: Vec<Read<'_>> = e
             .samples
             .iter()
             .map(|s| {
