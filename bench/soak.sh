@@ -196,6 +196,7 @@ grep -v '^migrate run: ' "$work/daemon.err" | head -5 >&2 || true
 # 20 minutes, so they level off 20 minutes in (runs shorter than that still see them grow).
 horizon=$((retain_s + 60))
 printf '%s\n' "${samples[@]}" | awk -v h="$horizon" -v tol="$TOLERANCE" '
+  BEGIN { n = 0 }
   $1 >= h { t[n] = $1; ev[n] = $2; sc[n] = $3; sz[n] = $4; rss[n] = $5; n++ }
   function maxof(a, from, to,   i, m) { m = a[from]; for (i = from; i < to; i++) if (a[i] > m) m = a[i]; return m }
   END {
