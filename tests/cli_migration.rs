@@ -408,6 +408,43 @@ fn an_unsupported_or_malformed_state_url_is_invalid_input() {
     }
 }
 
+/// Issue 32: `migrate prune` says what it removed per table, counts first with `--dry-run`,
+/// and keeps the journal and the memory of the step the migration is in.
+#[test]
+fn prune_says_what_it_removed_per_table_and_keeps_what_a_gate_reads() {
+    let mut b = Bench::new();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.indicators.set("app_new_consumer_connected", 0.0);
+    b.ok(&["advance", "local"], 3);
+    b.ok(&["advance", "local"], 3);
+    let journal = b.ok(&["history", "local", "--json"], 0).json();
+    b.minute += 60;
+    let dry = b
+        .ok(&["prune", "--older-than", "30m", "--dry-run", "--json"], 0)
+        .json();
+    assert_eq!(dry["dry_run"], true);
+    assert!(
+        dry["removed"]["gate_evaluations"].as_u64().unwrap() >= 2,
+        "{dry}"
+    );
+    let real = b.ok(&["prune", "--older-than", "30m", "--json"], 0).json();
+    assert_eq!(real["dry_run"], false);
+    assert_eq!(real["removed"], dry["removed"], "{real}");
+    let text = b.ok(&["prune", "--older-than", "30m"], 0).stdout;
+    for table in ["gate_evaluations", "gate_memory", "scrapes"] {
+        assert!(text.contains(table), "{text}");
+    }
+    assert!(text.starts_with("removed rows older than "), "{text}");
+    // The journal whole, the current step's memory still read by status.
+    assert_eq!(b.ok(&["history", "local", "--json"], 0).json(), journal);
+    let g = &b.status()["gates"][0];
+    assert_eq!(g["verdict"], "fail", "{g}");
+    // A mistyped migration is bad input, not "nothing to prune".
+    b.ok(&["prune", "--older-than", "1d", "--migration", "nope"], 2);
+    b.ok(&["prune", "--older-than", "0s"], 2);
+}
+
 #[test]
 fn status_json_contract() {
     let mut b = Bench::new();
