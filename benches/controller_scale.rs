@@ -327,6 +327,7 @@ fn config() -> Config {
         confirm_complete: vec![],
         clock: Arc::new(queue_migrate::time::now_ms),
         http: queue_migrate::daemon::http::Limits::default(),
+        retain: None,
     }
 }
 

@@ -3,23 +3,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use queue_migrate::cli::{Cli, run};
+use queue_migrate::cli::{Cli, LogFormat, run};
 
 fn main() -> ExitCode {
     queue_migrate::indicators::fetch::install_crypto_provider();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        // One line per event: a newline in free text (a reason) cannot forge a log line.
-        .with_writer(|| queue_migrate::oneline::LogWriter(std::io::stderr()))
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && queue_migrate::cli::colour_allowed(std::env::var_os("NO_COLOR").as_deref()),
-        )
-        .init();
     let cli = Cli::parse();
+    init_logs(cli.global.log_format);
     if let Some(arenas) = cli.malloc_arenas() {
         cap_malloc_arenas(arenas);
     }
@@ -42,6 +31,36 @@ fn main() -> ExitCode {
             }
             ExitCode::from(e.code)
         }
+    }
+}
+
+/// Log lines on standard error, at the level `MIGRATE_LOG` says (default warn), as `format` says:
+/// text (colour on a terminal unless `NO_COLOR`), or one JSON object a line with the event's
+/// fields at the top level.
+fn init_logs(format: LogFormat) {
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+    };
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            // One line per event: a newline in free text (a reason) cannot forge a log line.
+            .with_writer(|| queue_migrate::oneline::LogWriter(std::io::stderr()))
+            .with_ansi(
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    && queue_migrate::cli::colour_allowed(std::env::var_os("NO_COLOR").as_deref()),
+            )
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_env_filter(filter())
+            // JSON escapes line breaks itself; the writer keeps every event on its line anyway.
+            .with_writer(|| queue_migrate::oneline::LogWriter(std::io::stderr()))
+            .init(),
     }
 }
 

@@ -376,6 +376,75 @@ fn reading_a_mistyped_state_path_says_so_and_creates_nothing() {
     b.ok(&["status", "local"], 0);
 }
 
+/// Regression (issue 32): a state URL of an unknown scheme, or a PostgreSQL or SQLite URL its
+/// driver cannot read, exited 1 as if the database had failed; it is bad input (exit 2), said in
+/// one message that names no other cause and keeps the password out.
+#[test]
+fn an_unsupported_or_malformed_state_url_is_invalid_input() {
+    let b = Bench::new();
+    for (url, says) in [
+        (
+            "mysql://root:hunter2@db/qm",
+            "unsupported state URL mysql://***@db/qm",
+        ),
+        (
+            "postgres://qm:hunter2@127.0.0.1:notaport/qm",
+            "malformed state URL postgres://***@127.0.0.1:notaport/qm",
+        ),
+        (
+            "sqlite://qm.db?mode=bogus",
+            "malformed state URL sqlite://qm.db?***",
+        ),
+    ] {
+        let r = b.run_env(
+            &["init", b.plan.to_str().unwrap()],
+            &[("MIGRATE_STATE", url)],
+        );
+        assert_eq!(r.code, 2, "{url}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{url}: {}", r.stderr);
+        assert!(!r.stderr.contains("hunter2"), "{url}: {}", r.stderr);
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{url}: {}", r.stderr);
+        assert!(!r.stderr.contains("database error"), "{url}: {}", r.stderr);
+    }
+}
+
+/// Issue 32: `migrate prune` says what it removed per table, counts first with `--dry-run`,
+/// and keeps the journal and the memory of the step the migration is in.
+#[test]
+fn prune_says_what_it_removed_per_table_and_keeps_what_a_gate_reads() {
+    let mut b = Bench::new();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.indicators.set("app_new_consumer_connected", 0.0);
+    b.ok(&["advance", "local"], 3);
+    b.ok(&["advance", "local"], 3);
+    let journal = b.ok(&["history", "local", "--json"], 0).json();
+    b.minute += 60;
+    let dry = b
+        .ok(&["prune", "--older-than", "30m", "--dry-run", "--json"], 0)
+        .json();
+    assert_eq!(dry["dry_run"], true);
+    assert!(
+        dry["removed"]["gate_evaluations"].as_u64().unwrap() >= 2,
+        "{dry}"
+    );
+    let real = b.ok(&["prune", "--older-than", "30m", "--json"], 0).json();
+    assert_eq!(real["dry_run"], false);
+    assert_eq!(real["removed"], dry["removed"], "{real}");
+    let text = b.ok(&["prune", "--older-than", "30m"], 0).stdout;
+    for table in ["gate_evaluations", "gate_memory", "scrapes"] {
+        assert!(text.contains(table), "{text}");
+    }
+    assert!(text.starts_with("removed rows older than "), "{text}");
+    // The journal whole, the current step's memory still read by status.
+    assert_eq!(b.ok(&["history", "local", "--json"], 0).json(), journal);
+    let g = &b.status()["gates"][0];
+    assert_eq!(g["verdict"], "fail", "{g}");
+    // A mistyped migration is bad input, not "nothing to prune".
+    b.ok(&["prune", "--older-than", "1d", "--migration", "nope"], 2);
+    b.ok(&["prune", "--older-than", "0s"], 2);
+}
+
 #[test]
 fn status_json_contract() {
     let mut b = Bench::new();
@@ -401,6 +470,14 @@ fn status_json_contract() {
     assert_eq!(g["kind"], "exit");
     assert_eq!(g["verdict"], "hold");
     assert!(g["reason"].as_str().unwrap().contains("not evaluated yet"));
+    // Regression (issue 32): the hint sent the user to `advance --dry-run`, which records
+    // nothing, to see the gate evaluated here. It says what shows and what records.
+    let hint = g["reason"].as_str().unwrap();
+    assert!(
+        hint.contains("`migrate advance local --dry-run` shows it now and records nothing")
+            && hint.contains("recorded by a running daemon's next round"),
+        "{hint}"
+    );
     b.ok(&["advance", "local", "--dry-run"], 0);
     // A dry run records nothing...
     assert_eq!(b.status()["gates"][0]["verdict"], "hold");

@@ -555,6 +555,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         confirm_complete: vec![],
         clock: Arc::new(|| T0 * 1000),
         http: daemon::http::Limits::default(),
+        retain: None,
     };
     let resolve: Arc<dyn Resolve + Send + Sync> = w.resolve.clone();
     let err = daemon::run(

@@ -299,6 +299,89 @@ fn openmetrics_example_reads_exactly() {
     assert_eq!(e.types.get("foo").map(String::as_str), Some("histogram"));
 }
 
+/// Issue 32: the Prometheus 3 text format as an OpenTelemetry exporter writes it (dotted metric
+/// and label names, quoted): every sample read exactly, selected by its UTF-8 name; what is
+/// quoted anywhere else stays an error with its line.
+#[test]
+fn prometheus_3_utf8_names_read_exactly() {
+    let (_, e) = parse_clean("prometheus3-utf8.txt");
+    assert_eq!(e.format, Format::Text);
+    let get = [
+        ("http.request.method", "GET"),
+        ("http.response.status_code", "200"),
+        ("service.name", "orders"),
+    ];
+    let bucket = |le: &'static str| {
+        let mut labels = get.to_vec();
+        labels.push(("le", le));
+        labels
+    };
+    let expected = vec![
+        sample(
+            "http.server.request.duration_bucket",
+            &bucket("0.005"),
+            12.0,
+            None,
+        ),
+        sample(
+            "http.server.request.duration_bucket",
+            &bucket("+Inf"),
+            40.0,
+            None,
+        ),
+        sample("http.server.request.duration_sum", &get, 1.75, None),
+        sample("http.server.request.duration_count", &get, 40.0, None),
+        sample(
+            "messaging.client.consumed.messages",
+            &[
+                ("messaging.destination.name", "orders.v1"),
+                ("messaging.system", "rabbitmq"),
+            ],
+            1027.0,
+            None,
+        ),
+        sample(
+            "target_info",
+            &[
+                ("service.name", "orders"),
+                ("service.version", "2.14.0"),
+                ("job", "otel"),
+            ],
+            1.0,
+            None,
+        ),
+        sample("process_cpu_seconds_total", &[], 4.2, None),
+    ];
+    assert_eq!(e.samples, expected);
+    assert_eq!(
+        e.types
+            .get("http.server.request.duration")
+            .map(String::as_str),
+        Some("histogram")
+    );
+    let consumed = only(
+        &e,
+        "messaging.client.consumed.messages",
+        &[Matcher::eq("messaging.destination.name", "orders.v1")],
+    );
+    assert_eq!(consumed.value, 1027.0);
+
+    // Anything else quoted fails closed, line by line, and the rest is read.
+    let text = "ok 1\n\
+                m{\"a.b\"} 1\n\
+                {x=\"1\", \"a.b\"} 1\n\
+                {\"a.b\", \"c.d\"} 1\n\
+                {\"\"} 1\n\
+                {\"a.b} 1\n\
+                \"a.b\" 1\n\
+                {job=\"x\"} 1\n\
+                ok 2\n";
+    let e = parse(text);
+    assert_eq!(e.samples.len(), 2, "{:?}", e.samples);
+    let lines: Vec<usize> = e.errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8], "{:?}", e.errors);
+}
+
 #[test]
 fn etcd_capture_reads_exactly() {
     let (_, e) = parse_clean("etcd-3.4.txt");

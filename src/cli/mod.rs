@@ -18,6 +18,7 @@ mod pause;
 mod plan_apply;
 mod plan_backtest;
 mod plan_check;
+mod prune;
 mod resume;
 mod rollback;
 mod routing;
@@ -68,7 +69,7 @@ const GLOBAL: &str = "Global options";
     version,
     verbatim_doc_comment,
     after_help = "Logs go to standard error: MIGRATE_LOG sets the level (default warn; info for production, \
-                  see docs/operations.md), NO_COLOR=1 turns colour off."
+                  see docs/operations.md), --log-format json writes one JSON object a line, NO_COLOR=1 turns colour off."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -105,6 +106,17 @@ pub struct Global {
         value_parser = nonzero_duration("a zero timeout fails every indicator request, so every gate would hold")
     )]
     pub source_timeout: Duration,
+    /// The log lines on standard error: `text` (for people) or `json` (one object a line, the
+    /// migration, phase and gate as fields, for a log pipeline).
+    #[arg(
+        long,
+        global = true,
+        env = "MIGRATE_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        help_heading = GLOBAL
+    )]
+    pub log_format: LogFormat,
     /// Evaluate as if it were this instant (RFC 3339). For tests and rehearsals.
     #[arg(
         long,
@@ -114,6 +126,16 @@ pub struct Global {
         help_heading = GLOBAL
     )]
     pub now: Option<String>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line a message, for people (colour on a terminal).
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `target`, `message` and every field of
+    /// the event (`migration`, `phase`, `gate`...) at the top level.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,6 +170,9 @@ pub enum Cmd {
     Dlq(dlq::DlqCmd),
     /// The journal: every transition with actor, reason and evidence.
     History(history::HistoryArgs),
+    /// Delete gate evaluations and scrapes older than a duration (never the journal, nor what a
+    /// gate still reads); `migrate run --retain` does it as it goes.
+    Prune(prune::PruneArgs),
     /// The routing document producers and consumers follow.
     Routing(routing::RoutingArgs),
     /// The slice of aggregate keys (the function producers use).
@@ -240,7 +265,12 @@ impl From<ControllerError> for CliError {
                 StoreError::Conflict { .. } | StoreError::StaleMemory { .. },
             ) => 4,
             ControllerError::NotInState { .. } => 5,
-            ControllerError::Store(StoreError::NotFound(_) | StoreError::AlreadyExists(_)) => 2,
+            ControllerError::Store(
+                StoreError::NotFound(_)
+                | StoreError::AlreadyExists(_)
+                | StoreError::UnsupportedUrl(_)
+                | StoreError::MalformedUrl { .. },
+            ) => 2,
             ControllerError::Store(_) => 1,
             ControllerError::Plan(_)
             | ControllerError::StoredPlan { .. }
@@ -292,7 +322,9 @@ impl Ctx {
     pub async fn store(&self) -> Result<AnyStore, CliError> {
         let url = &self.global.state;
         crate::store::any::open(url).await.map_err(|e| match e {
-            StoreError::UnsupportedUrl(_) => CliError::input(e.to_string()),
+            StoreError::UnsupportedUrl(_) | StoreError::MalformedUrl { .. } => {
+                CliError::input(e.to_string())
+            }
             e => CliError::new(
                 1,
                 format!(
@@ -367,6 +399,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Bridge(a) => bridge::run(&ctx, a).await,
         Cmd::Dlq(cmd) => dlq::run(&ctx, cmd).await,
         Cmd::History(a) => history::run(&ctx, a).await,
+        Cmd::Prune(a) => prune::run(&ctx, a).await,
         Cmd::Routing(a) => routing::run(&ctx, a).await,
         Cmd::Slice(a) => slice::run(a),
     }

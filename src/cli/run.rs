@@ -71,7 +71,13 @@ pub struct RunArgs {
     /// Time to answer a request (a routing long-poll: its ?wait plus this), else 503.
     #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero request timeout would answer every request 503"))]
     pub http_request_timeout: Duration,
+    /// Delete gate evaluations, the memory of steps left and the scrapes of complete migrations
+    /// older than this, in small batches after the rounds (never the journal, nor what a gate
+    /// still reads: docs/operations.md); `off` keeps everything.
+    #[arg(long, value_name = "DURATION|off", default_value = "14d", value_parser = retention)]
+    pub retain: Retention,
 }
+
 
 /// The HTTP limits of `args`, the connection cap fitted to this process's open-files limit.
 fn http_limits(args: &RunArgs) -> Limits {
@@ -107,6 +113,22 @@ fn open_files_limit() -> Option<u64> {
 #[cfg(not(unix))]
 fn open_files_limit() -> Option<u64> {
     None
+}
+
+
+/// What `--retain` says: keep what is younger than a duration, or everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    Keep(Duration),
+    Forever,
+}
+
+/// The parser of `--retain`: a duration above 0 (humantime: `14d`, `36h`), or `off`.
+fn retention(text: &str) -> Result<Retention, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(Retention::Forever);
+    }
+    nonzero_duration("say `off` to keep everything")(text).map(Retention::Keep)
 }
 
 fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
@@ -170,12 +192,20 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         confirm_complete: args.confirm_complete.clone(),
         clock,
         http: http_limits(&args),
+        retain: match args.retain {
+            Retention::Keep(d) => Some(d),
+            Retention::Forever => None,
+        },
     };
     daemon::check_listener(addr, &config).map_err(|e| CliError::input(e.to_string()))?;
     eprintln!(
-        "migrate run: {holder} on http://{addr} (state {}), every {}; Ctrl-C to stop",
+        "migrate run: {holder} on http://{addr} (state {}), every {}, {}; Ctrl-C to stop",
         redact_url(&ctx.global.state),
-        crate::time::human(args.interval)
+        crate::time::human(args.interval),
+        match args.retain {
+            Retention::Keep(d) => format!("history kept {}", crate::time::human(d)),
+            Retention::Forever => "history kept forever (--retain off)".to_string(),
+        }
     );
     if let Some(warning) = interval_warning(args.interval) {
         eprintln!("migrate run: warning: {warning}");
@@ -255,6 +285,17 @@ mod tests {
             request_timeout: args.http_request_timeout,
         };
         assert_eq!(fitted, Limits::default());
+    }
+
+    #[test]
+    fn retain_is_a_duration_above_zero_or_off() {
+        assert_eq!(
+            retention("14d"),
+            Ok(Retention::Keep(Duration::from_secs(14 * 86_400)))
+        );
+        assert_eq!(retention("OFF"), Ok(Retention::Forever));
+        assert!(retention("0s").is_err_and(|e| e.contains("off")));
+        assert!(retention("soon").is_err());
     }
 
     #[test]

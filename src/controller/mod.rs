@@ -803,10 +803,7 @@ impl<S: Store> Controller<'_, S> {
                         .unwrap_or(Verdict::Hold),
                     value: last.and_then(|r| r.value),
                     reason: last.map_or_else(
-                        || {
-                            "not evaluated yet in this step (run `migrate advance --dry-run`)"
-                                .into()
-                        },
+                        || not_evaluated_yet(&loaded.record.name),
                         |r| r.reason.clone(),
                     ),
                     evaluated_at: last.map(|r| crate::time::rfc3339(r.at_ms)),
@@ -814,6 +811,16 @@ impl<S: Store> Controller<'_, S> {
             })
             .collect())
     }
+}
+
+/// The reason `status` gives for a gate with no evaluation in the step: what shows it now and
+/// what records it (a dry run records nothing: it cannot be what makes the gate appear here).
+fn not_evaluated_yet(name: &str) -> String {
+    format!(
+        "not evaluated yet in this step: `migrate advance {name} --dry-run` shows it now and \
+         records nothing; it is recorded by a running daemon's next round, or by \
+         `migrate advance {name}` (which also moves on if every exit gate passes)"
+    )
 }
 
 /// Why the migration may not leave its current step, given fresh evaluations.

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use crate::controller::GateReport;
 use crate::indicators::exposition::escape_label_value as esc;
+use crate::plan::{Check, Plan};
 use crate::routing::RoutingDocument;
 
 #[derive(Debug, Default)]
@@ -15,6 +16,8 @@ struct Inner {
     breaches: BTreeMap<(String, String), u64>,
     evaluation_errors: BTreeMap<String, u64>,
     ticks: u64,
+    /// Rows deleted by the retention, per table.
+    pruned: crate::store::retention::Pruned,
     /// Seconds the last tick took, all ticks took, and the longest took.
     tick_seconds: f64,
     tick_seconds_sum: f64,
@@ -30,7 +33,49 @@ struct Gauges {
     slices_migrated: u32,
     slices_total: u32,
     generation: u64,
-    gates: Vec<(String, String, String, Option<f64>)>,
+    gates: Vec<GateGauge>,
+}
+
+/// One gate as its series show it.
+#[derive(Debug, Clone)]
+struct GateGauge {
+    name: String,
+    phase: String,
+    /// `exit` or `guard`.
+    kind: String,
+    source: String,
+    verdict: &'static str,
+    /// The value the verdict rests on (`new` for a compare gate).
+    value: Option<f64>,
+    /// The `old` side of a compare gate.
+    old_value: Option<f64>,
+    /// What the value is compared with, and how: a threshold gate's number and its operator,
+    /// a compare gate's `max(old × ratio, old + absolute)` and `<=`.
+    limit: Option<(f64, &'static str)>,
+}
+
+/// The limit gate `report` was held to (see [`GateGauge::limit`]), from its definition in
+/// `plan`; `None` for requirements and gates the plan no longer has.
+fn limit_of(plan: &Plan, report: &GateReport) -> Option<(f64, &'static str)> {
+    let phase = plan
+        .phases
+        .iter()
+        .find(|p| p.kind.as_str() == report.phase)?;
+    let gates = if report.kind == "guard" {
+        &phase.guard
+    } else {
+        &phase.exit
+    };
+    let gate = gates.iter().find(|g| g.name == report.name)?;
+    match &gate.check {
+        Check::Threshold { op, value, .. } => Some((*value, op.as_str())),
+        Check::Compare {
+            ratio, absolute, ..
+        } => {
+            let old = report.eval.old_value?;
+            Some(((old * ratio).max(old + absolute), "<="))
+        }
+    }
 }
 
 /// Counters and gauges updated by the loop, rendered on demand.
@@ -88,26 +133,35 @@ impl Metrics {
         });
     }
 
-    pub fn gates(&self, migration: &str, reports: &[GateReport]) {
+    /// A migration's gates as just evaluated under `plan`.
+    pub fn gates(&self, migration: &str, plan: &Plan, reports: &[GateReport]) {
+        let gauges: Vec<GateGauge> = reports
+            .iter()
+            .map(|r| GateGauge {
+                name: r.name.clone(),
+                phase: r.phase.clone(),
+                kind: r.kind.to_string(),
+                source: r.source.clone(),
+                verdict: r.eval.verdict.as_str(),
+                value: r.eval.value,
+                old_value: r.eval.old_value,
+                limit: limit_of(plan, r),
+            })
+            .collect();
         self.with(|m| {
             let g = m.migrations.entry(migration.to_string()).or_default();
-            g.gates = reports
-                .iter()
-                .map(|r| {
-                    (
-                        r.name.clone(),
-                        r.kind.to_string(),
-                        r.eval.verdict.as_str().to_string(),
-                        r.eval.value,
-                    )
-                })
-                .collect();
+            g.gates = gauges;
             for r in reports {
                 if r.eval.verdict == crate::gate::Verdict::Hold && r.eval.value.is_none() {
                     *m.evaluation_errors.entry(r.source.clone()).or_default() += 1;
                 }
             }
         });
+    }
+
+    /// The retention deleted `rows`.
+    pub fn pruned(&self, rows: &crate::store::retention::Pruned) {
+        self.with(|m| m.pruned += *rows);
     }
 
     pub fn transition(&self, migration: &str, command: &str) {
@@ -230,21 +284,45 @@ fn render(m: &Inner) -> String {
             let _ = writeln!(out, "{metric}{{migration=\"{}\"}} {}", esc(name), get(g));
         }
     }
-    head(
-        &mut out,
-        "queue_migrate_gate_value",
-        "gauge",
-        "The last reading of each gate.",
-    );
-    for (name, g) in &m.migrations {
-        for (gate, kind, _, value) in &g.gates {
-            if let Some(v) = value {
-                let _ = writeln!(
-                    out,
-                    "queue_migrate_gate_value{{migration=\"{}\",gate=\"{}\",kind=\"{kind}\"}} {v}",
-                    esc(name),
-                    esc(gate)
-                );
+    // Every gate series: migration, phase, gate, kind (exit/guard), source.
+    let labels = |name: &str, g: &GateGauge| {
+        format!(
+            "migration=\"{}\",phase=\"{}\",gate=\"{}\",kind=\"{}\",source=\"{}\"",
+            esc(name),
+            esc(&g.phase),
+            esc(&g.name),
+            esc(&g.kind),
+            esc(&g.source)
+        )
+    };
+    type Side = (&'static str, &'static str, fn(&GateGauge) -> Option<f64>);
+    let sides: [Side; 3] = [
+        (
+            "queue_migrate_gate_value",
+            "The last reading of each gate (the new side of a compare gate).",
+            |g| g.value,
+        ),
+        (
+            "queue_migrate_gate_old_value",
+            "The old side of a compare gate, read at the same moment as its value.",
+            |g| g.old_value,
+        ),
+        (
+            "queue_migrate_gate_limit",
+            "What each gate's value is held to: a threshold gate's number, a compare gate's max(old x ratio, old + absolute); op says how.",
+            |g| g.limit.map(|(l, _)| l),
+        ),
+    ];
+    for (metric, help, get) in sides {
+        head(&mut out, metric, "gauge", help);
+        for (name, m) in &m.migrations {
+            for g in &m.gates {
+                let Some(v) = get(g) else { continue };
+                let op = match (metric, g.limit) {
+                    ("queue_migrate_gate_limit", Some((_, op))) => format!(",op=\"{op}\""),
+                    _ => String::new(),
+                };
+                let _ = writeln!(out, "{metric}{{{}{op}}} {v}", labels(name, g));
             }
         }
     }
@@ -254,15 +332,14 @@ fn render(m: &Inner) -> String {
         "gauge",
         "1 for each gate's last verdict.",
     );
-    for (name, g) in &m.migrations {
-        for (gate, kind, verdict, _) in &g.gates {
+    for (name, m) in &m.migrations {
+        for g in &m.gates {
             for v in ["pass", "hold", "fail"] {
                 let _ = writeln!(
                     out,
-                    "queue_migrate_gate_verdict{{migration=\"{}\",gate=\"{}\",kind=\"{kind}\",verdict=\"{v}\"}} {}",
-                    esc(name),
-                    esc(gate),
-                    u8::from(verdict == v)
+                    "queue_migrate_gate_verdict{{{},verdict=\"{v}\"}} {}",
+                    labels(name, g),
+                    u8::from(g.verdict == v)
                 );
             }
         }
@@ -308,5 +385,125 @@ fn render(m: &Inner) -> String {
             esc(source)
         );
     }
+    head(
+        &mut out,
+        "queue_migrate_pruned_rows_total",
+        "counter",
+        "Rows the retention (--retain) deleted, by table.",
+    );
+    for (table, n) in m.pruned.tables() {
+        let _ = writeln!(
+            out,
+            "queue_migrate_pruned_rows_total{{table=\"{table}\"}} {n}"
+        );
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{Evaluation, Memory, Verdict};
+
+    fn plan() -> Plan {
+        // plans/local.yaml with a compare guard beside its threshold gates.
+        let yaml = include_str!("../../plans/local.yaml").replace(
+            "      - { name: error ratio breach, source: prom, query: app_error_ratio_new, pass_if: \"< 0.05\" }",
+            "      - { name: error ratio breach, source: prom, query: app_error_ratio_new, pass_if: \"< 0.05\" }\n      - { name: latency vs old, source: prom, compare: { new: app_latency_new, old: app_latency_old }, tolerance: { ratio: 1.2, absolute: 0.05 } }",
+        );
+        struct Env;
+        impl crate::plan::Resolve for Env {
+            fn env(&self, _: &str) -> Option<String> {
+                Some("http://127.0.0.1:1".into())
+            }
+            fn read_file(&self, _: &std::path::Path) -> Result<String, String> {
+                Err("no files".into())
+            }
+        }
+        crate::plan::compile(&yaml, None, &Env).expect("plan").plan
+    }
+
+    fn report(name: &str, kind: &'static str, value: f64, old: Option<f64>) -> GateReport {
+        GateReport {
+            phase: "slices".into(),
+            name: name.into(),
+            kind,
+            source: "prom".into(),
+            query: "q".into(),
+            eval: Evaluation {
+                verdict: Verdict::Pass,
+                value: Some(value),
+                old_value: old,
+                reason: "r".into(),
+                samples: 1,
+                memory: Memory::default(),
+            },
+            evaluated_at_ms: 0,
+            memory_read: None,
+        }
+    }
+
+    /// Issue 32: every gate series names the migration, phase, kind and source; a compare gate
+    /// exports its old side and its limit beside its new value, a threshold gate its number.
+    #[test]
+    fn gate_series_carry_phase_kind_source_and_a_compare_gate_both_sides_and_its_limit() {
+        let m = Metrics::default();
+        m.gates(
+            "orders",
+            &plan(),
+            &[
+                report("error ratio low", "exit", 0.002, None),
+                report("latency vs old", "guard", 0.31, Some(0.25)),
+            ],
+        );
+        let text = m.render();
+        let l = |gate: &str, kind: &str| {
+            format!(
+                "migration=\"orders\",phase=\"slices\",gate=\"{gate}\",kind=\"{kind}\",source=\"prom\""
+            )
+        };
+        for line in [
+            format!(
+                "queue_migrate_gate_value{{{}}} 0.002",
+                l("error ratio low", "exit")
+            ),
+            format!(
+                "queue_migrate_gate_limit{{{},op=\"<\"}} 0.01",
+                l("error ratio low", "exit")
+            ),
+            format!(
+                "queue_migrate_gate_value{{{}}} 0.31",
+                l("latency vs old", "guard")
+            ),
+            format!(
+                "queue_migrate_gate_old_value{{{}}} 0.25",
+                l("latency vs old", "guard")
+            ),
+            // max(0.25 × 1.2, 0.25 + 0.05) = 0.3
+            format!(
+                "queue_migrate_gate_limit{{{},op=\"<=\"}} 0.3",
+                l("latency vs old", "guard")
+            ),
+            format!(
+                "queue_migrate_gate_verdict{{{},verdict=\"pass\"}} 1",
+                l("latency vs old", "guard")
+            ),
+        ] {
+            assert!(text.contains(&line), "{line} missing from:\n{text}");
+        }
+        // A threshold gate has no old side.
+        assert!(!text.contains(&format!(
+            "queue_migrate_gate_old_value{{{}}}",
+            l("error ratio low", "exit")
+        )));
+        // Every gate series has the five labels.
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("queue_migrate_gate_"))
+        {
+            for label in ["migration=", "phase=", "gate=", "kind=", "source="] {
+                assert!(line.contains(label), "{line}");
+            }
+        }
+    }
 }

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod notify;
 #[cfg(feature = "brokers")]
 pub mod probes;
+pub mod retention;
 pub mod server;
 pub mod tick;
 
@@ -75,6 +76,9 @@ pub struct Config {
     pub clock: Clock,
     /// The HTTP server's limits and timeouts.
     pub http: http::Limits,
+    /// Delete what is older than this, in batches after the leader's rounds ([`retention`]);
+    /// `None`: keep everything.
+    pub retain: Option<Duration>,
 }
 
 impl std::fmt::Debug for Config {
@@ -86,6 +90,7 @@ impl std::fmt::Debug for Config {
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("confirm_complete", &self.confirm_complete)
             .field("http", &self.http)
+            .field("retain", &self.retain)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +153,8 @@ pub struct Shared<S: Store> {
     plans: PlanCache,
     /// Each migration's scrape histories, kept between rounds.
     histories: Histories,
+    /// Where the leader's pruning stands ([`retention`]).
+    retention: retention::Retention,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: probes::ProbeRuns,
@@ -189,6 +196,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             watch_polls: AtomicU64::new(0),
             plans: PlanCache::default(),
             histories: Histories::default(),
+            retention: retention::Retention::default(),
             #[cfg(feature = "brokers")]
             probes: probes::ProbeRuns::default(),
         }))
@@ -521,6 +529,7 @@ pub async fn run<S: Store + Clone + 'static>(
                     tick_all(&shared).await;
                     #[cfg(feature = "brokers")]
                     shared.probes.reconcile(&shared).await;
+                    shared.retention.after_round(&shared).await;
                 } else {
                     // The lease ran out (or was never ours): no probe is published on behalf
                     // of a daemon that does not own the migrations.

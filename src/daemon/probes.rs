@@ -637,6 +637,7 @@ mod tests {
             confirm_complete: vec![],
             clock,
             http: crate::daemon::http::Limits::default(),
+            retain: None,
         };
         let mut shared = Shared::new(store, config, Arc::new(Env)).unwrap();
         if let Some(fake) = fake {

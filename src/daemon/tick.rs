@@ -49,6 +49,9 @@ pub struct Memo {
     pub breach_announced: HashSet<String>,
     /// The step (its start) for which this daemon's clock was found behind the committing one.
     pub clock_behind_warned: Option<i64>,
+    /// Each gate's last verdict (by `kind/name`) in the step that started then: what a change
+    /// of verdict is logged against ([`note_verdicts`]).
+    pub verdicts: Option<(i64, HashMap<String, Verdict>)>,
 }
 
 /// Where a tick reads its migration from.
@@ -147,7 +150,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         }
     }
     let gates = c.evaluate(&loaded, now_ms, false).await?;
-    shared.metrics.gates(name, &gates);
+    shared.metrics.gates(name, &loaded.plan, &gates);
     let blockers = crate::controller::blockers(&loaded, &gates, now_ms);
     let state = loaded.record.state;
     let next = loaded.ladder.next(state);
@@ -162,6 +165,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
         confirmed,
     );
     note_holds(shared, &loaded, &gates, now_ms);
+    note_verdicts(shared, &loaded, &gates);
     let outcome = match decision {
         Decision::Done => Ok(Action::Done),
         Decision::Breach { action, guards } => {
@@ -297,6 +301,62 @@ async fn breach<S: Store + Clone + 'static>(
     Ok(Action::Breach { action })
 }
 
+/// What a gate's verdict did since the last tick, worth a log line: it started failing or
+/// holding (or was first seen so: a daemon starting, a step entered), or it passes again.
+/// `None`: nothing changed, or a gate first seen passing.
+pub fn verdict_change(previous: Option<Verdict>, now: Verdict) -> Option<&'static str> {
+    match (previous, now) {
+        (Some(p), n) if p == n => None,
+        (None, Verdict::Pass) => None,
+        (Some(_), Verdict::Pass) => Some("gate passes again"),
+        (_, Verdict::Fail) => Some("gate failing"),
+        (_, Verdict::Hold) => Some("gate holding"),
+    }
+}
+
+/// Log at INFO each gate whose verdict changed since this daemon's last tick of the step
+/// ([`verdict_change`]), with the migration, phase, gate and kind as fields: transitions only,
+/// never a line per tick.
+fn note_verdicts<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    loaded: &crate::controller::Loaded,
+    gates: &[crate::controller::GateReport],
+) {
+    let name = &loaded.record.name;
+    let step = loaded.record.entered_at_ms;
+    let changes: Vec<(
+        &crate::controller::GateReport,
+        Option<Verdict>,
+        &'static str,
+    )> = shared.with_memo(name, |m| {
+        let seen = match &mut m.verdicts {
+            Some((at, seen)) if *at == step => seen,
+            other => &mut other.insert((step, HashMap::new())).1,
+        };
+        gates
+            .iter()
+            .filter_map(|g| {
+                let previous = seen.insert(format!("{}/{}", g.kind, g.name), g.eval.verdict);
+                verdict_change(previous, g.eval.verdict).map(|what| (g, previous, what))
+            })
+            .collect()
+    });
+    for (g, previous, what) in changes {
+        tracing::info!(
+            migration = %name,
+            phase = %g.phase,
+            gate = %g.name,
+            kind = g.kind,
+            source = %g.source,
+            verdict = g.eval.verdict.as_str(),
+            previous = previous.map_or("none", Verdict::as_str),
+            value = g.eval.value,
+            reason = %g.eval.reason,
+            "{what}"
+        );
+    }
+}
+
 /// Track holds and announce those that last longer than the plan's `notify.hold_after`.
 fn note_holds<S: Store + Clone + 'static>(
     shared: &Shared<S>,
@@ -344,5 +404,25 @@ fn note_holds<S: Store + Clone + 'static>(
             format!("{name}: {text}"),
             serde_json::json!({}),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_is_logged_when_it_changes_only() {
+        use Verdict::{Fail, Hold, Pass};
+        assert_eq!(verdict_change(None, Pass), None);
+        assert_eq!(verdict_change(None, Fail), Some("gate failing"));
+        assert_eq!(verdict_change(None, Hold), Some("gate holding"));
+        assert_eq!(verdict_change(Some(Pass), Fail), Some("gate failing"));
+        assert_eq!(verdict_change(Some(Fail), Hold), Some("gate holding"));
+        assert_eq!(verdict_change(Some(Hold), Pass), Some("gate passes again"));
+        assert_eq!(verdict_change(Some(Fail), Pass), Some("gate passes again"));
+        for v in [Pass, Hold, Fail] {
+            assert_eq!(verdict_change(Some(v), v), None);
+        }
     }
 }

@@ -21,6 +21,13 @@
 //!
 //! * Metric names `[a-zA-Z_:][a-zA-Z0-9_:]*`; label names `[a-zA-Z_][a-zA-Z0-9_]*`
 //!   (except the reserved `__name__`); a label name at most once per sample.
+//! * The quoted UTF-8 names of the Prometheus 3 text format: a metric name
+//!   quoted as the first item inside the braces, with no name before them
+//!   (`{"http.server.duration", "service.name"="x"} 1`), and quoted label names
+//!   (`foo{"service.name"="x"} 1`), each with the escapes of a label value,
+//!   never empty; `# TYPE "http.server.duration" histogram` names the family.
+//!   A quoted name anywhere else (after a name, after a label, alone with `=`
+//!   missing) is an error.
 //! * Label values are double-quoted; the escapes `\\`, `\"` and `\n` are
 //!   unescaped, any other escape is an error; every other character (`=`, `,`,
 //!   `{`, `}`, `#`, spaces, any UTF-8) is literal. A trailing comma before `}`
@@ -43,9 +50,8 @@
 //!   blank lines are not samples. `# TYPE` lines are recorded in
 //!   [`Exposition::types`].
 //!
-//! Not supported (reported as errors, never misread): the UTF-8 quoted metric
-//! names of newer formats (`{"my.metric"} 1`), hexadecimal floats, and the
-//! native-histogram / protobuf formats.
+//! Not supported (reported as errors, never misread): hexadecimal floats, and
+//! the native-histogram / protobuf formats.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -244,8 +250,8 @@ pub fn parse(text: &str) -> Exposition {
                 }
                 Some("UNIT") => openmetrics = true,
                 Some("TYPE") => {
-                    if let (Some(name), Some(kind)) = (words.next(), words.next()) {
-                        out.types.insert(name.to_owned(), kind.to_owned());
+                    if let Some((name, kind)) = type_line(comment) {
+                        out.types.insert(name, kind.to_owned());
                     }
                 }
                 _ => {}
@@ -323,6 +329,55 @@ pub fn parse(text: &str) -> Exposition {
         out.errors.sort_by_key(|e| e.line);
     }
     out
+}
+
+/// The family and type of a `# TYPE name type` comment (`comment`: after the
+/// `#`), its name bare or quoted (`# TYPE "http.server.duration" histogram`);
+/// `None` when it is not well formed.
+fn type_line(comment: &str) -> Option<(String, &str)> {
+    let rest = comment.trim_start_matches(BLANKS).strip_prefix("TYPE")?;
+    let after = rest.trim_start_matches(BLANKS);
+    if after.len() == rest.len() {
+        return None;
+    }
+    let (name, after_name) = if after.starts_with('"') {
+        let (name, end) = quoted_value(after, 0, "").ok()?;
+        (name, after.get(end..)?)
+    } else {
+        let (name, end) = token(after, 0);
+        (name.to_owned(), after.get(end..)?)
+    };
+    let mut words = after_name.split_ascii_whitespace();
+    match (words.next(), words.next()) {
+        (Some(kind), None) if !name.is_empty() => Some((name, kind)),
+        _ => None,
+    }
+}
+
+/// Whether `name` is a metric name every format reads bare:
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*` (otherwise it is written quoted, Prometheus 3).
+pub fn is_legacy_metric_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes.next().is_some_and(|b| is_name_start(b) || b == b':')
+        && bytes.all(|b| is_name_char(b) || b == b':')
+}
+
+/// Whether `name` is a label name every format reads bare: `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub fn is_legacy_label_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes.next().is_some_and(is_name_start) && bytes.all(is_name_char)
+}
+
+/// `name` as a selector or a series key writes it: bare when `legacy` says it
+/// may be, else double-quoted with the escapes of a label value.
+pub fn write_name(out: &mut String, name: &str, legacy: fn(&str) -> bool) {
+    if legacy(name) {
+        out.push_str(name);
+    } else {
+        out.push('"');
+        crate::stamp::escape_label(out, name);
+        out.push('"');
+    }
 }
 
 /// A sample line whose text after the value is read once the format is known.
@@ -413,12 +468,6 @@ fn metric_name(line: &str, pos: usize) -> Result<(&str, usize), Fail> {
     let bytes = line.as_bytes();
     match bytes.get(pos) {
         Some(&b) if is_name_start(b) || b == b':' => {}
-        Some(b'{') => {
-            return Err(Fail::new(
-                pos,
-                "missing metric name (selectors and quoted UTF-8 metric names are not supported)",
-            ));
-        }
         _ => {
             return Err(Fail::new(
                 pos,
@@ -518,18 +567,82 @@ fn quoted_value(line: &str, open: usize, label: &str) -> Result<(String, usize),
 }
 
 /// The label set opening with `{` at `open`; labels are appended to `out`.
-/// Returns the position after the closing `}`.
-fn label_set(line: &str, open: usize, out: &mut Vec<(String, String)>) -> Result<usize, Fail> {
+/// Returns the position after the closing `}`. With `metric` (no name before
+/// the braces), a quoted string alone as the first item is the metric name
+/// (Prometheus 3: `{"http.server.duration", "service.name"="x"}`), written
+/// there.
+fn label_set(
+    line: &str,
+    open: usize,
+    out: &mut Vec<(String, String)>,
+    mut metric: Option<&mut String>,
+) -> Result<usize, Fail> {
     let bytes = line.as_bytes();
     let unterminated = || Fail::new(open, "unterminated label set (missing '}')");
     let mut pos = skip_blanks(bytes, open + 1);
+    let mut first = true;
     loop {
         match bytes.get(pos) {
             None => return Err(unterminated()),
             Some(b'}') => return Ok(pos + 1),
             Some(_) => {}
         }
-        let (name, after_name) = label_name(line, pos);
+        let quoted_at = pos;
+        let quoted;
+        let (name, after_name) = if bytes.get(pos) == Some(&b'"') {
+            let (text, after) = quoted_value(line, pos, "").map_err(|f| Fail {
+                pos: f.pos,
+                message: f
+                    .message
+                    .replace("value of label \"\"", "quoted name")
+                    .replace("the quoted name", "a quoted name"),
+            })?;
+            quoted = text;
+            let next = skip_blanks(bytes, after);
+            if bytes.get(next) != Some(&b'=') {
+                // A quoted name alone: the metric name, first and only when none precedes
+                // the braces.
+                let Some(m) = metric.as_deref_mut().filter(|_| first) else {
+                    return Err(Fail::new(
+                        quoted_at,
+                        format!(
+                            "a quoted metric name {} may only come first inside the braces, \
+                             with no name before them (`{{\"a.b\", x=\"1\"}}`); a quoted label \
+                             name needs `=` and a value",
+                            show(&quoted)
+                        ),
+                    ));
+                };
+                if quoted.is_empty() {
+                    return Err(Fail::new(quoted_at, "empty quoted metric name"));
+                }
+                *m = quoted;
+                first = false;
+                pos = next;
+                match bytes.get(pos) {
+                    Some(b',') => pos = skip_blanks(bytes, pos + 1),
+                    Some(b'}') => return Ok(pos + 1),
+                    None => return Err(unterminated()),
+                    Some(_) => {
+                        return Err(Fail::new(
+                            pos,
+                            format!(
+                                "expected ',' or '}}' after the quoted metric name, found {}",
+                                char_at(line, pos)
+                            ),
+                        ));
+                    }
+                }
+                continue;
+            }
+            if quoted.is_empty() {
+                return Err(Fail::new(quoted_at, "empty quoted label name"));
+            }
+            (quoted.as_str(), after)
+        } else {
+            label_name(line, pos)
+        };
+        first = false;
         if name.is_empty() {
             return Err(Fail::new(
                 pos,
@@ -608,8 +721,21 @@ fn parse_value(text: &str, pos: usize, what: &str) -> Result<f64, Fail> {
 fn parse_sample_line(line: &str) -> Result<(Sample, usize), Fail> {
     let bytes = line.as_bytes();
     let start = skip_blanks(bytes, 0);
-    let (name, mut pos) = metric_name(line, start)?;
     let mut labels = Vec::new();
+    if bytes.get(start) == Some(&b'{') {
+        // Prometheus 3: the name quoted inside the braces.
+        let mut name = String::new();
+        let pos = label_set(line, start, &mut labels, Some(&mut name))?;
+        if name.is_empty() {
+            return Err(Fail::new(
+                start,
+                "missing metric name: neither before the braces nor quoted first inside them \
+                 (`{\"a.b\"}`)",
+            ));
+        }
+        return finish_sample(line, start, name, labels, pos);
+    }
+    let (name, mut pos) = metric_name(line, start)?;
     match bytes.get(pos) {
         None => return Err(Fail::new(pos, "missing value after the metric name")),
         Some(b'{') => {}
@@ -628,15 +754,29 @@ fn parse_sample_line(line: &str) -> Result<(Sample, usize), Fail> {
     pos = skip_blanks(bytes, pos);
     if bytes.get(pos) == Some(&b'{') {
         let open = pos;
-        pos = label_set(line, open, &mut labels)?;
-        if let Some(dup) = duplicate_label(&labels) {
-            return Err(Fail::new(
-                open,
-                format!("duplicate label name {dup:?} in one sample"),
-            ));
-        }
-        pos = skip_blanks(bytes, pos);
+        pos = label_set(line, open, &mut labels, None)?;
+        return finish_sample(line, open, name.to_owned(), labels, pos);
     }
+    finish_sample(line, pos, name.to_owned(), labels, pos)
+}
+
+/// The rest of a sample line after its name and labels (`pos`: after them;
+/// `open`: where the labels open, for a duplicate's error): the value.
+fn finish_sample(
+    line: &str,
+    open: usize,
+    name: String,
+    labels: Vec<(String, String)>,
+    pos: usize,
+) -> Result<(Sample, usize), Fail> {
+    let bytes = line.as_bytes();
+    if let Some(dup) = duplicate_label(&labels) {
+        return Err(Fail::new(
+            open,
+            format!("duplicate label name {dup:?} in one sample"),
+        ));
+    }
+    let pos = skip_blanks(bytes, pos);
     let (value_text, after) = token(line, pos);
     if value_text.is_empty() {
         return Err(Fail::new(pos, "missing value"));
@@ -645,7 +785,7 @@ fn parse_sample_line(line: &str) -> Result<(Sample, usize), Fail> {
     let rest = skip_blanks(bytes, after);
     Ok((
         Sample {
-            name: name.to_owned(),
+            name,
             labels,
             value,
             timestamp_ms: None,
@@ -727,7 +867,7 @@ fn exemplar(line: &str, hash: usize) -> Result<(), Fail> {
         ));
     }
     let mut labels = Vec::new();
-    let after = label_set(line, open, &mut labels).map_err(|f| Fail {
+    let after = label_set(line, open, &mut labels, None).map_err(|f| Fail {
         pos: f.pos,
         message: format!("malformed exemplar: {}", f.message),
     })?;
@@ -1111,7 +1251,26 @@ mod tests {
             ("1m 1", "invalid metric name"),
             ("m-x 1", "invalid character '-' in metric name"),
             ("m.x 1", "invalid character '.'"),
-            ("{\"m.x\"} 1", "missing metric name"),
+            ("m{\"x.y\"} 1", "may only come first inside the braces"),
+            ("{a=\"b\", \"x.y\"} 1", "may only come first"),
+            ("{\"x.y\", \"z.w\"} 1", "may only come first"),
+            (
+                "{\"x.y\" \"z\"} 1",
+                "expected ',' or '}' after the quoted metric name",
+            ),
+            ("{\"\"} 1", "empty quoted metric name"),
+            ("m{\"\"=\"x\"} 1", "empty quoted label name"),
+            ("{\"x.y} 1", "unterminated"),
+            ("{\"x\\q\"} 1", "invalid escape sequence"),
+            ("{\"x.y\", \"__name__\"=\"z\"} 1", "reserved"),
+            (
+                "{\"x.y\", \"a\"=\"1\", a=\"2\"} 1",
+                "duplicate label name \"a\"",
+            ),
+            ("{job=\"x\"} 1", "missing metric name"),
+            ("{} 1", "missing metric name"),
+            ("\"x.y\" 1", "invalid metric name"),
+            ("{\"x.y\"}", "missing value"),
             ("é 1", "invalid metric name"),
             ("\u{feff}m 1", "invalid metric name"),
         ];
@@ -1128,6 +1287,78 @@ mod tests {
             );
             assert!(e.errors[0].to_string().starts_with("line 3: column "));
         }
+    }
+
+    /// Issue 32: the Prometheus 3 text format quotes UTF-8 names (OpenTelemetry's dotted ones):
+    /// the metric name first inside the braces, label names before their `=`.
+    #[test]
+    fn prometheus_3_quoted_names_read_exactly() {
+        let text = "# HELP \"http.server.duration\" Duration.\n\
+                    # TYPE \"http.server.duration\" histogram\n\
+                    {\"http.server.duration\", \"service.name\"=\"x\"} 1\n\
+                    { \"http.server.duration\" , le=\"+Inf\" , } 2 1700000000000\n\
+                    {\"http.server.duration\"} 3\n\
+                    http_requests_total{\"service.name\"=\"a b\",code=\"200\"} 4\n\
+                    {\"a\\\"b\\\\c{}=\"} 5\n\
+                    {\"legacy_name\"} 6\n\
+                    {\"ünï.cødé\", \"ключ\"=\"значение\"} 7\n";
+        let e = parse(text);
+        assert_eq!(e.errors, vec![]);
+        type Read<'a> = (&'a str, Vec<(&'a str, &'a str)>, f64, Option<i64>);
+        let got: Vec<Read<'_>> = e
+            .samples
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.labels
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect(),
+                    s.value,
+                    s.timestamp_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "http.server.duration",
+                    vec![("service.name", "x")],
+                    1.0,
+                    None
+                ),
+                (
+                    "http.server.duration",
+                    vec![("le", "+Inf")],
+                    2.0,
+                    Some(1_700_000_000_000)
+                ),
+                ("http.server.duration", vec![], 3.0, None),
+                (
+                    "http_requests_total",
+                    vec![("service.name", "a b"), ("code", "200")],
+                    4.0,
+                    None
+                ),
+                ("a\"b\\c{}=", vec![], 5.0, None),
+                ("legacy_name", vec![], 6.0, None),
+                ("ünï.cødé", vec![("ключ", "значение")], 7.0, None),
+            ]
+        );
+        assert_eq!(
+            e.types.get("http.server.duration").map(String::as_str),
+            Some("histogram")
+        );
+        // Written back quoted where a name is not a legacy one.
+        let mut out = String::new();
+        write_name(&mut out, "http.server.duration", is_legacy_metric_name);
+        out.push(' ');
+        write_name(&mut out, "a\"b", is_legacy_label_name);
+        out.push(' ');
+        write_name(&mut out, "le", is_legacy_label_name);
+        assert_eq!(out, "\"http.server.duration\" \"a\\\"b\" le");
     }
 
     #[test]

@@ -165,21 +165,36 @@ impl PartialEq for Series {
     }
 }
 
-/// The stable key of a series; `labels` must already be sorted.
+/// The stable key of a series; `labels` must already be sorted. A name that is not a legacy
+/// one (Prometheus 3's UTF-8 names: `http.server.duration`, `service.name`) is written quoted,
+/// the metric name first inside the braces (`{"http.server.duration","service.name"="x"}`), so
+/// that no two series share a key: a quoted name may hold `{`, `=` or `"`. Legacy names are
+/// written as they always were (keys stored by older versions stay valid).
 pub fn series_key(metric: &str, labels: &[(String, String)]) -> String {
-    if labels.is_empty() {
+    use crate::indicators::exposition::{is_legacy_label_name, is_legacy_metric_name, write_name};
+    let legacy = is_legacy_metric_name(metric);
+    if labels.is_empty() && legacy {
         return metric.to_owned();
     }
-    let body: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| {
-            format!(
-                "{k}=\"{}\"",
-                crate::indicators::exposition::escape_label_value(v)
-            )
-        })
-        .collect();
-    format!("{metric}{{{}}}", body.join(","))
+    let mut key = String::with_capacity(metric.len() + 2 + labels.len() * 16);
+    if legacy {
+        key.push_str(metric);
+        key.push('{');
+    } else {
+        key.push('{');
+        write_name(&mut key, metric, is_legacy_metric_name);
+    }
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 || !legacy {
+            key.push(',');
+        }
+        write_name(&mut key, k, is_legacy_label_name);
+        key.push_str("=\"");
+        crate::stamp::escape_label(&mut key, v);
+        key.push('"');
+    }
+    key.push('}');
+    key
 }
 
 fn sorted_labels(labels: &[(String, String)]) -> Vec<(String, String)> {
@@ -423,6 +438,35 @@ impl History {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 32: a quoted UTF-8 name may hold `{`, `=` or `"`; keys written the legacy way
+    /// would give two series one key (one's samples read as the other's). Legacy names keep
+    /// their keys.
+    #[test]
+    fn utf8_names_never_share_a_series_key() {
+        let l = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(series_key("up", &[]), "up");
+        assert_eq!(series_key("up", &l(&[("job", "a")])), "up{job=\"a\"}");
+        let keys = [
+            series_key("x{y=\"1\"}", &[]),
+            series_key("x", &l(&[("y", "1")])),
+            series_key("x", &l(&[("y=\"1\"", "")])),
+            series_key("http.server.duration", &l(&[("service.name", "x")])),
+            series_key(
+                "http.server.duration",
+                &l(&[("service.name", "x"), ("a", "b")]),
+            ),
+        ];
+        assert_eq!(keys[0], "{\"x{y=\\\"1\\\"}\"}");
+        assert_eq!(keys[3], "{\"http.server.duration\",\"service.name\"=\"x\"}");
+        let distinct: std::collections::HashSet<&String> = keys.iter().collect();
+        assert_eq!(distinct.len(), keys.len(), "{keys:?}");
+    }
+
     use super::*;
     use crate::indicators::query::tests::{q, sample};
     use proptest::prelude::*;

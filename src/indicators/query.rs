@@ -9,8 +9,15 @@
 //! agg      := "sum" | "min" | "max"
 //! inner    := range | selector
 //! range    := ("rate" | "increase") "(" selector "[" duration "]" ")"
-//! selector := metric_name [ "{" [ label ("=" | "!=") "\"value\"" { "," ... } [","] ] "}" ]
+//! selector := metric_name [ "{" [ matcher { "," matcher } [","] ] "}" ]
+//!           | "{" "\"metric.name\"" { "," matcher } [","] "}"
+//! matcher  := (label | "\"label.name\"") ("=" | "!=") "\"value\""
 //! ```
+//!
+//! As PromQL 3 writes them, a metric or label name outside `[a-zA-Z_:][a-zA-Z0-9_:]*` is
+//! quoted: the metric name first inside the braces (`{"http.server.duration"}`,
+//! `{"http.server.duration", "service.name"="x"}`), a label name before its operator
+//! (`http_requests_total{"service.name"="x"}`).
 //!
 //! Guarantees:
 //! - pure: no IO and no clock; evaluation time is always passed in as `now_ms`;
@@ -103,11 +110,20 @@ pub enum QueryError {
     )]
     NameMatcher { column: usize },
 
-    /// A selector that starts with `{` (no metric name).
+    /// A selector with no metric name: braces with no name before them nor quoted first inside.
     #[error(
-        "selector at column {column} has no metric name: write `metric_name{{label=\"value\"}}`"
+        "selector at column {column} has no metric name: write `metric_name{{label=\"value\"}}`, or quote a name such as `http.server.duration` first inside the braces: `{{\"http.server.duration\", label=\"value\"}}`"
     )]
     MissingMetricName { column: usize },
+    /// A quoted string alone inside braces that is not the metric name (not first, or after a
+    /// name before the braces).
+    #[error(
+        "quoted name at column {column} has no operator: only the metric name may stand alone, first inside the braces with no name before them (`{{\"http.server.duration\"}}`); a quoted label name needs `=` or `!=` and a value"
+    )]
+    StrayQuotedName { column: usize },
+    /// `{""}` or `{""="x"}`.
+    #[error("empty quoted name at column {column}: a metric or label name is never empty")]
+    EmptyQuotedName { column: usize },
 
     /// A label value in single quotes or backticks.
     #[error("label value at column {column} must be in double quotes: write `label=\"value\"`")]
@@ -263,26 +279,37 @@ impl fmt::Debug for Selector {
 }
 
 /// Canonical PromQL text: `metric{label="value",other!="x"}` (no braces when no matchers).
+/// A metric name outside the legacy charset is quoted first inside the braces, a label name
+/// before its operator (PromQL 3).
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.metric)?;
-        if self.matchers.is_empty() {
-            return Ok(());
+        use crate::indicators::exposition::{
+            is_legacy_label_name, is_legacy_metric_name, write_name,
+        };
+        let legacy = is_legacy_metric_name(&self.metric);
+        if legacy && self.matchers.is_empty() {
+            return f.write_str(&self.metric);
         }
-        f.write_str("{")?;
+        let mut out = String::new();
+        if legacy {
+            out.push_str(&self.metric);
+            out.push('{');
+        } else {
+            out.push('{');
+            write_name(&mut out, &self.metric, is_legacy_metric_name);
+        }
         for (i, m) in self.matchers.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
+            if i > 0 || !legacy {
+                out.push(',');
             }
-            write!(
-                f,
-                "{}{}\"{}\"",
-                m.label,
-                op_str(&m.op),
-                escape_value(&m.value)
-            )?;
+            write_name(&mut out, &m.label, is_legacy_label_name);
+            out.push_str(op_str(&m.op));
+            out.push('"');
+            out.push_str(&escape_value(&m.value));
+            out.push('"');
         }
-        f.write_str("}")
+        out.push('}');
+        f.write_str(&out)
     }
 }
 
@@ -560,7 +587,14 @@ impl Parser {
                 self.pos += 1;
                 Ok(inner)
             }
-            Some('{') => Err(QueryError::MissingMetricName { column: self.col() }),
+            Some('{') => {
+                let selector = self.selector_rest(None)?;
+                Ok(Operand {
+                    aggregation: Aggregation::Sum,
+                    source: self.instant(selector)?,
+                    explicit: false,
+                })
+            }
             Some(c) if c.is_ascii_digit() || c == '.' => {
                 Err(QueryError::NumberLiteral { column: self.col() })
             }
@@ -618,7 +652,16 @@ impl Parser {
         if is_call || (is_known_promql_function(&name) && is_grouping_next(self)) {
             return Err(QueryError::UnknownFunction { column, name });
         }
-        let selector = self.selector_rest(name)?;
+        let selector = self.selector_rest(Some(name))?;
+        Ok(Operand {
+            aggregation: Aggregation::Sum,
+            source: self.instant(selector)?,
+            explicit: false,
+        })
+    }
+
+    /// An instant selector, read: refused when a range window follows it.
+    fn instant(&mut self, selector: Selector) -> Result<Source, QueryError> {
         self.skip_ws();
         if self.peek() == Some('[') {
             return Err(QueryError::UnexpectedWindow {
@@ -626,11 +669,7 @@ impl Parser {
                 selector: selector.to_string(),
             });
         }
-        Ok(Operand {
-            aggregation: Aggregation::Sum,
-            source: Source::Instant(selector),
-            explicit: false,
-        })
+        Ok(Source::Instant(selector))
     }
 
     fn not_a_call(&mut self, column: usize, name: &str) -> QueryError {
@@ -652,7 +691,10 @@ impl Parser {
     fn aggregated_source(&mut self) -> Result<Source, QueryError> {
         self.skip_ws();
         match self.peek() {
-            Some('{') => return Err(QueryError::MissingMetricName { column: self.col() }),
+            Some('{') => {
+                let selector = self.selector_rest(None)?;
+                return self.instant(selector);
+            }
             Some(c) if c.is_ascii_digit() || c == '.' => {
                 return Err(QueryError::NumberLiteral { column: self.col() });
             }
@@ -677,15 +719,8 @@ impl Parser {
             "sum" | "min" | "max" => Err(QueryError::NestedAggregation { column, name }),
             _ if is_call => Err(QueryError::UnknownFunction { column, name }),
             _ => {
-                let selector = self.selector_rest(name)?;
-                self.skip_ws();
-                if self.peek() == Some('[') {
-                    return Err(QueryError::UnexpectedWindow {
-                        column: self.col(),
-                        selector: selector.to_string(),
-                    });
-                }
-                Ok(Source::Instant(selector))
+                let selector = self.selector_rest(Some(name))?;
+                self.instant(selector)
             }
         }
     }
@@ -693,14 +728,19 @@ impl Parser {
     /// After `rate(` / `increase(`: `selector[window])`.
     fn range_call(&mut self, column: usize, function: RangeFunction) -> Result<Source, QueryError> {
         self.skip_ws();
-        match self.peek() {
-            Some('{') => return Err(QueryError::MissingMetricName { column: self.col() }),
+        let selector = match self.peek() {
+            Some('{') => self.selector_rest(None)?,
             Some(c) if c.is_ascii_digit() || c == '.' => {
                 return Err(QueryError::NumberLiteral { column: self.col() });
             }
-            Some(c) if is_ident_start(c) => {}
+            Some(c) if is_ident_start(c) => self.range_selector(function)?,
             _ => return Err(self.unexpected("a metric selector with a window, e.g. `x[5m]`")),
-        }
+        };
+        self.range_window(column, function, selector)
+    }
+
+    /// The named selector inside `rate(` / `increase(` (a function there is refused).
+    fn range_selector(&mut self, function: RangeFunction) -> Result<Selector, QueryError> {
         let name_col = self.col();
         let name = self.word(is_ident_start, is_ident_char).unwrap_or_default();
         self.skip_ws();
@@ -721,7 +761,16 @@ impl Parser {
                 },
             });
         }
-        let selector = self.selector_rest(name)?;
+        self.selector_rest(Some(name))
+    }
+
+    /// After the selector of `rate(` / `increase(`: `[window])`.
+    fn range_window(
+        &mut self,
+        column: usize,
+        function: RangeFunction,
+        selector: Selector,
+    ) -> Result<Source, QueryError> {
         self.skip_ws();
         if self.peek() != Some('[') {
             if self.at_end() || self.peek() == Some(')') {
@@ -765,14 +814,22 @@ impl Parser {
         })
     }
 
-    /// After the metric name: optional `{matchers}`.
-    fn selector_rest(&mut self, metric: String) -> Result<Selector, QueryError> {
+    /// After the metric name (`Some`), or at braces with none before them (`None`: the name
+    /// is then quoted first inside them): optional `{matchers}`.
+    fn selector_rest(&mut self, metric: Option<String>) -> Result<Selector, QueryError> {
         self.skip_ws();
+        let braces = self.col();
         let mut matchers = Vec::new();
         if self.peek() != Some('{') {
-            return Ok(Selector { metric, matchers });
+            return Ok(Selector {
+                metric: metric.unwrap_or_default(),
+                matchers,
+            });
         }
+        let named = metric.is_some();
+        let mut metric = metric.unwrap_or_default();
         self.pos += 1;
+        let mut first = true;
         loop {
             self.skip_ws();
             if self.peek() == Some('}') {
@@ -780,9 +837,41 @@ impl Parser {
                 break;
             }
             let label_col = self.col();
-            let Some(label) = self.word(is_label_start, is_label_char) else {
-                return Err(self.unexpected("a label name or `}`"));
+            let label = if self.peek() == Some('"') {
+                let quoted = self.string()?;
+                self.skip_ws();
+                if !matches!(self.peek(), Some('=' | '!')) {
+                    if named || !first {
+                        return Err(QueryError::StrayQuotedName { column: label_col });
+                    }
+                    if quoted.is_empty() {
+                        return Err(QueryError::EmptyQuotedName { column: label_col });
+                    }
+                    metric = quoted;
+                    first = false;
+                    match self.peek() {
+                        Some(',') => {
+                            self.pos += 1;
+                            continue;
+                        }
+                        Some('}') => {
+                            self.pos += 1;
+                            break;
+                        }
+                        _ => return Err(self.unexpected("`,`, `}` or `=`")),
+                    }
+                }
+                if quoted.is_empty() {
+                    return Err(QueryError::EmptyQuotedName { column: label_col });
+                }
+                quoted
+            } else {
+                let Some(label) = self.word(is_label_start, is_label_char) else {
+                    return Err(self.unexpected("a label name or `}`"));
+                };
+                label
             };
+            first = false;
             if label == "__name__" {
                 return Err(QueryError::NameMatcher { column: label_col });
             }
@@ -820,6 +909,9 @@ impl Parser {
                 }
                 _ => return Err(self.unexpected("`,` or `}`")),
             }
+        }
+        if metric.is_empty() {
+            return Err(QueryError::MissingMetricName { column: braces });
         }
         Ok(Selector { metric, matchers })
     }
@@ -1468,6 +1560,94 @@ pub(super) mod tests {
         assert_eq!(instant.max_window(), None);
         assert_eq!(instant.retention(), STALENESS);
         assert_eq!(q("rate(a[30s])").retention(), STALENESS);
+    }
+
+    /// Issue 32: OpenTelemetry exporters name metrics and labels with dots; PromQL 3 selects
+    /// them quoted, the metric name first inside the braces.
+    #[test]
+    fn quoted_utf8_names_select_as_promql_3_writes_them() {
+        let cases = [
+            (r#"{"http.server.duration"}"#, r#"{"http.server.duration"}"#),
+            (
+                r#"{ "http.server.duration" , "service.name" = "x" , }"#,
+                r#"{"http.server.duration","service.name"="x"}"#,
+            ),
+            (
+                r#"http_requests_total{"service.name"!="x",code="200"}"#,
+                r#"http_requests_total{"service.name"!="x",code="200"}"#,
+            ),
+            // A legacy name quoted reads as the name itself.
+            (r#"{"up", job="a"}"#, r#"up{job="a"}"#),
+            (
+                r#"sum(rate({"http.requests"}[5m]))"#,
+                r#"sum(rate({"http.requests"}[5m]))"#,
+            ),
+            (r#"max({"a.b"})"#, r#"max({"a.b"})"#),
+            (
+                r#"increase({"a\"b"}[1m]) / {"c.d"}"#,
+                r#"increase({"a\"b"}[1m]) / {"c.d"}"#,
+            ),
+        ];
+        for (input, canonical) in cases {
+            let parsed = q(input);
+            assert_eq!(parsed.to_string(), canonical, "rendering of `{input}`");
+            assert_eq!(q(canonical), parsed, "re-parse of `{canonical}`");
+        }
+        let query = q(r#"{"http.server.duration", "service.name"="x"}"#);
+        let sel = query.selectors()[0];
+        assert_eq!(sel.metric, "http.server.duration");
+        assert!(sel.matches(&sample(
+            "http.server.duration",
+            &[("service.name", "x")],
+            1.0
+        )));
+        assert!(!sel.matches(&sample(
+            "http.server.duration",
+            &[("service.name", "y")],
+            1.0
+        )));
+        assert!(!sel.matches(&sample(
+            "http_server_duration",
+            &[("service.name", "x")],
+            1.0
+        )));
+        // Evaluated over a history of such series.
+        let scrapes = vec![(
+            MIN,
+            vec![
+                sample("http.server.duration", &[("service.name", "x")], 2.0),
+                sample("http.server.duration", &[("service.name", "y")], 5.0),
+            ],
+        )];
+        let h = history_for(&query, &scrapes);
+        assert_eq!(query.evaluate(&h, MIN).map(|r| r.value), Ok(2.0));
+    }
+
+    /// Anything else with a quoted name is refused, saying what to write.
+    #[test]
+    fn quoted_names_anywhere_else_are_refused() {
+        use QueryError as E;
+        for (text, want) in [
+            (r#"up{"a.b"}"#, E::StrayQuotedName { column: 4 }),
+            (r#"{job="a", "a.b"}"#, E::StrayQuotedName { column: 11 }),
+            (r#"{"a.b", "c.d"}"#, E::StrayQuotedName { column: 9 }),
+            (r#"{""}"#, E::EmptyQuotedName { column: 2 }),
+            (r#"up{""="x"}"#, E::EmptyQuotedName { column: 4 }),
+            (r#"{"a.b", "__name__"="x"}"#, E::NameMatcher { column: 9 }),
+            (r#"{job="a"}"#, E::MissingMetricName { column: 1 }),
+            (r#"rate({job="a"}[1m])"#, E::MissingMetricName { column: 6 }),
+        ] {
+            assert_eq!(parse_query(text).err(), Some(want), "{text}");
+        }
+        let e = parse_query(r#"{"a.b" "c"}"#).unwrap_err();
+        assert!(matches!(e, E::Unexpected { column: 8, .. }), "{e:?}");
+        let e = parse_query(r#"{"a.b"=~"x"}"#).unwrap_err();
+        assert!(matches!(e, E::RegexMatcher { .. }), "{e:?}");
+        assert!(
+            E::MissingMetricName { column: 1 }
+                .to_string()
+                .contains(r#"{"http.server.duration", label="value"}"#)
+        );
     }
 
     #[test]

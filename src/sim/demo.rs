@@ -197,6 +197,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         confirm_complete: vec!["demo".into()],
         clock: Arc::new(move || c2.load(Ordering::SeqCst)),
         http: crate::daemon::http::Limits::default(),
+        retain: None,
     };
     let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve.clone())?;
     shared.leader.store(true, Ordering::SeqCst);

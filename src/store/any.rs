@@ -26,8 +26,8 @@ pub enum AnyStore {
 /// Open the store at `url` and bring its schema up to date (see the module doc for the URLs).
 ///
 /// # Errors
-/// [`StoreError::UnsupportedUrl`] for an unknown scheme; otherwise what the backend's `open`
-/// returns.
+/// [`StoreError::UnsupportedUrl`] for an unknown scheme, [`StoreError::MalformedUrl`] for a URL
+/// of a known one its driver cannot read; otherwise what the backend's `open` returns.
 pub async fn open(url: &str) -> Result<AnyStore> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(AnyStore::Postgres(PgStore::open(url).await?))
@@ -51,6 +51,15 @@ pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
         .unwrap_or(url);
     let path = path.split_once('?').map_or(path, |(p, _)| p);
     (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
+}
+
+/// The error of a state URL its driver could not parse (`e`, from `from_str`): the input's
+/// fault, not the database's.
+pub(super) fn malformed(url: &str, e: &sqlx::Error) -> StoreError {
+    StoreError::MalformedUrl {
+        url: crate::redact::url(url),
+        why: crate::redact::text(&e.to_string()),
+    }
 }
 
 impl AnyStore {
@@ -193,6 +202,14 @@ impl Store for AnyStore {
 
     async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
         delegate!(self, s => s.release_lease(lease, holder))
+    }
+
+    async fn prune(&self, prune: &super::retention::Prune) -> Result<super::retention::Pruned> {
+        delegate!(self, s => s.prune(prune))
+    }
+
+    async fn prunable(&self, prune: &super::retention::Prune) -> Result<super::retention::Pruned> {
+        delegate!(self, s => s.prunable(prune))
     }
 
     async fn dlq_decisions(&self) -> Result<Vec<Disposition>> {

@@ -21,6 +21,7 @@ mod dispositions_postgres;
 mod dispositions_sqlite;
 mod memory;
 pub mod postgres;
+pub mod retention;
 mod scrape_text;
 mod scrapes;
 pub mod sqlite;
@@ -61,11 +62,17 @@ pub enum StoreError {
     /// A row the store cannot make sense of (edited by hand, or a newer schema).
     #[error("corrupt row in the store: {0}")]
     Corrupt(String),
-    /// The state URL is not one this build supports.
+    /// The state URL's scheme is neither SQLite's nor PostgreSQL's (the URL as given, redacted).
     #[error(
-        "unsupported state URL {0:?}: use a path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
+        "unsupported state URL {0}: the state store is SQLite or PostgreSQL; give a file path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
     )]
     UnsupportedUrl(String),
+    /// A SQLite or PostgreSQL state URL that cannot be read (a port that is not a number, an
+    /// unknown option): `url` redacted, `why` the driver's words (redacted too).
+    #[error(
+        "malformed state URL {url}: {why}; write it as a file path, sqlite://PATH or postgres://USER@HOST[:PORT]/DATABASE"
+    )]
+    MalformedUrl { url: String, why: String },
     /// The SQLite library this build links cannot run the store's queries (too old, or built
     /// without its JSON functions).
     #[error(
@@ -598,6 +605,20 @@ pub trait Store: Send + Sync {
     fn dlq_decisions(
         &self,
     ) -> impl Future<Output = Result<Vec<crate::dlq::disposition::Disposition>>> + Send;
+    /// Delete, oldest first, at most `prune.batch` rows of each table that retention may
+    /// shorten, of the rows [`retention`] allows (never the journal, nor the memory of the step a
+    /// migration is in, nor the scrapes of a migration still evaluated); answer how many went.
+    /// One statement per table, each committed by itself: a prune never holds a lock long.
+    fn prune(
+        &self,
+        prune: &retention::Prune,
+    ) -> impl Future<Output = Result<retention::Pruned>> + Send;
+    /// How many rows repeating [`Store::prune`] until nothing is left would delete now, per
+    /// table (a dry run: reads only).
+    fn prunable(
+        &self,
+        prune: &retention::Prune,
+    ) -> impl Future<Output = Result<retention::Pruned>> + Send;
     /// Kept samples of a scrape source, and the instants it was scraped.
     fn load_points(
         &self,

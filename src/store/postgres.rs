@@ -14,6 +14,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
+use super::retention::{Prune, Pruned};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
     NewMigration, PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint,
@@ -63,6 +64,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "dlq",
         include_str!("../../migrations/postgres/0008_dlq.sql"),
     ),
+    (
+        9,
+        "retention",
+        include_str!("../../migrations/postgres/0009_retention.sql"),
+    ),
 ];
 
 /// A PostgreSQL store.
@@ -94,7 +100,13 @@ impl PgStore {
     }
 
     async fn open_with(url: &str, schema: &[(i64, &'static str, &'static str)]) -> Result<PgStore> {
-        let options = PgConnectOptions::from_str(url)?.application_name("queue-migrate");
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| super::any::malformed(url, &e))?
+            .application_name("queue-migrate")
+            // PostgreSQL's NOTICEs (`relation "_sqlx_migrations" already exists, skipping` at
+            // every start, from the schema's `IF NOT EXISTS`) are not sent: sqlx relays each
+            // one as a log line. Warnings and errors still are.
+            .options([("client_min_messages", "warning")]);
         // One plain connection first: a wrong host, port or password fails at once (a pool
         // retries until its acquire timeout, 30 s of silence).
         PgConnection::connect_with(&options).await?.close().await?;
@@ -369,6 +381,33 @@ async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> 
 const FLEET_MEMORY: &str = r#"SELECT g.* FROM gate_memory g JOIN migrations m
      ON m.name = g.migration AND m.entered_at = g.step_entered
      ORDER BY g.migration COLLATE "C", g.at, g.gate COLLATE "C", g.kind COLLATE "C""#;
+
+// What a prune may delete (see [`super::retention`]): `$1` before, `$2` the migration or NULL,
+// then the batch and the state of migrations never evaluated again.
+const RETAIN_EVALUATIONS: &str = "DELETE FROM gate_evaluations WHERE id IN (SELECT id \
+     FROM gate_evaluations WHERE at < $1 AND ($2::TEXT IS NULL OR migration = $2) \
+     ORDER BY at LIMIT $3)";
+const RETAINED_EVALUATIONS_COUNT: &str = "SELECT COUNT(*) FROM gate_evaluations \
+     WHERE at < $1 AND ($2::TEXT IS NULL OR migration = $2)";
+const RETAIN_MEMORY: &str = "DELETE FROM gate_memory t USING (SELECT g.migration, \
+     g.step_entered, g.gate, g.kind FROM gate_memory g JOIN migrations m ON m.name = g.migration \
+     WHERE g.step_entered <> m.entered_at AND g.at < $1 AND ($2::TEXT IS NULL OR m.name = $2) \
+     LIMIT $3) d WHERE t.migration = d.migration AND t.step_entered = d.step_entered \
+     AND t.gate = d.gate AND t.kind = d.kind";
+const RETAINED_MEMORY_COUNT: &str = "SELECT COUNT(*) FROM gate_memory g JOIN migrations m \
+     ON m.name = g.migration WHERE g.step_entered <> m.entered_at AND g.at < $1 \
+     AND ($2::TEXT IS NULL OR m.name = $2)";
+const RETAIN_SCRAPES: &str = "DELETE FROM scrapes t USING (SELECT s.migration, s.source, s.at \
+     FROM scrapes s JOIN migrations m ON m.name = s.migration WHERE m.state = $4 AND s.at < $1 \
+     AND ($2::TEXT IS NULL OR m.name = $2) LIMIT $3) d \
+     WHERE t.migration = d.migration AND t.source = d.source AND t.at = d.at";
+const RETAINED_SCRAPES_COUNT: &str = "SELECT COUNT(*) FROM scrapes s JOIN migrations m \
+     ON m.name = s.migration WHERE m.state = $3 AND s.at < $1 AND ($2::TEXT IS NULL OR m.name = $2)";
+
+/// A count read back as the number of rows it is.
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
 
 impl Store for PgStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
@@ -746,5 +785,61 @@ impl Store for PgStore {
         insert_points(&mut tx, &[one]).await?;
         tx.commit().await?;
         Ok(())
+    }
+    async fn prune(&self, prune: &Prune) -> Result<Pruned> {
+        let (before, name, batch) = (prune.before_ms, prune.migration.as_deref(), prune.batch);
+        let done = State::Complete.name();
+        let gate_evaluations = sqlx::query(RETAIN_EVALUATIONS)
+            .bind(before)
+            .bind(name)
+            .bind(batch)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let gate_memory = sqlx::query(RETAIN_MEMORY)
+            .bind(before)
+            .bind(name)
+            .bind(batch)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let scrapes = sqlx::query(RETAIN_SCRAPES)
+            .bind(before)
+            .bind(name)
+            .bind(batch)
+            .bind(done)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(Pruned {
+            gate_evaluations,
+            gate_memory,
+            scrapes,
+        })
+    }
+
+    async fn prunable(&self, prune: &Prune) -> Result<Pruned> {
+        let (before, name) = (prune.before_ms, prune.migration.as_deref());
+        let evaluations: i64 = sqlx::query_scalar(RETAINED_EVALUATIONS_COUNT)
+            .bind(before)
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        let memory: i64 = sqlx::query_scalar(RETAINED_MEMORY_COUNT)
+            .bind(before)
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        let scrapes: i64 = sqlx::query_scalar(RETAINED_SCRAPES_COUNT)
+            .bind(before)
+            .bind(name)
+            .bind(State::Complete.name())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Pruned {
+            gate_evaluations: count(evaluations),
+            gate_memory: count(memory),
+            scrapes: count(scrapes),
+        })
     }
 }

@@ -9,6 +9,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use super::retention::{Prune, Pruned};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
     NewMigration, PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint,
@@ -58,7 +59,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "gate memory revision",
         include_str!("../../migrations/sqlite/0008_gate_memory_revision.sql"),
     ),
-    // 9 is left for the retention index (another branch); versions may leave gaps.
+    (
+        9,
+        "retention",
+        include_str!("../../migrations/sqlite/0009_retention.sql"),
+    ),
     (
         10,
         "dlq replays",
@@ -106,7 +111,8 @@ impl SqliteStore {
         } else {
             format!("sqlite://{url}")
         };
-        let options = SqliteConnectOptions::from_str(&url)?
+        let options = SqliteConnectOptions::from_str(&url)
+            .map_err(|e| super::any::malformed(&url, &e))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
@@ -394,6 +400,30 @@ async fn insert_points(conn: &mut SqliteConnection, sources: &[SourceRows<'_>]) 
             .await?;
     }
     Ok(())
+}
+
+// What a prune may delete (see [`super::retention`]): `?1` before, `?2` the migration or NULL,
+// then the batch and the state of migrations never evaluated again. `CROSS JOIN` keeps
+// `migrations` the outer loop: one seek per migration into the memory and the scrapes.
+pub(super) const RETAIN_EVALUATIONS: &str = "DELETE FROM gate_evaluations WHERE id IN (SELECT id \
+     FROM gate_evaluations WHERE at < ?1 AND (?2 IS NULL OR migration = ?2) ORDER BY at LIMIT ?3)";
+const RETAINED_EVALUATIONS_COUNT: &str = "SELECT COUNT(*) FROM gate_evaluations \
+     WHERE at < ?1 AND (?2 IS NULL OR migration = ?2)";
+pub(super) const RETAIN_MEMORY: &str = "DELETE FROM gate_memory WHERE rowid IN (SELECT g.rowid \
+     FROM migrations m CROSS JOIN gate_memory g WHERE g.migration = m.name \
+     AND g.step_entered <> m.entered_at AND g.at < ?1 AND (?2 IS NULL OR m.name = ?2) LIMIT ?3)";
+const RETAINED_MEMORY_COUNT: &str = "SELECT COUNT(*) FROM migrations m CROSS JOIN gate_memory g \
+     WHERE g.migration = m.name AND g.step_entered <> m.entered_at AND g.at < ?1 \
+     AND (?2 IS NULL OR m.name = ?2)";
+pub(super) const RETAIN_SCRAPES: &str = "DELETE FROM scrapes WHERE rowid IN (SELECT s.rowid \
+     FROM migrations m CROSS JOIN scrapes s WHERE s.migration = m.name AND m.state = ?4 \
+     AND s.at < ?1 AND (?2 IS NULL OR m.name = ?2) LIMIT ?3)";
+const RETAINED_SCRAPES_COUNT: &str = "SELECT COUNT(*) FROM migrations m CROSS JOIN scrapes s \
+     WHERE s.migration = m.name AND m.state = ?3 AND s.at < ?1 AND (?2 IS NULL OR m.name = ?2)";
+
+/// A count read back as the number of rows it is.
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
 }
 
 impl Store for SqliteStore {
@@ -772,5 +802,61 @@ impl Store for SqliteStore {
         insert_points(&mut tx, &[one]).await?;
         tx.commit().await?;
         Ok(())
+    }
+    async fn prune(&self, prune: &Prune) -> Result<Pruned> {
+        let (before, name, batch) = (prune.before_ms, prune.migration.as_deref(), prune.batch);
+        let done = State::Complete.name();
+        let gate_evaluations = sqlx::query(RETAIN_EVALUATIONS)
+            .bind(before)
+            .bind(name)
+            .bind(batch)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let gate_memory = sqlx::query(RETAIN_MEMORY)
+            .bind(before)
+            .bind(name)
+            .bind(batch)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let scrapes = sqlx::query(RETAIN_SCRAPES)
+            .bind(before)
+            .bind(name)
+            .bind(batch)
+            .bind(done)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(Pruned {
+            gate_evaluations,
+            gate_memory,
+            scrapes,
+        })
+    }
+
+    async fn prunable(&self, prune: &Prune) -> Result<Pruned> {
+        let (before, name) = (prune.before_ms, prune.migration.as_deref());
+        let evaluations: i64 = sqlx::query_scalar(RETAINED_EVALUATIONS_COUNT)
+            .bind(before)
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        let memory: i64 = sqlx::query_scalar(RETAINED_MEMORY_COUNT)
+            .bind(before)
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        let scrapes: i64 = sqlx::query_scalar(RETAINED_SCRAPES_COUNT)
+            .bind(before)
+            .bind(name)
+            .bind(State::Complete.name())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Pruned {
+            gate_evaluations: count(evaluations),
+            gate_memory: count(memory),
+            scrapes: count(scrapes),
+        })
     }
 }

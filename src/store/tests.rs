@@ -2839,3 +2839,4 @@ async fn open_picks_the_backend_by_url() {
 
 /// Dead-letter decisions, seen signatures and the replay ledger, on each backend.
 mod dispositions;
+mod prune;

@@ -168,6 +168,18 @@ impl Store for Hooked {
         self.away().await?;
         self.inner.generations().await
     }
+    fn prune(
+        &self,
+        prune: &queue_migrate::store::retention::Prune,
+    ) -> impl Future<Output = Result<queue_migrate::store::retention::Pruned>> + Send {
+        self.inner.prune(prune)
+    }
+    fn prunable(
+        &self,
+        prune: &queue_migrate::store::retention::Prune,
+    ) -> impl Future<Output = Result<queue_migrate::store::retention::Pruned>> + Send {
+        self.inner.prunable(prune)
+    }
     async fn generations_mark(&self) -> Result<(i64, i64)> {
         self.away().await?;
         self.inner.generations_mark().await

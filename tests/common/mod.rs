@@ -87,6 +87,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         confirm_complete: vec![],
         clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
         http: queue_migrate::daemon::http::Limits::default(),
+        retain: None,
     }
 }
 

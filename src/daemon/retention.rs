@@ -1,0 +1,233 @@
+//! `migrate run --retain`: the leader deletes what is older than the retention, in small batches
+//! spread over its rounds (what goes and what never does: [`crate::store::retention`]).
+//!
+//! # Guarantees
+//! - Only the daemon that holds the lease prunes, after its round has committed.
+//! - A prune runs about every ten seconds ([`rounds_between`]): at most [`BATCHES_PER_ROUND`]
+//!   statements per table, each deleting at most [`BATCH`] rows, so a round is never held up long
+//!   nor a table locked long. When the last batch was full (more is left: the retention was just
+//!   shortened, or the daemon was stopped a while), it prunes again after the next round, until
+//!   it has caught up.
+//! - A failed prune is logged and retried at the next due round: it never stops a round.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::store::Store;
+use crate::store::retention::{Prune, Pruned};
+
+use super::Shared;
+
+/// Rows one statement deletes at most, per table.
+pub const BATCH: i64 = 2_000;
+/// Statements per table in one due round at most: 50,000 rows, more than a round of 1,000
+/// migrations with ten gates each writes, so that a prune every round keeps up with any fleet.
+pub const BATCHES_PER_ROUND: u32 = 25;
+/// About how often a prune is due when nothing is left behind: the tables then hold at most
+/// this much more than the retention.
+pub const EVERY: Duration = Duration::from_secs(10);
+
+/// Rounds between two prunes at `interval`: about [`EVERY`], at least one.
+pub fn rounds_between(interval: Duration) -> u32 {
+    let every = EVERY.as_millis() / interval.as_millis().max(1);
+    u32::try_from(every).unwrap_or(u32::MAX).max(1)
+}
+
+/// Whether a prune is due after a round: `rounds` rounds since the last one, of the `every` due,
+/// or the last one left rows behind.
+pub fn due(rounds: u32, every: u32, behind: bool) -> bool {
+    behind || rounds >= every
+}
+
+/// Where the leader's pruning stands between rounds.
+#[derive(Debug, Default)]
+pub struct Retention {
+    /// Rounds since the last prune.
+    rounds: AtomicU32,
+    /// The last prune's last batch was full: more is left.
+    behind: AtomicBool,
+}
+
+impl Retention {
+    /// After a committed round: prune if due (see the module doc). Answers what was deleted
+    /// (`None`: not due, no retention, or not the leader).
+    pub async fn after_round<S: Store + Clone + 'static>(
+        &self,
+        shared: &Shared<S>,
+    ) -> Option<Pruned> {
+        let retain = shared.config.retain?;
+        if !shared.is_leader() {
+            return None;
+        }
+        let rounds = self
+            .rounds
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let every = rounds_between(shared.config.interval);
+        if !due(rounds, every, self.behind.load(Ordering::Relaxed)) {
+            return None;
+        }
+        self.rounds.store(0, Ordering::Relaxed);
+        let age = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
+        let prune = Prune {
+            before_ms: shared.now_ms().saturating_sub(age),
+            migration: None,
+            batch: BATCH,
+        };
+        let mut sum = Pruned::default();
+        let mut full = false;
+        for _ in 0..BATCHES_PER_ROUND {
+            match shared.store.prune(&prune).await {
+                Ok(batch) => {
+                    sum += batch;
+                    full = batch.full(BATCH);
+                    if !full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot prune what is older than the retention (--retain {}): {e}; \
+                         retried at the next due round",
+                        crate::time::human(retain)
+                    );
+                    full = false;
+                    break;
+                }
+            }
+            if !shared.is_leader() {
+                break;
+            }
+        }
+        self.behind.store(full, Ordering::Relaxed);
+        shared.metrics.pruned(&sum);
+        if sum.total() > 0 {
+            tracing::debug!(
+                gate_evaluations = sum.gate_evaluations,
+                gate_memory = sum.gate_memory,
+                scrapes = sum.scrapes,
+                behind = full,
+                "pruned rows older than the retention"
+            );
+        }
+        Some(sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use crate::machine::State;
+    use crate::store::any::{self, AnyStore};
+    use crate::store::{GateRecord, NewMigration};
+
+    fn evaluation(at_ms: i64) -> GateRecord {
+        GateRecord {
+            step_entered_ms: 1_000,
+            state: State::Planned,
+            gate: "lag".into(),
+            kind: "exit".into(),
+            query: "lag".into(),
+            value: Some(1.0),
+            old_value: None,
+            samples: 1,
+            verdict: "pass".into(),
+            reason: "1 < 2".into(),
+            held_since_ms: Some(at_ms),
+            peak: None,
+            at_ms,
+            revision: None,
+        }
+    }
+
+    /// The leader prunes about every ten seconds of rounds, a few batches at a time, and again at
+    /// the next round while it is behind; a standby never does.
+    #[tokio::test]
+    async fn the_leader_prunes_in_batches_spread_over_its_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("state.db").display());
+        let store = any::open(&url).await.unwrap();
+        store
+            .create(&NewMigration {
+                name: "m".into(),
+                plan_yaml: "name: m\n".into(),
+                plan_path: "m.yaml".into(),
+                plan_hash: "h".into(),
+                now_ms: 1_000,
+                actor: "t".into(),
+            })
+            .await
+            .unwrap();
+        // More old rows than one due round deletes; then one young row.
+        let old = BATCH * i64::from(BATCHES_PER_ROUND) + 500;
+        let rows: Vec<GateRecord> = (0..old).map(|i| evaluation(1_000 + i)).collect();
+        for chunk in rows.chunks(500) {
+            store.record_evaluations("m", chunk).await.unwrap();
+        }
+        store
+            .record_evaluations("m", &[evaluation(590_000)])
+            .await
+            .unwrap();
+        let config = crate::daemon::Config {
+            interval: Duration::from_secs(1),
+            source_timeout: Duration::from_secs(1),
+            queries_per_request: 1,
+            lease_ttl: Duration::from_secs(15),
+            watch_interval: Duration::from_secs(1),
+            holder: "t".into(),
+            token: None,
+            read_only_api: false,
+            confirm_complete: vec![],
+            // Ten minutes after the rows, with a one-minute retention.
+            clock: Arc::new(|| 600_000),
+            retain: Some(Duration::from_secs(60)),
+        };
+        let shared: Arc<Shared<AnyStore>> =
+            Shared::new(store.clone(), config, Arc::new(crate::plan::SystemResolve)).unwrap();
+        let retention = Retention::default();
+        // A standby does nothing, however many rounds.
+        for _ in 0..100 {
+            assert_eq!(retention.after_round(&shared).await, None);
+        }
+        shared.leader.store(true, Ordering::SeqCst);
+        for round in 1..10 {
+            assert_eq!(retention.after_round(&shared).await, None, "round {round}");
+        }
+        let first = retention.after_round(&shared).await.unwrap();
+        assert_eq!(
+            first.gate_evaluations,
+            u64::try_from(BATCH).unwrap() * u64::from(BATCHES_PER_ROUND)
+        );
+        // Behind: the next round goes on, and stops at what is young.
+        let second = retention.after_round(&shared).await.unwrap();
+        assert_eq!(second.gate_evaluations, 500);
+        assert_eq!(retention.after_round(&shared).await, None);
+        let left = store
+            .prunable(&Prune {
+                before_ms: i64::MAX,
+                migration: None,
+                batch: 1,
+            })
+            .await
+            .unwrap();
+        assert_eq!(left.gate_evaluations, 1);
+        assert!(shared.metrics.render().contains(&format!(
+            "queue_migrate_pruned_rows_total{{table=\"gate_evaluations\"}} {}",
+            old
+        )));
+    }
+
+    #[test]
+    fn a_prune_is_due_about_every_ten_seconds_or_at_once_when_behind() {
+        assert_eq!(rounds_between(Duration::from_secs(1)), 10);
+        assert_eq!(rounds_between(Duration::from_secs(15)), 1);
+        assert_eq!(rounds_between(Duration::from_secs(300)), 1);
+        assert_eq!(rounds_between(Duration::from_millis(0)), 10_000);
+        assert!(!due(59, 60, false));
+        assert!(due(60, 60, false));
+        assert!(due(1, 60, true));
+    }
+}

@@ -1,0 +1,220 @@
+//! Retention ([`Store::prune`], [`Store::prunable`]) on every backend: what goes, and what never
+//! does (the journal, the memory of the step a migration is in, the scrapes of a migration still
+//! evaluated).
+
+use super::*;
+use crate::store::retention::{Prune, Pruned};
+
+fn prune(before_ms: i64, migration: Option<&str>, batch: i64) -> Prune {
+    Prune {
+        before_ms,
+        migration: migration.map(str::to_string),
+        batch,
+    }
+}
+
+/// What is left that a prune of everything could take: the whole history, the memory of steps
+/// left, the scrapes of complete migrations.
+async fn left(store: &AnyStore, migration: Option<&str>) -> Pruned {
+    store
+        .prunable(&prune(i64::MAX, migration, 1))
+        .await
+        .unwrap()
+}
+
+/// Prune in batches until nothing is left; answer the sum and the number of batches.
+async fn prune_all(store: &AnyStore, p: &Prune) -> (Pruned, usize) {
+    let mut sum = Pruned::default();
+    for batches in 1..1_000 {
+        let one = store.prune(p).await.unwrap();
+        assert!(
+            one.gate_evaluations <= p.batch as u64
+                && one.gate_memory <= p.batch as u64
+                && one.scrapes <= p.batch as u64,
+            "a batch deleted more than {}: {one:?}",
+            p.batch
+        );
+        if one.total() == 0 {
+            return (sum, batches);
+        }
+        sum += one;
+    }
+    panic!("prune never finished");
+}
+
+/// Two migrations: `m` in `synthetic` (entered at 5,000) after `consume_dual` (entered at
+/// 2,000), its current step last evaluated long ago (5,100) and scraped long ago (3,000);
+/// `done` complete, with old and young scrapes.
+async fn two_migrations(store: &AnyStore) {
+    store.create(&new_migration("m", 1_000)).await.unwrap();
+    store
+        .commit(
+            "m",
+            &commit(1, "advance", snap(State::ConsumeDual, false), 2_000, None),
+        )
+        .await
+        .unwrap();
+    for at in [2_100, 2_200, 2_300] {
+        let rows = [gate(2_000, "lag", "exit", Some(1.0), at)];
+        store.record_evaluations("m", &rows).await.unwrap();
+    }
+    store
+        .commit(
+            "m",
+            &commit(2, "advance", snap(State::Synthetic, false), 5_000, None),
+        )
+        .await
+        .unwrap();
+    // The current step's memory: a `for:` span held since 4,600 and a peak, evaluated at 5,100.
+    let mut held = gate(5_000, "lag", "exit", Some(3.0), 5_100);
+    held.peak = Some(7.0);
+    store
+        .record_evaluations(
+            "m",
+            &[held, gate(5_000, "depth", "require_peak", Some(7.0), 5_100)],
+        )
+        .await
+        .unwrap();
+    store
+        .save_points("m", "app", &[point("a", 3_000, 1.0)], &[3_000], 0)
+        .await
+        .unwrap();
+
+    store.create(&new_migration("done", 1_000)).await.unwrap();
+    store
+        .commit(
+            "done",
+            &commit(1, "advance", snap(State::Complete, false), 1_500, None),
+        )
+        .await
+        .unwrap();
+    for at in [3_000, 4_000, 60_000] {
+        store
+            .save_points("done", "app", &[point("a", at, 1.0)], &[at], 0)
+            .await
+            .unwrap();
+    }
+    store
+        .record_evaluations("done", &[gate(1_000, "lag", "exit", Some(1.0), 60_000)])
+        .await
+        .unwrap();
+}
+
+on_each_backend_test! {
+    #[tokio::test]
+    async fn retention_prunes_the_history_and_steps_left_never_the_journal_nor_what_a_gate_reads() {
+        on_each_backend(|b| async move {
+            let store = b.open().await;
+            two_migrations(&store).await;
+            let journal_before = store.journal("m").await.unwrap();
+            let all = prune(10_000, None, 1);
+            // The dry run counts what the batches then delete, and deletes nothing.
+            let would = store.prunable(&all).await.unwrap();
+            assert_eq!(
+                would,
+                Pruned {
+                    // m's five evaluations before 10,000 (three of the step left, two of the
+                    // current one); not done's at 60,000.
+                    gate_evaluations: 5,
+                    // m's gate of the step left; not the two of its current step.
+                    gate_memory: 1,
+                    // done's two old scrapes; not m's (still evaluated), nor done's young one.
+                    scrapes: 2,
+                },
+                "[{}]",
+                b.kind
+            );
+            assert_eq!(store.prunable(&all).await.unwrap(), would, "[{}]", b.kind);
+            // One row per table per statement.
+            let (removed, batches) = prune_all(&store, &all).await;
+            assert_eq!(removed, would, "[{}]", b.kind);
+            assert_eq!(batches, 6, "[{}] five batches and the empty one", b.kind);
+            assert_eq!(store.prunable(&all).await.unwrap(), Pruned::default());
+
+            // Never pruned: the journal...
+            assert_eq!(store.journal("m").await.unwrap(), journal_before);
+            // ...the current step's memory (its for: span and peak), however old...
+            let memory = store
+                .latest_evaluations("m", 5_000, ALL_GATES)
+                .await
+                .unwrap();
+            assert_eq!(memory.len(), 2, "[{}] {memory:?}", b.kind);
+            assert!(
+                memory
+                    .iter()
+                    .any(|r| r.gate == "lag" && r.held_since_ms == Some(4_600) && r.peak == Some(7.0))
+            );
+            // ...and the scrapes of a migration still evaluated.
+            let (points, times) = store.load_points("m", "app").await.unwrap();
+            assert_eq!((points.len(), times), (1, vec![3_000]), "[{}]", b.kind);
+            let (_, times) = store.load_points("done", "app").await.unwrap();
+            assert_eq!(times, vec![60_000], "[{}]", b.kind);
+            // What is left: done's young evaluation and scrape.
+            assert_eq!(
+                left(&store, None).await,
+                Pruned {
+                    gate_evaluations: 1,
+                    // done's memory of a step it left, evaluated at 60,000.
+                    gate_memory: 1,
+                    scrapes: 1,
+                },
+                "[{}]",
+                b.kind
+            );
+        })
+        .await;
+    }
+}
+
+on_each_backend_test! {
+    #[tokio::test]
+    async fn a_prune_of_one_migration_leaves_the_others() {
+        on_each_backend(|b| async move {
+            let store = b.open().await;
+            two_migrations(&store).await;
+            let only_done = prune(100_000, Some("done"), 1_000);
+            assert_eq!(
+                store.prunable(&only_done).await.unwrap(),
+                Pruned {
+                    gate_evaluations: 1,
+                    gate_memory: 1,
+                    scrapes: 3,
+                },
+                "[{}]",
+                b.kind
+            );
+            let (removed, _) = prune_all(&store, &only_done).await;
+            assert_eq!(removed.total(), 5, "[{}]", b.kind);
+            assert_eq!(
+                left(&store, Some("m")).await,
+                Pruned {
+                    gate_evaluations: 5,
+                    gate_memory: 1,
+                    scrapes: 0,
+                },
+                "[{}]",
+                b.kind
+            );
+        })
+        .await;
+    }
+}
+
+/// The history has no other index than its id and the time: a prune must seek to its oldest
+/// rows by time, not walk a history of millions of rows at every batch.
+#[tokio::test]
+async fn a_prune_seeks_the_oldest_evaluations_by_time() {
+    let details = sqlite_query_plan(sqlite::RETAIN_EVALUATIONS).await;
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("USING") && d.contains("INDEX gate_evaluations_at (at<?)")),
+        "{details:#?}"
+    );
+    assert!(
+        details
+            .iter()
+            .all(|d| !d.starts_with("SCAN gate_evaluations")),
+        "{details:#?}"
+    );
+}

@@ -1,0 +1,100 @@
+//! What the daemon logs (issue 32): `--log-format json` writes one object a line with the
+//! migration, phase and gate as fields; a gate's change of verdict is one INFO line (never one a
+//! tick); a start on PostgreSQL logs no NOTICE of the schema's `IF NOT EXISTS`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Bench, DaemonChild, Postgres, fast_local_plan, poll_until};
+
+/// The JSON objects among `lines` whose `message` is `message`.
+fn events(lines: &[String], message: &str) -> Vec<serde_json::Value> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["message"] == message)
+        .collect()
+}
+
+#[test]
+fn a_gate_changing_verdict_is_one_json_line_with_its_migration_phase_and_gate() {
+    let b = Bench::with_plan(&fast_local_plan());
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.indicators.set("app_new_consumer_connected", 0.0);
+    let mut cmd = b.command(&[
+        "--log-format",
+        "json",
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "100ms",
+        "--id",
+        "logs",
+    ]);
+    cmd.env_remove("MIGRATE_NOW");
+    let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
+    poll_until("ten rounds", Duration::from_secs(60), || d.ticks() >= 10);
+    b.indicators.set("app_new_consumer_connected", 1.0);
+    poll_until("the gate passing again", Duration::from_secs(60), || {
+        !events(&d.log.lock().unwrap(), "gate passes again").is_empty()
+    });
+    let lines = d.log.lock().unwrap().clone();
+    d.kill9();
+    // Every log line is one JSON object (the banner lines of `migrate run` are not logs).
+    for line in lines.iter().filter(|l| !l.starts_with("migrate run: ")) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            v["level"].is_string() && v["timestamp"].is_string(),
+            "{line}"
+        );
+    }
+    // Ten rounds and more of a failing gate: one line when it started failing.
+    let failing = events(&lines, "gate failing");
+    assert_eq!(failing.len(), 1, "{lines:#?}");
+    let f = &failing[0];
+    assert_eq!(f["level"], "INFO");
+    assert_eq!(f["migration"], "local");
+    assert_eq!(f["phase"], "consume_dual");
+    assert_eq!(f["gate"], "new consumer connected");
+    assert_eq!(f["kind"], "exit");
+    assert_eq!(f["source"], "app");
+    assert_eq!(f["verdict"], "fail");
+    assert_eq!(f["previous"], "none");
+    let passes = events(&lines, "gate passes again");
+    assert_eq!(passes.len(), 1, "{lines:#?}");
+    assert_eq!(passes[0]["previous"], "fail");
+    assert_eq!(passes[0]["gate"], "new consumer connected");
+}
+
+/// Regression: every start on PostgreSQL logged `relation "_sqlx_migrations" already exists,
+/// skipping` (a NOTICE of the schema's `IF NOT EXISTS`, relayed by sqlx), two daemons starting
+/// at once twice.
+#[test]
+fn a_start_on_postgresql_logs_no_notice_of_the_schema() {
+    let Some(pg) = Postgres::fresh("daemon_logs_notice") else {
+        return;
+    };
+    let b = Bench::new();
+    let status = |b: &Bench| {
+        let mut cmd = b.command(&["status"]);
+        let out = cmd
+            .env("MIGRATE_STATE", &pg.url)
+            .env("MIGRATE_LOG", "debug")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // The first applies the schema; the others find it.
+    let logs: Vec<String> = (0..3).map(|_| status(&b)).collect();
+    pg.drop_database();
+    for log in logs {
+        assert!(!log.contains("already exists"), "{log}");
+        assert!(!log.contains("sqlx::postgres::notice"), "{log}");
+        assert!(!log.contains(" ERROR ") && !log.contains(" WARN "), "{log}");
+    }
+}
