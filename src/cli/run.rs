@@ -78,7 +78,6 @@ pub struct RunArgs {
     pub retain: Retention,
 }
 
-
 /// The HTTP limits of `args`, the connection cap fitted to this process's open-files limit.
 fn http_limits(args: &RunArgs) -> Limits {
     let wanted = Limits {
@@ -114,7 +113,6 @@ fn open_files_limit() -> Option<u64> {
 fn open_files_limit() -> Option<u64> {
     None
 }
-
 
 /// What `--retain` says: keep what is younger than a duration, or everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -181,6 +181,7 @@ mod tests {
             token: None,
             read_only_api: false,
             confirm_complete: vec![],
+            http: crate::daemon::http::Limits::default(),
             // Ten minutes after the rows, with a one-minute retention.
             clock: Arc::new(|| 600_000),
             retain: Some(Duration::from_secs(60)),
