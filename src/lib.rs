@@ -62,6 +62,8 @@ pub mod bridge;
 pub mod brokers;
 
 #[cfg(feature = "controller")]
+pub mod atomic_file;
+#[cfg(feature = "controller")]
 pub mod backtest;
 #[cfg(feature = "controller")]
 pub mod controller;

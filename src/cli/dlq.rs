@@ -27,6 +27,7 @@ use crate::dlq::disposition::{
 use crate::dlq::envelope::{DeadLetter, EnvelopeRef, format_timestamp};
 use crate::dlq::gate;
 use crate::dlq::generate::{GenerateOptions, write_export};
+use crate::dlq::lines::{Content, DEFAULT_MAX_LINE_BYTES, LineReader, too_long_message};
 use crate::dlq::replay::{
     self, Event, GroupTally, NdjsonPublisher, Outcome, Pacer, ReplayMachine, ReplayPolicy,
 };
@@ -129,6 +130,26 @@ pub struct QueueArg {
 }
 
 #[derive(Debug, Args)]
+pub struct LineCapArg {
+    /// The longest line read from the export, in bytes (default 16 MiB): a longer line is
+    /// counted as unreadable, with its line number, and skipped without being held in memory.
+    #[arg(
+        long = "max-line-bytes",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_MAX_LINE_BYTES as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_line_bytes: u64,
+}
+
+impl LineCapArg {
+    /// The cap as a length.
+    pub fn bytes(&self) -> usize {
+        usize::try_from(self.max_line_bytes).unwrap_or(usize::MAX)
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct TriageArgs {
     /// The export (NDJSON), or - for standard input.
     #[arg(default_value = "-")]
@@ -158,6 +179,8 @@ pub struct TriageArgs {
     /// With --from-broker: read at most this many messages, oldest first.
     #[arg(long, default_value_t = 100_000)]
     pub limit: usize,
+    #[command(flatten)]
+    pub line_cap: LineCapArg,
 }
 
 fn parse_version(s: &str) -> Result<SignatureVersion, String> {
@@ -291,6 +314,8 @@ pub struct ReplayArgs {
     pub by: String,
     #[command(flatten)]
     pub queue: QueueArg,
+    #[command(flatten)]
+    pub line_cap: LineCapArg,
 }
 
 #[derive(Debug, Args)]
@@ -322,6 +347,8 @@ pub struct WatchArgs {
         value_parser = nonzero_duration("0s would recompute in a busy loop; leave --every out to compute once")
     )]
     pub every: Option<Duration>,
+    #[command(flatten)]
+    pub line_cap: LineCapArg,
 }
 
 #[derive(Debug, Args)]
@@ -343,6 +370,8 @@ pub struct ReportArgs {
     /// Write the Markdown here instead of stdout.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub line_cap: LineCapArg,
 }
 
 #[derive(Debug, Args)]
@@ -361,6 +390,8 @@ pub struct PurgeArgs {
     /// Also drop decisions taken before the cut (they carry the history that recurrence needs).
     #[arg(long)]
     pub decisions: bool,
+    #[command(flatten)]
+    pub line_cap: LineCapArg,
 }
 
 #[derive(Debug, Args)]
@@ -373,6 +404,8 @@ pub struct GateArgs {
     /// Print the reading as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub line_cap: LineCapArg,
 }
 
 #[derive(Debug, Args)]
@@ -512,6 +545,7 @@ async fn triage(ctx: &Ctx, a: TriageArgs) -> CliResult {
         version: a.signature_version,
         covered_until_ms: covered_until(&decisions),
         max_line_errors: 20,
+        max_line_bytes: a.line_cap.bytes(),
         ..TriageOptions::default()
     };
     let report = match &a.from_broker {
@@ -726,31 +760,44 @@ impl std::borrow::Borrow<DeadLetter> for Selected {
 
 /// Reads the export lazily, keeps the entries of the selected group.
 struct Selection {
-    reader: Box<dyn BufRead>,
+    reader: LineReader<Box<dyn BufRead>>,
     signer: Signer,
     filter: Option<GroupKey>,
-    line: Vec<u8>,
-    line_no: u64,
     skipped: Arc<AtomicU64>,
-    first_error: Option<String>,
+    /// The first invalid line (or the read error that ended the input), for the summary.
+    first_error: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Selection {
+    fn note(&self, error: impl FnOnce() -> String) {
+        if let Ok(mut first) = self.first_error.lock() {
+            first.get_or_insert_with(error);
+        }
+    }
 }
 
 impl Iterator for Selection {
     type Item = Selected;
     fn next(&mut self) -> Option<Selected> {
         loop {
-            self.line.clear();
-            match self.reader.read_until(b'\n', &mut self.line) {
-                Ok(0) => return None,
-                Ok(_) => {}
+            let max = self.reader.max();
+            let line = match self.reader.next_line() {
+                Ok(None) => return None,
+                Ok(Some(line)) => line,
                 Err(e) => {
-                    self.first_error
-                        .get_or_insert_with(|| format!("read error: {e}"));
+                    self.note(|| format!("read error: {e}"));
                     return None;
                 }
-            }
-            self.line_no += 1;
-            let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+            };
+            let number = line.number;
+            let line = match line.content {
+                Content::Text(text) => text,
+                Content::TooLong { bytes } => {
+                    self.skipped.fetch_add(1, Ordering::Relaxed);
+                    self.note(|| format!("line {number}: {}", too_long_message(bytes, max)));
+                    continue;
+                }
+            };
             if line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
                 continue;
             }
@@ -758,9 +805,7 @@ impl Iterator for Selection {
                 Ok(v) => v,
                 Err(e) => {
                     self.skipped.fetch_add(1, Ordering::Relaxed);
-                    if self.first_error.is_none() {
-                        self.first_error = Some(format!("line {}: {e}", self.line_no));
-                    }
+                    self.note(|| format!("line {number}: {e}"));
                     continue;
                 }
             };
@@ -773,7 +818,7 @@ impl Iterator for Selection {
                 return Some(Selected {
                     entry: view.to_dead_letter(),
                     key,
-                    line: self.line_no,
+                    line: number,
                 });
             }
         }
@@ -937,13 +982,11 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         let mut count = 0_u64;
         let mut refused = Refused::default();
         let selection = Selection {
-            reader: open_input(&a.file)?,
+            reader: LineReader::new(open_input(&a.file)?, a.line_cap.bytes()),
             signer: Signer::new(SignatureVersion::V1),
             filter: filter.clone(),
-            line: Vec::new(),
-            line_no: 0,
             skipped: Arc::new(AtomicU64::new(0)),
-            first_error: None,
+            first_error: Arc::default(),
         };
         for s in selection {
             count += 1;
@@ -973,14 +1016,13 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
     }
 
     let skipped = Arc::new(AtomicU64::new(0));
+    let first_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let selection = Selection {
-        reader: open_input(&a.file)?,
+        reader: LineReader::new(open_input(&a.file)?, a.line_cap.bytes()),
         signer: Signer::new(SignatureVersion::V1),
         filter,
-        line: Vec::new(),
-        line_no: 0,
         skipped: skipped.clone(),
-        first_error: None,
+        first_error: first_error.clone(),
     };
     let replay_to_stdout = a.migration.is_none() && a.output == "-";
     let mut publisher = match &a.migration {
@@ -1072,8 +1114,14 @@ async fn replay_cmd(ctx: &Ctx, a: ReplayArgs) -> CliResult {
         }
     };
     let s = &summary.stats;
+    let first_error = first_error
+        .lock()
+        .ok()
+        .and_then(|f| f.clone())
+        .map(|e| format!(" (the first: {e})"))
+        .unwrap_or_default();
     say(format!(
-        "replay: {} published{}, {} failed{}, {} skipped as sent by an earlier run, {} invalid lines skipped, {} remaining",
+        "replay: {} published{}, {} failed{}, {} skipped as sent by an earlier run, {} invalid lines skipped{first_error}, {} remaining",
         s.published,
         per_side
             .map(|(old, new)| format!(" ({old} to old, {new} to new)"))
@@ -1246,9 +1294,7 @@ fn resume_hint(summary: &replay::ReplaySummary, resumed: bool) -> String {
 // ---------------------------------------------------------------------------------------------
 
 fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
+    crate::atomic_file::write(path, text.as_bytes())
         .map_err(|e| CliError::new(1, format!("cannot write {}: {e}", path.display())))
 }
 
@@ -1260,6 +1306,7 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult {
             recent_since_ms: Some(now - crate::time::millis(a.window)),
             covered_until_ms: covered_until(&decisions),
             max_line_errors: 5,
+            max_line_bytes: a.line_cap.bytes(),
             ..TriageOptions::default()
         };
         let report = run_triage(&a.file, options)?;
@@ -1309,6 +1356,7 @@ async fn report_cmd(ctx: &Ctx, a: ReportArgs) -> CliResult {
     let options = TriageOptions {
         covered_until_ms: covered_until(&decisions),
         max_line_errors: 20,
+        max_line_bytes: a.line_cap.bytes(),
         ..TriageOptions::default()
     };
     let report = run_triage(&a.file, options)?;
@@ -1341,22 +1389,51 @@ async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
         ));
     }
     if let Some(input) = &a.input {
-        let (target, tmp): (Box<dyn Write>, Option<PathBuf>) = match (&a.output, a.in_place) {
-            (Some(o), _) if o == "-" => (Box::new(BufWriter::new(std::io::stdout())), None),
-            (Some(o), _) => (
-                Box::new(BufWriter::new(File::create(o).map_err(|e| {
-                    CliError::input(format!("cannot create {o}: {e}"))
-                })?)),
-                None,
-            ),
+        let source = File::open(input)
+            .map_err(|e| CliError::input(format!("cannot open {}: {e}", input.display())))?;
+        let source_meta = source
+            .metadata()
+            .map_err(|e| CliError::input(format!("cannot read {}: {e}", input.display())))?;
+        let reader = LineReader::new(BufReader::new(source), a.line_cap.bytes());
+        let io = |e: std::io::Error| CliError::new(1, format!("purge: {e}"));
+        let tally = match (&a.output, a.in_place) {
+            (Some(o), _) if o == "-" => {
+                let mut out = BufWriter::new(std::io::stdout());
+                let tally = keep_recent(reader, &mut out, cut).map_err(io)?;
+                out.flush().map_err(io)?;
+                tally
+            }
+            (Some(o), _) => {
+                let file = open_purge_output(Path::new(o), input, &source_meta)?;
+                let mut out = BufWriter::new(file);
+                let tally = keep_recent(reader, &mut out, cut).map_err(io)?;
+                out.flush().map_err(io)?;
+                tally
+            }
             (None, true) => {
-                let tmp = input.with_extension("purge.tmp");
-                (
-                    Box::new(BufWriter::new(File::create(&tmp).map_err(|e| {
-                        CliError::new(1, format!("cannot create {}: {e}", tmp.display()))
-                    })?)),
-                    Some(tmp),
-                )
+                // Created 0600, then given the export's own permissions before the rename: dead
+                // letters hold personal data, and the rewritten export is as closed as it was.
+                let mut staged = crate::atomic_file::stage(input, 0o600).map_err(|e| {
+                    CliError::new(
+                        1,
+                        format!(
+                            "cannot create a temporary file beside {}: {e}",
+                            input.display()
+                        ),
+                    )
+                })?;
+                staged
+                    .file()
+                    .set_permissions(source_meta.permissions())
+                    .map_err(io)?;
+                let tally = {
+                    let mut out = BufWriter::new(staged.file());
+                    let tally = keep_recent(reader, &mut out, cut).map_err(io)?;
+                    out.flush().map_err(io)?;
+                    tally
+                };
+                staged.commit().map_err(io)?;
+                tally
             }
             (None, false) => {
                 return Err(CliError::input(
@@ -1364,35 +1441,14 @@ async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
                 ));
             }
         };
-        let mut out = target;
-        let mut reader = BufReader::new(
-            File::open(input)
-                .map_err(|e| CliError::input(format!("cannot open {}: {e}", input.display())))?,
-        );
-        let (mut kept, mut dropped, mut unreadable) = (0_u64, 0_u64, 0_u64);
-        let mut line = Vec::new();
-        let io = |e: std::io::Error| CliError::new(1, format!("purge: {e}"));
-        loop {
-            line.clear();
-            if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
-                break;
-            }
-            let body = line.strip_suffix(b"\n").unwrap_or(&line);
-            match EnvelopeRef::parse(body) {
-                Ok(v) if v.dead_lettered_ms() < cut => {
-                    dropped += 1;
-                    continue;
-                }
-                Ok(_) => kept += 1,
-                Err(_) => unreadable += 1,
-            }
-            out.write_all(&line).map_err(io)?;
+        for (line, bytes) in &tally.too_long {
+            eprintln!(
+                "{}:{line}: kept unread: {}",
+                input.display(),
+                too_long_message(*bytes, a.line_cap.bytes())
+            );
         }
-        out.flush().map_err(io)?;
-        drop(out);
-        if let Some(tmp) = tmp {
-            std::fs::rename(&tmp, input).map_err(io)?;
-        }
+        let (dropped, kept, unreadable) = (tally.dropped, tally.kept, tally.unreadable);
         eprintln!(
             "purge: dropped {dropped} dead letters older than {} (dead-lettered before {}), kept {kept}{}",
             humantime::format_duration(a.older_than),
@@ -1419,9 +1475,103 @@ async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `purge` did with the lines of an export.
+#[derive(Default)]
+struct PurgeTally {
+    kept: u64,
+    dropped: u64,
+    /// Lines that are not envelopes (over-long ones included), kept as they are.
+    unreadable: u64,
+    /// The first over-long lines: number and length.
+    too_long: Vec<(u64, u64)>,
+}
+
+/// Copies the lines of an export to `out`, but for the envelopes dead-lettered before `cut`.
+/// A line that is not an envelope is kept as it is; one over the line cap too, copied through in
+/// chunks without being held.
+fn keep_recent<R: BufRead>(
+    mut reader: LineReader<R>,
+    out: &mut impl Write,
+    cut: i64,
+) -> std::io::Result<PurgeTally> {
+    let mut t = PurgeTally::default();
+    loop {
+        let Some(line) = reader.next_line_with(|chunk| out.write_all(chunk))? else {
+            return Ok(t);
+        };
+        match line.content {
+            Content::TooLong { bytes } => {
+                t.unreadable += 1;
+                if t.too_long.len() < SHOWN_LINES {
+                    t.too_long.push((line.number, bytes));
+                }
+            }
+            Content::Text(body) => match EnvelopeRef::parse(body) {
+                Ok(v) if v.dead_lettered_ms() < cut => {
+                    t.dropped += 1;
+                    continue;
+                }
+                Ok(_) => {
+                    t.kept += 1;
+                    out.write_all(body)?;
+                }
+                Err(_) => {
+                    t.unreadable += 1;
+                    out.write_all(body)?;
+                }
+            },
+        }
+        if line.newline {
+            out.write_all(b"\n")?;
+        }
+    }
+}
+
+/// `purge --output FILE`: the file, opened without truncating it first, refused when it is the
+/// export itself (by device and inode: the same path, a link or another path to it), which would
+/// be emptied before it is read. A new file gets the export's permissions.
+fn open_purge_output(
+    output: &Path,
+    input: &Path,
+    source: &std::fs::Metadata,
+) -> Result<File, CliError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(source.permissions().mode() & 0o777);
+    }
+    let file = options
+        .open(output)
+        .map_err(|e| CliError::input(format!("cannot create {}: {e}", output.display())))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file
+            .metadata()
+            .map_err(|e| CliError::input(format!("cannot read {}: {e}", output.display())))?;
+        if meta.dev() == source.dev() && meta.ino() == source.ino() {
+            return Err(CliError::input(format!(
+                "--output {} is the export {} itself: it would be emptied before it is read; \
+                 use --in-place to rewrite the export, or name another file",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    file.set_len(0)
+        .map_err(|e| CliError::input(format!("cannot truncate {}: {e}", output.display())))?;
+    Ok(file)
+}
+
 async fn gate_cmd(ctx: &Ctx, a: GateArgs) -> CliResult {
     let decisions = queue_decisions(ctx, &a.queue.queue).await?;
-    let report = run_triage(&a.file, TriageOptions::default())?;
+    let options = TriageOptions {
+        max_line_bytes: a.line_cap.bytes(),
+        ..TriageOptions::default()
+    };
+    let report = run_triage(&a.file, options)?;
     let reading = gate::evaluate(&report, &decisions);
     if a.json {
         print_json(&reading)?;

@@ -111,10 +111,10 @@ fn derived(compiled: &Compiled) -> Derived {
 }
 
 pub fn run(ctx: &Ctx, args: CheckArgs) -> CliResult {
-    let yaml = std::fs::read_to_string(&args.file).map_err(|e| {
+    let yaml = crate::plan::bounds::read_file(&args.file).map_err(|message| {
         CliError::from(ControllerError::PlanFile {
             path: args.file.clone(),
-            message: e.to_string(),
+            message,
         })
     })?;
     let file = args.file.display().to_string();

@@ -246,9 +246,9 @@ impl<S: Store> Controller<'_, S> {
     /// # Errors
     /// The file cannot be read, or the plan has errors (all of them).
     pub fn compile_file(&self, path: &Path) -> Result<(String, Compiled)> {
-        let yaml = std::fs::read_to_string(path).map_err(|e| ControllerError::PlanFile {
+        let yaml = plan::bounds::read_file(path).map_err(|message| ControllerError::PlanFile {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            message,
         })?;
         let location = plans::plan_location(path);
         let compiled =

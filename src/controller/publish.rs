@@ -3,7 +3,7 @@
 //! The document is written after the transition committed; a command that finds the published
 //! generation behind the stored one writes it again, so a crash between the two heals itself.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::machine::Ladder;
 use crate::plan::Plan;
@@ -36,35 +36,21 @@ pub fn routing_file(plan: &Plan) -> Option<&Path> {
     plan.routing.file.as_deref()
 }
 
-/// Write `doc` to `path` atomically (a temporary file in the same directory, then a rename), so
-/// that a reader never sees half a document.
+/// Write `doc` to `path` atomically (a temporary file in the same directory, created new under a
+/// random name, then a rename: see [`crate::atomic_file`]), so that a reader never sees half a
+/// document and a link planted in the directory is never followed.
 ///
 /// # Errors
 /// A sentence naming the file and what failed.
 pub fn write_file(path: &Path, doc: &RoutingDocument) -> Result<(), String> {
-    let body = serde_json::to_vec_pretty(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "routing.json".into());
-    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    let mut body =
+        serde_json::to_vec_pretty(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
+    body.push(b'\n');
     let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&body)?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
         }
-        std::fs::rename(&tmp, path)
+        crate::atomic_file::write(path, &body)
     };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write the routing file {}: {e}", path.display())
-    })
+    write().map_err(|e| format!("cannot write the routing file {}: {e}", path.display()))
 }

@@ -477,7 +477,11 @@ async fn send_run(
             counters.sent[0].fetch_add(1, Ordering::Relaxed);
             progress.latency.store(sent, Ordering::SeqCst);
         }
-        tokio::time::sleep(Duration::from_secs_f64(1.0 / probes.rate)).await;
+        // The plan bounds the rate (0.001 to 1000 per second); a value past them (a plan from
+        // elsewhere) waits a second rather than panic.
+        let pause =
+            Duration::try_from_secs_f64(1.0 / probes.rate).unwrap_or(Duration::from_secs(1));
+        tokio::time::sleep(pause).await;
     }
     progress.over.store(true, Ordering::SeqCst);
     tracing::info!(migration = %plan.name, sent, "probes: run complete");

@@ -6,6 +6,7 @@
 //!   UTF-8, else `{"base64": ...}`), the builder a consumer calls, its extensible
 //!   `ErrorClassifier`, the instant format.
 //! - [`signature`] — the error signature, v1 = the seed's `signatureOf` exactly (UTF-16 cut).
+//! - [`lines`] — an export's lines, each under a cap (16 MiB by default), in flat memory.
 //! - [`triage`] — one streaming pass over any `BufRead` of NDJSON, groups by (class, consumer
 //!   version, signature), the seed's numbers and order; table and JSON renderings.
 //! - [`disposition`] — the closed list of close reasons, the decision record, the split of
@@ -29,6 +30,7 @@ pub mod disposition;
 pub mod envelope;
 pub mod gate;
 pub mod generate;
+pub mod lines;
 pub mod replay;
 #[cfg(all(feature = "brokers", feature = "router"))]
 pub mod replay_route;

@@ -28,6 +28,7 @@ use std::io::BufRead;
 use serde::{Serialize, Serializer};
 
 use super::envelope::{DeadLetter, EnvelopeError, EnvelopeRef};
+use super::lines::{Content, LineReader};
 use super::signature::{SignatureVersion, Signer};
 
 /// Errors of a triage run (invalid lines are not errors: they are counted and reported).
@@ -64,6 +65,8 @@ pub struct TriageOptions {
     pub covered_until_ms: HashMap<String, i64>,
     /// How many invalid lines to keep with their message (all are counted).
     pub max_line_errors: usize,
+    /// The longest line read, in bytes; a longer one is skipped unread and counted invalid.
+    pub max_line_bytes: usize,
 }
 
 impl Default for TriageOptions {
@@ -73,6 +76,7 @@ impl Default for TriageOptions {
             recent_since_ms: None,
             covered_until_ms: HashMap::new(),
             max_line_errors: 100,
+            max_line_bytes: super::lines::DEFAULT_MAX_LINE_BYTES,
         }
     }
 }
@@ -210,13 +214,25 @@ impl Triage {
     }
 
     fn skip(&mut self, e: &EnvelopeError) {
+        self.skip_with(e.to_string());
+    }
+
+    fn skip_with(&mut self, message: String) {
         self.skipped += 1;
         if self.errors.len() < self.options.max_line_errors {
             self.errors.push(LineError {
                 line: self.lines,
-                message: e.to_string(),
+                message,
             });
         }
+    }
+
+    /// Count a line that was longer than [`TriageOptions::max_line_bytes`] (skipped unread) as
+    /// invalid.
+    pub fn push_too_long(&mut self, bytes: u64) {
+        self.lines += 1;
+        let message = super::lines::too_long_message(bytes, self.options.max_line_bytes);
+        self.skip_with(message);
     }
 
     /// Feed one valid envelope.
@@ -346,42 +362,23 @@ impl Triage {
 /// # Errors
 /// [`TriageError::Io`] when reading fails; invalid lines are in the report, not errors.
 pub fn triage_reader<R: BufRead>(
-    mut reader: R,
+    reader: R,
     options: TriageOptions,
 ) -> Result<TriageReport, TriageError> {
+    let mut lines = LineReader::new(reader, options.max_line_bytes);
     let mut triage = Triage::new(options);
-    // A line that crosses the end of the reader's buffer is gathered here; every other line is
-    // read where it lies in the buffer.
-    let mut partial = Vec::new();
+    // A line is read where it lies in the reader's buffer when it can be; one over the cap is
+    // skipped in chunks, never held.
     loop {
-        let buf = reader.fill_buf().map_err(|source| TriageError::Io {
+        let line = lines.next_line().map_err(|source| TriageError::Io {
             line: triage.lines + 1,
             source,
         })?;
-        if buf.is_empty() {
-            break;
+        match line.map(|l| l.content) {
+            None => break,
+            Some(Content::Text(text)) => triage.push_line(text),
+            Some(Content::TooLong { bytes }) => triage.push_too_long(bytes),
         }
-        let Some(end) = memchr::memchr(b'\n', buf) else {
-            let n = buf.len();
-            partial.extend_from_slice(buf);
-            reader.consume(n);
-            continue;
-        };
-        if partial.is_empty() {
-            triage.push_line(&buf[..end]);
-        } else {
-            partial.extend_from_slice(&buf[..end]);
-            triage.push_line(&partial);
-            partial.clear();
-            if partial.capacity() > 1 << 20 {
-                // One huge line must not keep its buffer for the rest of the file.
-                partial = Vec::new();
-            }
-        }
-        reader.consume(end + 1);
-    }
-    if !partial.is_empty() {
-        triage.push_line(&partial);
     }
     Ok(triage.finish())
 }

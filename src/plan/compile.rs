@@ -44,6 +44,10 @@ pub const KNOWN_BROKER_KINDS: &[&str] = &[
     "redis-streams",
 ];
 
+/// Longest duration a plan may carry (10 years): every sum and product the controller makes of
+/// them stays far inside what a `Duration`, an `Instant` or milliseconds in an `i64` hold.
+pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 86_400);
+
 /// Largest `slices` accepted.
 pub const MAX_SLICES: u32 = 65_536;
 
@@ -68,7 +72,7 @@ impl Resolve for SystemResolve {
     }
 
     fn read_file(&self, path: &Path) -> Result<String, String> {
-        std::fs::read_to_string(path).map_err(|e| e.to_string())
+        super::bounds::read_secret_file(path)
     }
 }
 
@@ -144,6 +148,14 @@ pub fn compile_with(
     resolve: &dyn Resolve,
     secrets: SecretsMode,
 ) -> Result<Compiled, Vec<Diagnostic>> {
+    // Before anything is built: an alias bomb or a deep nesting costs nothing past its bound.
+    if let Err(e) = super::bounds::check(yaml) {
+        return Err(vec![Diagnostic {
+            path: String::new(),
+            line: e.line(),
+            message: e.to_string(),
+        }]);
+    }
     let mut root: Value = match serde_yaml::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
@@ -1595,6 +1607,17 @@ impl Cx<'_> {
                     return None;
                 }
                 match humantime::parse_duration(t) {
+                    Ok(d) if d > MAX_DURATION => {
+                        self.error(
+                            path,
+                            format!(
+                                "{} is longer than the {} (10 years) a duration in a plan may be",
+                                quote(t),
+                                human(MAX_DURATION)
+                            ),
+                        );
+                        None
+                    }
                     Ok(d) => Some(d),
                     Err(e) => {
                         self.error(
@@ -3032,6 +3055,46 @@ phases:
             text.contains("`probes` belongs to the synthetic phase"),
             "{text}"
         );
+    }
+
+    /// Regression: `probes.rate: 1e-20` passed `plan check`, then the daemon panicked in
+    /// `Duration::from_secs_f64(1 / rate)`.
+    #[test]
+    fn a_probe_rate_too_small_to_pace_is_an_error_with_its_line() {
+        for rate in ["1e-20", "0.0001", "5e-324"] {
+            let bad = edit(
+                "  synthetic:\n    min_duration: 1h\n",
+                &format!(
+                    "  synthetic:\n    min_duration: 1h\n    probes: {{ rate: {rate}, count: 5 }}\n"
+                ),
+            );
+            let errs = errors(&bad);
+            let e = errs
+                .iter()
+                .find(|d| d.path == "phases.synthetic.probes.rate")
+                .unwrap_or_else(|| panic!("{rate}: {}", lines(&errs)));
+            assert_eq!(e.line, line_of(&bad, "probes:"), "{e}");
+            assert!(e.message.contains("0.001"), "{e}");
+        }
+        let fine = edit(
+            "  synthetic:\n    min_duration: 1h\n",
+            "  synthetic:\n    min_duration: 1h\n    probes: { rate: 0.001, count: 5 }\n",
+        );
+        assert!(ok(&fine).plan.phases.iter().any(|p| p.probes.is_some()));
+    }
+
+    /// Durations are bounded (10 years), so that no sum or product of them overflows later.
+    #[test]
+    fn a_duration_past_ten_years_is_an_error_with_its_line() {
+        let bad = edit("min_duration: 24h", "min_duration: 500000000y");
+        let errs = errors(&bad);
+        let e = errs
+            .iter()
+            .find(|d| d.path.ends_with("min_duration"))
+            .unwrap_or_else(|| panic!("{}", lines(&errs)));
+        assert_eq!(e.line, line_of(&bad, "500000000y"));
+        assert!(e.message.contains("10 years"), "{e}");
+        ok(&edit("min_duration: 24h", "min_duration: 3650d"));
     }
 
     #[test]

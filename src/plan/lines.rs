@@ -10,16 +10,46 @@
 //!
 //! Building the map never fails: on a syntax error it keeps what it saw before the error (the
 //! compiler reports the syntax error itself, from `serde_yaml`).
+//!
+//! The map is a tree: each node holds its own key (or index) once, under its parent, never its
+//! whole path. A path string per node would cost the sum of every node's path (a long key over
+//! many entries: 140 KB of YAML took 2 GB); the tree costs the text's own size. A lookup walks
+//! the path down the tree, trying each place a key may end (a key may hold `.` or `[`).
 
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
 
+/// A node's id in the tree; [`ROOT`] is the document's root.
+type NodeId = u32;
+const ROOT: NodeId = 0;
+
+/// One step of a path under its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Step {
+    /// A mapping entry: `.key` (`key` at the root).
+    Key(Box<str>),
+    /// A sequence item: `[index]`.
+    Index(usize),
+}
+
 /// Path → 1-based line of the node (of the key, for a mapping entry).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct LineMap {
-    lines: HashMap<String, usize>,
+    /// The line of each node, by id (the root's is unused).
+    lines: Vec<usize>,
+    /// A node's child by its step.
+    children: HashMap<(NodeId, Step), NodeId>,
+}
+
+impl Default for LineMap {
+    fn default() -> Self {
+        LineMap {
+            lines: vec![0],
+            children: HashMap::new(),
+        }
+    }
 }
 
 impl LineMap {
@@ -29,9 +59,7 @@ impl LineMap {
         let mut parser = Parser::new_from_str(yaml);
         // A syntax error ends the walk; what was recorded so far stays useful.
         let _ = parser.load(&mut walker, false);
-        LineMap {
-            lines: walker.lines,
-        }
+        walker.map
     }
 
     /// The line of `path`, or of its nearest ancestor that has one (`None` for the root).
@@ -41,11 +69,64 @@ impl LineMap {
             if p.is_empty() {
                 return None;
             }
-            if let Some(&line) = self.lines.get(p) {
-                return Some(line);
+            if let Some(node) = self.find(ROOT, p) {
+                return self.lines.get(node as usize).copied();
             }
             p = parent(p);
         }
+    }
+
+    /// The node under `node` whose path continues with exactly `rest`; when several do (keys
+    /// holding `.`), the one recorded first.
+    fn find(&self, node: NodeId, rest: &str) -> Option<NodeId> {
+        if rest.is_empty() {
+            return Some(node);
+        }
+        let mut found: Option<NodeId> = None;
+        let mut keep = |n: Option<NodeId>| {
+            if let Some(n) = n {
+                found = Some(found.map_or(n, |f| f.min(n)));
+            }
+        };
+        // `[index]`, written as `index_path` writes it.
+        if let Some(r) = rest.strip_prefix('[')
+            && let Some(close) = r.find(']')
+            && let Ok(i) = r[..close].parse::<usize>()
+            && r[..close] == *i.to_string()
+            && let Some(&child) = self.children.get(&(node, Step::Index(i)))
+        {
+            keep(self.find(child, &r[close + 1..]));
+        }
+        // `.key` (`key` at the root): the key ends at a `.`, a `[` or the end of the path.
+        let body = if node == ROOT {
+            Some(rest)
+        } else {
+            rest.strip_prefix('.')
+        };
+        if let Some(body) = body {
+            let ends = body
+                .match_indices(['.', '['])
+                .map(|(i, _)| i)
+                .chain([body.len()]);
+            for end in ends {
+                let step = Step::Key(body[..end].into());
+                if let Some(&child) = self.children.get(&(node, step)) {
+                    keep(self.find(child, &body[end..]));
+                }
+            }
+        }
+        found
+    }
+
+    /// The child of `parent` at `step`, created at `line` when new (a repeated key keeps the
+    /// first line).
+    fn child(&mut self, parent: NodeId, step: Step, line: usize) -> NodeId {
+        let next = NodeId::try_from(self.lines.len()).unwrap_or(NodeId::MAX);
+        let id = *self.children.entry((parent, step)).or_insert(next);
+        if id == next {
+            self.lines.push(line);
+        }
+        id
     }
 }
 
@@ -77,56 +158,49 @@ pub(crate) fn index_path(parent: &str, index: usize) -> String {
 }
 
 enum Frame {
-    /// A mapping at `path`; `key` is the path of the entry whose value comes next, `None` when the
-    /// next node is a key.
-    Mapping { path: String, key: Option<String> },
-    /// A sequence at `path`; `next` is the index of the next item.
-    Sequence { path: String, next: usize },
+    /// A mapping at `node`; `key` is the node of the entry whose value comes next, `None` when
+    /// the next node is a key.
+    Mapping { node: NodeId, key: Option<NodeId> },
+    /// A sequence at `node`; `next` is the index of the next item.
+    Sequence { node: NodeId, next: usize },
     /// A collection used as a mapping key (not something a plan has): its content is skipped.
     ComplexKey { depth: usize },
 }
 
 #[derive(Default)]
 struct Walker {
-    lines: HashMap<String, usize>,
+    map: LineMap,
     stack: Vec<Frame>,
     /// The root node was seen (only the first document is read).
     done: bool,
 }
 
 impl Walker {
-    fn record(&mut self, path: &str, line: usize) {
-        if !path.is_empty() {
-            self.lines.entry(path.to_string()).or_insert(line);
-        }
-    }
-
-    /// A node starts (scalar, alias, or collection). Returns the node's path, or `None` when it
-    /// is a mapping key (or inside one) rather than a value.
-    fn node(&mut self, scalar_key: Option<&str>, line: usize) -> Option<String> {
+    /// A node starts (scalar, alias, or collection). Returns the node, or `None` when it is a
+    /// mapping key (or inside one) rather than a value.
+    fn node(&mut self, scalar_key: Option<&str>, line: usize) -> Option<NodeId> {
         match self.stack.last_mut() {
             None => {
                 if self.done {
                     return None;
                 }
-                Some(String::new())
+                Some(ROOT)
             }
             Some(Frame::ComplexKey { .. }) => None,
-            Some(Frame::Mapping { path, key }) => match key.take() {
+            Some(Frame::Mapping { node, key }) => match key.take() {
                 None => {
                     // This node is a key: the next one is its value.
                     let name = scalar_key.unwrap_or("?");
-                    let entry = key_path(path, name);
-                    *key = Some(entry.clone());
-                    self.record(&entry, line);
+                    let entry = self.map.child(*node, Step::Key(name.into()), line);
+                    *key = Some(entry);
                     None
                 }
                 Some(entry) => Some(entry),
             },
-            Some(Frame::Sequence { path, next }) => {
-                let item = index_path(path, *next);
+            Some(Frame::Sequence { node, next }) => {
+                let (parent, index) = (*node, *next);
                 *next += 1;
-                Some(item)
+                Some(self.map.child(parent, Step::Index(index), line))
             }
         }
     }
@@ -146,16 +220,15 @@ impl Walker {
             self.stack.push(Frame::ComplexKey { depth: 1 });
             return;
         }
-        let Some(path) = self.node(None, line) else {
+        let Some(node) = self.node(None, line) else {
             // A second document: ignored.
             self.stack.push(Frame::ComplexKey { depth: 1 });
             return;
         };
-        self.record(&path, line);
         self.stack.push(if mapping {
-            Frame::Mapping { path, key: None }
+            Frame::Mapping { node, key: None }
         } else {
-            Frame::Sequence { path, next: 0 }
+            Frame::Sequence { node, next: 0 }
         });
     }
 
@@ -178,17 +251,12 @@ impl MarkedEventReceiver for Walker {
         let line = mark.line();
         match ev {
             Event::Scalar(value, ..) => {
-                if let Some(path) = self.node(Some(&value), line) {
-                    self.record(&path, line);
-                    if self.stack.is_empty() {
-                        self.done = true;
-                    }
+                if self.node(Some(&value), line).is_some() && self.stack.is_empty() {
+                    self.done = true;
                 }
             }
             Event::Alias(_) => {
-                if let Some(path) = self.node(None, line) {
-                    self.record(&path, line);
-                }
+                self.node(None, line);
             }
             Event::MappingStart(..) => self.open(true, line),
             Event::SequenceStart(..) => self.open(false, line),
@@ -309,6 +377,54 @@ d:
             let m = LineMap::build(&s);
             let _ = m.line(&path);
         }
+    }
+
+    #[test]
+    fn a_key_holding_a_dot_is_found_and_the_first_recorded_wins() {
+        let yaml = "\
+sources:
+  prom.eu:
+    url: x
+  prom:
+    eu: 1
+    us: [a, b]
+";
+        let m = LineMap::build(yaml);
+        assert_eq!(m.line("sources.prom.eu"), Some(2));
+        assert_eq!(m.line("sources.prom.eu.url"), Some(3));
+        assert_eq!(m.line("sources.prom"), Some(4));
+        assert_eq!(m.line("sources.prom.us[1]"), Some(6));
+        assert_eq!(
+            m.line("sources.prom.us[01]"),
+            Some(6),
+            "falls back to the list"
+        );
+    }
+
+    /// Regression: a full path string per node made a long key over many entries cost the key's
+    /// length times the entries (140 KB of YAML took 2 GB); each key is now stored once.
+    #[test]
+    fn a_long_key_over_many_entries_is_stored_once() {
+        let key = "k".repeat(70_000);
+        let mut yaml = format!("? {key}\n:\n");
+        for i in 0..7_000 {
+            yaml.push_str(&format!("  c{i}: 1\n"));
+        }
+        let m = LineMap::build(&yaml);
+        let stored: usize = m
+            .children
+            .keys()
+            .map(|(_, step)| match step {
+                Step::Key(k) => k.len(),
+                Step::Index(_) => 0,
+            })
+            .sum();
+        assert!(
+            stored <= yaml.len(),
+            "{stored} bytes of keys for {} of YAML",
+            yaml.len()
+        );
+        assert_eq!(m.line(&format!("{key}.c6999")), Some(7_002));
     }
 
     #[test]

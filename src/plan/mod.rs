@@ -5,8 +5,10 @@
 //!   line; warnings come apart from errors. It is pure: the only IO (environment variables and
 //!   `file:` secrets) goes through the [`Resolve`] it is given ([`SystemResolve`] in the CLI).
 //! - [`model`] is what the rest of the controller reads.
+//! - [`bounds`] caps a plan's size, depth and expansion before it is parsed.
 //! - [`duration_serde`] writes durations the way people do (`"20m"`, `"30d 1h 10m"`).
 
+pub mod bounds;
 pub mod compile;
 pub mod duration_serde;
 mod lines;

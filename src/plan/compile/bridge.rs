@@ -12,6 +12,9 @@ const PROBES_FIELDS: &[&str] = &["rate", "count", "repeat"];
 /// Most probes per second the daemon will publish.
 const MAX_PROBE_RATE: f64 = 1000.0;
 
+/// Fewest probes per second (one every 1000 s): the pause between two is `1 / rate` seconds.
+const MIN_PROBE_RATE: f64 = 0.001;
+
 impl Cx<'_> {
     pub(super) fn bridge(
         &mut self,
@@ -119,14 +122,14 @@ impl Cx<'_> {
             .req(self, "rate", "probes per second, e.g. `rate: 5`")
             .and_then(|(v, p)| {
                 let r = self.number(v, &p)?;
-                if r > 0.0 && r <= MAX_PROBE_RATE {
+                if (MIN_PROBE_RATE..=MAX_PROBE_RATE).contains(&r) {
                     Some(r)
                 } else {
                     self.error(
                         &p,
                         format!(
-                            "expected a rate above 0 and at most {MAX_PROBE_RATE} per second, \
-                             found {}",
+                            "expected a rate from {MIN_PROBE_RATE} (one probe every 1000 s) to \
+                             {MAX_PROBE_RATE} per second, found {}",
                             describe(v)
                         ),
                     );

@@ -1,0 +1,407 @@
+//! Issue 31, "bounded input" and "files the tool writes", as an attacker or a careless operator
+//! meets them: plans that explode when parsed, endless or huge inputs, over-long dead-letter
+//! lines, and the files `dlq purge` and the routing writer leave behind.
+//!
+//! Memory is checked by running the binary under a virtual memory limit (`ulimit -v`, 100 MB;
+//! the binary itself needs about 60): the old code aborted there (exit 134) or took gigabytes.
+//! No test measures time.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::Bench;
+
+/// Virtual memory the binary is run with, in KiB.
+const MEMORY_KIB: u32 = 100 * 1024;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// `migrate ARGS` in `dir` under [`MEMORY_KIB`], `stdin` written to it from a thread.
+fn limited(
+    dir: &Path,
+    args: &[&str],
+    stdin: Option<Box<dyn FnOnce(&mut dyn Write) + Send>>,
+) -> Out {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {MEMORY_KIB}; exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_migrate"))
+        .args(args)
+        .current_dir(dir)
+        .env("MIGRATE_STATE", dir.join("state.db"))
+        .env("MIGRATE_NOW", "2026-11-30T12:00:00Z")
+        .env("MIGRATE_ACTOR", "test")
+        .env_remove("MIGRATE_LOG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writer = stdin.map(|feed| {
+        let mut pipe = child.stdin.take().unwrap();
+        std::thread::spawn(move || feed(&mut pipe))
+    });
+    let out = child.wait_with_output().unwrap();
+    if let Some(w) = writer {
+        // The child may stop reading early (a broken pipe is then expected).
+        let _ = w.join();
+    }
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `migrate plan check FILE` of `yaml` under the memory limit.
+fn check_plan(yaml: &str) -> Out {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.yaml"), yaml).unwrap();
+    limited(dir.path(), &["plan", "check", "plan.yaml"], None)
+}
+
+fn assert_refused(out: &Out, needle: &str) {
+    assert_eq!(
+        out.code, 2,
+        "want exit 2\nstdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        out.stderr.contains(needle),
+        "want {needle:?} in:\n{}",
+        out.stderr
+    );
+}
+
+// --- plans ---------------------------------------------------------------------------------------
+
+/// One anchor of `items` values and `aliases` aliases of it: `items × aliases` values once
+/// expanded.
+fn alias_bomb(items: usize, aliases: usize) -> String {
+    format!(
+        "version: 1\nname: bomb\na: &a [{}]\nb: [{}]\n",
+        vec!["x"; items].join(","),
+        vec!["*a"; aliases].join(",")
+    )
+}
+
+/// Regression: a 25 KB plan of one anchor and many aliases took 1.8 GB, a 100 KB one aborted
+/// the process (exit 134).
+#[test]
+fn plan_alias_bomb_is_refused_with_exit_2_in_bounded_memory() {
+    for (items, aliases) in [(4_000, 4_000), (16_000, 16_000)] {
+        let yaml = alias_bomb(items, aliases);
+        let out = check_plan(&yaml);
+        assert_refused(&out, "aliases (*name) are expanded");
+        assert!(out.stderr.contains("line 4"), "{}", out.stderr);
+    }
+}
+
+/// Regression: a 140 KB plan of a long key over many entries took 2 GB in the line map (a full
+/// path string per node).
+#[test]
+fn plan_long_key_over_many_entries_is_reported_in_bounded_memory() {
+    let mut yaml = format!("version: 1\n? {}\n:\n", "k".repeat(70_000));
+    for i in 0..7_000 {
+        yaml.push_str(&format!("  c{i}: 1\n"));
+    }
+    let out = check_plan(&yaml);
+    assert_refused(&out, "line 2:");
+}
+
+/// Regression: 200 KB of `[[[[...` kept both YAML parsers busy for a minute (time in proportion
+/// to depth × length) before "recursion limit exceeded".
+#[test]
+fn plan_deep_flow_nesting_is_refused_before_parsing() {
+    let yaml = format!(
+        "version: 1\nx: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let out = check_plan(&yaml);
+    assert_refused(&out, "write the plan in block style");
+    let mut block = String::from("version: 1\n");
+    for i in 0..40 {
+        block.push_str(&format!("{}k{i}:\n", "  ".repeat(i)));
+    }
+    assert_refused(&check_plan(&block), "more than 32 levels deep");
+}
+
+/// Regression: `plan check /dev/zero` read until memory ran out.
+#[test]
+fn plan_check_of_an_endless_file_stops_at_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = limited(dir.path(), &["plan", "check", "/dev/zero"], None);
+    assert_refused(&out, "over the cap of 1048576 bytes (1 MiB)");
+}
+
+#[test]
+fn plan_over_one_mib_is_refused_naming_its_size_and_the_cap() {
+    let yaml = format!("version: 1\n# {}\n", "x".repeat(2 << 20));
+    let out = check_plan(&yaml);
+    assert_refused(&out, &format!("the plan is {} bytes", yaml.len()));
+    assert!(out.stderr.contains("1048576"), "{}", out.stderr);
+}
+
+/// Regression: `probes.rate: 1e-20` passed `plan check`, then the daemon panicked in
+/// `Duration::from_secs_f64`.
+#[test]
+fn plan_probe_rate_that_cannot_be_paced_is_refused_with_its_path() {
+    let yaml = include_str!("../plans/local.yaml").replacen(
+        "  synthetic:\n    min_duration: 0s\n",
+        "  synthetic:\n    min_duration: 0s\n    probes: { rate: 1e-20, count: 3 }\n",
+        1,
+    );
+    assert!(yaml.contains("1e-20"), "the plan changed: update the edit");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.yaml"), &yaml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(["plan", "check", "plan.yaml"])
+        .current_dir(dir.path())
+        .env("QM_PROM_URL", "http://127.0.0.1:9090")
+        .env("QM_SCRAPE_URL", "http://127.0.0.1:9464/metrics")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("phases.synthetic.probes.rate"), "{stderr}");
+    assert!(stderr.contains("line "), "{stderr}");
+}
+
+// --- dead-letter exports -------------------------------------------------------------------------
+
+/// An envelope dead-lettered at `at` (RFC 3339).
+fn envelope(id: u32, at: &str) -> String {
+    format!(
+        r#"{{"payload":"{{\"order\":{id}}}","errorClass":"dependency_timeout","errorMessage":"timeout after 30012ms","consumerVersion":"2.14.0","traceId":"t{id}","attempts":3,"firstAttemptAt":"{at}","deadLetteredAt":"{at}"}}"#
+    )
+}
+
+/// Regression: one line was read whole, however long: a 50 MB line took 50 MB and more (the old
+/// reader aborted under the limit); it is now skipped in chunks and counted with its number.
+#[test]
+fn dlq_triage_skips_a_line_over_the_cap_in_flat_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = envelope(1, "2026-11-29T10:00:00.000Z");
+    let out = limited(
+        dir.path(),
+        &["dlq", "triage", "-"],
+        Some(Box::new(move |w: &mut dyn Write| {
+            let chunk = vec![b'x'; 1 << 20];
+            let _ = writeln!(w, "{first}");
+            for _ in 0..50 {
+                if w.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+            let _ = w.write_all(b"\n");
+            let _ = writeln!(w, "{first}");
+        })),
+    );
+    assert_eq!(
+        out.code, 1,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "-:2: skipped: the line is {} bytes, over the cap of 16777216 bytes",
+            50 << 20
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("2 entries"), "{}", out.stdout);
+}
+
+#[test]
+fn dlq_max_line_bytes_sets_the_cap_for_triage_and_replay() {
+    let b = Bench::new();
+    let text = format!(
+        "{}\n{}\n{}\n",
+        envelope(1, "2026-11-29T10:00:00.000Z"),
+        envelope(2, "2026-11-29T10:00:00.000Z").replace("30012ms", &"9".repeat(3000)),
+        envelope(3, "2026-11-29T10:00:00.000Z"),
+    );
+    std::fs::write(b.path("export.ndjson"), text).unwrap();
+    let r = b.ok(
+        &["dlq", "triage", "export.ndjson", "--max-line-bytes", "1024"],
+        1,
+    );
+    assert!(
+        r.stderr.contains("export.ndjson:2: skipped: the line is 3"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("2 entries"), "{}", r.stdout);
+    let r = b.run(&[
+        "dlq",
+        "replay",
+        "export.ndjson",
+        "--output",
+        "out.ndjson",
+        "--canary",
+        "0",
+        "--rate",
+        "1000",
+        "--by",
+        "ana",
+        "--max-line-bytes",
+        "1024",
+    ]);
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("line 2: the line is 3"),
+        "exit {}\n{}\n{}",
+        r.code,
+        r.stdout,
+        r.stderr
+    );
+    let replayed = std::fs::read_to_string(b.path("out.ndjson")).unwrap();
+    assert_eq!(replayed.lines().count(), 2, "{replayed}");
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Two old entries, one recent, one line that is not an envelope.
+fn purge_export(b: &Bench) -> (std::path::PathBuf, String) {
+    let text = format!(
+        "{}\n{}\nnot an envelope\n{}\n",
+        envelope(1, "2026-10-01T10:00:00.000Z"),
+        envelope(2, "2026-10-02T10:00:00.000Z"),
+        envelope(3, "2026-11-30T10:00:00.000Z"),
+    );
+    let path = b.path("export.ndjson");
+    std::fs::write(&path, &text).unwrap();
+    (path, text)
+}
+
+/// Regression: `purge --in-place` turned a 0600 export (personal data) into a 0644 one.
+#[cfg(unix)]
+#[test]
+fn dlq_purge_in_place_keeps_the_exports_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = Bench::new();
+    let (path, _) = purge_export(&b);
+    for want in [0o600, 0o640] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(want)).unwrap();
+        b.ok(
+            &[
+                "dlq",
+                "purge",
+                "--older-than",
+                "7d",
+                "export.ndjson",
+                "--in-place",
+            ],
+            0,
+        );
+        assert_eq!(mode(&path), want, "{want:o}");
+    }
+    let kept = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(kept.lines().count(), 2, "{kept}");
+    // No temporary file left beside it.
+    let names: Vec<String> = std::fs::read_dir(b.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tmp"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+/// Regression: `purge --output` naming the export truncated it to 0 bytes and exited 0.
+#[cfg(unix)]
+#[test]
+fn dlq_purge_output_naming_the_export_is_refused() {
+    let b = Bench::new();
+    let (path, text) = purge_export(&b);
+    std::os::unix::fs::symlink(&path, b.path("link.ndjson")).unwrap();
+    std::fs::hard_link(&path, b.path("hard.ndjson")).unwrap();
+    let absolute = path.to_str().unwrap().to_string();
+    for output in [
+        "export.ndjson",
+        "./export.ndjson",
+        "link.ndjson",
+        "hard.ndjson",
+        &absolute,
+    ] {
+        let r = b.ok(
+            &[
+                "dlq",
+                "purge",
+                "--older-than",
+                "7d",
+                "export.ndjson",
+                "--output",
+                output,
+            ],
+            2,
+        );
+        assert!(r.stderr.contains("--in-place"), "{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{output}");
+    }
+    // Another file is fine, and gets the export's permissions.
+    b.ok(
+        &[
+            "dlq",
+            "purge",
+            "--older-than",
+            "7d",
+            "export.ndjson",
+            "--output",
+            "kept.ndjson",
+        ],
+        0,
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("kept.ndjson"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+}
+
+/// An over-long line is kept by purge byte for byte (it may be a dead letter: it is not dropped
+/// unread), without being held in memory.
+#[test]
+fn dlq_purge_keeps_an_over_long_line_as_it_is() {
+    let b = Bench::new();
+    let long = format!("{{\"payload\":\"{}\"}}", "y".repeat(5000));
+    let text = format!("{}\n{long}\n", envelope(1, "2026-10-01T10:00:00.000Z"));
+    std::fs::write(b.path("export.ndjson"), &text).unwrap();
+    let r = b.ok(
+        &[
+            "dlq",
+            "purge",
+            "--older-than",
+            "7d",
+            "export.ndjson",
+            "--in-place",
+            "--max-line-bytes",
+            "1000",
+        ],
+        0,
+    );
+    assert!(
+        r.stderr.contains("export.ndjson:2: kept unread"),
+        "{}",
+        r.stderr
+    );
+    let kept = std::fs::read_to_string(b.path("export.ndjson")).unwrap();
+    assert!(kept == format!("{long}\n"), "kept {} bytes", kept.len());
+}
