@@ -20,7 +20,7 @@
 //! - [`report`] — the weekly review in Markdown.
 //! - [`generate`] — realistic exports from a seed, for tests, benchmarks and rehearsals.
 //!
-//! Shell: `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions and seen signatures in SQLite) and `cli::dlq`
+//! Shell: [`triage_file`] (an export file on several threads, the same report as one), `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions and seen signatures in SQLite) and `cli::dlq`
 //! (`migrate dlq ...`). See `docs/dlq.md`.
 
 pub mod alerts;
@@ -37,3 +37,4 @@ pub mod replay_route;
 pub mod report;
 pub mod signature;
 pub mod triage;
+pub mod triage_file;
