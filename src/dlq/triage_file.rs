@@ -155,7 +155,9 @@ mod tests {
         let mut text = String::new();
         for i in 0..200_u32 {
             let class = ["t", "v", "x"][(i % 3) as usize];
-            let msg = format!("cause {} after {i}ms", i % 7);
+            let word =
+                ["timeout", "refused", "reset", "gone", "busy", "late", "odd"][(i % 7) as usize];
+            let msg = format!("{word} after {i}ms");
             let first = format!("2026-03-{:02}T10:00:00.000Z", 1 + (i * 7919) % 28);
             text.push_str(&line(class, &msg, &first));
             text.push('\n');
