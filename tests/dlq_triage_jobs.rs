@@ -29,7 +29,7 @@ fn jobs_give_the_report_of_one_thread() {
                 "dlq",
                 "generate",
                 "--lines",
-                "4000",
+                "6000",
                 "--seed",
                 seed,
                 "--tail",
@@ -50,7 +50,7 @@ fn jobs_give_the_report_of_one_thread() {
         );
         let file = format!("export-{seed}.ndjson");
         std::fs::write(dir.path().join(&file), &out.stdout).expect("writes");
-        // At least 256 KiB a range: 4,000 lines give 7 ranges.
+        // At least 256 KiB a range: 6,000 lines give 7 ranges.
         assert!(
             out.stdout.len() > 7 * 256 * 1024,
             "{} bytes",
