@@ -196,6 +196,10 @@ pub struct TriageArgs {
     pub limit: usize,
     #[command(flatten)]
     pub line_cap: LineCapArg,
+    /// Threads reading FILE, each a range of its lines (default: the number of cores); the report
+    /// is the same whatever the number. Standard input is read by one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
 }
 
 fn parse_version(s: &str) -> Result<SignatureVersion, String> {
@@ -578,6 +582,15 @@ async fn triage(ctx: &Ctx, mut a: TriageArgs) -> CliResult {
         ..TriageOptions::default()
     };
     let report = match &a.from_broker {
+        None if a.file != "-" => {
+            drop(open_input(&a.file)?);
+            let jobs = a.jobs.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                usize::from,
+            );
+            crate::dlq::triage_file::triage_file(std::path::Path::new(&a.file), options, jobs)
+                .map_err(|e| CliError::input(format!("{}: {e}", a.file)))?
+        }
         None => run_triage(&a.file, options)?,
         Some(name) => triage_broker(ctx, name, a.limit, options).await?,
     };

@@ -671,6 +671,32 @@ impl<'a> EnvelopeRef<'a, PayloadLean<'a>> {
     }
 }
 
+impl<'a> EnvelopeRef<'a, &'a serde_json::value::RawValue> {
+    /// Triage's fast read: `payload` is checked as JSON and skipped, never unescaped or copied.
+    ///
+    /// `Some` only when the line is valid exactly as [`EnvelopeRef::parse`] says it is: the
+    /// payload is a JSON string that holds no `\uD...` escape (the one thing skipping a string
+    /// checks less than reading it as text: a lone surrogate). `None` for anything else (an
+    /// invalid line, another payload form, such an escape): read the line with
+    /// [`EnvelopeRef::parse_lean`] then, which gives the verdict and the message.
+    pub(crate) fn parse_skim(line: &'a [u8]) -> Option<Self> {
+        let text = line_text(line).ok()?;
+        let mut view: Self = serde_json::from_str(text).ok()?;
+        let raw = view.payload.get().as_bytes();
+        if raw.first() != Some(&b'"') || may_hold_surrogate_escape(raw) {
+            return None;
+        }
+        view.validate().ok()?;
+        Some(view)
+    }
+}
+
+/// Whether the JSON text `raw` has a `\u` followed by `d`/`D` (a surrogate escape, or a
+/// backslash-escaped text that looks like one: either way the careful read decides).
+fn may_hold_surrogate_escape(raw: &[u8]) -> bool {
+    memchr::memmem::find_iter(raw, b"\\u").any(|i| matches!(raw.get(i + 2), Some(b'd' | b'D')))
+}
+
 impl<'a, P> EnvelopeRef<'a, P> {
     fn validate(&mut self) -> Result<(), EnvelopeError> {
         self.first_attempt_ms = parse_timestamp(&self.first_attempt_at).map_err(|message| {

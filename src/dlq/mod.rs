@@ -20,7 +20,9 @@
 //! - [`report`] — the weekly review in Markdown.
 //! - [`generate`] — realistic exports from a seed, for tests, benchmarks and rehearsals.
 //!
-//! Shell: `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions, seen signatures and the replay ledger in the state store, SQLite or PostgreSQL) and `cli::dlq`
+//! Shell: [`triage_file`] (an export file on several threads, the same report as one),
+//! `broker_publisher` (replay onto a migration's brokers), `store::dispositions` (decisions, seen
+//! signatures and the replay ledger in the state store, SQLite or PostgreSQL) and `cli::dlq`
 //! (`migrate dlq ...`). See `docs/dlq.md`.
 
 pub mod alerts;
@@ -37,3 +39,4 @@ pub mod replay_route;
 pub mod report;
 pub mod signature;
 pub mod triage;
+pub mod triage_file;

@@ -202,8 +202,15 @@ impl Triage {
         if is_blank(line) {
             return;
         }
-        // The lean read checks everything the full one does; only the first envelope of a group
-        // is kept, and read again in full when its payload string had escapes.
+        // The fast read skips the payload unread; when it cannot vouch for the line, the lean
+        // read checks everything the full one does. Only the first envelope of a group is kept,
+        // read again in full.
+        if let Some(entry) = EnvelopeRef::parse_skim(line) {
+            self.add(&entry, || {
+                EnvelopeRef::parse(line).map(|full| full.to_dead_letter())
+            });
+            return;
+        }
         match EnvelopeRef::parse_lean(line) {
             Ok(entry) => self.add(&entry, || match entry.to_dead_letter() {
                 Some(sample) => Ok(sample),
@@ -333,6 +340,50 @@ impl Triage {
         }
     }
 
+    /// Append `next`, the triage of the lines that follow this one's (same options): the result is
+    /// what one triage of all the lines would hold. Groups keep their order of first appearance
+    /// (a group `next` saw first goes after this one's), samples stay the first envelope, the
+    /// line numbers of `next`'s bad lines move past this one's lines.
+    pub fn append(&mut self, next: Triage) {
+        let Triage {
+            index,
+            groups,
+            lines,
+            entries,
+            skipped,
+            errors,
+            ..
+        } = next;
+        let mut keys: Vec<Option<Box<str>>> = vec![None; groups.len()];
+        for (key, i) in index {
+            if let Some(slot) = keys.get_mut(i) {
+                *slot = Some(key);
+            }
+        }
+        for (g, key) in groups.into_iter().zip(keys) {
+            let Some(key) = key else { continue };
+            match self.index.get(&key) {
+                Some(&i) => absorb(&mut self.groups[i], g),
+                None => {
+                    self.index.insert(key, self.groups.len());
+                    self.groups.push(g);
+                }
+            }
+        }
+        let room = self
+            .options
+            .max_line_errors
+            .saturating_sub(self.errors.len());
+        self.errors
+            .extend(errors.into_iter().take(room).map(|e| LineError {
+                line: e.line + self.lines,
+                message: e.message,
+            }));
+        self.lines += lines;
+        self.entries += entries;
+        self.skipped += skipped;
+    }
+
     /// Groups so far (unsorted, in order of first appearance).
     pub fn group_count(&self) -> usize {
         self.groups.len()
@@ -357,6 +408,34 @@ impl Triage {
     }
 }
 
+/// Fold `later` (the same group, seen in lines after `g`'s) into `g`, as if one triage had seen
+/// both: the sample stays `g`'s, the string min / max move only on a strictly smaller / larger
+/// string (as [`Triage::push_line`] does).
+fn absorb(g: &mut Group, later: Group) {
+    g.count += later.count;
+    if later.first_seen < g.first_seen {
+        g.first_seen = later.first_seen;
+        g.stats.first_seen_ms = later.stats.first_seen_ms;
+    }
+    if later.last_seen > g.last_seen {
+        g.last_seen = later.last_seen;
+        g.stats.last_seen_ms = later.stats.last_seen_ms;
+    }
+    let (s, l) = (&mut g.stats, later.stats);
+    s.max_first_attempt_ms = s.max_first_attempt_ms.max(l.max_first_attempt_ms);
+    s.oldest_dead_lettered_ms = s.oldest_dead_lettered_ms.min(l.oldest_dead_lettered_ms);
+    s.newest_dead_lettered_ms = s.newest_dead_lettered_ms.max(l.newest_dead_lettered_ms);
+    s.recent += l.recent;
+    s.open += l.open;
+    s.oldest_open_dead_lettered_ms = match (
+        s.oldest_open_dead_lettered_ms,
+        l.oldest_open_dead_lettered_ms,
+    ) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+}
+
 /// Triage everything `reader` yields, one line at a time.
 ///
 /// # Errors
@@ -365,22 +444,37 @@ pub fn triage_reader<R: BufRead>(
     reader: R,
     options: TriageOptions,
 ) -> Result<TriageReport, TriageError> {
-    let mut lines = LineReader::new(reader, options.max_line_bytes);
     let mut triage = Triage::new(options);
-    // A line is read where it lies in the reader's buffer when it can be; one over the cap is
-    // skipped in chunks, never held.
-    loop {
-        let line = lines.next_line().map_err(|source| TriageError::Io {
-            line: triage.lines + 1,
-            source,
-        })?;
-        match line.map(|l| l.content) {
-            None => break,
-            Some(Content::Text(text)) => triage.push_line(text),
-            Some(Content::TooLong { bytes }) => triage.push_too_long(bytes),
+    triage.read(reader)?;
+    Ok(triage.finish())
+}
+
+impl Triage {
+    /// Feed every line `reader` yields.
+    ///
+    /// # Errors
+    /// [`TriageError::Io`] when reading fails, with the number (in this triage) of the line.
+    pub fn read<R: BufRead>(&mut self, reader: R) -> Result<(), TriageError> {
+        let mut lines = LineReader::new(reader, self.options.max_line_bytes);
+        // A line is read where it lies in the reader's buffer when it can be; one over the cap
+        // is skipped in chunks, never held.
+        loop {
+            let line = lines.next_line().map_err(|source| TriageError::Io {
+                line: self.lines + 1,
+                source,
+            })?;
+            match line.map(|l| l.content) {
+                None => return Ok(()),
+                Some(Content::Text(text)) => self.push_line(text),
+                Some(Content::TooLong { bytes }) => self.push_too_long(bytes),
+            }
         }
     }
-    Ok(triage.finish())
+
+    /// Lines fed so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
 }
 
 /// The seed's output as JSON text (an array, pretty-printed).
