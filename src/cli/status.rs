@@ -249,9 +249,14 @@ fn failures(failed: &[CliError]) -> Option<CliError> {
 }
 
 fn nothing(ctx: &Ctx) -> String {
+    nothing_in(&ctx.global.state)
+}
+
+/// What `status` says of an empty store: its URL through the one redaction rule.
+fn nothing_in(state: &str) -> String {
     format!(
         "no migrations in {} (start with `migrate init PLAN`)",
-        ctx.global.state
+        super::redact_url(state)
     )
 }
 
@@ -365,6 +370,16 @@ pub fn redraw(out: &mut impl Write, drawn: usize, lines: &[String]) -> io::Resul
 
 #[cfg(test)]
 mod tests {
+    /// Regression: `migrate status` on an empty PostgreSQL store printed the state URL whole,
+    /// password included.
+    #[test]
+    fn an_empty_store_is_named_without_its_password() {
+        let shown = super::nothing_in("postgres://qm:pw-secret-123@db:5432/state?sslmode=require");
+        assert!(!shown.contains("pw-secret-123"), "{shown}");
+        assert!(!shown.contains("sslmode"), "{shown}");
+        assert!(shown.contains("postgres://***@db:5432/state"), "{shown}");
+    }
+
     use super::*;
     use crate::controller::GateView;
     use crate::gate::Verdict;
