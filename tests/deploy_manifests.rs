@@ -747,7 +747,10 @@ fn api_md_names_every_route_and_every_metric() {
         let end = tail
             .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
             .unwrap_or(tail.len());
-        names.insert(tail[..end].to_string());
+        // A name ending in `_` is a prefix the code matches on (a test's filter), not a metric.
+        if !tail[..end].ends_with('_') {
+            names.insert(tail[..end].to_string());
+        }
         rest = &tail[end..];
     }
     assert!(names.len() >= 10, "cannot find the metrics in metrics.rs");
