@@ -45,9 +45,9 @@ RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
 
 echo "e2e: building migrate and the example apps"
 cargo build --quiet --bin migrate --example producer --example consumer
-BIN=$ROOT/target/debug
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
 MIGRATE=$BIN/migrate
-EXAMPLES=$ROOT/target/debug/examples
+EXAMPLES=$BIN/examples
 
 # ---- processes --------------------------------------------------------------------------------
 declare -A PIDS
