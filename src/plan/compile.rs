@@ -174,7 +174,7 @@ pub fn compile(
     plan_dir: Option<&Path>,
     resolve: &dyn Resolve,
 ) -> Result<Compiled, Vec<Diagnostic>> {
-    compile_with(yaml, plan_dir, resolve, SecretsMode::Required)
+    compile_with_secrets_mode(yaml, plan_dir, resolve, SecretsMode::Required)
 }
 
 /// [`compile()`], with what an unresolvable secret is: an error ([`SecretsMode::Required`], what
@@ -183,7 +183,7 @@ pub fn compile(
 /// # Errors
 /// As [`compile()`]; in [`SecretsMode::Deferred`], an unset variable or an unreadable secret file
 /// is not one (a malformed reference such as `${1X}` still is).
-pub fn compile_with(
+pub fn compile_with_secrets_mode(
     yaml: &str,
     plan_dir: Option<&Path>,
     resolve: &dyn Resolve,
@@ -2244,7 +2244,7 @@ phases:
             matches!(&strict, Err(e) if e.len() == 2),
             "required: every unresolved secret is an error: {strict:?}"
         );
-        let c = match compile_with(&yaml, dir, &env, SecretsMode::Deferred) {
+        let c = match compile_with_secrets_mode(&yaml, dir, &env, SecretsMode::Deferred) {
             Ok(c) => c,
             Err(e) => panic!("deferred compiles:\n{}", lines(&e)),
         };
@@ -2271,7 +2271,7 @@ phases:
         );
         // A malformed reference is an error in either mode.
         let bad = edit("\"${NEW_BROKER_URL}\"", "\"${1NEW}\"");
-        assert!(compile_with(&bad, dir, &env, SecretsMode::Deferred).is_err());
+        assert!(compile_with_secrets_mode(&bad, dir, &env, SecretsMode::Deferred).is_err());
     }
 
     #[test]
