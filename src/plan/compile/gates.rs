@@ -70,83 +70,7 @@ impl Cx<'_> {
             .req(self, "source", "the name of a declared source")
             .and_then(|(v, p)| self.source_ref(v, &p, gates));
 
-        let query = o.get("query");
-        let pass_if = o.get("pass_if");
-        let compare = o.get("compare");
-        let tolerance = o.get("tolerance");
-        let check = match (query, compare) {
-            (Some(_), Some(_)) => {
-                self.error(
-                    path,
-                    "a gate takes either `query` + `pass_if` (a threshold) or `compare` + \
-                     `tolerance` (new against old), not both",
-                );
-                None
-            }
-            (None, None) => {
-                self.error(
-                    path,
-                    "a gate needs a condition: `query` + `pass_if` (e.g. \">= 1\"), or \
-                     `compare: { new: QUERY, old: QUERY }`",
-                );
-                None
-            }
-            (Some((qv, qp)), None) => {
-                if let Some((_, tp)) = &tolerance {
-                    self.error(
-                        tp,
-                        "`tolerance` only applies to `compare` gates; a `query` gate uses \
-                         `pass_if`",
-                    );
-                }
-                let q = self.nonempty_string(qv, &qp).and_then(|q| {
-                    self.check_query(source.as_ref(), &q, &qp)?;
-                    Some(q)
-                });
-                let cmp = match &pass_if {
-                    Some((v, p)) => self.pass_if(v, p),
-                    None => {
-                        self.error(
-                            path,
-                            "missing `pass_if` for `query`: the comparison that passes, e.g. \
-                             \">= 1\", \"== 0\", \"< 0.01\"",
-                        );
-                        None
-                    }
-                };
-                match (q, cmp) {
-                    (Some(query), Some((op, value))) if tolerance.is_none() => {
-                        Some(Check::Threshold { query, op, value })
-                    }
-                    _ => None,
-                }
-            }
-            (None, Some((cv, cp))) => {
-                if let Some((_, pp)) = &pass_if {
-                    self.error(
-                        pp,
-                        "`pass_if` goes with `query`; a `compare` gate passes when new <= \
-                         max(old x ratio, old + absolute), set by `tolerance`",
-                    );
-                }
-                let pair = self.compare(cv, &cp, source.as_ref());
-                let tol = match &tolerance {
-                    Some((v, p)) => self.tolerance(v, p),
-                    None => Some((1.0, 0.0)),
-                };
-                match (pair, tol) {
-                    (Some((new, old)), Some((ratio, absolute))) if pass_if.is_none() => {
-                        Some(Check::Compare {
-                            new,
-                            old,
-                            ratio,
-                            absolute,
-                        })
-                    }
-                    _ => None,
-                }
-            }
-        };
+        let check = self.condition(&o, path, source.as_ref());
 
         let hold_for = match o.get("for") {
             Some((Value::String(s), _)) if s.trim() == "quiet" => Some(gates.quiet),
@@ -168,6 +92,114 @@ impl Cx<'_> {
             for_max_gap: for_max_gap?,
             min_samples: min_samples?,
         })
+    }
+
+    /// A gate's condition: either `query` + `pass_if` (a threshold) or `compare` + `tolerance`
+    /// (new against old), each checked against the gate's source.
+    fn condition(
+        &mut self,
+        o: &Obj<'_>,
+        path: &str,
+        source: Option<&(String, Option<SourceKind>)>,
+    ) -> Option<Check> {
+        match (o.get("query"), o.get("compare")) {
+            (Some(_), Some(_)) => {
+                self.error(
+                    path,
+                    "a gate takes either `query` + `pass_if` (a threshold) or `compare` + \
+                     `tolerance` (new against old), not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.error(
+                    path,
+                    "a gate needs a condition: `query` + `pass_if` (e.g. \">= 1\"), or \
+                     `compare: { new: QUERY, old: QUERY }`",
+                );
+                None
+            }
+            (Some((qv, qp)), None) => self.threshold_condition(o, path, source, qv, &qp),
+            (None, Some((cv, cp))) => self.compare_condition(o, source, cv, &cp),
+        }
+    }
+
+    /// `query` + `pass_if`: the query is one the source answers, `pass_if` a comparison, and no
+    /// `tolerance` (which belongs to `compare`).
+    fn threshold_condition(
+        &mut self,
+        o: &Obj<'_>,
+        path: &str,
+        source: Option<&(String, Option<SourceKind>)>,
+        qv: &Value,
+        qp: &str,
+    ) -> Option<Check> {
+        let pass_if = o.get("pass_if");
+        let tolerance = o.get("tolerance");
+        if let Some((_, tp)) = &tolerance {
+            self.error(
+                tp,
+                "`tolerance` only applies to `compare` gates; a `query` gate uses \
+                 `pass_if`",
+            );
+        }
+        let q = self.nonempty_string(qv, qp).and_then(|q| {
+            self.check_query(source, &q, qp)?;
+            Some(q)
+        });
+        let cmp = match &pass_if {
+            Some((v, p)) => self.pass_if(v, p),
+            None => {
+                self.error(
+                    path,
+                    "missing `pass_if` for `query`: the comparison that passes, e.g. \
+                     \">= 1\", \"== 0\", \"< 0.01\"",
+                );
+                None
+            }
+        };
+        match (q, cmp) {
+            (Some(query), Some((op, value))) if tolerance.is_none() => {
+                Some(Check::Threshold { query, op, value })
+            }
+            _ => None,
+        }
+    }
+
+    /// `compare: { new, old }` + `tolerance`: both queries are ones the source answers, the
+    /// tolerance is valid, and no `pass_if` (which belongs to `query`).
+    fn compare_condition(
+        &mut self,
+        o: &Obj<'_>,
+        source: Option<&(String, Option<SourceKind>)>,
+        cv: &Value,
+        cp: &str,
+    ) -> Option<Check> {
+        let pass_if = o.get("pass_if");
+        let tolerance = o.get("tolerance");
+        if let Some((_, pp)) = &pass_if {
+            self.error(
+                pp,
+                "`pass_if` goes with `query`; a `compare` gate passes when new <= \
+                 max(old x ratio, old + absolute), set by `tolerance`",
+            );
+        }
+        let pair = self.compare(cv, cp, source);
+        let tol = match &tolerance {
+            Some((v, p)) => self.tolerance(v, p),
+            None => Some((1.0, 0.0)),
+        };
+        match (pair, tol) {
+            (Some((new, old)), Some((ratio, absolute))) if pass_if.is_none() => {
+                Some(Check::Compare {
+                    new,
+                    old,
+                    ratio,
+                    absolute,
+                })
+            }
+            _ => None,
+        }
     }
 
     /// A gate's `for_max_gap` (`field`): only beside `for` (`has_for`), where it defaults to
