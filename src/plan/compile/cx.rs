@@ -45,19 +45,38 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// The walk's state: the text (for lines), what the walk found so far, and the IO it may do.
+/// Each section's file adds its part of the walk as methods.
 pub(super) struct Cx<'a> {
-    pub(super) yaml: &'a str,
+    yaml: &'a str,
     /// The line of each path, built when a first diagnostic needs one: a plan without any
     /// (a stored plan compiled again at each daemon start) is parsed once.
-    pub(super) lines: OnceCell<LineMap>,
+    lines: OnceCell<LineMap>,
     pub(super) errors: Vec<Diagnostic>,
     pub(super) warnings: Vec<Diagnostic>,
     pub(super) resolve: &'a dyn Resolve,
     pub(super) secrets: SecretsMode,
-    pub(super) plan_dir: Option<&'a Path>,
+    plan_dir: Option<&'a Path>,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    pub(super) fn new(
+        yaml: &'a str,
+        resolve: &'a dyn Resolve,
+        secrets: SecretsMode,
+        plan_dir: Option<&'a Path>,
+    ) -> Self {
+        Cx {
+            yaml,
+            lines: OnceCell::new(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            resolve,
+            secrets,
+            plan_dir,
+        }
+    }
+
     pub(super) fn line(&self, path: &str) -> Option<usize> {
         self.lines
             .get_or_init(|| LineMap::build(self.yaml))

@@ -11,6 +11,7 @@ use super::sources::{DEAD_LETTER_QUERIES, SourceKind, Sources};
 use crate::plan::lines::index_path;
 use crate::plan::model::{Check, CmpOp, DEFAULT_FOR_MAX_GAP, Gate};
 
+// The fields each mapping allows (what an "unknown field" error offers instead).
 const GATE_FIELDS: &[&str] = &[
     "name",
     "source",

@@ -26,7 +26,6 @@ mod sources;
 mod suggest;
 mod top;
 
-use std::cell::OnceCell;
 use std::path::Path;
 
 use serde_yaml::Value;
@@ -93,15 +92,7 @@ pub fn compile_with_secrets_mode(
             }]);
         }
     };
-    let mut cx = Cx {
-        yaml,
-        lines: OnceCell::new(),
-        errors: Vec::new(),
-        warnings: Vec::new(),
-        resolve,
-        secrets,
-        plan_dir,
-    };
+    let mut cx = Cx::new(yaml, resolve, secrets, plan_dir);
     if let Err(e) = root.apply_merge() {
         cx.error("", format!("cannot apply a merge key (<<): {e}"));
         return Err(cx.errors);

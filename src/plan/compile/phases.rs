@@ -12,6 +12,7 @@ use crate::plan::duration_serde::format as human;
 use crate::plan::lines::{index_path, key_path};
 use crate::plan::model::{BreachAction, Phase, PhaseKind, Requirement};
 
+// The fields each mapping allows (what an "unknown field" error offers instead).
 const PHASE_NAMES: &[&str] = &["consume_dual", "synthetic", "slices", "drain", "disconnect"];
 const CONSUME_DUAL_FIELDS: &[&str] = &["min_duration", "exit", "guard", "on_breach"];
 const SYNTHETIC_FIELDS: &[&str] = &["min_duration", "probes", "exit", "guard", "on_breach"];

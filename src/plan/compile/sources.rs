@@ -9,6 +9,7 @@ use super::cx::{Cx, Obj, describe, quote};
 use crate::plan::lines::key_path;
 use crate::plan::model::Source;
 
+// The fields each mapping allows (what an "unknown field" error offers instead).
 const SOURCE_FIELDS: &[&str] = &["prometheus", "scrape", "dead_letters"];
 /// What a gate may ask a `dead_letters` source.
 pub(super) const DEAD_LETTER_QUERIES: &[&str] = &["open_groups", "entries"];

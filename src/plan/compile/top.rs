@@ -29,6 +29,7 @@ pub const KNOWN_BROKER_KINDS: &[&str] = &[
     "redis-streams",
 ];
 
+// The fields each mapping allows (what an "unknown field" error offers instead).
 const TOP_FIELDS: &[&str] = &[
     "version",
     "name",
