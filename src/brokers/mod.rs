@@ -584,10 +584,7 @@ impl Subscription {
     /// - RabbitMQ: the same as dropping it (the broker requeues every unacked delivery at once,
     ///   in place). Call [`Subscription::flush_acks`] first.
     /// - JetStream: the same as dropping it: what it held comes back after `ack_wait`, behind
-    ///   newer messages. NAKing it was tried and not kept: a pull request the subscription left
-    ///   waiting on the server (async-nats cannot withdraw one) meets the first NAK, and
-    ///   nats-server 2.9.10 (Debian's) then loses that redelivery until `ack_wait` and sends the
-    ///   last delivered message again as new.
+    ///   newer messages; nothing is NAKed (why: `docs/bridge.md`, across the end of a session).
     /// - Redis: a read in flight is let finish (within a second) rather than abandoned on the
     ///   server, so every entry this consumer took is in the group's pending list, where the
     ///   next [`SubscribeOptions::exclusive`] subscription claims it first, whatever its
