@@ -333,7 +333,7 @@ impl SubscribeOptions {
     }
 }
 
-/// How a subscription's acks reach the broker ([`Adapter::subscribe_with`]).
+/// How a subscription's acks reach the broker ([`Adapter::subscribe_acking`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AckMode {
     /// Each [`Delivery::ack`] is sent to the broker before it returns.
@@ -453,7 +453,7 @@ impl Adapter {
     /// [`BrokerError::Operation`] when the queue / stream does not exist (RabbitMQ, JetStream:
     /// [`Adapter::declare`] it first) or the broker refuses.
     pub async fn subscribe(&self, queue: &str, options: &SubscribeOptions) -> Result<Subscription> {
-        self.subscribe_with(queue, options, AckMode::PerMessage)
+        self.subscribe_acking(queue, options, AckMode::PerMessage)
             .await
     }
 
@@ -461,7 +461,7 @@ impl Adapter {
     ///
     /// # Errors
     /// As [`Adapter::subscribe`].
-    pub async fn subscribe_with(
+    pub async fn subscribe_acking(
         &self,
         queue: &str,
         options: &SubscribeOptions,
