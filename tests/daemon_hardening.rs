@@ -467,6 +467,40 @@ async fn a_plan_that_does_not_compile_here_is_reported_on_its_routing_and_in_sta
     );
 }
 
+/// Regression: `migrate run --interval 200ms` said "every 0s" in its banner (the interval
+/// rounded down to whole seconds).
+#[test]
+fn the_banner_says_the_interval_given() {
+    let bench = Bench::with_plan(include_str!("../plans/local.yaml"));
+    bench.indicators.all_green();
+    bench.init();
+    let cmd = bench.command(&[
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "200ms",
+        "--lease-ttl",
+        "3s",
+    ]);
+    let daemon = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon starts");
+    let banner = || {
+        daemon
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains(" on http://"))
+            .cloned()
+    };
+    poll_until("the banner logged", Duration::from_secs(5), || {
+        banner().is_some()
+    });
+    let banner = banner().unwrap_or_default();
+    daemon.kill9();
+    assert!(banner.contains(", every 200ms, "), "{banner}");
+}
+
 /// Regression: with a low open-files limit a few hundred idle connections used up the daemon's
 /// descriptors: every tick failed ("Too many open files" reading a `file:` secret, connecting to
 /// its sources) and a guard breach was never acted on. The daemon runs as a child under
