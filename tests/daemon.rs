@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::daemon_world::{DaemonWorld, Running};
+use common::daemon_world::DaemonWorld;
 use common::{T0, daemon_config, local_plan_named};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::round::RoundBatch;
@@ -174,7 +174,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     assert!(started.elapsed() >= Duration::from_millis(250));
 
     // Many readers wait; a change made through the API wakes them all.
-    let waiters = parked_readers(&d, &etag).await;
+    let waiters = d.parked_readers(&etag, READERS, "20s").await;
     let changed_at = std::time::Instant::now();
     let r = http
         .post(d.url("/v1/migrations/local/pause"))
@@ -200,7 +200,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
         .await
         .unwrap();
     let tag = format!("\"{}\"", cur["generation"]);
-    let waiters = parked_readers(&d, &tag).await;
+    let waiters = d.parked_readers(&tag, READERS, "20s").await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let c = w.controller(&fetcher);
     let changed_at = std::time::Instant::now();
@@ -226,58 +226,8 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     d.stop().await;
 }
 
-/// How many readers [`parked_readers`] parks: `d`'s cap on parked long-polls.
+/// How many readers the long-poll test parks: its daemon's cap on parked long-polls.
 const READERS: usize = 50;
-
-/// [`READERS`] readers long-polling `d`'s routing of `local` past `etag` (each answered with
-/// its status, when, and its body), once every one of them is parked: `d` parks at most
-/// `READERS` long-polls, so a probe that is refused (`503`) finds them all parked. A probe
-/// waits for nothing (`?wait=0s`) and gives its place back before it is answered; a reader
-/// that met one holding it is told to retry, and does.
-async fn parked_readers(
-    d: &Running,
-    etag: &str,
-) -> Vec<tokio::task::JoinHandle<(u16, std::time::Instant, String)>> {
-    let http = reqwest::Client::new();
-    let readers = (0..READERS)
-        .map(|_| {
-            let http = http.clone();
-            let url = d.url("/v1/migrations/local/routing?wait=20s");
-            let etag = etag.to_string();
-            tokio::spawn(async move {
-                for _ in 0..100 {
-                    let r = http
-                        .get(&url)
-                        .header("If-None-Match", &etag)
-                        .send()
-                        .await
-                        .unwrap();
-                    if r.status() == 503 {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                    let at = std::time::Instant::now();
-                    return (r.status().as_u16(), at, r.text().await.unwrap());
-                }
-                panic!("a reader was refused a place 100 times");
-            })
-        })
-        .collect();
-    for _ in 0..500 {
-        let probe = http
-            .get(d.url("/v1/migrations/local/routing?wait=0s"))
-            .header("If-None-Match", etag)
-            .send()
-            .await
-            .unwrap();
-        if probe.status() == 503 {
-            return readers;
-        }
-        assert_eq!(probe.status(), 304, "nothing changed yet");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{READERS} readers were never all parked");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_need_the_token_reads_do_not() {

@@ -209,8 +209,7 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
             .header("If-None-Match", &etag)
             .send()
     };
-    let parked: Vec<_> = (0..2).map(|_| tokio::spawn(poll())).collect();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let parked = d.parked_readers(&etag, 2, "5s").await;
     let third = poll().await.unwrap();
     assert_eq!(third.status(), 503);
     assert_eq!(third.headers()["retry-after"], "1");
@@ -222,7 +221,7 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
             .contains("--http-max-long-polls")
     );
     for p in parked {
-        assert_eq!(p.await.unwrap().unwrap().status(), 304);
+        assert_eq!(p.await.unwrap().0, 304);
     }
     // Their places are free again.
     assert_eq!(

@@ -211,6 +211,58 @@ impl Running {
         panic!("the daemon never took the lease");
     }
 
+    /// `n` readers long-polling the routing of `local` past `etag` for `wait` (each answered
+    /// with its status, when, and its body), once every one of them is parked. The daemon must
+    /// park at most `n` long-polls (`http.max_long_polls`): a probe that is refused (`503`) then
+    /// finds them all parked. A probe waits for nothing (`?wait=0s`) and gives its place back
+    /// before it is answered; a reader that met one holding it is told to retry, and does.
+    pub async fn parked_readers(
+        &self,
+        etag: &str,
+        n: usize,
+        wait: &str,
+    ) -> Vec<tokio::task::JoinHandle<(u16, std::time::Instant, String)>> {
+        let http = reqwest::Client::new();
+        let readers = (0..n)
+            .map(|_| {
+                let http = http.clone();
+                let url = self.url(&format!("/v1/migrations/local/routing?wait={wait}"));
+                let etag = etag.to_string();
+                tokio::spawn(async move {
+                    for _ in 0..100 {
+                        let r = http
+                            .get(&url)
+                            .header("If-None-Match", &etag)
+                            .send()
+                            .await
+                            .unwrap();
+                        if r.status() == 503 {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                        let at = std::time::Instant::now();
+                        return (r.status().as_u16(), at, r.text().await.unwrap());
+                    }
+                    panic!("a reader was refused a place 100 times");
+                })
+            })
+            .collect();
+        for _ in 0..500 {
+            let probe = http
+                .get(self.url("/v1/migrations/local/routing?wait=0s"))
+                .header("If-None-Match", etag)
+                .send()
+                .await
+                .unwrap();
+            if probe.status() == 503 {
+                return readers;
+            }
+            assert_eq!(probe.status(), 304, "nothing changed yet");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{n} readers were never all parked");
+    }
+
     /// Stop the daemon; it must stop cleanly.
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
