@@ -290,7 +290,7 @@ async fn session<S: Store>(
     // later ones): per-message acks would each cost RabbitMQ a walk of the unacked list.
     let mut sub = match brokers
         .old
-        .subscribe_with(&settings.ingress, &options, AckMode::Coalesced)
+        .subscribe_acking(&settings.ingress, &options, AckMode::Coalesced)
         .await
     {
         Ok(s) => s,

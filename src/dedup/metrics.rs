@@ -5,8 +5,8 @@
 //! queue_migrate_consumer_messages_total{route="bridge",outcome="duplicate_blocked"} 12
 //! ```
 //!
-//! The route breakdown is what makes the duplicate count readable (seed 000's third shutdown
-//! indicator): a retry produces a blocked duplicate and that is the system working; duplicates from
+//! The route breakdown is what makes the duplicate count readable
+//! (`docs/design.md#idempotent-consumers-and-the-dedup-window`): a retry produces a blocked duplicate and that is the system working; duplicates from
 //! the bridge growing while the others stay flat mean the bridge republishes. `failed` and
 //! `dead_lettered` are counted too, so that a success rate computed from this counter is honest.
 //!
