@@ -22,7 +22,6 @@
 //! resumed run is paced from its resumption: the probes left go out at the run's rate.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -33,6 +32,7 @@ use super::Shared;
 use crate::brokers::from_plan;
 use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use crate::machine::State;
+use crate::metrics_text::{self, Kind};
 use crate::plan::{Broker, PhaseKind, Plan, Probes};
 use crate::probe::{self, HEADER_PROBE, ProbeKind};
 use crate::routing::{Route, Side};
@@ -262,33 +262,30 @@ impl ProbeRuns {
         let mut names: Vec<&String> = counters.keys().collect();
         names.sort();
         let name = "queue_migrate_probes_sent_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Synthetic probes published and confirmed by the new broker, by kind.\n# TYPE {name} counter"
+        metrics_text::family(
+            &mut out,
+            name,
+            Kind::Counter,
+            "Synthetic probes published and confirmed by the new broker, by kind.",
         );
         for m in &names {
-            let mut label = String::new();
-            crate::stamp::escape_label(&mut label, m);
             for kind in ProbeKind::ALL {
                 let i = usize::from(kind == ProbeKind::Idempotency);
                 let v = counters[*m].sent[i].load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "{name}{{migration=\"{label}\",probe=\"{}\"}} {v}",
-                    kind.as_str()
-                );
+                let labels = [("migration", m.as_str()), ("probe", kind.as_str())];
+                metrics_text::sample(&mut out, name, &labels, v);
             }
         }
         let name = "queue_migrate_probe_publish_errors_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Synthetic probe publishes that failed (retried).\n# TYPE {name} counter"
+        metrics_text::family(
+            &mut out,
+            name,
+            Kind::Counter,
+            "Synthetic probe publishes that failed (retried).",
         );
         for m in &names {
-            let mut label = String::new();
-            crate::stamp::escape_label(&mut label, m);
             let v = counters[*m].errors.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}{{migration=\"{label}\"}} {v}");
+            metrics_text::sample(&mut out, name, &[("migration", m.as_str())], v);
         }
         out
     }

@@ -213,9 +213,7 @@ impl fmt::Display for Matcher {
 /// Escapes a label value for the text format: `\` → `\\`, `"` → `\"`,
 /// newline → `\n`.
 pub fn escape_label_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    crate::stamp::escape_label(&mut out, value);
-    out
+    crate::metrics_text::escaped(value)
 }
 
 /// Parses a whole Prometheus text (0.0.4) or OpenMetrics exposition.
@@ -375,7 +373,7 @@ pub fn write_name(out: &mut String, name: &str, legacy: fn(&str) -> bool) {
         out.push_str(name);
     } else {
         out.push('"');
-        crate::stamp::escape_label(out, name);
+        crate::metrics_text::escape_label(out, name);
         out.push('"');
     }
 }
