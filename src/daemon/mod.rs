@@ -205,11 +205,11 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// A controller over the shared store; a standby's never writes.
     pub fn controller(&self, read_only: bool) -> Controller<'_, S> {
-        self.controller_with(&self.fetcher, read_only)
+        self.controller_with_fetcher(&self.fetcher, read_only)
     }
 
     /// A controller over the shared store reading its sources through `fetcher` (a round's).
-    pub fn controller_with<'a>(
+    pub fn controller_with_fetcher<'a>(
         &'a self,
         fetcher: &'a Fetcher,
         read_only: bool,
@@ -673,7 +673,7 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
             let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
             let Some(read) = next else { break };
             let name = read.name().to_string();
-            match tick::tick_with(shared, &fetcher, Some(&batch), read, now).await {
+            match tick::tick_in_round(shared, &fetcher, Some(&batch), read, now).await {
                 Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
                 Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
             }

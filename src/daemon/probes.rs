@@ -547,11 +547,11 @@ mod tests {
     async fn synthetic_daemon(
         dir: &std::path::Path,
     ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
-        daemon_with(dir, "{ rate: 2, count: 3 }", None).await
+        daemon_with_probes(dir, "{ rate: 2, count: 3 }", None).await
     }
 
     /// [`synthetic_daemon`] with these `probes`, publishing to `fake` if given.
-    async fn daemon_with(
+    async fn daemon_with_probes(
         dir: &std::path::Path,
         probes: &str,
         fake: Option<Arc<FakeBroker>>,
@@ -559,7 +559,7 @@ mod tests {
         daemon_clocked(dir, probes, fake, Arc::new(crate::time::now_ms)).await
     }
 
-    /// [`daemon_with`], the daemon's clock (probe pacing and stamps) being `clock`.
+    /// [`daemon_with_probes`], the daemon's clock (probe pacing and stamps) being `clock`.
     async fn daemon_clocked(
         dir: &std::path::Path,
         probes: &str,
@@ -721,7 +721,8 @@ mod tests {
     async fn a_probe_run_that_stopped_on_a_lease_lapse_starts_again_when_the_lease_comes_back() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
         tokio::time::pause();
         // The five copies of the idempotency probe, then latency probes one by one.
         until("two latency probes", || fake.keys().len() >= 7).await;
@@ -784,7 +785,8 @@ mod tests {
     async fn a_finished_probe_run_is_not_sent_again_after_the_lease_comes_back() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
         tokio::time::pause();
         until("the run completes", || shared.probes.running().is_empty()).await;
         assert_eq!(fake.sent(), (5, 3));
@@ -854,7 +856,8 @@ mod tests {
     async fn a_finished_probe_run_is_not_sent_again_after_a_pause_and_unpause() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
         tokio::time::pause();
         until("the run completes", || shared.probes.running().is_empty()).await;
         assert_eq!(fake.sent(), (5, 3));
@@ -876,7 +879,8 @@ mod tests {
     async fn a_probe_run_paused_midway_resumes_where_it_stopped() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
         tokio::time::pause();
         until("two latency probes", || fake.keys().len() >= 7).await;
         // Paused: the run stops at the tick, and nothing is published while it stays paused.
