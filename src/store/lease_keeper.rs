@@ -1,5 +1,5 @@
 //! The one lease policy of everything that must act alone over a store: the daemon (lease
-//! [`crate::daemon::LEASE`]) and a bridge (lease `bridge:MIGRATION`).
+//! `controller`) and a bridge (lease `bridge:MIGRATION`).
 //!
 //! A [`LeaseKeeper`] takes, renews and gives back one lease for one holder, and says until when
 //! the holder may act. It logs nothing and keeps no state: the caller keeps the instant its lease
