@@ -43,6 +43,7 @@
 //! adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers). [`slice`]
 //! and [`time`] are always compiled. Each set builds alone (`scripts/features.sh`).
 
+pub mod metrics_text;
 pub mod oneline;
 pub mod redact;
 pub mod slice;

@@ -13,7 +13,7 @@ use common::{T0, daemon_config, local_plan_named};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::round::RoundBatch;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller, GateReport, Loaded};
-use queue_migrate::daemon::tick::{Action, Read, tick_with};
+use queue_migrate::daemon::tick::{Action, Read, tick_in_round};
 use queue_migrate::daemon::{self, Config, DaemonError, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, Snapshot, State};
@@ -560,7 +560,7 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     )
     .unwrap();
     shared.leader.store(true, Ordering::SeqCst);
-    let before = tick_with(
+    let before = tick_in_round(
         &shared,
         &shared.fetcher,
         None,
@@ -572,7 +572,7 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     assert_eq!(before, Action::Waiting);
     assert_eq!(w.state().await, ("slices".into(), Some(0), false));
     // From the step's start on, the breach acts: one step back, paused.
-    let after = tick_with(
+    let after = tick_in_round(
         &shared,
         &shared.fetcher,
         None,
@@ -608,7 +608,7 @@ async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
     )
     .unwrap();
     shared.leader.store(true, Ordering::SeqCst);
-    let action = tick_with(&shared, &shared.fetcher, None, Read::Store("local"), behind)
+    let action = tick_in_round(&shared, &shared.fetcher, None, Read::Store("local"), behind)
         .await
         .unwrap();
     assert!(matches!(action, Action::Breach { .. }), "{action:?}");
@@ -1264,7 +1264,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
         .command("local", &Command::Pause, &actor, json!({}), now)
         .await
         .unwrap();
-    let action = tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+    let action = tick_in_round(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
     assert_eq!(action, Action::Conflict);
@@ -1290,7 +1290,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
         .unwrap();
     let newest = w.store.get("local").await.unwrap();
     assert_eq!(newest.generation, resumed.generation + 1);
-    tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+    tick_in_round(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
     let routing = w.routing_file("local");
@@ -1305,7 +1305,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
         .await
         .unwrap();
     shared.watch_once().await;
-    let action = tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+    let action = tick_in_round(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
     assert_eq!(
@@ -1395,7 +1395,7 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
     // The round goes on from its read: under the old definition the gate has held 5 minutes;
     // its advance conflicts (the plan apply moved the version), and its round commits.
     let batch = RoundBatch::default();
-    let action = tick_with(
+    let action = tick_in_round(
         &shared,
         &shared.fetcher,
         Some(&batch),
@@ -1478,7 +1478,7 @@ async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
         .unwrap();
     // The round decides on its read (held 5 minutes): its advance is not applied.
     let batch = RoundBatch::default();
-    let action = tick_with(
+    let action = tick_in_round(
         &shared,
         &shared.fetcher,
         Some(&batch),

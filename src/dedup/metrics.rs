@@ -15,9 +15,9 @@
 //!   message.
 //! - Recording is one relaxed atomic add: no lock, no allocation.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::metrics_text::{self, Kind};
 use crate::stamp::{RouteLabel, valid_metric_name};
 
 /// The default metric name.
@@ -143,22 +143,16 @@ impl ConsumerMetrics {
     /// The Prometheus text exposition (format 0.0.4) of all 28 series (4 routes, 7 outcomes).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(1536);
-        let _ = writeln!(
-            out,
-            "# HELP {} Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, stale, in_progress_retry, failed, dead_lettered).",
-            self.name
+        metrics_text::family(
+            &mut out,
+            &self.name,
+            Kind::Counter,
+            "Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, stale, in_progress_retry, failed, dead_lettered).",
         );
-        let _ = writeln!(out, "# TYPE {} counter", self.name);
         for route in RouteLabel::ALL {
             for outcome in Outcome::ALL {
-                let _ = writeln!(
-                    out,
-                    "{}{{route=\"{}\",outcome=\"{}\"}} {}",
-                    self.name,
-                    route.as_str(),
-                    outcome.as_str(),
-                    self.get(route, outcome)
-                );
+                let labels = [("route", route.as_str()), ("outcome", outcome.as_str())];
+                metrics_text::sample(&mut out, &self.name, &labels, self.get(route, outcome));
             }
         }
         out
