@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::error::EnvelopeError;
-use super::instant::parse_timestamp;
 use super::payload::{PayloadLean, PayloadProbe};
+use crate::time::parse_timestamp;
 
 /// An envelope read without copying what it does not need to: triage reads millions.
 ///

@@ -2,9 +2,9 @@
 
 use super::classify::{ErrorClassifier, ErrorInfo, SeedClassifier};
 use super::dead_letter::{DeadLetter, MAX_ERROR_MESSAGE};
-use super::instant::{format_timestamp, parse_timestamp};
 use super::js_text::truncate_utf16;
 use super::payload::Payload;
+use crate::time::{format_timestamp, parse_timestamp};
 
 /// The message a consumer gives up on, as it received it.
 #[derive(Debug, Clone, Copy)]

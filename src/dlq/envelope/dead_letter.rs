@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::borrowed::EnvelopeRef;
 use super::error::EnvelopeError;
-use super::instant::parse_timestamp;
 use super::js_text::wtf8_to_string;
 use super::payload::{Payload, PayloadLean, PayloadProbe};
+use crate::time::parse_timestamp;
 
 /// The article's `MAX_ERROR_MESSAGE`, in UTF-16 code units (JS string length).
 pub const MAX_ERROR_MESSAGE: usize = 500;

@@ -40,10 +40,11 @@ mod builder;
 mod classify;
 mod dead_letter;
 mod error;
-mod instant;
 mod js_text;
 mod payload;
 
+/// The envelope's instant form, from the one time module.
+pub use crate::time::{format_timestamp, parse_timestamp};
 pub use borrowed::EnvelopeRef;
 pub use builder::{DeadLetterBuilder, FailedMessage};
 pub use classify::{Chain, ErrorClassifier, ErrorInfo, SeedClassifier};
@@ -51,6 +52,5 @@ pub use classify::{Chain, ErrorClassifier, ErrorInfo, SeedClassifier};
 pub(crate) use dead_letter::sample_dead_letter;
 pub use dead_letter::{DeadLetter, MAX_ERROR_MESSAGE};
 pub use error::EnvelopeError;
-pub use instant::{format_timestamp, parse_timestamp};
 pub use js_text::{push_wtf8, truncate_utf16, wtf8_to_string};
 pub use payload::{Payload, PayloadLean, PayloadProbe, base64_decode, base64_encode};

@@ -1,5 +1,8 @@
-//! The envelope's instants: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` read as JS `Date.parse`
-//! reads it, written as JS `Date#toISOString()` writes it.
+//! Instants as text the way JS handles them: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` read as
+//! JS `Date.parse` reads it, written as JS `Date#toISOString()` writes it (the dead-letter
+//! envelope's `firstAttemptAt` and `deadLetteredAt`). The calendar arithmetic is the proleptic
+//! Gregorian one, without dependencies. Instants are ms since the epoch, as
+//! [`Millis`](super::Millis).
 
 fn digits(bytes: &[u8], at: usize, n: usize) -> Option<i64> {
     let part = bytes.get(at..at + n)?;
