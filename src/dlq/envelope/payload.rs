@@ -5,33 +5,28 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::error::EnvelopeError;
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// The standard alphabet; encoding pads. Decoding is given text whose padding was already
+/// checked and taken off, and ignores the bits past the last whole byte.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// Standard base64 with padding.
 pub fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(B64[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    BASE64.encode(bytes)
 }
 
 /// Decode standard base64 (padding optional; no whitespace).
@@ -51,31 +46,20 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>, EnvelopeError> {
             trimmed.len()
         )));
     }
-    let mut out = Vec::with_capacity(trimmed.len() * 3 / 4);
-    let mut acc = 0_u32;
-    let mut bits = 0;
-    for (i, c) in trimmed.bytes().enumerate() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => {
-                return Err(EnvelopeError::Base64(format!(
-                    "character {:?} at {i} is not in the standard alphabet",
-                    char::from(c)
-                )));
-            }
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(((acc >> bits) & 0xFF) as u8);
-        }
-    }
-    Ok(out)
+    BASE64.decode(trimmed).map_err(|e| {
+        // With the padding and the length checked, only a character can be wrong: name the first.
+        let first_bad = trimmed
+            .bytes()
+            .enumerate()
+            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == b'+' || c == b'/'));
+        EnvelopeError::Base64(match first_bad {
+            Some((i, c)) => format!(
+                "character {:?} at {i} is not in the standard alphabet",
+                char::from(c)
+            ),
+            None => e.to_string(),
+        })
+    })
 }
 
 /// The original message body.
@@ -277,5 +261,168 @@ mod tests {
         assert!(base64_decode("Z").is_err());
         assert!(base64_decode("Zg===").is_err());
         assert!(base64_decode("Zm 9v").is_err());
+    }
+
+    /// The hand-written base64 the crate replaced, kept as the oracle of
+    /// `base64_crate_gives_the_hand_written_results_and_errors`.
+    mod hand_written {
+        use super::super::EnvelopeError;
+
+        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+        /// Standard base64 with padding.
+        pub fn base64_encode(bytes: &[u8]) -> String {
+            let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+            for chunk in bytes.chunks(3) {
+                let b = [
+                    chunk[0],
+                    chunk.get(1).copied().unwrap_or(0),
+                    chunk.get(2).copied().unwrap_or(0),
+                ];
+                let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+                for i in 0..4 {
+                    if i <= chunk.len() {
+                        out.push(char::from(B64[((n >> (18 - 6 * i)) & 63) as usize]));
+                    } else {
+                        out.push('=');
+                    }
+                }
+            }
+            out
+        }
+
+        /// Decode standard base64 (padding optional; no whitespace).
+        ///
+        /// # Errors
+        /// A character outside the alphabet, or a length no encoding has.
+        pub fn base64_decode(text: &str) -> Result<Vec<u8>, EnvelopeError> {
+            let trimmed = text.trim_end_matches('=');
+            if text.len() - trimmed.len() > 2
+                || (text.len() != trimmed.len() && !text.len().is_multiple_of(4))
+            {
+                return Err(EnvelopeError::Base64("bad padding".into()));
+            }
+            if trimmed.len() % 4 == 1 {
+                return Err(EnvelopeError::Base64(format!(
+                    "{} characters is no base64 length",
+                    trimmed.len()
+                )));
+            }
+            let mut out = Vec::with_capacity(trimmed.len() * 3 / 4);
+            let mut acc = 0_u32;
+            let mut bits = 0;
+            for (i, c) in trimmed.bytes().enumerate() {
+                let v = match c {
+                    b'A'..=b'Z' => c - b'A',
+                    b'a'..=b'z' => c - b'a' + 26,
+                    b'0'..=b'9' => c - b'0' + 52,
+                    b'+' => 62,
+                    b'/' => 63,
+                    _ => {
+                        return Err(EnvelopeError::Base64(format!(
+                            "character {:?} at {i} is not in the standard alphabet",
+                            char::from(c)
+                        )));
+                    }
+                };
+                acc = (acc << 6) | u32::from(v);
+                bits += 6;
+                if bits >= 8 {
+                    bits -= 8;
+                    out.push(((acc >> bits) & 0xFF) as u8);
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    #[test]
+    fn base64_crate_gives_the_hand_written_results_and_errors() {
+        let edge_cases = [
+            "",
+            "=",
+            "==",
+            "===",
+            "====",
+            "Z",
+            "Z=",
+            "Z==",
+            "Z===",
+            "Zg",
+            "Zg=",
+            "Zg==",
+            "Zg===",
+            "Zm8",
+            "Zm8=",
+            "Zm8==",
+            "Zm9v",
+            "Zm9v=",
+            "Zm9v==",
+            "Zm9v===",
+            "Zm9vYg",
+            "Zm9vYg=",
+            "Zm9vYg==",
+            "Zh",
+            "Zh==",
+            "Zm9",
+            "Zm9=",
+            "////",
+            "++++",
+            "Zm 9v",
+            " Zm9v",
+            "Zm9v ",
+            "Zm9v\n",
+            "Zg==Zg==",
+            "=Zg",
+            "Z=g=",
+            "Zg=A",
+            "-_-_",
+            "Zm9v@",
+            "@",
+            "@@",
+            "é",
+            "Zé==",
+            "Zm9vYmFy",
+            "Zm9vYmF",
+            "Zm9vYmFyZ",
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA@AAA",
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        ];
+        for text in edge_cases {
+            assert_eq!(
+                base64_decode(text),
+                hand_written::base64_decode(text),
+                "{text:?}"
+            );
+        }
+        // Every text of up to five characters over a mix of the alphabet, padding and strangers.
+        let chars = ['A', 'Z', 'g', 'h', '8', '+', '/', '=', '@', '-', ' '];
+        let mut level = vec![String::new()];
+        let mut texts = level.clone();
+        for _ in 0..5 {
+            level = level
+                .iter()
+                .flat_map(|t| chars.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(level.iter().cloned());
+        }
+        assert_eq!(texts.len(), 1 + 11 + 121 + 1331 + 14_641 + 161_051);
+        for text in &texts {
+            assert_eq!(
+                base64_decode(text),
+                hand_written::base64_decode(text),
+                "{text:?}"
+            );
+        }
+        // Encoding: every body of up to two bytes, then longer ones.
+        let mut bodies: Vec<Vec<u8>> = vec![vec![]];
+        bodies.extend((0..=255_u8).map(|a| vec![a]));
+        bodies.extend((0..=255_u8).flat_map(|a| (0..=255_u8).map(move |b| vec![a, b])));
+        bodies.extend((3..70_usize).map(|n| (0..n).map(|i| (i * 37 + n) as u8).collect()));
+        for body in &bodies {
+            let text = base64_encode(body);
+            assert_eq!(text, hand_written::base64_encode(body), "{body:?}");
+            assert_eq!(base64_decode(&text).as_deref(), Ok(body.as_slice()));
+        }
     }
 }
