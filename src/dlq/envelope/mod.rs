@@ -1,5 +1,12 @@
-//! The dead-letter envelope of the dead-letter article, written by a consumer at the moment it
-//! gives up on a message, and read back by triage, replay and the drain gate.
+//! The dead-letter envelope of the dead-letter article (docs/design.md, "Dead letters"), written
+//! by a consumer at the moment it gives up on a message, and read back by triage, replay and the
+//! drain gate.
+//!
+//! One file per role: [`Payload`] and its forms (`payload.rs`), the borrowed view triage reads
+//! through ([`EnvelopeRef`], `borrowed.rs`), the owned envelope ([`DeadLetter`],
+//! `dead_letter.rs`), the error class ([`ErrorClassifier`], `classify.rs`), the builder a
+//! consumer calls ([`DeadLetterBuilder`], `builder.rs`), text as JS counts it (`js_text.rs`) and
+//! the errors (`error.rs`). The instants are [`crate::time`]'s.
 //!
 //! # The JSON form (one object per line in an export)
 //!
