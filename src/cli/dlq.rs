@@ -1643,7 +1643,7 @@ fn keep_recent<R: BufRead>(
 ) -> std::io::Result<PurgeTally> {
     let mut t = PurgeTally::default();
     loop {
-        let Some(line) = reader.next_line_with(|chunk| out.write_all(chunk))? else {
+        let Some(line) = reader.next_line_forwarding_overflow(|chunk| out.write_all(chunk))? else {
             return Ok(t);
         };
         match line.content {

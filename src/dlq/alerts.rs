@@ -223,9 +223,9 @@ pub fn render_prometheus(signals: &Signals, queue: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::disposition::{CloseReason, Disposition, covered_until};
-    use super::super::envelope::parse_timestamp;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
+    use crate::time::parse_timestamp;
 
     fn line(msg: &str, first: &str, dead: &str) -> String {
         serde_json::json!({
