@@ -39,8 +39,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::indicators::exposition::{MatchOp, Matcher, Sample};
-use crate::indicators::history::{History, Series};
+use crate::indicators::exposition::{MatchOp, Matcher};
+use crate::indicators::history::History;
+use crate::indicators::selector::Selector;
 
 /// A query whose latest scrape is older than this (relative to `now_ms`) is no data.
 pub const STALENESS: Duration = Duration::from_secs(5 * 60);
@@ -203,119 +204,6 @@ pub enum QueryError {
 // ---------------------------------------------------------------------------
 // AST
 // ---------------------------------------------------------------------------
-
-/// A metric name with label matchers (`=` / `!=` only).
-pub struct Selector {
-    pub metric: String,
-    pub matchers: Vec<Matcher>,
-}
-
-impl Selector {
-    /// Whether the sample belongs to a series this selector picks.
-    pub fn matches(&self, s: &Sample) -> bool {
-        s.name == self.metric && s.matches(&self.metric, &self.matchers)
-    }
-
-    pub(crate) fn matches_series(&self, series: &Series) -> bool {
-        if series.metric() != self.metric {
-            return false;
-        }
-        self.matches(&probe(series.metric(), series.labels()))
-    }
-}
-
-/// A sample standing for a series, used to ask [`Sample::matches`].
-fn probe(metric: &str, labels: &[(String, String)]) -> Sample {
-    Sample {
-        name: metric.to_owned(),
-        labels: labels.to_vec(),
-        value: 0.0,
-        timestamp_ms: None,
-    }
-}
-
-fn op_str(op: &MatchOp) -> &'static str {
-    match op {
-        MatchOp::Eq => "=",
-        MatchOp::Ne => "!=",
-    }
-}
-
-fn clone_matcher(m: &Matcher) -> Matcher {
-    Matcher {
-        label: m.label.clone(),
-        op: match m.op {
-            MatchOp::Eq => MatchOp::Eq,
-            MatchOp::Ne => MatchOp::Ne,
-        },
-        value: m.value.clone(),
-    }
-}
-
-// Implemented by hand so nothing is required of the exposition types' derives.
-impl Clone for Selector {
-    fn clone(&self) -> Self {
-        Selector {
-            metric: self.metric.clone(),
-            matchers: self.matchers.iter().map(clone_matcher).collect(),
-        }
-    }
-}
-
-impl PartialEq for Selector {
-    fn eq(&self, other: &Self) -> bool {
-        self.metric == other.metric
-            && self.matchers.len() == other.matchers.len()
-            && self.matchers.iter().zip(&other.matchers).all(|(a, b)| {
-                a.label == b.label && op_str(&a.op) == op_str(&b.op) && a.value == b.value
-            })
-    }
-}
-
-impl fmt::Debug for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Selector({self})")
-    }
-}
-
-/// Canonical PromQL text: `metric{label="value",other!="x"}` (no braces when no matchers).
-/// A metric name outside the legacy charset is quoted first inside the braces, a label name
-/// before its operator (PromQL 3).
-impl fmt::Display for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::indicators::exposition::{
-            is_legacy_label_name, is_legacy_metric_name, write_name,
-        };
-        let legacy = is_legacy_metric_name(&self.metric);
-        if legacy && self.matchers.is_empty() {
-            return f.write_str(&self.metric);
-        }
-        let mut out = String::new();
-        if legacy {
-            out.push_str(&self.metric);
-            out.push('{');
-        } else {
-            out.push('{');
-            write_name(&mut out, &self.metric, is_legacy_metric_name);
-        }
-        for (i, m) in self.matchers.iter().enumerate() {
-            if i > 0 || !legacy {
-                out.push(',');
-            }
-            write_name(&mut out, &m.label, is_legacy_label_name);
-            out.push_str(op_str(&m.op));
-            out.push('"');
-            out.push_str(&escape_value(&m.value));
-            out.push('"');
-        }
-        out.push('}');
-        f.write_str(&out)
-    }
-}
-
-fn escape_value(v: &str) -> String {
-    crate::indicators::exposition::escape_label_value(v)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Aggregation {
@@ -1120,7 +1008,7 @@ impl Operand {
             Source::Instant(sel) => {
                 let values: Vec<f64> = history
                     .series()
-                    .filter(|s| sel.matches_series(s))
+                    .filter(|s| sel.matches_labels(s.metric(), s.labels()))
                     .filter_map(|s| s.value(latest))
                     .collect();
                 if values.is_empty() {
@@ -1171,7 +1059,10 @@ fn range_values(
     let mut most_points = 0usize;
     let mut any_series = false;
     let scrapes = history.scrapes_between(from, now_ms);
-    for s in history.series().filter(|s| selector.matches_series(s)) {
+    for s in history
+        .series()
+        .filter(|s| selector.matches_labels(s.metric(), s.labels()))
+    {
         let pts: Vec<(i64, f64)> = history.points_of(s, scrapes.clone()).collect();
         if pts.is_empty() {
             continue;
@@ -1221,6 +1112,7 @@ fn range_values(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::indicators::exposition::Sample;
     use proptest::prelude::*;
 
     /// A sample of series `name{labels}` (shared with the history's tests).
@@ -1648,16 +1540,6 @@ pub(super) mod tests {
                 .to_string()
                 .contains(r#"{"http.server.duration", label="value"}"#)
         );
-    }
-
-    #[test]
-    fn selector_matches_samples() {
-        let query = q("up{job=\"a\",env!=\"dev\"}");
-        let sel = query.selectors()[0];
-        assert!(sel.matches(&sample("up", &[("job", "a"), ("env", "prod")], 1.0)));
-        assert!(!sel.matches(&sample("up", &[("job", "a"), ("env", "dev")], 1.0)));
-        assert!(!sel.matches(&sample("up", &[("job", "b"), ("env", "prod")], 1.0)));
-        assert!(!sel.matches(&sample("down", &[("job", "a"), ("env", "prod")], 1.0)));
     }
 
     /// One evaluation case: query, scrapes, evaluation time, expected outcome.
