@@ -599,9 +599,7 @@ impl Fetcher {
 mod tests {
     use super::*;
 
-    /// Regression (issue 31): the API path went after a base URL's query string
-    /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
-    /// in the query was never asked.
+    /// A round's Debug shows how many requests it answered, never their URLs.
     #[tokio::test]
     async fn a_rounds_debug_shows_no_url() {
         let round = Fetcher::new(Duration::from_millis(200))
@@ -639,6 +637,9 @@ mod tests {
         }
     }
 
+    /// Regression (issue 31): the API path went after a base URL's query string
+    /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
+    /// in the query was never asked.
     #[test]
     fn the_api_path_goes_before_the_base_urls_query_string() {
         assert_eq!(query_url("http://h:9090"), "http://h:9090/api/v1/query");
