@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use queue_migrate::indicators::fetch::Fetcher;
+use queue_migrate::indicators::fetch::{FetchError, Fetcher};
 
 /// The server's URL. The tests that need it are `#[ignore]`d without it; run with
 /// `--include-ignored` and no URL, they fail instead of passing without having run.
@@ -52,7 +52,11 @@ async fn alone_and_batched(
     base: &str,
     queries: &[&str],
     at_ms: i64,
-) -> (Vec<Result<f64, String>>, Vec<Result<f64, String>>, f64) {
+) -> (
+    Vec<Result<f64, FetchError>>,
+    Vec<Result<f64, FetchError>>,
+    f64,
+) {
     let plain = Fetcher::new(Duration::from_secs(5)).unwrap();
     let mut alone = Vec::new();
     for q in queries {
@@ -116,23 +120,36 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
     assert_eq!(alone[0], Ok(1.0));
     assert_eq!(alone[1], Ok(3.0));
     assert!(
-        alone[2].as_ref().unwrap_err().contains("empty result"),
+        alone[2]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("empty result"),
         "{alone:?}"
     );
     assert!(
         alone[3]
             .as_ref()
             .unwrap_err()
+            .to_string()
             .contains("not a finite number"),
         "{alone:?}"
     );
     assert!(
-        alone[4].as_ref().unwrap_err().contains("2 series"),
+        alone[4]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("2 series"),
         "{alone:?}"
     );
     assert_eq!(alone[5], Ok(14.0));
     assert!(
-        alone[7].as_ref().unwrap_err().contains("bad_data"),
+        alone[7]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("bad_data"),
         "{alone:?}"
     );
     // Seven distinct queries: one request for the six self-contained ones, three of them again
@@ -152,7 +169,11 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
     assert_eq!(batched, alone);
     assert_eq!(alone[1], Ok(5.0));
     assert!(
-        alone[2].as_ref().unwrap_err().contains("bad_data"),
+        alone[2]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("bad_data"),
         "{alone:?}"
     );
     assert_eq!(alone[4], Ok(6.0));
@@ -238,7 +259,10 @@ async fn each_gets_the_reason_it_gets_alone(
     expected: &str,
 ) {
     let alone = plain.prometheus(base, queries[0], 0).await;
-    assert!(alone.as_ref().unwrap_err().contains(expected), "{alone:?}");
+    assert!(
+        alone.as_ref().unwrap_err().to_string().contains(expected),
+        "{alone:?}"
+    );
     let round = plain.for_round();
     round.prefetch_prometheus(base, queries, 0).await;
     for q in queries {

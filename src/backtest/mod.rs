@@ -10,6 +10,7 @@
 //!
 //! Nothing here touches a broker, writes a store or publishes a routing document.
 
+mod error;
 pub mod readings;
 pub mod report;
 pub mod simulate;
@@ -18,22 +19,9 @@ pub mod table;
 use crate::machine::{Ladder, State};
 use crate::plan::{Check, Plan};
 
+pub use error::BacktestError;
 pub use simulate::{GateShare, Rehearsal, gate_shares, rehearse};
 pub use table::{Instants, Readings};
-
-/// Why a rehearsal cannot run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum BacktestError {
-    /// The window (`--from`, `--to`, `--step`) is empty, reversed or too long.
-    #[error("window: {0}")]
-    Window(String),
-    /// A `--what-if GATE=THRESHOLD` that names no gate or gives no number.
-    #[error("--what-if: {0}")]
-    WhatIf(String),
-    /// `--start-at` names no state of the plan a migration could be rehearsed from.
-    #[error("--start-at: {0}")]
-    StartAt(String),
-}
 
 /// One `--what-if GATE=THRESHOLD`: the threshold of every gate named `gate` (`pass_if`'s number,
 /// a compare gate's `ratio`, `require_peak`'s `at_least`) becomes `threshold`.

@@ -18,7 +18,7 @@ use crate::indicators::history::History;
 use crate::indicators::promql::PromError;
 use crate::indicators::query::Query;
 
-use super::BacktestError;
+use super::error::BacktestError;
 
 /// Most instants one rehearsal walks (a year at a 1-minute step is 525,600).
 pub const MAX_INSTANTS: usize = 1_000_000;

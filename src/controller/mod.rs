@@ -454,7 +454,7 @@ impl<S: Store> Controller<'_, S> {
                     .await
                     .map_err(|e| match etcd.endpoint.reference_shown() {
                         Some(reference) => format!("{e} (routing.etcd.endpoint: {reference})"),
-                        None => e,
+                        None => e.to_string(),
                     }),
                 Err(why) => Err(format!(
                     "cannot write the routing to etcd: routing.etcd.endpoint ({}) of the stored \

@@ -11,7 +11,7 @@
 //!   answered is closed (a client that stops reading its response; a body sent too slowly is
 //!   the request timeout's).
 //! - A request is answered within [`Limits::request_timeout`] (the routing long-poll within its
-//!   `?wait`, at most [`super::server::MAX_WAIT`], plus that), else `503` with `Retry-After`.
+//!   `?wait`, at most [`MAX_WAIT`], plus that), else `503` with `Retry-After`.
 //!
 //! [`Limits::fit_open_files`] lowers the connection cap to leave the process descriptors for what
 //! the controller itself needs (its store, its sources, its `file:` secrets).
@@ -35,6 +35,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::{Instant, Sleep};
+
+/// The longest a long-poll may wait.
+pub const MAX_WAIT: Duration = Duration::from_secs(120);
 
 /// Connections answered `503` at once when the cap is reached; more are closed unanswered.
 pub const REFUSALS_AT_ONCE: usize = 32;
@@ -319,7 +322,7 @@ async fn serve_connection(
     let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
         let answering = Answering::new(&busy);
         let limit = if is_long_poll(req.uri().path()) {
-            super::server::MAX_WAIT + limits.request_timeout
+            MAX_WAIT + limits.request_timeout
         } else {
             limits.request_timeout
         };

@@ -9,7 +9,6 @@
 //! machine and not from a web page ([`cross_site`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -28,8 +27,7 @@ use crate::controller::{Actor, AdvanceOptions, ControllerError};
 use crate::machine::Command;
 use crate::store::{Store, StoreError};
 
-/// The longest a long-poll may wait.
-pub const MAX_WAIT: Duration = Duration::from_secs(120);
+pub use super::http::MAX_WAIT;
 
 /// The largest mutation body read (`413` beyond).
 pub const MAX_BODY: usize = 64 * 1024;

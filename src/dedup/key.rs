@@ -124,7 +124,7 @@ impl BusinessKey {
         } else {
             format!(
                 "qm-{}",
-                super::PayloadHash::of_bytes(self.0.as_bytes()).to_hex()
+                super::hash::PayloadHash::of_bytes(self.0.as_bytes()).to_hex()
             )
         }
     }

@@ -47,29 +47,62 @@ pub const MAX_QUERY_BYTES: usize = 4 * 1024 * 1024;
 /// (BENCHMARKS.md, "Controller scale").
 pub const QUERIES_PER_REQUEST: usize = 10;
 
-/// Errors of the HTTP client itself.
-#[derive(Debug, thiserror::Error)]
+/// Why a source gave no reading (or the client could not be built). Each message is a sentence
+/// that names the URL redacted and every credential of it masked (a gate's hold reason), without
+/// the source's name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FetchError {
     /// The HTTP client could not be built (TLS setup).
     #[error("cannot build the HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
+    Client(String),
+    /// The request got no complete answer: it timed out, could not connect, or broke off.
+    #[error("{0}")]
+    Request(String),
+    /// The source answered with an HTTP error status.
+    #[error("{0}")]
+    Status(String),
+    /// The answer was larger than the cap ([`MAX_SCRAPE_BYTES`], [`MAX_QUERY_BYTES`]).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The answer is not what was asked: metrics that are not UTF-8 or were cut off, or a
+    /// Prometheus answer that is not exactly one finite number.
+    #[error("{0}")]
+    Answer(String),
+    /// The routing document could not be encoded for etcd.
+    #[error("{0}")]
+    Encode(String),
 }
 
-/// A scrape parsed, or why it could not be had (a sentence without the source's name).
-pub type Scraped = Result<Exposition, String>;
+impl FetchError {
+    /// The same error with every credential of `url` masked in its sentence.
+    fn masked(self, url: &str) -> FetchError {
+        let mask = |reason: String| masked(url, &reason);
+        match self {
+            FetchError::Client(s) => FetchError::Client(mask(s)),
+            FetchError::Request(s) => FetchError::Request(mask(s)),
+            FetchError::Status(s) => FetchError::Status(mask(s)),
+            FetchError::TooLarge(s) => FetchError::TooLarge(mask(s)),
+            FetchError::Answer(s) => FetchError::Answer(mask(s)),
+            FetchError::Encode(s) => FetchError::Encode(mask(s)),
+        }
+    }
+}
+
+/// A scrape parsed, or why it could not be had.
+pub type Scraped = Result<Exposition, FetchError>;
 
 /// One answer per request, each filled once (by the first asker; the others wait for it).
 type Cells<K, V> = Mutex<HashMap<K, Arc<OnceCell<V>>>>;
 
 /// The answer to one PromQL instant query: one finite number, or why not.
-type Answer = Result<f64, String>;
+type Answer = Result<f64, FetchError>;
 
 /// What one request for several queries gave.
 enum Batched {
     /// Prometheus answered: each query's number, or `None` for a query to ask alone.
     Parts(Vec<Option<f64>>),
     /// The source could not be reached, which each query alone would have met too: its reason.
-    Unreachable(String),
+    Unreachable(FetchError),
     /// Anything else (a scalar part, one bad query, an error page, a timeout: a batch takes
     /// about as long as its queries together): each query is asked alone.
     Refused,
@@ -78,12 +111,12 @@ enum Batched {
 /// A request that failed: why (a sentence naming the URL), and whether the source was out of
 /// reach (no connection could be made).
 struct Failure {
-    reason: String,
+    reason: FetchError,
     unreachable: bool,
 }
 
-impl From<Failure> for String {
-    fn from(f: Failure) -> String {
+impl From<Failure> for FetchError {
+    fn from(f: Failure) -> FetchError {
         f.reason
     }
 }
@@ -180,7 +213,8 @@ impl Fetcher {
             .timeout(timeout)
             .connect_timeout(timeout)
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .build()
+            .map_err(|e| FetchError::Client(e.to_string()))?;
         Ok(Fetcher {
             client,
             timeout,
@@ -211,8 +245,8 @@ impl Fetcher {
     /// per round on a fetcher of a round).
     ///
     /// # Errors
-    /// A sentence for the gate's hold reason.
-    pub async fn prometheus(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
+    /// Why there is no number, for the gate's hold reason.
+    pub async fn prometheus(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, FetchError> {
         match &self.round {
             None => self.prometheus_now(base, query, at_ms).await,
             Some(memo) => cell(&memo.queries, query_key(base, query, at_ms))
@@ -312,7 +346,7 @@ impl Fetcher {
         let url = query_url(base);
         let form = [("query", batch_query(queries)), ("time", instant(at_ms))];
         let failed = |f: Failure| match f.unreachable {
-            true => Batched::Unreachable(masked(base, &f.reason)),
+            true => Batched::Unreachable(f.reason.masked(base)),
             false => Batched::Refused,
         };
         let response = match self.client.post(&url).form(&form).send().await {
@@ -347,10 +381,10 @@ impl Fetcher {
         }
     }
 
-    async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, String> {
+    async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, FetchError> {
         self.prometheus_unmasked(base, query, at_ms)
             .await
-            .map_err(|reason| masked(base, &reason))
+            .map_err(|reason| reason.masked(base))
     }
 
     async fn prometheus_unmasked(
@@ -358,7 +392,7 @@ impl Fetcher {
         base: &str,
         query: &str,
         at_ms: i64,
-    ) -> Result<f64, String> {
+    ) -> Result<f64, FetchError> {
         let url = query_url(base);
         let time = instant(at_ms);
         let response = self
@@ -367,7 +401,7 @@ impl Fetcher {
             .query(&[("query", query), ("time", time.as_str())])
             .send()
             .await
-            .map_err(|e| self.describe(&url, &e))?;
+            .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
         let status = response.status();
         let body = self
             .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
@@ -377,30 +411,30 @@ impl Fetcher {
         // Prometheus answers 400/422/503 with a JSON error body worth showing.
         match decode_instant(&body) {
             Ok(v) => Ok(v),
-            Err(e) if status.is_success() => Err(e.to_string()),
+            Err(e) if status.is_success() => Err(FetchError::Answer(e.to_string())),
             // An error page (a proxy's, a server that is down): the status says it all, the
             // "is this Prometheus?" hint of a 200 that is not JSON would mislead.
-            Err(PromError::InvalidJson { start, .. }) if start.is_empty() => {
-                Err(format!("HTTP {status} from {url} (empty body)"))
-            }
-            Err(PromError::InvalidJson { start, .. }) => Err(format!(
+            Err(PromError::InvalidJson { start, .. }) if start.is_empty() => Err(
+                FetchError::Status(format!("HTTP {status} from {url} (empty body)")),
+            ),
+            Err(PromError::InvalidJson { start, .. }) => Err(FetchError::Status(format!(
                 "HTTP {status} from {url} (body starts with `{start}`)"
-            )),
-            Err(e) => Err(format!("HTTP {status} from {url}: {e}")),
+            ))),
+            Err(e) => Err(FetchError::Status(format!("HTTP {status} from {url}: {e}"))),
         }
     }
 
     /// Scrape a /metrics endpoint: its text, or why not.
     ///
     /// # Errors
-    /// A sentence for the gate's hold reason.
-    pub async fn scrape(&self, url: &str) -> Result<String, String> {
+    /// Why there is no text, for the gate's hold reason.
+    pub async fn scrape(&self, url: &str) -> Result<String, FetchError> {
         self.scrape_unmasked(url)
             .await
-            .map_err(|reason| masked(url, &reason))
+            .map_err(|reason| reason.masked(url))
     }
 
-    async fn scrape_unmasked(&self, url: &str) -> Result<String, String> {
+    async fn scrape_unmasked(&self, url: &str) -> Result<String, FetchError> {
         let response = self
             .client
             .get(url)
@@ -410,18 +444,19 @@ impl Fetcher {
             )
             .send()
             .await
-            .map_err(|e| self.describe(url, &e))?;
+            .map_err(|e| FetchError::Request(self.describe(url, &e)))?;
         let status = response.status();
         let shown = redact::url(url);
         if !status.is_success() {
-            return Err(format!("HTTP {status} from {shown}"));
+            return Err(FetchError::Status(format!("HTTP {status} from {shown}")));
         }
         let body = self
             .read_capped(response, url, MAX_SCRAPE_BYTES, "metrics")
             .await?;
         let url = shown;
-        let text = String::from_utf8(body)
-            .map_err(|e| format!("{url} sent metrics that are not UTF-8: {e}"))?;
+        let text = String::from_utf8(body).map_err(|e| {
+            FetchError::Answer(format!("{url} sent metrics that are not UTF-8: {e}"))
+        })?;
         // Every line of the text format ends with a line feed (OpenMetrics may end with `# EOF`
         // alone). A body without one was most likely cut: over a connection that closes instead
         // of announcing a length, `x 10` cut after `x 1` would read as a number nobody reported.
@@ -431,10 +466,10 @@ impl Fetcher {
                 let chars: Vec<char> = last_line.chars().collect();
                 chars[chars.len().saturating_sub(60)..].iter().collect()
             };
-            return Err(format!(
+            return Err(FetchError::Answer(format!(
                 "{url} sent metrics whose last line has no line feed (`{tail}`): the answer was \
                  probably cut off"
-            ));
+            )));
         }
         Ok(text)
     }
@@ -445,16 +480,16 @@ impl Fetcher {
     /// (`POST /v3/kv/put` with base64 key and value).
     ///
     /// # Errors
-    /// A sentence naming the endpoint and what failed.
+    /// What failed, in a sentence naming the endpoint.
     pub async fn etcd_put(
         &self,
         endpoint: &str,
         key: &str,
         doc: &crate::routing::RoutingDocument,
-    ) -> Result<(), String> {
+    ) -> Result<(), FetchError> {
         self.etcd_put_unmasked(endpoint, key, doc)
             .await
-            .map_err(|reason| masked(endpoint, &reason))
+            .map_err(|reason| reason.masked(endpoint))
     }
 
     async fn etcd_put_unmasked(
@@ -462,10 +497,11 @@ impl Fetcher {
         endpoint: &str,
         key: &str,
         doc: &crate::routing::RoutingDocument,
-    ) -> Result<(), String> {
+    ) -> Result<(), FetchError> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD;
-        let value = serde_json::to_vec(doc).map_err(|e| format!("cannot encode routing: {e}"))?;
+        let value = serde_json::to_vec(doc)
+            .map_err(|e| FetchError::Encode(format!("cannot encode routing: {e}")))?;
         let url = format!("{}/v3/kv/put", endpoint.trim_end_matches('/'));
         let body = serde_json::json!({ "key": b64.encode(key), "value": b64.encode(value) });
         let response = self
@@ -474,17 +510,17 @@ impl Fetcher {
             .json(&body)
             .send()
             .await
-            .map_err(|e| format!("etcd {}", self.describe(&url, &e)))?;
+            .map_err(|e| FetchError::Request(format!("etcd {}", self.describe(&url, &e))))?;
         let status = response.status();
         if status.is_success() {
             Ok(())
         } else {
             let text = response.text().await.unwrap_or_default();
-            Err(format!(
+            Err(FetchError::Status(format!(
                 "etcd {}: HTTP {status}: {}",
                 redact::url(&url),
                 redact::text(text.trim())
-            ))
+            )))
         }
     }
 
@@ -507,7 +543,7 @@ impl Fetcher {
         let mib = cap / (1024 * 1024);
         let shown = redact::url(url);
         let refused = |reason| Failure {
-            reason,
+            reason: FetchError::TooLarge(reason),
             unreachable: false,
         };
         if let Some(announced) = response.content_length()
@@ -533,7 +569,7 @@ impl Fetcher {
     /// reach.
     fn failure(&self, url: &str, e: &reqwest::Error) -> Failure {
         Failure {
-            reason: self.describe(url, e),
+            reason: FetchError::Request(self.describe(url, e)),
             unreachable: e.is_connect(),
         }
     }
@@ -563,9 +599,7 @@ impl Fetcher {
 mod tests {
     use super::*;
 
-    /// Regression (issue 31): the API path went after a base URL's query string
-    /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
-    /// in the query was never asked.
+    /// A round's Debug shows how many requests it answered, never their URLs.
     #[tokio::test]
     async fn a_rounds_debug_shows_no_url() {
         let round = Fetcher::new(Duration::from_millis(200))
@@ -582,6 +616,30 @@ mod tests {
         );
     }
 
+    /// A source out of reach is a request error whose sentence names the URL redacted.
+    #[tokio::test]
+    async fn a_source_out_of_reach_is_a_request_error_naming_the_url_redacted() {
+        let fetcher = Fetcher::new(Duration::from_millis(200)).unwrap();
+        let url = "http://u:Secr3tPw@127.0.0.1:1/metrics?token=T0k3n";
+        match fetcher.scrape(url).await {
+            Err(e @ FetchError::Request(_)) => {
+                let shown = e.to_string();
+                assert!(
+                    shown.ends_with(": cannot connect (is the source up?)"),
+                    "{shown}"
+                );
+                assert!(
+                    !shown.contains("Secr3tPw") && !shown.contains("T0k3n"),
+                    "{shown}"
+                );
+            }
+            other => panic!("expected a request error, got {other:?}"),
+        }
+    }
+
+    /// Regression (issue 31): the API path went after a base URL's query string
+    /// (`http://h/?token=x/api/v1/query`), so a Prometheus behind a proxy that takes its token
+    /// in the query was never asked.
     #[test]
     fn the_api_path_goes_before_the_base_urls_query_string() {
         assert_eq!(query_url("http://h:9090"), "http://h:9090/api/v1/query");

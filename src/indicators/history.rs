@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 
 use crate::indicators::exposition::Sample;
-use crate::indicators::query::Selector;
+use crate::indicators::selector::Selector;
 
 /// One stored sample of one series, for persistence.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,6 +3,7 @@
 //! - [`exposition`] (pure): a strict parser of the Prometheus text format (and OpenMetrics);
 //!   every sample line is returned exactly or reported with its line number.
 //! - [`query`] (pure): the small query language of `scrape:` sources.
+//! - [`selector`] (pure): a series selector of that language and its matching.
 //! - [`history`] (pure): the samples of a `scrape:` source kept between scrapes, which its
 //!   queries read (`rate()` / `increase()` over a window).
 //! - [`promql`] (pure): decoding a Prometheus HTTP API instant-query answer into one number.
@@ -13,3 +14,4 @@ pub mod fetch;
 pub mod history;
 pub mod promql;
 pub mod query;
+pub mod selector;

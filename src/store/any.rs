@@ -53,15 +53,6 @@ pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
 }
 
-/// The error of a state URL its driver could not parse (`e`, from `from_str`): the input's
-/// fault, not the database's.
-pub(super) fn malformed(url: &str, e: &sqlx::Error) -> StoreError {
-    StoreError::MalformedUrl {
-        url: crate::redact::url(url),
-        why: crate::redact::text(&e.to_string()),
-    }
-}
-
 impl AnyStore {
     /// The backend's name: `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {

@@ -728,5 +728,14 @@ pub(crate) fn parse_state(name: &str, step: Option<i64>) -> Result<State> {
         .ok_or_else(|| StoreError::Corrupt(format!("unknown state {name:?} (step {step:?})")))
 }
 
+/// The error of a state URL its driver could not parse (`e`, from `from_str`): the input's
+/// fault, not the database's.
+fn malformed(url: &str, e: &sqlx::Error) -> StoreError {
+    StoreError::MalformedUrl {
+        url: crate::redact::url(url),
+        why: crate::redact::text(&e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests;

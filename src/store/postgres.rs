@@ -105,7 +105,7 @@ impl PgStore {
         schema: &[(i64, &'static str, &'static str)],
     ) -> Result<PgStore> {
         let options = PgConnectOptions::from_str(url)
-            .map_err(|e| super::any::malformed(url, &e))?
+            .map_err(|e| super::malformed(url, &e))?
             .application_name("queue-migrate")
             // PostgreSQL's NOTICEs (`relation "_sqlx_migrations" already exists, skipping` at
             // every start, from the schema's `IF NOT EXISTS`) are not sent: sqlx relays each

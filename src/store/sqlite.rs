@@ -113,7 +113,7 @@ impl SqliteStore {
             format!("sqlite://{url}")
         };
         let options = SqliteConnectOptions::from_str(&url)
-            .map_err(|e| super::any::malformed(&url, &e))?
+            .map_err(|e| super::malformed(&url, &e))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
