@@ -58,9 +58,6 @@
 //! broker requeued its unacked deliveries). Every network wait is bounded: a stopped broker is an
 //! error, never a hang.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 mod ack_window;
 mod amqp_message;
 #[cfg(feature = "controller")]
@@ -69,293 +66,17 @@ mod nats;
 mod properties;
 mod rabbitmq;
 mod redis_streams;
+mod types;
 
 pub use nats::Nats;
-pub use properties::{PROPERTY_HEADERS, Properties, TypedHeaders, property_headers, text_headers};
+pub use properties::{PROPERTY_HEADERS, Properties, TypedHeaders, property_headers};
 pub use rabbitmq::RabbitMq;
 pub use redis_streams::RedisStreams;
-
-/// The dedup key header: the business key (`type:aggregate:event`) the consumer claims.
-pub const HEADER_DEDUP_KEY: &str = "x-qm-dedup-key";
-/// The message key header: what the slice is computed from (the aggregate id).
-pub const HEADER_KEY: &str = "x-qm-key";
-/// Marks a synthetic probe: consumers apply no business effect and report its latency.
-pub use crate::probe::HEADER_PROBE;
-
-/// Which broker an adapter speaks to; the plan's `brokers.*.kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// RabbitMQ over AMQP 0.9.1 (`rabbitmq`, `amqp`).
-    RabbitMq,
-    /// NATS JetStream (`nats`, `jetstream`).
-    Nats,
-    /// Redis Streams (`redis`, `redis-streams`).
-    Redis,
-}
-
-impl Kind {
-    /// Reads a plan's `kind`; `None` for a kind no adapter speaks.
-    pub fn parse(kind: &str) -> Option<Kind> {
-        match kind.to_ascii_lowercase().as_str() {
-            "rabbitmq" | "amqp" => Some(Kind::RabbitMq),
-            "nats" | "jetstream" | "nats-jetstream" => Some(Kind::Nats),
-            "redis" | "redis-streams" => Some(Kind::Redis),
-            _ => None,
-        }
-    }
-
-    /// The canonical name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::RabbitMq => "rabbitmq",
-            Kind::Nats => "nats",
-            Kind::Redis => "redis",
-        }
-    }
-}
-
-/// Errors of the broker adapters.
-#[derive(Debug, thiserror::Error)]
-pub enum BrokerError {
-    /// The broker could not be reached or the connection was lost.
-    #[error("{kind} at {url}: cannot connect: {reason}")]
-    Connect {
-        /// The broker kind.
-        kind: &'static str,
-        /// The URL with any password removed.
-        url: String,
-        /// What the client library said.
-        reason: String,
-    },
-    /// The broker refused or did not confirm a publish; the message may or may not be stored.
-    #[error("{kind}: publish to {queue:?} not confirmed: {reason}")]
-    NotConfirmed {
-        /// The broker kind.
-        kind: &'static str,
-        /// The queue or stream.
-        queue: String,
-        /// Why.
-        reason: String,
-    },
-    /// The broker or its client refused this very message: larger than the NATS server's
-    /// `max_payload` or a JetStream stream's `max_msg_size`, a header name or value the wire
-    /// format cannot carry. Nothing was stored, and publishing the same message again will not
-    /// succeed until the destination's configuration changes (so retrying it only blocks what
-    /// waits behind it). Given only where that is certain: a lost connection, a timeout, a nack
-    /// or any other doubt is [`BrokerError::NotConfirmed`].
-    #[error("{kind}: publish to {queue:?} refused for this message: {reason}")]
-    Refused {
-        /// The broker kind.
-        kind: &'static str,
-        /// The queue or stream.
-        queue: String,
-        /// What the broker or its client said about the message.
-        reason: String,
-    },
-    /// An operation failed on the broker (declare, consume, ack, depth, browse).
-    #[error("{kind}: {operation} on {queue:?}: {reason}")]
-    Operation {
-        /// The broker kind.
-        kind: &'static str,
-        /// What was attempted.
-        operation: &'static str,
-        /// The queue or stream.
-        queue: String,
-        /// Why.
-        reason: String,
-    },
-    /// The broker cannot do this (RabbitMQ cannot browse a queue without taking its messages).
-    #[error("{kind}: {what}")]
-    Unsupported {
-        /// The broker kind.
-        kind: &'static str,
-        /// What cannot be done, and what to do instead.
-        what: String,
-    },
-    /// The plan names a broker kind no adapter speaks.
-    #[error("unknown broker kind {0:?}: expected rabbitmq, nats or redis")]
-    UnknownKind(String),
-}
-
-impl BrokerError {
-    /// Whether the destination refused the message itself ([`BrokerError::Refused`]): the same
-    /// publish will fail again, however often it is retried.
-    pub fn is_refused(&self) -> bool {
-        matches!(self, BrokerError::Refused { .. })
-    }
-
-    /// [`BrokerError::Connect`], the URL and the client's reason redacted ([`crate::redact`]:
-    /// a client error may quote the URL it failed on, credentials included).
-    pub(crate) fn connect(
-        kind: &'static str,
-        url: &str,
-        reason: impl std::fmt::Display,
-    ) -> BrokerError {
-        BrokerError::Connect {
-            kind,
-            url: crate::redact::url(url),
-            reason: crate::redact::known(&reason.to_string(), crate::redact::secret_parts(url)),
-        }
-    }
-
-    pub(crate) fn refused(
-        kind: &'static str,
-        queue: &str,
-        reason: impl std::fmt::Display,
-    ) -> BrokerError {
-        BrokerError::Refused {
-            kind,
-            queue: queue.to_string(),
-            reason: crate::redact::text(&reason.to_string()),
-        }
-    }
-
-    pub(crate) fn operation(
-        kind: &'static str,
-        operation: &'static str,
-        queue: &str,
-        reason: impl std::fmt::Display,
-    ) -> BrokerError {
-        BrokerError::Operation {
-            kind,
-            operation,
-            queue: queue.to_string(),
-            reason: crate::redact::text(&reason.to_string()),
-        }
-    }
-
-    pub(crate) fn not_confirmed(
-        kind: &'static str,
-        queue: &str,
-        reason: impl std::fmt::Display,
-    ) -> BrokerError {
-        BrokerError::NotConfirmed {
-            kind,
-            queue: queue.to_string(),
-            reason: crate::redact::text(&reason.to_string()),
-        }
-    }
-}
-
-/// A result of this module.
-pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
-
-/// A message to publish: headers (text), a payload (bytes), and the source broker's metadata
-/// that is not a text header (the AMQP properties and typed headers of a RabbitMQ delivery).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Message {
-    /// Header names are kept as given; readers should compare them case-insensitively. Every
-    /// header of a delivery with a text form is here (RabbitMQ: typed values as text, see
-    /// [`Properties`]); what is written on publish follows this map.
-    pub headers: BTreeMap<String, String>,
-    /// The body, byte for byte.
-    pub payload: Vec<u8>,
-    /// The AMQP properties and typed header table (empty unless read from RabbitMQ).
-    pub properties: Properties,
-}
-
-impl Message {
-    /// A message with no headers and no properties.
-    pub fn new(payload: impl Into<Vec<u8>>) -> Message {
-        Message {
-            headers: BTreeMap::new(),
-            payload: payload.into(),
-            properties: Properties::default(),
-        }
-    }
-
-    /// Adds a header.
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Message {
-        self.headers.insert(name.into(), value.into());
-        self
-    }
-
-    /// A header's value, matched case-insensitively.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// How many messages wait in a queue for its consumers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Depth {
-    /// Delivered to nobody yet.
-    pub ready: u64,
-    /// Delivered and not acked yet.
-    pub unacked: u64,
-}
-
-impl Depth {
-    /// `ready + unacked`.
-    pub fn total(&self) -> u64 {
-        self.ready + self.unacked
-    }
-}
-
-/// How a subscription reads.
-#[derive(Debug, Clone)]
-pub struct SubscribeOptions {
-    /// The consumer group (RabbitMQ: consumer tag prefix; JetStream: durable consumer name; Redis:
-    /// the stream's consumer group).
-    pub group: String,
-    /// This instance within the group (Redis consumer name; a tag elsewhere).
-    pub consumer: String,
-    /// At most this many unacked deliveries at once; with [`AckMode::Coalesced`] on RabbitMQ, at
-    /// most this many unsettled by the caller, and up to four times as many more whose ack waits.
-    pub prefetch: u16,
-    /// A delivery not acked within this time is given to someone else (JetStream `ack_wait`,
-    /// Redis `XAUTOCLAIM` idle time; RabbitMQ redelivers on channel close only).
-    pub visibility_timeout: Duration,
-    /// The caller guarantees this subscription is the only one reading the group (the bridge
-    /// holds a lease). Redis: at its start it takes over, at once and in stream order before any
-    /// new entry, every entry of the group delivered before and never acked, whichever consumer
-    /// it was delivered to (an `XAUTOCLAIM` pass with a minimum idle time of 0). Without it, only
-    /// this consumer's own pending entries are read first, and another consumer's come after the
-    /// visibility timeout (taking a live consumer's entries would deliver them twice). RabbitMQ,
-    /// NATS: no effect.
-    pub exclusive: bool,
-}
-
-impl SubscribeOptions {
-    /// A group with one consumer, prefetch 64, a 30 s visibility timeout.
-    pub fn group(group: impl Into<String>) -> SubscribeOptions {
-        let group = group.into();
-        SubscribeOptions {
-            consumer: format!("{group}-1"),
-            group,
-            prefetch: 64,
-            visibility_timeout: Duration::from_secs(30),
-            exclusive: false,
-        }
-    }
-}
-
-/// How a subscription's acks reach the broker ([`Adapter::subscribe_acking`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AckMode {
-    /// Each [`Delivery::ack`] is sent to the broker before it returns.
-    #[default]
-    PerMessage,
-    /// RabbitMQ: [`Delivery::ack`] records the ack and returns; within a few milliseconds one
-    /// `basic.ack(multiple=true)` acks the lowest contiguous run of acked deliveries (a delivery
-    /// is never covered before its own `ack`). Deliveries acked behind an older unacked one wait
-    /// for it, at most four times `prefetch` of them and at most a second; then they are acked
-    /// one by one. The channel's prefetch is five times `prefetch` (at most 65,535) to hold
-    /// them: the caller must keep at most `prefetch` deliveries unacked itself. Acks not sent
-    /// when the subscription is dropped or its connection breaks are lost, so those messages come
-    /// again (call [`Subscription::flush_acks`] before a clean stop). NATS, Redis: the same as
-    /// `PerMessage`.
-    Coalesced,
-}
-
-/// How long a publish waits for the broker's confirm before it reports
-/// [`BrokerError::NotConfirmed`] (the message may still have been stored: retry, dedup absorbs it).
-pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a connection attempt may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+use types::redact;
+pub use types::{
+    AckMode, BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, HEADER_DEDUP_KEY, HEADER_KEY,
+    HEADER_PROBE, Kind, Message, Result, SubscribeOptions, text_headers,
+};
 
 /// A connected broker adapter: one of the three brokers behind one contract.
 ///
@@ -557,11 +278,11 @@ impl Subscription {
     /// A RabbitMQ subscription stays failed (subscribe again); NATS and Redis ones may deliver
     /// again on the next call (see the module documentation, "Connection loss").
     pub async fn next(&mut self) -> Result<Option<Delivery>> {
-        match &mut self.inner {
-            SubscriptionInner::RabbitMq(s) => s.next().await,
-            SubscriptionInner::Nats(s) => s.next().await,
-            SubscriptionInner::Redis(s) => s.next().await,
-        }
+        Ok(match &mut self.inner {
+            SubscriptionInner::RabbitMq(s) => s.next().await?.map(|r| r.wrap(Acker::RabbitMq)),
+            SubscriptionInner::Nats(s) => s.next().await?.map(|r| r.wrap(Acker::Nats)),
+            SubscriptionInner::Redis(s) => s.next().await?.map(|r| r.wrap(Acker::Redis)),
+        })
     }
 
     /// Sends the acks recorded and not sent yet ([`AckMode::Coalesced`] on RabbitMQ, including
@@ -622,6 +343,16 @@ pub struct Delivery {
     acker: Acker,
 }
 
+impl<A> types::Received<A> {
+    fn wrap(self, acker: impl FnOnce(A) -> Acker) -> Delivery {
+        Delivery {
+            message: self.message,
+            redelivered: self.redelivered,
+            acker: acker(self.acker),
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Acker {
     RabbitMq(rabbitmq::Acker),
@@ -659,9 +390,4 @@ impl Delivery {
             Acker::Redis(a) => a.nack().await,
         }
     }
-}
-
-/// `url` without its credentials, for error messages (the one rule: [`crate::redact::url`]).
-fn redact(url: &str) -> String {
-    crate::redact::url(url)
 }

@@ -11,6 +11,7 @@ use async_nats::jetstream::{self, consumer, context, stream};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use futures_util::StreamExt as _;
 
+use super::types::Received;
 use super::{
     BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, Message, Result, SubscribeOptions,
 };
@@ -327,7 +328,7 @@ impl Subscription {
         Ok(())
     }
 
-    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
+    pub(super) async fn next(&mut self) -> Result<Option<Received<Acker>>> {
         if self.deleted {
             return Ok(None);
         }
@@ -342,17 +343,17 @@ impl Subscription {
             Some(Ok(m)) => {
                 let redelivered = m.info().map(|info| info.delivered > 1).unwrap_or(false);
                 let reply = m.message.reply.clone();
-                Ok(Some(super::Delivery {
+                Ok(Some(Received {
                     message: Message {
                         headers: read_headers(m.message.headers.as_ref()),
                         ..Message::new(m.message.payload.to_vec())
                     },
                     redelivered,
-                    acker: super::Acker::Nats(Acker {
+                    acker: Acker {
                         queue: self.queue.clone(),
                         client: self.client.clone(),
                         reply,
-                    }),
+                    },
                 }))
             }
             Some(Err(e)) => {

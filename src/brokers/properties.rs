@@ -24,11 +24,7 @@
 //! "As is" on Redis; on NATS, which refuses CR and LF in a header value, the NATS publisher
 //! percent-encodes `%`, CR and LF in these headers (`%25`, `%0D`, `%0A`).
 
-use std::collections::BTreeMap;
-
 use lapin::types::FieldTable;
-
-use super::Message;
 
 /// The AMQP basic properties of a message (all absent for a message that did not come from
 /// RabbitMQ), and its typed AMQP header table.
@@ -113,21 +109,10 @@ pub fn property_headers(properties: &Properties) -> Vec<(&'static str, String)> 
         .collect()
 }
 
-/// What a broker that carries only text headers writes: the message's headers, then its
-/// properties ([`property_headers`]), each replacing a header of the same name (compared
-/// case-insensitively).
-pub fn text_headers(message: &Message) -> BTreeMap<String, String> {
-    let mut headers = message.headers.clone();
-    for (name, value) in property_headers(&message.properties) {
-        headers.retain(|k, _| !k.eq_ignore_ascii_case(name));
-        headers.insert(name.to_string(), value);
-    }
-    headers
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::brokers::{Message, text_headers};
 
     #[test]
     fn every_present_property_becomes_a_named_text_header() {

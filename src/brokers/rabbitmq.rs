@@ -18,6 +18,7 @@ use tokio::sync::{Mutex, Notify};
 
 use super::ack_window::{AckWindow, WireAck};
 use super::amqp_message;
+use super::types::Received;
 use super::{
     AckMode, BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, Message, Result,
     SubscribeOptions,
@@ -570,7 +571,7 @@ impl fmt::Debug for Subscription {
 }
 
 impl Subscription {
-    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
+    pub(super) async fn next(&mut self) -> Result<Option<Received<Acker>>> {
         if let Some(reason) = &self.failed {
             return Err(op_error(
                 "consume",
@@ -595,14 +596,14 @@ impl Subscription {
                     }
                 };
                 let (headers, properties) = amqp_message::read(&delivery.properties);
-                Ok(Some(super::Delivery {
+                Ok(Some(Received {
                     message: Message {
                         headers,
                         payload: delivery.data,
                         properties,
                     },
                     redelivered: delivery.redelivered,
-                    acker: super::Acker::RabbitMq(acker),
+                    acker,
                 }))
             }
             Some(Err(e)) => {

@@ -16,6 +16,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError, Value};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
+use super::types::Received;
 use super::{BrokerError, CONNECT_TIMEOUT, Depth, Message, Result, SubscribeOptions};
 
 const KIND: &str = "redis";
@@ -399,7 +400,7 @@ pub(super) struct Subscription {
     group: String,
     consumer: String,
     /// The deliveries of the last read, handed out before the next read starts.
-    buffer: VecDeque<super::Delivery>,
+    buffer: VecDeque<Received<Acker>>,
     /// The read state, while no read is in flight.
     idle: Option<Box<Reader>>,
     /// The read in flight (it owns the read state meanwhile). The lock is never taken (`next`
@@ -415,7 +416,7 @@ type Read = Pin<Box<dyn Future<Output = Filled> + Send>>;
 /// reading them), how it ended.
 struct Filled {
     reader: Box<Reader>,
-    deliveries: VecDeque<super::Delivery>,
+    deliveries: VecDeque<Received<Acker>>,
     outcome: Outcome,
 }
 
@@ -441,7 +442,7 @@ impl fmt::Debug for Subscription {
 }
 
 impl Subscription {
-    pub(super) async fn next(&mut self) -> Result<Option<super::Delivery>> {
+    pub(super) async fn next(&mut self) -> Result<Option<Received<Acker>>> {
         loop {
             if self.ended {
                 return Ok(None);
@@ -602,7 +603,7 @@ impl Reader {
         &mut self,
         first: OwnedSemaphorePermit,
         count: usize,
-        out: &mut VecDeque<super::Delivery>,
+        out: &mut VecDeque<Received<Acker>>,
     ) -> std::result::Result<(), RedisError> {
         let mut reader = self.connection().await?;
         let mut first = Some(first);
@@ -688,7 +689,7 @@ impl Reader {
         entries: Vec<Value>,
         redelivered: bool,
         first: &mut Option<OwnedSemaphorePermit>,
-        out: &mut VecDeque<super::Delivery>,
+        out: &mut VecDeque<Received<Acker>>,
     ) -> std::result::Result<Option<String>, RedisError> {
         let mut last = None;
         let mut gone = Vec::new();
@@ -701,10 +702,10 @@ impl Reader {
             let permit = first
                 .take()
                 .or_else(|| self.permits.clone().try_acquire_owned().ok());
-            out.push_back(super::Delivery {
+            out.push_back(Received {
                 message,
                 redelivered,
-                acker: super::Acker::Redis(Acker {
+                acker: Acker {
                     shared: self.shared.clone(),
                     queue: self.queue.clone(),
                     group: self.group.clone(),
@@ -713,7 +714,7 @@ impl Reader {
                     visibility: self.visibility,
                     claim_now: self.claim_now.clone(),
                     _permit: permit,
-                }),
+                },
             });
         }
         if !gone.is_empty() {
