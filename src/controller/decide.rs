@@ -5,7 +5,7 @@
 //! machine (whose optimistic concurrency makes a repeated application a conflict, never a second
 //! transition).
 
-use crate::controller::GateReport;
+use crate::controller::evaluate::GateReport;
 use crate::gate::Verdict;
 use crate::machine::State;
 use crate::plan::{BreachAction, Plan};

@@ -15,6 +15,7 @@ pub mod evaluate;
 #[cfg(feature = "router")]
 pub mod follow;
 pub mod histories;
+mod loaded;
 pub mod plan_apply;
 pub mod plan_change;
 pub mod plans;
@@ -28,6 +29,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use evaluate::GateReport;
+pub use loaded::Loaded;
 
 use crate::gate::{self, Verdict};
 use crate::indicators::fetch::Fetcher;
@@ -159,18 +161,6 @@ pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
 pub struct Actor {
     pub name: String,
     pub reason: Option<String>,
-}
-
-/// A migration with its plan compiled.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    pub record: MigrationRecord,
-    pub plan: Plan,
-    pub ladder: Ladder,
-    /// The memory of the gates of the record's step, when it was read with the record (a
-    /// daemon's round reads the fleet's at once: [`Store::fleet`]); `None` reads it from the
-    /// store when the gates are evaluated.
-    pub memory: Option<Vec<GateRecord>>,
 }
 
 /// A committed transition and what became of its publication.
