@@ -285,7 +285,7 @@ impl<S: Store> Controller<'_, S> {
     /// Unknown migration, or its stored plan no longer compiles here (a missing variable, with
     /// [`SecretsMode::Required`]; with [`SecretsMode::Deferred`] that secret stays unresolved).
     pub async fn load(&self, name: &str) -> Result<Loaded> {
-        self.load_with(name, None).await
+        self.load_by_name(name, None).await
     }
 
     /// [`Controller::load`], with the plan compiled by `plans` (kept while unchanged).
@@ -293,7 +293,7 @@ impl<S: Store> Controller<'_, S> {
     /// # Errors
     /// As [`Controller::load`].
     pub async fn load_cached(&self, name: &str, plans: &plans::PlanCache) -> Result<Loaded> {
-        self.load_with(name, Some(plans)).await
+        self.load_by_name(name, Some(plans)).await
     }
 
     /// A migration as a daemon's round read it with the rest of the fleet ([`Store::fleet`]):
@@ -323,7 +323,8 @@ impl<S: Store> Controller<'_, S> {
         })
     }
 
-    async fn load_with(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
+    /// The migration `name` read from the store, then as [`Controller::load_record`].
+    async fn load_by_name(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
         let record = self.store.get(name).await?;
         self.load_record(record, plans).await
     }
@@ -601,7 +602,7 @@ impl<S: Store> Controller<'_, S> {
         };
         let transition = machine::handle(&loaded.ladder, &loaded.record.name, snapshot, &command)?;
         let gates = self.evaluate(loaded, now_ms, opts.dry_run).await?;
-        self.advance_with(loaded, &transition, gates, opts, actor, now_ms)
+        self.advance_on_gates(loaded, &transition, gates, opts, actor, now_ms)
             .await
     }
 
@@ -610,7 +611,7 @@ impl<S: Store> Controller<'_, S> {
     ///
     /// # Errors
     /// Store failures (a conflict when the migration changed since `loaded` was read).
-    pub async fn advance_with(
+    pub async fn advance_on_gates(
         &self,
         loaded: &Loaded,
         transition: &Transition,

@@ -182,7 +182,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
             let actor = shared.actor("every exit gate passes and the minimum time is met");
             // An error (a conflict above all) is the outcome's, not returned from here.
             match c
-                .advance_with(
+                .advance_on_gates(
                     &loaded,
                     &t,
                     gates,

@@ -261,10 +261,7 @@ mod tests {
         p.require_peak = Some(requirement.clone());
         p.require_deploy = Some(requirement);
         let items = phase_items(&p);
-        let keys: Vec<(&str, &str)> = items
-            .iter()
-            .map(|i| (i.name(), i.kind()))
-            .collect();
+        let keys: Vec<(&str, &str)> = items.iter().map(|i| (i.name(), i.kind())).collect();
         assert_eq!(
             keys,
             [
