@@ -34,10 +34,10 @@ pub use loaded::Loaded;
 use crate::gate::{self, Verdict};
 use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, Ladder, MachineError, Transition};
-use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve, SecretsMode};
+use crate::plan::{self, Compiled, Diagnostic, GateKind, Plan, Resolve, SecretsMode};
 use crate::routing::RoutingDocument;
 use crate::store::{
-    Commit, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
+    Commit, GateKey, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
 };
 
 /// How many times [`Controller::advance`] decides again when another writer (a daemon's round)
@@ -755,7 +755,7 @@ impl<S: Store> Controller<'_, S> {
             .iter()
             .map(|g| MemoryRead {
                 gate: g.name.clone(),
-                kind: g.kind.to_string(),
+                kind: g.kind.as_str().to_string(),
                 revision: if written {
                     Some(g.memory_read.unwrap_or(0).saturating_add(1))
                 } else {
@@ -777,18 +777,21 @@ impl<S: Store> Controller<'_, S> {
             return Ok(Vec::new());
         };
         let names = phase.gate_keys();
+        let keys: Vec<GateKey<'_>> = names.iter().map(|(n, k)| (*n, k.as_str())).collect();
         let latest = self
             .store
-            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms, &names)
+            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms, &keys)
             .await?;
         Ok(names
             .into_iter()
             .map(|(name, k)| {
-                let last = latest.iter().find(|r| r.gate == name && r.kind == k);
+                let last = latest
+                    .iter()
+                    .find(|r| r.gate == name && r.kind == k.as_str());
                 GateView {
                     phase: kind.as_str().to_string(),
                     name: name.to_string(),
-                    kind: k.to_string(),
+                    kind: k,
                     verdict: last
                         .and_then(|r| Verdict::parse(&r.verdict))
                         .unwrap_or(Verdict::Hold),
@@ -825,12 +828,12 @@ pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<Strin
         .unwrap_or_default();
     let exits: Vec<_> = gates
         .iter()
-        .filter(|g| g.kind == "exit")
+        .filter(|g| g.kind == GateKind::Exit)
         .map(|g| (g.name.as_str(), &g.eval))
         .collect();
     let guards: Vec<_> = gates
         .iter()
-        .filter(|g| g.kind == "guard")
+        .filter(|g| g.kind == GateKind::Guard)
         .map(|g| (g.name.as_str(), &g.eval))
         .collect();
     gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
@@ -843,7 +846,7 @@ pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<Strin
 pub struct GateView {
     pub phase: String,
     pub name: String,
-    pub kind: String,
+    pub kind: GateKind,
     pub verdict: Verdict,
     pub value: Option<f64>,
     pub reason: String,
@@ -856,7 +859,7 @@ impl GateReport {
         GateView {
             phase: self.phase.clone(),
             name: self.name.clone(),
-            kind: self.kind.to_string(),
+            kind: self.kind,
             verdict: self.eval.verdict,
             value: self.eval.value,
             reason: self.eval.reason.clone(),

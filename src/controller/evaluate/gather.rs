@@ -70,7 +70,10 @@ pub(super) async fn gather<S: Store>(
     histories: Option<&Histories>,
 ) -> Result<Gathered, StoreError> {
     let (plan, rec) = (&loaded.plan, &loaded.record);
-    let keys: Vec<GateKey<'_>> = items.iter().map(|i| (i.name(), i.kind())).collect();
+    let keys: Vec<GateKey<'_>> = items
+        .iter()
+        .map(|i| (i.name(), i.kind().as_str()))
+        .collect();
     let reads = async {
         let scrapes = scrape_sources(store, fetcher, plan, rec, items, now_ms, histories).await?;
         let memory = match loaded.memory {

@@ -4,15 +4,14 @@
 use std::collections::HashMap;
 
 use crate::gate::{self, Evaluation, Memory, Observation};
-use crate::plan::{Check, Gate, Phase, Requirement};
+use crate::plan::{Check, Gate, GateKind, Phase, Requirement};
 use crate::store::GateRecord;
 
 use super::report::GateReport;
 
-/// One thing a phase judges: a gate (with its kind, `exit` or `guard`), `require_peak` or
-/// `require_deploy`.
+/// One thing a phase judges: a gate (with its kind), `require_peak` or `require_deploy`.
 pub(crate) enum Item<'p> {
-    Gate(&'p Gate, &'static str),
+    Gate(&'p Gate, GateKind),
     Peak(&'p Requirement),
     Deploy(&'p Requirement),
 }
@@ -25,10 +24,10 @@ impl Item<'_> {
             Item::Deploy(_) => "require_deploy",
         }
     }
-    pub(crate) fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> GateKind {
         match self {
-            Item::Gate(_, kind) => kind,
-            Item::Peak(_) | Item::Deploy(_) => "exit",
+            Item::Gate(_, kind) => *kind,
+            Item::Peak(_) | Item::Deploy(_) => GateKind::Exit,
         }
     }
     pub(crate) fn source(&self) -> &str {
@@ -65,14 +64,14 @@ impl Item<'_> {
 /// `require_deploy`, then the guards.
 pub(crate) fn phase_items(phase: &Phase) -> Vec<Item<'_>> {
     let mut items: Vec<Item<'_>> = Vec::new();
-    items.extend(phase.exit.iter().map(|g| Item::Gate(g, "exit")));
+    items.extend(phase.exit.iter().map(|g| Item::Gate(g, GateKind::Exit)));
     if let Some(r) = &phase.require_peak {
         items.push(Item::Peak(r));
     }
     if let Some(r) = &phase.require_deploy {
         items.push(Item::Deploy(r));
     }
-    items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
+    items.extend(phase.guard.iter().map(|g| Item::Gate(g, GateKind::Guard)));
     items
 }
 
@@ -157,7 +156,7 @@ pub(crate) fn judge_phase(
         .iter()
         .zip(readings)
         .map(|(item, reading)| {
-            let read = memory.get(&(item.name(), item.kind()));
+            let read = memory.get(&(item.name(), item.kind().as_str()));
             let mem = read.map(|r| memory_of(r)).unwrap_or_default();
             let eval = judge(
                 item,
@@ -261,14 +260,14 @@ mod tests {
         p.require_peak = Some(requirement.clone());
         p.require_deploy = Some(requirement);
         let items = phase_items(&p);
-        let keys: Vec<(&str, &str)> = items.iter().map(|i| (i.name(), i.kind())).collect();
+        let keys: Vec<(&str, GateKind)> = items.iter().map(|i| (i.name(), i.kind())).collect();
         assert_eq!(
             keys,
             [
-                ("lag", "exit"),
-                ("require_peak", "exit"),
-                ("require_deploy", "exit"),
-                ("lag", "guard"),
+                ("lag", GateKind::Exit),
+                ("require_peak", GateKind::Exit),
+                ("require_deploy", GateKind::Exit),
+                ("lag", GateKind::Guard),
             ]
         );
         assert_eq!(keys, p.gate_keys(), "stored under the keys the phase names");
@@ -283,10 +282,16 @@ mod tests {
         let reports = judge_phase(&items, vec![value(1.0), value(1.0)], &memory, STEP, 3_000);
         assert_eq!(reports.len(), 2);
         let (exit, guard) = (&reports[0], &reports[1]);
-        assert_eq!((exit.kind, exit.eval.verdict), ("exit", Verdict::Pass));
+        assert_eq!(
+            (exit.kind, exit.eval.verdict),
+            (GateKind::Exit, Verdict::Pass)
+        );
         assert_eq!(exit.eval.samples, 2);
         assert_eq!(exit.memory_read, Some(4));
-        assert_eq!((guard.kind, guard.eval.verdict), ("guard", Verdict::Hold));
+        assert_eq!(
+            (guard.kind, guard.eval.verdict),
+            (GateKind::Guard, Verdict::Hold)
+        );
         assert_eq!(guard.eval.samples, 1);
         assert_eq!(guard.memory_read, None);
         for r in &reports {

@@ -29,7 +29,7 @@ fn rows(rec: &MigrationRecord, reports: &[GateReport], now_ms: i64) -> Vec<GateR
             step_entered_ms: rec.entered_at_ms,
             state: rec.state,
             gate: r.name.clone(),
-            kind: r.kind.to_string(),
+            kind: r.kind.as_str().to_string(),
             query: r.query.clone(),
             value: r.eval.value,
             old_value: r.eval.old_value,

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::gate::Evaluation;
+use crate::plan::GateKind;
 
 /// One gate of the current phase, evaluated.
 #[derive(Debug, Clone, Serialize)]
@@ -10,7 +11,7 @@ pub struct GateReport {
     pub phase: String,
     pub name: String,
     /// `exit` (requirements included) or `guard`.
-    pub kind: &'static str,
+    pub kind: GateKind,
     pub source: String,
     pub query: String,
     #[serde(flatten)]
