@@ -214,8 +214,7 @@ async fn scrape_sources<S: Store>(
                     let pruned = history.prune(keep_from) > 0;
                     // A NaN sample (legal in the exposition: a summary with no observations) is
                     // read this round from memory, where a query makes it "no data"; it is not
-                    // kept (a query reads a missing sample the same way). When samples were a
-                    // REAL column, SQLite stored NaN as NULL and refused the whole round.
+                    // kept (a query reads a missing sample the same way).
                     let points: Vec<StoredPoint> = history
                         .points_at(now_ms)
                         .filter(|p| !p.value.is_nan())
