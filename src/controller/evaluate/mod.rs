@@ -16,8 +16,8 @@ mod report;
 use crate::indicators::fetch::Fetcher;
 use crate::store::{Store, StoreError};
 
-use super::histories::Histories;
-use super::loaded::Loaded;
+use crate::controller::histories::Histories;
+use crate::controller::loaded::Loaded;
 
 pub(crate) use judge::{Item, judge, phase_items};
 pub use persist::Recording;

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use crate::store::{GateRecord, MigrationRecord, RoundRecord, Store, StoreError};
 
-use super::super::histories::{Histories, Kept, Taken};
-use super::super::round::RoundBatch;
 use super::gather::{KeptSource, Scraped, Scrapes};
 use super::report::GateReport;
+use crate::controller::histories::{Histories, Kept, Taken};
+use crate::controller::round::RoundBatch;
 
 /// What [`super::evaluate_phase`] does with the evaluations and the samples it read.
 #[derive(Debug, Clone, Copy)]
