@@ -3,7 +3,7 @@
 //! in its own process (so that this process's CPU is not the daemon's) and runs this binary.
 //!
 //! Each producer is the library's own [`Router`] following the daemon with
-//! [`Router::follow_http_with`] (long-poll, `?wait=60s`), all of them tokio tasks sharing one
+//! [`Router::follow_http_tuned`] (long-poll, `?wait=60s`), all of them tokio tasks sharing one
 //! reqwest client. Transitions alternate `pause` and `resume`:
 //!
 //! - `QM_MODE=api`: `POST /v1/migrations/{name}/{pause|resume}`; the clock starts when the request
@@ -90,7 +90,7 @@ async fn run(base: String) {
         };
         followers.push(
             router
-                .follow_http_with(&base, &migration, None, options)
+                .follow_http_tuned(&base, &migration, None, options)
                 .expect("a follower"),
         );
         let tx = tx.clone();

@@ -5,7 +5,8 @@
 //! ones do one kind of IO each.
 //!
 //! Pure core:
-//! - [`slice`] — the slice function of an aggregate key (seed 000, byte-for-byte).
+//! - [`slice`] — the slice function of an aggregate key (`docs/design.md#the-slice-function`,
+//!   byte-for-byte).
 //! - [`routing`] — the routing document and `route(key)`.
 //! - [`plan`] — the YAML plan, compiled from its raw form into a validated [`plan::Plan`]; every
 //!   error at once, with its path and line.
@@ -42,6 +43,7 @@
 //! adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers). [`slice`]
 //! and [`time`] are always compiled. Each set builds alone (`scripts/features.sh`).
 
+pub mod metrics_text;
 pub mod oneline;
 pub mod redact;
 pub mod slice;

@@ -20,9 +20,9 @@
 // Part of the library consumers depend on: every public item is documented.
 #![warn(missing_docs)]
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::metrics_text::{self, Kind};
 use crate::stamp::RouteLabel;
 
 /// Marks a probe; the value is its kind.
@@ -196,40 +196,41 @@ impl ProbeMetrics {
                 &self.effects,
             ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            metrics_text::family(&mut out, name, Kind::Counter, help);
             for route in RouteLabel::ALL {
                 for kind in ProbeKind::ALL {
-                    let _ = writeln!(
-                        out,
-                        "{name}{{route=\"{}\",probe=\"{}\"}} {}",
-                        route.as_str(),
-                        kind.as_str(),
-                        table[route.index()][kind.index()].load(Ordering::Relaxed)
-                    );
+                    let labels = [("route", route.as_str()), ("probe", kind.as_str())];
+                    let v = table[route.index()][kind.index()].load(Ordering::Relaxed);
+                    metrics_text::sample(&mut out, name, &labels, v);
                 }
             }
         }
         let name = "queue_migrate_probe_latency_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Publish-to-consume time of latency probes, by route.\n# TYPE {name} histogram"
+        metrics_text::family(
+            &mut out,
+            name,
+            Kind::Histogram,
+            "Publish-to-consume time of latency probes, by route.",
+        );
+        let (bucket, sum_name, count_name) = (
+            format!("{name}_bucket"),
+            format!("{name}_sum"),
+            format!("{name}_count"),
         );
         for route in RouteLabel::ALL {
             let h = &self.latency[route.index()];
             let r = route.as_str();
             for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "{name}_bucket{{route=\"{r}\",le=\"{bound}\"}} {}",
-                    h.buckets[i].load(Ordering::Relaxed)
-                );
+                let le = bound.to_string();
+                let v = h.buckets[i].load(Ordering::Relaxed);
+                metrics_text::sample(&mut out, &bucket, &[("route", r), ("le", &le)], v);
             }
             let count = h.count.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{route=\"{r}\",le=\"+Inf\"}} {count}");
+            metrics_text::sample(&mut out, &bucket, &[("route", r), ("le", "+Inf")], count);
             #[allow(clippy::cast_precision_loss)]
             let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(out, "{name}_sum{{route=\"{r}\"}} {sum}");
-            let _ = writeln!(out, "{name}_count{{route=\"{r}\"}} {count}");
+            metrics_text::sample(&mut out, &sum_name, &[("route", r)], sum);
+            metrics_text::sample(&mut out, &count_name, &[("route", r)], count);
         }
         out
     }

@@ -498,14 +498,14 @@ impl Router {
         migration: &str,
         token: Option<String>,
     ) -> Result<FollowerHandle, RouterError> {
-        self.follow_http_with(base_url, migration, token, HttpFollow::default())
+        self.follow_http_tuned(base_url, migration, token, HttpFollow::default())
     }
 
     /// [`Router::follow_http`] with explicit timings and, optionally, the caller's HTTP client.
     ///
     /// # Errors
     /// As [`Router::follow_http`].
-    pub fn follow_http_with(
+    pub fn follow_http_tuned(
         &self,
         base_url: &str,
         migration: &str,

@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_key_goes_new_only_when_its_slice_migrated() {
-        // order-0 is slice 8 of 128 (seed 000 vectors).
+        // order-0 is slice 8 of 128 (`tests/fixtures/vectors/slices.jsonl`).
         assert_eq!(doc(8).route("order-0").target, Side::Old);
         assert_eq!(doc(9).route("order-0").target, Side::New);
         assert_eq!(doc(9).route("order-0").generation, 7);

@@ -1,6 +1,6 @@
 //! The slice function: which of `slices` buckets an aggregate key falls in.
 //!
-//! Byte-for-byte the function of seed 000: the first four bytes of SHA-256 over the key's UTF-8,
+//! Byte-for-byte the function of `docs/design.md#the-slice-function`: the first four bytes of SHA-256 over the key's UTF-8,
 //! read big-endian, modulo the slice count. Every message of one key lands in one slice, so moving
 //! whole slices between brokers keeps per-key order.
 //!
@@ -34,7 +34,7 @@ const ONE_BLOCK: usize = 55;
 /// ```
 /// use queue_migrate::slice::slice_of;
 ///
-/// assert_eq!(slice_of("order-0", 128), 8); // seed 000's vectors
+/// assert_eq!(slice_of("order-0", 128), 8); // tests/fixtures/vectors/slices.jsonl
 /// assert_eq!(slice_of("order-0", 1000), 272);
 /// // A message goes to the new broker when its slice is below `slices_migrated`.
 /// let goes_new = slice_of("order-0", 128) < 32;

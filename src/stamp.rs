@@ -1,5 +1,6 @@
 //! The route stamp: where a published message went and under which routing it was decided, written
-//! on every message so that its path can be reconstructed later (seed 000's `rota` field), and the
+//! on every message so that its path can be reconstructed later (`docs/design.md`, "The slice
+//! function"), and the
 //! producer-side `published` counter that lets a gate count the producers still on the old broker.
 //!
 //! A stamp travels in one of two forms, with the same six fields (the full wire format, for
@@ -27,12 +28,13 @@
 #![warn(missing_docs)]
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use serde_json::{Map, Value};
 
+use crate::metrics_text::{self, Kind};
 use crate::routing::{Route, Side};
 use crate::time::Millis;
 
@@ -444,17 +446,7 @@ pub(crate) fn valid_metric_name(name: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
 }
 
-/// Escape a Prometheus label value (text format 0.0.4): backslash, double quote, newline.
-pub(crate) fn escape_label(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
+pub(crate) use crate::metrics_text::escape_label;
 
 /// The counts of one (broker, producer) pair, one slot per [`RouteLabel`].
 #[derive(Debug, Default)]
@@ -551,12 +543,12 @@ impl PublishedCounter {
     /// The Prometheus text exposition (format 0.0.4) of every series seen, sorted.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP {} Messages published, by the broker they went to, the route stamp's route (old, new, bridge, replay) and the producer.",
-            self.name
+        metrics_text::family(
+            &mut out,
+            &self.name,
+            Kind::Counter,
+            "Messages published, by the broker they went to, the route stamp's route (old, new, bridge, replay) and the producer.",
         );
-        let _ = writeln!(out, "# TYPE {} counter", self.name);
         let map = self.series.read().unwrap_or_else(PoisonError::into_inner);
         for (broker, producers) in map.iter() {
             for (producer, slots) in producers {
@@ -565,14 +557,13 @@ impl PublishedCounter {
                     if !slots.seen[i].load(Ordering::Relaxed) {
                         continue;
                     }
-                    out.push_str(&self.name);
-                    out.push_str("{broker=\"");
-                    escape_label(&mut out, broker);
-                    out.push_str("\",route=\"");
-                    out.push_str(route.as_str());
-                    out.push_str("\",producer=\"");
-                    escape_label(&mut out, producer);
-                    let _ = writeln!(out, "\"}} {}", slots.counts[i].load(Ordering::Relaxed));
+                    let labels = [
+                        ("broker", broker.as_str()),
+                        ("route", route.as_str()),
+                        ("producer", producer.as_str()),
+                    ];
+                    let count = slots.counts[i].load(Ordering::Relaxed);
+                    metrics_text::sample(&mut out, &self.name, &labels, count);
                 }
             }
         }

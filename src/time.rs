@@ -3,6 +3,9 @@
 //! (`RouteStamp::at_ms`) and what [`now_ms`] answers. Always compiled, no
 //! dependencies (the RFC 3339 and human-readable forms come with the `controller` feature).
 //!
+//! Instants as JS writes and reads them (`2026-03-02T10:15:00.000Z`, the dead-letter envelope's
+//! form): [`parse_timestamp`] and [`format_timestamp`], always compiled.
+//!
 //! Time is an input: only the edges (a binary, a service's handler) read the clock, through
 //! [`now_ms`], and pass the instant down.
 //!
@@ -17,6 +20,10 @@
 
 // Part of the library consumers depend on: every public item is documented.
 #![warn(missing_docs)]
+
+mod iso8601;
+
+pub use iso8601::{format_timestamp, parse_timestamp};
 
 #[cfg(feature = "controller")]
 use std::time::UNIX_EPOCH;

@@ -277,7 +277,7 @@ async fn coalesced(
         ..options("g", prefetch, visibility)
     };
     adapter
-        .subscribe_with(q, &options, AckMode::Coalesced)
+        .subscribe_acking(q, &options, AckMode::Coalesced)
         .await
         .unwrap()
 }

@@ -8,174 +8,18 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Indicators, MapResolve, T0, daemon_config, local_plan_named};
+use common::daemon_world::DaemonWorld;
+use common::{T0, daemon_config, local_plan_named};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::round::RoundBatch;
 use queue_migrate::controller::{Actor, AdvanceOptions, Controller, GateReport, Loaded};
-use queue_migrate::daemon::tick::{Action, Read, tick_with};
+use queue_migrate::daemon::tick::{Action, Read, tick_in_round};
 use queue_migrate::daemon::{self, Config, DaemonError, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, Snapshot, State};
 use queue_migrate::plan::{Check, Resolve};
-use queue_migrate::store::sqlite::SqliteStore;
 use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
 use serde_json::json;
-
-struct Running {
-    addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: tokio::task::JoinHandle<Result<(), DaemonError>>,
-    clock: Arc<AtomicI64>,
-}
-
-impl Running {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-    fn advance_clock(&self, minutes: i64) {
-        self.clock.fetch_add(minutes * 60_000, Ordering::SeqCst);
-    }
-    async fn ticks(&self) -> u64 {
-        let h: serde_json::Value = reqwest::get(self.url("/healthz"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        h["ticks"].as_u64().unwrap()
-    }
-
-    /// Wait until the daemon has run two whole ticks at the current clock.
-    async fn settle(&self) {
-        let start = self.ticks().await;
-        while self.ticks().await < start + 2 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// Move the clock a minute at a time, letting the daemon settle at each, until `done`.
-    async fn climb_until(&self, w: &World, done: impl Fn(&(String, Option<usize>, bool)) -> bool) {
-        for _ in 0..60 {
-            // Settled: the same state across a full tick.
-            let mut s = w.state().await;
-            loop {
-                self.settle().await;
-                let again = w.state().await;
-                if again == s {
-                    break;
-                }
-                s = again;
-            }
-            if done(&s) {
-                return;
-            }
-            self.advance_clock(1);
-        }
-        panic!("never reached the wanted state; at {:?}", w.state().await);
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        self.handle.await.unwrap().unwrap();
-    }
-}
-
-struct World {
-    dir: tempfile::TempDir,
-    indicators: Indicators,
-    store: AnyStore,
-    resolve: Arc<MapResolve>,
-}
-
-impl World {
-    async fn new(plan: &str) -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let indicators = Indicators::start();
-        indicators.all_green();
-        let resolve = Arc::new(MapResolve::of(&indicators));
-        let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
-            .await
-            .unwrap()
-            .into();
-        let w = World {
-            dir,
-            indicators,
-            store,
-            resolve,
-        };
-        let path = w.dir.path().join("local.yaml");
-        std::fs::write(&path, plan).unwrap();
-        let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-        let c = w.controller(&fetcher);
-        c.init(
-            &path,
-            &Actor {
-                name: "test".into(),
-                reason: None,
-            },
-            T0 * 1000,
-        )
-        .await
-        .unwrap();
-        w
-    }
-
-    /// A controller over this world's store, as the CLI would act on it.
-    fn controller<'a>(&'a self, fetcher: &'a Fetcher) -> Controller<'a, AnyStore> {
-        common::controller(&self.store, fetcher, &self.resolve)
-    }
-
-    async fn start(&self, tweak: impl FnOnce(&mut Config)) -> Running {
-        let clock = Arc::new(AtomicI64::new(T0 * 1000));
-        let mut config = daemon_config(clock.clone());
-        tweak(&mut config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let store = self.store.clone();
-        let resolve: Arc<dyn Resolve + Send + Sync> = self.resolve.clone();
-        let handle = tokio::spawn(daemon::run(store, listener, config, resolve, async move {
-            let _ = rx.await;
-        }));
-        Running {
-            addr,
-            stop: Some(tx),
-            handle,
-            clock,
-        }
-    }
-
-    /// The routing file the daemon wrote for migration `name` (its plan's `routing.file`).
-    fn routing_file(&self, name: &str) -> serde_json::Value {
-        let path = self.dir.path().join(format!("{name}.routing.json"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
-
-    async fn state(&self) -> (String, Option<usize>, bool) {
-        let r = self.store.get("local").await.unwrap();
-        (r.state.name().to_string(), r.state.step(), r.paused)
-    }
-
-    async fn wait_for(
-        &self,
-        what: &str,
-        mut f: impl FnMut(&(String, Option<usize>, bool)) -> bool,
-    ) {
-        for _ in 0..400 {
-            let s = self.state().await;
-            if f(&s) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!(
-            "timed out waiting for {what}; state {:?}",
-            self.state().await
-        );
-    }
-}
 
 fn plan() -> String {
     include_str!("../plans/local.yaml").to_string()
@@ -183,7 +27,7 @@ fn plan() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_alone_takes_a_migration_from_planned_to_complete() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let d = w.start(|c| c.confirm_complete = vec!["local".into()]).await;
     // Minimum times and `for: quiet` pass only as the injected clock moves.
     d.climb_until(&w, |s| s.0 == "complete").await;
@@ -215,7 +59,7 @@ async fn the_daemon_alone_takes_a_migration_from_planned_to_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_confirmation_the_daemon_stops_before_complete() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let d = w.start(|_| {}).await;
     d.climb_until(&w, |s| s.0 == "disconnect").await;
     d.advance_clock(10);
@@ -226,7 +70,7 @@ async fn without_confirmation_the_daemon_stops_before_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let d = w.start(|_| {}).await;
     // Climb to slices[1] and stay there: the clock stops, so `observe: 1m` holds it.
     d.climb_until(&w, |s| s.1 == Some(1)).await;
@@ -299,8 +143,14 @@ async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
-    let w = World::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
-    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let d = w
+        .start(|c| {
+            c.token = Some("s3cret".into());
+            // As many places as readers: when one more long-poll is refused, all are parked.
+            c.http.max_long_polls = READERS;
+        })
+        .await;
     let http = reqwest::Client::new();
     let first = http
         .get(d.url("/v1/migrations/local/routing"))
@@ -324,23 +174,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     assert!(started.elapsed() >= Duration::from_millis(250));
 
     // Many readers wait; a change made through the API wakes them all.
-    let waiters: Vec<_> = (0..50)
-        .map(|_| {
-            let http = http.clone();
-            let url = d.url("/v1/migrations/local/routing?wait=20s");
-            let etag = etag.clone();
-            tokio::spawn(async move {
-                let r = http
-                    .get(url)
-                    .header("If-None-Match", etag)
-                    .send()
-                    .await
-                    .unwrap();
-                (r.status().as_u16(), std::time::Instant::now())
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let waiters = d.parked_readers(&etag, READERS, "20s").await;
     let changed_at = std::time::Instant::now();
     let r = http
         .post(d.url("/v1/migrations/local/pause"))
@@ -351,7 +185,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
         .unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     for h in waiters {
-        let (status, at) = h.await.unwrap();
+        let (status, at, _) = h.await.unwrap();
         assert_eq!(status, 200);
         assert!(at.duration_since(changed_at) < Duration::from_secs(1));
     }
@@ -366,21 +200,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
         .await
         .unwrap();
     let tag = format!("\"{}\"", cur["generation"]);
-    let waiter = {
-        let http = http.clone();
-        let url = d.url("/v1/migrations/local/routing?wait=20s");
-        tokio::spawn(async move {
-            let r = http
-                .get(url)
-                .header("If-None-Match", tag)
-                .send()
-                .await
-                .unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<serde_json::Value>().await.unwrap())
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiters = d.parked_readers(&tag, READERS, "20s").await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let c = w.controller(&fetcher);
     let changed_at = std::time::Instant::now();
@@ -396,16 +216,22 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     )
     .await
     .unwrap();
-    let (status, doc) = waiter.await.unwrap();
-    assert!(changed_at.elapsed() < Duration::from_secs(1));
-    assert_eq!(status, 200);
-    assert_eq!(doc["paused"], false);
+    for h in waiters {
+        let (status, _, body) = h.await.unwrap();
+        assert!(changed_at.elapsed() < Duration::from_secs(1));
+        assert_eq!(status, 200);
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(doc["paused"], false);
+    }
     d.stop().await;
 }
 
+/// How many readers the long-poll test parks: its daemon's cap on parked long-polls.
+const READERS: usize = 50;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_need_the_token_reads_do_not() {
-    let w = World::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
     let d = w.start(|c| c.token = Some("s3cret".into())).await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
@@ -541,7 +367,7 @@ async fn mutations_need_the_token_reads_do_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_mutations_on_a_public_address_without_a_token() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let config = Config {
         interval: Duration::from_millis(50),
@@ -604,7 +430,7 @@ async fn webhook_receiver(plan: &str) -> (String, Arc<Mutex<Vec<serde_json::Valu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_hear_transitions_breaches_and_ready() {
     let (yaml, got) = webhook_receiver(&plan()).await;
-    let w = World::new(&yaml).await;
+    let w = DaemonWorld::new(&yaml).await;
     let d = w.start(|_| {}).await;
     d.climb_until(&w, |s| s.1 == Some(1)).await;
     w.indicators.set("app_error_ratio_new", 0.2);
@@ -655,7 +481,7 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
 async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
     let (yaml, got) =
         webhook_receiver(&plan().replace("on_breach: rollback", "on_breach: alert")).await;
-    let w = World::new(&yaml).await;
+    let w = DaemonWorld::new(&yaml).await;
     let d = w.start(|_| {}).await;
     d.climb_until(&w, |s| s.1 == Some(1)).await;
     let breaches = || {
@@ -679,8 +505,12 @@ async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
     wait_breaches(1).await;
     w.indicators.set("app_error_ratio_new", 0.3);
     d.settle().await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(breaches(), 1, "one episode, one announcement");
+    // Webhooks are sent apart from the ticks: a second announcement, made by one of the rounds
+    // that read 0.3, would arrive while the daemon runs four more (checked after each pair).
+    for _ in 0..2 {
+        d.settle().await;
+        assert_eq!(breaches(), 1, "one episode, one announcement");
+    }
     // It passes (the clock stands still, so `observe` keeps the step), then fails again.
     w.indicators.set("app_error_ratio_new", 0.001);
     d.settle().await;
@@ -696,7 +526,7 @@ async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
 
 /// A person takes `w`'s migration to slices[0] (consume_dual and synthetic have no minimum
 /// time), then its guard fails: the instant the step began.
-async fn at_slices_0_with_a_failing_guard(w: &World) -> i64 {
+async fn at_slices_0_with_a_failing_guard(w: &DaemonWorld) -> i64 {
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let actor = Actor {
         name: "alice".into(),
@@ -721,7 +551,7 @@ async fn at_slices_0_with_a_failing_guard(w: &World) -> i64 {
 /// start. (An advance was already held: the minimum time is not met at a negative age.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let entered = at_slices_0_with_a_failing_guard(&w).await;
     let shared = Shared::new(
         w.store.clone(),
@@ -730,7 +560,7 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     )
     .unwrap();
     shared.leader.store(true, Ordering::SeqCst);
-    let before = tick_with(
+    let before = tick_in_round(
         &shared,
         &shared.fetcher,
         None,
@@ -742,7 +572,7 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     assert_eq!(before, Action::Waiting);
     assert_eq!(w.state().await, ("slices".into(), Some(0), false));
     // From the step's start on, the breach acts: one step back, paused.
-    let after = tick_with(
+    let after = tick_in_round(
         &shared,
         &shared.fetcher,
         None,
@@ -767,7 +597,7 @@ async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
 /// unwatched for as long as the skew.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let entered = at_slices_0_with_a_failing_guard(&w).await;
     // The daemon's own clock is ten minutes behind the step's start.
     let behind = entered - 600_000;
@@ -778,7 +608,7 @@ async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
     )
     .unwrap();
     shared.leader.store(true, Ordering::SeqCst);
-    let action = tick_with(&shared, &shared.fetcher, None, Read::Store("local"), behind)
+    let action = tick_in_round(&shared, &shared.fetcher, None, Read::Store("local"), behind)
         .await
         .unwrap();
     assert!(matches!(action, Action::Breach { .. }), "{action:?}");
@@ -787,12 +617,12 @@ async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
 
 /// A world whose migration `local` is in `consume_dual`, advanced at the instant returned, its
 /// exit gates followed by `increase(app_done_total[2m])` and the gate lines in `more`.
-async fn consume_dual_with_counter_gates(more: &str) -> (World, i64) {
+async fn consume_dual_with_counter_gates(more: &str) -> (DaemonWorld, i64) {
     let first = "query: app_new_consumer_connected, pass_if: \">= 1\" }";
     let gates = format!(
         "{first}\n      - {{ name: done lately, source: app, query: \"increase(app_done_total[2m])\", pass_if: \">= 0\" }}{more}"
     );
-    let w = World::new(&plan().replace(first, &gates)).await;
+    let w = DaemonWorld::new(&plan().replace(first, &gates)).await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let actor = Actor {
         name: "test".into(),
@@ -1130,7 +960,7 @@ async fn a_history_read_whole_holds_what_its_queries_reach_and_evaluates_as_a_ke
 /// `controller`'s round at `now` (recorded), after checking that a dry run, which reads the
 /// store whole, gives the same evaluations of the two gates.
 async fn evaluate_as_a_whole_read(
-    w: &World,
+    w: &DaemonWorld,
     fetcher: &Fetcher,
     controller: &Controller<'_, AnyStore>,
     loaded: &Loaded,
@@ -1179,7 +1009,7 @@ async fn a_kept_history_that_passes_its_check_is_kept_not_read_whole() {
 /// A transition committed by a command that died before publishing it: the record's routing is
 /// left behind its generation.
 async fn commit_unpublished(
-    w: &World,
+    w: &DaemonWorld,
     name: &str,
     command: &str,
     paused: bool,
@@ -1270,7 +1100,7 @@ async fn slow_republication(answer_error: bool) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let etcd = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let w = World::new(&plan().replace(
+    let w = DaemonWorld::new(&plan().replace(
         "routing: { file: local.routing.json }",
         &format!("routing: {{ file: local.routing.json, etcd: {{ endpoint: \"{etcd}\", key: qm/local }} }}"),
     ))
@@ -1325,7 +1155,7 @@ async fn slow_republication(answer_error: bool) {
 /// a standby (a `migrate run` before its lease) publishes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_starting_daemon_publishes_every_migration_from_one_read_of_the_fleet() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let c = w.controller(&fetcher);
     let actor = Actor {
@@ -1375,7 +1205,7 @@ async fn a_starting_daemon_publishes_every_migration_from_one_read_of_the_fleet(
 }
 
 /// Every migration of `w` in `shared`'s hub at the generation the store holds.
-async fn assert_in_hub(w: &World, shared: &Shared<AnyStore>) {
+async fn assert_in_hub(w: &DaemonWorld, shared: &Shared<AnyStore>) {
     for record in w.store.list().await.unwrap() {
         assert_eq!(
             shared.hub.generation(&record.name),
@@ -1406,7 +1236,7 @@ fn the_watcher_reads_the_whole_fleet_only_when_a_quarter_of_it_moved() {
 /// store as it is now, never from the read (which would put an older generation back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since() {
-    let w = World::new(&plan()).await;
+    let w = DaemonWorld::new(&plan()).await;
     let now = T0 * 1000 + 60_000;
     let shared = Shared::new(
         w.store.clone(),
@@ -1434,7 +1264,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
         .command("local", &Command::Pause, &actor, json!({}), now)
         .await
         .unwrap();
-    let action = tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+    let action = tick_in_round(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
     assert_eq!(action, Action::Conflict);
@@ -1460,7 +1290,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
         .unwrap();
     let newest = w.store.get("local").await.unwrap();
     assert_eq!(newest.generation, resumed.generation + 1);
-    tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+    tick_in_round(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
     let routing = w.routing_file("local");
@@ -1475,7 +1305,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
         .await
         .unwrap();
     shared.watch_once().await;
-    let action = tick_with(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
+    let action = tick_in_round(&shared, &shared.fetcher, None, read_of(&mut fleet), now)
         .await
         .unwrap();
     assert_eq!(
@@ -1490,7 +1320,7 @@ async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since
 /// The local plan with `for: hold_for` on its exit gate, in `slices[0]` since a minute past
 /// `T0` (entered by a command; every gate green), and a leading daemon over it: the world, the
 /// daemon's state, and the plan's text.
-async fn leading_in_first_slice(hold_for: &str) -> (World, Arc<Shared<AnyStore>>, String) {
+async fn leading_in_first_slice(hold_for: &str) -> (DaemonWorld, Arc<Shared<AnyStore>>, String) {
     const GATE: &str = r#"pass_if: "< 0.01" }"#;
     let held = plan().replacen(
         GATE,
@@ -1498,7 +1328,7 @@ async fn leading_in_first_slice(hold_for: &str) -> (World, Arc<Shared<AnyStore>>
         1,
     );
     assert_ne!(held, plan());
-    let w = World::new(&held).await;
+    let w = DaemonWorld::new(&held).await;
     let entered = T0 * 1000 + 60_000;
     common::enter_first_slice(&w.store, "local", entered).await;
     let shared = Shared::new(
@@ -1565,7 +1395,7 @@ async fn a_round_that_read_the_old_plan_does_not_carry_a_changed_gates_mark_over
     // The round goes on from its read: under the old definition the gate has held 5 minutes;
     // its advance conflicts (the plan apply moved the version), and its round commits.
     let batch = RoundBatch::default();
-    let action = tick_with(
+    let action = tick_in_round(
         &shared,
         &shared.fetcher,
         Some(&batch),
@@ -1648,7 +1478,7 @@ async fn a_round_does_not_advance_on_a_mark_a_concurrent_advance_saw_fail() {
         .unwrap();
     // The round decides on its read (held 5 minutes): its advance is not applied.
     let batch = RoundBatch::default();
-    let action = tick_with(
+    let action = tick_in_round(
         &shared,
         &shared.fetcher,
         Some(&batch),

@@ -11,18 +11,14 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use common::daemon_world::DaemonWorld;
 use common::hooked::Hooked;
-use common::{Bench, DaemonChild, Indicators, MapResolve, T0, daemon_config, poll_until};
-use queue_migrate::controller::Actor;
-use queue_migrate::daemon::{self, Config, DaemonError};
-use queue_migrate::indicators::fetch::Fetcher;
-use queue_migrate::plan::Resolve;
+use common::{Bench, DaemonChild, poll_until};
 use queue_migrate::store::Store;
-use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
 
 /// Every line this test binary's daemons logged (one global subscriber for the binary).
@@ -56,121 +52,26 @@ fn logged() -> String {
     String::from_utf8_lossy(&log().lock().unwrap()).into_owned()
 }
 
-struct Running {
-    addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: tokio::task::JoinHandle<Result<(), DaemonError>>,
+/// plans/local.yaml (`auto_advance: false`) registered in a fresh SQLite store; the daemon's
+/// environment lacks the variables named in `unset`.
+async fn world(unset: &[&str]) -> DaemonWorld {
+    world_with_plan(
+        &include_str!("../plans/local.yaml").replace("auto_advance: true", "auto_advance: false"),
+        unset,
+    )
+    .await
 }
 
-impl Running {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.handle).await;
-    }
-
-    /// Wait until this daemon leads.
-    async fn leading(&self) {
-        let http = reqwest::Client::new();
-        for _ in 0..250 {
-            if let Ok(r) = http.get(self.url("/healthz")).send().await
-                && let Ok(h) = r.json::<serde_json::Value>().await
-                && h["leader"] == true
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the daemon never took the lease");
-    }
+/// [`world`] with another plan.
+async fn world_with_plan(yaml: &str, unset: &[&str]) -> DaemonWorld {
+    log();
+    let mut w = DaemonWorld::new(yaml).await;
+    w.unset(unset);
+    w
 }
 
-struct World {
-    dir: tempfile::TempDir,
-    _indicators: Indicators,
-    store: AnyStore,
-    resolve: Arc<MapResolve>,
-}
-
-impl World {
-    /// plans/local.yaml registered in a fresh SQLite store; the daemon's environment lacks the
-    /// variables named in `unset`.
-    async fn new(unset: &[&str]) -> World {
-        World::with_plan(
-            &include_str!("../plans/local.yaml")
-                .replace("auto_advance: true", "auto_advance: false"),
-            unset,
-        )
-        .await
-    }
-
-    /// [`World::new`] with another plan.
-    async fn with_plan(yaml: &str, unset: &[&str]) -> World {
-        log();
-        let dir = tempfile::tempdir().unwrap();
-        let indicators = Indicators::start();
-        indicators.all_green();
-        let mut resolve = MapResolve::of(&indicators);
-        let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
-            .await
-            .unwrap()
-            .into();
-        let path = dir.path().join("local.yaml");
-        std::fs::write(&path, yaml).unwrap();
-        let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
-        // Registered as the CLI does (secrets deferred), from a machine that has them all.
-        common::controller(&store, &fetcher, &resolve)
-            .init(
-                &path,
-                &Actor {
-                    name: "test".into(),
-                    reason: None,
-                },
-                T0 * 1000,
-            )
-            .await
-            .unwrap();
-        for name in unset {
-            resolve.0.remove(*name);
-        }
-        World {
-            dir,
-            _indicators: indicators,
-            store,
-            resolve: Arc::new(resolve),
-        }
-    }
-
-    async fn start<S: Store + Clone + 'static>(
-        &self,
-        store: S,
-        tweak: impl FnOnce(&mut Config),
-    ) -> Running {
-        let clock = Arc::new(AtomicI64::new(T0 * 1000));
-        let mut config = daemon_config(clock);
-        tweak(&mut config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let resolve: Arc<dyn Resolve + Send + Sync> = self.resolve.clone();
-        let handle = tokio::spawn(daemon::run(store, listener, config, resolve, async move {
-            let _ = rx.await;
-        }));
-        Running {
-            addr,
-            stop: Some(tx),
-            handle,
-        }
-    }
-
-    async fn paused(&self) -> bool {
-        self.store.get("local").await.unwrap().paused
-    }
+async fn paused(w: &DaemonWorld) -> bool {
+    w.store.get("local").await.unwrap().paused
 }
 
 /// Read from `s` until it closes or `within` passes: what came, and whether it closed.
@@ -199,9 +100,9 @@ fn read_until_closed(s: &mut TcpStream, within: Duration) -> (String, bool) {
 /// was held forever, and there was no cap on connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_capped() {
-    let w = World::new(&[]).await;
+    let w = world(&[]).await;
     let d = w
-        .start(w.store.clone(), |c| {
+        .start(|c| {
             c.http.header_timeout = Duration::from_millis(500);
             c.http.idle_timeout = Duration::from_secs(1);
             c.http.max_connections = 4;
@@ -287,16 +188,14 @@ async fn half_sent_requests_and_idle_connections_are_closed_and_a_flood_is_cappe
     })
     .await
     .unwrap();
-    d.stop().await;
+    d.stop_quietly().await;
 }
 
 /// Regression: long-polls parked without bound (each holding a connection and a task).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_polls_beyond_the_cap_are_told_to_retry() {
-    let w = World::new(&[]).await;
-    let d = w
-        .start(w.store.clone(), |c| c.http.max_long_polls = 2)
-        .await;
+    let w = world(&[]).await;
+    let d = w.start(|c| c.http.max_long_polls = 2).await;
     let http = reqwest::Client::new();
     let first = http
         .get(d.url("/v1/migrations/local/routing"))
@@ -310,8 +209,7 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
             .header("If-None-Match", &etag)
             .send()
     };
-    let parked: Vec<_> = (0..2).map(|_| tokio::spawn(poll())).collect();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let parked = d.parked_readers(&etag, 2, "5s").await;
     let third = poll().await.unwrap();
     assert_eq!(third.status(), 503);
     assert_eq!(third.headers()["retry-after"], "1");
@@ -323,7 +221,7 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
             .contains("--http-max-long-polls")
     );
     for p in parked {
-        assert_eq!(p.await.unwrap().unwrap().status(), 304);
+        assert_eq!(p.await.unwrap().0, 304);
     }
     // Their places are free again.
     assert_eq!(
@@ -335,15 +233,15 @@ async fn long_polls_beyond_the_cap_are_told_to_retry() {
             .status(),
         304
     );
-    d.stop().await;
+    d.stop_quietly().await;
 }
 
 /// Regression: without a token, `POST .../pause` with `Origin: http://evil.example` (a web page
 /// the operator had open) paused the migration; so did a form post and a DNS-rebound name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
-    let w = World::new(&[]).await;
-    let d = w.start(w.store.clone(), |_| {}).await;
+    let w = world(&[]).await;
+    let d = w.start(|_| {}).await;
     d.leading().await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
@@ -372,7 +270,7 @@ async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
             "{headers:?}: {status} {}",
             r.text().await.unwrap()
         );
-        assert!(!w.paused().await, "{headers:?} paused the migration");
+        assert!(!paused(&w).await, "{headers:?} paused the migration");
     }
     // The CLI's way (or curl's with the JSON type), on loopback, from no page: accepted, with
     // or without a body, with a same-origin Origin too.
@@ -384,7 +282,7 @@ async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
-    assert!(w.paused().await);
+    assert!(paused(&w).await);
     let ok = http
         .post(d.url("/v1/migrations/local/resume"))
         .json(&serde_json::json!({ "reason": "go on" }))
@@ -392,18 +290,16 @@ async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
-    assert!(!w.paused().await);
-    d.stop().await;
+    assert!(!paused(&w).await);
+    d.stop_quietly().await;
 }
 
 /// Regression: the body was parsed before the token was checked, so an unauthenticated caller
 /// got a 422 listing the body's fields.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body() {
-    let w = World::new(&[]).await;
-    let d = w
-        .start(w.store.clone(), |c| c.token = Some("s3cret".into()))
-        .await;
+    let w = world(&[]).await;
+    let d = w.start(|c| c.token = Some("s3cret".into())).await;
     d.leading().await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
@@ -433,7 +329,7 @@ async fn the_token_is_checked_before_the_body() {
         .unwrap();
     assert_eq!(r.status(), 422);
     assert!(r.text().await.unwrap().contains("reasn"));
-    d.stop().await;
+    d.stop_quietly().await;
 }
 
 fn leader_gauge(metrics: &str) -> Option<f64> {
@@ -447,10 +343,12 @@ fn leader_gauge(metrics: &str) -> Option<f64> {
 /// for ~30 s, `/healthz` was the only probe (always 200) and no "lost the lease" was ever logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_gone_away_drops_readiness_and_the_leader_gauge_within_a_lease_period() {
-    let w = World::new(&[]).await;
+    let w = world(&[]).await;
     let hooked = Hooked::new(w.store.clone());
     let down = hooked.down.clone();
-    let d = w.start(hooked, |c| c.holder = "gone-store".into()).await;
+    let d = w
+        .start_over(hooked, |c| c.holder = "gone-store".into())
+        .await;
     d.leading().await;
     let http = reqwest::Client::new();
     let ready = |q: &'static str| {
@@ -512,15 +410,15 @@ async fn a_store_gone_away_drops_readiness_and_the_leader_gauge_within_a_lease_p
             .any(|l| l.contains("WARN") && l.contains("lost the lease")),
         "{lines}"
     );
-    d.stop().await;
+    d.stop_quietly().await;
 }
 
 /// Regression: a daemon whose environment lacks a variable the plan needs answered that
 /// migration's routing endpoint `404 no migration named ...`, and `status` said nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_that_does_not_compile_here_is_reported_on_its_routing_and_in_status() {
-    let w = World::new(&["QM_PROM_URL"]).await;
-    let d = w.start(w.store.clone(), |_| {}).await;
+    let w = world(&["QM_PROM_URL"]).await;
+    let d = w.start(|_| {}).await;
     d.leading().await;
     let r = reqwest::get(d.url("/v1/migrations/local/routing"))
         .await
@@ -535,7 +433,7 @@ async fn a_plan_that_does_not_compile_here_is_reported_on_its_routing_and_in_sta
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-    d.stop().await;
+    d.stop_quietly().await;
 
     // `migrate status` in the same environment says so.
     let state = w.dir.path().join("state.db");
@@ -566,6 +464,40 @@ async fn a_plan_that_does_not_compile_here_is_reported_on_its_routing_and_in_sta
             .is_some_and(|e| e.contains("QM_PROM_URL")),
         "{v}"
     );
+}
+
+/// Regression: `migrate run --interval 200ms` said "every 0s" in its banner (the interval
+/// rounded down to whole seconds).
+#[test]
+fn the_banner_says_the_interval_given() {
+    let bench = Bench::with_plan(include_str!("../plans/local.yaml"));
+    bench.indicators.all_green();
+    bench.init();
+    let cmd = bench.command(&[
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "200ms",
+        "--lease-ttl",
+        "3s",
+    ]);
+    let daemon = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon starts");
+    let banner = || {
+        daemon
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains(" on http://"))
+            .cloned()
+    };
+    poll_until("the banner logged", Duration::from_secs(5), || {
+        banner().is_some()
+    });
+    let banner = banner().unwrap_or_default();
+    daemon.kill9();
+    assert!(banner.contains(", every 200ms, "), "{banner}");
 }
 
 /// Regression: with a low open-files limit a few hundred idle connections used up the daemon's
@@ -670,8 +602,8 @@ async fn a_reason_with_a_newline_is_one_line_in_the_log_and_the_webhook_text() {
                 "routing: {{ file: local.routing.json }}\nnotify: {{ webhooks: [ {{ url: \"{hook}\" }} ] }}"
             ),
         );
-    let w = World::with_plan(&yaml, &[]).await;
-    let d = w.start(w.store.clone(), |_| {}).await;
+    let w = world_with_plan(&yaml, &[]).await;
+    let d = w.start(|_| {}).await;
     d.leading().await;
     let forged = "ERROR queue_migrate::daemon: forged";
     let reason = format!("window closes\n{forged}\r\u{1b}[2K");
@@ -722,5 +654,5 @@ async fn a_reason_with_a_newline_is_one_line_in_the_log_and_the_webhook_text() {
         !lines.lines().any(|l| l.starts_with(forged)),
         "a forged line in the log: {lines}"
     );
-    d.stop().await;
+    d.stop_quietly().await;
 }

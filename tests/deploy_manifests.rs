@@ -306,6 +306,73 @@ fn kubernetes_configmap_plans_pass_plan_check() {
     assert!(checked > 0, "the ConfigMap of {K8S} holds no plan");
 }
 
+/// The value of label `label` in every `metric{...}` selector of `query`.
+fn label_values(query: &str, metric: &str, label: &str) -> Vec<String> {
+    let open = format!("{metric}{{");
+    let needle = format!("{label}=\"");
+    query
+        .match_indices(&open)
+        .filter_map(|(at, _)| {
+            let rest = &query[at + open.len()..];
+            let selector = &rest[..rest.find('}')?];
+            let value = &selector[selector.find(&needle)? + needle.len()..];
+            Some(value[..value.find('"')?].to_string())
+        })
+        .collect()
+}
+
+/// Regression: plans/orders.yaml, its fuzz corpus copy and the ConfigMap's plan counted the
+/// producers left on the old broker with `producer_messages_total{broker="old"}`, a series no
+/// producer exports: the library's producers count `queue_migrate_published_total` with the
+/// broker's name (`Router::for_brokers`), so the disconnect gate read nothing. Every shipped
+/// plan that counts publishes reads that counter, by a broker name of the plan.
+#[test]
+fn shipped_plans_count_producers_by_the_labels_the_library_exports() {
+    let docs = documents();
+    let cm = one_of_kind(&docs, "ConfigMap");
+    let mut plans: Vec<(String, String)> = cm["data"]
+        .as_mapping()
+        .expect("the ConfigMap has data")
+        .iter()
+        .filter_map(|(k, v)| Some((format!("{K8S}: {}", k.as_str()?), v.as_str()?.to_string())))
+        .collect();
+    for rel in ["plans/orders.yaml", "fuzz/corpus/plan/orders.yaml"] {
+        plans.push((rel.to_string(), read(rel)));
+    }
+    for (name, text) in plans {
+        let plan: Value = serde_yaml::from_str(&text).unwrap();
+        let brokers: Vec<String> = ["old", "new"]
+            .iter()
+            .filter_map(|side| scalar(&plan["brokers"][*side]["name"]))
+            .collect();
+        let queries: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("query:"))
+            .map(str::to_string)
+            .collect();
+        assert!(
+            !queries
+                .iter()
+                .any(|q| q.contains("producer_messages_total")),
+            "{name} reads producer_messages_total, which no producer exports"
+        );
+        let labels: Vec<String> = queries
+            .iter()
+            .flat_map(|q| label_values(q, "queue_migrate_published_total", "broker"))
+            .collect();
+        assert!(
+            !labels.is_empty(),
+            "{name} never counts publishes by broker"
+        );
+        for label in labels {
+            assert!(
+                brokers.contains(&label),
+                "{name}: broker=\"{label}\" is none of the plan's brokers {brokers:?}"
+            );
+        }
+    }
+}
+
 fn env_refs(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = text;

@@ -8,10 +8,9 @@
 mod common;
 
 use common::Bench;
-use common::dlq_bench::DlqBench;
-use std::time::{Duration, Instant};
+use common::dlq_bench::{DlqBench, OLD_BROKER_LINE, drain_rabbitmq, on_store};
 
-use queue_migrate::brokers::{Adapter, Kind, Message, SubscribeOptions};
+use queue_migrate::brokers::{Adapter, Kind, Message};
 use queue_migrate::stamp::{RouteLabel, RouteStamp};
 
 fn envelope(class: &str, message: &str, at: &str) -> String {
@@ -44,8 +43,10 @@ fn timed_out(payload: &str, dead_lettered_at: &str) -> String {
 
 fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
     let plan = include_str!("../plans/local.yaml").replace(
-        "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
-        &format!("old: {{ name: old, kind: {kind}, url: \"{url}\", queue: local, dead_letter: {dlq} }}"),
+        OLD_BROKER_LINE,
+        &format!(
+            "old: {{ name: old, kind: {kind}, url: \"{url}\", queue: local, dead_letter: {dlq} }}"
+        ),
     );
     assert!(plan.contains(dlq), "the plan's old broker line changed");
     let bench = Bench::with_plan(&plan);
@@ -157,85 +158,6 @@ fn rabbitmq_cannot_be_browsed_and_the_error_says_what_to_do() {
 // ---------------------------------------------------------------------------------------------
 // replay --migration
 
-/// Take (and ack) what arrives on the RabbitMQ queue `queue` until `want` messages came or 10 s
-/// passed, then 300 ms more (to see any extra one).
-async fn drain_rabbitmq(adapter: &Adapter, queue: &str, want: usize) -> Vec<Message> {
-    let mut sub = adapter
-        .subscribe(queue, &SubscribeOptions::group("replay-test"))
-        .await
-        .unwrap();
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let wait = if seen.len() >= want {
-            Duration::from_millis(300)
-        } else {
-            deadline.saturating_duration_since(Instant::now())
-        };
-        match tokio::time::timeout(wait, sub.next()).await {
-            Ok(Ok(Some(d))) => {
-                seen.push(d.message.clone());
-                d.ack().await.unwrap();
-            }
-            Ok(Ok(None)) | Err(_) => return seen,
-            Ok(Err(e)) => panic!("{e}"),
-        }
-    }
-}
-
-/// plans/local.yaml with RabbitMQ `old_queue` (broker `rabbitmq`) as the old side, `new_line` as
-/// the new one (broker `nats`) and the bridge's key in the JSON field `orderId`, initialised and
-/// moved to `slices[1]`: 4 of its 8 slices on the new side.
-fn half_migrated(d: DlqBench, amqp: &str, old_queue: &str, new_line: &str) -> DlqBench {
-    let plan = include_str!("../plans/local.yaml")
-        .replace(
-            "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
-            &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue} }}"),
-        )
-        .replace(
-            "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }",
-            new_line,
-        )
-        + &format!("\nbridge: {{ ingress: {old_queue}.ingress, key: {{ json: orderId }} }}\n");
-    assert!(
-        plan.contains(old_queue) && plan.contains(new_line),
-        "the plan's broker lines changed"
-    );
-    let bench = d.with_plan(&plan);
-    bench.init();
-    bench.ok(&["advance", "local"], 0);
-    for _ in 0..3 {
-        bench.ok(
-            &["advance", "local", "--force", "--reason", "replay test"],
-            0,
-        );
-    }
-    let routing = bench.ok(&["routing", "local"], 0).json();
-    assert_eq!(
-        (
-            routing["state"].as_str(),
-            routing["slices_migrated"].as_u64()
-        ),
-        (Some("slices"), Some(4)),
-        "{routing}"
-    );
-    bench
-}
-
-/// `scenario` on a bench whose store is `store` (built here, outside the runtime the scenario
-/// runs on).
-fn on_store<F: std::future::Future<Output = ()>>(
-    store: impl FnOnce() -> DlqBench,
-    scenario: impl FnOnce(DlqBench) -> F,
-) {
-    let d = store();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(scenario(d));
-}
-
 /// A new broker that cannot be reached fails the messages routed to it (counted, named on
 /// stderr, exit 1), and only those: the old side gets its own.
 #[test]
@@ -260,7 +182,7 @@ async fn replay_to_a_broker_that_is_down(d: DlqBench) {
     old.declare(&old_queue).await.unwrap();
     // Nothing listens on port 1.
     let new_line = "new: { name: nats, kind: rabbitmq, url: \"amqp://guest:guest@127.0.0.1:1/%2f\", queue: gone }";
-    let bench = half_migrated(d, &amqp, &old_queue, new_line);
+    let bench = d.half_migrated(&amqp, &old_queue, new_line);
     let keys: Vec<String> = (0..12).map(|i| format!("order-{i}")).collect();
     let lines: Vec<String> = keys
         .iter()
@@ -331,7 +253,7 @@ async fn replay_to_a_broker_that_is_down(d: DlqBench) {
         "{}",
         r.stderr
     );
-    let seen = drain_rabbitmq(&old, &old_queue, want_old.len()).await;
+    let seen = drain_rabbitmq(&old, &old_queue, "replay-test", want_old.len()).await;
     let got: Vec<&str> = seen.iter().map(|m| m.header("x-qm-key").unwrap()).collect();
     assert_eq!(got, want_old);
 }
@@ -379,7 +301,7 @@ async fn replay_where_keys_route(d: DlqBench) {
     };
     new.declare(&new_queue).await.unwrap();
 
-    let bench = half_migrated(d, &amqp, &old_queue, &new_line);
+    let bench = d.half_migrated(&amqp, &old_queue, &new_line);
     let routing = bench.ok(&["routing", "local"], 0).json();
     let generation = routing["generation"].as_u64().unwrap();
 
@@ -444,10 +366,10 @@ async fn replay_where_keys_route(d: DlqBench) {
         r.stderr
     );
 
-    let old_seen = drain_rabbitmq(&old, &old_queue, want_old.len()).await;
+    let old_seen = drain_rabbitmq(&old, &old_queue, "replay-test", want_old.len()).await;
     let new_seen = match &nats {
         Some(_) => new.browse(&new_queue, 100).await.unwrap(),
-        None => drain_rabbitmq(&new, &new_queue, want_new.len()).await,
+        None => drain_rabbitmq(&new, &new_queue, "replay-test", want_new.len()).await,
     };
     for (side, broker, seen, want) in [
         ("old", "rabbitmq", &old_seen, &want_old),

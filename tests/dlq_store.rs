@@ -12,6 +12,8 @@
 mod common;
 
 use common::dlq_bench::DlqBench;
+#[cfg(feature = "brokers")]
+use common::dlq_bench::{NEW_BROKER_LINE, OLD_BROKER_LINE, drain_rabbitmq};
 
 /// A dead letter of group `class` (consumer 2.14.0), numbered `n`, first attempted the day
 /// before the bench's clock at `hour`.
@@ -38,6 +40,12 @@ fn export() -> Vec<String> {
         .map(|n| envelope("dependency_timeout", TIMEOUT, n, 10))
         .chain((6..=8).map(|n| envelope("validation", INVALID, n, 10)))
         .collect()
+}
+
+/// [`export`] written to export.ndjson: the signature of its timeouts.
+fn timeouts_exported(d: &DlqBench) -> String {
+    d.write("export.ndjson", &export());
+    signature_of(d, "export.ndjson", "dependency_timeout")
 }
 
 /// (class, signature) of each group of `file`, as triage prints them.
@@ -68,8 +76,7 @@ fn signature_of(d: &DlqBench, file: &str, class: &str) -> String {
 
 /// close (with and without --from), decisions, gate, triage --against-history and purge.
 fn decisions_gate_and_history(d: DlqBench) {
-    d.write("export.ndjson", &export());
-    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let timeout = timeouts_exported(&d);
     let invalid = signature_of(&d, "export.ndjson", "validation");
     let gate = d.ok(
         &["dlq", "gate", "export.ndjson", "--queue", "orders.dlq"],
@@ -297,8 +304,7 @@ fn replayed(d: &DlqBench) -> Vec<String> {
 /// again. Now each message is recorded before it goes: whatever fails, a re-run sends nothing
 /// twice, and what an earlier run left in doubt goes again only when asked.
 fn replay_records_before_it_sends_and_never_sends_twice(d: DlqBench) {
-    d.write("export.ndjson", &export());
-    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let timeout = timeouts_exported(&d);
     let args = replay_args(&timeout);
     d.ok(&["dlq", "decisions"], 0); // the schema exists
     // The store takes the claims but cannot mark anything sent: the first message goes out,
@@ -379,8 +385,7 @@ on_both!(
 
 /// A store that cannot record what a replay sends: refused before the first publish.
 fn replay_on_a_store_that_cannot_record_sends_nothing(d: DlqBench) {
-    d.write("export.ndjson", &export());
-    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let timeout = timeouts_exported(&d);
     d.ok(&["dlq", "decisions"], 0); // the schema exists
     d.refuse("INSERT", true);
     let r = d.ok(&replay_args(&timeout), 1);
@@ -481,41 +486,6 @@ impl DlqBench {
     }
 }
 
-/// Take (and ack) what arrives on the RabbitMQ queue `queue` until `want` messages came or 10 s
-/// passed, then 300 ms more (to see any extra one).
-#[cfg(feature = "brokers")]
-async fn drain_rabbitmq(
-    adapter: &queue_migrate::brokers::Adapter,
-    queue: &str,
-    want: usize,
-) -> Vec<queue_migrate::brokers::Message> {
-    use std::time::{Duration, Instant};
-    let mut sub = adapter
-        .subscribe(
-            queue,
-            &queue_migrate::brokers::SubscribeOptions::group("story"),
-        )
-        .await
-        .unwrap();
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let wait = if seen.len() >= want {
-            Duration::from_millis(300)
-        } else {
-            deadline.saturating_duration_since(Instant::now())
-        };
-        match tokio::time::timeout(wait, sub.next()).await {
-            Ok(Ok(Some(d))) => {
-                seen.push(d.message.clone());
-                d.ack().await.unwrap();
-            }
-            Ok(Ok(None)) | Err(_) => return seen,
-            Ok(Err(e)) => panic!("{e}"),
-        }
-    }
-}
-
 /// A migration from one RabbitMQ queue to another reaches drain with dead letters left on the
 /// old side: triage, close one group (recorded under the plan's dead-letter queue without
 /// `--queue`), replay the other to the migration's brokers (and once more: nothing goes twice),
@@ -539,11 +509,11 @@ fn the_dead_letter_story(d: DlqBench) {
     });
     let yaml = include_str!("../plans/local.yaml")
         .replace(
-            "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }",
+            OLD_BROKER_LINE,
             &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue}, dead_letter: {old_queue}.dlq }}"),
         )
         .replace(
-            "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }",
+            NEW_BROKER_LINE,
             &format!("new: {{ name: rabbitmq-new, kind: rabbitmq, url: \"{amqp}\", queue: {new_queue} }}"),
         )
         .replace(
@@ -650,7 +620,7 @@ fn the_dead_letter_story(d: DlqBench) {
         "{}",
         again.stdout
     );
-    let arrived = rt.block_on(drain_rabbitmq(&new, &new_queue, 5));
+    let arrived = rt.block_on(drain_rabbitmq(&new, &new_queue, "story", 5));
     let mut keys: Vec<&str> = arrived
         .iter()
         .map(|m| m.header("x-qm-key").unwrap())
@@ -778,8 +748,7 @@ on_both!(
 /// that went is skipped, and the run pauses after a canary of the next ones; `--continue` then
 /// sends the rest. Each entry once.
 fn a_canary_run_again_sends_the_next_canary_not_the_same(d: DlqBench) {
-    d.write("export.ndjson", &export());
-    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let timeout = timeouts_exported(&d);
     let mut args = replay_args(&timeout);
     let canary = args.iter().position(|a| *a == "--canary").unwrap();
     args[canary + 1] = "2";

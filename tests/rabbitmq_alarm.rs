@@ -96,7 +96,7 @@ async fn acks_reach_the_broker_while_it_blocks_the_publishing_connection() {
         ..SubscribeOptions::group("g")
     };
     let mut subscription = adapter
-        .subscribe_with(&q, &options, AckMode::Coalesced)
+        .subscribe_acking(&q, &options, AckMode::Coalesced)
         .await
         .unwrap();
     let mut deliveries = Vec::new();

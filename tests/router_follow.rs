@@ -241,7 +241,7 @@ async fn an_unreachable_daemon_leaves_the_safe_default() {
     };
     let router = Router::with_default_slices(128);
     let handle = router
-        .follow_http_with(
+        .follow_http_tuned(
             &format!("http://127.0.0.1:{port}"),
             "orders",
             None,

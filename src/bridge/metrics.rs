@@ -1,12 +1,12 @@
 //! The bridge's counters, rendered in the Prometheus text format.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
+use crate::metrics_text::{self, Kind};
 use crate::routing::Side;
-use crate::stamp::{PublishedCounter, RouteLabel, escape_label};
+use crate::stamp::{PublishedCounter, RouteLabel};
 
 /// Most distinct producers (the ingress messages' `x-qm-producer`, or `bridge` when absent) that
 /// get a series of their own in `queue_migrate_published_total`: the header is whatever a
@@ -134,16 +134,13 @@ impl BridgeMetrics {
 
     /// The text exposition.
     pub fn render(&self) -> String {
-        let mut m = String::new();
-        escape_label(&mut m, &self.migration);
+        let m = self.migration.as_str();
         let mut out = String::new();
-        let by_side = |out: &mut String, name: &str, kind: &str, help: &str, v: [u64; 2]| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        let by_side = |out: &mut String, name: &str, kind: Kind, help: &str, v: [u64; 2]| {
+            metrics_text::family(out, name, kind, help);
             for (side, v) in [("old", v[0]), ("new", v[1])] {
-                let _ = writeln!(
-                    out,
-                    "{name}{{migration=\"{m}\",destination=\"{side}\",route=\"bridge\"}} {v}"
-                );
+                let labels = [("migration", m), ("destination", side), ("route", "bridge")];
+                metrics_text::sample(out, name, &labels, v);
             }
         };
         let load =
@@ -151,21 +148,21 @@ impl BridgeMetrics {
         by_side(
             &mut out,
             "queue_migrate_bridge_forwarded_total",
-            "counter",
+            Kind::Counter,
             "Publishes sent to a destination (each attempt).",
             load(&self.forwarded),
         );
         by_side(
             &mut out,
             "queue_migrate_bridge_confirmed_total",
-            "counter",
+            Kind::Counter,
             "Publishes the destination confirmed; the ingress message is acked after this.",
             load(&self.confirmed),
         );
         by_side(
             &mut out,
             "queue_migrate_bridge_publish_errors_total",
-            "counter",
+            Kind::Counter,
             "Publishes the destination refused or did not confirm (retried).",
             load(&self.errors),
         );
@@ -174,7 +171,7 @@ impl BridgeMetrics {
         by_side(
             &mut out,
             "queue_migrate_bridge_pending",
-            "gauge",
+            Kind::Gauge,
             "Publishes awaiting the destination's confirm.",
             [pending(0), pending(1)],
         );
@@ -192,12 +189,10 @@ impl BridgeMetrics {
                 load(&self.dead_lettered),
             ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            metrics_text::family(&mut out, name, Kind::Counter, help);
             for (side, v) in [("old", v[0]), ("new", v[1])] {
-                let _ = writeln!(
-                    out,
-                    "{name}{{migration=\"{m}\",destination=\"{side}\"}} {v}"
-                );
+                let labels = [("migration", m), ("destination", side)];
+                metrics_text::sample(&mut out, name, &labels, v);
             }
         }
         for (name, help, v) in [
@@ -212,18 +207,18 @@ impl BridgeMetrics {
                 self.ack_errors.load(Ordering::Relaxed),
             ),
         ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{migration=\"{m}\"}} {v}"
-            );
+            metrics_text::family(&mut out, name, Kind::Counter, help);
+            metrics_text::sample(&mut out, name, &[("migration", m)], v);
         }
-        let _ = writeln!(
-            out,
-            "# HELP queue_migrate_bridge_active 1 while this bridge holds the lease and forwards.\n\
-             # TYPE queue_migrate_bridge_active gauge\n\
-             queue_migrate_bridge_active{{migration=\"{m}\"}} {}",
-            self.active.load(Ordering::Relaxed)
+        let name = "queue_migrate_bridge_active";
+        metrics_text::family(
+            &mut out,
+            name,
+            Kind::Gauge,
+            "1 while this bridge holds the lease and forwards.",
         );
+        let active = self.active.load(Ordering::Relaxed);
+        metrics_text::sample(&mut out, name, &[("migration", m)], active);
         out.push_str(&self.published.render());
         out
     }

@@ -16,13 +16,15 @@
 //!   was confirmed.
 //! - Exactly one bridge per migration forwards: it holds the store lease `bridge:NAME`, renewed
 //!   every third of its TTL; a second instance waits and takes over when the lease expires or is
-//!   released. A bridge stops taking messages before its lease runs out.
+//!   released. A bridge stops taking messages before its lease runs out (the policy of
+//!   [`LeaseKeeper`]).
 //! - A publish that fails is retried with backoff, re-routed by the routing document of the
 //!   moment (a rollback while the new broker is down sends the message back to old).
 //! - A message the destination refuses for good ([`BrokerError::Refused`]: too large for NATS,
-//!   a header it cannot carry) is parked as a seed-001 envelope ([`dead_letter`]) in the old
-//!   broker's `brokers.old.dead_letter` queue and acked once that publish is confirmed, so its
-//!   key moves on; without a dead-letter queue it is retried (never dropped), reported once.
+//!   a header it cannot carry) is parked as a dead-letter envelope ([`dead_letter`];
+//!   `docs/design.md`, "Dead letters") in the old broker's `brokers.old.dead_letter` queue and
+//!   acked once that publish is confirmed, so its key moves on; without a dead-letter queue it is
+//!   retried (never dropped), reported once.
 //! - What a message carries besides its payload goes with it as far as the destination can take
 //!   it: RabbitMQ → RabbitMQ, every AMQP property and typed header (persistent always, `user_id`
 //!   only when it is the publishing connection's user); RabbitMQ → NATS / Redis, the properties
@@ -46,12 +48,15 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 
-use crate::brokers::{AckMode, Adapter, BrokerError, Delivery, Message, SubscribeOptions};
+use crate::brokers::{
+    AckMode, Adapter, BrokerError, Delivery, Message, SubscribeOptions, Subscription,
+};
 use crate::plan::BridgeKey;
 use crate::router::Router;
 use crate::routing::Side;
 use crate::stamp::{HEADER_PRODUCER, RouteStamp};
 use crate::store::Store;
+use crate::store::lease_keeper::{LeaseKeeper, LeaseStore, Renewal};
 
 use metrics::BridgeMetrics;
 use order::KeyedQueue;
@@ -164,22 +169,22 @@ pub async fn run<S: Store>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), BridgeError> {
     let lease = settings.lease();
-    let ttl_ms = i64::try_from(settings.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+    let keeper = LeaseKeeper::new(&store, &lease, &settings.holder, settings.lease_ttl);
     tokio::pin!(shutdown);
     let mut announced_standby = false;
     loop {
         // Stand by until the lease is ours.
         let holder = tokio::select! {
             () = &mut shutdown => break,
-            r = store.acquire_lease(&lease, &settings.holder, crate::time::now_ms(), ttl_ms) => r,
+            r = keeper.acquire(crate::time::now_ms()) => r,
         };
         match holder {
-            Ok(l) if l.holder == settings.holder => {
+            Renewal::Held { .. } => {
                 tracing::info!(lease = %lease, "holding the lease: forwarding");
                 announced_standby = false;
                 metrics.set_active(true);
                 let ended = session(
-                    &store,
+                    &keeper,
                     &settings,
                     &brokers,
                     &router,
@@ -202,26 +207,29 @@ pub async fn run<S: Store>(
                     }
                 }
             }
-            Ok(l) => {
+            Renewal::Taken { holder } => {
                 if !announced_standby {
-                    tracing::info!(holder = %l.holder, "another bridge holds {lease}: standing by");
+                    tracing::info!(holder = %holder, "another bridge holds {lease}: standing by");
                     announced_standby = true;
                 }
                 tokio::select! {
                     () = &mut shutdown => break,
-                    () = tokio::time::sleep(settings.lease_ttl / 3) => {}
+                    () = tokio::time::sleep(keeper.renew_every()) => {}
                 }
             }
-            Err(e) => {
-                tracing::warn!("cannot take the lease {lease}: {e}");
+            // `acquire` waits for the store's answer: never unanswered.
+            failed @ (Renewal::Failed(_) | Renewal::Unanswered) => {
+                if let Renewal::Failed(e) = failed {
+                    tracing::warn!("cannot take the lease {lease}: {e}");
+                }
                 tokio::select! {
                     () = &mut shutdown => break,
-                    () = tokio::time::sleep(settings.lease_ttl / 3) => {}
+                    () = tokio::time::sleep(keeper.renew_every()) => {}
                 }
             }
         }
     }
-    if let Err(e) = store.release_lease(&lease, &settings.holder).await {
+    if let Err(e) = keeper.release().await {
         tracing::warn!("cannot release the lease {lease}: {e}");
     }
     Ok(())
@@ -244,18 +252,15 @@ const ACK_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Forward while the lease is ours.
-async fn session<S: Store>(
-    store: &S,
+async fn session<S: LeaseStore>(
+    keeper: &LeaseKeeper<'_, S>,
     settings: &Settings,
     brokers: &Brokers,
     router: &Router,
     metrics: &Arc<BridgeMetrics>,
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Ended {
-    let lease = settings.lease();
-    let ttl_ms = i64::try_from(settings.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-    // Stop taking messages a fifth of the TTL before the lease would run out unrenewed.
-    let margin_ms = ttl_ms / 5;
+    let lease = keeper.name();
 
     // Before its first document a router sends everything to old, which is wrong in every state
     // from `slices[0]` on (and strands messages on an unread queue from `disconnect`).
@@ -267,55 +272,24 @@ async fn session<S: Store>(
             _ = changed.wait_for(|g| *g > 0) => {}
         }
     }
-
-    let options = SubscribeOptions {
-        group: format!("queue-migrate-bridge-{}", settings.migration),
-        consumer: settings.holder.clone(),
-        // Unsettled at once: those being forwarded and those waiting behind their key.
-        prefetch: settings.prefetch.saturating_mul(order::HELD_PER_WINDOW),
-        visibility_timeout: settings.visibility_timeout,
-        // The lease makes this session the group's only reader: it takes over at once what the
-        // sessions before it (this bridge's or another's) held, ahead of newer messages.
-        exclusive: true,
-    };
-    if let Err(e) = brokers.old.declare(&settings.ingress).await {
-        return Ended::Broker(e);
-    }
-    for side in [Side::Old, Side::New] {
-        if let Err(e) = brokers.side(side).declare(settings.queue(side)).await {
-            return Ended::Broker(e);
-        }
-    }
-    // The bridge settles out of delivery order (a busy key's next message is confirmed after
-    // later ones): per-message acks would each cost RabbitMQ a walk of the unacked list.
-    let mut sub = match brokers
-        .old
-        .subscribe_with(&settings.ingress, &options, AckMode::Coalesced)
-        .await
-    {
+    let mut sub = match open_ingress(settings, brokers).await {
         Ok(s) => s,
         Err(e) => return Ended::Broker(e),
     };
     // The lease was taken before the waits above (a document, the declares, the subscription),
     // each of which may have outlasted it: renew it before the first message is taken.
-    let now = crate::time::now_ms();
-    let mut lease_until = match store
-        .acquire_lease(&lease, &settings.holder, now, ttl_ms)
-        .await
-    {
-        Ok(l) if l.holder == settings.holder => l.expires_at_ms,
-        Ok(_) => return Ended::LeaseLost,
-        Err(e) => {
+    let mut lease_until = match keeper.acquire(crate::time::now_ms()).await {
+        Renewal::Held { until_ms } => until_ms,
+        Renewal::Taken { .. } | Renewal::Unanswered => return Ended::LeaseLost,
+        Renewal::Failed(e) => {
             tracing::warn!("cannot renew the lease {lease} before forwarding: {e}");
             return Ended::LeaseLost;
         }
     };
     // Fires when the lease is a margin away from running out unrenewed, whatever the renewals
     // answered meanwhile (a store that fails fast extends nothing).
-    let stop_at = |until: i64| {
-        let left = u64::try_from(until - margin_ms - crate::time::now_ms()).unwrap_or(0);
-        tokio::time::Instant::now() + Duration::from_millis(left)
-    };
+    let stop_at =
+        |until: i64| tokio::time::Instant::now() + keeper.left(crate::time::now_ms(), until);
     let expiry = tokio::time::sleep_until(stop_at(lease_until));
     tokio::pin!(expiry);
     let shared = Shared {
@@ -328,13 +302,12 @@ async fn session<S: Store>(
     // The forwards run inside this session's task, not as tasks of their own: no spawn, no
     // hand-over between threads, per message.
     let mut inflight = FuturesUnordered::new();
-    let mut renew = tokio::time::interval(settings.lease_ttl / 3);
-    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renew = keeper.renewals();
     renew.tick().await;
     let capacity = usize::from(settings.prefetch.max(1));
     // The renewal runs beside the forwards, so a slow store does not pause them; if it is still
     // pending when the lease would run out unrenewed, the session stops.
-    let mut renewal: Option<Renewal<'_>> = None;
+    let mut renewal: Option<PendingRenewal<'_>> = None;
 
     let ended = loop {
         tokio::select! {
@@ -346,31 +319,24 @@ async fn session<S: Store>(
             }
             _ = renew.tick(), if renewal.is_none() => {
                 let now = crate::time::now_ms();
-                let left = u64::try_from(lease_until - margin_ms - now).unwrap_or(0);
-                let (lease, holder) = (&lease, &settings.holder);
-                renewal = Some(Box::pin(async move {
-                    let renewed = tokio::time::timeout(
-                        Duration::from_millis(left),
-                        store.acquire_lease(lease, holder, now, ttl_ms),
-                    );
-                    (now, renewed.await)
-                }));
+                let left = keeper.left(now, lease_until);
+                renewal = Some(Box::pin(async move { (now, keeper.renew(now, left).await) }));
             }
             (now, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
                 renewal = None;
                 match renewed {
-                    Ok(Ok(l)) if l.holder == settings.holder => {
-                        lease_until = l.expires_at_ms;
+                    Renewal::Held { until_ms } => {
+                        lease_until = until_ms;
                         expiry.as_mut().reset(stop_at(lease_until));
                     }
-                    Ok(Ok(_)) => break Ended::LeaseLost,
-                    Ok(Err(e)) => tracing::warn!("cannot renew the lease {lease}: {e}"),
-                    Err(_) => {
+                    Renewal::Taken { .. } => break Ended::LeaseLost,
+                    Renewal::Failed(e) => tracing::warn!("cannot renew the lease {lease}: {e}"),
+                    Renewal::Unanswered => {
                         tracing::warn!("the renewal of the lease {lease} is still pending and the lease runs out: stopping");
                         break Ended::LeaseLost;
                     }
                 }
-                if now > lease_until - margin_ms {
+                if now > keeper.acts_until(lease_until) {
                     break Ended::LeaseLost;
                 }
             }
@@ -407,6 +373,43 @@ async fn session<S: Store>(
             }
         }
     };
+    wind_down(&ended, inflight, sub, keyed).await;
+    ended
+}
+
+/// Declare the ingress and both destinations, and subscribe to the ingress as the group's only
+/// reader.
+async fn open_ingress(settings: &Settings, brokers: &Brokers) -> Result<Subscription, BrokerError> {
+    let options = SubscribeOptions {
+        group: format!("queue-migrate-bridge-{}", settings.migration),
+        consumer: settings.holder.clone(),
+        // Unsettled at once: those being forwarded and those waiting behind their key.
+        prefetch: settings.prefetch.saturating_mul(order::HELD_PER_WINDOW),
+        visibility_timeout: settings.visibility_timeout,
+        // The lease makes this session the group's only reader: it takes over at once what the
+        // sessions before it (this bridge's or another's) held, ahead of newer messages.
+        exclusive: true,
+    };
+    brokers.old.declare(&settings.ingress).await?;
+    for side in [Side::Old, Side::New] {
+        brokers.side(side).declare(settings.queue(side)).await?;
+    }
+    // The bridge settles out of delivery order (a busy key's next message is confirmed after
+    // later ones): per-message acks would each cost RabbitMQ a walk of the unacked list.
+    brokers
+        .old
+        .subscribe_acking(&settings.ingress, &options, AckMode::Coalesced)
+        .await
+}
+
+/// End a session that `ended`: on shutdown give what is in flight a moment to be confirmed; send
+/// the acks of what was confirmed (unless the broker failed); give back what was not acked.
+async fn wind_down<F: Future<Output = Done>>(
+    ended: &Ended,
+    mut inflight: FuturesUnordered<F>,
+    sub: Subscription,
+    mut keyed: KeyedQueue<String, Delivery>,
+) {
     match ended {
         Ended::Shutdown => {
             // Give what is in flight a moment to be confirmed and acked; the rest comes back.
@@ -447,21 +450,17 @@ async fn session<S: Store>(
              after the visibility timeout, maybe behind newer ones)"
         ),
     }
-    ended
 }
 
-/// A lease renewal in flight: the instant it was asked at, and the store's answer, or
-/// `Elapsed` when the lease would have run out before it came.
-type Renewed = (
-    i64,
-    Result<Result<crate::store::Lease, crate::store::StoreError>, tokio::time::error::Elapsed>,
-);
+/// A lease renewal in flight: the instant it was asked at, and the store's answer
+/// ([`Renewal::Unanswered`] when the lease would have run out before it came).
+type Renewed = (i64, Renewal);
 
 /// See [`Renewed`].
-type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = Renewed> + Send + 'a>>;
+type PendingRenewal<'a> = std::pin::Pin<Box<dyn Future<Output = Renewed> + Send + 'a>>;
 
 /// The answer of the renewal in flight (never, when there is none).
-async fn pending_renewal(renewal: &mut Option<Renewal<'_>>) -> Renewed {
+async fn pending_renewal(renewal: &mut Option<PendingRenewal<'_>>) -> Renewed {
     match renewal {
         Some(r) => r.await,
         None => std::future::pending().await,

@@ -333,7 +333,7 @@ impl SubscribeOptions {
     }
 }
 
-/// How a subscription's acks reach the broker ([`Adapter::subscribe_with`]).
+/// How a subscription's acks reach the broker ([`Adapter::subscribe_acking`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AckMode {
     /// Each [`Delivery::ack`] is sent to the broker before it returns.
@@ -453,7 +453,7 @@ impl Adapter {
     /// [`BrokerError::Operation`] when the queue / stream does not exist (RabbitMQ, JetStream:
     /// [`Adapter::declare`] it first) or the broker refuses.
     pub async fn subscribe(&self, queue: &str, options: &SubscribeOptions) -> Result<Subscription> {
-        self.subscribe_with(queue, options, AckMode::PerMessage)
+        self.subscribe_acking(queue, options, AckMode::PerMessage)
             .await
     }
 
@@ -461,7 +461,7 @@ impl Adapter {
     ///
     /// # Errors
     /// As [`Adapter::subscribe`].
-    pub async fn subscribe_with(
+    pub async fn subscribe_acking(
         &self,
         queue: &str,
         options: &SubscribeOptions,
@@ -584,10 +584,7 @@ impl Subscription {
     /// - RabbitMQ: the same as dropping it (the broker requeues every unacked delivery at once,
     ///   in place). Call [`Subscription::flush_acks`] first.
     /// - JetStream: the same as dropping it: what it held comes back after `ack_wait`, behind
-    ///   newer messages. NAKing it was tried and not kept: a pull request the subscription left
-    ///   waiting on the server (async-nats cannot withdraw one) meets the first NAK, and
-    ///   nats-server 2.9.10 (Debian's) then loses that redelivery until `ack_wait` and sends the
-    ///   last delivered message again as new.
+    ///   newer messages; nothing is NAKed (why: `docs/bridge.md`, across the end of a session).
     /// - Redis: a read in flight is let finish (within a second) rather than abandoned on the
     ///   server, so every entry this consumer took is in the group's pending list, where the
     ///   next [`SubscribeOptions::exclusive`] subscription claims it first, whatever its

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{
-    CliError, CliResult, Ctx, GateRow, committed, exit_with, print_json, to_stdout, write_applied,
-    write_gate_rows,
+    CliError, CliResult, Ctx, GateRow, committed, exit_after_printing, print_json, to_stdout,
+    write_applied, write_gate_rows,
 };
 use crate::controller::{AdvanceOptions, AdvanceOutcome};
 
@@ -63,7 +63,7 @@ pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
         })
     };
     if gated {
-        return exit_with(printed, ExitCode::from(3));
+        return exit_after_printing(printed, ExitCode::from(3));
     }
     match &outcome.applied {
         Some(applied) if !args.json => committed(applied, printed),

@@ -20,7 +20,9 @@ mod replay_ledger;
 mod replay_target;
 use replay_target::Target;
 
-use super::{CliError, CliResult, Ctx, exit_with, nonzero_duration, print_json, to_stdout};
+use super::{
+    CliError, CliResult, Ctx, exit_after_printing, nonzero_duration, print_json, to_stdout,
+};
 use crate::dlq::alerts::{self, AlertInputs};
 use crate::dlq::disposition::{
     Action, CloseReason, Disposition, covered_until, split_against_history,
@@ -1360,7 +1362,7 @@ async fn replay_cmd(ctx: &Ctx, mut a: ReplayArgs) -> CliResult {
     };
     let printed = if said.is_empty() { Ok(()) } else { emit(&said) };
     // The replay's own outcome comes first; then whether its summary could be written.
-    exit_with(printed, result?)
+    exit_after_printing(printed, result?)
 }
 
 /// Record every group the run replayed whole (none of its messages failed) as a decision
@@ -1641,7 +1643,7 @@ fn keep_recent<R: BufRead>(
 ) -> std::io::Result<PurgeTally> {
     let mut t = PurgeTally::default();
     loop {
-        let Some(line) = reader.next_line_with(|chunk| out.write_all(chunk))? else {
+        let Some(line) = reader.next_line_forwarding_overflow(|chunk| out.write_all(chunk))? else {
             return Ok(t);
         };
         match line.content {

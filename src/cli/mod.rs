@@ -251,7 +251,7 @@ impl CliError {
 /// A command's own exit `code` once its report was `printed`: a reader that stopped reading
 /// (`| head`) does not turn a gated advance (3) or an invalid plan (2) into a success; any other
 /// failure to write is the error.
-pub fn exit_with(printed: Result<(), CliError>, code: ExitCode) -> CliResult {
+pub fn exit_after_printing(printed: Result<(), CliError>, code: ExitCode) -> CliResult {
     match printed {
         Err(e) if !e.is_quiet() => Err(e),
         _ => Ok(code),

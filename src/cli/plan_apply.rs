@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, exit_after_printing, print_json, to_stdout};
 use crate::controller::plan_apply::PlanApplyOutcome;
 
 #[derive(Debug, Args)]
@@ -54,7 +54,7 @@ pub async fn run(ctx: &Ctx, args: ApplyArgs) -> CliResult {
         for r in &outcome.refused {
             eprintln!("  - {r}");
         }
-        return exit_with(printed, ExitCode::from(2));
+        return exit_after_printing(printed, ExitCode::from(2));
     }
     // An applied plan whose routing could not be published says so first, whatever became of
     // the report.

@@ -73,7 +73,7 @@ pub async fn run(ctx: &Ctx, args: BacktestArgs) -> CliResult {
     })?;
     // Broker secrets are not needed here: a source URL that does not resolve makes its gates
     // hold, naming the variable.
-    let compiled = crate::plan::compile_with(
+    let compiled = crate::plan::compile_with_secrets_mode(
         &yaml,
         args.file.parent(),
         &ctx.resolve,

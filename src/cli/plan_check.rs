@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{CliError, CliResult, Ctx, exit_with, print_json, to_stdout};
+use super::{CliError, CliResult, Ctx, exit_after_printing, print_json, to_stdout};
 use crate::controller::ControllerError;
 use crate::machine::Ladder;
 use crate::plan::{Compiled, Diagnostic};
@@ -127,7 +127,7 @@ pub fn run(ctx: &Ctx, args: CheckArgs) -> CliResult {
                     warnings: &[],
                     derived: None,
                 });
-                return exit_with(printed, ExitCode::from(2));
+                return exit_after_printing(printed, ExitCode::from(2));
             }
             eprintln!("{file}: {} error(s)", errors.len());
             for e in &errors {

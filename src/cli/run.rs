@@ -199,7 +199,8 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     eprintln!(
         "migrate run: {holder} on http://{addr} (state {}), every {}, {}; Ctrl-C to stop",
         redact_url(&ctx.global.state),
-        crate::time::human(args.interval),
+        // Exact: a sub-second interval is not rounded down to "0s".
+        crate::plan::duration_serde::format(args.interval),
         match args.retain {
             Retention::Keep(d) => format!("history kept {}", crate::time::human(d)),
             Retention::Forever => "history kept forever (--retain off)".to_string(),

@@ -122,7 +122,7 @@ pub fn compile_stored(
     // its relative paths as the same file applied again does).
     let location = plan_location(Path::new(&record.plan_path));
     let dir = location.parent().map(Path::to_path_buf);
-    plan::compile_with(&record.plan_yaml, dir.as_deref(), resolve, secrets)
+    plan::compile_with_secrets_mode(&record.plan_yaml, dir.as_deref(), resolve, secrets)
 }
 
 #[derive(Debug)]

@@ -1,11 +1,10 @@
 //! The controller's own Prometheus metrics (`GET /metrics`).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
 
 use crate::controller::GateReport;
-use crate::indicators::exposition::escape_label_value as esc;
+use crate::metrics_text::{Kind, family, sample};
 use crate::plan::{Check, GateKind, Plan};
 use crate::routing::RoutingDocument;
 
@@ -186,72 +185,71 @@ impl Metrics {
     }
 }
 
-fn head(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
 fn render(m: &Inner) -> String {
-    let mut out = String::new();
-    head(
-        &mut out,
+    let mut text = String::new();
+    let out = &mut text;
+    family(
+        out,
         "queue_migrate_up",
-        "gauge",
+        Kind::Gauge,
         "1 while the controller runs.",
     );
-    let _ = writeln!(out, "queue_migrate_up 1");
-    head(
-        &mut out,
+    sample(out, "queue_migrate_up", &[], 1);
+    family(
+        out,
         "queue_migrate_leader",
-        "gauge",
+        Kind::Gauge,
         "1 when this controller holds the lease and acts.",
     );
-    let _ = writeln!(out, "queue_migrate_leader {}", u8::from(m.leader));
-    head(
-        &mut out,
+    sample(out, "queue_migrate_leader", &[], u8::from(m.leader));
+    family(
+        out,
         "queue_migrate_ticks_total",
-        "counter",
+        Kind::Counter,
         "Evaluation ticks run.",
     );
-    let _ = writeln!(out, "queue_migrate_ticks_total {}", m.ticks);
-    head(
-        &mut out,
+    sample(out, "queue_migrate_ticks_total", &[], m.ticks);
+    family(
+        out,
         "queue_migrate_tick_seconds_total",
-        "counter",
+        Kind::Counter,
         "Seconds the ticks took, all together (divide its rate by the ticks' for the mean).",
     );
-    let _ = writeln!(
+    sample(
         out,
-        "queue_migrate_tick_seconds_total {}",
-        m.tick_seconds_sum
+        "queue_migrate_tick_seconds_total",
+        &[],
+        m.tick_seconds_sum,
     );
-    head(
-        &mut out,
+    family(
+        out,
         "queue_migrate_tick_seconds",
-        "gauge",
+        Kind::Gauge,
         "Seconds the last tick took.",
     );
-    let _ = writeln!(out, "queue_migrate_tick_seconds {}", m.tick_seconds);
-    head(
-        &mut out,
+    sample(out, "queue_migrate_tick_seconds", &[], m.tick_seconds);
+    family(
+        out,
         "queue_migrate_tick_seconds_max",
-        "gauge",
+        Kind::Gauge,
         "Seconds the longest tick since the daemon started took.",
     );
-    let _ = writeln!(out, "queue_migrate_tick_seconds_max {}", m.tick_seconds_max);
-    head(
-        &mut out,
+    sample(
+        out,
+        "queue_migrate_tick_seconds_max",
+        &[],
+        m.tick_seconds_max,
+    );
+    family(
+        out,
         "queue_migrate_state",
-        "gauge",
+        Kind::Gauge,
         "1 for the state the migration is in.",
     );
     for (name, g) in &m.migrations {
         for s in STATES {
-            let _ = writeln!(
-                out,
-                "queue_migrate_state{{migration=\"{}\",state=\"{s}\"}} {}",
-                esc(name),
-                u8::from(g.state == s)
-            );
+            let labels = [("migration", name.as_str()), ("state", s)];
+            sample(out, "queue_migrate_state", &labels, u8::from(g.state == s));
         }
     }
     type Gauge = (&'static str, &'static str, fn(&Gauges) -> f64);
@@ -279,22 +277,21 @@ fn render(m: &Inner) -> String {
         ),
     ];
     for (metric, help, get) in gauges {
-        head(&mut out, metric, "gauge", help);
+        family(out, metric, Kind::Gauge, help);
         for (name, g) in &m.migrations {
-            let _ = writeln!(out, "{metric}{{migration=\"{}\"}} {}", esc(name), get(g));
+            sample(out, metric, &[("migration", name.as_str())], get(g));
         }
     }
     // Every gate series: migration, phase, gate, kind (exit/guard), source.
-    let labels = |name: &str, g: &GateGauge| {
-        format!(
-            "migration=\"{}\",phase=\"{}\",gate=\"{}\",kind=\"{}\",source=\"{}\"",
-            esc(name),
-            esc(&g.phase),
-            esc(&g.name),
-            esc(&g.kind),
-            esc(&g.source)
-        )
-    };
+    fn labels<'a>(name: &'a str, g: &'a GateGauge) -> Vec<(&'static str, &'a str)> {
+        vec![
+            ("migration", name),
+            ("phase", g.phase.as_str()),
+            ("gate", g.name.as_str()),
+            ("kind", g.kind.as_str()),
+            ("source", g.source.as_str()),
+        ]
+    }
     type Side = (&'static str, &'static str, fn(&GateGauge) -> Option<f64>);
     let sides: [Side; 3] = [
         (
@@ -314,90 +311,83 @@ fn render(m: &Inner) -> String {
         ),
     ];
     for (metric, help, get) in sides {
-        head(&mut out, metric, "gauge", help);
+        family(out, metric, Kind::Gauge, help);
         for (name, m) in &m.migrations {
             for g in &m.gates {
                 let Some(v) = get(g) else { continue };
-                let op = match (metric, g.limit) {
-                    ("queue_migrate_gate_limit", Some((_, op))) => format!(",op=\"{op}\""),
-                    _ => String::new(),
-                };
-                let _ = writeln!(out, "{metric}{{{}{op}}} {v}", labels(name, g));
+                let mut labels = labels(name, g);
+                if let ("queue_migrate_gate_limit", Some((_, op))) = (metric, g.limit) {
+                    labels.push(("op", op));
+                }
+                sample(out, metric, &labels, v);
             }
         }
     }
-    head(
-        &mut out,
+    family(
+        out,
         "queue_migrate_gate_verdict",
-        "gauge",
+        Kind::Gauge,
         "1 for each gate's last verdict.",
     );
     for (name, m) in &m.migrations {
         for g in &m.gates {
             for v in ["pass", "hold", "fail"] {
-                let _ = writeln!(
+                let mut labels = labels(name, g);
+                labels.push(("verdict", v));
+                sample(
                     out,
-                    "queue_migrate_gate_verdict{{{},verdict=\"{v}\"}} {}",
-                    labels(name, g),
-                    u8::from(g.verdict == v)
+                    "queue_migrate_gate_verdict",
+                    &labels,
+                    u8::from(g.verdict == v),
                 );
             }
         }
     }
-    head(
-        &mut out,
+    family(
+        out,
         "queue_migrate_transitions_total",
-        "counter",
+        Kind::Counter,
         "Transitions made by this controller.",
     );
     for ((name, command), n) in &m.transitions {
-        let _ = writeln!(
-            out,
-            "queue_migrate_transitions_total{{migration=\"{}\",command=\"{}\"}} {n}",
-            esc(name),
-            esc(command)
-        );
+        let labels = [("migration", name.as_str()), ("command", command.as_str())];
+        sample(out, "queue_migrate_transitions_total", &labels, n);
     }
-    head(
-        &mut out,
+    family(
+        out,
         "queue_migrate_breaches_total",
-        "counter",
+        Kind::Counter,
         "Guard breaches seen.",
     );
     for ((name, gate), n) in &m.breaches {
-        let _ = writeln!(
-            out,
-            "queue_migrate_breaches_total{{migration=\"{}\",gate=\"{}\"}} {n}",
-            esc(name),
-            esc(gate)
-        );
+        let labels = [("migration", name.as_str()), ("gate", gate.as_str())];
+        sample(out, "queue_migrate_breaches_total", &labels, n);
     }
-    head(
-        &mut out,
+    family(
+        out,
         "queue_migrate_evaluation_errors_total",
-        "counter",
+        Kind::Counter,
         "Gate evaluations that held for lack of a reading, by source.",
     );
     for (source, n) in &m.evaluation_errors {
-        let _ = writeln!(
-            out,
-            "queue_migrate_evaluation_errors_total{{source=\"{}\"}} {n}",
-            esc(source)
-        );
+        let labels = [("source", source.as_str())];
+        sample(out, "queue_migrate_evaluation_errors_total", &labels, n);
     }
-    head(
-        &mut out,
+    family(
+        out,
         "queue_migrate_pruned_rows_total",
-        "counter",
+        Kind::Counter,
         "Rows the retention (--retain) deleted, by table.",
     );
     for (table, n) in m.pruned.tables() {
-        let _ = writeln!(
+        sample(
             out,
-            "queue_migrate_pruned_rows_total{{table=\"{table}\"}} {n}"
+            "queue_migrate_pruned_rows_total",
+            &[("table", table)],
+            n,
         );
     }
-    out
+    text
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! - a loop that ticks every `interval`: for each migration, evaluate the current phase's gates and
 //!   guards, act on a breach at once, advance when every exit gate passes ([`tick`]);
 //! - a lease in the store so that exactly one daemon per store acts; the others stand by, serve
-//!   read-only API calls and take over when the lease expires;
+//!   read-only API calls and take over when the lease expires (the policy of [`LeaseKeeper`]);
 //! - a watcher that notices changes made by others (the CLI) within a poll (25 ms) and publishes
 //!   their routing to long-polling producers ([`hub`]);
 //! - the HTTP API and `/metrics` ([`server`]), webhooks ([`notify`]).
@@ -37,6 +37,7 @@ use crate::controller::round::RoundBatch;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::{Resolve, SecretsMode};
+use crate::store::lease_keeper::{LeaseKeeper, Renewal};
 use crate::store::{Fleet, MigrationRecord, Store, StoreError};
 use hub::Hub;
 use metrics::Metrics;
@@ -204,11 +205,11 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// A controller over the shared store; a standby's never writes.
     pub fn controller(&self, read_only: bool) -> Controller<'_, S> {
-        self.controller_with(&self.fetcher, read_only)
+        self.controller_with_fetcher(&self.fetcher, read_only)
     }
 
     /// A controller over the shared store reading its sources through `fetcher` (a round's).
-    pub fn controller_with<'a>(
+    pub fn controller_with_fetcher<'a>(
         &'a self,
         fetcher: &'a Fetcher,
         read_only: bool,
@@ -233,8 +234,20 @@ impl<S: Store + Clone + 'static> Shared<S> {
         if self.leader.load(Ordering::SeqCst) {
             return true;
         }
-        let margin = i64::try_from(self.config.lease_ttl.as_millis() / 5).unwrap_or(0);
-        crate::time::now_ms() < self.lease_until.load(Ordering::SeqCst) - margin
+        self.lease_keeper().acts(
+            crate::time::now_ms(),
+            self.lease_until.load(Ordering::SeqCst),
+        )
+    }
+
+    /// The lease every daemon of this store competes for, held as this daemon.
+    fn lease_keeper(&self) -> LeaseKeeper<'_, S> {
+        LeaseKeeper::new(
+            &self.store,
+            LEASE,
+            &self.config.holder,
+            self.config.lease_ttl,
+        )
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -502,8 +515,7 @@ pub async fn run<S: Store + Clone + 'static>(
         let shared = shared.clone();
         let stop = stop_rx.clone();
         tokio::spawn(async move {
-            let mut every = tokio::time::interval(shared.config.lease_ttl / 3);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut every = shared.lease_keeper().renewals();
             loop {
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
@@ -548,7 +560,7 @@ pub async fn run<S: Store + Clone + 'static>(
     #[cfg(feature = "brokers")]
     shared.probes.stop_all();
     if shared.lease_until.swap(0, Ordering::SeqCst) > 0
-        && let Err(e) = shared.store.release_lease(LEASE, &config.holder).await
+        && let Err(e) = shared.lease_keeper().release().await
     {
         tracing::warn!("cannot release the lease: {e}");
     }
@@ -564,43 +576,34 @@ pub async fn run<S: Store + Clone + 'static>(
 /// within a third of the lease period is a failed renewal (the next one is due then).
 async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let now = crate::time::now_ms();
-    let ttl = i64::try_from(shared.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+    let keeper = shared.lease_keeper();
     let had = shared.lease_until.load(Ordering::SeqCst) > now;
-    let asked = tokio::time::timeout(
-        shared.config.lease_ttl / 3,
-        shared
-            .store
-            .acquire_lease(LEASE, &shared.config.holder, now, ttl),
-    )
-    .await;
-    match asked {
-        Ok(Ok(lease)) if lease.holder == shared.config.holder => {
+    match keeper.renew(now, keeper.renew_every()).await {
+        Renewal::Held { until_ms } => {
             shared.store_ok_at.store(now, Ordering::SeqCst);
             if !had {
-                tracing::info!(holder = %lease.holder, "holding the lease: this controller acts");
+                tracing::info!(holder = %shared.config.holder, "holding the lease: this controller acts");
             }
-            shared
-                .lease_until
-                .store(lease.expires_at_ms, Ordering::SeqCst);
+            shared.lease_until.store(until_ms, Ordering::SeqCst);
             shared.say_leading(None);
         }
-        Ok(Ok(lease)) => {
+        Renewal::Taken { holder } => {
             shared.store_ok_at.store(now, Ordering::SeqCst);
             shared.lease_until.store(0, Ordering::SeqCst);
-            shared.say_leading(Some(&format!("{} holds it", lease.holder)));
+            shared.say_leading(Some(&format!("{holder} holds it")));
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
             shared.probes.stop_all();
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
-        Ok(Err(e)) => {
+        Renewal::Failed(e) => {
             tracing::warn!("cannot renew the lease: {e}");
             shared.say_leading(Some(&format!("cannot renew it: {e}")));
         }
-        Err(_) => {
+        Renewal::Unanswered => {
             tracing::warn!(
                 "cannot renew the lease: the store did not answer within {}",
-                crate::time::human(shared.config.lease_ttl / 3)
+                crate::time::human(keeper.renew_every())
             );
             shared.say_leading(Some("the store did not answer in time"));
         }
@@ -613,8 +616,9 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     if shared.leader.load(Ordering::SeqCst) || !shared.said_leading.load(Ordering::SeqCst) {
         return std::future::pending().await;
     }
-    let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap_or(0);
-    let until = shared.lease_until.load(Ordering::SeqCst) - margin;
+    let until = shared
+        .lease_keeper()
+        .acts_until(shared.lease_until.load(Ordering::SeqCst));
     let wait = until.saturating_sub(crate::time::now_ms());
     if let Ok(wait) = u64::try_from(wait) {
         tokio::time::sleep(Duration::from_millis(wait + 1)).await;
@@ -669,7 +673,7 @@ pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
             let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
             let Some(read) = next else { break };
             let name = read.name().to_string();
-            match tick::tick_with(shared, &fetcher, Some(&batch), read, now).await {
+            match tick::tick_in_round(shared, &fetcher, Some(&batch), read, now).await {
                 Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
                 Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
             }

@@ -22,7 +22,6 @@
 //! resumed run is paced from its resumption: the probes left go out at the run's rate.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -33,6 +32,7 @@ use super::Shared;
 use crate::brokers::from_plan;
 use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use crate::machine::State;
+use crate::metrics_text::{self, Kind};
 use crate::plan::{Broker, PhaseKind, Plan, Probes};
 use crate::probe::{self, HEADER_PROBE, ProbeKind};
 use crate::routing::{Route, Side};
@@ -262,33 +262,30 @@ impl ProbeRuns {
         let mut names: Vec<&String> = counters.keys().collect();
         names.sort();
         let name = "queue_migrate_probes_sent_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Synthetic probes published and confirmed by the new broker, by kind.\n# TYPE {name} counter"
+        metrics_text::family(
+            &mut out,
+            name,
+            Kind::Counter,
+            "Synthetic probes published and confirmed by the new broker, by kind.",
         );
         for m in &names {
-            let mut label = String::new();
-            crate::stamp::escape_label(&mut label, m);
             for kind in ProbeKind::ALL {
                 let i = usize::from(kind == ProbeKind::Idempotency);
                 let v = counters[*m].sent[i].load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "{name}{{migration=\"{label}\",probe=\"{}\"}} {v}",
-                    kind.as_str()
-                );
+                let labels = [("migration", m.as_str()), ("probe", kind.as_str())];
+                metrics_text::sample(&mut out, name, &labels, v);
             }
         }
         let name = "queue_migrate_probe_publish_errors_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Synthetic probe publishes that failed (retried).\n# TYPE {name} counter"
+        metrics_text::family(
+            &mut out,
+            name,
+            Kind::Counter,
+            "Synthetic probe publishes that failed (retried).",
         );
         for m in &names {
-            let mut label = String::new();
-            crate::stamp::escape_label(&mut label, m);
             let v = counters[*m].errors.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}{{migration=\"{label}\"}} {v}");
+            metrics_text::sample(&mut out, name, &[("migration", m.as_str())], v);
         }
         out
     }
@@ -550,11 +547,11 @@ mod tests {
     async fn synthetic_daemon(
         dir: &std::path::Path,
     ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
-        daemon_with(dir, "{ rate: 2, count: 3 }", None).await
+        daemon_with_probes(dir, "{ rate: 2, count: 3 }", None).await
     }
 
     /// [`synthetic_daemon`] with these `probes`, publishing to `fake` if given.
-    async fn daemon_with(
+    async fn daemon_with_probes(
         dir: &std::path::Path,
         probes: &str,
         fake: Option<Arc<FakeBroker>>,
@@ -562,7 +559,7 @@ mod tests {
         daemon_clocked(dir, probes, fake, Arc::new(crate::time::now_ms)).await
     }
 
-    /// [`daemon_with`], the daemon's clock (probe pacing and stamps) being `clock`.
+    /// [`daemon_with_probes`], the daemon's clock (probe pacing and stamps) being `clock`.
     async fn daemon_clocked(
         dir: &std::path::Path,
         probes: &str,
@@ -724,7 +721,8 @@ mod tests {
     async fn a_probe_run_that_stopped_on_a_lease_lapse_starts_again_when_the_lease_comes_back() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
         tokio::time::pause();
         // The five copies of the idempotency probe, then latency probes one by one.
         until("two latency probes", || fake.keys().len() >= 7).await;
@@ -787,7 +785,8 @@ mod tests {
     async fn a_finished_probe_run_is_not_sent_again_after_the_lease_comes_back() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
         tokio::time::pause();
         until("the run completes", || shared.probes.running().is_empty()).await;
         assert_eq!(fake.sent(), (5, 3));
@@ -857,7 +856,8 @@ mod tests {
     async fn a_finished_probe_run_is_not_sent_again_after_a_pause_and_unpause() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
         tokio::time::pause();
         until("the run completes", || shared.probes.running().is_empty()).await;
         assert_eq!(fake.sent(), (5, 3));
@@ -879,7 +879,8 @@ mod tests {
     async fn a_probe_run_paused_midway_resumes_where_it_stopped() {
         let dir = tempfile::tempdir().unwrap();
         let fake = Arc::new(FakeBroker::default());
-        let shared = daemon_with(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
+        let shared =
+            daemon_with_probes(dir.path(), "{ rate: 2, count: 20 }", Some(fake.clone())).await;
         tokio::time::pause();
         until("two latency probes", || fake.keys().len() >= 7).await;
         // Paused: the run stops at the tick, and nothing is published while it stays paused.

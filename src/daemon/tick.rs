@@ -85,17 +85,18 @@ pub async fn tick<S: Store + Clone + 'static>(
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
-    tick_with(shared, &shared.fetcher, None, Read::Store(name), now_ms).await
+    tick_in_round(shared, &shared.fetcher, None, Read::Store(name), now_ms).await
 }
 
-/// Run one tick of the migration `read` names at `now_ms`, reading its sources through
-/// `fetcher` (a round's, shared with the other migrations of the round: see
-/// [`super::tick_all`]); with `round`, its gate evaluations and samples are left there for the
-/// round's one commit instead of committed here.
+/// Run one tick as a round runs it: of the migration `read` names (from the store, or from the
+/// round's read of the fleet) at `now_ms`, reading its sources through `fetcher` (the round's,
+/// shared with the other migrations of the round: see [`super::tick_all`]); with `round`, its
+/// gate evaluations and samples are left there for the round's one commit instead of committed
+/// here.
 ///
 /// # Errors
 /// Store failures and plans that no longer compile; a conflict is not an error.
-pub async fn tick_with<S: Store + Clone + 'static>(
+pub async fn tick_in_round<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     fetcher: &Fetcher,
     round: Option<&RoundBatch>,
@@ -107,7 +108,7 @@ pub async fn tick_with<S: Store + Clone + 'static>(
     }
     let c = Controller {
         round,
-        ..shared.controller_with(fetcher, false)
+        ..shared.controller_with_fetcher(fetcher, false)
     };
     let name = &*read.name().to_string();
     let loaded = match read {

@@ -1,6 +1,7 @@
 //! The business key: `type:aggregate:event`, built from the message's business identity — what
 //! happened, to which aggregate, which occurrence — never from the broker's message id, which
-//! differs on the two paths during a migration and on every producer retry (seed 002).
+//! differs on the two paths during a migration and on every producer retry
+//! (`docs/design.md#idempotent-consumers-and-the-dedup-window`).
 //!
 //! # Wire form
 //! The three parts joined by `:`, each part escaped so that the join is unambiguous: `\` becomes

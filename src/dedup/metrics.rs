@@ -5,8 +5,8 @@
 //! queue_migrate_consumer_messages_total{route="bridge",outcome="duplicate_blocked"} 12
 //! ```
 //!
-//! The route breakdown is what makes the duplicate count readable (seed 000's third shutdown
-//! indicator): a retry produces a blocked duplicate and that is the system working; duplicates from
+//! The route breakdown is what makes the duplicate count readable
+//! (`docs/design.md#idempotent-consumers-and-the-dedup-window`): a retry produces a blocked duplicate and that is the system working; duplicates from
 //! the bridge growing while the others stay flat mean the bridge republishes. `failed` and
 //! `dead_lettered` are counted too, so that a success rate computed from this counter is honest.
 //!
@@ -15,9 +15,9 @@
 //!   message.
 //! - Recording is one relaxed atomic add: no lock, no allocation.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::metrics_text::{self, Kind};
 use crate::stamp::{RouteLabel, valid_metric_name};
 
 /// The default metric name.
@@ -143,22 +143,16 @@ impl ConsumerMetrics {
     /// The Prometheus text exposition (format 0.0.4) of all 28 series (4 routes, 7 outcomes).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(1536);
-        let _ = writeln!(
-            out,
-            "# HELP {} Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, stale, in_progress_retry, failed, dead_lettered).",
-            self.name
+        metrics_text::family(
+            &mut out,
+            &self.name,
+            Kind::Counter,
+            "Consumed messages by route (old, new, bridge, replay: from the route stamp) and outcome (processed, duplicate_blocked, conflict, stale, in_progress_retry, failed, dead_lettered).",
         );
-        let _ = writeln!(out, "# TYPE {} counter", self.name);
         for route in RouteLabel::ALL {
             for outcome in Outcome::ALL {
-                let _ = writeln!(
-                    out,
-                    "{}{{route=\"{}\",outcome=\"{}\"}} {}",
-                    self.name,
-                    route.as_str(),
-                    outcome.as_str(),
-                    self.get(route, outcome)
-                );
+                let labels = [("route", route.as_str()), ("outcome", outcome.as_str())];
+                metrics_text::sample(&mut out, &self.name, &labels, self.get(route, outcome));
             }
         }
         out

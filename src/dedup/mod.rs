@@ -1,5 +1,5 @@
 //! Idempotent consumers: deduplicate by the business key, in one of three modes, and count every
-//! outcome by route (seeds 000 and 002).
+//! outcome by route (`docs/design.md#idempotent-consumers-and-the-dedup-window`).
 //!
 //! | mode | module | guarantee | for |
 //! |---|---|---|---|
@@ -61,7 +61,8 @@ pub use crate::time::Millis;
 pub use key::BusinessKey;
 pub use metrics::{ConsumerMetrics, Outcome};
 
-/// How long a key is kept by default: longer than any plausible reprocess (seed 002), short
+/// How long a key is kept by default: longer than any plausible reprocess
+/// (`docs/design.md#idempotent-consumers-and-the-dedup-window`), short
 /// enough that the table does not grow without bound.
 pub const DEFAULT_KEY_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
 /// How long a "processing" lease lasts by default before another consumer may take the key.

@@ -1,5 +1,6 @@
-//! The Redis mode, for effects that are not in SQL: seed 000's processing/completed states, made
-//! safe against the two ways the article's version fails.
+//! The Redis mode, for effects that are not in SQL: the processing/completed states of an
+//! idempotent consumer (`docs/design.md#idempotent-consumers-and-the-dedup-window`, window mode),
+//! with an atomic claim and a release that only its holder can make.
 //!
 //! One Redis key per business key, `{prefix}{key}`, holding either
 //! - `p|<token>|<payload hash>` — being processed, with a short lease (default 30 s, `PX`): a
@@ -11,7 +12,7 @@
 //!   connections never both get `Fresh` for a live key.
 //! - `release` and `complete` compare the holder's random token inside a Lua script before they
 //!   touch the key, so a consumer whose lease expired can never delete or overwrite the claim of the
-//!   consumer that took the key after it. The article's unconditional `DEL` could.
+//!   consumer that took the key after it.
 //! - `complete` after a lease expired succeeds if nobody took the key meanwhile, and fails with
 //!   [`RedisDedupError::LeaseLost`] if someone did (the effect may then run twice: size the lease
 //!   above the effect's worst duration, or [`LeaseDedup::extend`] it, and pass the business key on

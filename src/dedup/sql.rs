@@ -1,6 +1,6 @@
 //! The durable mode: the business key is inserted, under a unique constraint, inside the caller's
 //! own SQL transaction — the one that applies the effect — so that the key and the effect commit
-//! together or not at all (seed 002: "a inserção da chave faz parte da mesma transação do efeito").
+//! together or not at all (`docs/design.md#idempotent-consumers-and-the-dedup-window`, durable mode).
 //! SQLite and PostgreSQL, through sqlx.
 //!
 //! ```no_run

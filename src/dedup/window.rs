@@ -5,8 +5,8 @@
 //! # Guarantees, and what it does not guarantee
 //! - Within one process: two deliveries of one key inside the window apply the effect once; a key
 //!   being processed is held by a lease (default 30 s) that a crashed task does not keep forever.
-//! - **A duplicate older than the window is not detected** (seed 002: "janela em cache — garantia
-//!   dentro da janela; reprocessamento antigo não detectado"). A deliberate reprocess of last week
+//! - **A duplicate older than the window is not detected**
+//!   (`docs/design.md#idempotent-consumers-and-the-dedup-window`). A deliberate reprocess of last week
 //!   applies every effect again. [`window_warning`] is what `plan check` says when the plan's
 //!   reprocess margin exceeds the window; if the system has any reprocess procedure, use the
 //!   durable mode ([`super::sql`]).

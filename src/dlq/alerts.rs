@@ -19,11 +19,11 @@
 //! with `recent_since_ms` = now − window for the inflow.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::triage::Group;
+use crate::metrics_text::{self, Kind};
 
 /// Errors of this module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,20 +141,14 @@ pub fn compute(groups: &[Group], inputs: &AlertInputs<'_>) -> Result<Signals, Al
     })
 }
 
-/// A label value escaped for the text exposition format.
+/// A label value as the text exposition carries it: control characters other than a newline
+/// become spaces ([`metrics_text::sample`] escapes the rest).
 fn label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            // Legal in the format, but a NUL or a tab in a label breaks the tools that read it.
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    value
+        .chars()
+        // Legal in the format, but a NUL or a tab in a label breaks the tools that read it.
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .collect()
 }
 
 fn num(v: f64) -> String {
@@ -170,9 +164,8 @@ pub fn render_prometheus(signals: &Signals, queue: &str) -> String {
     let q = label(queue);
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, value: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name}{{queue=\"{q}\"}} {}", num(value));
+        metrics_text::family(&mut out, name, Kind::Gauge, help);
+        metrics_text::sample(&mut out, name, &[("queue", &q)], num(value));
     };
     gauge(
         "dlq_inflow_per_minute",
@@ -204,20 +197,25 @@ pub fn render_prometheus(signals: &Signals, queue: &str) -> String {
         "Dead letters in the export.",
         signals.entries as f64,
     );
-    let _ = writeln!(
-        out,
-        "# HELP dlq_new_signature_info One series per new signature (at most {}, the largest first).",
+    let name = "dlq_new_signature_info";
+    let help = format!(
+        "One series per new signature (at most {}, the largest first).",
         signals.max_info
     );
-    let _ = writeln!(out, "# TYPE dlq_new_signature_info gauge");
+    metrics_text::family(&mut out, name, Kind::Gauge, &help);
     for s in signals.new_signatures.iter().take(signals.max_info) {
-        let _ = writeln!(
-            out,
-            "dlq_new_signature_info{{queue=\"{q}\",error_class=\"{}\",consumer_version=\"{}\",signature=\"{}\"}} 1",
+        let (class, version, signature) = (
             label(&s.error_class),
             label(&s.consumer_version),
-            label(&s.signature)
+            label(&s.signature),
         );
+        let labels = [
+            ("queue", q.as_str()),
+            ("error_class", &class),
+            ("consumer_version", &version),
+            ("signature", &signature),
+        ];
+        metrics_text::sample(&mut out, name, &labels, 1);
     }
     out
 }
@@ -225,9 +223,9 @@ pub fn render_prometheus(signals: &Signals, queue: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::disposition::{CloseReason, Disposition, covered_until};
-    use super::super::envelope::parse_timestamp;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
+    use crate::time::parse_timestamp;
 
     fn line(msg: &str, first: &str, dead: &str) -> String {
         serde_json::json!({

@@ -21,8 +21,8 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use super::envelope::{format_timestamp, parse_timestamp};
 use super::triage::Group;
+use crate::time::{format_timestamp, parse_timestamp};
 
 /// Errors of this module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,8 @@
 //! (non-UTF-8) payloads, and corrupt lines (truncated JSON, a non-UTF-8 line, a missing field, an
 //! impossible date, something that is not an object).
 
-use super::envelope::{Payload, base64_encode, format_timestamp};
+use super::envelope::{Payload, base64_encode};
+use crate::time::format_timestamp;
 
 /// Errors of this module.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -72,7 +72,7 @@ impl<R: BufRead> LineReader<R> {
     /// # Errors
     /// Reading failed.
     pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
-        self.next_line_with(|_| Ok(()))
+        self.next_line_forwarding_overflow(|_| Ok(()))
     }
 
     /// [`next_line`](Self::next_line), handing each chunk of a line over the cap to `overflow`
@@ -80,7 +80,7 @@ impl<R: BufRead> LineReader<R> {
     ///
     /// # Errors
     /// Reading failed, or `overflow` failed.
-    pub fn next_line_with(
+    pub fn next_line_forwarding_overflow(
         &mut self,
         overflow: impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<Option<Line<'_>>> {
@@ -254,7 +254,7 @@ mod tests {
         loop {
             let mut sink = Vec::new();
             let Some(line) = r
-                .next_line_with(|chunk| {
+                .next_line_forwarding_overflow(|chunk| {
                     sink.extend_from_slice(chunk);
                     Ok(())
                 })

@@ -1,14 +1,15 @@
-//! Dead letters (DESIGN.md §7, seed 001): the envelope a consumer writes when it gives up on a
-//! message, and what the controller does with a queue of them.
+//! Dead letters (the dead-letter article; docs/design.md, "Dead letters"): the envelope a
+//! consumer writes when it gives up on a message, and what the controller does with a queue of
+//! them.
 //!
 //! Pure (values in, values out; time is an argument):
-//! - [`envelope`] — `DeadLetter` in the seed's JSON names (payload byte-intact: a string when
+//! - [`envelope`] — `DeadLetter` in the article's JSON names (payload byte-intact: a string when
 //!   UTF-8, else `{"base64": ...}`), the builder a consumer calls, its extensible
 //!   `ErrorClassifier`, the instant format.
-//! - [`signature`] — the error signature, v1 = the seed's `signatureOf` exactly (UTF-16 cut).
+//! - [`signature`] — the error signature, v1 = the article's `signatureOf` exactly (UTF-16 cut).
 //! - [`lines`] — an export's lines, each under a cap (16 MiB by default), in flat memory.
 //! - [`triage`] — one streaming pass over any `BufRead` of NDJSON, groups by (class, consumer
-//!   version, signature), the seed's numbers and order; table and JSON renderings.
+//!   version, signature), the article's numbers and order; table and JSON renderings.
 //! - [`disposition`] — the closed list of close reasons, the decision record, the split of
 //!   groups into recurring / covered / fresh against recorded decisions.
 //! - [`gate`] — the drain phase's gate: the old queue is empty or every group in it is decided.

@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 
 use super::disposition::{Disposition, split_against_history};
-use super::envelope::format_timestamp;
 use super::triage::{Group, Hint, TriageReport, human_span};
+use crate::time::format_timestamp;
 
 /// Errors of this module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -232,9 +232,9 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::super::disposition::CloseReason;
-    use super::super::envelope::parse_timestamp;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
+    use crate::time::parse_timestamp;
 
     #[test]
     fn report_has_every_section_and_escapes_pipes() {

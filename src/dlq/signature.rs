@@ -2,7 +2,7 @@
 //! that `timeout after 30012ms` and `timeout after 30044ms` fall in one group.
 //!
 //! **v1** (the default, and what recorded decisions are keyed by) is exactly the dead-letter
-//! article's `signatureOf`:
+//! article's `signatureOf` (docs/design.md, "Dead letters"):
 //!
 //! ```js
 //! errorMessage
@@ -46,7 +46,7 @@ pub enum SignatureError {
 /// default so that they stay comparable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SignatureVersion {
-    /// Seed 001's `signatureOf`, exactly.
+    /// The dead-letter article's `signatureOf`, exactly.
     #[default]
     V1,
 }
@@ -97,7 +97,7 @@ fn may_start(b: u8) -> bool {
     b.is_ascii_hexdigit() || b == b'\'' || b == b'"'
 }
 
-/// Seed 001's three global replaces (UUIDs, then digit runs, then quoted runs) in one pass over
+/// The article's three global replaces (UUIDs, then digit runs, then quoted runs) in one pass over
 /// the message, into `out`.
 ///
 /// One pass gives what the three give because the substitutes (`<id>`, `<n>`, `<v>`) hold no
@@ -232,7 +232,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    // Seed 001's three replaces as three passes, the way the JS reads: the oracle of the fused
+    // The article's three replaces as three passes, the way the JS reads: the oracle of the fused
     // pass.
     fn is_hex(b: u8) -> bool {
         b.is_ascii_hexdigit()

@@ -12,9 +12,9 @@
 //! compiler reports the syntax error itself, from `serde_yaml`).
 //!
 //! The map is a tree: each node holds its own key (or index) once, under its parent, never its
-//! whole path. A path string per node would cost the sum of every node's path (a long key over
-//! many entries: 140 KB of YAML took 2 GB); the tree costs the text's own size. A lookup walks
-//! the path down the tree, trying each place a key may end (a key may hold `.` or `[`).
+//! whole path, so the map costs about the text's own size however long its keys and however
+//! many its entries. A lookup walks the path down the tree, trying each place a key may end (a
+//! key may hold `.` or `[`).
 
 use std::collections::HashMap;
 

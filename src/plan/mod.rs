@@ -16,7 +16,8 @@ pub mod model;
 mod threshold;
 
 pub use compile::{
-    Compiled, Diagnostic, FileStamp, Resolve, SecretsMode, SystemResolve, compile, compile_with,
+    Compiled, Diagnostic, FileStamp, Resolve, SecretsMode, SystemResolve, compile,
+    compile_with_secrets_mode,
 };
 pub use model::*;
 pub use threshold::{Threshold, round_value};

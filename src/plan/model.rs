@@ -236,7 +236,8 @@ pub enum DedupMode {
     Window,
 }
 
-/// The dedup policy and the three terms of the window formula (DESIGN.md 6).
+/// The dedup policy and the three terms of the window formula (`docs/design.md`, "Idempotent
+/// consumers and the dedup window").
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dedup {
     pub mode: DedupMode,

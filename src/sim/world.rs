@@ -7,7 +7,6 @@
 //! Everything random comes from one seeded generator (the SplitMix64 of `dlq::generate`).
 
 use std::collections::{HashSet, VecDeque};
-use std::fmt::Write as _;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{Row, SqlitePool};
@@ -17,6 +16,7 @@ use crate::dedup::metrics::{ConsumerMetrics, Outcome};
 use crate::dedup::sql::{self, Claim, VersionCheck};
 use crate::dedup::{BusinessKey, PayloadHash};
 use crate::dlq::generate::Rng;
+use crate::metrics_text::{Kind, sample, type_line};
 use crate::router::Router;
 use crate::routing::{RoutingDocument, Side};
 use crate::stamp::{PublishedCounter, RouteLabel};
@@ -606,83 +606,77 @@ impl World {
         } else {
             Vec::new()
         };
-        out.push_str("# TYPE queue_consumer_connected gauge\n");
+        type_line(&mut out, "queue_consumer_connected", Kind::Gauge);
         for side in [Side::Old, Side::New] {
             let broker = self.broker_of(side);
             let connected = reading.contains(&side) && !broker.down;
-            let _ = writeln!(
-                out,
-                "queue_consumer_connected{{broker=\"{}\"}} {}",
-                side.as_str(),
-                u8::from(connected)
+            let labels = [("broker", side.as_str())];
+            sample(
+                &mut out,
+                "queue_consumer_connected",
+                &labels,
+                u8::from(connected),
             );
         }
-        out.push_str("# TYPE broker_queue_depth gauge\n# TYPE broker_dlq_depth gauge\n");
+        type_line(&mut out, "broker_queue_depth", Kind::Gauge);
+        type_line(&mut out, "broker_dlq_depth", Kind::Gauge);
         for side in [Side::Old, Side::New] {
             let broker = self.broker_of(side);
             // An unreachable broker reports nothing: gates on it hold.
             if broker.down {
                 continue;
             }
-            let _ = writeln!(
-                out,
-                "broker_queue_depth{{broker=\"{}\"}} {}",
-                side.as_str(),
-                broker.depth()
-            );
-            let _ = writeln!(
-                out,
-                "broker_dlq_depth{{broker=\"{}\"}} {}",
-                side.as_str(),
-                broker.dead.len()
-            );
+            let labels = [("broker", side.as_str())];
+            sample(&mut out, "broker_queue_depth", &labels, broker.depth());
+            sample(&mut out, "broker_dlq_depth", &labels, broker.dead.len());
         }
-        out.push_str("# TYPE demo_consumer_attempts_total counter\n");
+        type_line(&mut out, "demo_consumer_attempts_total", Kind::Counter);
         for side in [Side::Old, Side::New] {
             let i = side_index(side);
-            let _ = writeln!(
-                out,
-                "demo_consumer_attempts_total{{route=\"{}\",result=\"ok\"}} {}",
-                side.as_str(),
-                self.tally.attempts_ok[i]
-            );
-            let _ = writeln!(
-                out,
-                "demo_consumer_attempts_total{{route=\"{}\",result=\"error\"}} {}",
-                side.as_str(),
-                self.tally.attempts_err[i]
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# TYPE demo_probe_effects gauge\ndemo_probe_effects {}",
-            self.tally.probe_effects
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE demo_probe_deliveries gauge\ndemo_probe_deliveries {}",
-            self.tally.probe_deliveries
-        );
-        out.push_str("# TYPE demo_probe_latency_seconds gauge\n");
-        for side in [Side::Old, Side::New] {
-            if let Some(l) = self.probe_latency_s[side_index(side)] {
-                let _ = writeln!(
-                    out,
-                    "demo_probe_latency_seconds{{route=\"{}\"}} {l}",
-                    side.as_str()
-                );
+            for (result, n) in [
+                ("ok", self.tally.attempts_ok[i]),
+                ("error", self.tally.attempts_err[i]),
+            ] {
+                let labels = [("route", side.as_str()), ("result", result)];
+                sample(&mut out, "demo_consumer_attempts_total", &labels, n);
             }
         }
-        let _ = writeln!(
-            out,
-            "# TYPE demo_duplicate_effects gauge\ndemo_duplicate_effects {}",
-            self.duplicate_effects
+        type_line(&mut out, "demo_probe_effects", Kind::Gauge);
+        sample(
+            &mut out,
+            "demo_probe_effects",
+            &[],
+            self.tally.probe_effects,
+        );
+        type_line(&mut out, "demo_probe_deliveries", Kind::Gauge);
+        sample(
+            &mut out,
+            "demo_probe_deliveries",
+            &[],
+            self.tally.probe_deliveries,
+        );
+        type_line(&mut out, "demo_probe_latency_seconds", Kind::Gauge);
+        for side in [Side::Old, Side::New] {
+            if let Some(l) = self.probe_latency_s[side_index(side)] {
+                let labels = [("route", side.as_str())];
+                sample(&mut out, "demo_probe_latency_seconds", &labels, l);
+            }
+        }
+        type_line(&mut out, "demo_duplicate_effects", Kind::Gauge);
+        sample(
+            &mut out,
+            "demo_duplicate_effects",
+            &[],
+            self.duplicate_effects,
         );
         if self.consumer_up() {
-            let _ = writeln!(
-                out,
-                "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds{{job=\"consumer\"}} {}",
-                self.consumer_started_ms / 1000
+            let started_s = self.consumer_started_ms / 1000;
+            type_line(&mut out, "process_start_time_seconds", Kind::Gauge);
+            sample(
+                &mut out,
+                "process_start_time_seconds",
+                &[("job", "consumer")],
+                started_s,
             );
         }
         out.push_str(&self.metrics.render());

@@ -19,6 +19,7 @@ pub mod any;
 pub mod dispositions;
 mod dispositions_postgres;
 mod dispositions_sqlite;
+pub mod lease_keeper;
 mod memory;
 pub mod postgres;
 pub mod retention;

@@ -89,17 +89,21 @@ impl PgStore {
     /// # Errors
     /// The database cannot be reached or its schema cannot be applied.
     pub async fn open(url: &str) -> Result<PgStore> {
-        Self::open_with(url, SCHEMA).await
+        Self::open_applying(url, SCHEMA).await
     }
 
     /// [`Self::open`] with the schema up to `version` only (tests of upgrades).
     #[cfg(test)]
     pub(crate) async fn open_at_version(url: &str, version: i64) -> Result<PgStore> {
         let upto = SCHEMA.iter().take_while(|(v, _, _)| *v <= version).count();
-        Self::open_with(url, &SCHEMA[..upto]).await
+        Self::open_applying(url, &SCHEMA[..upto]).await
     }
 
-    async fn open_with(url: &str, schema: &[(i64, &'static str, &'static str)]) -> Result<PgStore> {
+    /// Open the database at `url` and apply the migrations of `schema` that it lacks.
+    async fn open_applying(
+        url: &str,
+        schema: &[(i64, &'static str, &'static str)],
+    ) -> Result<PgStore> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| super::any::malformed(url, &e))?
             .application_name("queue-migrate")

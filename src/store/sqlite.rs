@@ -89,17 +89,18 @@ impl SqliteStore {
     /// # Errors
     /// The database cannot be opened or its schema cannot be applied.
     pub async fn open(url: &str) -> Result<SqliteStore> {
-        Self::open_with(url, SCHEMA).await
+        Self::open_applying(url, SCHEMA).await
     }
 
     /// [`Self::open`] with the schema up to `version` only (tests of upgrades).
     #[cfg(test)]
     pub(crate) async fn open_at_version(url: &str, version: i64) -> Result<SqliteStore> {
         let upto = SCHEMA.iter().take_while(|(v, _, _)| *v <= version).count();
-        Self::open_with(url, &SCHEMA[..upto]).await
+        Self::open_applying(url, &SCHEMA[..upto]).await
     }
 
-    async fn open_with(
+    /// Open the database at `url` and apply the migrations of `schema` that it lacks.
+    async fn open_applying(
         url: &str,
         schema: &[(i64, &'static str, &'static str)],
     ) -> Result<SqliteStore> {

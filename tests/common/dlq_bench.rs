@@ -126,6 +126,102 @@ impl DlqBench {
     }
 }
 
+/// The old broker's line of plans/local.yaml, for a test to put its own broker in.
+pub const OLD_BROKER_LINE: &str = "old: { name: old, kind: amqp, url: \"amqp://127.0.0.1:5672/%2f\", queue: local, dead_letter: local.dlq }";
+/// The new broker's line of plans/local.yaml.
+pub const NEW_BROKER_LINE: &str =
+    "new: { name: new, kind: nats, url: \"nats://127.0.0.1:4222\", stream: LOCAL }";
+
+impl DlqBench {
+    /// plans/local.yaml with RabbitMQ `old_queue` (broker `rabbitmq`) as the old side, `new_line`
+    /// as the new one (broker `nats`) and the bridge's key in the JSON field `orderId`,
+    /// initialised and moved to `slices[1]`: 4 of its 8 slices on the new side.
+    pub fn half_migrated(self, amqp: &str, old_queue: &str, new_line: &str) -> DlqBench {
+        let plan = include_str!("../../plans/local.yaml")
+            .replace(
+                OLD_BROKER_LINE,
+                &format!(
+                    "old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue} }}"
+                ),
+            )
+            .replace(NEW_BROKER_LINE, new_line)
+            + &format!("\nbridge: {{ ingress: {old_queue}.ingress, key: {{ json: orderId }} }}\n");
+        assert!(
+            plan.contains(old_queue) && plan.contains(new_line),
+            "the plan's broker lines changed"
+        );
+        let bench = self.with_plan(&plan);
+        bench.init();
+        bench.ok(&["advance", "local"], 0);
+        for _ in 0..3 {
+            bench.ok(
+                &["advance", "local", "--force", "--reason", "replay test"],
+                0,
+            );
+        }
+        let routing = bench.ok(&["routing", "local"], 0).json();
+        assert_eq!(
+            (
+                routing["state"].as_str(),
+                routing["slices_migrated"].as_u64()
+            ),
+            (Some("slices"), Some(4)),
+            "{routing}"
+        );
+        bench
+    }
+}
+
+/// `scenario` on a bench whose store is `store` (built here, outside the runtime the scenario
+/// runs on).
+pub fn on_store<F: std::future::Future<Output = ()>>(
+    store: impl FnOnce() -> DlqBench,
+    scenario: impl FnOnce(DlqBench) -> F,
+) {
+    let d = store();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(scenario(d));
+}
+
+/// Take (and ack, as consumer group `group`) what arrives on the RabbitMQ queue `queue` until
+/// `want` messages came or 10 s passed, then 300 ms more (to see any extra one).
+#[cfg(feature = "brokers")]
+pub async fn drain_rabbitmq(
+    adapter: &queue_migrate::brokers::Adapter,
+    queue: &str,
+    group: &str,
+    want: usize,
+) -> Vec<queue_migrate::brokers::Message> {
+    use std::time::{Duration, Instant};
+    let mut sub = adapter
+        .subscribe(
+            queue,
+            &queue_migrate::brokers::SubscribeOptions::group(group),
+        )
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wait = if seen.len() >= want {
+            Duration::from_millis(300)
+        } else {
+            deadline.saturating_duration_since(Instant::now())
+        };
+        match tokio::time::timeout(wait, sub.next()).await {
+            Ok(Ok(Some(d))) => {
+                seen.push(d.message.clone());
+                d.ack().await.unwrap();
+            }
+            Ok(Ok(None)) | Err(_) => return seen,
+            Ok(Err(e)) => panic!("{e}"),
+        }
+    }
+}
+
 impl Drop for DlqBench {
     fn drop(&mut self) {
         if let Some(pg) = self.pg.take()

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod daemon_world;
 pub mod dlq_bench;
 pub mod hooked;
 #[cfg(feature = "brokers")]

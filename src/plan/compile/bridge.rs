@@ -2,7 +2,8 @@
 
 use serde_yaml::Value;
 
-use super::{Cx, Obj, describe, key_path, quote};
+use super::cx::{Cx, Obj, describe, quote};
+use crate::plan::lines::key_path;
 use crate::plan::model::{Bridge, BridgeKey, Brokers, Probes};
 
 pub(super) const BRIDGE_FIELDS: &[&str] = &["ingress", "key", "prefetch"];
@@ -153,5 +154,139 @@ impl Cx<'_> {
             count: count?,
             repeat: repeat?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::compile::test_support::{FULL, edit, errors, line_of, lines, ok};
+    use crate::plan::model::{BridgeKey, PhaseKind};
+
+    #[test]
+    fn bridge_and_probes_compile() {
+        let yaml = edit(
+            "  synthetic:\n    min_duration: 1h\n",
+            "  synthetic:\n    min_duration: 1h\n    probes: { rate: 5, count: 100 }\n",
+        ) + "bridge: { ingress: orders.ingress, key: { json: /order/id } }\n";
+        let c = ok(&yaml);
+        let bridge = c.plan.bridge.clone().expect("a bridge");
+        assert_eq!(bridge.ingress, "orders.ingress");
+        assert_eq!(bridge.key, BridgeKey::Json("/order/id".into()));
+        assert_eq!(bridge.prefetch, 256);
+        let probes = c
+            .plan
+            .phase(PhaseKind::Synthetic)
+            .and_then(|p| p.probes.clone());
+        assert_eq!(
+            probes,
+            Some(crate::plan::Probes {
+                rate: 5.0,
+                count: 100,
+                repeat: 5
+            })
+        );
+        assert_eq!(c.plan.brokers.old.destination(), Some("orders"));
+        assert_eq!(c.plan.brokers.new.destination(), Some("ORDERS"));
+    }
+
+    /// Regression: a plan with a bridge and no dead-letter queue checked clean, though the
+    /// bridge then cannot park a message the new broker refuses and stalls on it.
+    #[test]
+    fn a_bridge_without_a_dead_letter_queue_is_a_warning() {
+        let with =
+            format!("{FULL}bridge: {{ ingress: orders.ingress, key: {{ json: orderId }} }}\n");
+        assert!(
+            !lines(&ok(&with).warnings).contains("dead_letter"),
+            "{}",
+            lines(&ok(&with).warnings)
+        );
+        let without = with.replace(", dead_letter: orders.dlq", "");
+        assert_ne!(without, with, "the fixture names a dead-letter queue");
+        let c = ok(&without);
+        let w = c.warnings.iter().find(|w| w.path == "bridge");
+        assert!(
+            w.is_some_and(|w| w.message.contains("brokers.old.dead_letter")
+                && w.message.contains("max_payload")),
+            "{}",
+            lines(&c.warnings)
+        );
+        assert!(c.plan.bridge.is_some(), "a warning, not an error");
+    }
+
+    #[test]
+    fn a_bridge_reading_the_consumers_queue_is_refused() {
+        let yaml =
+            format!("{FULL}bridge: {{ ingress: orders, key: {{ header: x-id, json: id }} }}\n");
+        let errs = errors(&yaml);
+        let text = lines(&errs);
+        assert!(
+            text.contains("bridge.ingress") && text.contains("read its own output"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bridge.key") && text.contains("not both"),
+            "{text}"
+        );
+        let errs = errors(&format!(
+            "{FULL}bridge: {{ ingress: in, key: {{}}, prefetch: 0 }}\n"
+        ));
+        let text = lines(&errs);
+        assert!(text.contains("missing the key's place"), "{text}");
+        assert!(text.contains("bridge.prefetch"), "{text}");
+        let errs = errors(&format!(
+            "{FULL}bridge: {{ ingress: in, key: {{ json: a/b }} }}\n"
+        ));
+        assert!(lines(&errs).contains("JSON pointer"), "{}", lines(&errs));
+    }
+
+    #[test]
+    fn probes_are_checked_and_belong_to_synthetic() {
+        let bad = edit(
+            "  synthetic:\n    min_duration: 1h\n",
+            "  synthetic:\n    min_duration: 1h\n    probes: { rate: 0, count: 0, repeat: 1 }\n",
+        );
+        let text = lines(&errors(&bad));
+        for path in [
+            "phases.synthetic.probes.rate",
+            "phases.synthetic.probes.count",
+            "phases.synthetic.probes.repeat",
+        ] {
+            assert!(text.contains(path), "missing {path}\n{text}");
+        }
+        let misplaced = edit(
+            "  drain:\n    quiet: auto\n",
+            "  drain:\n    quiet: auto\n    probes: { rate: 1, count: 1 }\n",
+        );
+        let text = lines(&errors(&misplaced));
+        assert!(
+            text.contains("`probes` belongs to the synthetic phase"),
+            "{text}"
+        );
+    }
+
+    /// Regression: `probes.rate: 1e-20` passed `plan check`, then the daemon panicked in
+    /// `Duration::from_secs_f64(1 / rate)`.
+    #[test]
+    fn a_probe_rate_too_small_to_pace_is_an_error_with_its_line() {
+        for rate in ["1e-20", "0.0001", "5e-324"] {
+            let bad = edit(
+                "  synthetic:\n    min_duration: 1h\n",
+                &format!(
+                    "  synthetic:\n    min_duration: 1h\n    probes: {{ rate: {rate}, count: 5 }}\n"
+                ),
+            );
+            let errs = errors(&bad);
+            let e = errs
+                .iter()
+                .find(|d| d.path == "phases.synthetic.probes.rate")
+                .unwrap_or_else(|| panic!("{rate}: {}", lines(&errs)));
+            assert_eq!(e.line, line_of(&bad, "probes:"), "{e}");
+            assert!(e.message.contains("0.001"), "{e}");
+        }
+        let fine = edit(
+            "  synthetic:\n    min_duration: 1h\n",
+            "  synthetic:\n    min_duration: 1h\n    probes: { rate: 0.001, count: 5 }\n",
+        );
+        assert!(ok(&fine).plan.phases.iter().any(|p| p.probes.is_some()));
     }
 }

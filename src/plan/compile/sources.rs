@@ -1,0 +1,173 @@
+//! The `sources` section: named indicator sources (Prometheus, a scraped /metrics endpoint, a
+//! dead-letter export), and what gates need to know of them.
+
+use std::collections::BTreeMap;
+
+use serde_yaml::Value;
+
+use super::cx::{Cx, Obj, describe, quote};
+use crate::plan::lines::key_path;
+use crate::plan::model::Source;
+
+// The fields each mapping allows (what an "unknown field" error offers instead).
+const SOURCE_FIELDS: &[&str] = &["prometheus", "scrape", "dead_letters"];
+/// What a gate may ask a `dead_letters` source.
+pub(super) const DEAD_LETTER_QUERIES: &[&str] = &["open_groups", "entries"];
+
+/// What a source is, as far as gates need to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SourceKind {
+    Prometheus,
+    Scrape,
+    DeadLetters,
+}
+
+/// The sources section: the valid ones, and every declared name with its kind when known (so
+/// that a gate on a source whose URL failed is not reported as "unknown source" as well).
+#[derive(Default)]
+pub(super) struct Sources {
+    pub(super) valid: BTreeMap<String, Source>,
+    pub(super) declared: BTreeMap<String, Option<SourceKind>>,
+}
+
+impl Cx<'_> {
+    pub(super) fn sources(&mut self, v: &Value, path: &str) -> Option<Sources> {
+        let Value::Mapping(map) = v else {
+            self.error(
+                path,
+                format!(
+                    "expected a mapping of named sources (e.g. `prom: {{ prometheus: \
+                     \"http://127.0.0.1:9090\" }}`), found {}",
+                    describe(v)
+                ),
+            );
+            return None;
+        };
+        let mut out = Sources::default();
+        for (k, v) in map {
+            let Some(name) = self.key_name(k, path) else {
+                continue;
+            };
+            let p = key_path(path, &name);
+            let valid_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !valid_name {
+                self.error(
+                    &p,
+                    format!(
+                        "a source name is letters, digits, `-` and `_`; got {}",
+                        quote(&name)
+                    ),
+                );
+            }
+            // Every declared name is kept, for the gates, even when its entry is invalid (its
+            // error is recorded, so no plan is produced).
+            let (kind, source) = self.source(v, &p);
+            out.declared.insert(name.clone(), kind);
+            if let Some(s) = source {
+                out.valid.insert(name, s);
+            }
+        }
+        Some(out)
+    }
+
+    fn source(&mut self, v: &Value, path: &str) -> (Option<SourceKind>, Option<Source>) {
+        let Some(o) = Obj::new(self, v, path, "a source", SOURCE_FIELDS) else {
+            return (None, None);
+        };
+        if let Some((v, p)) = o.get("dead_letters") {
+            if o.get("prometheus").is_some() || o.get("scrape").is_some() {
+                self.error(
+                    path,
+                    "a source is one of `prometheus`, `scrape` or `dead_letters`",
+                );
+                return (None, None);
+            }
+            let export = self.nonempty_string(v, &p).map(|f| self.relative(&f));
+            return (
+                Some(SourceKind::DeadLetters),
+                export.map(|export| Source::DeadLetters { export }),
+            );
+        }
+        match (o.get("prometheus"), o.get("scrape")) {
+            (Some((v, p)), None) => {
+                let url = self
+                    .secret(v, &p)
+                    .and_then(|s| self.http_url(s, &p, "prometheus"));
+                (
+                    Some(SourceKind::Prometheus),
+                    url.map(|url| Source::Prometheus { url }),
+                )
+            }
+            (None, Some((v, p))) => {
+                let url = self
+                    .secret(v, &p)
+                    .and_then(|s| self.http_url(s, &p, "scrape"));
+                (
+                    Some(SourceKind::Scrape),
+                    url.map(|url| Source::Scrape { url }),
+                )
+            }
+            (Some(_), Some(_)) => {
+                self.error(
+                    path,
+                    "a source is either `prometheus: URL` or `scrape: URL`, not both",
+                );
+                (None, None)
+            }
+            (None, None) => {
+                self.error(
+                    path,
+                    "a source needs `prometheus: URL` (a Prometheus server) or `scrape: URL` (a \
+                     /metrics endpoint)",
+                );
+                (None, None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::compile::test_support::{FULL, errors, lines, ok};
+    use crate::plan::model::Source;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_dead_letter_export_is_a_source_for_the_drain_gate() {
+        let yaml = FULL
+            .replace(
+                "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }",
+                "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }\n  old_dlq: { dead_letters: orders.dlq.ndjson }",
+            )
+            .replace(
+                "      - { name: old queue empty,",
+                "      - { name: old dead letters handled, source: old_dlq, query: open_groups, pass_if: \"== 0\" }\n      - { name: old queue empty,",
+            );
+        let c = ok(&yaml);
+        assert_eq!(
+            c.plan.sources.get("old_dlq"),
+            Some(&Source::DeadLetters {
+                export: PathBuf::from("/etc/qm/orders.dlq.ndjson")
+            })
+        );
+        let bad = yaml.replace("query: open_groups", "query: sum(open)");
+        let errs = lines(&errors(&bad));
+        assert!(errs.contains("answers open_groups or entries"), "{errs}");
+        // Regression: a compare gate on it compiled silently, then held for ever (one number,
+        // not a pair); and so did a gate named as a requirement, whose memory it shared.
+        let compare = yaml.replace(
+            "query: open_groups, pass_if: \"== 0\"",
+            "compare: { new: entries, old: entries }",
+        );
+        assert_ne!(compare, yaml);
+        let warned = lines(&ok(&compare).warnings);
+        assert!(warned.contains("answers one number"), "{warned}");
+        let reserved = yaml.replace("name: old dead letters handled", "name: require_peak");
+        assert_ne!(reserved, yaml);
+        let warned = lines(&ok(&reserved).warnings);
+        assert!(warned.contains("share a \"held since\" mark"), "{warned}");
+    }
+}

@@ -1,0 +1,330 @@
+//! The one lease policy of everything that must act alone over a store: the daemon (lease
+//! `controller`) and a bridge (lease `bridge:MIGRATION`).
+//!
+//! A [`LeaseKeeper`] takes, renews and gives back one lease for one holder, and says until when
+//! the holder may act. It logs nothing and keeps no state: the caller keeps the instant its lease
+//! runs out (`until_ms`, from [`Renewal::Held`]) and says what happened in its own words.
+//!
+//! # Guarantees
+//! - A holder acts only until a margin of a fifth of the TTL before its lease would run out
+//!   unrenewed ([`LeaseKeeper::acts_until`], [`LeaseKeeper::acts`], [`LeaseKeeper::left`]), so that
+//!   work stopped at that instant is over before a standby may take the lease.
+//! - Renewals are due every third of the TTL ([`LeaseKeeper::renew_every`],
+//!   [`LeaseKeeper::renewals`]): a renewal that fails leaves time for the next one before the
+//!   margin.
+//! - [`LeaseKeeper::renew`] waits for the store at most the time it is given: a store that does
+//!   not answer is [`Renewal::Unanswered`], never a wait past the lease.
+//! - A renewal that finds another holder is [`Renewal::Taken`]: the caller stops at once. A failed
+//!   renewal ([`Renewal::Failed`], [`Renewal::Unanswered`]) extends nothing: the caller keeps
+//!   acting only on the lease it already holds.
+//! - No wall clock is read here: callers pass the instant `now_ms` (ms since the epoch); only
+//!   tokio's clock bounds a renewal.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{Lease, Store, StoreError};
+
+/// What a [`LeaseKeeper`] needs of a store: the two lease calls of [`Store`].
+pub trait LeaseStore: Send + Sync {
+    /// See [`Store::acquire_lease`].
+    fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+    /// See [`Store::release_lease`].
+    fn release_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+impl<S: Store> LeaseStore for S {
+    fn acquire_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send {
+        Store::acquire_lease(self, lease, holder, now_ms, ttl_ms)
+    }
+
+    fn release_lease(
+        &self,
+        lease: &str,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        Store::release_lease(self, lease, holder)
+    }
+}
+
+/// What asking for the lease answered.
+#[derive(Debug)]
+pub enum Renewal {
+    /// The lease is this holder's until `until_ms` (wall clock, ms).
+    Held {
+        /// When the lease runs out unless renewed.
+        until_ms: i64,
+    },
+    /// Another holder has it: stop acting at once.
+    Taken {
+        /// Who holds it.
+        holder: String,
+    },
+    /// The store failed: nothing is extended.
+    Failed(StoreError),
+    /// The store did not answer within the time given: nothing is extended.
+    Unanswered,
+}
+
+/// One lease of one holder over one store, with its TTL. See the module's guarantees.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseKeeper<'a, S> {
+    store: &'a S,
+    name: &'a str,
+    holder: &'a str,
+    ttl: Duration,
+}
+
+impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
+    /// The lease `name` for `holder` in `store`, lasting `ttl` without renewal.
+    pub fn new(store: &'a S, name: &'a str, holder: &'a str, ttl: Duration) -> Self {
+        LeaseKeeper {
+            store,
+            name,
+            holder,
+            ttl,
+        }
+    }
+
+    /// The lease's name.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// The TTL in ms (saturating).
+    pub fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// How long before the lease runs out the holder stops acting: a fifth of the TTL, in ms.
+    pub fn margin_ms(&self) -> i64 {
+        self.ttl_ms() / 5
+    }
+
+    /// How often the lease is renewed: a third of the TTL.
+    pub fn renew_every(&self) -> Duration {
+        self.ttl / 3
+    }
+
+    /// A renewal schedule: ticks at once, then every [`LeaseKeeper::renew_every`]; a tick missed
+    /// (a renewal that took long) is delayed, not bunched.
+    pub fn renewals(&self) -> tokio::time::Interval {
+        let mut every = tokio::time::interval(self.renew_every());
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        every
+    }
+
+    /// Until when (wall clock, ms) a holder whose lease runs out at `until_ms` acts.
+    pub fn acts_until(&self, until_ms: i64) -> i64 {
+        until_ms - self.margin_ms()
+    }
+
+    /// Whether a holder whose lease runs out at `until_ms` acts at `now_ms`.
+    pub fn acts(&self, now_ms: i64, until_ms: i64) -> bool {
+        now_ms < self.acts_until(until_ms)
+    }
+
+    /// How long, from `now_ms`, a holder whose lease runs out at `until_ms` acts yet (zero once
+    /// past).
+    pub fn left(&self, now_ms: i64, until_ms: i64) -> Duration {
+        Duration::from_millis(u64::try_from(self.acts_until(until_ms) - now_ms).unwrap_or(0))
+    }
+
+    /// Take or renew the lease at `now_ms`, waiting for the store as long as it takes (a standby
+    /// that holds nothing yet).
+    pub async fn acquire(&self, now_ms: i64) -> Renewal {
+        let asked = self
+            .store
+            .acquire_lease(self.name, self.holder, now_ms, self.ttl_ms())
+            .await;
+        self.judge(asked)
+    }
+
+    /// Take or renew the lease at `now_ms`, waiting for the store at most `within`.
+    pub async fn renew(&self, now_ms: i64, within: Duration) -> Renewal {
+        let asked = self
+            .store
+            .acquire_lease(self.name, self.holder, now_ms, self.ttl_ms());
+        match tokio::time::timeout(within, asked).await {
+            Ok(answer) => self.judge(answer),
+            Err(_) => Renewal::Unanswered,
+        }
+    }
+
+    /// Give the lease back (if this holder has it), so that a standby takes over at once.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn release(&self) -> Result<(), StoreError> {
+        self.store.release_lease(self.name, self.holder).await
+    }
+
+    fn judge(&self, answer: Result<Lease, StoreError>) -> Renewal {
+        match answer {
+            Ok(l) if l.holder == self.holder => Renewal::Held {
+                until_ms: l.expires_at_ms,
+            },
+            Ok(l) => Renewal::Taken { holder: l.holder },
+            Err(e) => Renewal::Failed(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A one-lease store whose answers take `delay` (tokio time) and may fail.
+    #[derive(Default)]
+    struct FakeStore {
+        lease: Mutex<Option<Lease>>,
+        delay: Duration,
+        fail: bool,
+    }
+
+    impl LeaseStore for FakeStore {
+        async fn acquire_lease(
+            &self,
+            _lease: &str,
+            holder: &str,
+            now_ms: i64,
+            ttl_ms: i64,
+        ) -> Result<Lease, StoreError> {
+            tokio::time::sleep(self.delay).await;
+            if self.fail {
+                return Err(StoreError::Corrupt("the store is down".into()));
+            }
+            let mut held = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            match &*held {
+                Some(l) if l.holder != holder && l.expires_at_ms > now_ms => Ok(l.clone()),
+                _ => {
+                    let l = Lease {
+                        holder: holder.to_string(),
+                        expires_at_ms: now_ms + ttl_ms,
+                    };
+                    *held = Some(l.clone());
+                    Ok(l)
+                }
+            }
+        }
+
+        async fn release_lease(&self, _lease: &str, holder: &str) -> Result<(), StoreError> {
+            let mut held = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            if held.as_ref().is_some_and(|l| l.holder == holder) {
+                *held = None;
+            }
+            Ok(())
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn the_holder_acts_until_a_fifth_of_the_ttl_before_the_lease_runs_out() {
+        let store = FakeStore::default();
+        let k = LeaseKeeper::new(&store, "l", "a", TTL);
+        assert_eq!(k.margin_ms(), 3_000);
+        assert_eq!(k.renew_every(), Duration::from_secs(5));
+        assert_eq!(k.acts_until(100_000), 97_000);
+        assert!(k.acts(96_999, 100_000));
+        assert!(!k.acts(97_000, 100_000));
+        assert_eq!(k.left(90_000, 100_000), Duration::from_secs(7));
+        assert_eq!(k.left(99_000, 100_000), Duration::ZERO);
+        // A holder that holds nothing (0) never acts.
+        assert!(!k.acts(1, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_holds_the_lease_and_another_holder_is_told_who_has_it() {
+        let store = FakeStore::default();
+        let a = LeaseKeeper::new(&store, "l", "a", TTL);
+        let b = LeaseKeeper::new(&store, "l", "b", TTL);
+        assert!(matches!(
+            a.acquire(1_000).await,
+            Renewal::Held { until_ms: 16_000 }
+        ));
+        match b.renew(2_000, a.renew_every()).await {
+            Renewal::Taken { holder } => assert_eq!(holder, "a"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            a.renew(6_000, a.renew_every()).await,
+            Renewal::Held { until_ms: 21_000 }
+        ));
+        // Given back: the standby takes it at once.
+        a.release().await.unwrap();
+        assert!(matches!(
+            b.acquire(7_000).await,
+            Renewal::Held { until_ms: 22_000 }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_does_not_answer_in_time_is_an_unanswered_renewal() {
+        let store = FakeStore {
+            delay: Duration::from_secs(6),
+            ..FakeStore::default()
+        };
+        let k = LeaseKeeper::new(&store, "l", "a", TTL);
+        let started = tokio::time::Instant::now();
+        assert!(matches!(
+            k.renew(0, k.renew_every()).await,
+            Renewal::Unanswered
+        ));
+        // It waited the time it was given, no more.
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        // Given longer, the same store answers.
+        assert!(matches!(
+            k.renew(0, Duration::from_secs(7)).await,
+            Renewal::Held { .. }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_renewal_extends_nothing() {
+        let store = FakeStore {
+            fail: true,
+            ..FakeStore::default()
+        };
+        let k = LeaseKeeper::new(&store, "l", "a", TTL);
+        assert!(matches!(
+            k.renew(0, k.renew_every()).await,
+            Renewal::Failed(_)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_tick_at_once_then_every_third_of_the_ttl_delayed_when_missed() {
+        let store = FakeStore::default();
+        let k = LeaseKeeper::new(&store, "l", "a", TTL);
+        let mut every = k.renewals();
+        let start = tokio::time::Instant::now();
+        every.tick().await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        every.tick().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        // A renewal that took 7 s: the next is 5 s after the late tick, not at once twice.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        every.tick().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(17));
+        every.tick().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(22));
+    }
+}
