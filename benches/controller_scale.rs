@@ -438,11 +438,14 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
         .collect();
     let name = |i: usize| &names[i % names.len()];
     let loaded = c.load(name(0)).await.expect("load");
-    let gates = loaded
+    let gates: Vec<(&str, &str)> = loaded
         .plan
         .phase(PhaseKind::Slices)
         .expect("a slices phase")
-        .gate_keys();
+        .gate_keys()
+        .into_iter()
+        .map(|(name, kind)| (name, kind.as_str()))
+        .collect();
     let now = queue_migrate::time::now_ms();
     println!("| part | calls | wall ms per call | CPU ms per call |");
     println!("|---|---:|---:|---:|");

@@ -21,7 +21,7 @@ use crate::controller::decide::{Decision, decide};
 use crate::controller::evaluate::{Item, judge, phase_items};
 use crate::gate::{self, Evaluation, Memory, Verdict};
 use crate::machine::{self, Command, Ladder, MachineError, Snapshot, State};
-use crate::plan::{BreachAction, Check, CmpOp, Plan};
+use crate::plan::{BreachAction, Check, CmpOp, GateKind, Plan};
 
 use super::table::Readings;
 
@@ -48,7 +48,7 @@ fn as_text<S: serde::Serializer>(state: &State, s: S) -> Result<S::Ok, S::Error>
 pub struct GateTime {
     pub name: String,
     /// `exit` (requirements included) or `guard`.
-    pub kind: &'static str,
+    pub kind: GateKind,
     pub passed_ms: i64,
     pub held_ms: i64,
     pub failed_ms: i64,
@@ -134,7 +134,7 @@ fn stored(memory: Memory, at_ms: i64) -> Memory {
 fn judge_all(
     items: &[Item<'_>],
     readings: &Readings,
-    memory: &mut HashMap<(String, &'static str), Memory>,
+    memory: &mut HashMap<(String, GateKind), Memory>,
     i: usize,
     step_entered_ms: i64,
     phase: &str,
@@ -189,9 +189,9 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
     let start_ms = instants.at(0);
     let mut state = start_at;
     let mut current = step(plan, state, start_ms);
-    let mut memory: HashMap<(String, &'static str), Memory> = HashMap::new();
+    let mut memory: HashMap<(String, GateKind), Memory> = HashMap::new();
     // Per item: since when it has allowed the advance (an exit passing, a guard not failing).
-    let mut ok_since: HashMap<(String, &'static str), i64> = HashMap::new();
+    let mut ok_since: HashMap<(String, GateKind), i64> = HashMap::new();
     let mut failing_before: HashSet<String> = HashSet::new();
     let mut steps = Vec::new();
     let mut moves = Vec::new();
@@ -213,12 +213,12 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
         account(&mut current, &gates, &mut ok_since, at, instants.step_ms);
         let exits: Vec<(&str, &Evaluation)> = gates
             .iter()
-            .filter(|g| g.kind == "exit")
+            .filter(|g| g.kind == GateKind::Exit)
             .map(|g| (g.name.as_str(), &g.eval))
             .collect();
         let guards: Vec<(&str, &Evaluation)> = gates
             .iter()
-            .filter(|g| g.kind == "guard")
+            .filter(|g| g.kind == GateKind::Guard)
             .map(|g| (g.name.as_str(), &g.eval))
             .collect();
         let min = phase.map(|p| p.min_duration).unwrap_or_default();
@@ -228,7 +228,7 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
         let next = ladder.next(state);
         let failing_now: HashSet<String> = gates
             .iter()
-            .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+            .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail)
             .map(|g| g.name.clone())
             .collect();
         let snapshot = Snapshot {
@@ -340,15 +340,15 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
 fn account(
     current: &mut Step,
     gates: &[GateReport],
-    ok_since: &mut HashMap<(String, &'static str), i64>,
+    ok_since: &mut HashMap<(String, GateKind), i64>,
     at: i64,
     step_ms: i64,
 ) {
     for g in gates {
         let key = (g.name.clone(), g.kind);
         let ok = match g.kind {
-            "guard" => g.eval.verdict != Verdict::Fail,
-            _ => g.eval.verdict == Verdict::Pass,
+            GateKind::Guard => g.eval.verdict != Verdict::Fail,
+            GateKind::Exit => g.eval.verdict == Verdict::Pass,
         };
         if ok {
             ok_since.entry(key).or_insert(at);
@@ -387,7 +387,7 @@ fn account(
 
 /// What allowed the advance last: the gate whose last streak began latest, or the minimum
 /// time when it ran out after every gate allowed the advance.
-fn last_to_pass(current: &Step, ok_since: &HashMap<(String, &'static str), i64>) -> Option<String> {
+fn last_to_pass(current: &Step, ok_since: &HashMap<(String, GateKind), i64>) -> Option<String> {
     let latest = current
         .gates
         .iter()
@@ -421,7 +421,7 @@ pub struct Margin {
 pub struct GateShare {
     pub phase: String,
     pub name: String,
-    pub kind: &'static str,
+    pub kind: GateKind,
     /// Shares of the window's instants (0 to 1).
     pub passed: f64,
     pub held: f64,

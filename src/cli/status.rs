@@ -69,7 +69,7 @@ fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
         .zip(&s.thresholds)
         .map(|(g, t)| {
             [
-                g.kind.clone(),
+                g.kind.to_string(),
                 g.verdict.as_str().to_uppercase(),
                 g.name.clone(),
                 g.value.map_or_else(|| "-".into(), |v| round_value(v, *t)),
@@ -215,7 +215,7 @@ async fn read(ctx: &Ctx, name: Option<&str>) -> Result<(Vec<Shown>, Vec<CliError
             let thresholds = view
                 .gates
                 .iter()
-                .map(|g| phase.and_then(|p| p.threshold(&g.name, &g.kind)))
+                .map(|g| phase.and_then(|p| p.threshold(&g.name, g.kind)))
                 .collect();
             let pause = if view.paused {
                 Pause::of(&store.journal(&name).await?)
@@ -426,7 +426,7 @@ mod tests {
             gates: vec![GateView {
                 phase: "slices".into(),
                 name: "error ratio on the new broker's consumers".into(),
-                kind: "guard".into(),
+                kind: crate::plan::GateKind::Guard,
                 verdict: Verdict::Fail,
                 value: Some(0.012_345_678_901_234),
                 reason: "0.012345678901234 is not < 0.01 (query sum(rate(app_errors_total{broker=\"new\"}[5m])) / sum(rate(app_messages_total{broker=\"new\"}[5m])))".into(),

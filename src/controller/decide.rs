@@ -5,10 +5,10 @@
 //! machine (whose optimistic concurrency makes a repeated application a conflict, never a second
 //! transition).
 
-use crate::controller::GateReport;
+use crate::controller::evaluate::GateReport;
 use crate::gate::Verdict;
 use crate::machine::State;
-use crate::plan::{BreachAction, Plan};
+use crate::plan::{BreachAction, GateKind, Plan};
 
 /// What to do after a round of evaluations.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +48,7 @@ pub fn decide(
     }
     let failing: Vec<String> = gates
         .iter()
-        .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+        .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail)
         .map(|g| format!("{} ({})", g.name, g.eval.reason))
         .collect();
     // A breach acts at once, except while paused: a paused migration waits for a person (after a

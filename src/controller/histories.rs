@@ -44,8 +44,8 @@ pub const PRUNE_STEP_MS: i64 = 30_000;
 /// Where the history of `source` for `migration` starts once the scrapes older than
 /// `keep_from_ms` may go: `keep_from_ms` moved back to the last of the pair's steps of
 /// [`PRUNE_STEP_MS`], so it moves once per step instead of at every round, and the store
-/// deletes a step's scrapes in one round (where it deleted one a round, at one statement a
-/// round), each pair at its own offset, so that the fleet's deletes spread over the rounds.
+/// deletes a step's scrapes in one round, each pair at its own offset, so that the fleet's
+/// deletes spread over the rounds.
 ///
 /// # Guarantees
 /// - `keep_from_ms - PRUNE_STEP_MS < prune_from(..) <= keep_from_ms`: at most one step more of

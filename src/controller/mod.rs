@@ -15,6 +15,7 @@ pub mod evaluate;
 #[cfg(feature = "router")]
 pub mod follow;
 pub mod histories;
+mod loaded;
 pub mod plan_apply;
 pub mod plan_change;
 pub mod plans;
@@ -28,14 +29,15 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use evaluate::GateReport;
+pub use loaded::Loaded;
 
 use crate::gate::{self, Verdict};
 use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, Ladder, MachineError, Transition};
-use crate::plan::{self, Compiled, Diagnostic, Plan, Resolve, SecretsMode};
+use crate::plan::{self, Compiled, Diagnostic, GateKind, Plan, Resolve, SecretsMode};
 use crate::routing::RoutingDocument;
 use crate::store::{
-    Commit, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
+    Commit, GateKey, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
 };
 
 /// How many times [`Controller::advance`] decides again when another writer (a daemon's round)
@@ -161,18 +163,6 @@ pub struct Actor {
     pub reason: Option<String>,
 }
 
-/// A migration with its plan compiled.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    pub record: MigrationRecord,
-    pub plan: Plan,
-    pub ladder: Ladder,
-    /// The memory of the gates of the record's step, when it was read with the record (a
-    /// daemon's round reads the fleet's at once: [`Store::fleet`]); `None` reads it from the
-    /// store when the gates are evaluated.
-    pub memory: Option<Vec<GateRecord>>,
-}
-
 /// A committed transition and what became of its publication.
 #[derive(Debug, Clone, Serialize)]
 pub struct Applied {
@@ -295,7 +285,7 @@ impl<S: Store> Controller<'_, S> {
     /// Unknown migration, or its stored plan no longer compiles here (a missing variable, with
     /// [`SecretsMode::Required`]; with [`SecretsMode::Deferred`] that secret stays unresolved).
     pub async fn load(&self, name: &str) -> Result<Loaded> {
-        self.load_with(name, None).await
+        self.load_by_name(name, None).await
     }
 
     /// [`Controller::load`], with the plan compiled by `plans` (kept while unchanged).
@@ -303,7 +293,7 @@ impl<S: Store> Controller<'_, S> {
     /// # Errors
     /// As [`Controller::load`].
     pub async fn load_cached(&self, name: &str, plans: &plans::PlanCache) -> Result<Loaded> {
-        self.load_with(name, Some(plans)).await
+        self.load_by_name(name, Some(plans)).await
     }
 
     /// A migration as a daemon's round read it with the rest of the fleet ([`Store::fleet`]):
@@ -333,7 +323,8 @@ impl<S: Store> Controller<'_, S> {
         })
     }
 
-    async fn load_with(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
+    /// The migration `name` read from the store, then as [`Controller::load_record`].
+    async fn load_by_name(&self, name: &str, plans: Option<&plans::PlanCache>) -> Result<Loaded> {
         let record = self.store.get(name).await?;
         self.load_record(record, plans).await
     }
@@ -611,7 +602,7 @@ impl<S: Store> Controller<'_, S> {
         };
         let transition = machine::handle(&loaded.ladder, &loaded.record.name, snapshot, &command)?;
         let gates = self.evaluate(loaded, now_ms, opts.dry_run).await?;
-        self.advance_with(loaded, &transition, gates, opts, actor, now_ms)
+        self.advance_on_gates(loaded, &transition, gates, opts, actor, now_ms)
             .await
     }
 
@@ -620,7 +611,7 @@ impl<S: Store> Controller<'_, S> {
     ///
     /// # Errors
     /// Store failures (a conflict when the migration changed since `loaded` was read).
-    pub async fn advance_with(
+    pub async fn advance_on_gates(
         &self,
         loaded: &Loaded,
         transition: &Transition,
@@ -764,7 +755,7 @@ impl<S: Store> Controller<'_, S> {
             .iter()
             .map(|g| MemoryRead {
                 gate: g.name.clone(),
-                kind: g.kind.to_string(),
+                kind: g.kind.as_str().to_string(),
                 revision: if written {
                     Some(g.memory_read.unwrap_or(0).saturating_add(1))
                 } else {
@@ -786,18 +777,21 @@ impl<S: Store> Controller<'_, S> {
             return Ok(Vec::new());
         };
         let names = phase.gate_keys();
+        let keys: Vec<GateKey<'_>> = names.iter().map(|(n, k)| (*n, k.as_str())).collect();
         let latest = self
             .store
-            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms, &names)
+            .latest_evaluations(&loaded.record.name, loaded.record.entered_at_ms, &keys)
             .await?;
         Ok(names
             .into_iter()
             .map(|(name, k)| {
-                let last = latest.iter().find(|r| r.gate == name && r.kind == k);
+                let last = latest
+                    .iter()
+                    .find(|r| r.gate == name && r.kind == k.as_str());
                 GateView {
                     phase: kind.as_str().to_string(),
                     name: name.to_string(),
-                    kind: k.to_string(),
+                    kind: k,
                     verdict: last
                         .and_then(|r| Verdict::parse(&r.verdict))
                         .unwrap_or(Verdict::Hold),
@@ -834,12 +828,12 @@ pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<Strin
         .unwrap_or_default();
     let exits: Vec<_> = gates
         .iter()
-        .filter(|g| g.kind == "exit")
+        .filter(|g| g.kind == GateKind::Exit)
         .map(|g| (g.name.as_str(), &g.eval))
         .collect();
     let guards: Vec<_> = gates
         .iter()
-        .filter(|g| g.kind == "guard")
+        .filter(|g| g.kind == GateKind::Guard)
         .map(|g| (g.name.as_str(), &g.eval))
         .collect();
     gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
@@ -852,7 +846,7 @@ pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<Strin
 pub struct GateView {
     pub phase: String,
     pub name: String,
-    pub kind: String,
+    pub kind: GateKind,
     pub verdict: Verdict,
     pub value: Option<f64>,
     pub reason: String,
@@ -865,7 +859,7 @@ impl GateReport {
         GateView {
             phase: self.phase.clone(),
             name: self.name.clone(),
-            kind: self.kind.to_string(),
+            kind: self.kind,
             verdict: self.eval.verdict,
             value: self.eval.value,
             reason: self.eval.reason.clone(),

@@ -16,7 +16,7 @@
 use similar::TextDiff;
 
 use crate::machine::{Ladder, State};
-use crate::plan::{Gate, Plan, Requirement};
+use crate::plan::{Gate, GateKind, Plan, Requirement};
 use crate::routing::RoutingDocument;
 use crate::store::MigrationRecord;
 
@@ -132,7 +132,7 @@ pub fn changed_gates(old: &Plan, new: &Plan, state: State) -> Vec<(String, Strin
         .chain(after.iter())
         .map(|(key, _)| *key)
         .filter(|key| find(&before, key) != find(&after, key))
-        .map(|(name, kind)| (name.to_string(), kind.to_string()))
+        .map(|(name, kind)| (name.to_string(), kind.as_str().to_string()))
         .collect();
     changed.sort();
     changed.dedup();
@@ -147,12 +147,12 @@ enum Definition<'p> {
 }
 
 /// The definition of the gate `key` in `defs`, if it has one.
-fn find<'p>(defs: &[GateDefinition<'p>], key: &(&str, &str)) -> Option<Definition<'p>> {
+fn find<'p>(defs: &[GateDefinition<'p>], key: &(&str, GateKind)) -> Option<Definition<'p>> {
     defs.iter().find(|(k, _)| k == key).map(|(_, d)| *d)
 }
 
 /// A gate's memory key `(name, kind)` and its definition.
-type GateDefinition<'p> = ((&'p str, &'static str), Definition<'p>);
+type GateDefinition<'p> = ((&'p str, GateKind), Definition<'p>);
 
 /// Every gate of the phase of `state` under `plan`, keyed as its memory is stored.
 fn definitions(plan: &Plan, state: State) -> Vec<GateDefinition<'_>> {
@@ -164,19 +164,22 @@ fn definitions(plan: &Plan, state: State) -> Vec<GateDefinition<'_>> {
         phase
             .exit
             .iter()
-            .map(|g| ((g.name.as_str(), "exit"), Definition::Gate(g))),
+            .map(|g| ((g.name.as_str(), GateKind::Exit), Definition::Gate(g))),
     );
     if let Some(r) = &phase.require_peak {
-        out.push((("require_peak", "exit"), Definition::Requirement(r)));
+        out.push((("require_peak", GateKind::Exit), Definition::Requirement(r)));
     }
     if let Some(r) = &phase.require_deploy {
-        out.push((("require_deploy", "exit"), Definition::Requirement(r)));
+        out.push((
+            ("require_deploy", GateKind::Exit),
+            Definition::Requirement(r),
+        ));
     }
     out.extend(
         phase
             .guard
             .iter()
-            .map(|g| ((g.name.as_str(), "guard"), Definition::Gate(g))),
+            .map(|g| ((g.name.as_str(), GateKind::Guard), Definition::Gate(g))),
     );
     out
 }

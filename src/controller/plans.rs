@@ -8,7 +8,7 @@
 //! secret whose stamp ([`Resolve::file_stamp`]: size, times, inode, read without opening it) is
 //! unchanged is not read again: a daemon whose descriptors a flood of connections used up keeps
 //! its plans, and so its guards. A plan that does not compile is never kept: its errors come back
-//! at every tick, as before.
+//! at every tick.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};

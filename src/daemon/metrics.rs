@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use crate::controller::GateReport;
 use crate::metrics_text::{Kind, family, sample};
-use crate::plan::{Check, Plan};
+use crate::plan::{Check, GateKind, Plan};
 use crate::routing::RoutingDocument;
 
 #[derive(Debug, Default)]
@@ -60,7 +60,7 @@ fn limit_of(plan: &Plan, report: &GateReport) -> Option<(f64, &'static str)> {
         .phases
         .iter()
         .find(|p| p.kind.as_str() == report.phase)?;
-    let gates = if report.kind == "guard" {
+    let gates = if report.kind == GateKind::Guard {
         &phase.guard
     } else {
         &phase.exit
@@ -139,7 +139,7 @@ impl Metrics {
             .map(|r| GateGauge {
                 name: r.name.clone(),
                 phase: r.phase.clone(),
-                kind: r.kind.to_string(),
+                kind: r.kind.as_str().to_string(),
                 source: r.source.clone(),
                 verdict: r.eval.verdict.as_str(),
                 value: r.eval.value,
@@ -413,7 +413,7 @@ mod tests {
         crate::plan::compile(&yaml, None, &Env).expect("plan").plan
     }
 
-    fn report(name: &str, kind: &'static str, value: f64, old: Option<f64>) -> GateReport {
+    fn report(name: &str, kind: GateKind, value: f64, old: Option<f64>) -> GateReport {
         GateReport {
             phase: "slices".into(),
             name: name.into(),
@@ -442,8 +442,8 @@ mod tests {
             "orders",
             &plan(),
             &[
-                report("error ratio low", "exit", 0.002, None),
-                report("latency vs old", "guard", 0.31, Some(0.25)),
+                report("error ratio low", GateKind::Exit, 0.002, None),
+                report("latency vs old", GateKind::Guard, 0.31, Some(0.25)),
             ],
         );
         let text = m.render();

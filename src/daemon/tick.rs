@@ -9,7 +9,7 @@ use crate::controller::{AdvanceOptions, Controller, ControllerError, Loaded};
 use crate::gate::Verdict;
 use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, MachineError, State};
-use crate::plan::BreachAction;
+use crate::plan::{BreachAction, GateKind};
 use crate::store::{GateRecord, MigrationRecord, Store, StoreError};
 
 use super::Shared;
@@ -183,7 +183,7 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
             let actor = shared.actor("every exit gate passes and the minimum time is met");
             // An error (a conflict above all) is the outcome's, not returned from here.
             match c
-                .advance_with(
+                .advance_on_gates(
                     &loaded,
                     &t,
                     gates,
@@ -240,7 +240,7 @@ async fn breach<S: Store + Clone + 'static>(
     let name = &loaded.record.name;
     let failing: Vec<String> = gates
         .iter()
-        .filter(|g| g.kind == "guard" && g.eval.verdict == Verdict::Fail)
+        .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail)
         .map(|g| g.name.clone())
         .collect();
     for g in &failing {
@@ -347,7 +347,7 @@ fn note_verdicts<S: Store + Clone + 'static>(
             migration = %name,
             phase = %g.phase,
             gate = %g.name,
-            kind = g.kind,
+            kind = g.kind.as_str(),
             source = %g.source,
             verdict = g.eval.verdict.as_str(),
             previous = previous.map_or("none", Verdict::as_str),
@@ -392,7 +392,7 @@ fn note_holds<S: Store + Clone + 'static>(
                 m.holding_since.remove(&key);
                 m.hold_announced.remove(&key);
             }
-            if g.kind == "guard" && g.eval.verdict != Verdict::Fail {
+            if g.kind == GateKind::Guard && g.eval.verdict != Verdict::Fail {
                 m.breach_announced.remove(&g.name);
             }
         }

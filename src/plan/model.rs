@@ -359,6 +359,41 @@ pub enum BreachAction {
     Alert,
 }
 
+/// What a gate is to its phase, as evaluations are stored and shown (`exit`, `guard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateKind {
+    /// Must pass to advance (`exit:` gates, `require_peak`, `require_deploy`).
+    Exit,
+    /// Watched continuously: a failure is a breach (`guard:` gates).
+    Guard,
+}
+
+impl GateKind {
+    /// As it is stored and printed: `exit`, `guard`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateKind::Exit => "exit",
+            GateKind::Guard => "guard",
+        }
+    }
+
+    /// The kind [`GateKind::as_str`] names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<GateKind> {
+        match text {
+            "exit" => Some(GateKind::Exit),
+            "guard" => Some(GateKind::Guard),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for GateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// One phase of the plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Phase {
@@ -386,19 +421,23 @@ impl Phase {
     /// Every gate of the phase as its evaluations are stored, `(name, kind)`, in the order they
     /// are evaluated: the exit gates, `require_peak` and `require_deploy` (kind `exit`), then the
     /// guards.
-    pub fn gate_keys(&self) -> Vec<(&str, &'static str)> {
-        let mut keys: Vec<(&str, &'static str)> = self
+    pub fn gate_keys(&self) -> Vec<(&str, GateKind)> {
+        let mut keys: Vec<(&str, GateKind)> = self
             .exit
             .iter()
-            .map(|g| (g.name.as_str(), "exit"))
+            .map(|g| (g.name.as_str(), GateKind::Exit))
             .collect();
         if self.require_peak.is_some() {
-            keys.push(("require_peak", "exit"));
+            keys.push(("require_peak", GateKind::Exit));
         }
         if self.require_deploy.is_some() {
-            keys.push(("require_deploy", "exit"));
+            keys.push(("require_deploy", GateKind::Exit));
         }
-        keys.extend(self.guard.iter().map(|g| (g.name.as_str(), "guard")));
+        keys.extend(
+            self.guard
+                .iter()
+                .map(|g| (g.name.as_str(), GateKind::Guard)),
+        );
         keys
     }
 }
@@ -528,6 +567,24 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stored and printed forms of a gate kind are the strings they were before the enum:
+    /// store rows, JSON and text tables stay the same.
+    #[test]
+    fn a_gate_kind_reads_and_prints_as_its_stored_word() {
+        for (kind, word) in [(GateKind::Exit, "exit"), (GateKind::Guard, "guard")] {
+            assert_eq!(kind.as_str(), word);
+            assert_eq!(GateKind::parse(word), Some(kind));
+            assert_eq!(kind.to_string(), word);
+            assert_eq!(
+                serde_json::to_string(&kind).ok(),
+                Some(format!("\"{word}\""))
+            );
+        }
+        assert_eq!(GateKind::parse("Exit"), None);
+        // Table columns pad it like the string they printed.
+        assert_eq!(format!("[{:<5}]", GateKind::Exit), "[exit ]");
+    }
 
     #[test]
     fn a_reference_is_shown_only_where_the_value_came_from_one() {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::model::{Check, CmpOp, Phase};
+use super::model::{Check, CmpOp, GateKind, Phase};
 
 /// How a gate passes: `value OP threshold`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -24,11 +24,10 @@ impl Phase {
     /// `pass_if` gate's, `require_peak`'s `at_least`. `None` for a gate without one (a
     /// `compare` gate, whose bound moves with the old broker's reading; `require_deploy`) and
     /// for a gate the phase does not have.
-    pub fn threshold(&self, name: &str, kind: &str) -> Option<Threshold> {
+    pub fn threshold(&self, name: &str, kind: GateKind) -> Option<Threshold> {
         let gates = match kind {
-            "exit" => &self.exit,
-            "guard" => &self.guard,
-            _ => return None,
+            GateKind::Exit => &self.exit,
+            GateKind::Guard => &self.guard,
         };
         if let Some(g) = gates.iter().find(|g| g.name == name) {
             return match g.check {
@@ -36,7 +35,7 @@ impl Phase {
                 Check::Compare { .. } => None,
             };
         }
-        if kind == "exit" && name == "require_peak" {
+        if kind == GateKind::Exit && name == "require_peak" {
             return self
                 .require_peak
                 .as_ref()

@@ -363,7 +363,7 @@ mod tests {
         let gates = [GateView {
             phase: "slices".into(),
             name: "error_rate".into(),
-            kind: "exit".into(),
+            kind: crate::plan::GateKind::Exit,
             verdict: Verdict::Fail,
             value: Some(0.5),
             reason: reason.into(),

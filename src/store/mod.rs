@@ -206,7 +206,8 @@ pub struct GateRecord {
     #[serde(skip)]
     pub state: State,
     pub gate: String,
-    /// `exit`, `guard`, `require_peak` or `require_deploy`.
+    /// The gate's kind as [`crate::plan::GateKind::as_str`] writes it: `exit` (`require_peak`
+    /// and `require_deploy` included) or `guard`.
     pub kind: String,
     pub query: String,
     pub value: Option<f64>,

@@ -245,7 +245,7 @@ fn migration_main(d: &Detail) -> String {
                  <td class=\"num value\" title=\"{exact}\">{value}</td><td class=\"num\">{threshold}</td>\
                  <td class=\"reason\">{reason}{at}</td></tr>",
                 name = esc(&g.name),
-                kind = esc(&g.kind),
+                kind = esc(g.kind.as_str()),
                 class = verdict_class(verdict),
                 upper = verdict.to_uppercase(),
                 exact = g.value.map(|x| x.to_string()).unwrap_or_default(),
@@ -269,7 +269,7 @@ fn migration_main(d: &Detail) -> String {
                  <figcaption>{name} <span class=\"kind\">{kind}</span>{cap}</figcaption>\
                  <div class=\"plot\"><p class=\"muted\">Loading the recorded values…</p></div></figure>",
                 name = esc(&g.name),
-                kind = esc(&g.kind),
+                kind = esc(g.kind.as_str()),
                 thr = t
                     .map(|t| format!(
                         " data-op=\"{}\" data-threshold=\"{}\"",

@@ -20,7 +20,7 @@ use crate::controller::views::EntryView;
 use crate::controller::{Loaded, views::StatusView};
 use crate::gate::Verdict;
 use crate::machine::State as Rung;
-use crate::plan::Threshold;
+use crate::plan::{GateKind, Threshold};
 use crate::store::Store;
 use crate::time::{human_ms, rfc3339};
 
@@ -137,7 +137,7 @@ async fn fleet<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
 fn breached(view: &StatusView) -> bool {
     view.gates
         .iter()
-        .any(|g| g.kind == "guard" && g.verdict == Verdict::Fail)
+        .any(|g| g.kind == GateKind::Guard && g.verdict == Verdict::Fail)
 }
 
 /// One migration as its page shows it.
@@ -174,7 +174,7 @@ fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i6
     let thresholds = view
         .gates
         .iter()
-        .map(|g| phase.and_then(|p| p.threshold(&g.name, &g.kind)))
+        .map(|g| phase.and_then(|p| p.threshold(&g.name, g.kind)))
         .collect();
     let rungs = loaded.ladder.rungs();
     let here = rungs.iter().position(|&x| x == r.state);
@@ -336,7 +336,7 @@ async fn evaluations<S: Store + Clone + 'static>(
                 .into_iter()
                 .map(|(name, kind)| ChartGate {
                     name: name.to_string(),
-                    kind: kind.to_string(),
+                    kind: kind.as_str().to_string(),
                     threshold: p.threshold(name, kind),
                 })
                 .collect()

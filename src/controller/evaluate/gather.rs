@@ -1,187 +1,82 @@
-//! One round of gate evaluation for a migration's current phase (IO: sources and store).
-//!
-//! Each scrape source is scraped once per round and each Prometheus query asked once (once for
-//! the whole fleet when the fetcher is a round's: see [`Fetcher::for_round`]); the pure
-//! [`gate`](crate::gate) functions turn the observations into verdicts, with the memory (held-since
-//! marks, sample counts, peaks) of the step read from and written back to the store.
+//! What a round reads for a phase's gates (IO: sources and store): each scrape source scraped
+//! once and folded into its history, the Prometheus queries asked a few per request, a
+//! dead-letter export triaged, and the step's stored evaluations when they were not read with
+//! the record.
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
-use crate::gate::{self, Evaluation, Memory, Observation};
+use crate::controller::histories::{Histories, Taken, prune_from};
+use crate::controller::loaded::Loaded;
+use crate::gate::Observation;
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::history::{History, Point};
 use crate::indicators::query::{Query, parse_query};
-use crate::plan::{Check, Gate, Phase, Plan, Requirement, Source};
+use crate::plan::{Check, Gate, Plan, Source};
 use crate::store::{
-    GateKey, GateRecord, MigrationRecord, RoundRecord, SourcePoints, Store, StoreError,
-    StoredPoint, StoredSeries,
+    GateKey, GateRecord, MigrationRecord, SourcePoints, Store, StoreError, StoredPoint,
+    StoredSeries,
 };
 
-use super::Loaded;
-use super::histories::{Histories, Kept, Taken, prune_from};
-use super::round::RoundBatch;
+use super::judge::{Item, Reading};
 
 /// History kept for scrape sources when no query needs a range window.
 const MIN_KEEP_MS: i64 = 10 * 60 * 1000;
 
-/// One gate of the current phase, evaluated.
-#[derive(Debug, Clone, Serialize)]
-pub struct GateReport {
-    pub phase: String,
-    pub name: String,
-    /// `exit` (requirements included) or `guard`.
-    pub kind: &'static str,
-    pub source: String,
-    pub query: String,
-    #[serde(flatten)]
-    pub eval: Evaluation,
-    pub evaluated_at_ms: i64,
-    /// The revision of the gate's memory the evaluation read (`None`: the step had no row of
-    /// it): its write merges with any other writer's since ([`GateRecord::revision`]).
-    #[serde(skip)]
-    pub memory_read: Option<i64>,
-}
-
-/// One thing a phase judges: a gate (with its kind, `exit` or `guard`), `require_peak` or
-/// `require_deploy`.
-pub(crate) enum Item<'p> {
-    Gate(&'p Gate, &'static str),
-    Peak(&'p Requirement),
-    Deploy(&'p Requirement),
-}
-
-impl Item<'_> {
-    pub(crate) fn name(&self) -> &str {
-        match self {
-            Item::Gate(g, _) => &g.name,
-            Item::Peak(_) => "require_peak",
-            Item::Deploy(_) => "require_deploy",
-        }
-    }
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Item::Gate(_, kind) => kind,
-            Item::Peak(_) | Item::Deploy(_) => "exit",
-        }
-    }
-    pub(crate) fn source(&self) -> &str {
-        match self {
-            Item::Gate(g, _) => &g.source,
-            Item::Peak(r) | Item::Deploy(r) => &r.source,
-        }
-    }
-    pub(crate) fn queries(&self) -> Vec<&str> {
-        match self {
-            Item::Gate(g, _) => match &g.check {
-                Check::Threshold { query, .. } => vec![query.as_str()],
-                Check::Compare { new, old, .. } => vec![new.as_str(), old.as_str()],
-            },
-            Item::Peak(r) | Item::Deploy(r) => vec![r.query.as_str()],
-        }
-    }
-    fn query_text(&self) -> String {
-        match self {
-            Item::Gate(
-                Gate {
-                    check: Check::Compare { new, old, .. },
-                    ..
-                },
-                _,
-            ) => format!("new: {new} | old: {old}"),
-            _ => self.queries().join(" | "),
-        }
-    }
-}
-
-/// The items of `phase` in the order they are evaluated: the exit gates, `require_peak`,
-/// `require_deploy`, then the guards.
-pub(crate) fn phase_items(phase: &Phase) -> Vec<Item<'_>> {
-    let mut items: Vec<Item<'_>> = Vec::new();
-    items.extend(phase.exit.iter().map(|g| Item::Gate(g, "exit")));
-    if let Some(r) = &phase.require_peak {
-        items.push(Item::Peak(r));
-    }
-    if let Some(r) = &phase.require_deploy {
-        items.push(Item::Deploy(r));
-    }
-    items.extend(phase.guard.iter().map(|g| Item::Gate(g, "guard")));
-    items
-}
-
-/// The pure judgment of one item (no IO, no clock): its verdict on `observation` at `now_ms`,
-/// given its `memory` of the step entered at `step_entered_ms`; `note` (what a dead-letter
-/// reading adds) goes into the reason of a verdict that rests on a number. The controller and
-/// `migrate plan backtest` both judge through here.
-pub(crate) fn judge(
-    item: &Item<'_>,
-    observation: &Observation,
-    memory: Memory,
-    now_ms: i64,
-    step_entered_ms: i64,
-    note: Option<String>,
-) -> Evaluation {
-    let eval = match item {
-        Item::Gate(g, _) => gate::evaluate(g, observation, memory, now_ms),
-        Item::Peak(r) => gate::evaluate_peak(r, observation, memory),
-        Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),
-    };
-    match note {
-        Some(note) if eval.verdict != gate::Verdict::Hold || eval.value.is_some() => Evaluation {
-            reason: format!("{}: {note}", eval.reason),
-            ..eval
-        },
-        _ => eval,
-    }
-}
-
-/// What [`evaluate_phase`] does with the evaluations and the samples it read.
-#[derive(Debug, Clone, Copy)]
-pub enum Recording<'a> {
-    /// Nothing is written (a dry run).
-    DryRun,
-    /// Committed before it returns (a command on one migration).
-    Commit,
-    /// Left in a daemon's round, committed with the rest of the fleet's at the round's end.
-    Round(&'a RoundBatch),
-}
-
 /// What a scrape source gave this round: its history, or why it is unusable.
-type Scraped = Result<History, String>;
+pub(super) type Scraped = Result<History, String>;
 
-/// Evaluate every gate of the migration's current phase at `now_ms`.
-/// The evaluations (and their memory) are stored as `recording` says; a dry run only reads.
-/// The gates' memory is [`Loaded::memory`] when it was read with the record
-/// ([`Store::fleet`]), else read from the store.
+/// A scrape source whose history may be kept for the next round.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct KeptSource {
+    pub source: String,
+    /// How many rounds its history has served from memory (0: read whole).
+    pub rounds: u32,
+    /// From which instant it holds every sample.
+    pub samples_from_ms: i64,
+}
+
+/// What [`scrape_sources`] gives.
+#[derive(Debug)]
+pub(super) struct Scrapes {
+    /// Each source's history, or why it is unusable.
+    pub histories: HashMap<String, Scraped>,
+    /// What to store of each scrape (kept with the round's evaluations).
+    pub taken: Vec<SourcePoints>,
+    /// The sources scraped, whose histories may be kept.
+    pub kept: Vec<KeptSource>,
+}
+
+/// What a round read for a phase's items.
+#[derive(Debug)]
+pub(super) struct Gathered {
+    /// One per item, in the items' order.
+    pub readings: Vec<Reading>,
+    /// The step's stored evaluations of the items, read when [`Loaded::memory`] was not.
+    pub memory: Option<Vec<GateRecord>>,
+    pub scrapes: Scrapes,
+}
+
+/// Read what `items` (the current phase's, of `loaded`) need at `now_ms`: the Prometheus
+/// queries are asked while the store is read; then each item's observation, in order.
 ///
 /// # Errors
-/// Only store failures: a source that fails makes its gates hold, it is not an error.
-pub async fn evaluate_phase<S: Store>(
+/// Only store failures: a source that fails makes its observation unavailable.
+pub(super) async fn gather<S: Store>(
     store: &S,
     fetcher: &Fetcher,
     loaded: &Loaded,
+    items: &[Item<'_>],
     now_ms: i64,
-    recording: Recording<'_>,
     histories: Option<&Histories>,
-) -> Result<Vec<GateReport>, StoreError> {
+) -> Result<Gathered, StoreError> {
     let (plan, rec) = (&loaded.plan, &loaded.record);
-    let memory = loaded.memory.as_deref();
-    // A dry run leaves memory as it is: its sample of now is not stored.
-    let histories = histories.filter(|_| !matches!(recording, Recording::DryRun));
-    let Some(kind) = rec.state.phase() else {
-        return Ok(Vec::new());
-    };
-    let Some(phase) = plan.phase(kind) else {
-        return Ok(Vec::new());
-    };
-    let items = phase_items(phase);
-
-    // The Prometheus queries are asked while the store is read.
-    let keys: Vec<GateKey<'_>> = items.iter().map(|i| (i.name(), i.kind())).collect();
+    let keys: Vec<GateKey<'_>> = items
+        .iter()
+        .map(|i| (i.name(), i.kind().as_str()))
+        .collect();
     let reads = async {
-        let scraped = scrape_sources(store, fetcher, plan, rec, &items, now_ms, histories).await?;
-        let read = match memory {
+        let scrapes = scrape_sources(store, fetcher, plan, rec, items, now_ms, histories).await?;
+        let memory = match loaded.memory {
             Some(_) => None,
             None => Some(
                 store
@@ -189,117 +84,27 @@ pub async fn evaluate_phase<S: Store>(
                     .await?,
             ),
         };
-        Ok::<_, StoreError>((scraped, read))
+        Ok::<_, StoreError>((scrapes, memory))
     };
-    let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, &items, now_ms));
-    let ((mut scraped, taken, kept), read) = reads?;
-    // Rows of gates the phase no longer has are never looked up.
-    let memory: HashMap<(&str, &str), &GateRecord> = read
-        .as_deref()
-        .or(memory)
-        .unwrap_or_default()
-        .iter()
-        .map(|r| ((r.gate.as_str(), r.kind.as_str()), r))
-        .collect();
-
-    let mut reports = Vec::with_capacity(items.len());
-    for item in &items {
-        let (observation, note) = match dead_letters(store, plan, item).await {
+    let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, items, now_ms));
+    let (scrapes, memory) = reads?;
+    let mut readings = Vec::with_capacity(items.len());
+    for item in items {
+        let reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
-            None => (observe(fetcher, plan, item, &scraped, now_ms).await, None),
-        };
-        let read = memory.get(&(item.name(), item.kind()));
-        let mem = read
-            .map(|r| Memory {
-                held_since_ms: r.held_since_ms,
-                samples: r.samples,
-                peak: r.peak,
-                evaluated_at_ms: Some(r.at_ms),
-            })
-            .unwrap_or_default();
-        let eval = judge(item, &observation, mem, now_ms, rec.entered_at_ms, note);
-        reports.push(GateReport {
-            phase: kind.as_str().to_string(),
-            name: item.name().to_string(),
-            kind: item.kind(),
-            source: item.source().to_string(),
-            query: item.query_text(),
-            eval,
-            evaluated_at_ms: now_ms,
-            memory_read: read.and_then(|r| r.revision),
-        });
-    }
-    let batch = match recording {
-        Recording::DryRun => return Ok(reports),
-        Recording::Commit => None,
-        Recording::Round(batch) => Some(batch),
-    };
-    let rows: Vec<GateRecord> = reports
-        .iter()
-        .map(|r| GateRecord {
-            step_entered_ms: rec.entered_at_ms,
-            state: rec.state,
-            gate: r.name.clone(),
-            kind: r.kind.to_string(),
-            query: r.query.clone(),
-            value: r.eval.value,
-            old_value: r.eval.old_value,
-            samples: r.eval.memory.samples,
-            verdict: r.eval.verdict.as_str().to_string(),
-            reason: r.eval.reason.clone(),
-            held_since_ms: r.eval.memory.held_since_ms,
-            peak: r.eval.memory.peak,
-            at_ms: now_ms,
-            revision: r.memory_read,
-        })
-        .collect();
-    let kept: Vec<Kept> = kept
-        .into_iter()
-        .filter_map(
-            |(source, rounds, samples_from_ms)| match scraped.remove(&source) {
-                Some(Ok(history)) => Some(Kept {
-                    migration: rec.name.clone(),
-                    source,
-                    entry: Taken {
-                        history,
-                        through_ms: now_ms,
-                        rounds,
-                        samples_from_ms,
-                    },
-                }),
-                _ => None,
+            None => Reading {
+                observation: observe(fetcher, plan, item, &scrapes.histories, now_ms).await,
+                note: None,
             },
-        )
-        .collect();
-    // The evaluations and the samples they read commit together; the gates' memory only while
-    // the migration still has the plan they were evaluated under (a `plan apply` committed
-    // meanwhile forgot the memory of the gates it changed: it must stay forgotten).
-    let round = RoundRecord {
-        name: rec.name.clone(),
-        plan_hash: Some(rec.plan_hash.clone()),
-        records: rows,
-        sources: taken,
-    };
-    match batch {
-        None => {
-            store.record_rounds(std::slice::from_ref(&round)).await?;
-            if let Some(histories) = histories {
-                histories.keep(kept);
-            }
-        }
-        Some(batch) => batch.push(round, kept),
+        };
+        readings.push(reading);
     }
-    Ok(reports)
+    Ok(Gathered {
+        readings,
+        memory,
+        scrapes,
+    })
 }
-
-/// What [`scrape_sources`] gives: each source's history (or why it is unusable), what to store
-/// of each scrape (kept with the round's evaluations), and per source how many rounds its
-/// history has served from memory (0: read whole) and from which instant it holds every sample.
-type Scrapes = (
-    HashMap<String, Scraped>,
-    Vec<SourcePoints>,
-    Vec<(String, u32, i64)>,
-);
 
 /// Scrape each scrape source the items use, once, and fold the samples into its history (read
 /// from `histories` plus what the store holds since, or whole from the store).
@@ -409,8 +214,7 @@ async fn scrape_sources<S: Store>(
                     let pruned = history.prune(keep_from) > 0;
                     // A NaN sample (legal in the exposition: a summary with no observations) is
                     // read this round from memory, where a query makes it "no data"; it is not
-                    // kept (a query reads a missing sample the same way). When samples were a
-                    // REAL column, SQLite stored NaN as NULL and refused the whole round.
+                    // kept (a query reads a missing sample the same way).
                     let points: Vec<StoredPoint> = history
                         .points_at(now_ms)
                         .filter(|p| !p.value.is_nan())
@@ -430,9 +234,17 @@ async fn scrape_sources<S: Store>(
         let scraped =
             scraped.map_err(|why| crate::redact::known(&why, crate::redact::secret_parts(url)));
         out.insert(source.to_string(), scraped);
-        kept.push((source.to_string(), rounds, holds_from_ms));
+        kept.push(KeptSource {
+            source: source.to_string(),
+            rounds,
+            samples_from_ms: holds_from_ms,
+        });
     }
-    Ok((out, taken, kept))
+    Ok(Scrapes {
+        histories: out,
+        taken,
+        kept,
+    })
 }
 
 /// Ask the phase's Prometheus queries ahead of its gates, a few per request: a round's fetcher
@@ -540,11 +352,7 @@ async fn read_one(
 
 /// A gate on a `dead_letters` source: triage the export in one streaming pass and weigh it
 /// against the decisions recorded in the store. `None` when the item reads another kind of source.
-async fn dead_letters<S: Store>(
-    store: &S,
-    plan: &Plan,
-    item: &Item<'_>,
-) -> Option<(Observation, Option<String>)> {
+async fn dead_letters<S: Store>(store: &S, plan: &Plan, item: &Item<'_>) -> Option<Reading> {
     let Some(Source::DeadLetters { export }) = plan.sources.get(item.source()) else {
         return None;
     };
@@ -557,13 +365,10 @@ async fn dead_letters<S: Store>(
     let file = match std::fs::File::open(export) {
         Ok(f) => f,
         Err(e) => {
-            return Some((
-                Observation::Unavailable(format!(
-                    "source {source}: cannot read the dead-letter export {}: {e}",
-                    export.display()
-                )),
-                None,
-            ));
+            return Some(Reading::unavailable(format!(
+                "source {source}: cannot read the dead-letter export {}: {e}",
+                export.display()
+            )));
         }
     };
     let report = match crate::dlq::triage::triage_reader(
@@ -572,10 +377,7 @@ async fn dead_letters<S: Store>(
     ) {
         Ok(r) => r,
         Err(e) => {
-            return Some((
-                Observation::Unavailable(format!("source {source}: {e}")),
-                None,
-            ));
+            return Some(Reading::unavailable(format!("source {source}: {e}")));
         }
     };
     let queue = plan.brokers.old.dead_letter.as_deref();
@@ -585,10 +387,9 @@ async fn dead_letters<S: Store>(
             .filter(|d| queue.is_none_or(|q| d.queue == q))
             .collect(),
         Err(e) => {
-            return Some((
-                Observation::Unavailable(format!("source {source}: decisions: {e}")),
-                None,
-            ));
+            return Some(Reading::unavailable(format!(
+                "source {source}: decisions: {e}"
+            )));
         }
     };
     let reading = crate::dlq::gate::evaluate(&report, &decisions);
@@ -596,7 +397,10 @@ async fn dead_letters<S: Store>(
         "entries" => reading.entries as f64,
         _ => reading.value(),
     };
-    Some((Observation::Value(value), Some(reading.reason(5))))
+    Some(Reading {
+        observation: Observation::Value(value),
+        note: Some(reading.reason(5)),
+    })
 }
 
 /// Add stored series to `history` (the store returns a source's samples series by series),
