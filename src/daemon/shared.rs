@@ -1,0 +1,442 @@
+//! What every part of the daemon shares: its configuration, and the state the ticks, the lease
+//! keeper, the watcher and the HTTP API read and write ([`Shared`]).
+
+use super::hub::Hub;
+use super::memo::Memo;
+use super::metrics::Metrics;
+use super::notify::{Event, EventKind, Notifier};
+use crate::controller::histories::Histories;
+use crate::controller::plans::PlanCache;
+use crate::controller::{Actor, Controller, Loaded};
+use crate::indicators::fetch::Fetcher;
+use crate::plan::{Resolve, SecretsMode};
+use crate::store::lease_keeper::LeaseKeeper;
+use crate::store::{MigrationRecord, Store, StoreError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The name of the lease every daemon of a store competes for.
+pub const LEASE: &str = "controller";
+
+/// A clock in ms since the epoch (the demo runs the controller on a faster one).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// How the daemon runs.
+#[derive(Clone)]
+pub struct Config {
+    /// Time between ticks.
+    pub interval: Duration,
+    /// How long to wait for an indicator source before its gates hold.
+    pub source_timeout: Duration,
+    /// Most Prometheus queries a round asks in one request (1: each alone); see
+    /// [`Fetcher::prefetch_prometheus`].
+    pub queries_per_request: usize,
+    /// How long the lease lasts without renewal (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// How often the watcher looks for changes made by others (one cheap read of the store; every
+    /// migration is compared every [`WHOLE_WATCH_EVERY`] of these).
+    pub watch_interval: Duration,
+    /// This daemon's identity in the lease and the journal.
+    pub holder: String,
+    /// Required on mutating API calls (`Authorization: Bearer ...`).
+    pub token: Option<String>,
+    /// Refuse every mutating API call.
+    pub read_only_api: bool,
+    /// Migrations the operator confirmed may enter `complete` unattended.
+    pub confirm_complete: Vec<String>,
+    /// The clock gates are evaluated against.
+    pub clock: Clock,
+    /// The HTTP server's limits and timeouts.
+    pub http: super::http::Limits,
+    /// Delete what is older than this, in batches after the leader's rounds ([`retention`]);
+    /// `None`: keep everything.
+    pub retain: Option<Duration>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("interval", &self.interval)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("holder", &self.holder)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("confirm_complete", &self.confirm_complete)
+            .field("http", &self.http)
+            .field("retain", &self.retain)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every how many watcher polls every migration is compared, even when the store's mark did
+/// not move.
+pub const WHOLE_WATCH_EVERY: u64 = 20;
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Mutations on a non-loopback address without a token.
+    #[error(
+        "refusing to serve mutating API calls on {0} without a token: set MIGRATE_API_TOKEN or --token-file, listen on 127.0.0.1, or pass --read-only"
+    )]
+    NoToken(std::net::SocketAddr),
+    /// The listener's address could not be read.
+    #[error("cannot read the listen address: {0}")]
+    Listener(std::io::Error),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Fetch(#[from] crate::indicators::fetch::FetchError),
+    /// The HTTP server failed.
+    #[error("the HTTP server failed: {0}")]
+    Server(std::io::Error),
+    /// The store failed at start.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What the loop, the watcher and the API share.
+pub struct Shared<S: Store> {
+    pub store: S,
+    pub fetcher: Fetcher,
+    pub resolve: Arc<dyn Resolve + Send + Sync>,
+    pub hub: Hub,
+    pub metrics: Metrics,
+    pub notifier: Notifier,
+    pub config: Config,
+    /// Set by a caller that drives ticks itself and has no lease (the demo).
+    pub leader: AtomicBool,
+    /// Until when (wall clock, ms) this daemon's lease is valid; 0 when it holds none.
+    pub(super) lease_until: AtomicI64,
+    /// When (wall clock, ms) the store last answered a lease renewal; 0 never.
+    pub(super) store_ok_at: AtomicI64,
+    /// Whether this daemon last said (log, metric) that it leads.
+    pub(super) said_leading: AtomicBool,
+    /// Routing long-polls parked now, at most [`super::http::Limits::max_long_polls`].
+    pub long_polls: Arc<tokio::sync::Semaphore>,
+    /// Why a migration could not be loaded (its plan does not compile here), by name; cleared
+    /// when it loads again.
+    pub(super) load_errors: Mutex<HashMap<String, String>>,
+    /// Flips to true when the daemon stops: long-polls answer at once.
+    pub stopping: watch::Sender<bool>,
+    pub(super) memo: Mutex<HashMap<String, Memo>>,
+    /// The store's [`Store::generations_mark`] when the watcher last compared every migration.
+    pub(super) watch_mark: Mutex<Option<(i64, i64)>>,
+    pub(super) watch_polls: AtomicU64,
+    /// Each migration's compiled plan, kept while its stored plan (and what it reads) is unchanged.
+    pub(super) plans: PlanCache,
+    /// Each migration's scrape histories, kept between rounds.
+    pub(super) histories: Histories,
+    /// Where the leader's pruning stands ([`retention`]).
+    pub(super) retention: super::retention::Retention,
+    /// The synthetic phase's probe runs.
+    #[cfg(feature = "brokers")]
+    pub probes: super::probes::ProbeRuns,
+}
+
+impl<S: Store + Clone + 'static> Shared<S> {
+    /// The daemon's state, before anything runs. [`super::run`] builds one; a caller that drives ticks
+    /// itself (the demo, in lockstep with its simulated world) builds one too and calls
+    /// [`super::tick_all`] with the lease taken for granted (`leader` set).
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn new(
+        store: S,
+        config: Config,
+        resolve: Arc<dyn Resolve + Send + Sync>,
+    ) -> Result<Arc<Shared<S>>, DaemonError> {
+        let fetcher = Fetcher::new(config.source_timeout)?
+            .with_queries_per_request(config.queries_per_request);
+        let notifier = Notifier::start(fetcher.client().clone());
+        let long_polls = config.http.max_long_polls;
+        Ok(Arc::new(Shared {
+            store,
+            fetcher,
+            resolve,
+            hub: Hub::default(),
+            metrics: Metrics::default(),
+            notifier,
+            config,
+            leader: AtomicBool::new(false),
+            lease_until: AtomicI64::new(0),
+            store_ok_at: AtomicI64::new(0),
+            said_leading: AtomicBool::new(false),
+            long_polls: Arc::new(tokio::sync::Semaphore::new(long_polls)),
+            load_errors: Mutex::new(HashMap::new()),
+            stopping: watch::Sender::new(false),
+            memo: Mutex::new(HashMap::new()),
+            watch_mark: Mutex::new(None),
+            watch_polls: AtomicU64::new(0),
+            plans: PlanCache::default(),
+            histories: Histories::default(),
+            retention: super::retention::Retention::default(),
+            #[cfg(feature = "brokers")]
+            probes: super::probes::ProbeRuns::default(),
+        }))
+    }
+
+    /// A controller over the shared store; a standby's never writes.
+    pub fn controller(&self, read_only: bool) -> Controller<'_, S> {
+        self.controller_with_fetcher(&self.fetcher, read_only)
+    }
+
+    /// A controller over the shared store reading its sources through `fetcher` (a round's).
+    pub fn controller_with_fetcher<'a>(
+        &'a self,
+        fetcher: &'a Fetcher,
+        read_only: bool,
+    ) -> Controller<'a, S> {
+        Controller {
+            store: &self.store,
+            fetcher,
+            resolve: &*self.resolve,
+            // docs/operations.md §2: every variable is set in every daemon's environment; a
+            // plan that does not resolve is reported at every tick, never half-run.
+            secrets: SecretsMode::Required,
+            read_only,
+            histories: Some(&self.histories),
+            round: None,
+        }
+    }
+
+    /// Whether this daemon may act now: it holds a lease that is valid for a while yet (a
+    /// margin of a fifth of the TTL, so that a slow tick stops before a standby may take over),
+    /// or its caller said so (`leader`).
+    pub fn is_leader(&self) -> bool {
+        if self.leader.load(Ordering::SeqCst) {
+            return true;
+        }
+        self.lease_keeper().acts(
+            crate::time::now_ms(),
+            self.lease_until.load(Ordering::SeqCst),
+        )
+    }
+
+    /// The lease every daemon of this store competes for, held as this daemon.
+    pub(super) fn lease_keeper(&self) -> LeaseKeeper<'_, S> {
+        LeaseKeeper::new(
+            &self.store,
+            LEASE,
+            &self.config.holder,
+            self.config.lease_ttl,
+        )
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.config.clock)()
+    }
+
+    pub(super) fn actor(&self, reason: &str) -> Actor {
+        Actor {
+            name: self.config.holder.clone(),
+            reason: Some(reason.to_string()),
+        }
+    }
+
+    pub(super) fn with_memo<R>(&self, name: &str, f: impl FnOnce(&mut Memo) -> R) -> R {
+        match self.memo.lock() {
+            Ok(mut map) => f(map.entry(name.to_string()).or_default()),
+            Err(poisoned) => f(poisoned.into_inner().entry(name.to_string()).or_default()),
+        }
+    }
+
+    /// Send an event to the plan's webhooks.
+    pub(super) fn event(
+        &self,
+        loaded: &Loaded,
+        kind: EventKind,
+        text: String,
+        details: serde_json::Value,
+    ) {
+        self.notifier.send(
+            &loaded.plan.notify.webhooks,
+            Event {
+                event: kind,
+                migration: loaded.record.name.clone(),
+                state: loaded.record.state.name().to_string(),
+                step: loaded.record.state.step(),
+                text,
+                at: crate::time::rfc3339(self.now_ms()),
+                details,
+            },
+        );
+    }
+
+    /// Take in a migration as stored: routing to readers and metrics, a transition announced.
+    pub(super) async fn observe(&self, c: &Controller<'_, S>, loaded: &Loaded) {
+        let doc = crate::controller::publish::document(&loaded.plan, &loaded.record);
+        self.metrics.routing(&doc);
+        self.hub.update(doc);
+        let generation = loaded.record.generation;
+        // Never lowered: a read older than one already seen announces nothing again.
+        let previous = self.with_memo(&loaded.record.name, |m| {
+            let previous = m.generation;
+            m.generation = Some(previous.map_or(generation, |p| p.max(generation)));
+            previous
+        });
+        if !self.is_leader() {
+            return;
+        }
+        if let Some(prev) = previous
+            && prev < generation
+            && let Ok(journal) = c.store.journal(&loaded.record.name).await
+            && let Some(last) = journal.last()
+        {
+            let text = format!(
+                "{}: {} {} -> {}{} by {}{}",
+                loaded.record.name,
+                last.command,
+                last.from.state,
+                last.to.state,
+                if last.to.paused { " (paused)" } else { "" },
+                last.actor,
+                last.reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+            self.event(
+                loaded,
+                EventKind::Transition,
+                text,
+                serde_json::to_value(crate::controller::views::EntryView::of(last))
+                    .unwrap_or_default(),
+            );
+        }
+    }
+
+    /// Load and observe one migration (after a change).
+    pub(super) async fn refresh(&self, c: &Controller<'_, S>, name: &str) {
+        self.refresh_from(c, name, None).await;
+    }
+
+    /// [`Shared::refresh`] from `record` when one was read already. A routing to re-publish is
+    /// published from a fresh read, never from `record` (which may be older than a command that
+    /// published since), as a round does.
+    pub(super) async fn refresh_from(
+        &self,
+        c: &Controller<'_, S>,
+        name: &str,
+        record: Option<MigrationRecord>,
+    ) {
+        let loaded = match record {
+            Some(record) if c.read_only || record.published_generation >= record.generation => {
+                c.load_record(record, Some(&self.plans)).await
+            }
+            _ => c.load_cached(name, &self.plans).await,
+        };
+        match loaded {
+            Ok(loaded) => {
+                self.set_load_error(name, None);
+                self.observe(c, &loaded).await;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                // Said once per distinct reason, not at every watch.
+                if self.set_load_error(name, Some(why.clone())) {
+                    tracing::warn!(migration = name, "cannot load: {why}");
+                }
+            }
+        }
+    }
+
+    /// Note why `name` cannot be loaded (`None`: it loads); whether that is news.
+    pub(super) fn set_load_error(&self, name: &str, why: Option<String>) -> bool {
+        let mut errors = self
+            .load_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match why {
+            Some(why) => errors.insert(name.to_string(), why.clone()).as_ref() != Some(&why),
+            None => errors.remove(name).is_some(),
+        }
+    }
+
+    /// Why `name` could not be loaded when last tried, if it could not.
+    pub fn load_error(&self, name: &str) -> Option<String> {
+        self.load_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Whether the store answered a lease renewal within the last lease period.
+    pub fn store_works(&self) -> bool {
+        let at = self.store_ok_at.load(Ordering::SeqCst);
+        let ttl = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+        at > 0 && crate::time::now_ms() - at <= ttl
+    }
+
+    /// Say (log, metric) whether this daemon leads now, when that changed: `lost the lease` as
+    /// soon as the lease ran out, not at the next tick (which may wait on a store gone away).
+    pub(super) fn say_leading(&self, why_not: Option<&str>) {
+        let leading = self.is_leader();
+        self.metrics.leading(leading);
+        let said = self.said_leading.swap(leading, Ordering::SeqCst);
+        if said && !leading {
+            match why_not {
+                Some(why) => tracing::warn!("lost the lease: standing by ({why})"),
+                None => tracing::warn!("lost the lease: standing by"),
+            }
+        }
+    }
+
+    /// Every migration in the store whose generation moved since readers last saw it. Most calls
+    /// read one row ([`Store::generations_mark`]) and stop there when nothing moved; every
+    /// [`WHOLE_WATCH_EVERY`]th call compares every migration regardless. When a good part of the
+    /// fleet moved (all of it when the daemon starts: see [`read_whole_fleet`]), those are loaded
+    /// from one read of every record instead of one read each; a routing left behind is still
+    /// re-published from the store as it is then, never from that read.
+    pub async fn watch_once(&self) {
+        let mark = self.store.generations_mark().await.ok();
+        let polls = self.watch_polls.fetch_add(1, Ordering::Relaxed);
+        let seen_mark = *self
+            .watch_mark
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if mark.is_some() && mark == seen_mark && !polls.is_multiple_of(WHOLE_WATCH_EVERY) {
+            return;
+        }
+        let read_only = !self.is_leader();
+        let c = self.controller(read_only);
+        let Ok(generations) = self.store.generations().await else {
+            return;
+        };
+        let fleet = generations.len();
+        let behind: Vec<String> = generations
+            .into_iter()
+            .filter(|(name, generation)| {
+                self.hub
+                    .generation(name)
+                    .is_none_or(|g| i64::try_from(g).unwrap_or(i64::MAX) < *generation)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        let mut listed: HashMap<String, MigrationRecord> = HashMap::new();
+        if read_whole_fleet(behind.len(), fleet) {
+            match self.store.list().await {
+                Ok(records) => listed.extend(records.into_iter().map(|r| (r.name.clone(), r))),
+                Err(e) => {
+                    tracing::warn!("cannot read the fleet at once, reading each migration: {e}");
+                }
+            }
+        }
+        for name in &behind {
+            self.refresh_from(&c, name, listed.remove(name)).await;
+        }
+        *self
+            .watch_mark
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = mark;
+    }
+}
+
+/// Whether the watcher loads the `behind` migrations of a fleet of `fleet` from one read of
+/// every record rather than one read each: when at least two and a quarter of the fleet are
+/// behind (a start: all of them).
+pub fn read_whole_fleet(behind: usize, fleet: usize) -> bool {
+    behind >= 2 && behind.saturating_mul(4) >= fleet
+}
