@@ -1,12 +1,12 @@
 //! What a replay refuses before it sends anything: the pre-scan of an export file counts the
-//! selection and applies the validity guard to every entry, so that
+//! selection and applies the validity guard ([`ReplayPolicy::judge_age`]) to every entry, so that
 //! an old entry (or one of unknown age) refuses the whole run up front, and the refusal names
 //! the lines, the groups and what to do.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::replay::ReplayPolicy;
+use super::replay::{Age, ReplayPolicy};
 use super::selection::{GroupKey, Selected};
 
 /// Lines a refusal names before it only counts them.
@@ -45,17 +45,10 @@ pub fn prescan(
     let mut scan = Prescan::default();
     for s in selection {
         scan.count += 1;
-        if policy.force_old {
-            continue;
-        }
-        // An age that cannot be computed is refused like an old one: nobody can vouch for it.
-        match s.entry.first_attempt_ms() {
-            Some(first) => match now_ms.checked_sub(first) {
-                Some(age) if policy.max_age_ms.is_none_or(|max| age <= max) => {}
-                Some(age) => scan.refused.too_old(&s, age),
-                None => scan.refused.unknown(&s),
-            },
-            None => scan.refused.unknown(&s),
+        match policy.judge_age(s.entry.first_attempt_ms(), now_ms) {
+            Age::Admitted => {}
+            Age::TooOld { age_ms } => scan.refused.too_old(&s, age_ms),
+            Age::Unknown => scan.refused.unknown(&s),
         }
     }
     scan

@@ -157,6 +157,38 @@ impl ReplayPolicy {
     pub fn interval_ms(&self) -> f64 {
         1000.0 / self.rate_per_second
     }
+
+    /// The validity guard: whether an entry first attempted at `first_attempt_ms` (`None`:
+    /// unknown) may be replayed at `now_ms`. An age that cannot be computed (unknown, or so far
+    /// from now that the difference overflows) is refused like an old one: nobody can vouch for
+    /// it. Everything is admitted without a `max_age_ms`, or with `force_old`.
+    pub fn judge_age(&self, first_attempt_ms: Option<i64>, now_ms: i64) -> Age {
+        let Some(max_age) = self.max_age_ms else {
+            return Age::Admitted;
+        };
+        if self.force_old {
+            return Age::Admitted;
+        }
+        match first_attempt_ms.and_then(|first| now_ms.checked_sub(first)) {
+            None => Age::Unknown,
+            Some(age_ms) if age_ms > max_age => Age::TooOld { age_ms },
+            Some(_) => Age::Admitted,
+        }
+    }
+}
+
+/// What the validity guard says of an entry's age ([`ReplayPolicy::judge_age`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Age {
+    /// Young enough, or replayed whatever its age.
+    Admitted,
+    /// First attempted longer than `max_age_ms` ago.
+    TooOld {
+        /// How old (ms).
+        age_ms: i64,
+    },
+    /// Its age cannot be computed.
+    Unknown,
 }
 
 /// Counters of a run.
@@ -343,22 +375,18 @@ impl ReplayMachine {
             self.stats.skipped += 1;
             return Admission::SkipEarlier;
         }
-        if let Some(max_age) = self.policy.max_age_ms
-            && !self.policy.force_old
-        {
-            match first_attempt_ms.and_then(|first| now_ms.checked_sub(first)) {
-                None => {
-                    return Admission::Stop(Outcome::RefusedUnknownAge {
-                        first_attempt_at: first_attempt_at.to_string(),
-                    });
-                }
-                Some(age) if age > max_age => {
-                    return Admission::Stop(Outcome::RefusedTooOld {
-                        first_attempt_at: first_attempt_at.to_string(),
-                        age_ms: age,
-                    });
-                }
-                Some(_) => {}
+        match self.policy.judge_age(first_attempt_ms, now_ms) {
+            Age::Admitted => {}
+            Age::TooOld { age_ms } => {
+                return Admission::Stop(Outcome::RefusedTooOld {
+                    first_attempt_at: first_attempt_at.to_string(),
+                    age_ms,
+                });
+            }
+            Age::Unknown => {
+                return Admission::Stop(Outcome::RefusedUnknownAge {
+                    first_attempt_at: first_attempt_at.to_string(),
+                });
             }
         }
         let start = *self.started_ms.get_or_insert(now_ms);
@@ -1350,6 +1378,33 @@ mod tests {
             machine.admit(Some(i64::MIN + 1), "far", NOW),
             Admission::Stop(Outcome::RefusedUnknownAge { .. })
         ));
+    }
+
+    /// The one age check: the pre-scan of a file (`dlq::refused`) and [`ReplayMachine::admit`]
+    /// both ask [`ReplayPolicy::judge_age`].
+    #[test]
+    fn the_validity_guard_admits_up_to_max_age_and_refuses_past_it_or_without_an_age() {
+        let policy = ReplayPolicy {
+            max_age_ms: Some(1000),
+            ..ReplayPolicy::default()
+        };
+        assert_eq!(policy.judge_age(Some(NOW - 1000), NOW), Age::Admitted);
+        assert_eq!(
+            policy.judge_age(Some(NOW - 1001), NOW),
+            Age::TooOld { age_ms: 1001 }
+        );
+        assert_eq!(policy.judge_age(None, NOW), Age::Unknown);
+        assert_eq!(policy.judge_age(Some(i64::MIN), NOW), Age::Unknown);
+        let forced = ReplayPolicy {
+            force_old: true,
+            ..policy.clone()
+        };
+        assert_eq!(forced.judge_age(None, NOW), Age::Admitted);
+        let unbounded = ReplayPolicy {
+            max_age_ms: None,
+            ..policy
+        };
+        assert_eq!(unbounded.judge_age(Some(i64::MIN), NOW), Age::Admitted);
     }
 
     #[test]
