@@ -1013,6 +1013,26 @@ mod tests {
 
     const NOW: i64 = 1_772_445_600_000;
 
+    /// A publisher that fails the messages `fail` picks, answers [`PublishError::KeyHeld`] for
+    /// those `held` picks (by index in the run), and fails the flush when `flush_fails`.
+    fn flaky(fail: fn(usize) -> bool, held: fn(usize) -> bool, flush_fails: bool) -> Flaky {
+        Flaky {
+            n: 0,
+            fail,
+            held,
+            flush_fails,
+            out: NdjsonPublisher::new(Vec::new()),
+        }
+    }
+
+    /// A fake clock at [`NOW`] that has not slept.
+    fn clock() -> FakeClock {
+        FakeClock {
+            now: NOW,
+            sleeps: Vec::new(),
+        }
+    }
+
     fn entries(n: usize, age_ms: i64) -> Vec<DeadLetter> {
         (0..n)
             .map(|i| DeadLetter {
@@ -1043,17 +1063,8 @@ mod tests {
         flush_fails: bool,
     ) -> (ReplaySummary, FakeClock, Vec<u8>) {
         let mut machine = ReplayMachine::new(policy).expect("valid");
-        let mut publisher = Flaky {
-            n: 0,
-            fail,
-            held: |_| false,
-            flush_fails,
-            out: NdjsonPublisher::new(Vec::new()),
-        };
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut publisher = flaky(fail, |_| false, flush_fails);
+        let mut clock = clock();
         let summary = futures_lite_block_on(run(
             &mut machine,
             list,
@@ -1147,17 +1158,8 @@ mod tests {
         };
         let mut machine = ReplayMachine::new(policy).expect("valid");
         // Message 2 fails; 3..=40 are its key's later messages (held); 41..100 go.
-        let mut publisher = Flaky {
-            n: 0,
-            fail: |i| i == 2,
-            held: |i| (3..=40).contains(&i),
-            flush_fails: false,
-            out: NdjsonPublisher::new(Vec::new()),
-        };
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut publisher = flaky(|i| i == 2, |i| (3..=40).contains(&i), false);
+        let mut clock = clock();
         let mut seen_held = 0;
         let summary = futures_lite_block_on(run(
             &mut machine,
@@ -1494,17 +1496,8 @@ mod tests {
             ..ReplayPolicy::default()
         })
         .expect("valid");
-        let mut publisher = Flaky {
-            n: 0,
-            fail,
-            held: |_| false,
-            flush_fails,
-            out: NdjsonPublisher::new(Vec::new()),
-        };
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut publisher = flaky(fail, |_| false, flush_fails);
+        let mut clock = clock();
         let summary = futures_lite_block_on(run_recorded(
             &mut machine,
             list,
@@ -1574,10 +1567,7 @@ mod tests {
             ..ReplayPolicy::default()
         })
         .expect("valid");
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut clock = clock();
         let mut book = Book::default();
         let s = futures_lite_block_on(run_recorded(
             &mut machine,
