@@ -1,6 +1,7 @@
-//! Replay: republish dead letters' original payloads, safely (seed 001's `replay`).
+//! Replay: republish dead letters' original payloads, safely (docs/design.md, "Dead letters";
+//! the dead-letter article's `replay`).
 //!
-//! The four properties the seed calls non-optional, plus its validity question:
+//! What a run guarantees:
 //! - **rate limit** — messages are spaced `1000 / rate` ms apart (drift-free: message *i* goes
 //!   at `start + i × interval` at the earliest), so current traffic keeps priority;
 //! - **canary** — after the first `canary` messages (default 50), when more remain, the run
@@ -14,11 +15,11 @@
 //!   the run aborts as soon as its own failure rate exceeds `abort_failure_rate` (default 0.2);
 //! - **validity guard** — an entry first attempted longer than `max_age` ago is refused unless
 //!   forced: a 14-month-old stock reservation replayed today debits stock sold long ago. An entry
-//!   whose age cannot be computed is refused too (unless forced): the guard cannot vouch for it;
+//!   whose age cannot be computed is refused too (unless forced): the guard cannot vouch for it
+//!   ([`ReplayPolicy::judge_age`], the one age check, also run on a whole file before a replay);
 //! - **resume point** — every run that stops early says how many leading entries of the selection
 //!   are known to have gone out ([`ResumePoint`]): a later run given that number as `skip`
-//!   neither loses an entry nor, when no failure came before the stop, sends one twice.
-//!
+//!   neither loses an entry nor, when no failure came before the stop, sends one twice;
 //! - **never twice** — [`run_recorded`] claims each entry in a [`Ledger`] before publishing it
 //!   and settles the claim once the outcome is known (flushed, for NDJSON): a later run skips
 //!   what went out, and does not send again what was never settled (in doubt). A ledger that

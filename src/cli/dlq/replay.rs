@@ -1,9 +1,7 @@
-//! `migrate dlq replay`: the run put together from its parts (the options are in
-//! [`replay_args`](super::replay_args)): the pre-scan of
-//! a file (`dlq::refused`), the selection (`dlq::selection`), the destination
-//! ([`replay_target`](super::replay_target)), the ledger ([`replay_ledger`](super::replay_ledger)),
-//! the progress on stderr ([`replay_progress`](super::replay_progress)) and the closing lines
-//! ([`replay_summary`](super::replay_summary)).
+//! `migrate dlq replay`: the run put together from its parts: the options (`replay_args`), the
+//! pre-scan of a file (`dlq::refused`), the selection (`dlq::selection`), the destination
+//! (`replay_target`), the ledger (`replay_ledger`), the progress on stderr (`replay_progress`)
+//! and the closing lines (`replay_summary`).
 
 use super::export::open_input;
 use super::output::emit;
