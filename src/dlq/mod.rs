@@ -25,6 +25,7 @@
 //!   `--key-field` or the plan's `bridge.key`), the side its slice routes to, its headers.
 //! - [`alerts`] — inflow per minute, new signatures, oldest unclosed age; Prometheus text.
 //! - [`report`] — the weekly review in Markdown.
+//! - [`retention`] — an export without the dead letters older than a cut (`purge`).
 //! - [`generate`] — realistic exports from a PRNG seed, for tests, benchmarks and rehearsals.
 //!
 //! Shell: [`triage_file`] (an export file on several threads, the same report as one),
@@ -48,6 +49,7 @@ pub mod replay;
 pub mod replay_route;
 pub mod replayed;
 pub mod report;
+pub mod retention;
 pub mod selection;
 pub mod signature;
 pub mod triage;

@@ -2,7 +2,7 @@
 //! and with `--decisions` the decisions taken before it.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,12 +11,10 @@ use clap::Args;
 
 use super::export::LineCapArg;
 use crate::cli::{CliError, CliResult, Ctx};
-use crate::dlq::envelope::{EnvelopeRef, format_timestamp};
-use crate::dlq::lines::{Content, LineReader, too_long_message};
+use crate::dlq::envelope::format_timestamp;
+use crate::dlq::lines::{LineReader, too_long_message};
+use crate::dlq::retention::keep_recent;
 use crate::store::dispositions::DispositionStore;
-
-/// Over-long lines `purge` names before it only counts them.
-const SHOWN_LINES: usize = 5;
 
 #[derive(Debug, Args)]
 pub struct PurgeArgs {
@@ -132,58 +130,6 @@ pub(super) async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// What `purge` did with the lines of an export.
-#[derive(Default)]
-struct PurgeTally {
-    kept: u64,
-    dropped: u64,
-    /// Lines that are not envelopes (over-long ones included), kept as they are.
-    unreadable: u64,
-    /// The first over-long lines: number and length.
-    too_long: Vec<(u64, u64)>,
-}
-
-/// Copies the lines of an export to `out`, but for the envelopes dead-lettered before `cut`.
-/// A line that is not an envelope is kept as it is; one over the line cap too, copied through in
-/// chunks without being held.
-fn keep_recent<R: BufRead>(
-    mut reader: LineReader<R>,
-    out: &mut impl Write,
-    cut: i64,
-) -> std::io::Result<PurgeTally> {
-    let mut t = PurgeTally::default();
-    loop {
-        let Some(line) = reader.next_line_with(|chunk| out.write_all(chunk))? else {
-            return Ok(t);
-        };
-        match line.content {
-            Content::TooLong { bytes } => {
-                t.unreadable += 1;
-                if t.too_long.len() < SHOWN_LINES {
-                    t.too_long.push((line.number, bytes));
-                }
-            }
-            Content::Text(body) => match EnvelopeRef::parse(body) {
-                Ok(v) if v.dead_lettered_ms() < cut => {
-                    t.dropped += 1;
-                    continue;
-                }
-                Ok(_) => {
-                    t.kept += 1;
-                    out.write_all(body)?;
-                }
-                Err(_) => {
-                    t.unreadable += 1;
-                    out.write_all(body)?;
-                }
-            },
-        }
-        if line.newline {
-            out.write_all(b"\n")?;
-        }
-    }
 }
 
 /// `purge --output FILE`: the file, opened without truncating it first, refused when it is the
