@@ -1,6 +1,7 @@
-//! Replay: republish dead letters' original payloads, safely (seed 001's `replay`).
+//! Replay: republish dead letters' original payloads, safely (docs/design.md, "Dead letters";
+//! the dead-letter article's `replay`).
 //!
-//! The four properties the seed calls non-optional, plus its validity question:
+//! What a run guarantees:
 //! - **rate limit** — messages are spaced `1000 / rate` ms apart (drift-free: message *i* goes
 //!   at `start + i × interval` at the earliest), so current traffic keeps priority;
 //! - **canary** — after the first `canary` messages (default 50), when more remain, the run
@@ -14,11 +15,11 @@
 //!   the run aborts as soon as its own failure rate exceeds `abort_failure_rate` (default 0.2);
 //! - **validity guard** — an entry first attempted longer than `max_age` ago is refused unless
 //!   forced: a 14-month-old stock reservation replayed today debits stock sold long ago. An entry
-//!   whose age cannot be computed is refused too (unless forced): the guard cannot vouch for it;
+//!   whose age cannot be computed is refused too (unless forced): the guard cannot vouch for it
+//!   ([`ReplayPolicy::judge_age`], the one age check, also run on a whole file before a replay);
 //! - **resume point** — every run that stops early says how many leading entries of the selection
 //!   are known to have gone out ([`ResumePoint`]): a later run given that number as `skip`
-//!   neither loses an entry nor, when no failure came before the stop, sends one twice.
-//!
+//!   neither loses an entry nor, when no failure came before the stop, sends one twice;
 //! - **never twice** — [`run_recorded`] claims each entry in a [`Ledger`] before publishing it
 //!   and settles the claim once the outcome is known (flushed, for NDJSON): a later run skips
 //!   what went out, and does not send again what was never settled (in doubt). A ledger that
@@ -157,6 +158,38 @@ impl ReplayPolicy {
     pub fn interval_ms(&self) -> f64 {
         1000.0 / self.rate_per_second
     }
+
+    /// The validity guard: whether an entry first attempted at `first_attempt_ms` (`None`:
+    /// unknown) may be replayed at `now_ms`. An age that cannot be computed (unknown, or so far
+    /// from now that the difference overflows) is refused like an old one: nobody can vouch for
+    /// it. Everything is admitted without a `max_age_ms`, or with `force_old`.
+    pub fn judge_age(&self, first_attempt_ms: Option<i64>, now_ms: i64) -> Age {
+        let Some(max_age) = self.max_age_ms else {
+            return Age::Admitted;
+        };
+        if self.force_old {
+            return Age::Admitted;
+        }
+        match first_attempt_ms.and_then(|first| now_ms.checked_sub(first)) {
+            None => Age::Unknown,
+            Some(age_ms) if age_ms > max_age => Age::TooOld { age_ms },
+            Some(_) => Age::Admitted,
+        }
+    }
+}
+
+/// What the validity guard says of an entry's age ([`ReplayPolicy::judge_age`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Age {
+    /// Young enough, or replayed whatever its age.
+    Admitted,
+    /// First attempted longer than `max_age_ms` ago.
+    TooOld {
+        /// How old (ms).
+        age_ms: i64,
+    },
+    /// Its age cannot be computed.
+    Unknown,
 }
 
 /// Counters of a run.
@@ -343,22 +376,18 @@ impl ReplayMachine {
             self.stats.skipped += 1;
             return Admission::SkipEarlier;
         }
-        if let Some(max_age) = self.policy.max_age_ms
-            && !self.policy.force_old
-        {
-            match first_attempt_ms.and_then(|first| now_ms.checked_sub(first)) {
-                None => {
-                    return Admission::Stop(Outcome::RefusedUnknownAge {
-                        first_attempt_at: first_attempt_at.to_string(),
-                    });
-                }
-                Some(age) if age > max_age => {
-                    return Admission::Stop(Outcome::RefusedTooOld {
-                        first_attempt_at: first_attempt_at.to_string(),
-                        age_ms: age,
-                    });
-                }
-                Some(_) => {}
+        match self.policy.judge_age(first_attempt_ms, now_ms) {
+            Age::Admitted => {}
+            Age::TooOld { age_ms } => {
+                return Admission::Stop(Outcome::RefusedTooOld {
+                    first_attempt_at: first_attempt_at.to_string(),
+                    age_ms,
+                });
+            }
+            Age::Unknown => {
+                return Admission::Stop(Outcome::RefusedUnknownAge {
+                    first_attempt_at: first_attempt_at.to_string(),
+                });
             }
         }
         let start = *self.started_ms.get_or_insert(now_ms);
@@ -985,6 +1014,26 @@ mod tests {
 
     const NOW: i64 = 1_772_445_600_000;
 
+    /// A publisher that fails the messages `fail` picks, answers [`PublishError::KeyHeld`] for
+    /// those `held` picks (by index in the run), and fails the flush when `flush_fails`.
+    fn flaky(fail: fn(usize) -> bool, held: fn(usize) -> bool, flush_fails: bool) -> Flaky {
+        Flaky {
+            n: 0,
+            fail,
+            held,
+            flush_fails,
+            out: NdjsonPublisher::new(Vec::new()),
+        }
+    }
+
+    /// A fake clock at [`NOW`] that has not slept.
+    fn clock() -> FakeClock {
+        FakeClock {
+            now: NOW,
+            sleeps: Vec::new(),
+        }
+    }
+
     fn entries(n: usize, age_ms: i64) -> Vec<DeadLetter> {
         (0..n)
             .map(|i| DeadLetter {
@@ -1015,17 +1064,8 @@ mod tests {
         flush_fails: bool,
     ) -> (ReplaySummary, FakeClock, Vec<u8>) {
         let mut machine = ReplayMachine::new(policy).expect("valid");
-        let mut publisher = Flaky {
-            n: 0,
-            fail,
-            held: |_| false,
-            flush_fails,
-            out: NdjsonPublisher::new(Vec::new()),
-        };
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut publisher = flaky(fail, |_| false, flush_fails);
+        let mut clock = clock();
         let summary = futures_lite_block_on(run(
             &mut machine,
             list,
@@ -1119,17 +1159,8 @@ mod tests {
         };
         let mut machine = ReplayMachine::new(policy).expect("valid");
         // Message 2 fails; 3..=40 are its key's later messages (held); 41..100 go.
-        let mut publisher = Flaky {
-            n: 0,
-            fail: |i| i == 2,
-            held: |i| (3..=40).contains(&i),
-            flush_fails: false,
-            out: NdjsonPublisher::new(Vec::new()),
-        };
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut publisher = flaky(|i| i == 2, |i| (3..=40).contains(&i), false);
+        let mut clock = clock();
         let mut seen_held = 0;
         let summary = futures_lite_block_on(run(
             &mut machine,
@@ -1352,6 +1383,33 @@ mod tests {
         ));
     }
 
+    /// The one age check: the pre-scan of a file (`dlq::refused`) and [`ReplayMachine::admit`]
+    /// both ask [`ReplayPolicy::judge_age`].
+    #[test]
+    fn the_validity_guard_admits_up_to_max_age_and_refuses_past_it_or_without_an_age() {
+        let policy = ReplayPolicy {
+            max_age_ms: Some(1000),
+            ..ReplayPolicy::default()
+        };
+        assert_eq!(policy.judge_age(Some(NOW - 1000), NOW), Age::Admitted);
+        assert_eq!(
+            policy.judge_age(Some(NOW - 1001), NOW),
+            Age::TooOld { age_ms: 1001 }
+        );
+        assert_eq!(policy.judge_age(None, NOW), Age::Unknown);
+        assert_eq!(policy.judge_age(Some(i64::MIN), NOW), Age::Unknown);
+        let forced = ReplayPolicy {
+            force_old: true,
+            ..policy.clone()
+        };
+        assert_eq!(forced.judge_age(None, NOW), Age::Admitted);
+        let unbounded = ReplayPolicy {
+            max_age_ms: None,
+            ..policy
+        };
+        assert_eq!(unbounded.judge_age(Some(i64::MIN), NOW), Age::Admitted);
+    }
+
     #[test]
     fn replay_pacing_does_not_overflow_at_a_tiny_rate() {
         let policy = ReplayPolicy {
@@ -1439,17 +1497,8 @@ mod tests {
             ..ReplayPolicy::default()
         })
         .expect("valid");
-        let mut publisher = Flaky {
-            n: 0,
-            fail,
-            held: |_| false,
-            flush_fails,
-            out: NdjsonPublisher::new(Vec::new()),
-        };
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut publisher = flaky(fail, |_| false, flush_fails);
+        let mut clock = clock();
         let summary = futures_lite_block_on(run_recorded(
             &mut machine,
             list,
@@ -1519,10 +1568,7 @@ mod tests {
             ..ReplayPolicy::default()
         })
         .expect("valid");
-        let mut clock = FakeClock {
-            now: NOW,
-            sleeps: Vec::new(),
-        };
+        let mut clock = clock();
         let mut book = Book::default();
         let s = futures_lite_block_on(run_recorded(
             &mut machine,

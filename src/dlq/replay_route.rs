@@ -3,9 +3,9 @@
 //!
 //! A dead letter goes to the side its aggregate key's slice routes to under the migration's
 //! current routing document, exactly as a producer routes ([`RoutingDocument::route`]), so that a
-//! replay never puts a key's messages on both sides at once. The seed-001 envelope keeps no key
-//! and no headers: the key is read from the payload, by `--key-field NAME` when given, else by
-//! the plan's `bridge.key` when that is a JSON field ([`KeySource::choose`]).
+//! replay never puts a key's messages on both sides at once. The dead-letter article's envelope
+//! keeps no key and no headers: the key is read from the payload, by `--key-field NAME` when
+//! given, else by the plan's `bridge.key` when that is a JSON field ([`KeySource::choose`]).
 //!
 //! The message is the original payload, byte for byte, with the origin headers (`x-replay-of`,
 //! `x-replay-reason`), the key ([`HEADER_KEY`]), the dedup key ([`HEADER_DEDUP_KEY`], built by
@@ -418,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_message_goes_where_its_key_routes_with_origin_key_and_stamp() {
-        // order-0 is slice 8 of 128 (seed 000 vectors).
+        // order-0 is slice 8 of 128 (the migration article's vectors).
         let entry = dead(Payload::Bytes(br#"{"orderId":"order-0","n":1}"#.to_vec()));
         let replayed = ReplayMessage::of(&entry);
         let key = by_field("orderId");

@@ -1,9 +1,10 @@
 //! The weekly review report, Markdown, pure.
 //!
-//! Seed 001's last point is process, not tooling: the dead-letter queue needs a named owner and a
-//! short recurring review — fifteen minutes a week with the triage ready. This is that page:
-//! recurring groups first (a closed signature that came back), then the fresh ones with their
-//! hint, what was decided since last week, and the age of the oldest unclosed dead letter.
+//! The dead-letter article's last point is process, not tooling: the dead-letter queue needs a
+//! named owner and a short recurring review — fifteen minutes a week with the triage ready. This
+//! is that page: recurring groups first (a closed signature that came back), then the fresh ones
+//! with their hint, what was decided since last week, and the age of the oldest unclosed dead
+//! letter.
 
 use std::fmt::Write as _;
 

@@ -12,9 +12,9 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use super::{GroupKey, Selected};
 use crate::dlq::envelope::DeadLetter;
 use crate::dlq::replay::{GroupTally, Ledger, Recorded};
+use crate::dlq::selection::{GroupKey, Selected};
 use crate::store::any::AnyStore;
 use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim};
 

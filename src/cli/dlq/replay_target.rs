@@ -1,12 +1,13 @@
 //! Where `migrate dlq replay` sends the messages: NDJSON lines (a file, or standard output), or
 //! a migration's brokers (`--migration`), each message to the side its key routes to now.
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::super::{CliError, Ctx};
+use super::replay_args::ReplayArgs;
+use crate::cli::{CliError, Ctx};
 use crate::controller::follow::follow_store;
 use crate::controller::publish;
 use crate::dlq::broker_publisher::BrokerPublisher;
@@ -130,4 +131,68 @@ pub(super) async fn brokers(
         publisher: Box::new(publisher),
         follow,
     })
+}
+
+/// The destination the options name: `--migration`'s brokers, or NDJSON lines on standard
+/// output (`to_stdout`) or appended to `--output`. Says on stderr where a broker replay goes.
+///
+/// # Errors
+/// As [`brokers`]; exit 2 when the output file cannot be opened.
+pub(super) async fn open(ctx: &Ctx, a: &ReplayArgs, to_stdout: bool) -> Result<Target, CliError> {
+    if let Some(name) = &a.migration {
+        let dedup = (a.dedup_key.as_deref(), a.no_dedup_key);
+        return brokers(ctx, name, a.key_field.as_deref(), dedup).await;
+    }
+    // A file stands for a queue: what an earlier run (the canary) wrote there went out and
+    // stays, so the file is appended to, never truncated.
+    let sink: Box<dyn Write + Send> = if to_stdout {
+        Box::new(BufWriter::new(std::io::stdout()))
+    } else {
+        Box::new(BufWriter::new(open_to_append(&a.output).map_err(|e| {
+            CliError::input(format!("cannot open {}: {e}", a.output))
+        })?))
+    };
+    Ok(Target::Ndjson(NdjsonPublisher::new(sink)))
+}
+
+/// The destination as the ledger names it: `migration:NAME`, `stdout` or `file:/absolute/path`
+/// (once the file exists).
+pub(super) fn destination(a: &ReplayArgs, to_stdout: bool) -> String {
+    match &a.migration {
+        Some(name) => format!("migration:{name}"),
+        None if to_stdout => "stdout".to_string(),
+        None => format!(
+            "file:{}",
+            std::fs::canonicalize(&a.output)
+                .map_or_else(|_| a.output.clone(), |p| p.display().to_string())
+        ),
+    }
+}
+
+/// dies still fails the writes). A regular file that ends in part of a line (an earlier run cut
+/// by a full disk or a kill) gets a line end first, so that the fragment stays a line of its own
+/// and the first new line is whole; a file that cannot be read is appended to as it is.
+fn open_to_append(path: &str) -> std::io::Result<std::fs::File> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_file() && meta.len() > 0 && !ends_a_line(path, meta.len()) {
+        file.write_all(b"\n")?;
+    }
+    Ok(file)
+}
+
+/// Whether the regular file `path` (of `len` > 0 bytes) ends with a line end; `true` when it
+/// cannot be read, so that nothing is added to it.
+fn ends_a_line(path: &str, len: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let last = std::fs::File::open(path).and_then(|mut f| {
+        f.seek(SeekFrom::Start(len - 1))?;
+        let mut last = [0u8; 1];
+        f.read_exact(&mut last)?;
+        Ok(last)
+    });
+    last.map_or(true, |b| b == *b"\n")
 }
