@@ -629,7 +629,7 @@ fn an_infinite_sample_on_metrics_holds() {
 }
 
 /// Unlike a Prometheus source, a bare selector on a scrape source is summed over its series
-/// (documented in src/indicators/query.rs): two pods reporting 1 read 2, shown in the reason.
+/// (documented in src/indicators/query/mod.rs): two pods reporting 1 read 2, shown in the reason.
 #[test]
 fn several_series_on_metrics_are_summed_as_documented() {
     let s = Server::start(|c| {
