@@ -33,6 +33,9 @@ use std::time::{Duration, SystemTime};
 /// leases, route stamps, purges); never negative when it comes from [`now_ms`].
 pub type Millis = i64;
 
+/// A clock in ms since the epoch, shared between tasks (the demo runs the daemon on a faster one).
+pub type Clock = std::sync::Arc<dyn Fn() -> Millis + Send + Sync>;
+
 /// The wall clock, in ms since the epoch (0 if the system clock is before 1970).
 pub fn now_ms() -> Millis {
     SystemTime::now()

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod notify;
 #[cfg(feature = "brokers")]
 pub mod probes;
+mod probes_reconcile;
 pub mod retention;
 pub mod server;
 mod shared;
@@ -118,7 +119,7 @@ pub async fn run<S: Store + Clone + 'static>(
                     tick_all(&shared).await;
                     #[cfg(feature = "brokers")]
                     shared.probes.reconcile(&shared).await;
-                    shared.retention.after_round(&shared).await;
+                    shared.prune_if_due().await;
                 } else {
                     // The lease ran out (or was never ours): no probe is published on behalf
                     // of a daemon that does not own the migrations.

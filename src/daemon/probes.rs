@@ -23,22 +23,19 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::Shared;
 use crate::brokers::from_plan;
 use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Message};
-use crate::machine::State;
 use crate::metrics_text::{self, Kind};
-use crate::plan::{Broker, PhaseKind, Plan, Probes};
+use crate::plan::{Broker, Plan, Probes};
 use crate::probe::{self, HEADER_PROBE, ProbeKind};
 use crate::routing::{Route, Side};
 use crate::slice::slice_of;
 use crate::stamp::RouteStamp;
-use crate::store::Store;
 
 /// The producer name on probes' route stamps.
 pub const PROBE_PRODUCER: &str = "migrate-probe";
@@ -52,30 +49,30 @@ struct Counters {
 /// How far a run got. Kept while the run is listed, so that a run stopped with the lease (or by a
 /// pause) resumes where it stopped instead of sending its probes again from the first.
 #[derive(Debug, Default)]
-struct Progress {
+pub(super) struct Progress {
     /// Copies of the idempotency probe the broker confirmed.
-    repeats: AtomicU32,
+    pub(super) repeats: AtomicU32,
     /// Latency probes the broker confirmed (`1..=latency`).
-    latency: AtomicU32,
+    pub(super) latency: AtomicU32,
     /// Every probe was sent (or none can be: `brokers.new` has no destination): never started
     /// again.
-    over: AtomicBool,
+    pub(super) over: AtomicBool,
 }
 
 /// One migration's run.
 #[derive(Debug)]
-struct Run {
+pub(super) struct Run {
     /// When the migration entered `synthetic` (the probe keys derive from it).
-    id: i64,
+    pub(super) id: i64,
     /// Finished once the run is over or stopped (lease lost, aborted).
-    task: JoinHandle<()>,
-    progress: Arc<Progress>,
+    pub(super) task: JoinHandle<()>,
+    pub(super) progress: Arc<Progress>,
 }
 
 /// Probe runs in progress, by migration, and what they sent.
 #[derive(Debug, Default)]
 pub struct ProbeRuns {
-    runs: Mutex<HashMap<String, Run>>,
+    pub(super) runs: Mutex<HashMap<String, Run>>,
     counters: Arc<Mutex<HashMap<String, Arc<Counters>>>>,
     connector: Connector,
 }
@@ -90,7 +87,7 @@ impl Drop for ProbeRuns {
 }
 
 /// Whether the daemon that started a run still holds the lease (checked before each publish).
-type Leading = Arc<dyn Fn() -> bool + Send + Sync>;
+pub(super) type Leading = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl ProbeRuns {
     /// Stop every run going: this daemon no longer holds the lease (or stops leading). The runs
@@ -128,127 +125,32 @@ impl ProbeRuns {
             .clone()
     }
 
-    /// Start the runs that should be running (and resume those stopped with the lease or by a
-    /// pause before they were over), stop the others. A paused migration's run is stopped but
-    /// stays listed with its progress; a run whose migration left `synthetic` (or entered it
-    /// again) is dropped. Called by the lease holder after every tick; without the lease (lost
-    /// meanwhile) it stops every run and starts none.
-    pub async fn reconcile<S: Store + Clone + 'static>(&self, shared: &Arc<Shared<S>>) {
-        if !shared.is_leader() {
-            self.stop_all();
-            return;
-        }
-        let records = match shared.store.list().await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!("probes: cannot list migrations: {e}");
-                return;
-            }
-        };
-        // Every migration in `synthetic`, paused or not: its run id, and whether it is paused.
-        let wanted: HashMap<String, (i64, bool)> = records
-            .iter()
-            .filter(|r| r.state == State::Synthetic)
-            .map(|r| (r.name.clone(), (r.entered_at_ms, r.paused)))
-            .collect();
-        {
-            let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-            runs.retain(|name, run| match wanted.get(name) {
-                // Paused: the run stops, but keeps its entry (how far it got, whether it is
-                // over); unpausing keeps the run id, so it resumes or stays over.
-                Some(&(id, true)) if id == run.id => {
-                    if !run.task.is_finished() {
-                        tracing::info!(migration = %name, "probes: run stopped: the migration is paused");
-                        run.task.abort();
-                    }
-                    true
-                }
-                Some(&(id, false)) if id == run.id => true,
-                // Left `synthetic`, or entered it again (a new run id): a new run, if any.
-                _ => {
-                    run.task.abort();
-                    false
-                }
-            });
-        }
-        for rec in records {
-            let Some(&(run, false)) = wanted.get(&rec.name) else {
-                continue;
-            };
-            // Listed (with this run id, after the retain above): going, over, or stopped when the
-            // lease lapsed or was lost or the migration was paused. Only the last is started
-            // again, from where it stopped.
-            let resumed = match self
-                .runs
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&rec.name)
-            {
-                Some(r) if !r.task.is_finished() || r.progress.over.load(Ordering::SeqCst) => {
-                    continue;
-                }
-                Some(r) => Some(r.progress.clone()),
-                None => None,
-            };
-            let plan = match shared.controller(true).load(&rec.name).await {
-                Ok(l) => l.plan,
-                Err(e) => {
-                    tracing::warn!(migration = %rec.name, "probes: cannot load the plan: {e}");
-                    continue;
-                }
-            };
-            let Some(probes) = plan
-                .phase(PhaseKind::Synthetic)
-                .and_then(|p| p.probes.clone())
-            else {
-                continue;
-            };
-            // The lease may have run out while the plan was read.
-            if !shared.is_leader() {
-                self.stop_all();
-                return;
-            }
-            let counters = self.counters(&rec.name);
-            let clock = shared.config.clock.clone();
-            let generation = u64::try_from(rec.generation).unwrap_or(0);
-            // Weak: the runs live in `shared`; a run must not keep it alive.
-            let weak: Weak<Shared<S>> = Arc::downgrade(shared);
-            let leading: Leading = Arc::new(move || weak.upgrade().is_some_and(|s| s.is_leader()));
-            let progress = if let Some(progress) = resumed {
-                tracing::info!(
-                    migration = %rec.name,
-                    repeats = progress.repeats.load(Ordering::SeqCst),
-                    latency = progress.latency.load(Ordering::SeqCst),
-                    "probes: resuming a stopped run"
-                );
-                progress
-            } else {
-                tracing::info!(migration = %rec.name, rate = probes.rate, count = probes.count, "probes: starting a run");
-                Arc::default()
-            };
-            let task = tokio::spawn(send_run(
-                plan,
-                probes,
-                run,
-                generation,
-                clock,
-                counters,
-                progress.clone(),
-                self.connector.clone(),
-                leading,
-            ));
-            self.runs
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(
-                    rec.name.clone(),
-                    Run {
-                        id: run,
-                        task,
-                        progress,
-                    },
-                );
-        }
+    /// Start sending `migration`'s run `run`: the probes left (those `progress` says are not sent yet) on a task of
+    /// its own; it stops once every probe was sent or when `leading` turns false.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn_run(
+        &self,
+        migration: &str,
+        plan: Plan,
+        probes: Probes,
+        run: i64,
+        generation: u64,
+        clock: crate::time::Clock,
+        progress: Arc<Progress>,
+        leading: Leading,
+    ) -> JoinHandle<()> {
+        let counters = self.counters(migration);
+        tokio::spawn(send_run(
+            plan,
+            probes,
+            run,
+            generation,
+            clock,
+            counters,
+            progress,
+            self.connector.clone(),
+            leading,
+        ))
     }
 
     /// `queue_migrate_probes_sent_total{migration,probe}` and
@@ -421,7 +323,7 @@ async fn send_run(
     probes: Probes,
     run: i64,
     generation: u64,
-    clock: super::Clock,
+    clock: crate::time::Clock,
     counters: Arc<Counters>,
     progress: Arc<Progress>,
     connector: Connector,
@@ -487,8 +389,12 @@ async fn send_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::Shared;
     use crate::dedup::BusinessKey;
+    use crate::machine::State;
+    use crate::plan::PhaseKind;
     use crate::stamp::RouteStamp;
+    use crate::store::Store;
 
     fn plan() -> Plan {
         let yaml = include_str!("../../plans/local.yaml").replace(

@@ -10,13 +10,8 @@
 //!   it has caught up.
 //! - A failed prune is logged and retried at the next due round: it never stops a round.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::time::Duration;
-
-use crate::store::Store;
-use crate::store::retention::{Prune, Pruned};
-
-use super::Shared;
 
 /// Rows one statement deletes at most, per table.
 pub const BATCH: i64 = 2_000;
@@ -39,84 +34,22 @@ pub fn due(rounds: u32, every: u32, behind: bool) -> bool {
     behind || rounds >= every
 }
 
-/// Where the leader's pruning stands between rounds.
+/// Where the leader's pruning stands between rounds (the prune itself:
+/// [`super::Shared::prune_if_due`]).
 #[derive(Debug, Default)]
 pub struct Retention {
     /// Rounds since the last prune.
-    rounds: AtomicU32,
+    pub(super) rounds: AtomicU32,
     /// The last prune's last batch was full: more is left.
-    behind: AtomicBool,
-}
-
-impl Retention {
-    /// After a committed round: prune if due (see the module doc). Answers what was deleted
-    /// (`None`: not due, no retention, or not the leader).
-    pub async fn after_round<S: Store + Clone + 'static>(
-        &self,
-        shared: &Shared<S>,
-    ) -> Option<Pruned> {
-        let retain = shared.config.retain?;
-        if !shared.is_leader() {
-            return None;
-        }
-        let rounds = self
-            .rounds
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1);
-        let every = rounds_between(shared.config.interval);
-        if !due(rounds, every, self.behind.load(Ordering::Relaxed)) {
-            return None;
-        }
-        self.rounds.store(0, Ordering::Relaxed);
-        let age = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
-        let prune = Prune {
-            before_ms: shared.now_ms().saturating_sub(age),
-            migration: None,
-            batch: BATCH,
-        };
-        let mut sum = Pruned::default();
-        let mut full = false;
-        for _ in 0..BATCHES_PER_ROUND {
-            match shared.store.prune(&prune).await {
-                Ok(batch) => {
-                    sum += batch;
-                    full = batch.full(BATCH);
-                    if !full {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "cannot prune what is older than the retention (--retain {}): {e}; \
-                         retried at the next due round",
-                        crate::time::human(retain)
-                    );
-                    full = false;
-                    break;
-                }
-            }
-            if !shared.is_leader() {
-                break;
-            }
-        }
-        self.behind.store(full, Ordering::Relaxed);
-        shared.metrics.pruned(&sum);
-        if sum.total() > 0 {
-            tracing::debug!(
-                gate_evaluations = sum.gate_evaluations,
-                gate_memory = sum.gate_memory,
-                scrapes = sum.scrapes,
-                behind = full,
-                "pruned rows older than the retention"
-            );
-        }
-        Some(sum)
-    }
+    pub(super) behind: AtomicBool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::Shared;
+    use crate::store::Store;
+    use crate::store::retention::Prune;
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
@@ -188,24 +121,23 @@ mod tests {
         };
         let shared: Arc<Shared<AnyStore>> =
             Shared::new(store.clone(), config, Arc::new(crate::plan::SystemResolve)).unwrap();
-        let retention = Retention::default();
         // A standby does nothing, however many rounds.
         for _ in 0..100 {
-            assert_eq!(retention.after_round(&shared).await, None);
+            assert_eq!(shared.prune_if_due().await, None);
         }
         shared.leader.store(true, Ordering::SeqCst);
         for round in 1..10 {
-            assert_eq!(retention.after_round(&shared).await, None, "round {round}");
+            assert_eq!(shared.prune_if_due().await, None, "round {round}");
         }
-        let first = retention.after_round(&shared).await.unwrap();
+        let first = shared.prune_if_due().await.unwrap();
         assert_eq!(
             first.gate_evaluations,
             u64::try_from(BATCH).unwrap() * u64::from(BATCHES_PER_ROUND)
         );
         // Behind: the next round goes on, and stops at what is young.
-        let second = retention.after_round(&shared).await.unwrap();
+        let second = shared.prune_if_due().await.unwrap();
         assert_eq!(second.gate_evaluations, 500);
-        assert_eq!(retention.after_round(&shared).await, None);
+        assert_eq!(shared.prune_if_due().await, None);
         let left = store
             .prunable(&Prune {
                 before_ms: i64::MAX,

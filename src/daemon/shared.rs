@@ -11,6 +11,7 @@ use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::{Resolve, SecretsMode};
 use crate::store::lease_keeper::LeaseKeeper;
+use crate::store::retention::{Prune, Pruned};
 use crate::store::{MigrationRecord, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -21,8 +22,7 @@ use tokio::sync::watch;
 /// The name of the lease every daemon of a store competes for.
 pub const LEASE: &str = "controller";
 
-/// A clock in ms since the epoch (the demo runs the controller on a faster one).
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub use crate::time::Clock;
 
 /// How the daemon runs.
 #[derive(Clone)]
@@ -439,4 +439,68 @@ impl<S: Store + Clone + 'static> Shared<S> {
 /// behind (a start: all of them).
 pub fn read_whole_fleet(behind: usize, fleet: usize) -> bool {
     behind >= 2 && behind.saturating_mul(4) >= fleet
+}
+
+impl<S: Store + Clone + 'static> Shared<S> {
+    /// After a committed round: prune if due ([`super::retention`]). Answers what was deleted
+    /// (`None`: not due, no retention, or not the leader).
+    pub async fn prune_if_due(&self) -> Option<Pruned> {
+        let state = &self.retention;
+        let retain = self.config.retain?;
+        if !self.is_leader() {
+            return None;
+        }
+        let rounds = state
+            .rounds
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let every = super::retention::rounds_between(self.config.interval);
+        if !super::retention::due(rounds, every, state.behind.load(Ordering::Relaxed)) {
+            return None;
+        }
+        state.rounds.store(0, Ordering::Relaxed);
+        let age = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
+        let prune = Prune {
+            before_ms: self.now_ms().saturating_sub(age),
+            migration: None,
+            batch: super::retention::BATCH,
+        };
+        let mut sum = Pruned::default();
+        let mut full = false;
+        for _ in 0..super::retention::BATCHES_PER_ROUND {
+            match self.store.prune(&prune).await {
+                Ok(batch) => {
+                    sum += batch;
+                    full = batch.full(super::retention::BATCH);
+                    if !full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot prune what is older than the retention (--retain {}): {e}; \
+                         retried at the next due round",
+                        crate::time::human(retain)
+                    );
+                    full = false;
+                    break;
+                }
+            }
+            if !self.is_leader() {
+                break;
+            }
+        }
+        state.behind.store(full, Ordering::Relaxed);
+        self.metrics.pruned(&sum);
+        if sum.total() > 0 {
+            tracing::debug!(
+                gate_evaluations = sum.gate_evaluations,
+                gate_memory = sum.gate_memory,
+                scrapes = sum.scrapes,
+                behind = full,
+                "pruned rows older than the retention"
+            );
+        }
+        Some(sum)
+    }
 }
