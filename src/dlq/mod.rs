@@ -7,6 +7,7 @@
 //!   `ErrorClassifier`, the instant format.
 //! - [`signature`] — the error signature, v1 = the seed's `signatureOf` exactly (UTF-16 cut).
 //! - [`lines`] — an export's lines, each under a cap (16 MiB by default), in flat memory.
+//! - [`scan`] — triage's fast read of a line: the fields it groups by, the payload stepped over.
 //! - [`triage`] — one streaming pass over any `BufRead` of NDJSON, groups by (class, consumer
 //!   version, signature), the seed's numbers and order; table and JSON renderings.
 //! - [`disposition`] — the closed list of close reasons, the decision record, the split of
@@ -37,6 +38,7 @@ pub mod replay;
 #[cfg(all(feature = "brokers", feature = "router"))]
 pub mod replay_route;
 pub mod report;
+pub mod scan;
 pub mod signature;
 pub mod triage;
 pub mod triage_file;
