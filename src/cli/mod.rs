@@ -483,11 +483,26 @@ pub fn to_stdout<R>(write: impl FnOnce(&mut Stdout) -> io::Result<R>) -> Result<
         .map_err(CliError::stdout)
 }
 
-/// Print a value as pretty JSON on stdout.
+/// Print a value as pretty JSON on stdout, written as it is encoded (a large report is never
+/// held whole in memory).
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
-    to_stdout(|out| writeln!(out, "{text}"))
+    let mut encoding = None;
+    let written = to_stdout(|out| {
+        serde_json::to_writer_pretty(&mut *out, value).map_err(|e| {
+            if e.is_io() {
+                io::Error::from(e)
+            } else {
+                let message = e.to_string();
+                encoding = Some(e);
+                io::Error::other(message)
+            }
+        })?;
+        writeln!(out)
+    });
+    match encoding {
+        Some(e) => Err(CliError::new(1, format!("cannot encode JSON: {e}"))),
+        None => written,
+    }
 }
 
 /// What a committed transition did, one line.

@@ -9,6 +9,7 @@
 //! - [`signature`] — the error signature, v1 = the dead-letter article's `signatureOf` exactly
 //!   (UTF-16 cut).
 //! - [`lines`] — an export's lines, each under a cap (16 MiB by default), in flat memory.
+//! - [`scan`] — triage's fast read of a line: the fields it groups by, the payload stepped over.
 //! - [`triage`] — one streaming pass over any `BufRead` of NDJSON, groups by (class, consumer
 //!   version, signature), the dead-letter article's numbers and order; table and JSON renderings.
 //! - [`disposition`] — the closed list of close reasons, the decision record, the split of
@@ -50,6 +51,7 @@ pub mod replay_route;
 pub mod replayed;
 pub mod report;
 pub mod retention;
+pub mod scan;
 pub mod selection;
 pub mod signature;
 pub mod triage;

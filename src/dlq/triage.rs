@@ -1,4 +1,5 @@
-//! Triage: group an export of dead letters by cause in one streaming pass (seed 001's `triage`).
+//! Triage: group an export of dead letters by cause in one streaming pass (the dead-letter
+//! article's `triage`).
 //!
 //! Groups are keyed by (`errorClass`, `consumerVersion`, signature). Memory is one accumulator
 //! per group (strings, counters and the group's first envelope as its sample) plus the line being
@@ -29,6 +30,7 @@ use serde::{Serialize, Serializer};
 
 use super::envelope::{DeadLetter, EnvelopeError, EnvelopeRef};
 use super::lines::{Content, LineReader};
+use super::scan::{self, Fields};
 use super::signature::{SignatureVersion, Signer};
 
 /// Errors of a triage run (invalid lines are not errors: they are counted and reported).
@@ -164,14 +166,30 @@ pub struct TriageReport {
 pub struct Triage {
     options: TriageOptions,
     signer: Signer,
-    index: HashMap<Box<str>, usize>,
+    /// Group key -> index in `groups` (foldhash: seeded per process, and several times faster
+    /// than the default hasher on these ~100-byte keys, hashed once a line).
+    index: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
     groups: Vec<Group>,
     key: String,
     signature: String,
+    /// The message of the line being read, when it had escapes.
+    unescaped: Vec<u8>,
     lines: u64,
     entries: u64,
     skipped: u64,
     errors: Vec<LineError>,
+}
+
+/// What triage reads of an envelope read by serde.
+fn fields_of<'e, P>(e: &'e EnvelopeRef<'_, P>) -> Fields<'e> {
+    Fields {
+        error_class: e.error_class(),
+        consumer_version: e.consumer_version(),
+        error_message: e.error_message_wtf8(),
+        first_attempt_at: e.first_attempt_at(),
+        first_attempt_ms: e.first_attempt_ms(),
+        dead_lettered_ms: e.dead_lettered_ms(),
+    }
 }
 
 fn is_blank(line: &[u8]) -> bool {
@@ -185,10 +203,11 @@ impl Triage {
         Triage {
             signer: Signer::new(options.version),
             options,
-            index: HashMap::new(),
+            index: HashMap::default(),
             groups: Vec::new(),
             key: String::new(),
             signature: String::new(),
+            unescaped: Vec::new(),
             lines: 0,
             entries: 0,
             skipped: 0,
@@ -202,17 +221,24 @@ impl Triage {
         if is_blank(line) {
             return;
         }
-        // The fast read skips the payload unread; when it cannot vouch for the line, the lean
-        // read checks everything the full one does. Only the first envelope of a group is kept,
-        // read again in full.
+        // The scan reads the fields triage needs and steps over the payload; a line it does not
+        // vouch for goes to the skim (serde, the payload skipped unread), then to the lean read,
+        // which checks everything the full one does and says what is wrong. Only the first
+        // envelope of a group is kept, read again in full.
+        let full = || EnvelopeRef::parse(line).map(|full| full.to_dead_letter());
+        let mut unescaped = std::mem::take(&mut self.unescaped);
+        if let Some(fields) = scan::skim(line, &mut unescaped) {
+            self.add(&fields, full);
+            self.unescaped = unescaped;
+            return;
+        }
+        self.unescaped = unescaped;
         if let Some(entry) = EnvelopeRef::parse_skim(line) {
-            self.add(&entry, || {
-                EnvelopeRef::parse(line).map(|full| full.to_dead_letter())
-            });
+            self.add(&fields_of(&entry), full);
             return;
         }
         match EnvelopeRef::parse_lean(line) {
-            Ok(entry) => self.add(&entry, || match entry.to_dead_letter() {
+            Ok(entry) => self.add(&fields_of(&entry), || match entry.to_dead_letter() {
                 Some(sample) => Ok(sample),
                 None => EnvelopeRef::parse(line).map(|full| full.to_dead_letter()),
             }),
@@ -244,17 +270,17 @@ impl Triage {
 
     /// Feed one valid envelope.
     pub fn push(&mut self, entry: &EnvelopeRef<'_>) {
-        self.add(entry, || Ok(entry.to_dead_letter()));
+        self.add(&fields_of(entry), || Ok(entry.to_dead_letter()));
     }
 
-    fn add<P>(
+    fn add(
         &mut self,
-        entry: &EnvelopeRef<'_, P>,
+        entry: &Fields<'_>,
         sample: impl FnOnce() -> Result<DeadLetter, EnvelopeError>,
     ) {
         self.signer
-            .sign_wtf8_into(entry.error_message_wtf8(), &mut self.signature);
-        let (class, version) = (entry.error_class(), entry.consumer_version());
+            .sign_wtf8_into(entry.error_message, &mut self.signature);
+        let (class, version) = (entry.error_class, entry.consumer_version);
         self.key.clear();
         // Lengths first: no two different triples give the same key.
         let mut digits = itoa::Buffer::new();
@@ -266,9 +292,9 @@ impl Triage {
         self.key.push_str(version);
         self.key.push_str(&self.signature);
 
-        let at = entry.first_attempt_at();
-        let at_ms = entry.first_attempt_ms();
-        let dl_ms = entry.dead_lettered_ms();
+        let at = entry.first_attempt_at;
+        let at_ms = entry.first_attempt_ms;
+        let dl_ms = entry.dead_lettered_ms;
         let idx = match self.index.get(self.key.as_str()) {
             Some(&i) => i,
             None => {
