@@ -142,3 +142,34 @@ fn the_same_seed_gives_the_same_run() {
     let (_, b) = demo(&["--seed", "5"]);
     assert_eq!(strip(a), strip(b));
 }
+
+/// The JSON report is the same bytes on every run of a seed: the routes' counts were a `HashMap`,
+/// printed in a different order from one process to the next.
+#[test]
+fn demo_json_prints_the_routes_in_the_same_order_on_every_run() {
+    let text = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+            .args(["demo", "--json", "--seed", "5"])
+            .env_remove("MIGRATE_STATE")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        // The init entry names the temporary plan path, which holds the process id.
+        let marker = "queue-migrate-demo-";
+        match text.find(marker) {
+            Some(at) => {
+                let from = at + marker.len();
+                let digits = text[from..].bytes().take_while(u8::is_ascii_digit).count();
+                format!("{}{}", &text[..from], &text[from + digits..])
+            }
+            None => text,
+        }
+    };
+    let first = text();
+    let new = first.find("\"new\":").expect("a count for the new route");
+    let old = first.find("\"old\":").expect("a count for the old route");
+    assert!(new < old, "routes in name order:\n{first}");
+    for _ in 0..2 {
+        assert_eq!(text(), first);
+    }
+}

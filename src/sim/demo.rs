@@ -3,7 +3,7 @@
 //! that a run is reproducible from its seed. The report's invariants are counted from the
 //! consumer's database and the dead-letter queues.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -83,7 +83,7 @@ pub struct Report {
     pub superseded: u64,
     pub redeliveries: u64,
     pub replayed_dead_letters: u64,
-    pub applied_by_route: HashMap<String, u64>,
+    pub applied_by_route: BTreeMap<String, u64>,
     pub breaches: u64,
     pub rollbacks: u64,
     pub simulated_hours: f64,
@@ -357,7 +357,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         superseded: audit.superseded,
         redeliveries: world.tally.redeliveries,
         replayed_dead_letters: world.tally.replayed,
-        applied_by_route: HashMap::from([
+        applied_by_route: BTreeMap::from([
             ("old".to_string(), world.tally.processed[0]),
             ("new".to_string(), world.tally.processed[1]),
         ]),
