@@ -247,10 +247,10 @@ impl Triage {
     }
 
     fn skip(&mut self, e: &EnvelopeError) {
-        self.skip_with(e.to_string());
+        self.skip_message(e.to_string());
     }
 
-    fn skip_with(&mut self, message: String) {
+    fn skip_message(&mut self, message: String) {
         self.skipped += 1;
         if self.errors.len() < self.options.max_line_errors {
             self.errors.push(LineError {
@@ -265,7 +265,7 @@ impl Triage {
     pub fn push_too_long(&mut self, bytes: u64) {
         self.lines += 1;
         let message = super::lines::too_long_message(bytes, self.options.max_line_bytes);
-        self.skip_with(message);
+        self.skip_message(message);
     }
 
     /// Feed one valid envelope.
