@@ -446,8 +446,6 @@ pub(crate) fn valid_metric_name(name: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
 }
 
-pub(crate) use crate::metrics_text::escape_label;
-
 /// The counts of one (broker, producer) pair, one slot per [`RouteLabel`].
 #[derive(Debug, Default)]
 struct Slots {
@@ -574,6 +572,7 @@ impl PublishedCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics_text::escape_label;
     use crate::routing::Side;
 
     fn stamp() -> RouteStamp {

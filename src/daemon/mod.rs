@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod notify;
 #[cfg(feature = "brokers")]
 pub mod probes;
+#[cfg(feature = "brokers")]
 mod probes_reconcile;
 pub mod retention;
 pub mod server;

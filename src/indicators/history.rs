@@ -190,7 +190,7 @@ pub fn series_key(metric: &str, labels: &[(String, String)]) -> String {
         }
         write_name(&mut key, k, is_legacy_label_name);
         key.push_str("=\"");
-        crate::stamp::escape_label(&mut key, v);
+        crate::metrics_text::escape_label(&mut key, v);
         key.push('"');
     }
     key.push('}');
