@@ -4,8 +4,9 @@
 //! - every sample line (neither blank nor a comment) yields exactly one sample or one error, so
 //!   the two counts add up to the number of sample lines, and errors come one per line, in line
 //!   order, each on a sample line, each message starting with `column N: `;
-//! - a sample holds exactly what its line says: names are `[a-zA-Z_:][a-zA-Z0-9_:]*`, label names
-//!   `[a-zA-Z_][a-zA-Z0-9_]*` (never `__name__`, never twice), and writing every sample back as a
+//! - a sample holds exactly what its line says: names are non-empty (bare ones
+//!   `[a-zA-Z_:][a-zA-Z0-9_:]*`, any other text quoted, Prometheus 3), label names too (never
+//!   `__name__`, never twice), and writing every sample back as a
 //!   line (label values escaped with `escape_label_value`, the timestamp in the document's
 //!   format) and parsing that gives the same samples (values compared bit for bit, any NaN
 //!   matching any NaN), the same format and no error.
@@ -14,7 +15,10 @@
 use std::fmt::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use queue_migrate::indicators::exposition::{Format, Sample, escape_label_value, parse};
+use queue_migrate::indicators::exposition::{
+    Format, Sample, escape_label_value, is_legacy_label_name, is_legacy_metric_name, parse,
+    write_name,
+};
 
 /// The 1-based numbers of the sample lines, by the module's definition: a final `\r` is
 /// ignored, leading spaces and tabs are skipped, then empty is blank and `#` is a comment.
@@ -29,32 +33,27 @@ fn sample_lines(text: &str) -> Vec<usize> {
         .collect()
 }
 
-fn is_metric_name(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_' || b == b':')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
-}
-
-fn is_label_name(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 fn same_value(a: f64, b: f64) -> bool {
     (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
 }
 
-/// The sample as one line of a document of `format`.
+/// The sample as one line of a document of `format`: a name every format reads bare is written
+/// before the braces, any other quoted as their first item (Prometheus 3); label names likewise.
 fn render(sample: &Sample, format: Format, out: &mut String) {
-    out.push_str(&sample.name);
-    out.push('{');
-    for (name, value) in &sample.labels {
-        let _ = write!(out, "{name}=\"{}\",", escape_label_value(value));
+    let bare = is_legacy_metric_name(&sample.name);
+    if bare {
+        out.push_str(&sample.name);
+        out.push('{');
+    } else {
+        out.push('{');
+        write_name(out, &sample.name, is_legacy_metric_name);
+    }
+    for (i, (name, value)) in sample.labels.iter().enumerate() {
+        if !bare || i > 0 {
+            out.push(',');
+        }
+        write_name(out, name, is_legacy_label_name);
+        let _ = write!(out, "=\"{}\"", escape_label_value(value));
     }
     // `{:?}` writes the shortest text that parses back to the same f64 (`inf`, `NaN`, `1e300`).
     let _ = write!(out, "}} {:?}", sample.value);
@@ -102,10 +101,10 @@ fuzz_target!(|data: &[u8]| {
 
     // Every sample is well formed.
     for s in &exp.samples {
-        assert!(is_metric_name(&s.name), "bad metric name in {s:?}");
+        assert!(!s.name.is_empty(), "empty metric name in {s:?}");
         for (i, (name, _)) in s.labels.iter().enumerate() {
             assert!(
-                is_label_name(name) && name != "__name__",
+                !name.is_empty() && name != "__name__",
                 "bad label name in {s:?}"
             );
             assert!(
