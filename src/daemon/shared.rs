@@ -315,7 +315,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     /// [`Shared::refresh`] from `record` when one was read already. A routing to re-publish is
     /// published from a fresh read, never from `record` (which may be older than a command that
     /// published since), as a round does.
-    pub(super) async fn refresh_from(
+    async fn refresh_from(
         &self,
         c: &Controller<'_, S>,
         name: &str,
@@ -343,7 +343,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     }
 
     /// Note why `name` cannot be loaded (`None`: it loads); whether that is news.
-    pub(super) fn set_load_error(&self, name: &str, why: Option<String>) -> bool {
+    fn set_load_error(&self, name: &str, why: Option<String>) -> bool {
         let mut errors = self
             .load_errors
             .lock()
