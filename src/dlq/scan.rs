@@ -38,24 +38,44 @@ pub struct Fields<'a> {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// Whether `bytes` holds a byte below 0x20 (a control character), and whether one of 0x80 or
-/// above (not ASCII): eight bytes at a time, no branch in the loop.
-fn control_or_not_ascii(bytes: &[u8]) -> (bool, bool) {
-    let (mut control, mut high) = (0_u64, 0_u64);
+/// Whether `bytes` holds a byte below 0x20 (a control character): eight bytes at a time, no
+/// branch in the loop.
+fn has_control(bytes: &[u8]) -> bool {
+    let mut control = 0_u64;
     let mut words = bytes.chunks_exact(8);
     for word in &mut words {
-        let mut w = [0_u8; 8];
-        w.copy_from_slice(word);
-        let x = u64::from_le_bytes(w);
+        let x = word_at(word, 0);
         // Some byte is below 0x20 exactly when this has a high bit set (0x20 <= 0x80).
         control |= x.wrapping_sub(0x20 * ONES) & !x;
-        high |= x;
     }
-    let rest = words.remainder();
-    (
-        control & HIGH != 0 || rest.iter().any(|&b| b < 0x20),
-        high & HIGH != 0 || rest.iter().any(|&b| b >= 0x80),
-    )
+    control & HIGH != 0 || words.remainder().iter().any(|&b| b < 0x20)
+}
+
+/// The eight bytes of `s` from `i` (which has them) as a little-endian word.
+fn word_at(s: &[u8], i: usize) -> u64 {
+    let mut w = [0_u8; 8];
+    w.copy_from_slice(&s[i..i + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The first `"` or `\\` in `s` from `i`: eight bytes at a time, inline (the runs between two
+/// escapes of a payload are short, shorter than a call to a vector search pays off on).
+fn quote_or_backslash(s: &[u8], mut i: usize) -> Option<usize> {
+    while i + 8 <= s.len() {
+        let x = word_at(s, i);
+        let (q, b) = (x ^ (u64::from(b'"') * ONES), x ^ (u64::from(b'\\') * ONES));
+        // A zero byte of `q` or `b`; the lowest flagged byte is exact (a borrow only flags bytes
+        // above a zero one).
+        let hit = (q.wrapping_sub(ONES) & !q | b.wrapping_sub(ONES) & !b) & HIGH;
+        if hit != 0 {
+            return Some(i + (hit.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    s.get(i..)?
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|k| i + k)
 }
 
 /// The escape at `s[k]` (a backslash): the code it stands for and its length in bytes. `None`
@@ -111,6 +131,8 @@ struct Str {
 
 /// A position in a line that holds no control character (so the only whitespace is spaces).
 struct Cursor<'a> {
+    /// The line, checked UTF-8 once.
+    text: &'a str,
     b: &'a [u8],
     i: usize,
 }
@@ -137,7 +159,7 @@ impl<'a> Cursor<'a> {
         let start = self.i;
         let mut escaped = false;
         loop {
-            let k = self.i + memchr::memchr2(b'"', b'\\', self.b.get(self.i..)?)?;
+            let k = quote_or_backslash(self.b, self.i)?;
             if self.b[k] == b'"' {
                 self.i = k + 1;
                 return Some(Str {
@@ -157,7 +179,8 @@ impl<'a> Cursor<'a> {
         if s.escaped {
             return None;
         }
-        std::str::from_utf8(&self.b[s.start..s.end]).ok()
+        // A string's quotes are ASCII, so its content starts and ends on character boundaries.
+        self.text.get(s.start..s.end)
     }
 
     /// `null` or a string.
@@ -199,11 +222,11 @@ pub fn skim<'a>(line: &'a [u8], unescaped: &'a mut Vec<u8>) -> Option<Fields<'a>
         .rposition(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))?
         + 1;
     let b = &line[..end];
-    let (control, not_ascii) = control_or_not_ascii(b);
-    if control || (not_ascii && std::str::from_utf8(b).is_err()) {
+    let text = std::str::from_utf8(b).ok()?;
+    if has_control(b) {
         return None;
     }
-    let mut c = Cursor { b, i: 0 };
+    let mut c = Cursor { text, b, i: 0 };
     c.eat(b'{')?;
     let (mut class, mut version, mut message, mut first, mut dead) = (None, None, None, None, None);
     let mut seen = 0_u8;
@@ -438,6 +461,17 @@ mod tests {
             }
             line
         })
+    }
+
+    proptest! {
+        #[test]
+        fn the_word_search_finds_the_first_quote_or_backslash(
+            s in prop::collection::vec(prop::sample::select(b"ab\"\\\\\x00\xff\x22\x5c\xa2\xdc".to_vec()), 0..40),
+            from in 0_usize..44,
+        ) {
+            let want = s.get(from..).and_then(|rest| rest.iter().position(|&c| c == b'"' || c == b'\\').map(|k| from + k));
+            prop_assert_eq!(quote_or_backslash(&s, from), want);
+        }
     }
 
     proptest! {

@@ -78,6 +78,22 @@ pub struct Signer {
     normalized: Vec<u8>,
 }
 
+/// The hex digits, either case.
+const HEX: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = (b as u8).is_ascii_hexdigit();
+        b += 1;
+    }
+    t
+};
+
+/// Whether every byte of `b` is a hex digit (no early exit: the runs are short and fixed).
+fn all_hex(b: &[u8]) -> bool {
+    b.iter().fold(true, |ok, &c| ok & HEX[usize::from(c)])
+}
+
 fn is_uuid_at(s: &[u8], i: usize) -> bool {
     let Some(w) = s.get(i..i + 36) else {
         return false;
@@ -86,9 +102,11 @@ fn is_uuid_at(s: &[u8], i: usize) -> bool {
         && w[13] == b'-'
         && w[18] == b'-'
         && w[23] == b'-'
-        && w.iter()
-            .enumerate()
-            .all(|(k, &c)| matches!(k, 8 | 13 | 18 | 23) || c.is_ascii_hexdigit())
+        && all_hex(&w[..8])
+        && all_hex(&w[9..13])
+        && all_hex(&w[14..18])
+        && all_hex(&w[19..23])
+        && all_hex(&w[24..])
 }
 
 /// The start of the leftmost UUID at or after `from`, or `usize::MAX`. A UUID has a dash 8
