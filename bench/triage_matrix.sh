@@ -9,7 +9,7 @@
 #
 # Files (`migrate dlq generate`): "few" = few large groups (--tail 0), seeds 42 and 43; "tail" = a
 # long tail of one-offs (--tail 0.03: ~15,000 groups at 500,000 lines), seeds 7 and 8; 1% tricky
-# messages and 2% binary payloads in all. Each command is timed with GNU time (CPU = user +
+# messages and 2% binary payloads in all. Each command is timed by its own rusage (CPU = user +
 # system; RSS = peak); the runs go round robin over the commands (run 1 of each, then run 2...),
 # and the lowest CPU of RUNS runs is kept. CPU, not wall time, is the figure: other processes
 # competing for the cores stretch wall time much more than CPU time.
@@ -23,18 +23,28 @@ RUNS=${RUNS:-3}
 MIGRATE=${MIGRATE:-${CARGO_TARGET_DIR:-target}/release/migrate}
 BASE=${BASE:-}
 if [ ! -x "$MIGRATE" ]; then cargo build --release --all-features --bin migrate; fi
-[ -x /usr/bin/time ] || { echo "needs /usr/bin/time: apt-get install time" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }
 command -v node >/dev/null || { echo "needs node (scripts/ui_tools.sh install)" >&2; exit 2; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# One run: prints "cpu_s wall_s rss_kib".
+# One run: prints "cpu_s wall_s rss_kib", the command's own resource use (wait4), to the
+# microsecond (GNU time prints hundredths: too coarse for what the JSON costs).
 once() { # out, command...
-  local out=$1
-  shift
-  /usr/bin/time -f '%U %S %e %M' -o "$work/t" "$@" > "$out" 2> /dev/null || true
-  awk '{printf "%.3f %.3f %d\n", $1 + $2, $3, $4}' "$work/t"
+  python3 - "$@" << 'PY'
+import os, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+start = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, os.devnull, os.O_WRONLY)):
+        os.dup2(os.open(path, flags, 0o644), fd)
+    os.execvp(cmd[0], cmd)
+_, _, ru = os.wait4(pid, 0)
+print(f"{ru.ru_utime + ru.ru_stime:.4f} {time.monotonic() - start:.4f} {ru.ru_maxrss}")
+PY
 }
 
 # Of two "cpu wall rss" lines, the one with the lower CPU ($1 may be empty).
@@ -105,19 +115,19 @@ for spec in "few 42 0" "few 43 0" "tail 7 0.03" "tail 8 0.03"; do
   if [ "$shape" = few ]; then few_rss+=("$rss"); few_groups+=("$groups"); else tail_rss+=("$rss"); tail_groups+=("$groups"); fi
   rows+=("$(awk -v s="$shape" -v seed="$seed" -v g="$groups" -v sz="$size" -v j="$json_cpu" -v t="$table_cpu" \
     -v n="$node_cpu" -v jr="$json_rss" -v tr="$table_rss" -v nr="$node_rss" 'BEGIN {
-      printf "| %s, seed %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f× | %.1f× | %.0f | %.0f | %.1f / %.1f | %.1f |",
+      printf "| %s, seed %s | %d | %.0f | %.2f | %.3f | %.3f | %.1f× | %.1f× | %.0f | %.0f | %.1f / %.1f | %.1f |",
         s, seed, g, sz/1048576, n, j, t, n/j, n/t, sz/1048576/j, sz/1048576/t, jr/1024, tr/1024, nr/1024 }')")
   speed+=("$(awk -v s="$shape" -v seed="$seed" -v w1="$json_wall" -v w2="$j2_wall" -v c1="$json_cpu" -v c2="$j2_cpu" \
     -v l1="$load_min" -v l2="$load_max" 'BEGIN {
-      printf "| %s, seed %s | %.2f | %.2f | %.2f× | %.2f | %.2f | %s–%s |", s, seed, w1, w2, w1/w2, c1, c2, l1, l2 }')")
+      printf "| %s, seed %s | %.3f | %.3f | %.2f× | %.3f | %.3f | %s–%s |", s, seed, w1, w2, w1/w2, c1, c2, l1, l2 }')")
   jsoncost+=("$(awk -v s="$shape" -v seed="$seed" -v g="$groups" -v j="$json_cpu" -v t="$table_cpu" -v c="$cat_cpu" -v w="$wc_cpu" 'BEGIN {
-      printf "| %s, seed %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |", s, seed, g, j, t, j - t, c, w }')")
+      printf "| %s, seed %s | %d | %.3f | %.3f | %+.3f | %.3f | %.3f |", s, seed, g, j, t, j - t, c, w }')")
   if [ -n "$BASE" ]; then
     read -r bjson_cpu _ bjson_rss <<< "$bjson_b"
     read -r btable_cpu _ _ <<< "$btable_b"
     base_rows+=("$(awk -v s="$shape" -v seed="$seed" -v bj="$bjson_cpu" -v bt="$btable_cpu" -v j="$json_cpu" -v t="$table_cpu" \
       -v br="$bjson_rss" -v r="$json_rss" 'BEGIN {
-        printf "| %s, seed %s | %.2f | %.2f | %.2f× | %.2f | %.2f | %.2f× | %.1f | %.1f |", s, seed, bj, j, bj/j, bt, t, bt/t, br/1024, r/1024 }')")
+        printf "| %s, seed %s | %.3f | %.3f | %.2f× | %.3f | %.3f | %.2f× | %.1f | %.1f |", s, seed, bj, j, bj/j, bt, t, bt/t, br/1024, r/1024 }')")
   fi
   echo "$shape $seed: $groups groups, load $load_min–$load_max" >&2
   rm -f "$f"
