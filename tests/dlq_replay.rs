@@ -201,10 +201,11 @@ impl queue_migrate::dlq::replay::Pacer for Now {
 
 #[test]
 fn replay_completed_with_failures_does_not_record_a_failed_group_as_replayed() {
-    use queue_migrate::dlq::envelope::{DeadLetter, Payload, parse_timestamp};
+    use queue_migrate::dlq::envelope::{DeadLetter, Payload};
     use queue_migrate::dlq::replay::{
         self, Event, GroupTally, Outcome, ReplayMachine, ReplayPolicy,
     };
+    use queue_migrate::time::parse_timestamp;
 
     let entry = |group: &str, i: u32| {
         let e = DeadLetter {

@@ -163,8 +163,9 @@ fn shell_word(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::envelope::{DeadLetter, Payload, format_timestamp};
+    use super::super::envelope::{DeadLetter, Payload};
     use super::*;
+    use crate::time::format_timestamp;
 
     const NOW: i64 = 1_772_445_600_000;
     const DAY: i64 = 86_400_000;

@@ -913,8 +913,8 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::super::envelope::format_timestamp;
     use super::*;
+    use crate::time::format_timestamp;
 
     struct FakeClock {
         now: i64,

@@ -66,8 +66,8 @@ pub fn keep_recent<R: BufRead>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::envelope::{format_timestamp, parse_timestamp};
     use super::*;
+    use crate::time::{format_timestamp, parse_timestamp};
 
     fn envelope(dead_lettered_at: &str) -> String {
         format!(

@@ -16,7 +16,7 @@
 //! - no `\u` escape of a surrogate anywhere (`\uD...`: whether it pairs is the careful read's
 //!   call).
 
-use super::envelope::parse_timestamp;
+use crate::time::parse_timestamp;
 
 /// What triage reads from an envelope: the grouping key's parts and the instants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

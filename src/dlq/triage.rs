@@ -826,7 +826,7 @@ mod tests {
         };
         options.covered_until_ms.insert(
             "m <n>".into(),
-            super::super::envelope::parse_timestamp("2026-03-01T12:00:00Z").expect("ts"),
+            crate::time::parse_timestamp("2026-03-01T12:00:00Z").expect("ts"),
         );
         let r = triage_reader(text.as_bytes(), options).expect("reads");
         assert_eq!(r.groups[0].stats.open, 1);

@@ -9,8 +9,8 @@ use super::output::emit;
 use super::queue::QueueArg;
 use crate::cli::{CliResult, Ctx, print_json};
 use crate::dlq::disposition::{CloseReason, Disposition};
-use crate::dlq::envelope::format_timestamp;
 use crate::store::dispositions::DispositionStore;
+use crate::time::format_timestamp;
 
 #[derive(Debug, Args)]
 pub struct DecisionsArgs {

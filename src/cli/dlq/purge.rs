@@ -11,10 +11,10 @@ use clap::Args;
 
 use super::export::LineCapArg;
 use crate::cli::{CliError, CliResult, Ctx};
-use crate::dlq::envelope::format_timestamp;
 use crate::dlq::lines::{LineReader, too_long_message};
 use crate::dlq::retention::keep_recent;
 use crate::store::dispositions::DispositionStore;
+use crate::time::format_timestamp;
 
 #[derive(Debug, Args)]
 pub struct PurgeArgs {

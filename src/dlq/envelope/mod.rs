@@ -50,8 +50,6 @@ mod error;
 mod js_text;
 mod payload;
 
-/// The envelope's instant form, from the one time module.
-pub use crate::time::{format_timestamp, parse_timestamp};
 pub use borrowed::EnvelopeRef;
 pub use builder::{DeadLetterBuilder, FailedMessage};
 pub use classify::{Chain, ErrorClassifier, ErrorInfo, SeedClassifier};
