@@ -24,26 +24,32 @@ MIGRATE=${MIGRATE:-${CARGO_TARGET_DIR:-target}/release/migrate}
 BASE=${BASE:-}
 if [ ! -x "$MIGRATE" ]; then cargo build --release --all-features --bin migrate; fi
 command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "needs /usr/bin/time: apt-get install time" >&2; exit 2; }
 command -v node >/dev/null || { echo "needs node (scripts/ui_tools.sh install)" >&2; exit 2; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# One run: prints "cpu_s wall_s rss_kib", the command's own resource use (wait4), to the
-# microsecond (GNU time prints hundredths: too coarse for what the JSON costs).
+# One run: prints "cpu_s wall_s rss_kib". CPU is the run's own rusage (wait4), to the microsecond
+# (GNU time prints hundredths: too coarse for what the JSON costs); it includes GNU time's own
+# fraction of a millisecond, there to report the peak RSS (a process's peak survives exec, so
+# Python's own would show if it were the parent).
 once() { # out, command...
-  python3 - "$@" << 'PY'
+  python3 - "$work/rss" "$@" << 'PY'
 import os, sys, time
-out, cmd = sys.argv[1], sys.argv[2:]
+rss, out, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
 start = time.monotonic()
 pid = os.fork()
 if pid == 0:
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                             (2, os.devnull, os.O_WRONLY)):
         os.dup2(os.open(path, flags, 0o644), fd)
-    os.execvp(cmd[0], cmd)
+    os.execv("/usr/bin/time", ["time", "-f", "%M", "-o", rss, *cmd])
 _, _, ru = os.wait4(pid, 0)
-print(f"{ru.ru_utime + ru.ru_stime:.4f} {time.monotonic() - start:.4f} {ru.ru_maxrss}")
+wall = time.monotonic() - start
+with open(rss) as f:
+    peak = f.read().split()[-1]
+print(f"{ru.ru_utime + ru.ru_stime:.4f} {wall:.4f} {peak}")
 PY
 }
 
