@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::controller::evaluate::Item;
 use crate::gate::Observation;
 use crate::indicators::history::History;
-use crate::indicators::promql::PromError;
+use crate::indicators::promql::{PromError, label_set};
 use crate::indicators::query::Query;
 
 use super::error::BacktestError;
@@ -319,20 +319,6 @@ pub fn decode_range(
             }
         })
         .collect())
-}
-
-/// `name{a="x",b="y"}` (the `__name__` label as the prefix), `{}` for no labels.
-fn label_set(metric: &BTreeMap<String, String>) -> String {
-    let name = metric.get("__name__").map(String::as_str).unwrap_or("");
-    let labels: Vec<String> = metric
-        .iter()
-        .filter(|(k, _)| k.as_str() != "__name__")
-        .map(|(k, v)| format!("{k}={v:?}"))
-        .collect();
-    if labels.is_empty() && !name.is_empty() {
-        return name.to_owned();
-    }
-    format!("{name}{{{}}}", labels.join(","))
 }
 
 /// A scrape source's readings of `query` (its text `text`) over `instants`, from the history a

@@ -401,16 +401,9 @@ mod tests {
             "      - { name: error ratio breach, source: prom, query: app_error_ratio_new, pass_if: \"< 0.05\" }",
             "      - { name: error ratio breach, source: prom, query: app_error_ratio_new, pass_if: \"< 0.05\" }\n      - { name: latency vs old, source: prom, compare: { new: app_latency_new, old: app_latency_old }, tolerance: { ratio: 1.2, absolute: 0.05 } }",
         );
-        struct Env;
-        impl crate::plan::Resolve for Env {
-            fn env(&self, _: &str) -> Option<String> {
-                Some("http://127.0.0.1:1".into())
-            }
-            fn read_file(&self, _: &std::path::Path) -> Result<String, String> {
-                Err("no files".into())
-            }
-        }
-        crate::plan::compile(&yaml, None, &Env).expect("plan").plan
+        crate::plan::compile(&yaml, None, &crate::plan::LoopbackResolve)
+            .expect("plan")
+            .plan
     }
 
     fn report(name: &str, kind: GateKind, value: f64, old: Option<f64>) -> GateReport {

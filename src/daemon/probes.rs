@@ -401,16 +401,9 @@ mod tests {
             "  synthetic:\n    min_duration: 0s\n",
             "  synthetic:\n    min_duration: 0s\n    probes: { rate: 2, count: 3 }\n",
         );
-        struct Env;
-        impl crate::plan::Resolve for Env {
-            fn env(&self, _: &str) -> Option<String> {
-                Some("http://127.0.0.1:1".into())
-            }
-            fn read_file(&self, _: &std::path::Path) -> Result<String, String> {
-                Err("no files".into())
-            }
-        }
-        crate::plan::compile(&yaml, None, &Env).expect("plan").plan
+        crate::plan::compile(&yaml, None, &crate::plan::LoopbackResolve)
+            .expect("plan")
+            .plan
     }
 
     /// A broker that confirms every publish at once and remembers each probe's dedup key.
@@ -518,15 +511,6 @@ mod tests {
             .await
             .unwrap();
         store.mark_published("local", rec.generation).await.unwrap();
-        struct Env;
-        impl crate::plan::Resolve for Env {
-            fn env(&self, _: &str) -> Option<String> {
-                Some("http://127.0.0.1:1".into())
-            }
-            fn read_file(&self, path: &std::path::Path) -> Result<String, String> {
-                std::fs::read_to_string(path).map_err(|e| e.to_string())
-            }
-        }
         let config = super::super::Config {
             interval: Duration::from_secs(1),
             source_timeout: Duration::from_secs(1),
@@ -542,7 +526,8 @@ mod tests {
             http: crate::daemon::http::Limits::default(),
             retain: None,
         };
-        let mut shared = Shared::new(store, config, Arc::new(Env)).unwrap();
+        let mut shared =
+            Shared::new(store, config, Arc::new(crate::plan::LoopbackResolve)).unwrap();
         if let Some(fake) = fake {
             Arc::get_mut(&mut shared).unwrap().probes.connector = Connector::Fake(fake);
         }

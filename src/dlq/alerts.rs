@@ -223,17 +223,10 @@ pub fn render_prometheus(signals: &Signals, queue: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::disposition::{CloseReason, Disposition, covered_until};
+    use super::super::test_support::envelope_line as line;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
     use crate::time::parse_timestamp;
-
-    fn line(msg: &str, first: &str, dead: &str) -> String {
-        serde_json::json!({
-            "payload": "p", "errorClass": "c", "errorMessage": msg, "consumerVersion": "1",
-            "attempts": 1, "firstAttemptAt": first, "deadLetteredAt": dead
-        })
-        .to_string()
-    }
 
     #[test]
     fn three_signals_and_a_parseable_exposition() {

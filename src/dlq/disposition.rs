@@ -357,17 +357,12 @@ pub fn split_against_history<'a>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::envelope_line;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
 
     fn groups() -> Vec<Group> {
-        let line = |msg: &str, at: &str| {
-            serde_json::json!({
-                "payload": "p", "errorClass": "c", "errorMessage": msg, "consumerVersion": "1",
-                "attempts": 1, "firstAttemptAt": at, "deadLetteredAt": at
-            })
-            .to_string()
-        };
+        let line = |msg: &str, at: &str| envelope_line(msg, at, at);
         let text = [
             line("a 1", "2026-03-01T00:00:00.000Z"),
             line("a 2", "2026-03-05T00:00:00.000Z"),

@@ -151,6 +151,7 @@ pub fn evaluate(report: &TriageReport, dispositions: &[Disposition]) -> DrainRea
 #[cfg(test)]
 mod tests {
     use super::super::disposition::{Action, CloseReason};
+    use super::super::test_support::envelope_line;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
 
@@ -159,12 +160,7 @@ mod tests {
     }
 
     fn line(msg: &str) -> String {
-        serde_json::json!({
-            "payload": "p", "errorClass": "c", "errorMessage": msg, "consumerVersion": "1",
-            "attempts": 1, "firstAttemptAt": "2026-03-01T00:00:00Z",
-            "deadLetteredAt": "2026-03-01T00:00:00Z"
-        })
-        .to_string()
+        envelope_line(msg, "2026-03-01T00:00:00Z", "2026-03-01T00:00:00Z")
     }
 
     #[test]

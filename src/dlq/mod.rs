@@ -54,5 +54,7 @@ pub mod retention;
 pub mod scan;
 pub mod selection;
 pub mod signature;
+#[cfg(test)]
+mod test_support;
 pub mod triage;
 pub mod triage_file;

@@ -233,19 +233,14 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::super::disposition::CloseReason;
+    use super::super::test_support::envelope_line;
     use super::super::triage::{TriageOptions, triage_reader};
     use super::*;
     use crate::time::parse_timestamp;
 
     #[test]
     fn report_has_every_section_and_escapes_pipes() {
-        let line = |msg: &str, at: &str| {
-            serde_json::json!({
-                "payload": "p", "errorClass": "c", "errorMessage": msg, "consumerVersion": "1",
-                "attempts": 1, "firstAttemptAt": at, "deadLetteredAt": at
-            })
-            .to_string()
-        };
+        let line = |msg: &str, at: &str| envelope_line(msg, at, at);
         let text = [
             line("a|b `tick` 1", "2026-03-01T00:00:00Z"),
             line("back 1", "2026-03-01T00:00:00Z"),

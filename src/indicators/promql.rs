@@ -191,7 +191,7 @@ fn decode_vector(result: Value) -> Result<f64, PromError> {
 }
 
 /// `name{a="x",b="y"}` (the `__name__` label as the prefix), `{}` for no labels.
-fn label_set(metric: &BTreeMap<String, String>) -> String {
+pub(crate) fn label_set(metric: &BTreeMap<String, String>) -> String {
     let name = metric.get("__name__").map(String::as_str).unwrap_or("");
     let labels: Vec<String> = metric
         .iter()

@@ -15,6 +15,8 @@ mod lines;
 pub mod model;
 mod threshold;
 
+#[cfg(test)]
+pub(crate) use compile::LoopbackResolve;
 pub use compile::{
     Compiled, Diagnostic, FileStamp, Resolve, SecretsMode, SystemResolve, compile,
     compile_with_secrets_mode,

@@ -33,6 +33,8 @@ use serde_yaml::Value;
 use super::model::Plan;
 use cx::Cx;
 pub use cx::{Diagnostic, MAX_DURATION, MAX_SLICES};
+#[cfg(test)]
+pub(crate) use resolve::LoopbackResolve;
 pub use resolve::{FileStamp, Resolve, SecretsMode, SystemResolve};
 pub use top::{KNOWN_BROKER_KINDS, SUPPORTED_VERSIONS};
 

@@ -70,6 +70,23 @@ impl Resolve for SystemResolve {
     }
 }
 
+/// For tests outside the compiler: every variable is a closed port on loopback (no source
+/// answers), files come from the disk.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LoopbackResolve;
+
+#[cfg(test)]
+impl Resolve for LoopbackResolve {
+    fn env(&self, _: &str) -> Option<String> {
+        Some("http://127.0.0.1:1".into())
+    }
+
+    fn read_file(&self, path: &Path) -> Result<String, String> {
+        std::fs::read_to_string(path).map_err(|e| e.to_string())
+    }
+}
+
 /// What compilation does with a `${VAR}` that is not set or a `file:` secret that cannot be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SecretsMode {
