@@ -24,10 +24,12 @@
 //! The cut counts UTF-16 code units, as JS `slice` does: a character outside the Basic
 //! Multilingual Plane (an emoji...) counts two. **When unit 120 falls inside such a pair**, JS
 //! keeps the high surrogate alone. A Rust string cannot hold it, so the signature ends with the
-//! six ASCII characters `\udXXX` (lowercase hex, the way `JSON.stringify` escapes it): such a
-//! signature is 125 units long, which no other v1 signature can be, so it collides with none, and
-//! two messages fall in the same group here exactly when they do in JS. A lone surrogate already
-//! in the message (a JS writer cut it at 500) is written the same way.
+//! six ASCII characters `\udXXX` (lowercase hex, the way `JSON.stringify` escapes it). A lone
+//! surrogate already in the message (a JS writer cut it at 500) is written the same way. Groups
+//! are not keyed by that text but by the signature's WTF-8 bytes
+//! ([`Signer::sign_wtf8_bytes_into`]), which hold a lone surrogate as itself: two messages fall in
+//! the same group exactly when their JS signatures are equal strings, even when one holds a lone
+//! surrogate and the other the six characters that spell it.
 
 use super::envelope::push_wtf8;
 
@@ -76,6 +78,7 @@ impl SignatureVersion {
 pub struct Signer {
     version: SignatureVersion,
     normalized: Vec<u8>,
+    cut: Vec<u8>,
 }
 
 /// The hex digits, either case.
@@ -198,12 +201,13 @@ fn normalize_v1(src: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Cut WTF-8 `text` at `max` UTF-16 units as JS `slice(0, max)` does, appending to `out`; a cut
-/// inside a pair keeps the high surrogate, written as `\udXXX`.
-fn cut_utf16(text: &[u8], max: usize, out: &mut String) {
+/// Cut WTF-8 `text` at `max` UTF-16 units as JS `slice(0, max)` does, into `out` (cleared first);
+/// a cut inside a pair keeps the high surrogate alone, as WTF-8.
+fn cut_utf16(text: &[u8], max: usize, out: &mut Vec<u8>) {
+    out.clear();
     if text.len() <= max {
         // No more units than bytes: nothing to cut.
-        push_wtf8(out, text);
+        out.extend_from_slice(text);
         return;
     }
     let mut units = 0;
@@ -217,7 +221,7 @@ fn cut_utf16(text: &[u8], max: usize, out: &mut String) {
             _ => (4, 2),
         };
         if units + w > max {
-            push_wtf8(out, &text[..i]);
+            out.extend_from_slice(&text[..i]);
             if units < max {
                 // Unit `max` falls inside a pair: JS keeps its high surrogate.
                 if let Some(c) = text
@@ -227,7 +231,13 @@ fn cut_utf16(text: &[u8], max: usize, out: &mut String) {
                 {
                     let mut pair = [0_u16; 2];
                     c.encode_utf16(&mut pair);
-                    out.push_str(&format!("\\u{:04x}", pair[0]));
+                    let high = pair[0];
+                    // The generalized UTF-8 of a surrogate code point: ED, A0..AF, 80..BF.
+                    out.extend_from_slice(&[
+                        0xED,
+                        0x80 | ((high >> 6) & 0x3F) as u8,
+                        0x80 | (high & 0x3F) as u8,
+                    ]);
                 }
             }
             return;
@@ -235,7 +245,7 @@ fn cut_utf16(text: &[u8], max: usize, out: &mut String) {
         units += w;
         i += len;
     }
-    push_wtf8(out, text);
+    out.extend_from_slice(text);
 }
 
 impl Signer {
@@ -263,6 +273,17 @@ impl Signer {
     /// [`Signer::sign_wtf8`] into `out` (cleared first): no allocation once `out` is grown.
     pub fn sign_wtf8_into(&mut self, message: &[u8], out: &mut String) {
         out.clear();
+        let mut bytes = std::mem::take(&mut self.cut);
+        self.sign_wtf8_bytes_into(message, &mut bytes);
+        push_wtf8(out, &bytes);
+        self.cut = bytes;
+    }
+
+    /// The signature as WTF-8 bytes, into `out` (cleared first): a lone surrogate is kept as
+    /// itself, not spelled out, so two signatures have equal bytes exactly when JS gives equal
+    /// strings (what groups are keyed by). [`wtf8_to_string`](super::envelope::wtf8_to_string)
+    /// gives [`Signer::sign_wtf8`]'s text.
+    pub fn sign_wtf8_bytes_into(&mut self, message: &[u8], out: &mut Vec<u8>) {
         match self.version {
             SignatureVersion::V1 => {
                 normalize_v1(message, &mut self.normalized);
@@ -372,6 +393,7 @@ mod tests {
             Just("\"".to_string()),
             Just(" ".to_string()),
             Just("é🚀".to_string()),
+            Just("€".to_string()),
             "[g-z]{1,3}",
         ];
         prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
@@ -422,23 +444,54 @@ mod tests {
 
     #[test]
     fn a_long_message_stops_early_with_the_same_signature() {
+        // Stopped after 390 bytes of `€` (3 bytes, 1 unit each): the quote and digits after the
+        // stop never matter.
+        let long = format!("{}'{}", "€".repeat(130), "7".repeat(400));
+        let mut out = Vec::new();
+        normalize_v1(long.as_bytes(), &mut out);
+        assert_eq!(out, "€".repeat(130).as_bytes());
+        assert_eq!(signature_v1(&long), "€".repeat(120));
+        // Regression (review): 119 three-byte characters are 357 bytes and 119 units, so the stop
+        // must wait for the `<n>` whose `<` is unit 120 (a bound of two bytes a unit stopped
+        // before it).
+        let text = format!("{}1", "€".repeat(119));
+        assert_eq!(signature_v1(&text), format!("{}<", "€".repeat(119)));
+        let uuids = "3f2504e0-4f89-11d3-9a0c-0305e82c3301 ".repeat(40);
+        assert_eq!(signature_v1(&uuids), "<id> ".repeat(24));
         // A quote opened before the cut and closed far after it still makes `<v>`.
-        let text = format!(
+        let quoted = format!(
             "{} 'x{}' tail 3f2504e0-4f89-11d3-9a0c-0305e82c3301",
             "a".repeat(100),
             "b".repeat(500)
         );
         assert_eq!(
-            signature_v1(&text),
+            signature_v1(&quoted),
             format!("{} <v> tail <id>", "a".repeat(100))
         );
-        let long = format!("{}'{}", "é".repeat(130), "7".repeat(400));
-        assert_eq!(
-            signature_v1(&long),
-            cut_oracle(&three_passes(long.as_bytes()))
-        );
-        let uuids = "3f2504e0-4f89-11d3-9a0c-0305e82c3301 ".repeat(40);
-        assert_eq!(signature_v1(&uuids), "<id> ".repeat(24));
+    }
+
+    #[test]
+    fn key_bytes_keep_a_lone_surrogate_apart_from_the_text_that_spells_it() {
+        let mut signer = Signer::new(SignatureVersion::V1);
+        let (mut lone, mut spelled) = (Vec::new(), Vec::new());
+        // "x" + U+DABC as a JSON reader decodes it (WTF-8), and the six characters `\udabc`.
+        signer.sign_wtf8_bytes_into(b"x\xed\xaa\xbc", &mut lone);
+        signer.sign_wtf8_bytes_into(b"x\\udabc", &mut spelled);
+        assert_eq!(lone, b"x\xed\xaa\xbc");
+        assert_ne!(lone, spelled);
+        // Both print the same (JSON.stringify writes the lone one escaped too).
+        assert_eq!(signer.sign_wtf8(b"x\xed\xaa\xbc"), "x\\udabc");
+        assert_eq!(signer.sign_wtf8(b"x\\udabc"), "x\\udabc");
+        // A cut inside a pair keeps the high surrogate as WTF-8, equal to the same lone one.
+        let cut = format!("{}🚀tail", "a".repeat(119));
+        let mut bytes = Vec::new();
+        signer.sign_wtf8_bytes_into(cut.as_bytes(), &mut bytes);
+        let mut want = "a".repeat(119).into_bytes();
+        want.extend_from_slice(b"\xed\xa0\xbd");
+        assert_eq!(bytes, want);
+        let mut lone_high = Vec::new();
+        signer.sign_wtf8_bytes_into(&want, &mut lone_high);
+        assert_eq!(lone_high, want);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::io::BufRead;
 
 use serde::{Serialize, Serializer};
 
-use super::envelope::{DeadLetter, EnvelopeError, EnvelopeRef};
+use super::envelope::{DeadLetter, EnvelopeError, EnvelopeRef, wtf8_to_string};
 use super::lines::{Content, LineReader};
 use super::scan::{self, Fields};
 use super::signature::{SignatureVersion, Signer};
@@ -168,10 +168,11 @@ pub struct Triage {
     signer: Signer,
     /// Group key -> index in `groups` (foldhash: seeded per process, and several times faster
     /// than the default hasher on these ~100-byte keys, hashed once a line).
-    index: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
+    index: HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>,
     groups: Vec<Group>,
-    key: String,
-    signature: String,
+    key: Vec<u8>,
+    /// The signature's WTF-8 bytes ([`Signer::sign_wtf8_bytes_into`]).
+    signature: Vec<u8>,
     /// The message of the line being read, when it had escapes.
     unescaped: Vec<u8>,
     lines: u64,
@@ -205,8 +206,8 @@ impl Triage {
             options,
             index: HashMap::default(),
             groups: Vec::new(),
-            key: String::new(),
-            signature: String::new(),
+            key: Vec::new(),
+            signature: Vec::new(),
             unescaped: Vec::new(),
             lines: 0,
             entries: 0,
@@ -279,23 +280,25 @@ impl Triage {
         sample: impl FnOnce() -> Result<DeadLetter, EnvelopeError>,
     ) {
         self.signer
-            .sign_wtf8_into(entry.error_message, &mut self.signature);
+            .sign_wtf8_bytes_into(entry.error_message, &mut self.signature);
         let (class, version) = (entry.error_class, entry.consumer_version);
         self.key.clear();
         // Lengths first: no two different triples give the same key.
         let mut digits = itoa::Buffer::new();
-        self.key.push_str(digits.format(class.len()));
-        self.key.push(':');
-        self.key.push_str(class);
-        self.key.push_str(digits.format(version.len()));
-        self.key.push(':');
-        self.key.push_str(version);
-        self.key.push_str(&self.signature);
+        self.key
+            .extend_from_slice(digits.format(class.len()).as_bytes());
+        self.key.push(b':');
+        self.key.extend_from_slice(class.as_bytes());
+        self.key
+            .extend_from_slice(digits.format(version.len()).as_bytes());
+        self.key.push(b':');
+        self.key.extend_from_slice(version.as_bytes());
+        self.key.extend_from_slice(&self.signature);
 
         let at = entry.first_attempt_at;
         let at_ms = entry.first_attempt_ms;
         let dl_ms = entry.dead_lettered_ms;
-        let idx = match self.index.get(self.key.as_str()) {
+        let idx = match self.index.get(self.key.as_slice()) {
             Some(&i) => i,
             None => {
                 let sample = match sample() {
@@ -307,11 +310,11 @@ impl Triage {
                     }
                 };
                 let i = self.groups.len();
-                self.index.insert(self.key.as_str().into(), i);
+                self.index.insert(self.key.as_slice().into(), i);
                 self.groups.push(Group {
                     error_class: class.to_string(),
                     consumer_version: version.to_string(),
-                    signature: self.signature.clone(),
+                    signature: wtf8_to_string(&self.signature),
                     count: 0,
                     first_seen: at.to_string(),
                     last_seen: at.to_string(),
@@ -380,7 +383,7 @@ impl Triage {
             errors,
             ..
         } = next;
-        let mut keys: Vec<Option<Box<str>>> = vec![None; groups.len()];
+        let mut keys: Vec<Option<Box<[u8]>>> = vec![None; groups.len()];
         for (key, i) in index {
             if let Some(slot) = keys.get_mut(i) {
                 *slot = Some(key);
@@ -773,6 +776,27 @@ mod tests {
             "{}",
             r.errors[0].message
         );
+    }
+
+    /// Regression (review): groups were keyed by the printed signature, where a lone surrogate is
+    /// spelled `\udabc`, so a message holding it and one holding those six characters merged;
+    /// JS keeps them apart (its strings differ), and so do the group keys now.
+    #[test]
+    fn a_lone_surrogate_and_the_text_that_spells_it_are_two_groups_as_in_js() {
+        let at = "2026-03-01T00:00:00.000Z";
+        // The JSON escape `\udabc` reads as the lone surrogate; `\\udabc` as six characters.
+        let lone = line("c", "1", "x\u{1}", at).replace("\\u0001", "\\udabc");
+        let spelled = line("c", "1", "x\\udabc", at);
+        assert!(lone.contains(r#""x\udabc""#), "{lone}");
+        assert!(spelled.contains(r#""x\\udabc""#), "{spelled}");
+        let report = run(&format!("{lone}\n{spelled}\n{lone}\n"));
+        assert_eq!(report.skipped, 0);
+        let groups: Vec<(&str, u64)> = report
+            .groups
+            .iter()
+            .map(|g| (g.signature.as_str(), g.count))
+            .collect();
+        assert_eq!(groups, [("x\\udabc", 2), ("x\\udabc", 1)]);
     }
 
     #[test]
