@@ -31,11 +31,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # One run: prints "cpu_s wall_s rss_kib". CPU is the run's own rusage (wait4), to the microsecond
-# (GNU time prints hundredths: too coarse for what the JSON costs); it includes GNU time's own
-# fraction of a millisecond, there to report the peak RSS (a process's peak survives exec, so
-# Python's own would show if it were the parent).
+# (GNU time prints hundredths: too coarse for what the JSON costs); it includes about 3 ms
+# of harness, measured on `true` (the forked Python child up to its exec, and GNU time, to report
+# the peak RSS: a process's peak survives exec, so Python's own would show if it were the
+# parent). A command that fails stops the whole script (a substitution's status is not seen by
+# set -e, so once() signals the script itself).
+trap 'exit 1' TERM
 once() { # out, command...
-  python3 - "$work/rss" "$@" << 'PY'
+  python3 - "$work/rss" "$@" << 'PY' || { echo "failed: ${*:2}" >&2; kill -TERM $$; exit 1; }
 import os, sys, time
 rss, out, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
 start = time.monotonic()
@@ -45,8 +48,10 @@ if pid == 0:
                             (2, os.devnull, os.O_WRONLY)):
         os.dup2(os.open(path, flags, 0o644), fd)
     os.execv("/usr/bin/time", ["time", "-f", "%M", "-o", rss, *cmd])
-_, _, ru = os.wait4(pid, 0)
+_, status, ru = os.wait4(pid, 0)
 wall = time.monotonic() - start
+if os.waitstatus_to_exitcode(status) != 0:
+    sys.exit(f"exit status {os.waitstatus_to_exitcode(status)}")
 with open(rss) as f:
     peak = f.read().split()[-1]
 print(f"{ru.ru_utime + ru.ru_stime:.4f} {wall:.4f} {peak}")
