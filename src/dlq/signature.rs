@@ -31,7 +31,7 @@
 //! the same group exactly when their JS signatures are equal strings, even when one holds a lone
 //! surrogate and the other the six characters that spell it.
 
-use super::envelope::push_wtf8;
+use super::envelope::wtf8_to_string;
 
 /// The longest signature, in UTF-16 code units (the article's `slice(0, 120)`).
 pub const MAX_SIGNATURE_UNITS: usize = 120;
@@ -78,7 +78,6 @@ impl SignatureVersion {
 pub struct Signer {
     version: SignatureVersion,
     normalized: Vec<u8>,
-    cut: Vec<u8>,
 }
 
 /// The hex digits, either case.
@@ -265,24 +264,14 @@ impl Signer {
     /// The signature of a message given as WTF-8 (what a JSON string decodes to; plain UTF-8 is
     /// WTF-8).
     pub fn sign_wtf8(&mut self, message: &[u8]) -> String {
-        let mut out = String::new();
-        self.sign_wtf8_into(message, &mut out);
-        out
-    }
-
-    /// [`Signer::sign_wtf8`] into `out` (cleared first): no allocation once `out` is grown.
-    pub fn sign_wtf8_into(&mut self, message: &[u8], out: &mut String) {
-        out.clear();
-        let mut bytes = std::mem::take(&mut self.cut);
+        let mut bytes = Vec::new();
         self.sign_wtf8_bytes_into(message, &mut bytes);
-        push_wtf8(out, &bytes);
-        self.cut = bytes;
+        wtf8_to_string(&bytes)
     }
 
     /// The signature as WTF-8 bytes, into `out` (cleared first): a lone surrogate is kept as
     /// itself, not spelled out, so two signatures have equal bytes exactly when JS gives equal
-    /// strings (what groups are keyed by). [`wtf8_to_string`](super::envelope::wtf8_to_string)
-    /// gives [`Signer::sign_wtf8`]'s text.
+    /// strings (what groups are keyed by). [`wtf8_to_string`] gives [`Signer::sign_wtf8`]'s text.
     pub fn sign_wtf8_bytes_into(&mut self, message: &[u8], out: &mut Vec<u8>) {
         match self.version {
             SignatureVersion::V1 => {
