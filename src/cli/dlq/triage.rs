@@ -54,7 +54,7 @@ pub struct TriageArgs {
     #[command(flatten)]
     pub line_cap: LineCapArg,
     /// Threads reading FILE, each a range of its lines (default: the number of cores); the report
-    /// is the same whatever the number. Standard input is read by one.
+    /// is the same whatever the number. Standard input and --from-broker are read by one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
 }
