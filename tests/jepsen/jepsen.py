@@ -391,6 +391,8 @@ class Daemon:
         self.proc = subprocess.Popen(cmd, cwd=self.w.dir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         log.close()
+        with open(os.path.join(self.w.suite.work, "pids"), "a") as f:
+            f.write(f"{self.proc.pid}\n")  # for scripts/jepsen.sh's trap, should this driver die
         self.stopped = False
         for _ in range(100):
             if self.health() is not None:
@@ -762,6 +764,48 @@ def sc_pause_source_wait(w):
                     lambda d: d.signal(signal.SIGCONT))
 
 
+def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
+    """The other worst moment: another session holds `m`'s row, the truth turns to "pass", the
+    leader's transition waits on the lock; then `begin(old)` (a pause, a partition), the truth
+    turns to failing, the lock is let go (the stopped leader's statement takes it and its
+    transaction stays open), a standby takes over and must keep running rounds; 6 s after the
+    fault `end(old)`."""
+    # FOR KEY SHARE: the round's FOR SHARE goes through, a transition's FOR UPDATE waits.
+    lock = w.pg.session(w.db)
+    lock.stdin.write(f"BEGIN;\nSELECT 1 FROM migrations WHERE name = '{m}' FOR KEY SHARE;\n")
+    lock.stdin.flush()
+    time.sleep(0.3)
+    w.source.set("app_error_ratio_new", GREEN["app_error_ratio_new"])
+    waiting = False
+    for _ in range(100):
+        if w.pg.sql(w.db, "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                          "AND wait_event_type = 'Lock'", check=False):
+            waiting = True
+            break
+        time.sleep(0.05)
+    if not waiting:
+        w.notes.append(f"{fault} {i}: no commit ever waited on the lock")
+    t0 = time.time()
+    begin(old)
+    w.source.set("app_error_ratio_new", FAILING)
+    time.sleep(0.3)
+    lock.stdin.write("COMMIT;\n")
+    lock.stdin.close()
+    lock.wait(timeout=10)
+    new = w.takeover(fault, old, t0)
+    if new is not None:
+        # The new leader's rounds must go on (no wedge): its ticks move.
+        h0 = (new.health() or {}).get("ticks", 0)
+        time.sleep(3)
+        h1 = (new.health() or {}).get("ticks", 0)
+        if h1 <= h0:
+            w.wedged.append(f"{fault} {i}: the new leader {new.name} ran no round in the 3 s after "
+                            f"its takeover (the ex-leader's transaction held the row)")
+    time.sleep(max(0.0, 6 - (time.time() - t0)))
+    end(old)
+    time.sleep(4)
+
+
 def sc_pause_mid_commit(w):
     """SIGSTOP of the leader while its commit waits on a row lock another session holds; the
     lock is let go while it is stopped (twice)."""
@@ -769,48 +813,15 @@ def sc_pause_mid_commit(w):
     for n in ("d1", "d2"):
         w.add(n)
     for i in range(2):
-        at = w.wait_state("m1", {"slices[0]", "slices[1]"}, timeout=25)
-        if at is None:
+        if w.wait_state("m1", {"slices[0]", "slices[1]"}, timeout=25) is None:
             w.notes.append("m1 never reached a slice step")
             return
         old = w.leader()
         if old is None:
             w.notes.append("no single leader")
             continue
-        # FOR KEY SHARE: the round's FOR SHARE goes through, a transition's FOR UPDATE waits.
-        lock = w.pg.session(w.db)
-        lock.stdin.write("BEGIN;\nSELECT 1 FROM migrations WHERE name = 'm1' FOR KEY SHARE;\n")
-        lock.stdin.flush()
-        time.sleep(0.3)
-        w.source.set("app_error_ratio_new", GREEN["app_error_ratio_new"])
-        waiting = False
-        for _ in range(100):
-            if w.pg.sql(w.db, "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-                              "AND wait_event_type = 'Lock'", check=False):
-                waiting = True
-                break
-            time.sleep(0.05)
-        if not waiting:
-            w.notes.append(f"round {i}: no commit ever waited on the lock")
-        t0 = time.time()
-        old.signal(signal.SIGSTOP)
-        w.source.set("app_error_ratio_new", FAILING)
-        time.sleep(0.3)
-        lock.stdin.write("COMMIT;\n")
-        lock.stdin.close()
-        lock.wait(timeout=10)
-        new = w.takeover("SIGSTOP mid-commit", old, t0)
-        if new is not None:
-            # The new leader's rounds must go on (no wedge): its ticks move within 5 s.
-            h0 = (new.health() or {}).get("ticks", 0)
-            time.sleep(3)
-            h1 = (new.health() or {}).get("ticks", 0)
-            if h1 <= h0:
-                w.wedged.append(f"round {i}: the new leader {new.name} ran no round in the 3 s after "
-                                f"its takeover (an ex-leader's lock held it)")
-        time.sleep(max(0.0, 6 - (time.time() - t0)))
-        old.signal(signal.SIGCONT)
-        time.sleep(4)
+        mid_commit_round(w, old, "SIGSTOP mid-commit", lambda d: d.signal(signal.SIGSTOP),
+                         lambda d: d.signal(signal.SIGCONT), i)
 
 
 def sc_partition(w):
@@ -833,15 +844,17 @@ def sc_partition(w):
                     lambda d: net.heal(port))
     else:
         w.notes.append("d1 was not the leader for the partition mid-source-wait")
-    # Once more at a random instant, d1 leading again (the others killed and restarted).
     w.source.delay["d1"] = 0
+    time.sleep(6)  # d1 catches up after the healing
+    if make_leader(w, d1) and w.wait_state("m1", {"slices[0]", "slices[1]"}, timeout=10):
+        mid_commit_round(w, d1, "partition mid-commit", lambda d: net.partition(port),
+                         lambda d: net.heal(port), 0)
+    else:
+        w.notes.append("d1 could not lead in a slice step for the partition mid-commit")
+    # Once more at a random instant, d1 leading again (the others killed and restarted).
     w.source.set("app_error_ratio_new", GREEN["app_error_ratio_new"])
     time.sleep(6)  # d1 catches up after the healing
-    for n in ("d2", "d3"):
-        w.daemons[n].signal(signal.SIGKILL)
-    if w.leader(timeout=TTL_S * 3) is d1:
-        for n in ("d2", "d3"):
-            w.daemons[n].start()
+    if make_leader(w, d1):
         stop, t = w.churning()
         time.sleep(random.uniform(0.5, 2.5))
         t0 = time.time()
@@ -854,20 +867,22 @@ def sc_partition(w):
         t.join()
     else:
         w.notes.append("d1 did not lead again")
-        for n in ("d2", "d3"):
-            if not w.daemons[n].alive():
-                w.daemons[n].start()
 
 
 def make_leader(w, d):
     """`d` leads: the others are killed until it is ready, then started again. False when it
     never became ready (the lease stays with a dead holder whose clock is ahead)."""
     others = [o for o in w.daemons.values() if o is not d and o.alive()]
-    if w.leader(timeout=2) is d:
+    before = w.leader(timeout=2)
+    if before is d:
         return True
+    t0 = time.time()
     for o in others:
         o.signal(signal.SIGKILL)
-    ok = w.leader(timeout=12) is d
+    if before is not None:
+        ok = w.takeover("kill -9", before, t0) is d
+    else:
+        ok = w.leader(timeout=12) is d
     for o in others:
         o.start()
     if not ok:
