@@ -476,6 +476,8 @@ class World:
         self.samples, self.routing_samples, self.takeovers = [], [], []
         self.notes = []
         self.wedged = []
+        self.unfenced = []
+        self.contract = []
         self.polling = False
         self.pg.sql("postgres", f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
         self.pg.sql("postgres", f"CREATE DATABASE {self.db}")
@@ -540,6 +542,10 @@ class World:
     def __exit__(self, *exc):
         self.polling = False
         self.poller.join(timeout=5)
+        # What the daemons say at the end, for the checks of the fencing contract.
+        self.final_metrics = {n: d.metrics() for n, d in self.daemons.items() if d.alive() and not d.stopped}
+        self.final_lease = self.pg.sql(self.db, "SELECT epoch FROM leases WHERE name = 'controller'",
+                                       check=False)
         for d in self.daemons.values():
             d.end()
         return False
@@ -604,6 +610,29 @@ class World:
 
     # -- the checks -----------------------------------------------------------------------------
 
+    def contract_checks(self, journals, epochs):
+        """`migrate history --json` shows each entry's epoch as the table has it; the leader's
+        `queue_migrate_lease_epoch` is the lease's epoch."""
+        out = []
+        for m, j in journals.items():
+            r = self.cli(["history", m, "--json"], check=False)
+            try:
+                shown = json.loads(r.stdout)
+            except ValueError:
+                out.append(f"{m}: history --json did not answer JSON ({r.returncode})")
+                continue
+            for e, h in zip(j, shown):
+                if "epoch" not in h or h.get("epoch") != e.get("epoch"):
+                    out.append(f"{m} seq {e['seq']}: history --json shows epoch {h.get('epoch', 'none')!r}, "
+                               f"the journal {e.get('epoch')!r}")
+                    break
+        leaders = [n for n, m in self.final_metrics.items() if m.get("queue_migrate_leader") == 1]
+        for n in leaders:
+            shown = self.final_metrics[n].get("queue_migrate_lease_epoch")
+            if shown is None or not self.final_lease or int(shown) != int(self.final_lease[0]):
+                out.append(f"{n}: queue_migrate_lease_epoch {shown}, the lease's epoch {self.final_lease}")
+        return out
+
     def verdict(self):
         db, names = self.db, set(self.daemons)
         journals = {}
@@ -660,6 +689,9 @@ class World:
         found["no two daemons ready at once"] = checks.two_ready(self.samples)
         found["routing generations monotonic"] = checks.routing_monotonic(self.routing_samples, journals)
         found["rounds keep running (no wedge)"] = list(self.wedged)
+        if self.suite.audit_epochs:
+            found["a refused write is logged (fenced) and counted"] = list(self.unfenced)
+            found["the fencing contract (history --json, metrics)"] = self.contract + self.contract_checks(journals, epochs)
         found["takeover within ttl + one interval"] = checks.takeovers(self.takeovers, TAKEOVER_BOUND_S)
         entries = sum(len(j) for j in journals.values())
         fenced_lines = {n: d.fenced_lines() for n, d in self.daemons.items()}
@@ -734,6 +766,7 @@ def stale_round(w, old, fault, begin, end, m="m1"):
         w.notes.append(f"{fault}: {old.name} never asked the slow source")
         return False
     time.sleep(max(0.0, asked[0] + 1.0 - time.time()))
+    lines0 = old.fenced_lines()
     t0 = time.time()
     begin(old)
     w.source.set("app_error_ratio_new", FAILING)
@@ -741,6 +774,11 @@ def stale_round(w, old, fault, begin, end, m="m1"):
     time.sleep(1.5)
     end(old)
     time.sleep(4)
+    # Its decision was in flight: once fenced, the write is refused, logged and counted.
+    counted = old.metrics().get("queue_migrate_fenced_writes_total")
+    if old.fenced_lines() <= lines0 or not counted:
+        w.unfenced.append(f"{fault}: {old.name} logged {old.fenced_lines() - lines0} WARN lines "
+                          f"with \"fenced\", queue_migrate_fenced_writes_total {counted}")
     return True
 
 
@@ -914,9 +952,9 @@ def skewed(w, skews):
             m = d.metrics()
             skew = m.get("queue_migrate_clock_skew_seconds")
             if skew is None:
-                w.notes.append(f"{n}: no queue_migrate_clock_skew_seconds in /metrics")
-            elif abs(skew - d.skew_s) > max(2, abs(d.skew_s) * 0.05):
-                w.notes.append(f"{n}: queue_migrate_clock_skew_seconds {skew} for a skew of {d.skew_s} s")
+                w.contract.append(f"{n}: no queue_migrate_clock_skew_seconds in /metrics")
+            elif abs(abs(skew) - abs(d.skew_s)) > max(2, abs(d.skew_s) * 0.05):
+                w.contract.append(f"{n}: queue_migrate_clock_skew_seconds {skew} for a skew of {d.skew_s} s")
     stop.set()
     t.join()
 
@@ -1011,7 +1049,7 @@ class Suite:
         self.migrate = os.path.abspath(args.migrate)
         self.work = args.work
         os.chmod(self.work, 0o755)
-        self.audit_epochs = not args.no_epoch_audit
+        self.audit_epochs = not args.before_fencing
         self.netns = Netns()
         self.pg = None
         self.source = None
@@ -1040,8 +1078,10 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--only", default="")
     ap.add_argument("--report", default=None)
-    ap.add_argument("--no-epoch-audit", action="store_true",
-                    help="skip the audit by epoch (a build without fencing has no epochs)")
+    ap.add_argument("--before-fencing", "--no-epoch-audit", dest="before_fencing", action="store_true",
+                    help="a build from before the lease's fencing token: skip the checks of its "
+                         "contract (epochs, 'fenced' log lines and counter, the epoch and skew "
+                         "metrics, the epoch in `history --json`), which it cannot meet")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else int(time.time()) % 100000
     random.seed(seed)
