@@ -479,6 +479,7 @@ class World:
         self.notes = []
         self.wedged = []
         self.fence_rounds = []
+        self.ready_while_down = []
         self.contract = []
         self.polling = False
         self.pg.sql("postgres", f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
@@ -700,6 +701,7 @@ class World:
         found["no two daemons ready at once"] = checks.two_ready(self.samples)
         found["routing generations monotonic"] = checks.routing_monotonic(self.routing_samples, journals)
         found["rounds keep running (no wedge)"] = list(self.wedged)
+        found["/readyz truthful while PostgreSQL is down"] = list(self.ready_while_down)
         if self.suite.audit_epochs:
             # The ex-leader of a stale round had its decision in flight: at least one of a
             # scenario's rounds must show the refusal (a round may also end with the ex-leader
@@ -1031,7 +1033,8 @@ def sc_pg_restart(w):
         if up - down > TTL_S + INTERVAL_S + 0.5:
             stale = [s for s in w.samples if down + TTL_S + INTERVAL_S + 0.3 < s[0] < up and any(s[1].values())]
             if stale:
-                w.notes.append(f"restart {i}: a daemon answered ready {len(stale)} times while PostgreSQL was down")
+                w.ready_while_down.append(f"restart {i}: a daemon answered ready {len(stale)} times while "
+                                          f"PostgreSQL had been down for over ttl + one interval")
         new = w.leader(timeout=TTL_S * 4)
         say(f"  PostgreSQL {mode} restart {i}: down {up - down:.1f} s, a leader "
             + (f"ready {time.time() - up:.2f} s after it was up" if new else "not back"))
