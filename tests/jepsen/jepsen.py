@@ -730,20 +730,33 @@ def three(w, **kw):
         w.add(n, **kw)
 
 
+def hit_leader(w, fault, hit, after, wait):
+    """After a random `wait` (s, a range), `hit` the leader, time the takeover, then `after`."""
+    time.sleep(random.uniform(*wait))
+    old = w.leader(timeout=5)
+    if old is None:
+        w.notes.append(f"no single leader before a {fault}")
+        return
+    t0 = time.time()
+    hit(old)
+    w.takeover(fault, old, t0)
+    after(old, t0)
+
+
+def kill9(d):
+    d.signal(signal.SIGKILL)
+
+
+def restart(d, _t0):
+    d.start()
+
+
 def sc_kill9(w):
     """kill -9 of the leader at random instants during transitions (3 times)."""
     three(w)
     stop, t = w.churning()
     for _ in range(3):
-        time.sleep(random.uniform(1.0, 4.0))
-        old = w.leader()
-        if old is None:
-            w.notes.append("no single leader before a kill")
-            continue
-        t0 = time.time()
-        old.signal(signal.SIGKILL)
-        w.takeover("kill -9", old, t0)
-        old.start()
+        hit_leader(w, "kill -9", kill9, restart, (1.0, 4.0))
     time.sleep(2)
     stop.set()
     t.join()
@@ -753,17 +766,13 @@ def sc_pause_random(w):
     """SIGSTOP of the leader at random instants, for 3.5-6 s (longer than the ttl), 3 times."""
     three(w)
     stop, t = w.churning()
-    for _ in range(3):
-        time.sleep(random.uniform(1.0, 3.0))
-        old = w.leader()
-        if old is None:
-            w.notes.append("no single leader before a pause")
-            continue
-        t0 = time.time()
-        old.signal(signal.SIGSTOP)
-        w.takeover("SIGSTOP", old, t0)
+
+    def resume(d, t0):
         time.sleep(max(0.0, random.uniform(3.5, 6.0) - (time.time() - t0)))
-        old.signal(signal.SIGCONT)
+        d.signal(signal.SIGCONT)
+
+    for _ in range(3):
+        hit_leader(w, "SIGSTOP", lambda d: d.signal(signal.SIGSTOP), resume, (1.0, 3.0))
     time.sleep(3)
     stop.set()
     t.join()
@@ -1001,17 +1010,8 @@ def sc_clock_jump(w):
         say("  d1's clock jumped +2h while leading")
     else:
         w.notes.append("d1 was not leading at the jump")
-    time.sleep(4)
-    for _ in range(2):
-        old = w.leader(timeout=5)
-        if old is None:
-            w.notes.append("no single leader before a kill")
-            continue
-        t0 = time.time()
-        old.signal(signal.SIGKILL)
-        w.takeover("kill -9", old, t0)
-        old.start()
-        time.sleep(random.uniform(1.5, 3))
+    for i in range(2):
+        hit_leader(w, "kill -9", kill9, restart, (4.0, 4.0) if i == 0 else (1.5, 3.0))
     stop.set()
     t.join()
 
