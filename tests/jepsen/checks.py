@@ -228,3 +228,41 @@ def takeovers(records, bound_s):
             out.append(f"{r['fault']} of {r['leader']} ({r['skew']}): takeover after {r['took']:.2f} s"
                        f" > {bound_s:.2f} s")
     return out
+
+
+def idempotency_id(header, event):
+    """The idempotency id of a webhook: its `Idempotency-Key` header or a field of the event."""
+    for key in ("idempotency_id", "idempotency_key", "event_id", "id"):
+        if event.get(key) is not None:
+            return event[key]
+    return header
+
+
+def webhooks(hooks, journals, fenced):
+    """Transition webhooks: each announces an entry the journal has (never a write that did not
+    commit); one transition announced more than once (by two daemons, by a daemon again after
+    a restart) carries one idempotency id every time. Once fenced, every event carries the
+    epoch and an idempotency id. `hooks`: (time, daemon, Idempotency-Key header, event)."""
+    out, seen, bare = [], {}, 0
+    for _, who, header, ev in hooks:
+        if fenced and (ev.get("epoch") is None or idempotency_id(header, ev) is None):
+            bare += 1
+        if ev.get("event") != "transition":
+            continue
+        d = ev.get("details") or {}
+        m, seq = ev.get("migration"), d.get("seq")
+        entry = next((e for e in journals.get(m, []) if e["seq"] == seq), None)
+        if entry is None or entry["generation"] != d.get("generation") or \
+                rung_name(entry["to_state"], entry["to_step"]) != d.get("to"):
+            out.append(f"{m} seq {seq}: {who} announced {d.get('command')} {d.get('from')} -> {d.get('to')}, "
+                       f"which the journal does not have")
+            continue
+        seen.setdefault((m, seq), []).append((who, idempotency_id(header, ev)))
+    for (m, seq), sent in sorted(seen.items()):
+        ids = {i for _, i in sent}
+        if len(sent) > 1 and (None in ids or len(ids) > 1):
+            out.append(f"{m} seq {seq}: announced {len(sent)} times (by {', '.join(w for w, _ in sent)}) "
+                       f"without one idempotency id")
+    if bare:
+        out.append(f"{bare} events without an epoch or an idempotency id")
+    return out

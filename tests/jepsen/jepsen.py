@@ -264,6 +264,7 @@ class Source:
         self.values = dict(GREEN)
         self.delay = {}
         self.asks = []  # (real time, daemon, query, value)
+        self.hooks = []  # (real time, daemon, Idempotency-Key header, event JSON)
         self.servers = []
         self.port = free_port()
         for host in hosts:
@@ -322,7 +323,17 @@ class Source:
 
             def do_POST(self):
                 n = int(self.headers.get("content-length") or 0)
-                params = urllib.parse.parse_qs(self.rfile.read(n).decode())
+                body = self.rfile.read(n).decode(errors="replace")
+                who, _, rest = urllib.parse.urlsplit(self.path).path.strip("/").partition("/")
+                if rest == "hook":
+                    try:
+                        event = json.loads(body)
+                    except ValueError:
+                        event = {"unparsed": body[:200]}
+                    with source.lock:
+                        source.hooks.append((time.time(), who, self.headers.get("idempotency-key"), event))
+                    return self.send(200, "{}", "application/json")
+                params = urllib.parse.parse_qs(body)
                 params.update(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
                 self.answer(params)
 
@@ -368,7 +379,8 @@ class Daemon:
         host = HOST_IP if self.netns else "127.0.0.1"
         src = f"http://{host}:{self.w.source.port}/{self.name}"
         env = {**os.environ, "MIGRATE_STATE": self.w.pg.url(self.w.db, host),
-               "QM_PROM_URL": src, "QM_SCRAPE_URL": f"{src}/metrics", "MIGRATE_LOG": "info",
+               "QM_PROM_URL": src, "QM_SCRAPE_URL": f"{src}/metrics", "QM_HOOK_URL": f"{src}/hook",
+               "MIGRATE_LOG": "info",
                "MIGRATE_ACTOR": self.name}
         env.pop("MIGRATE_API_TOKEN", None)
         if self.netns:
@@ -486,6 +498,7 @@ class World:
         self.pg.sql("postgres", f"CREATE DATABASE {self.db}")
         self.source.values = dict(GREEN)
         self.source.delay = {}
+        self.source.hooks = []
         for m in self.migrations:
             self.cli(["init", self.plan(m)])
         self.pg.sql(self.db, AUDIT_SQL)
@@ -497,6 +510,8 @@ class World:
                      ("max_backoff: 2m", "max_backoff: 1s"), ("visibility_timeout: 1m", "visibility_timeout: 1s"),
                      ("max_redelivery_delay: 2m", "max_redelivery_delay: 1s")]:
             text = text.replace(a, b, 1)
+        # Every event to the suite's receiver, to check what the daemons announce.
+        text += '\nnotify:\n  webhooks:\n    - { url: "${QM_HOOK_URL}" }\n'
         path = os.path.join(self.dir, f"{name}.yaml")
         with open(path, "w") as f:
             f.write(text)
@@ -505,7 +520,8 @@ class World:
     def cli(self, args, check=True):
         env = {**os.environ, "MIGRATE_STATE": self.pg.url(self.db), "MIGRATE_ACTOR": "operator",
                "QM_PROM_URL": f"http://127.0.0.1:{self.source.port}/cli",
-               "QM_SCRAPE_URL": f"http://127.0.0.1:{self.source.port}/cli/metrics"}
+               "QM_SCRAPE_URL": f"http://127.0.0.1:{self.source.port}/cli/metrics",
+               "QM_HOOK_URL": f"http://127.0.0.1:{self.source.port}/cli/hook"}
         r = subprocess.run([self.migrate] + args, cwd=self.dir, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=60)
         if check and r.returncode:
@@ -700,6 +716,8 @@ class World:
                 checks.journal_on_db_clock(m, j, audit))
         found["no two daemons ready at once"] = checks.two_ready(self.samples)
         found["routing generations monotonic"] = checks.routing_monotonic(self.routing_samples, journals)
+        found["transition webhooks: committed, announced once per id"] = checks.webhooks(
+            self.source.hooks, journals, self.suite.audit_epochs)
         found["rounds keep running (no wedge)"] = list(self.wedged)
         found["/readyz truthful while PostgreSQL is down"] = list(self.ready_while_down)
         if self.suite.audit_epochs:
@@ -717,6 +735,7 @@ class World:
         return {"scenario": self.name, "entries": entries, "journal_by": {
                     n: sum(1 for j in journals.values() for r in j if r["actor"] == n) for n in self.daemons},
                 "holder_changes": sum(1 for c in changes if c["new"] is not None),
+                "webhooks": len(self.source.hooks),
                 "violations": {k: v for k, v in found.items() if v},
                 "takeovers": self.takeovers, "fenced_log_lines": fenced_lines, "notes": self.notes,
                 "fence_rounds": self.fence_rounds,
@@ -1148,7 +1167,7 @@ def main():
                     say(f"  ... and {len(found) - 8} more of [{check}]")
             for n in v["notes"]:
                 say(f"  note: {n}")
-            say(f"  {name}: {v['entries']} journal entries, {v['holder_changes']} lease changes, "
+            say(f"  {name}: {v['entries']} journal entries, {v['webhooks']} webhooks, {v['holder_changes']} lease changes, "
                 f"{sum(len(x) for x in v['violations'].values())} violations, fenced log lines "
                 f"{v['fenced_log_lines']}, {v['seconds']} s")
     except KeyboardInterrupt:

@@ -104,6 +104,21 @@ class Checks(unittest.TestCase):
         self.assertEqual(len(checks.takeovers([dict(ok, took=4.1)], 3.8)), 1)
         self.assertEqual(len(checks.takeovers([dict(ok, took=None, waited=12)], 3.8)), 1)
 
+    def test_webhooks(self):
+        j = {"m": good()}
+
+        def hook(who, seq, to, gen, key=None, epoch=1):
+            return (0, who, key, {"event": "transition", "migration": "m", "epoch": epoch,
+                                  "details": {"seq": seq, "to": to, "generation": gen}})
+
+        once = [hook("d1", 2, "consume_dual", 2, "k2"), hook("d2", 2, "consume_dual", 2, "k2")]
+        self.assertEqual(checks.webhooks(once, j, True), [])
+        twice = [hook("d1", 2, "consume_dual", 2), hook("d2", 2, "consume_dual", 2)]
+        self.assertEqual(len(checks.webhooks(twice, j, False)), 1)
+        self.assertEqual(len(checks.webhooks(twice, j, True)), 2)  # and no id at all
+        ghost = [hook("d1", 3, "slices[0]", 3, "k3")]  # a refused write announced
+        self.assertEqual(len(checks.webhooks(ghost, j, True)), 1)
+
     def test_ms(self):
         self.assertEqual(checks.ms(1_796_391_877_000), 1_796_391_877_000)
         self.assertEqual(checks.ms(1_796_391_877), 1_796_391_877_000)
