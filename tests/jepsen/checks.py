@@ -3,7 +3,7 @@
 Each takes what a run left behind (journal rows, the audit rows the suite's own triggers wrote,
 `lease_epochs`, the samples of `/readyz` and of the routing files, the takeovers measured) and
 returns a list of violations, each a one-line string; an empty list means the check held.
-Nothing here reads a clock, a file or the network, so `python3 -m unittest tests/jepsen/test_checks.py`
+Nothing here reads a clock, a file or the network, so `python3 -m unittest discover -s tests/jepsen -p "test_*.py"`
 exercises every check with rows made by hand (each one shown failing as well as passing).
 """
 
