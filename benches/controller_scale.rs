@@ -328,6 +328,8 @@ fn config() -> Config {
         clock: Arc::new(queue_migrate::time::now_ms),
         http: queue_migrate::daemon::http::Limits::default(),
         retain: None,
+        db_clock: queue_migrate::time::DbClock::default(),
+        max_clock_skew: std::time::Duration::from_secs(2),
     }
 }
 

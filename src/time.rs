@@ -36,6 +36,48 @@ pub type Millis = i64;
 /// A clock in ms since the epoch, shared between tasks (the demo runs the daemon on a faster one).
 pub type Clock = std::sync::Arc<dyn Fn() -> Millis + Send + Sync>;
 
+/// The database's clock as this process follows it: the database's time sampled at an instant
+/// of the monotonic clock ([`std::time::Instant`]), plus the monotonic time elapsed since. A
+/// local wall clock that is skewed, or jumps, does not bend it: what a daemon measures its lease
+/// and its gates' `observe` / `for:` on. Before its first sample it follows the wall clock.
+#[derive(Debug, Clone)]
+pub struct DbClock(std::sync::Arc<std::sync::Mutex<(Millis, std::time::Instant)>>);
+
+impl Default for DbClock {
+    fn default() -> Self {
+        DbClock(std::sync::Arc::new(std::sync::Mutex::new((
+            now_ms(),
+            std::time::Instant::now(),
+        ))))
+    }
+}
+
+impl DbClock {
+    /// Now, on the database's clock as last sampled.
+    pub fn now_ms(&self) -> Millis {
+        let (at, since) = *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        at.saturating_add(millis(since.elapsed()))
+    }
+
+    /// The database said `db_ms` no earlier than `asked` (the instant the question was sent:
+    /// the clock errs ahead by the round trip, never behind).
+    pub fn sample(&self, db_ms: Millis, asked: std::time::Instant) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (db_ms, asked);
+    }
+
+    /// As a [`Clock`].
+    pub fn clock(&self) -> Clock {
+        let me = self.clone();
+        std::sync::Arc::new(move || me.now_ms())
+    }
+}
+
 /// The wall clock, in ms since the epoch (0 if the system clock is before 1970).
 pub fn now_ms() -> Millis {
     SystemTime::now()

@@ -79,9 +79,11 @@ async fn the_backtest_makes_the_live_controllers_transitions_at_the_same_instant
     let dir = tempfile::tempdir().unwrap();
     let indicators = Indicators::start();
     let resolve = Arc::new(MapResolve::of(&indicators));
+    // A simulated clock: the journal keeps its instants (not the database's clock).
     let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
         .await
         .unwrap()
+        .with_writer_clock()
         .into();
     let path = dir.path().join("agree.yaml");
     std::fs::write(&path, PLAN).unwrap();

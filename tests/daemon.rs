@@ -382,6 +382,8 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         clock: Arc::new(|| T0 * 1000),
         http: daemon::http::Limits::default(),
         retain: None,
+        db_clock: queue_migrate::time::DbClock::default(),
+        max_clock_skew: std::time::Duration::from_secs(2),
     };
     let resolve: Arc<dyn Resolve + Send + Sync> = w.resolve.clone();
     let err = daemon::run(

@@ -278,8 +278,20 @@ async fn session<S: LeaseStore>(
     };
     // The lease was taken before the waits above (a document, the declares, the subscription),
     // each of which may have outlasted it: renew it before the first message is taken.
-    let mut lease_until = match keeper.acquire(crate::time::now_ms()).await {
-        Renewal::Held { until_ms } => until_ms,
+    // The lease is measured on the database's clock, followed by the monotonic clock between
+    // renewals: a skewed or jumping host clock neither stops the bridge early nor keeps it past
+    // its lease.
+    let clock = crate::time::DbClock::default();
+    let asked = std::time::Instant::now();
+    let (mut lease_until, epoch) = match keeper.acquire(clock.now_ms()).await {
+        Renewal::Held {
+            until_ms,
+            epoch,
+            db_now_ms,
+        } => {
+            clock.sample(db_now_ms, asked);
+            (until_ms, epoch)
+        }
         Renewal::Taken { .. } | Renewal::Unanswered => return Ended::LeaseLost,
         Renewal::Failed(e) => {
             tracing::warn!("cannot renew the lease {lease} before forwarding: {e}");
@@ -288,8 +300,7 @@ async fn session<S: LeaseStore>(
     };
     // Fires when the lease is a margin away from running out unrenewed, whatever the renewals
     // answered meanwhile (a store that fails fast extends nothing).
-    let stop_at =
-        |until: i64| tokio::time::Instant::now() + keeper.left(crate::time::now_ms(), until);
+    let stop_at = |until: i64| tokio::time::Instant::now() + keeper.left(clock.now_ms(), until);
     let expiry = tokio::time::sleep_until(stop_at(lease_until));
     tokio::pin!(expiry);
     let shared = Shared {
@@ -318,14 +329,21 @@ async fn session<S: LeaseStore>(
                 break Ended::LeaseLost;
             }
             _ = renew.tick(), if renewal.is_none() => {
-                let now = crate::time::now_ms();
+                let now = clock.now_ms();
                 let left = keeper.left(now, lease_until);
-                renewal = Some(Box::pin(async move { (now, keeper.renew(now, left).await) }));
+                let asked = std::time::Instant::now();
+                renewal = Some(Box::pin(async move { (now, asked, keeper.renew(now, left).await) }));
             }
-            (now, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
+            (now, asked, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
                 renewal = None;
                 match renewed {
-                    Renewal::Held { until_ms } => {
+                    // Another holder had it meanwhile (a new epoch): this session is over.
+                    Renewal::Held { epoch: now_epoch, .. } if now_epoch != epoch => {
+                        tracing::warn!("fenced: the lease {lease} changed hands (epoch {epoch} -> {now_epoch}): stopping");
+                        break Ended::LeaseLost;
+                    }
+                    Renewal::Held { until_ms, db_now_ms, .. } => {
+                        clock.sample(db_now_ms, asked);
                         lease_until = until_ms;
                         expiry.as_mut().reset(stop_at(lease_until));
                     }
@@ -454,7 +472,7 @@ async fn wind_down<F: Future<Output = Done>>(
 
 /// A lease renewal in flight: the instant it was asked at, and the store's answer
 /// ([`Renewal::Unanswered`] when the lease would have run out before it came).
-type Renewed = (i64, Renewal);
+type Renewed = (i64, std::time::Instant, Renewal);
 
 /// See [`Renewed`].
 type PendingRenewal<'a> = std::pin::Pin<Box<dyn Future<Output = Renewed> + Send + 'a>>;

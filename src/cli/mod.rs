@@ -321,19 +321,24 @@ impl Ctx {
 
     pub async fn store(&self) -> Result<AnyStore, CliError> {
         let url = &self.global.state;
-        crate::store::any::open(url).await.map_err(|e| match e {
-            StoreError::UnsupportedUrl(_) | StoreError::MalformedUrl { .. } => {
-                CliError::input(e.to_string())
-            }
-            e => CliError::new(
-                1,
-                format!(
-                    "cannot open the state store {}: {}",
-                    redact_url(url),
-                    crate::redact::text(&e.to_string())
+        // `--now` tells the story's time: the journal keeps it (otherwise the database's clock).
+        let simulated = self.global.now.is_some();
+        crate::store::any::open(url)
+            .await
+            .map(|s| if simulated { s.with_writer_clock() } else { s })
+            .map_err(|e| match e {
+                StoreError::UnsupportedUrl(_) | StoreError::MalformedUrl { .. } => {
+                    CliError::input(e.to_string())
+                }
+                e => CliError::new(
+                    1,
+                    format!(
+                        "cannot open the state store {}: {}",
+                        redact_url(url),
+                        crate::redact::text(&e.to_string())
+                    ),
                 ),
-            ),
-        })
+            })
     }
 
     /// The state store, which must exist: commands that read or move a migration do not create

@@ -13,6 +13,7 @@ use crate::daemon::http::Limits;
 use crate::daemon::{self, Config};
 use crate::indicators::fetch::QUERIES_PER_REQUEST;
 use crate::plan::SystemResolve;
+use crate::store::postgres::SessionLimits;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -76,6 +77,21 @@ pub struct RunArgs {
     /// still reads: docs/operations.md); `off` keeps everything.
     #[arg(long, value_name = "DURATION|off", default_value = "14d", value_parser = retention)]
     pub retain: Retention,
+    /// Warn (at start, and whenever it changes) when this host's clock differs from the
+    /// database's by more than this; leases and gates run on the database's clock regardless.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub max_clock_skew: Duration,
+    /// PostgreSQL: how long a statement of this daemon waits for a row lock (`lock_timeout`)
+    /// before its round skips that migration.
+    #[arg(long, default_value = "2s", value_parser = nonzero_duration("a zero lock timeout would wait forever"))]
+    pub db_lock_timeout: Duration,
+    /// PostgreSQL: the longest statement of this daemon (`statement_timeout`).
+    #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero statement timeout would wait forever"))]
+    pub db_statement_timeout: Duration,
+    /// PostgreSQL: how long a session of this daemon may sit idle inside a transaction before
+    /// the server ends it and frees its locks (`idle_in_transaction_session_timeout`).
+    #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero idle timeout would wait forever"))]
+    pub db_idle_in_transaction_timeout: Duration,
 }
 
 /// The HTTP limits of `args`, the connection cap fitted to this process's open-files limit.
@@ -158,6 +174,29 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         )));
     }
     let store = ctx.store().await?;
+    let store = store
+        .with_session_limits(&SessionLimits {
+            lock_timeout: args.db_lock_timeout,
+            statement_timeout: args.db_statement_timeout,
+            idle_in_transaction_timeout: args.db_idle_in_transaction_timeout,
+        })
+        .await
+        .map_err(|e| {
+            CliError::new(
+                1,
+                format!(
+                    "cannot open the state store: {}",
+                    crate::redact::text(&e.to_string())
+                ),
+            )
+        })?;
+    if ctx.global.source_timeout >= args.lease_ttl {
+        tracing::warn!(
+            "--source-timeout {} is not below --lease-ttl {}: a round that waits that long on a source may find its lease gone, and its decision is then refused (fenced), never committed",
+            crate::time::human(ctx.global.source_timeout),
+            crate::time::human(args.lease_ttl)
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::new(1, format!("cannot listen on {}: {e}", args.listen)))?;
@@ -171,12 +210,14 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         format!("daemon@{host}:{}", std::process::id())
     });
     let now = ctx.global.now.clone();
+    let db_clock = crate::time::DbClock::default();
     let clock: daemon::Clock = match now {
         Some(_) => {
             let fixed = ctx.now_ms()?;
             Arc::new(move || fixed)
         }
-        None => Arc::new(crate::time::now_ms),
+        // Gates measure `observe` and `for:` on the database's clock, as the store stamps.
+        None => db_clock.clock(),
     };
     let config = Config {
         interval: args.interval,
@@ -194,6 +235,8 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
             Retention::Keep(d) => Some(d),
             Retention::Forever => None,
         },
+        db_clock,
+        max_clock_skew: args.max_clock_skew,
     };
     daemon::check_listener(addr, &config).map_err(|e| CliError::input(e.to_string()))?;
     eprintln!(

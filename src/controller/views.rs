@@ -45,6 +45,8 @@ pub struct EntryView {
     pub reason: Option<String>,
     pub forced: bool,
     pub generation: i64,
+    /// The lease epoch the entry was written under (`null`: written without a lease).
+    pub epoch: Option<i64>,
     pub evidence: serde_json::Value,
 }
 
@@ -62,6 +64,7 @@ impl EntryView {
             reason: e.reason.clone(),
             forced: e.forced,
             generation: e.generation,
+            epoch: e.epoch,
             evidence: e.evidence.clone(),
         }
     }

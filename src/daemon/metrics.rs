@@ -22,6 +22,14 @@ struct Inner {
     tick_seconds_sum: f64,
     tick_seconds_max: f64,
     leader: bool,
+    /// The lease epoch this daemon holds (0: none).
+    lease_epoch: i64,
+    /// Local clock minus the database's, sampled at the last lease renewal.
+    clock_skew_seconds: f64,
+    /// Writes refused by the fence (see [`crate::store::fence`]).
+    fenced_writes: u64,
+    /// Migrations a round skipped because it could not take their lock, by migration.
+    lock_skips: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -120,6 +128,26 @@ impl Metrics {
         self.with(|m| m.leader = leader);
     }
 
+    /// The epoch of the lease held (0: none) and the clock skew measured at its renewal.
+    pub fn lease(&self, epoch: i64, skew_seconds: Option<f64>) {
+        self.with(|m| {
+            m.lease_epoch = epoch;
+            if let Some(skew) = skew_seconds {
+                m.clock_skew_seconds = skew;
+            }
+        });
+    }
+
+    /// The writes the fence refused so far.
+    pub fn fenced(&self, total: u64) {
+        self.with(|m| m.fenced_writes = total);
+    }
+
+    /// A round skipped `migration`: its lock was held by another session.
+    pub fn lock_skipped(&self, migration: &str) {
+        self.with(|m| *m.lock_skips.entry(migration.to_string()).or_default() += 1);
+    }
+
     pub fn routing(&self, doc: &RoutingDocument) {
         self.with(|m| {
             let g = m.migrations.entry(doc.migration.clone()).or_default();
@@ -202,6 +230,51 @@ fn render(m: &Inner) -> String {
         "1 when this controller holds the lease and acts.",
     );
     sample(out, "queue_migrate_leader", &[], u8::from(m.leader));
+    family(
+        out,
+        "queue_migrate_lease_epoch",
+        Kind::Gauge,
+        "The epoch of the lease this controller holds (0 if none).",
+    );
+    sample(out, "queue_migrate_lease_epoch", &[], m.lease_epoch);
+    family(
+        out,
+        "queue_migrate_clock_skew_seconds",
+        Kind::Gauge,
+        "This host's clock minus the database's, sampled at lease renewal.",
+    );
+    sample(
+        out,
+        "queue_migrate_clock_skew_seconds",
+        &[],
+        m.clock_skew_seconds,
+    );
+    family(
+        out,
+        "queue_migrate_fenced_writes_total",
+        Kind::Counter,
+        "Writes refused and rolled back because the lease was no longer held with their epoch.",
+    );
+    sample(
+        out,
+        "queue_migrate_fenced_writes_total",
+        &[],
+        m.fenced_writes,
+    );
+    family(
+        out,
+        "queue_migrate_round_lock_skips_total",
+        Kind::Counter,
+        "Migrations a round skipped because another session held their lock.",
+    );
+    for (name, n) in &m.lock_skips {
+        sample(
+            out,
+            "queue_migrate_round_lock_skips_total",
+            &[("migration", name.as_str())],
+            *n,
+        );
+    }
     family(
         out,
         "queue_migrate_ticks_total",

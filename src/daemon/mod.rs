@@ -36,6 +36,7 @@ use tokio::sync::watch;
 
 use crate::controller::round::RoundBatch;
 use crate::plan::Resolve;
+use crate::store::fence::{self, FenceCell};
 use crate::store::lease_keeper::Renewal;
 use crate::store::{Fleet, Store};
 pub use shared::{Clock, Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, read_whole_fleet};
@@ -66,6 +67,8 @@ pub async fn run<S: Store + Clone + 'static>(
 ) -> Result<(), DaemonError> {
     let addr = listener.local_addr().map_err(DaemonError::Listener)?;
     check_listener(addr, &config)?;
+    // Every write this daemon makes proves the lease it holds (see crate::store::fence).
+    let store = store.fenced(FenceCell::armed(LEASE, &config.holder));
     let shared = Shared::new(store, config.clone(), resolve)?;
     shared.watch_once().await;
 
@@ -154,20 +157,34 @@ pub async fn run<S: Store + Clone + 'static>(
 /// Renew (or take) the lease and note until when it is ours. A store that does not answer
 /// within a third of the lease period is a failed renewal (the next one is due then).
 async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
-    let now = crate::time::now_ms();
+    let clock = &shared.config.db_clock;
+    let asked = std::time::Instant::now();
+    let wall = crate::time::now_ms();
+    let now = clock.now_ms();
     let keeper = shared.lease_keeper();
     let had = shared.lease_until.load(Ordering::SeqCst) > now;
     match keeper.renew(now, keeper.renew_every()).await {
-        Renewal::Held { until_ms } => {
-            shared.store_ok_at.store(now, Ordering::SeqCst);
-            if !had {
-                tracing::info!(holder = %shared.config.holder, "holding the lease: this controller acts");
+        Renewal::Held {
+            until_ms,
+            epoch,
+            db_now_ms,
+        } => {
+            clock.sample(db_now_ms, asked);
+            shared.store_ok_at.store(db_now_ms, Ordering::SeqCst);
+            let before = shared.store.fence().epoch();
+            shared.store.fence().set_epoch(Some(epoch));
+            if !had || before != Some(epoch) {
+                tracing::info!(holder = %shared.config.holder, epoch, "holding the lease: this controller acts");
             }
+            shared.note_skew(wall - db_now_ms);
+            shared.metrics.lease(epoch, None);
             shared.lease_until.store(until_ms, Ordering::SeqCst);
             shared.say_leading(None);
         }
         Renewal::Taken { holder } => {
             shared.store_ok_at.store(now, Ordering::SeqCst);
+            shared.store.fence().set_epoch(None);
+            shared.metrics.lease(0, None);
             shared.lease_until.store(0, Ordering::SeqCst);
             shared.say_leading(Some(&format!("{holder} holds it")));
             // Another daemon owns the migrations now: its probes, not ours.
@@ -198,7 +215,7 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let until = shared
         .lease_keeper()
         .acts_until(shared.lease_until.load(Ordering::SeqCst));
-    let wait = until.saturating_sub(crate::time::now_ms());
+    let wait = until.saturating_sub(shared.config.db_clock.now_ms());
     if let Ok(wait) = u64::try_from(wait) {
         tokio::time::sleep(Duration::from_millis(wait + 1)).await;
     }
@@ -228,6 +245,14 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// its journal entry; if that last commit fails, the next round goes on from the memory of the
 /// round before.
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
+    // Every write of the round proves the epoch it started under.
+    let epoch = shared.store.fence().epoch();
+    fence::in_round(epoch, round(shared)).await;
+    shared.metrics.fenced(shared.store.fence().refused());
+}
+
+/// The round of [`tick_all`].
+async fn round<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let Fleet {
         records,
         mut memory,

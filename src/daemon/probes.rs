@@ -525,6 +525,8 @@ mod tests {
             clock,
             http: crate::daemon::http::Limits::default(),
             retain: None,
+            db_clock: crate::time::DbClock::default(),
+            max_clock_skew: std::time::Duration::from_secs(2),
         };
         let mut shared =
             Shared::new(store, config, Arc::new(crate::plan::LoopbackResolve)).unwrap();

@@ -118,6 +118,8 @@ mod tests {
             // Ten minutes after the rows, with a one-minute retention.
             clock: Arc::new(|| 600_000),
             retain: Some(Duration::from_secs(60)),
+            db_clock: crate::time::DbClock::default(),
+            max_clock_skew: std::time::Duration::from_secs(2),
         };
         let shared: Arc<Shared<AnyStore>> =
             Shared::new(store.clone(), config, Arc::new(crate::plan::SystemResolve)).unwrap();

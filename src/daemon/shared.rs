@@ -54,6 +54,12 @@ pub struct Config {
     /// Delete what is older than this, in batches after the leader's rounds ([`retention`]);
     /// `None`: keep everything.
     pub retain: Option<Duration>,
+    /// The database's clock as this daemon follows it (sampled at every lease renewal): what
+    /// the lease is measured on, and the gates when `clock` reads it.
+    pub db_clock: crate::time::DbClock,
+    /// A local clock further than this from the database's is warned about (at start and when
+    /// that changes) .
+    pub max_clock_skew: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -107,9 +113,11 @@ pub struct Shared<S: Store> {
     pub config: Config,
     /// Set by a caller that drives ticks itself and has no lease (the demo).
     pub leader: AtomicBool,
-    /// Until when (wall clock, ms) this daemon's lease is valid; 0 when it holds none.
+    /// Until when (the database's clock, ms) this daemon's lease is valid; 0 when it holds none.
     pub(super) lease_until: AtomicI64,
-    /// When (wall clock, ms) the store last answered a lease renewal; 0 never.
+    /// Whether the local clock was last said to be too far from the database's.
+    pub(super) said_skewed: AtomicBool,
+    /// When (the database's clock, ms) the store last answered a lease renewal; 0 never.
     pub(super) store_ok_at: AtomicI64,
     /// Whether this daemon last said (log, metric) that it leads.
     pub(super) said_leading: AtomicBool,
@@ -162,6 +170,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             leader: AtomicBool::new(false),
             lease_until: AtomicI64::new(0),
             store_ok_at: AtomicI64::new(0),
+            said_skewed: AtomicBool::new(false),
             said_leading: AtomicBool::new(false),
             long_polls: Arc::new(tokio::sync::Semaphore::new(long_polls)),
             load_errors: Mutex::new(HashMap::new()),
@@ -209,7 +218,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             return true;
         }
         self.lease_keeper().acts(
-            crate::time::now_ms(),
+            self.config.db_clock.now_ms(),
             self.lease_until.load(Ordering::SeqCst),
         )
     }
@@ -363,11 +372,39 @@ impl<S: Store + Clone + 'static> Shared<S> {
             .cloned()
     }
 
+    /// Note the local clock's skew from the database's (`skew_ms`, local minus database), as
+    /// a renewal measured it: in `/metrics`, and warned about when it passes the bound (at
+    /// start and whenever that changes).
+    pub(super) fn note_skew(&self, skew_ms: i64) {
+        #[allow(clippy::cast_precision_loss)]
+        let seconds = skew_ms as f64 / 1000.0;
+        let epoch = self.store.fence().epoch().unwrap_or(0);
+        self.metrics.lease(epoch, Some(seconds));
+        let bound = crate::time::millis(self.config.max_clock_skew);
+        let skewed = skew_ms.abs() > bound;
+        if self.said_skewed.swap(skewed, Ordering::SeqCst) != skewed {
+            if skewed {
+                tracing::warn!(
+                    skew_seconds = seconds,
+                    "this host's clock differs from the database's by {seconds:.1} s (more than \
+                     --max-clock-skew {}): leases and gates run on the database's clock, but \
+                     fix the host's clock (NTP)",
+                    crate::time::human(self.config.max_clock_skew)
+                );
+            } else {
+                tracing::info!(
+                    skew_seconds = seconds,
+                    "this host's clock agrees with the database's again"
+                );
+            }
+        }
+    }
+
     /// Whether the store answered a lease renewal within the last lease period.
     pub fn store_works(&self) -> bool {
         let at = self.store_ok_at.load(Ordering::SeqCst);
         let ttl = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-        at > 0 && crate::time::now_ms() - at <= ttl
+        at > 0 && self.config.db_clock.now_ms() - at <= ttl
     }
 
     /// Say (log, metric) whether this daemon leads now, when that changed: `lost the lease` as

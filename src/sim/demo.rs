@@ -182,6 +182,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
 
     let store: AnyStore = SqliteStore::open(&opts.dir.join("state.db").display().to_string())
         .await?
+        .with_writer_clock()
         .into();
     let clock = Arc::new(AtomicI64::new(START_MS));
     let c2 = clock.clone();
@@ -198,6 +199,8 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         clock: Arc::new(move || c2.load(Ordering::SeqCst)),
         http: crate::daemon::http::Limits::default(),
         retain: None,
+        db_clock: crate::time::DbClock::default(),
+        max_clock_skew: std::time::Duration::from_secs(2),
     };
     let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve.clone())?;
     shared.leader.store(true, Ordering::SeqCst);

@@ -54,6 +54,31 @@ pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
 }
 
 impl AnyStore {
+    /// This store, stamping the journal with the writer's instants (a simulated clock: the demo,
+    /// `--now`) instead of the database's clock.
+    #[must_use]
+    pub fn with_writer_clock(self) -> AnyStore {
+        match self {
+            AnyStore::Sqlite(s) => AnyStore::Sqlite(s.with_writer_clock()),
+            AnyStore::Postgres(s) => AnyStore::Postgres(s.with_writer_clock()),
+        }
+    }
+
+    /// This store with a daemon's session limits (PostgreSQL; SQLite has no other session to
+    /// wait for but its own file's lock, bounded by its busy timeout).
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn with_session_limits(
+        self,
+        limits: &super::postgres::SessionLimits,
+    ) -> Result<AnyStore> {
+        match self {
+            AnyStore::Postgres(s) => Ok(AnyStore::Postgres(s.with_session_limits(limits).await?)),
+            sqlite => Ok(sqlite),
+        }
+    }
+
     /// The backend's name: `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
         match self {
@@ -205,6 +230,20 @@ impl Store for AnyStore {
 
     async fn dlq_decisions(&self) -> Result<Vec<Disposition>> {
         delegate!(self, s => s.dlq_decisions())
+    }
+
+    fn fenced(&self, cell: super::fence::FenceCell) -> AnyStore {
+        match self {
+            AnyStore::Sqlite(s) => AnyStore::Sqlite(s.fenced(cell)),
+            AnyStore::Postgres(s) => AnyStore::Postgres(s.fenced(cell)),
+        }
+    }
+
+    fn fence(&self) -> super::fence::FenceCell {
+        match self {
+            AnyStore::Sqlite(s) => s.fence(),
+            AnyStore::Postgres(s) => s.fence(),
+        }
     }
 }
 

@@ -17,8 +17,9 @@
 //! - A renewal that finds another holder is [`Renewal::Taken`]: the caller stops at once. A failed
 //!   renewal ([`Renewal::Failed`], [`Renewal::Unanswered`]) extends nothing: the caller keeps
 //!   acting only on the lease it already holds.
-//! - No wall clock is read here: callers pass the instant `now_ms` (ms since the epoch); only
-//!   tokio's clock bounds a renewal.
+//! - No wall clock is read here: callers pass the instant `now_ms` (ms since the epoch, on the
+//!   database's clock as they follow it: [`crate::time::DbClock`]); only tokio's clock bounds a
+//!   renewal. SQL stores take, renew and expire leases on the database's clock in the statement.
 
 use std::future::Future;
 use std::time::Duration;
@@ -66,10 +67,14 @@ impl<S: Store> LeaseStore for S {
 /// What asking for the lease answered.
 #[derive(Debug)]
 pub enum Renewal {
-    /// The lease is this holder's until `until_ms` (wall clock, ms).
+    /// The lease is this holder's until `until_ms` (the database's clock, ms).
     Held {
         /// When the lease runs out unless renewed.
         until_ms: i64,
+        /// The lease's epoch (raised on every change of holder).
+        epoch: i64,
+        /// The database's clock when it answered.
+        db_now_ms: i64,
     },
     /// Another holder has it: stop acting at once.
     Taken {
@@ -179,6 +184,8 @@ impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
         match answer {
             Ok(l) if l.holder == self.holder => Renewal::Held {
                 until_ms: l.expires_at_ms,
+                epoch: l.epoch,
+                db_now_ms: l.db_now_ms,
             },
             Ok(l) => Renewal::Taken { holder: l.holder },
             Err(e) => Renewal::Failed(e),
@@ -218,6 +225,8 @@ mod tests {
                     let l = Lease {
                         holder: holder.to_string(),
                         expires_at_ms: now_ms + ttl_ms,
+                        epoch: 1,
+                        db_now_ms: now_ms,
                     };
                     *held = Some(l.clone());
                     Ok(l)
@@ -258,7 +267,10 @@ mod tests {
         let b = LeaseKeeper::new(&store, "l", "b", TTL);
         assert!(matches!(
             a.acquire(1_000).await,
-            Renewal::Held { until_ms: 16_000 }
+            Renewal::Held {
+                until_ms: 16_000,
+                ..
+            }
         ));
         match b.renew(2_000, a.renew_every()).await {
             Renewal::Taken { holder } => assert_eq!(holder, "a"),
@@ -266,13 +278,19 @@ mod tests {
         }
         assert!(matches!(
             a.renew(6_000, a.renew_every()).await,
-            Renewal::Held { until_ms: 21_000 }
+            Renewal::Held {
+                until_ms: 21_000,
+                ..
+            }
         ));
         // Given back: the standby takes it at once.
         a.release().await.unwrap();
         assert!(matches!(
             b.acquire(7_000).await,
-            Renewal::Held { until_ms: 22_000 }
+            Renewal::Held {
+                until_ms: 22_000,
+                ..
+            }
         ));
     }
 

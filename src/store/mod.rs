@@ -19,6 +19,7 @@ pub mod any;
 pub mod dispositions;
 mod dispositions_postgres;
 mod dispositions_sqlite;
+pub mod fence;
 pub mod lease_keeper;
 mod memory;
 pub mod postgres;
@@ -80,6 +81,17 @@ pub enum StoreError {
         "this build links SQLite {0}; the state store needs 3.38 or newer, with its JSON functions; build with sqlx's bundled SQLite (the default: do not set LIBSQLITE3_SYS_USE_PKG_CONFIG)"
     )]
     SqliteTooOld(String),
+    /// A write made as the holder of a lease that it no longer holds with the epoch the write
+    /// was made under (another holder took it, or it expired on the database's clock): rolled
+    /// back, nothing committed (see [`fence`]).
+    #[error(
+        "fenced: the write was refused and rolled back: {holder:?} no longer holds the lease {lease:?} with epoch {epoch} (another controller took it, or it expired)"
+    )]
+    Fenced {
+        lease: String,
+        holder: String,
+        epoch: String,
+    },
     /// The database itself failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -147,6 +159,9 @@ pub struct JournalEntry {
     /// The gate readings that justified the transition.
     pub evidence: serde_json::Value,
     pub generation: i64,
+    /// The lease epoch the entry was written under (`None`: written without a lease, as by the
+    /// CLI).
+    pub epoch: Option<i64>,
 }
 
 /// A transition to commit.
@@ -360,11 +375,16 @@ pub struct Fleet {
 /// (`require_peak` and `require_deploy` are exit gates of those names).
 pub type GateKey<'a> = (&'a str, &'a str);
 
-/// Who holds a lease, until when.
+/// Who holds a lease, until when, with which epoch, as of the database's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     pub holder: String,
+    /// When it runs out unless renewed (the database's clock).
     pub expires_at_ms: i64,
+    /// Raised on every change of holder; a renewal by the same holder keeps it.
+    pub epoch: i64,
+    /// The database's clock when the lease was read (what the holder measures its skew by).
+    pub db_now_ms: i64,
 }
 
 /// One journal row, as every backend appends it (`create`, `commit`, `replace_plan`).
@@ -381,6 +401,8 @@ pub(crate) struct JournalRow<'a> {
     pub forced: bool,
     pub evidence: String,
     pub generation: i64,
+    /// The lease epoch it is written under (set by the backend from its fence).
+    pub epoch: Option<i64>,
 }
 
 impl<'a> JournalRow<'a> {
@@ -402,6 +424,7 @@ impl<'a> JournalRow<'a> {
             forced: false,
             evidence: serde_json::json!({ "plan_hash": new.plan_hash }).to_string(),
             generation: 1,
+            epoch: None,
         }
     }
 
@@ -425,6 +448,7 @@ impl<'a> JournalRow<'a> {
             forced: c.forced,
             evidence: c.evidence.to_string(),
             generation,
+            epoch: None,
         }
     }
 
@@ -448,6 +472,7 @@ impl<'a> JournalRow<'a> {
             forced: false,
             evidence: r.evidence.to_string(),
             generation,
+            epoch: None,
         }
     }
 }
@@ -590,8 +615,11 @@ pub trait Store: Send + Sync {
     /// commits or a migration is added, which lets a watcher poll often and read
     /// [`Store::generations`] only when something moved.
     fn generations_mark(&self) -> impl Future<Output = Result<(i64, i64)>> + Send;
-    /// Take or renew the lease `lease` for `holder` until `now_ms + ttl_ms`, unless another holder
-    /// has it unexpired; returns who holds it now.
+    /// Take or renew the lease `lease` for `holder` for `ttl_ms`, unless another holder has it
+    /// unexpired; returns who holds it now, with its epoch. SQL stores compare and extend on the
+    /// DATABASE's clock in the statement (`now_ms`, the caller's clock, is ignored: a skewed
+    /// daemon can neither take a live lease nor keep one past its time); a change of holder
+    /// raises the epoch and records the acquisition in `lease_epochs`.
     fn acquire_lease(
         &self,
         lease: &str,
@@ -599,8 +627,22 @@ pub trait Store: Send + Sync {
         now_ms: i64,
         ttl_ms: i64,
     ) -> impl Future<Output = Result<Lease>> + Send;
-    /// Give the lease up (only if `holder` has it), so that a standby takes over at once.
+    /// Give the lease up (only if `holder` has it), so that a standby takes over at once. The
+    /// row stays (expired), so that the epoch never goes back.
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;
+    /// This store with its writes fenced by `cell` (see [`fence`]): what a daemon acts through.
+    /// A backend without fencing answers itself unfenced.
+    fn fenced(&self, cell: fence::FenceCell) -> Self
+    where
+        Self: Sized + Clone,
+    {
+        let _ = cell;
+        self.clone()
+    }
+    /// The fence of this store's writes (unarmed for a store that is not [`Store::fenced`]).
+    fn fence(&self) -> fence::FenceCell {
+        fence::FenceCell::default()
+    }
     /// The dead-letter decisions recorded in this store (oldest first), for the drain gate
     /// (what [`dispositions::DispositionStore::list`] answers). No default: a backend that
     /// answered "none" would hold the drain gate on groups the team closed.

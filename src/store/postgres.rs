@@ -14,6 +14,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
+use super::fence::{self, FenceCell};
 use super::retention::{Prune, Pruned};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
@@ -69,18 +70,107 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../migrations/postgres/0009_retention.sql"),
     ),
+    (
+        10,
+        "lease epochs",
+        include_str!("../../migrations/postgres/0010_lease_epochs.sql"),
+    ),
 ];
+
+/// What a daemon's sessions may wait for, so that a session of an ex-leader (paused,
+/// partitioned) holding a lock can block the leader only for a while (issue 42: no wedge).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// `lock_timeout`: the longest wait for a lock.
+    pub lock_timeout: std::time::Duration,
+    /// `statement_timeout`: the longest statement.
+    pub statement_timeout: std::time::Duration,
+    /// `idle_in_transaction_session_timeout`: the server ends a session idle that long in a
+    /// transaction, rolling it back and freeing its locks.
+    pub idle_in_transaction_timeout: std::time::Duration,
+}
+
+impl SessionLimits {
+    /// The session settings, with the server's TCP keepalives (a client gone away is noticed
+    /// after about 10 s + 3 × 5 s, and its session and locks go with it).
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        let ms = |d: std::time::Duration| d.as_millis().to_string();
+        vec![
+            ("lock_timeout", ms(self.lock_timeout)),
+            ("statement_timeout", ms(self.statement_timeout)),
+            (
+                "idle_in_transaction_session_timeout",
+                ms(self.idle_in_transaction_timeout),
+            ),
+            ("tcp_keepalives_idle", "10".into()),
+            ("tcp_keepalives_interval", "5".into()),
+            ("tcp_keepalives_count", "3".into()),
+        ]
+    }
+}
+
+/// Whether `e` is PostgreSQL's "lock not available" (`lock_timeout` ran out: SQLSTATE 55P03).
+pub fn is_lock_timeout(e: &StoreError) -> bool {
+    match e {
+        StoreError::Database(sqlx::Error::Database(d)) => d.code().as_deref() == Some("55P03"),
+        _ => false,
+    }
+}
 
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The fence of its writes ([`Store::fenced`]).
+    fence: FenceCell,
+    /// Journal times from the writer (`--now`), not the database.
+    writer_clock: bool,
 }
 
 impl PgStore {
     /// The connection pool (for modules that keep their own tables in the same store).
     pub(crate) fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// This store, its sessions opened again with `limits` (a daemon's: see [`SessionLimits`]).
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn with_session_limits(self, limits: &SessionLimits) -> Result<PgStore> {
+        let options = (*self.pool.connect_options())
+            .clone()
+            .options(limits.settings());
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        self.pool.close().await;
+        Ok(PgStore { pool, ..self })
+    }
+
+    /// This store, stamping the journal with the writer's instants instead of the database's
+    /// clock: for a simulated clock (`--now`), whose instants are the story's.
+    #[must_use]
+    pub fn with_writer_clock(mut self) -> PgStore {
+        self.writer_clock = true;
+        self
+    }
+
+    /// The database's clock now, in ms since the epoch.
+    async fn db_now(conn: &mut PgConnection) -> Result<i64> {
+        Ok(sqlx::query_scalar(fence::SELECT_NOW_PG)
+            .fetch_one(conn)
+            .await?)
+    }
+
+    /// The instant a journal entry written now carries: the database's, unless the writer's.
+    async fn journal_at(&self, conn: &mut PgConnection, writer_ms: i64) -> Result<i64> {
+        if self.writer_clock {
+            Ok(writer_ms)
+        } else {
+            Self::db_now(conn).await
+        }
     }
 
     /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`
@@ -132,7 +222,11 @@ impl PgStore {
             .collect();
         // Takes an advisory lock: stores opening at once apply the schema once.
         Migrator::with_migrations(migrations).run(&pool).await?;
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            pool,
+            fence: FenceCell::default(),
+            writer_clock: false,
+        })
     }
 }
 
@@ -174,6 +268,7 @@ fn journal_row(row: &PgRow) -> Result<JournalEntry> {
         evidence: serde_json::from_str(&evidence)
             .map_err(|e| StoreError::Corrupt(format!("journal evidence: {e}")))?,
         generation: row.try_get("generation")?,
+        epoch: row.try_get("epoch")?,
     })
 }
 
@@ -198,9 +293,16 @@ fn gate_row(row: &PgRow) -> Result<GateRecord> {
     })
 }
 
+/// A journal row (its epoch, `$16`, NULL when written without a lease).
 const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, from_state, \
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
-     generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+     generation, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+     $15, $16)";
+/// [`INSERT_JOURNAL`] of a row written without a lease (the column left NULL: a store whose
+/// schema predates epochs takes it too).
+const INSERT_JOURNAL_NO_EPOCH: &str = "INSERT INTO journal (migration, seq, at, command, \
+     from_state, from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, \
+     evidence, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 
 /// The migration `name` read for a write, if it is still at version `expected` (a conflict
 /// naming the version it is at otherwise). `FOR UPDATE`: a concurrent writer waits here until this transaction is done, then reads the
@@ -246,7 +348,12 @@ async fn stale_memory(
 
 /// Append `j` to the journal, inside the caller's transaction.
 async fn insert_journal(conn: &mut PgConnection, j: &JournalRow<'_>) -> Result<()> {
-    sqlx::query(INSERT_JOURNAL)
+    let sql = if j.epoch.is_some() {
+        INSERT_JOURNAL
+    } else {
+        INSERT_JOURNAL_NO_EPOCH
+    };
+    let q = sqlx::query(sql)
         .bind(j.name)
         .bind(j.seq)
         .bind(j.at_ms)
@@ -261,9 +368,12 @@ async fn insert_journal(conn: &mut PgConnection, j: &JournalRow<'_>) -> Result<(
         .bind(j.reason.as_deref())
         .bind(j.forced)
         .bind(&j.evidence)
-        .bind(j.generation)
-        .execute(conn)
-        .await?;
+        .bind(j.generation);
+    let q = match j.epoch {
+        Some(epoch) => q.bind(epoch),
+        None => q,
+    };
+    q.execute(conn).await?;
     Ok(())
 }
 
@@ -317,6 +427,15 @@ async fn insert_points(conn: &mut PgConnection, sources: &[SourceRows<'_>]) -> R
 const PRUNE_SCRAPES: &str = "DELETE FROM scrapes t \
      USING UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS k(migration, source, keep_from) \
      WHERE t.migration = k.migration AND t.source = k.source AND t.at < k.keep_from";
+
+/// Take or renew a lease (`$1` name, `$2` holder, `$3` until, `$4` the database's now): a new
+/// holder's epoch is one above both the row's and every epoch the lease ever had.
+const ACQUIRE_LEASE: &str = "INSERT INTO leases (name, holder, expires_at, epoch) \
+     VALUES ($1, $2, $3, COALESCE((SELECT MAX(epoch) FROM lease_epochs WHERE lease = $1), 0) + 1) \
+     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
+     epoch = CASE WHEN leases.holder = excluded.holder THEN leases.epoch \
+     ELSE GREATEST(leases.epoch + 1, excluded.epoch) END \
+     WHERE leases.holder = excluded.holder OR leases.expires_at <= $4";
 
 /// The memory of every gate of a migration in one step, oldest evaluation first.
 pub(super) const LATEST_EVALUATIONS: &str = r#"SELECT * FROM gate_memory WHERE migration = $1
@@ -435,7 +554,9 @@ impl Store for PgStore {
         .await?
         .ok_or_else(|| StoreError::AlreadyExists(new.name.clone()))?;
         let record = migration_row(&row)?;
-        insert_journal(&mut tx, &JournalRow::of_init(new)).await?;
+        let mut row = JournalRow::of_init(new);
+        row.at_ms = self.journal_at(&mut tx, new.now_ms).await?;
+        insert_journal(&mut tx, &row).await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -480,6 +601,7 @@ impl Store for PgStore {
     }
 
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
+        let fence = self.fence.demand("a transition")?;
         let mut tx = self.pool.begin().await?;
         let current = current_at(&mut tx, name, c.expected_version).await?;
         if let Some(stale) = stale_memory(&mut tx, name, current.entered_at_ms, c).await? {
@@ -515,16 +637,17 @@ impl Store for PgStore {
         .await?
         .ok_or_else(conflict)?;
         let record = migration_row(&updated)?;
-        insert_journal(
-            &mut tx,
-            &JournalRow::of_commit(name, c, current.snapshot(), version, generation),
-        )
-        .await?;
+        let mut row = JournalRow::of_commit(name, c, current.snapshot(), version, generation);
+        row.at_ms = self.journal_at(&mut tx, c.at_ms).await?;
+        row.epoch = fence.as_ref().map(|f| f.epoch);
+        insert_journal(&mut tx, &row).await?;
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a transition").await?;
         tx.commit().await?;
         Ok(record)
     }
 
     async fn replace_plan(&self, name: &str, r: &PlanReplace) -> Result<MigrationRecord> {
+        let fence = self.fence.demand("a plan apply")?;
         let mut tx = self.pool.begin().await?;
         let current = current_at(&mut tx, name, r.expected_version).await?;
         let conflict = || StoreError::Conflict {
@@ -567,11 +690,11 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
         }
-        insert_journal(
-            &mut tx,
-            &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),
-        )
-        .await?;
+        let mut row = JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation);
+        row.at_ms = self.journal_at(&mut tx, r.at_ms).await?;
+        row.epoch = fence.as_ref().map(|f| f.epoch);
+        insert_journal(&mut tx, &row).await?;
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a plan apply").await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -588,9 +711,12 @@ impl Store for PgStore {
     }
 
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
+        let what = "a round's evaluations";
+        let fence = self.fence.demand(what)?;
         let mut tx = self.pool.begin().await?;
         insert_evaluations(&mut tx, rounds).await?;
         insert_points(&mut tx, &SourceRows::of(rounds)).await?;
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), what).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -626,6 +752,8 @@ impl Store for PgStore {
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        let fence = self.fence.demand("a publish mark")?;
+        let mut tx = self.pool.begin().await?;
         // An error noted for a newer generation still holds: only older ones are cleared.
         sqlx::query(
             "UPDATE migrations SET published_generation = GREATEST(published_generation, $1), \
@@ -637,12 +765,16 @@ impl Store for PgStore {
         )
         .bind(generation)
         .bind(name)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a publish mark").await?;
+        tx.commit().await?;
         Ok(())
     }
 
     async fn note_publish_error(&self, name: &str, generation: i64, error: &str) -> Result<()> {
+        let fence = self.fence.demand("a publish error")?;
+        let mut tx = self.pool.begin().await?;
         // Not when this generation or a newer one was published since, nor over the error of a
         // newer generation.
         sqlx::query(
@@ -653,8 +785,10 @@ impl Store for PgStore {
         .bind(error)
         .bind(generation)
         .bind(name)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a publish error").await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -679,40 +813,63 @@ impl Store for PgStore {
         &self,
         lease: &str,
         holder: &str,
-        now_ms: i64,
+        _now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Lease> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
-             expires_at = excluded.expires_at \
-             WHERE leases.holder = excluded.holder OR leases.expires_at < $4",
-        )
-        .bind(lease)
-        .bind(holder)
-        .bind(now_ms.saturating_add(ttl_ms))
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query("SELECT holder, expires_at FROM leases WHERE name = $1")
+        let now = Self::db_now(&mut tx).await?;
+        sqlx::query(ACQUIRE_LEASE)
+            .bind(lease)
+            .bind(holder)
+            .bind(now.saturating_add(ttl_ms))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query("SELECT holder, expires_at, epoch FROM leases WHERE name = $1")
             .bind(lease)
             .fetch_one(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(Lease {
+        let got = Lease {
             holder: row.try_get("holder")?,
             expires_at_ms: row.try_get("expires_at")?,
-        })
+            epoch: row.try_get("epoch")?,
+            db_now_ms: now,
+        };
+        if got.holder == holder {
+            sqlx::query(
+                "INSERT INTO lease_epochs (lease, epoch, holder, acquired_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (lease, epoch) DO NOTHING",
+            )
+            .bind(lease)
+            .bind(got.epoch)
+            .bind(holder)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(got)
     }
 
     async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
-        sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
+        // The row stays, expired: its epoch never goes back.
+        sqlx::query("UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2")
             .bind(lease)
             .bind(holder)
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    fn fenced(&self, cell: FenceCell) -> PgStore {
+        PgStore {
+            fence: cell,
+            ..self.clone()
+        }
+    }
+
+    fn fence(&self) -> FenceCell {
+        self.fence.clone()
     }
 
     async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
@@ -778,6 +935,7 @@ impl Store for PgStore {
         scrape_times: &[i64],
         keep_from_ms: i64,
     ) -> Result<()> {
+        let fence = self.fence.demand("a scrape's samples")?;
         let mut tx = self.pool.begin().await?;
         let one = SourceRows {
             name,
@@ -787,34 +945,46 @@ impl Store for PgStore {
             keep_from_ms: Some(keep_from_ms),
         };
         insert_points(&mut tx, &[one]).await?;
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a scrape's samples").await?;
         tx.commit().await?;
         Ok(())
     }
     async fn prune(&self, prune: &Prune) -> Result<Pruned> {
         let (before, name, batch) = (prune.before_ms, prune.migration.as_deref(), prune.batch);
         let done = State::Complete.name();
+        let what = "a retention delete";
+        let fence = self.fence.demand(what)?;
+        let mut tx = self.pool.begin().await?;
         let gate_evaluations = sqlx::query(RETAIN_EVALUATIONS)
             .bind(before)
             .bind(name)
             .bind(batch)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), what).await?;
+        tx.commit().await?;
+        let mut tx = self.pool.begin().await?;
         let gate_memory = sqlx::query(RETAIN_MEMORY)
             .bind(before)
             .bind(name)
             .bind(batch)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), what).await?;
+        tx.commit().await?;
+        let mut tx = self.pool.begin().await?;
         let scrapes = sqlx::query(RETAIN_SCRAPES)
             .bind(before)
             .bind(name)
             .bind(batch)
             .bind(done)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), what).await?;
+        tx.commit().await?;
         Ok(Pruned {
             gate_evaluations,
             gate_memory,

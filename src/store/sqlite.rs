@@ -9,6 +9,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use super::fence::{self, FenceCell};
 use super::retention::{Prune, Pruned};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
@@ -69,18 +70,51 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "dlq replays",
         include_str!("../../migrations/sqlite/0010_dlq_replays.sql"),
     ),
+    (
+        11,
+        "lease epochs",
+        include_str!("../../migrations/sqlite/0011_lease_epochs.sql"),
+    ),
 ];
 
 /// A SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// The fence of its writes ([`Store::fenced`]).
+    fence: FenceCell,
+    /// Journal times from the writer (`--now`, the demo's simulated clock), not the database.
+    writer_clock: bool,
 }
 
 impl SqliteStore {
     /// The connection pool (for modules that keep their own tables in the same store).
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// This store, stamping the journal with the writer's instants instead of the database's
+    /// clock: for a simulated clock (the demo, `--now`), whose instants are the story's.
+    #[must_use]
+    pub fn with_writer_clock(mut self) -> SqliteStore {
+        self.writer_clock = true;
+        self
+    }
+
+    /// The database's clock now, in ms since the epoch (in the caller's transaction).
+    async fn db_now(conn: &mut SqliteConnection) -> Result<i64> {
+        Ok(sqlx::query_scalar(fence::SELECT_NOW_SQLITE)
+            .fetch_one(conn)
+            .await?)
+    }
+
+    /// The instant a journal entry written now carries: the database's, unless the writer's.
+    async fn journal_at(&self, conn: &mut SqliteConnection, writer_ms: i64) -> Result<i64> {
+        if self.writer_clock {
+            Ok(writer_ms)
+        } else {
+            Self::db_now(conn).await
+        }
     }
 
     /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a
@@ -132,7 +166,11 @@ impl SqliteStore {
             })
             .collect();
         Migrator::with_migrations(migrations).run(&pool).await?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            fence: FenceCell::default(),
+            writer_clock: false,
+        })
     }
 }
 
@@ -185,6 +223,7 @@ fn journal_row(row: &SqliteRow) -> Result<JournalEntry> {
         evidence: serde_json::from_str(&evidence)
             .map_err(|e| StoreError::Corrupt(format!("journal evidence: {e}")))?,
         generation: row.try_get("generation")?,
+        epoch: row.try_get("epoch")?,
     })
 }
 
@@ -207,9 +246,16 @@ fn gate_row(row: &SqliteRow) -> Result<GateRecord> {
     })
 }
 
+/// A journal row (its epoch, `?16`, NULL when written without a lease).
 const INSERT_JOURNAL: &str = "INSERT INTO journal (migration, seq, at, command, from_state, \
      from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, evidence, \
-     generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+     generation, epoch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+     ?15, ?16)";
+/// [`INSERT_JOURNAL`] of a row written without a lease (the column left NULL: a store whose
+/// schema predates epochs takes it too).
+const INSERT_JOURNAL_NO_EPOCH: &str = "INSERT INTO journal (migration, seq, at, command, \
+     from_state, from_step, from_paused, to_state, to_step, to_paused, actor, reason, forced, \
+     evidence, generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 
 /// The migration `name` read for a write, if it is still at version `expected` (a conflict
 /// naming the version it is at otherwise). Inside a `BEGIN IMMEDIATE` transaction: no other writer until it ends.
@@ -258,7 +304,12 @@ async fn stale_memory(
 
 /// Append `j` to the journal, inside the caller's transaction.
 async fn insert_journal(conn: &mut SqliteConnection, j: &JournalRow<'_>) -> Result<()> {
-    sqlx::query(INSERT_JOURNAL)
+    let sql = if j.epoch.is_some() {
+        INSERT_JOURNAL
+    } else {
+        INSERT_JOURNAL_NO_EPOCH
+    };
+    let q = sqlx::query(sql)
         .bind(j.name)
         .bind(j.seq)
         .bind(j.at_ms)
@@ -273,9 +324,12 @@ async fn insert_journal(conn: &mut SqliteConnection, j: &JournalRow<'_>) -> Resu
         .bind(j.reason.as_deref())
         .bind(b(j.forced))
         .bind(&j.evidence)
-        .bind(j.generation)
-        .execute(conn)
-        .await?;
+        .bind(j.generation);
+    let q = match j.epoch {
+        Some(epoch) => q.bind(epoch),
+        None => q,
+    };
+    q.execute(conn).await?;
     Ok(())
 }
 
@@ -422,6 +476,15 @@ pub(super) const RETAIN_SCRAPES: &str = "DELETE FROM scrapes WHERE rowid IN (SEL
 const RETAINED_SCRAPES_COUNT: &str = "SELECT COUNT(*) FROM migrations m CROSS JOIN scrapes s \
      WHERE s.migration = m.name AND m.state = ?3 AND s.at < ?1 AND (?2 IS NULL OR m.name = ?2)";
 
+/// Take or renew a lease (`?1` name, `?2` holder, `?3` until, `?4` the database's now): a new
+/// holder's epoch is one above both the row's and every epoch the lease ever had.
+const ACQUIRE_LEASE: &str = "INSERT INTO leases (name, holder, expires_at, epoch) \
+     VALUES (?1, ?2, ?3, COALESCE((SELECT MAX(epoch) FROM lease_epochs WHERE lease = ?1), 0) + 1) \
+     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
+     epoch = CASE WHEN leases.holder = excluded.holder THEN leases.epoch \
+     ELSE MAX(leases.epoch + 1, excluded.epoch) END \
+     WHERE leases.holder = excluded.holder OR leases.expires_at <= ?4";
+
 /// A count read back as the number of rows it is.
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
@@ -453,7 +516,9 @@ impl Store for SqliteStore {
         .bind(new.now_ms)
         .execute(&mut *tx)
         .await?;
-        insert_journal(&mut tx, &JournalRow::of_init(new)).await?;
+        let mut row = JournalRow::of_init(new);
+        row.at_ms = self.journal_at(&mut tx, new.now_ms).await?;
+        insert_journal(&mut tx, &row).await?;
         tx.commit().await?;
         self.get(&new.name).await
     }
@@ -495,6 +560,7 @@ impl Store for SqliteStore {
     }
 
     async fn commit(&self, name: &str, c: &Commit) -> Result<MigrationRecord> {
+        let fence = self.fence.demand("a transition")?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let current = current_at(&mut tx, name, c.expected_version).await?;
         if let Some(stale) = stale_memory(&mut tx, name, current.entered_at_ms, c).await? {
@@ -530,16 +596,17 @@ impl Store for SqliteStore {
         if updated.rows_affected() != 1 {
             return Err(conflict());
         }
-        insert_journal(
-            &mut tx,
-            &JournalRow::of_commit(name, c, current.snapshot(), version, generation),
-        )
-        .await?;
+        let mut row = JournalRow::of_commit(name, c, current.snapshot(), version, generation);
+        row.at_ms = self.journal_at(&mut tx, c.at_ms).await?;
+        row.epoch = fence.as_ref().map(|f| f.epoch);
+        insert_journal(&mut tx, &row).await?;
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a transition").await?;
         tx.commit().await?;
         self.get(name).await
     }
 
     async fn replace_plan(&self, name: &str, r: &PlanReplace) -> Result<MigrationRecord> {
+        let fence = self.fence.demand("a plan apply")?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let current = current_at(&mut tx, name, r.expected_version).await?;
         let conflict = || StoreError::Conflict {
@@ -583,11 +650,11 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        insert_journal(
-            &mut tx,
-            &JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation),
-        )
-        .await?;
+        let mut row = JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation);
+        row.at_ms = self.journal_at(&mut tx, r.at_ms).await?;
+        row.epoch = fence.as_ref().map(|f| f.epoch);
+        insert_journal(&mut tx, &row).await?;
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a plan apply").await?;
         tx.commit().await?;
         self.get(name).await
     }
@@ -604,9 +671,17 @@ impl Store for SqliteStore {
     }
 
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
+        let fence = self.fence.demand("a round's evaluations")?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         insert_evaluations(&mut tx, rounds).await?;
         insert_points(&mut tx, &SourceRows::of(rounds)).await?;
+        fence::prove_sqlite(
+            &mut tx,
+            &self.fence,
+            fence.as_ref(),
+            "a round's evaluations",
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -642,6 +717,8 @@ impl Store for SqliteStore {
     }
 
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
+        let fence = self.fence.demand("a publish mark")?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // An error noted for a newer generation still holds: only older ones are cleared.
         sqlx::query(
             "UPDATE migrations SET published_generation = MAX(published_generation, ?1), \
@@ -653,12 +730,16 @@ impl Store for SqliteStore {
         )
         .bind(generation)
         .bind(name)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a publish mark").await?;
+        tx.commit().await?;
         Ok(())
     }
 
     async fn note_publish_error(&self, name: &str, generation: i64, error: &str) -> Result<()> {
+        let fence = self.fence.demand("a publish error")?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // Not when this generation or a newer one was published since, nor over the error of a
         // newer generation.
         sqlx::query(
@@ -669,8 +750,10 @@ impl Store for SqliteStore {
         .bind(error)
         .bind(generation)
         .bind(name)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a publish error").await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -696,40 +779,63 @@ impl Store for SqliteStore {
         &self,
         lease: &str,
         holder: &str,
-        now_ms: i64,
+        _now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Lease> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(
-            "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) \
-             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
-             expires_at = excluded.expires_at \
-             WHERE leases.holder = excluded.holder OR leases.expires_at < ?",
-        )
-        .bind(lease)
-        .bind(holder)
-        .bind(now_ms.saturating_add(ttl_ms))
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query("SELECT holder, expires_at FROM leases WHERE name = ?")
+        let now = Self::db_now(&mut tx).await?;
+        sqlx::query(ACQUIRE_LEASE)
+            .bind(lease)
+            .bind(holder)
+            .bind(now.saturating_add(ttl_ms))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query("SELECT holder, expires_at, epoch FROM leases WHERE name = ?")
             .bind(lease)
             .fetch_one(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(Lease {
+        let got = Lease {
             holder: row.try_get("holder")?,
             expires_at_ms: row.try_get("expires_at")?,
-        })
+            epoch: row.try_get("epoch")?,
+            db_now_ms: now,
+        };
+        if got.holder == holder {
+            sqlx::query(
+                "INSERT INTO lease_epochs (lease, epoch, holder, acquired_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (lease, epoch) DO NOTHING",
+            )
+            .bind(lease)
+            .bind(got.epoch)
+            .bind(holder)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(got)
     }
 
     async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
-        sqlx::query("DELETE FROM leases WHERE name = ? AND holder = ?")
+        // The row stays, expired: its epoch never goes back.
+        sqlx::query("UPDATE leases SET expires_at = 0 WHERE name = ? AND holder = ?")
             .bind(lease)
             .bind(holder)
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    fn fenced(&self, cell: FenceCell) -> SqliteStore {
+        SqliteStore {
+            fence: cell,
+            ..self.clone()
+        }
+    }
+
+    fn fence(&self) -> FenceCell {
+        self.fence.clone()
     }
 
     async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
@@ -792,6 +898,7 @@ impl Store for SqliteStore {
         scrape_times: &[i64],
         keep_from_ms: i64,
     ) -> Result<()> {
+        let fence = self.fence.demand("a scrape's samples")?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let one = SourceRows {
             name,
@@ -801,34 +908,45 @@ impl Store for SqliteStore {
             keep_from_ms: Some(keep_from_ms),
         };
         insert_points(&mut tx, &[one]).await?;
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a scrape's samples").await?;
         tx.commit().await?;
         Ok(())
     }
     async fn prune(&self, prune: &Prune) -> Result<Pruned> {
         let (before, name, batch) = (prune.before_ms, prune.migration.as_deref(), prune.batch);
         let done = State::Complete.name();
+        let fence = self.fence.demand("a retention delete")?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let gate_evaluations = sqlx::query(RETAIN_EVALUATIONS)
             .bind(before)
             .bind(name)
             .bind(batch)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a retention delete").await?;
+        tx.commit().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let gate_memory = sqlx::query(RETAIN_MEMORY)
             .bind(before)
             .bind(name)
             .bind(batch)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a retention delete").await?;
+        tx.commit().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let scrapes = sqlx::query(RETAIN_SCRAPES)
             .bind(before)
             .bind(name)
             .bind(batch)
             .bind(done)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a retention delete").await?;
+        tx.commit().await?;
         Ok(Pruned {
             gate_evaluations,
             gate_memory,

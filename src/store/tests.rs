@@ -32,7 +32,13 @@ struct Backend {
 
 impl Backend {
     /// A new store on this database (each call: a new pool; the schema is applied if needed).
+    /// The store, stamping the journal with the instants the tests give (the story's time).
     async fn open(&self) -> AnyStore {
+        self.open_db_clock().await.with_writer_clock()
+    }
+
+    /// The store as a daemon opens it: the journal's times from the database's clock.
+    async fn open_db_clock(&self) -> AnyStore {
         let store = any::open(&self.url)
             .await
             .unwrap_or_else(|e| panic!("[{}] open {}: {e}", self.kind, self.url));
@@ -453,6 +459,7 @@ on_each_backend_test! {
                     forced: false,
                     evidence: json!({ "plan_hash": "hash-of-alpha" }),
                     generation: 1,
+                    epoch: None,
                 }]
             );
         })
@@ -541,6 +548,7 @@ on_each_backend_test! {
                     forced: false,
                     evidence: json!({ "gates": [{ "name": "lag", "value": 1.5 }], "at": 2_000 }),
                     generation: 2,
+                    epoch: None,
                 }
             );
             assert_eq!(journal[2].seq, 3);
@@ -1187,6 +1195,7 @@ on_each_backend_test! {
                     forced: false,
                     evidence: json!({ "diff": "-a\n+b\n", "old_hash": "h1", "new_hash": "h2" }),
                     generation: before.generation,
+                    epoch: None,
                 }
             );
             // Still a chain: each entry starts where the previous ended.
@@ -2213,62 +2222,48 @@ on_each_backend_test! {
     async fn leases_are_held_renewed_expired_and_released() {
         on_each_backend(|b| async move {
             let store = b.open().await;
-            let lease = |holder: &str, expires_at_ms: i64| Lease {
-                holder: holder.to_string(),
-                expires_at_ms,
-            };
-            let steps = [
-                // (holder asking, now, ttl, who holds it after, until)
-                ("one", 1_000, 500, "one", 1_500),
-                ("two", 1_200, 500, "one", 1_500), // held by another
-                ("one", 1_300, 500, "one", 1_800), // renewed
-                ("two", 1_800, 500, "one", 1_800), // expires at 1_800: not yet expired
-                ("two", 1_801, 500, "two", 2_301), // expired: taken over
-                ("one", 1_900, 500, "two", 2_301),
-            ];
-            for (holder, now, ttl, held_by, until) in steps {
-                assert_eq!(
+            let held = |l: &Lease| (l.holder.clone(), l.epoch);
+            let ask = |holder: &'static str, ttl: i64| {
+                let store = store.clone();
+                async move {
                     store
-                        .acquire_lease("daemon", holder, now, ttl)
+                        .acquire_lease("daemon", holder, 0, ttl)
                         .await
-                        .unwrap(),
-                    lease(held_by, until),
-                    "[{}] {holder} at {now}",
-                    b.kind
-                );
-            }
+                        .unwrap()
+                }
+            };
+            let first = ask("one", 60_000).await;
+            assert_eq!(held(&first), ("one".into(), 1), "[{}]", b.kind);
+            // On the database's clock: until its now plus the TTL.
+            assert_eq!(first.expires_at_ms, first.db_now_ms + 60_000);
+            let now = crate::time::now_ms();
+            assert!((first.db_now_ms - now).abs() < 5_000, "[{}]", b.kind);
+            // Held by another: refused, whatever its caller's clock says.
+            assert_eq!(held(&ask("two", 60_000).await), ("one".into(), 1));
+            // Renewed by its holder: the same epoch, later.
+            let renewed = ask("one", 60_000).await;
+            assert_eq!(held(&renewed), ("one".into(), 1));
+            assert!(renewed.expires_at_ms >= first.expires_at_ms);
+            // Expired (on the database's clock): taken over, a new epoch.
+            b.raw_execute("UPDATE leases SET expires_at = 0 WHERE name = 'daemon'")
+                .await
+                .unwrap();
+            assert_eq!(held(&ask("two", 60_000).await), ("two".into(), 2));
+            assert_eq!(held(&ask("one", 60_000).await), ("two".into(), 2));
             // Another lease name is another lease.
-            assert_eq!(
-                store
-                    .acquire_lease("other", "one", 1_900, 100)
-                    .await
-                    .unwrap(),
-                lease("one", 2_000)
-            );
-            // Only the holder can release.
+            let other = store.acquire_lease("other", "one", 0, 100).await.unwrap();
+            assert_eq!(held(&other), ("one".into(), 1));
+            // Only the holder can release; a release keeps the epoch, the next holder raises it.
             store.release_lease("daemon", "one").await.unwrap();
-            assert_eq!(
-                store
-                    .acquire_lease("daemon", "one", 1_950, 500)
-                    .await
-                    .unwrap(),
-                lease("two", 2_301)
-            );
+            assert_eq!(held(&ask("one", 60_000).await), ("two".into(), 2));
             store.release_lease("daemon", "two").await.unwrap();
-            assert_eq!(
-                store
-                    .acquire_lease("daemon", "one", 1_950, 500)
-                    .await
-                    .unwrap(),
-                lease("one", 2_450)
-            );
-            assert_eq!(
-                store
-                    .acquire_lease("other", "two", 1_950, 100)
-                    .await
-                    .unwrap(),
-                lease("one", 2_000)
-            );
+            assert_eq!(held(&ask("one", 60_000).await), ("one".into(), 3));
+            // Every acquisition is in lease_epochs, with the database's time.
+            let rows = b
+                .raw_execute("UPDATE lease_epochs SET holder = holder WHERE lease = 'daemon'")
+                .await
+                .unwrap();
+            assert_eq!(rows, 3, "[{}]", b.kind);
         })
         .await;
     }
@@ -2280,21 +2275,107 @@ on_each_backend_test! {
         on_each_backend(|b| async move {
             let one = b.open().await;
             let two = b.open().await;
+            let mut epoch = 0;
             for round in 0..20_i64 {
                 // Every round starts from an expired lease.
-                let now = 10_000 + round * 1_000;
+                b.raw_execute("UPDATE leases SET expires_at = 0").await.unwrap();
                 let (ra, rb) = tokio::join!(
-                    one.acquire_lease("daemon", "one", now, 500),
-                    two.acquire_lease("daemon", "two", now, 500)
+                    one.acquire_lease("daemon", "one", 0, 500),
+                    two.acquire_lease("daemon", "two", 0, 500)
                 );
                 let (ra, rb) = (ra.unwrap(), rb.unwrap());
                 assert_eq!(
-                    ra, rb,
+                    (&ra.holder, ra.epoch, ra.expires_at_ms),
+                    (&rb.holder, rb.epoch, rb.expires_at_ms),
                     "[{}] round {round}: both think they hold it",
                     b.kind
                 );
-                assert_eq!(ra.expires_at_ms, now + 500);
+                assert!(ra.epoch >= epoch, "[{}] the epoch went back", b.kind);
+                epoch = ra.epoch;
             }
+        })
+        .await;
+    }
+}
+
+on_each_backend_test! {
+    #[tokio::test]
+    async fn a_skewed_local_clock_cannot_take_a_live_lease() {
+        on_each_backend(|b| async move {
+            let store = b.open().await;
+            let now = crate::time::now_ms();
+            let one = store.acquire_lease("daemon", "one", now, 60_000).await.unwrap();
+            assert_eq!(one.holder, "one");
+            // A daemon two hours ahead: the lease is live on the database's clock.
+            let two_hours = 2 * 3_600_000;
+            let two = store
+                .acquire_lease("daemon", "two", now + two_hours, 60_000)
+                .await
+                .unwrap();
+            assert_eq!((two.holder.as_str(), two.epoch), ("one", one.epoch), "[{}]", b.kind);
+            // And one two hours behind does not keep it past its time.
+            b.raw_execute("UPDATE leases SET expires_at = 0").await.unwrap();
+            let late = store
+                .acquire_lease("daemon", "two", now - two_hours, 60_000)
+                .await
+                .unwrap();
+            assert_eq!(late.holder, "two");
+            assert!(late.expires_at_ms > now, "[{}] expiry on the caller's clock", b.kind);
+        })
+        .await;
+    }
+}
+
+on_each_backend_test! {
+    #[tokio::test]
+    async fn a_stale_leaders_commit_is_refused_after_another_holder_took_the_lease() {
+        on_each_backend(|b| async move {
+            use crate::store::fence::FenceCell;
+            let plain = b.open_db_clock().await;
+            plain.create(&new_migration("m", 1_000)).await.unwrap();
+            let a = plain.fenced(FenceCell::armed("controller", "a"));
+            let lease = a.acquire_lease("controller", "a", 0, 60_000).await.unwrap();
+            a.fence().set_epoch(Some(lease.epoch));
+            // A decides (reads version 1)...
+            let decided = Commit {
+                expected_version: 1,
+                command: "advance".into(),
+                to: snap(State::ConsumeDual, false),
+                at_ms: 2_000,
+                actor: "a".into(),
+                reason: None,
+                forced: false,
+                evidence: json!({}),
+                memory: vec![],
+            };
+            // ... pauses; its lease runs out and B takes it.
+            b.raw_execute("UPDATE leases SET expires_at = 0").await.unwrap();
+            let b_store = plain.fenced(FenceCell::armed("controller", "b"));
+            let taken = b_store.acquire_lease("controller", "b", 0, 60_000).await.unwrap();
+            assert_eq!((taken.holder.as_str(), taken.epoch), ("b", lease.epoch + 1));
+            // A resumes and commits: refused, nothing written.
+            let err = a.commit("m", &decided).await.unwrap_err();
+            assert!(matches!(err, StoreError::Fenced { .. }), "[{}] {err}", b.kind);
+            assert!(err.to_string().contains("fenced"));
+            assert_eq!(a.fence().refused(), 1);
+            assert_eq!(plain.get("m").await.unwrap().version, 1, "[{}]", b.kind);
+            assert_eq!(plain.journal("m").await.unwrap().len(), 1);
+            // Nor its round, publish mark or retention.
+            assert!(matches!(
+                a.record_evaluations("m", &[]).await,
+                Err(StoreError::Fenced { .. })
+            ));
+            assert!(matches!(a.mark_published("m", 1).await, Err(StoreError::Fenced { .. })));
+            // B's commit goes through, journaled with its epoch and the database's time.
+            b_store.fence().set_epoch(Some(taken.epoch));
+            let before = crate::time::now_ms();
+            b_store.commit("m", &decided).await.unwrap();
+            let journal = plain.journal("m").await.unwrap();
+            let last = journal.last().unwrap();
+            assert_eq!(last.epoch, Some(taken.epoch), "[{}]", b.kind);
+            assert!(last.at_ms >= before - 5_000, "[{}] at from the writer", b.kind);
+            // Without a lease (the CLI): no epoch.
+            assert_eq!(journal[0].epoch, None);
         })
         .await;
     }

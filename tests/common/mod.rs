@@ -89,6 +89,8 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
         http: queue_migrate::daemon::http::Limits::default(),
         retain: None,
+        db_clock: queue_migrate::time::DbClock::default(),
+        max_clock_skew: std::time::Duration::from_secs(2),
     }
 }
 
