@@ -7,6 +7,10 @@ import time
 
 from rig import FAILING, GREEN, INTERVAL_S, TTL_S, say
 
+# How long the new leader's rounds may stop after a takeover while an ex-leader's transaction
+# holds a row (the daemon's --db-lock-timeout is 2 s).
+WEDGE_S = 2 + 2 * INTERVAL_S + 1
+
 # ---- the scenarios ----------------------------------------------------------------------------
 
 def three(w, **kw):
@@ -115,7 +119,7 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
     """The other worst moment: another session holds `m`'s row, the truth turns to "pass", the
     leader's transition waits on the lock; then `begin(old)` (a pause, a partition), the truth
     turns to failing, the lock is let go (the stopped leader's statement takes it and its
-    transaction stays open), a standby takes over and must keep running rounds; 6 s after the
+    transaction stays open), a standby takes over and must keep running rounds; 12 s after the
     fault `end(old)`."""
     # FOR KEY SHARE: the round's FOR SHARE goes through, a transition's FOR UPDATE waits.
     lock = w.pg.session(w.db)
@@ -142,14 +146,16 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
     lock.wait(timeout=10)
     new = w.takeover(fault, old, t0)
     if new is not None:
-        # The new leader's rounds must go on (no wedge): its ticks move.
+        # The new leader's rounds must go on (no wedge): its ticks move within a few seconds
+        # (a lock timeout of 2 s, two intervals, a second to spare), long before the ex-leader
+        # is let go.
         h0 = (new.health() or {}).get("ticks", 0)
-        time.sleep(3)
+        time.sleep(WEDGE_S)
         h1 = (new.health() or {}).get("ticks", 0)
         if h1 <= h0:
-            w.wedged.append(f"{fault} {i}: the new leader {new.name} ran no round in the 3 s after "
-                            f"its takeover (the ex-leader's transaction held the row)")
-    time.sleep(max(0.0, 6 - (time.time() - t0)))
+            w.wedged.append(f"{fault} {i}: the new leader {new.name} ran no round in the {WEDGE_S:.0f} s "
+                            f"after its takeover (the ex-leader's transaction held the row)")
+    time.sleep(max(0.0, 12 - (time.time() - t0)))
     end(old)
     time.sleep(4)
     w.fence_round(fault, old, lines0)
