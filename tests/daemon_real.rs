@@ -334,3 +334,54 @@ fn routing_is_published_to_a_real_etcd_and_a_publisher_behind_shows_in_status() 
         "{s}"
     );
 }
+
+/// Issue 42: the etcd mirror was a plain put, so an ex-leader's late put of an older generation
+/// moved it back. The put is a transaction on the generation: an older one writes nothing.
+#[test]
+#[ignore = "needs QM_TEST_ETCD_URL (scripts/services.sh start etcd)"]
+fn an_etcd_put_of_an_older_generation_never_moves_the_mirror_back() {
+    let etcd = common::server_url("QM_TEST_ETCD_URL");
+    let key = format!("/queue-migrate/test-{}/fenced", std::process::id());
+    queue_migrate::indicators::fetch::install_crypto_provider();
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let doc = |generation: u64| -> queue_migrate::routing::RoutingDocument {
+        serde_json::from_value(serde_json::json!({
+            "migration": "m", "generation": generation, "state": "drain", "step": null,
+            "paused": false, "slices_total": 128, "slices_migrated": 128,
+            "consume": ["old", "new"], "brokers": { "old": "rabbitmq", "new": "nats" },
+            "updated_at": "2026-11-30T00:00:00Z"
+        }))
+        .unwrap()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = rt.block_on(async {
+        let fetcher =
+            queue_migrate::indicators::fetch::Fetcher::new(std::time::Duration::from_secs(5))
+                .unwrap();
+        for generation in [3, 7, 5] {
+            fetcher
+                .etcd_put(&etcd, &key, &doc(generation))
+                .await
+                .unwrap();
+        }
+        let r: serde_json::Value = reqwest::Client::new()
+            .post(format!("{etcd}/v3/kv/range"))
+            .json(&serde_json::json!({ "key": b64.encode(&key) }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let value = r["kvs"][0]["value"]
+            .as_str()
+            .expect("the key exists")
+            .to_string();
+        serde_json::from_slice::<serde_json::Value>(&b64.decode(value).unwrap()).unwrap()
+    });
+    assert_eq!(stored["generation"], 7, "{stored}");
+}

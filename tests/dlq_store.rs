@@ -142,7 +142,10 @@ fn decisions_gate_and_history(d: DlqBench) {
         table.contains("fixed_in_code") && table.contains("orders.dlq"),
         "{table}"
     );
-    let other = d.ok(&["dlq", "decisions"], 0).stdout;
+    // Without --queue: every queue (issue 42); the queue `default` has none.
+    let every = d.ok(&["dlq", "decisions"], 0).stdout;
+    assert!(every.contains("orders.dlq"), "{every}");
+    let other = d.ok(&["dlq", "decisions", "--queue", "default"], 0).stdout;
     assert!(
         other.contains("no decisions recorded for queue \"default\""),
         "{other}"
@@ -225,7 +228,9 @@ fn close_for_a_migration_uses_its_dead_letter_queue(d: DlqBench) {
         .ok(&["dlq", "decisions", "--queue", "local.dlq", "--json"], 0)
         .json();
     assert_eq!(listed.as_array().unwrap().len(), 1);
-    let default = d.ok(&["dlq", "decisions", "--json"], 0).json();
+    let default = d
+        .ok(&["dlq", "decisions", "--queue", "default", "--json"], 0)
+        .json();
     assert_eq!(default, serde_json::json!([]));
     // An explicit --queue wins, and the command says which queue the gate reads.
     let elsewhere = close(&["--queue", "other.dlq"]);
@@ -777,3 +782,89 @@ on_both!(
     a_canary_run_again_sends_the_next_canary_not_the_same,
     "dlq_canary"
 );
+
+/// Issue 42: two `dlq close` of one group at once recorded two decisions. One decision per group
+/// and queue: the other close is refused, with what was decided.
+fn two_concurrent_closes_record_one_decision(d: DlqBench) {
+    let close = |by: &str| {
+        let args = [
+            "dlq",
+            "close",
+            "--class",
+            "dependency_timeout",
+            "--version",
+            "2.14.0",
+            "--signature",
+            "Timeout after <n>ms",
+            "--reason",
+            "already_processed",
+            "--by",
+            by,
+            "--queue",
+            "orders.dlq",
+        ];
+        d.command(&args).output().unwrap()
+    };
+    // The store's schema in place before the two race.
+    d.ok(&["dlq", "decisions"], 0);
+    for round in 0..3 {
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| close("ana"));
+            let b = s.spawn(|| close("bo"));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
+        // The first round: one of the two records; later rounds: both refused.
+        assert_eq!(ok, usize::from(round == 0), "[{}] round {round}", d.kind());
+        for o in [&a, &b].iter().filter(|o| !o.status.success()) {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("already closed"), "[{}] {err}", d.kind());
+        }
+    }
+    let all = d.ok(&["dlq", "decisions", "--json"], 0).json();
+    assert_eq!(
+        all.as_array().map(Vec::len),
+        Some(1),
+        "[{}] {all}",
+        d.kind()
+    );
+}
+
+on_both!(two_concurrent_closes_record_one_decision, "dlq_close_race");
+
+/// Issue 42: `dlq decisions` without `--queue` showed the queue `default` only.
+fn decisions_without_a_queue_show_every_queue(d: DlqBench) {
+    for queue in ["orders.dlq", "billing.dlq"] {
+        d.ok(
+            &[
+                "dlq",
+                "close",
+                "--class",
+                "validation",
+                "--version",
+                "1.0.0",
+                "--signature",
+                "bad input",
+                "--reason",
+                "fixed_in_code",
+                "--by",
+                "ana",
+                "--queue",
+                queue,
+            ],
+            0,
+        );
+    }
+    let all = d.ok(&["dlq", "decisions"], 0).stdout;
+    assert!(
+        all.contains("orders.dlq") && all.contains("billing.dlq"),
+        "[{}] {all}",
+        d.kind()
+    );
+    let one = d
+        .ok(&["dlq", "decisions", "--queue", "billing.dlq"], 0)
+        .stdout;
+    assert!(!one.contains("orders.dlq"), "[{}] {one}", d.kind());
+}
+
+on_both!(decisions_without_a_queue_show_every_queue, "dlq_all_queues");

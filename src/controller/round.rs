@@ -67,4 +67,46 @@ impl RoundBatch {
         }
         Ok(pending.rounds.len())
     }
+
+    /// [`RoundBatch::commit`]; but when the one transaction could not take a migration's lock
+    /// (`locked` says which errors mean that: another session, an ex-leader's, holds it), each
+    /// migration's round is written alone, and those whose lock is still held are skipped and
+    /// named. The histories are kept only when every round was written.
+    ///
+    /// # Errors
+    /// The store's, other than a lock not taken.
+    pub async fn commit_or_skip_locked<S: Store>(
+        self,
+        store: &S,
+        histories: Option<&Histories>,
+        locked: impl Fn(&StoreError) -> bool,
+    ) -> Result<Vec<String>, StoreError> {
+        let pending = self
+            .pending
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if pending.rounds.is_empty() {
+            return Ok(Vec::new());
+        }
+        match store.record_rounds(&pending.rounds).await {
+            Ok(()) => {
+                if let Some(histories) = histories {
+                    histories.keep(pending.kept);
+                }
+                Ok(Vec::new())
+            }
+            Err(e) if locked(&e) => {
+                let mut skipped = Vec::new();
+                for round in &pending.rounds {
+                    match store.record_rounds(std::slice::from_ref(round)).await {
+                        Ok(()) => {}
+                        Err(e) if locked(&e) => skipped.push(round.name.clone()),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(skipped)
+            }
+            Err(e) => Err(e),
+        }
+    }
 }

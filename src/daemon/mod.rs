@@ -221,6 +221,21 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     }
 }
 
+/// A round skipped `name` (`what` of it): another session (an ex-leader paused or cut off)
+/// holds its lock past `--db-lock-timeout`. Logged and counted; the other migrations go on.
+fn say_locked<S: Store + Clone + 'static>(shared: &Shared<S>, name: &str, what: &str) {
+    tracing::warn!(
+        migration = %name,
+        "skipped {what}: another session holds the migration's lock (longer than --db-lock-timeout); the guards of the other migrations ran, and this one is tried again next round"
+    );
+    shared.metrics.lock_skipped(name);
+}
+
+/// Whether `e` is a lock not taken within the session's `lock_timeout`.
+fn is_lock_timeout(e: &crate::store::StoreError) -> bool {
+    crate::store::postgres::is_lock_timeout(e)
+}
+
 /// How many migrations one tick evaluates at once: each waits mostly on its sources and on the
 /// store, so a few in flight overlap those waits (a migration is still ticked once).
 pub const TICK_CONCURRENCY: usize = 8;
@@ -279,6 +294,9 @@ async fn round<S: Store + Clone + 'static>(shared: &Shared<S>) {
             let name = read.name().to_string();
             match tick::tick_in_round(shared, &fetcher, Some(&batch), read, now).await {
                 Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
+                Err(crate::controller::ControllerError::Store(e)) if is_lock_timeout(&e) => {
+                    say_locked(shared, &name, "this round");
+                }
                 Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
             }
         }
@@ -311,9 +329,17 @@ async fn round<S: Store + Clone + 'static>(shared: &Shared<S>) {
         // to it.
         return;
     }
-    if let Err(e) = batch.commit(&shared.store, Some(&shared.histories)).await {
-        tracing::warn!(
+    match batch
+        .commit_or_skip_locked(&shared.store, Some(&shared.histories), is_lock_timeout)
+        .await
+    {
+        Ok(skipped) => {
+            for name in skipped {
+                say_locked(shared, &name, "its gate evaluations");
+            }
+        }
+        Err(e) => tracing::warn!(
             "cannot record the round's gate evaluations (the next round goes on from the one before): {e}"
-        );
+        ),
     }
 }

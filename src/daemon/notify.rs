@@ -37,6 +37,13 @@ pub struct Event {
     pub text: String,
     pub at: String,
     pub details: serde_json::Value,
+    /// The lease epoch of the daemon that sent it (`null`: none): of two senders of one event,
+    /// the higher epoch is the later leader.
+    pub epoch: Option<i64>,
+    /// The same for every delivery of one event, whoever sends it (a transition's:
+    /// `MIGRATION:SEQ`, its journal entry), so that a receiver drops duplicates; also sent as
+    /// the `Idempotency-Key` header.
+    pub idempotency_key: String,
 }
 
 /// Where an event goes.
@@ -118,7 +125,13 @@ async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Res
     let mut delay = Duration::from_secs(1);
     let mut last = String::new();
     for attempt in 1..=ATTEMPTS {
-        let mut req = client.post(url).json(event);
+        let mut req = client
+            .post(url)
+            .header("Idempotency-Key", &event.idempotency_key)
+            .json(event);
+        if let Some(epoch) = event.epoch {
+            req = req.header("Queue-Migrate-Epoch", epoch);
+        }
         if let Some(token) = token {
             req = req.bearer_auth(token);
         }

@@ -76,6 +76,27 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// The idempotency key of an event about `record` (see [`Event::idempotency_key`]): a
+/// transition's is its journal entry's (`MIGRATION:SEQ`, the same from any daemon that
+/// announces it); another event's names its kind, the generation and the instant.
+fn idempotency_key(
+    record: &MigrationRecord,
+    kind: EventKind,
+    details: &serde_json::Value,
+    now_ms: i64,
+) -> String {
+    match (kind, details.get("seq").and_then(serde_json::Value::as_i64)) {
+        (EventKind::Transition, Some(seq)) => format!("{}:{seq}", record.name),
+        _ => {
+            let kind = serde_json::to_value(kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            format!("{}:{kind}:{}:{now_ms}", record.name, record.generation)
+        }
+    }
+}
+
 /// Every how many watcher polls every migration is compared, even when the store's mark did
 /// not move.
 pub const WHOLE_WATCH_EVERY: u64 = 20;
@@ -262,6 +283,8 @@ impl<S: Store + Clone + 'static> Shared<S> {
         self.notifier.send(
             &loaded.plan.notify.webhooks,
             Event {
+                idempotency_key: idempotency_key(&loaded.record, kind, &details, self.now_ms()),
+                epoch: self.store.fence().epoch(),
                 event: kind,
                 migration: loaded.record.name.clone(),
                 state: loaded.record.state.name().to_string(),

@@ -109,3 +109,32 @@ pub trait DispositionStore: Send + Sync {
         sent: bool,
     ) -> impl Future<Output = Result<bool>> + Send;
 }
+
+/// The group's latest decision, as [`latest_of_group`] reads it: `(id, action, reason)`.
+pub(crate) type Latest = Option<(i64, String, Option<String>)>;
+
+/// The group's latest decision, `?1`..`?4` (`$1`..`$4`) queue, class, version, signature.
+pub(crate) const LATEST_OF_GROUP_SQLITE: &str = "SELECT id, action, reason FROM dlq_dispositions \
+     WHERE queue = ?1 AND error_class = ?2 AND consumer_version = ?3 AND signature = ?4 \
+     ORDER BY decided_at DESC, id DESC LIMIT 1";
+/// [`LATEST_OF_GROUP_SQLITE`] on PostgreSQL.
+pub(crate) const LATEST_OF_GROUP_PG: &str = "SELECT id, action, reason FROM dlq_dispositions \
+     WHERE queue = $1 AND error_class = $2 AND consumer_version = $3 AND signature = $4 \
+     ORDER BY decided_at DESC, id DESC LIMIT 1";
+
+/// Why `d` is not recorded: it closes a group whose latest decision is already that close (one
+/// decision per group and queue, whoever closes it twice at once).
+pub(crate) fn already_closed(d: &Disposition, latest: Latest) -> Option<super::StoreError> {
+    let reason = d.action.reason()?.as_str();
+    let (id, action, was) = latest?;
+    (action == d.action.kind() && was.as_deref() == Some(reason)).then(|| {
+        super::StoreError::AlreadyDecided {
+            queue: d.queue.clone(),
+            class: d.error_class.clone(),
+            version: d.consumer_version.clone(),
+            signature: d.signature.clone(),
+            reason: reason.to_string(),
+            id,
+        }
+    })
+}

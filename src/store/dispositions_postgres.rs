@@ -8,7 +8,7 @@ use sqlx::postgres::PgRow;
 
 use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
 use super::postgres::PgStore;
-use super::{Result, StoreError};
+use super::{Result, Store, StoreError};
 use crate::dlq::disposition::{Action, CloseReason, Disposition};
 
 fn disposition_row(row: &PgRow) -> Result<Disposition> {
@@ -46,6 +46,30 @@ fn disposition_row(row: &PgRow) -> Result<Disposition> {
 
 impl DispositionStore for PgStore {
     async fn record(&self, d: &Disposition) -> Result<i64> {
+        let fence = self.fence().demand("a dead-letter decision")?;
+        let mut tx = self.pool().begin().await?;
+        // Two closes of one group at once: one after the other.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3 || chr(31) || $4, 42))")
+            .bind(&d.queue)
+            .bind(&d.error_class)
+            .bind(&d.consumer_version)
+            .bind(&d.signature)
+            .execute(&mut *tx)
+            .await?;
+        let latest = sqlx::query(super::dispositions::LATEST_OF_GROUP_PG)
+            .bind(&d.queue)
+            .bind(&d.error_class)
+            .bind(&d.consumer_version)
+            .bind(&d.signature)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| {
+                Ok::<_, StoreError>((r.try_get("id")?, r.try_get("action")?, r.try_get("reason")?))
+            })
+            .transpose()?;
+        if let Some(refused) = super::dispositions::already_closed(d, latest) {
+            return Err(refused);
+        }
         let row = sqlx::query(
             "INSERT INTO dlq_dispositions (queue, signature, signature_version, error_class, \
              consumer_version, action, reason, affected_count, first_seen, last_seen, decided_by, \
@@ -65,9 +89,18 @@ impl DispositionStore for PgStore {
         .bind(&d.decided_by)
         .bind(d.decided_at_ms)
         .bind(&d.note)
-        .fetch_one(self.pool())
+        .fetch_one(&mut *tx)
         .await?;
-        Ok(row.try_get("id")?)
+        let id = row.try_get("id")?;
+        super::fence::prove_pg(
+            &mut tx,
+            &self.fence(),
+            fence.as_ref(),
+            "a dead-letter decision",
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     async fn list(&self) -> Result<Vec<Disposition>> {

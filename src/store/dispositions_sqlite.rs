@@ -7,7 +7,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
 use super::sqlite::SqliteStore;
-use super::{Result, StoreError};
+use super::{Result, Store, StoreError};
 use crate::dlq::disposition::{Action, CloseReason, Disposition};
 
 fn disposition_row(row: &SqliteRow) -> Result<Disposition> {
@@ -45,6 +45,22 @@ fn disposition_row(row: &SqliteRow) -> Result<Disposition> {
 
 impl DispositionStore for SqliteStore {
     async fn record(&self, d: &Disposition) -> Result<i64> {
+        let fence = self.fence().demand("a dead-letter decision")?;
+        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let latest = sqlx::query(super::dispositions::LATEST_OF_GROUP_SQLITE)
+            .bind(&d.queue)
+            .bind(&d.error_class)
+            .bind(&d.consumer_version)
+            .bind(&d.signature)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| {
+                Ok::<_, StoreError>((r.try_get("id")?, r.try_get("action")?, r.try_get("reason")?))
+            })
+            .transpose()?;
+        if let Some(refused) = super::dispositions::already_closed(d, latest) {
+            return Err(refused);
+        }
         let done = sqlx::query(
             "INSERT INTO dlq_dispositions (queue, signature, signature_version, error_class, \
              consumer_version, action, reason, affected_count, first_seen, last_seen, decided_by, \
@@ -63,9 +79,18 @@ impl DispositionStore for SqliteStore {
         .bind(&d.decided_by)
         .bind(d.decided_at_ms)
         .bind(&d.note)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
-        Ok(done.last_insert_rowid())
+        let id = done.last_insert_rowid();
+        super::fence::prove_sqlite(
+            &mut tx,
+            &self.fence(),
+            fence.as_ref(),
+            "a dead-letter decision",
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     async fn list(&self) -> Result<Vec<Disposition>> {

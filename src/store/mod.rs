@@ -92,6 +92,19 @@ pub enum StoreError {
         holder: String,
         epoch: String,
     },
+    /// A close of a dead-letter group whose latest decision is already that close (two `dlq
+    /// close` at once: the second records nothing).
+    #[error(
+        "nothing recorded: group ({class}, {version}, {signature:?}) of queue {queue:?} is already closed as {reason} (decision #{id}); see `migrate dlq decisions`"
+    )]
+    AlreadyDecided {
+        queue: String,
+        class: String,
+        version: String,
+        signature: String,
+        reason: String,
+        id: i64,
+    },
     /// The database itself failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

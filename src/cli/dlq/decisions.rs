@@ -16,7 +16,7 @@ use crate::time::format_timestamp;
 pub struct DecisionsArgs {
     #[command(flatten)]
     pub queue: QueueArg,
-    /// Every queue's decisions.
+    /// Every queue's decisions (the default without --queue).
     #[arg(long)]
     pub all_queues: bool,
     /// Print as JSON.
@@ -29,7 +29,8 @@ pub(super) async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
     let all: Vec<Disposition> = DispositionStore::list(&store)
         .await?
         .into_iter()
-        .filter(|d| a.all_queues || d.queue == a.queue.name())
+        // Without --queue: every queue's (issue 42: `default` alone hid the others).
+        .filter(|d| a.all_queues || a.queue.queue.as_deref().is_none_or(|q| d.queue == q))
         .collect();
     if a.json {
         print_json(&all)?;
@@ -37,7 +38,14 @@ pub(super) async fn decisions(ctx: &Ctx, a: DecisionsArgs) -> CliResult {
     }
     let mut out = String::new();
     if all.is_empty() {
-        let _ = writeln!(out, "no decisions recorded for queue {:?}", a.queue.name());
+        match a.queue.queue.as_deref().filter(|_| !a.all_queues) {
+            Some(queue) => {
+                let _ = writeln!(out, "no decisions recorded for queue {queue:?}");
+            }
+            None => {
+                let _ = writeln!(out, "no decisions recorded");
+            }
+        }
     }
     // Each column as wide as its widest cell: a long queue or class name keeps its row in line.
     let what = |d: &Disposition| d.action.reason().map_or("replayed", CloseReason::as_str);

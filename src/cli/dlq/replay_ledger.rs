@@ -31,7 +31,17 @@ pub(super) struct StoreLedger {
     current: Option<ReplayClaim>,
     /// Per group, the entries earlier runs sent (as published) and those in doubt.
     pub(super) earlier: GroupTally<GroupKey>,
+    /// How long this run may yet wait for entries another run is sending right now to settle
+    /// (two replays at once), before it calls them in doubt.
+    settle_budget: std::time::Duration,
 }
+
+/// How long, in all, a run waits for another run's claims to settle ([`StoreLedger::claim`]):
+/// a live run settles an entry within its broker's confirm; a run killed earlier never does,
+/// and costs the re-run this once.
+const SETTLE_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+/// Between two looks at a claim another run holds.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl StoreLedger {
     /// The ledger of a run starting at `now_ms` that sends the entries of `queue` to
@@ -57,6 +67,7 @@ impl StoreLedger {
             started: Instant::now(),
             current: None,
             earlier: GroupTally::default(),
+            settle_budget: SETTLE_BUDGET,
         }
     }
 
@@ -90,11 +101,23 @@ impl Ledger<Selected> for StoreLedger {
             dead_lettered_ms: s.entry.dead_lettered_ms().unwrap_or(0),
             at_ms: self.now_ms(),
         };
-        let found = self
+        let mut found = self
             .store
             .claim_replay(&claim, self.resend_in_doubt)
             .await
             .map_err(|e| crate::redact::text(&e.to_string()))?;
+        // Claimed and not settled: another run may be sending it right now (two replays at
+        // once, issue 42). Wait for it to settle (sent: skipped; given back: ours) before
+        // calling it in doubt.
+        while found == Claim::InDoubt && !self.settle_budget.is_zero() {
+            tokio::time::sleep(SETTLE_POLL).await;
+            self.settle_budget = self.settle_budget.saturating_sub(SETTLE_POLL);
+            found = self
+                .store
+                .claim_replay(&claim, self.resend_in_doubt)
+                .await
+                .map_err(|e| crate::redact::text(&e.to_string()))?;
+        }
         Ok(match found {
             Claim::Taken => {
                 self.current = Some(claim);
