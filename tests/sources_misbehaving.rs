@@ -428,6 +428,68 @@ fn a_redirect_loop_on_prometheus_holds() {
     );
 }
 
+/// An "internal" server a hostile source points at (another origin: another port), and a
+/// source that redirects every request there with a body of its own.
+fn redirect_to_another_origin() -> (Server, Server) {
+    let internal = Server::start(|c| {
+        c.answer(
+            "500 Internal Server Error",
+            "text/plain",
+            b"INTERNAL_SECRET_db_password=hunter2",
+        )
+    });
+    let target = format!("http://localhost:{}/internal", internal.addr.port());
+    let source = Server::start(move |c| {
+        let body = "REDIRECT_BODY_SECRET_token=abc";
+        let head = format!(
+            "HTTP/1.1 302 Found\r\nLocation: {target}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = c.send(head.as_bytes());
+    });
+    (source, internal)
+}
+
+/// Regression (issue 43, item 3): a Prometheus source that redirected to
+/// `http://localhost:.../internal` got the controller to fetch it and quote its first bytes in
+/// the gate reason. A redirect to another origin is not followed, and no body is quoted.
+#[test]
+fn a_redirect_to_another_origin_is_not_followed_nor_quoted_prometheus() {
+    let (source, internal) = redirect_to_another_origin();
+    let reason = prom_hold(&source.url(), &[], &["redirect", "not followed"]);
+    assert_eq!(internal.requests.load(Ordering::SeqCst), 0, "followed: {reason}");
+    assert!(!reason.contains("INTERNAL_SECRET"), "{reason}");
+    assert!(!reason.contains("REDIRECT_BODY_SECRET"), "{reason}");
+}
+
+/// Regression (issue 43, item 3): the same on a `/metrics` source.
+#[test]
+fn a_redirect_to_another_origin_is_not_followed_nor_quoted_metrics() {
+    let (source, internal) = redirect_to_another_origin();
+    let reason = scrape_hold(&source.metrics_url(), &[], &["redirect", "not followed"]);
+    assert_eq!(internal.requests.load(Ordering::SeqCst), 0, "followed: {reason}");
+    assert!(!reason.contains("INTERNAL_SECRET"), "{reason}");
+    assert!(!reason.contains("REDIRECT_BODY_SECRET"), "{reason}");
+}
+
+/// Regression (issue 43, item 3): a redirect within the source's origin is followed, but the
+/// body of the answer it leads to is never quoted in the reason.
+#[test]
+fn the_body_of_an_answer_reached_through_a_redirect_is_not_quoted() {
+    let s = Server::start(|c| {
+        if c.path.starts_with("/moved") {
+            c.answer("200 OK", "text/html", b"<html>SAME_ORIGIN_PAGE_SECRET</html>");
+        } else {
+            let _ = c.send(
+                b"HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let reason = prom_hold(&s.url(), &[], &["redirect"]);
+    assert!(!reason.contains("SAME_ORIGIN_PAGE_SECRET"), "{reason}");
+    assert_eq!(s.requests.load(Ordering::SeqCst), 2, "{reason}");
+}
+
 /// Was a bug: the Prometheus answer was read whole (`Response::text`), however long, so a source
 /// that never stops sending (a misconfigured proxy, an exporter on the wrong port) grew the
 /// controller's memory until the source timeout. Now the answer is capped like a scrape.

@@ -186,6 +186,34 @@ fn instant(at_ms: i64) -> String {
     format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
 }
 
+/// Most redirects followed for one request (all within the request's origin).
+pub const MAX_REDIRECTS: usize = 10;
+
+/// The redirect policy of every request to a source: a redirect is followed only within the
+/// origin (scheme, host and port) first asked, at most [`MAX_REDIRECTS`] times; one to another
+/// origin is not followed, and the redirect itself is the answer (a hold that says so). A source
+/// must not get the controller to fetch `http://localhost:.../internal` for it.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(reqwest::Url::origin);
+        if first.is_some_and(|first| first != attempt.url().origin()) {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error("too many redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// The hold reason of an answer that is a redirect not followed (to another origin): its status,
+/// never its body nor where it points.
+fn not_followed(status: reqwest::StatusCode, shown: &str) -> FetchError {
+    FetchError::Status(format!(
+        "HTTP {status} from {shown}: a redirect to another origin, not followed"
+    ))
+}
+
 /// Fetches readings over HTTP with a per-request timeout.
 #[derive(Debug, Clone)]
 pub struct Fetcher {
@@ -213,6 +241,7 @@ impl Fetcher {
             .timeout(timeout)
             .connect_timeout(timeout)
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| FetchError::Client(e.to_string()))?;
         Ok(Fetcher {
@@ -395,14 +424,24 @@ impl Fetcher {
     ) -> Result<f64, FetchError> {
         let url = query_url(base);
         let time = instant(at_ms);
-        let response = self
+        let request = self
             .client
             .get(&url)
             .query(&[("query", query), ("time", time.as_str())])
-            .send()
+            .build()
+            .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
+        let asked = request.url().clone();
+        let response = self
+            .client
+            .execute(request)
             .await
             .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
         let status = response.status();
+        if status.is_redirection() {
+            return Err(not_followed(status, &redact::url(&url)));
+        }
+        // The body of an answer reached through a redirect is never quoted.
+        let redirected = response.url() != &asked;
         let body = self
             .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
             .await?;
@@ -411,6 +450,10 @@ impl Fetcher {
         // Prometheus answers 400/422/503 with a JSON error body worth showing.
         match decode_instant(&body) {
             Ok(v) => Ok(v),
+            Err(PromError::InvalidJson { .. }) if redirected => Err(FetchError::Status(format!(
+                "HTTP {status} from {url}: the answer reached through a redirect is not JSON (not \
+                 quoted); check that the source URL points at Prometheus"
+            ))),
             Err(e) if status.is_success() => Err(FetchError::Answer(e.to_string())),
             // An error page (a proxy's, a server that is down): the status says it all, the
             // "is this Prometheus?" hint of a 200 that is not JSON would mislead.
@@ -447,6 +490,11 @@ impl Fetcher {
             .map_err(|e| FetchError::Request(self.describe(url, &e)))?;
         let status = response.status();
         let shown = redact::url(url);
+        if status.is_redirection() {
+            return Err(not_followed(status, &shown));
+        }
+        // The body of an answer reached through a redirect is never quoted.
+        let redirected = reqwest::Url::parse(url).is_ok_and(|asked| response.url() != &asked);
         if !status.is_success() {
             return Err(FetchError::Status(format!("HTTP {status} from {shown}")));
         }
@@ -462,6 +510,12 @@ impl Fetcher {
         // of announcing a length, `x 10` cut after `x 1` would read as a number nobody reported.
         let last_line = text.rsplit('\n').next().unwrap_or_default();
         if !last_line.is_empty() && last_line.trim_end() != "# EOF" {
+            if redirected {
+                return Err(FetchError::Answer(format!(
+                    "{url} sent metrics (through a redirect) whose last line has no line feed: \
+                     the answer was probably cut off"
+                )));
+            }
             let tail: String = {
                 let chars: Vec<char> = last_line.chars().collect();
                 chars[chars.len().saturating_sub(60)..].iter().collect()
