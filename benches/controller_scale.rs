@@ -324,6 +324,7 @@ fn config() -> Config {
         holder: "controller-scale-bench".into(),
         token: None,
         read_only_api: false,
+        allowed_hosts: Vec::new(),
         confirm_complete: vec![],
         clock: Arc::new(queue_migrate::time::now_ms),
         http: queue_migrate::daemon::http::Limits::default(),

@@ -378,6 +378,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         holder: "x".into(),
         token: None,
         read_only_api: false,
+        allowed_hosts: Vec::new(),
         confirm_complete: vec![],
         clock: Arc::new(|| T0 * 1000),
         http: daemon::http::Limits::default(),

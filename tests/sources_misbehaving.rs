@@ -457,7 +457,11 @@ fn redirect_to_another_origin() -> (Server, Server) {
 fn a_redirect_to_another_origin_is_not_followed_nor_quoted_prometheus() {
     let (source, internal) = redirect_to_another_origin();
     let reason = prom_hold(&source.url(), &[], &["redirect", "not followed"]);
-    assert_eq!(internal.requests.load(Ordering::SeqCst), 0, "followed: {reason}");
+    assert_eq!(
+        internal.requests.load(Ordering::SeqCst),
+        0,
+        "followed: {reason}"
+    );
     assert!(!reason.contains("INTERNAL_SECRET"), "{reason}");
     assert!(!reason.contains("REDIRECT_BODY_SECRET"), "{reason}");
 }
@@ -467,7 +471,11 @@ fn a_redirect_to_another_origin_is_not_followed_nor_quoted_prometheus() {
 fn a_redirect_to_another_origin_is_not_followed_nor_quoted_metrics() {
     let (source, internal) = redirect_to_another_origin();
     let reason = scrape_hold(&source.metrics_url(), &[], &["redirect", "not followed"]);
-    assert_eq!(internal.requests.load(Ordering::SeqCst), 0, "followed: {reason}");
+    assert_eq!(
+        internal.requests.load(Ordering::SeqCst),
+        0,
+        "followed: {reason}"
+    );
     assert!(!reason.contains("INTERNAL_SECRET"), "{reason}");
     assert!(!reason.contains("REDIRECT_BODY_SECRET"), "{reason}");
 }
@@ -478,7 +486,11 @@ fn a_redirect_to_another_origin_is_not_followed_nor_quoted_metrics() {
 fn the_body_of_an_answer_reached_through_a_redirect_is_not_quoted() {
     let s = Server::start(|c| {
         if c.path.starts_with("/moved") {
-            c.answer("200 OK", "text/html", b"<html>SAME_ORIGIN_PAGE_SECRET</html>");
+            c.answer(
+                "200 OK",
+                "text/html",
+                b"<html>SAME_ORIGIN_PAGE_SECRET</html>",
+            );
         } else {
             let _ = c.send(
                 b"HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",

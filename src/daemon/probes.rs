@@ -521,6 +521,7 @@ mod tests {
             holder: "a".into(),
             token: None,
             read_only_api: false,
+            allowed_hosts: Vec::new(),
             confirm_complete: vec![],
             clock,
             http: crate::daemon::http::Limits::default(),

@@ -113,6 +113,7 @@ mod tests {
             holder: "t".into(),
             token: None,
             read_only_api: false,
+            allowed_hosts: Vec::new(),
             confirm_complete: vec![],
             http: crate::daemon::http::Limits::default(),
             // Ten minutes after the rows, with a one-minute retention.

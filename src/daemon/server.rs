@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Shared;
+use super::guard::{host_part, is_loopback};
 use super::hub::{Published, etag};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, AdvanceOptions, ControllerError};
@@ -292,28 +293,15 @@ struct MutationBody {
     from: Option<String>,
 }
 
-/// Constant-time comparison of the presented token with ours.
+/// Whether the presented token is ours, in a time that depends on neither token's length nor
+/// content: their SHA-256 digests are compared, every byte.
 fn token_matches(presented: &str, ours: &str) -> bool {
-    let (a, b) = (presented.as_bytes(), ours.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The host part of a `Host` header or of an `Origin`'s authority (`[::1]:8480` → `::1`).
-fn host_part(authority: &str) -> &str {
-    let authority = authority.trim();
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    authority.split(':').next().unwrap_or(authority)
-}
-
-/// Whether a host name is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`).
-fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim_end_matches('.');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    use sha2::Digest;
+    let (a, b) = (sha2::Sha256::digest(presented), sha2::Sha256::digest(ours));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 /// Why a mutation that a web page could have sent is refused, if it is: a foreign `Origin` (one
@@ -350,7 +338,7 @@ fn cross_site(headers: &HeaderMap, has_token: bool) -> Option<Response> {
     if has_token {
         return None;
     }
-    if !host.is_some_and(|h| is_loopback_host(host_part(h))) {
+    if !host.is_some_and(|h| is_loopback(host_part(h))) {
         return Some(error(
             StatusCode::FORBIDDEN,
             format!(
@@ -403,7 +391,7 @@ async fn mutate<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path((name, action)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Response {
     if s.config.read_only_api {
         return error(StatusCode::FORBIDDEN, "this API is read-only (--read-only)");
@@ -435,6 +423,17 @@ async fn mutate<S: Store + Clone + 'static>(
             "this controller is standing by; send mutations to the active one (see /healthz)",
         );
     }
+    // Read only now, once the caller may mutate (docs/api.md): an unauthenticated caller gets
+    // its answer without sending a byte of its body.
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} KiB (or broke off)",
+                MAX_BODY / 1024
+            ),
+        );
+    };
     let body = match mutation_body(&headers, &body) {
         Ok(b) => b,
         Err((status, why)) => return error(status, why),

@@ -45,6 +45,9 @@ pub struct Config {
     pub token: Option<String>,
     /// Refuse every mutating API call.
     pub read_only_api: bool,
+    /// `Host` names answered beside loopback, the listen address and this machine's hostname
+    /// (`--allowed-host`; `*`: any): [`super::guard`].
+    pub allowed_hosts: Vec<String>,
     /// Migrations the operator confirmed may enter `complete` unattended.
     pub confirm_complete: Vec<String>,
     /// The clock gates are evaluated against.

@@ -194,6 +194,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         holder: "controller".into(),
         token: None,
         read_only_api: true,
+        allowed_hosts: Vec::new(),
         confirm_complete: vec!["demo".into()],
         clock: Arc::new(move || c2.load(Ordering::SeqCst)),
         http: crate::daemon::http::Limits::default(),

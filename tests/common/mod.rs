@@ -85,6 +85,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         holder: "daemon-test".into(),
         token: None,
         read_only_api: false,
+        allowed_hosts: Vec::new(),
         confirm_complete: vec![],
         clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
         http: queue_migrate::daemon::http::Limits::default(),
