@@ -120,7 +120,7 @@ pub async fn guard(
     let mut response = if allowed.allows_on(host, local) {
         next.run(request).await
     } else {
-        let shown = host.map_or_else(|| "none".to_string(), |h| crate::redact::text(h));
+        let shown = host.map_or_else(|| "none".to_string(), crate::outgoing::line);
         let body = serde_json::json!({
             "error": format!(
                 "Host {shown:?} is not one this daemon answers for (--allowed-host; loopback, \

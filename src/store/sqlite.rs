@@ -118,6 +118,7 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        create_private(&url, options.get_filename());
         let pool = pool_options().connect_with(options).await?;
         let migrations = schema
             .iter()
@@ -134,6 +135,28 @@ impl SqliteStore {
         Migrator::with_migrations(migrations).run(&pool).await?;
         Ok(SqliteStore { pool })
     }
+}
+
+/// Create the database file `path` of `url` empty and `0600` when it does not exist yet, so
+/// that SQLite opens it rather than creating it with the umask's mode (`0644`): the state holds
+/// plans, reasons and evidence. SQLite gives its `-wal` and `-shm` files the database file's
+/// mode. An in-memory database, or a file that exists, is left alone; a failure here is left to
+/// the open that follows to report.
+fn create_private(url: &str, path: &std::path::Path) {
+    let memory = url.contains(":memory:")
+        || url.contains("mode=memory")
+        || path.to_string_lossy().starts_with("file:sqlx-in-memory-");
+    if memory || path.as_os_str().is_empty() {
+        return;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let _ = options.open(path);
 }
 
 /// The store's pool: a few connections, each with the SQL function of [`super::sqlite_bits`].
