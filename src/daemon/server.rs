@@ -172,12 +172,46 @@ async fn one<S: Store + Clone + 'static>(State(s): App<S>, Path(name): Path<Stri
     }
 }
 
+/// What `/history` answers without `?limit=`: the newest entries.
+pub const DEFAULT_HISTORY: u32 = 100;
+/// The most journal entries one request of `/history` answers.
+pub const MAX_HISTORY: u32 = 1000;
+
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    before: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// One page of the journal, oldest first: the newest `?limit=` (default [`DEFAULT_HISTORY`])
+/// entries below `?before=SEQ`; a `Link: <...?before=N&limit=M>; rel="next"` header names the
+/// older page while there is one.
 async fn history<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path(name): Path<String>,
+    Query(q): Query<HistoryQuery>,
 ) -> Response {
-    match s.store.journal(&name).await {
-        Ok(j) => Json(j.iter().map(EntryView::of).collect::<Vec<_>>()).into_response(),
+    let limit = q.limit.unwrap_or(DEFAULT_HISTORY);
+    if limit == 0 || limit > MAX_HISTORY {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("limit: 1 to {MAX_HISTORY} (e.g. ?limit=100)"),
+        );
+    }
+    match s.store.journal_page(&name, q.before, limit).await {
+        Ok(j) => {
+            let older = j.first().filter(|e| e.seq > 1).map(|e| e.seq);
+            let mut r = Json(j.iter().map(EntryView::of).collect::<Vec<_>>()).into_response();
+            if let Some(seq) = older
+                && let Ok(link) = HeaderValue::from_str(&format!(
+                    "</v1/migrations/{}/history?before={seq}&limit={limit}>; rel=\"next\"",
+                    super::console::path_segment(&name)
+                ))
+            {
+                r.headers_mut().insert(header::LINK, link);
+            }
+            r
+        }
         Err(e) => controller_error(&e.into()),
     }
 }

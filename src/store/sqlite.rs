@@ -626,6 +626,28 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn journal_page(
+        &self,
+        name: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>> {
+        self.get(name).await?;
+        let mut page = sqlx::query(
+            "SELECT * FROM journal WHERE migration = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(name)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(journal_row)
+        .collect::<Result<Vec<_>>>()?;
+        page.reverse();
+        Ok(page)
+    }
+
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         insert_evaluations(&mut tx, rounds).await?;
