@@ -319,6 +319,7 @@ fn config() -> Config {
         interval: Duration::from_secs(15),
         source_timeout: Duration::from_secs(10),
         queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
+        max_series: queue_migrate::indicators::fetch::MAX_SERIES,
         lease_ttl: Duration::from_secs(15),
         watch_interval: Duration::from_millis(500),
         holder: "controller-scale-bench".into(),

@@ -373,6 +373,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         interval: Duration::from_millis(50),
         source_timeout: Duration::from_secs(2),
         queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
+        max_series: queue_migrate::indicators::fetch::MAX_SERIES,
         lease_ttl: Duration::from_secs(3),
         watch_interval: Duration::from_millis(50),
         holder: "x".into(),

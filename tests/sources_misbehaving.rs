@@ -724,6 +724,46 @@ fn several_series_on_metrics_are_summed_as_documented() {
     assert_eq!(gate["reason"], "2 >= 1", "{gate}");
 }
 
+/// A `/metrics` target with `n` series, the gate's own metric among them.
+fn many_series(n: usize) -> Server {
+    let mut body = String::from("app_new_consumer_connected 1\n");
+    for i in 1..n {
+        body.push_str(&format!("junk_series{{i=\"{i}\"}} 1\n"));
+    }
+    Server::start(move |c| c.answer("200 OK", "text/plain", body.as_bytes()))
+}
+
+/// Regression (issue 43, item 4): a target with a million series (an exporter's
+/// label-cardinality bug) was parsed and stored whole: the store grew by a gigabyte, the daemon
+/// to 1.3 GB. A scrape over the cap (default 10,000) holds "too many series: N > cap", and the
+/// cap is a flag.
+#[test]
+fn a_scrape_over_the_series_cap_holds_too_many_series() {
+    let s = many_series(20_000);
+    let b = at_consume_dual();
+    let reason = assert_hold(
+        &b,
+        &[],
+        &[("QM_SCRAPE_URL", &s.metrics_url())],
+        "app",
+        &["too many series: 20000 > 10000"],
+    );
+    assert!(!reason.contains("junk_series"), "{reason}");
+    let r = b.run_env(
+        &[
+            "advance",
+            "local",
+            "--dry-run",
+            "--json",
+            "--max-series",
+            "30000",
+        ],
+        &[("QM_SCRAPE_URL", &s.metrics_url())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["gates"][0]["verdict"], "pass");
+}
+
 #[test]
 fn metrics_without_the_metric_hold() {
     let s = Server::start(|c| c.answer("200 OK", "text/plain", b"something_else 1\n"));

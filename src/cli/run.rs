@@ -188,6 +188,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,
         queries_per_request: usize::from(args.queries_per_request),
+        max_series: ctx.global.max_series as usize,
         lease_ttl: args.lease_ttl,
         watch_interval: Duration::from_millis(25),
         holder: holder.clone(),

@@ -515,6 +515,7 @@ mod tests {
             interval: Duration::from_secs(1),
             source_timeout: Duration::from_secs(1),
             queries_per_request: crate::indicators::fetch::QUERIES_PER_REQUEST,
+            max_series: crate::indicators::fetch::MAX_SERIES,
             // Long enough for a test's real time: only the tests lapse it.
             lease_ttl: Duration::from_secs(60),
             watch_interval: Duration::from_secs(1),

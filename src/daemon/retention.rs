@@ -108,6 +108,7 @@ mod tests {
             interval: Duration::from_secs(1),
             source_timeout: Duration::from_secs(1),
             queries_per_request: 1,
+            max_series: crate::indicators::fetch::MAX_SERIES,
             lease_ttl: Duration::from_secs(15),
             watch_interval: Duration::from_secs(1),
             holder: "t".into(),

@@ -34,6 +34,8 @@ pub struct Config {
     /// Most Prometheus queries a round asks in one request (1: each alone); see
     /// [`Fetcher::prefetch_prometheus`].
     pub queries_per_request: usize,
+    /// Most series of one `/metrics` scrape (`--max-series`); see [`Fetcher::with_max_series`].
+    pub max_series: usize,
     /// How long the lease lasts without renewal (renewed every third of it).
     pub lease_ttl: Duration,
     /// How often the watcher looks for changes made by others (one cheap read of the store; every
@@ -151,7 +153,8 @@ impl<S: Store + Clone + 'static> Shared<S> {
         resolve: Arc<dyn Resolve + Send + Sync>,
     ) -> Result<Arc<Shared<S>>, DaemonError> {
         let fetcher = Fetcher::new(config.source_timeout)?
-            .with_queries_per_request(config.queries_per_request);
+            .with_queries_per_request(config.queries_per_request)
+            .with_max_series(config.max_series);
         let notifier = Notifier::start(fetcher.client().clone());
         let long_polls = config.http.max_long_polls;
         Ok(Arc::new(Shared {

@@ -42,6 +42,11 @@ pub const MAX_SCRAPE_BYTES: usize = 16 * 1024 * 1024;
 /// a query matching thousands of series (a hold that lists three of them) stays far below this.
 pub const MAX_QUERY_BYTES: usize = 4 * 1024 * 1024;
 
+/// Most series one `/metrics` scrape may hold ([`Fetcher::with_max_series`] changes it): a
+/// target with more (an exporter's label-cardinality bug) gives no reading, a hold that says
+/// "too many series: N > cap", and none of its samples is parsed or stored.
+pub const MAX_SERIES: usize = 10_000;
+
 /// Most queries asked in one request by [`Fetcher::prefetch_prometheus`]. Ten per request
 /// halve what Prometheus spends serving 5,000 distinct queries, fifty gain nothing more
 /// (BENCHMARKS.md, "Controller scale").
@@ -181,6 +186,17 @@ fn query_url(base: &str) -> String {
     format!("{}/api/v1/query{query}", path.trim_end_matches('/'))
 }
 
+/// The sample lines of an exposition (one per series): lines that are neither blank nor a
+/// comment, counted without parsing or allocating.
+fn sample_lines(text: &str) -> usize {
+    text.split('\n')
+        .filter(|line| {
+            let content = line.trim_start_matches([' ', '\t']);
+            !content.is_empty() && content != "\r" && !content.starts_with('#')
+        })
+        .count()
+}
+
 /// The evaluation time of an instant query: seconds with milliseconds.
 fn instant(at_ms: i64) -> String {
     format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
@@ -221,6 +237,8 @@ pub struct Fetcher {
     timeout: Duration,
     /// Most Prometheus queries per request of [`Fetcher::prefetch_prometheus`] (1: each alone).
     per_request: usize,
+    /// Most series of one scrape ([`MAX_SERIES`] unless set).
+    max_series: usize,
     /// Set on a fetcher of one round (see the module docs).
     round: Option<Arc<RoundMemo>>,
 }
@@ -248,6 +266,7 @@ impl Fetcher {
             client,
             timeout,
             per_request: QUERIES_PER_REQUEST,
+            max_series: MAX_SERIES,
             round: None,
         })
     }
@@ -257,6 +276,14 @@ impl Fetcher {
     pub fn with_queries_per_request(self, n: usize) -> Fetcher {
         Fetcher {
             per_request: n.max(1),
+            ..self
+        }
+    }
+
+    /// At most `n` series per `/metrics` scrape ([`MAX_SERIES`] unless set; at least 1).
+    pub fn with_max_series(self, n: usize) -> Fetcher {
+        Fetcher {
+            max_series: n.max(1),
             ..self
         }
     }
@@ -399,8 +426,26 @@ impl Fetcher {
 
     /// A `/metrics` endpoint scraped and parsed (once per round on a fetcher of a round): its
     /// samples and the lines that could not be read, or why there is no answer.
+    ///
+    /// # Guarantees
+    /// A scrape of more series than the cap ([`Fetcher::with_max_series`]) is an
+    /// [`FetchError::TooLarge`] saying "too many series: N > cap", its series counted without
+    /// being parsed: nothing of it is kept.
     pub async fn scrape_parsed(&self, url: &str) -> Arc<Scraped> {
-        let now = || async { Arc::new(self.scrape(url).await.map(|t| exposition::parse(&t))) };
+        let now = || async {
+            let parsed = self.scrape(url).await.and_then(|text| {
+                let series = sample_lines(&text);
+                if series > self.max_series {
+                    return Err(FetchError::TooLarge(format!(
+                        "{}: too many series: {series} > {} (--max-series)",
+                        redact::url(url),
+                        self.max_series
+                    )));
+                }
+                Ok(exposition::parse(&text))
+            });
+            Arc::new(parsed)
+        };
         match &self.round {
             None => now().await,
             Some(memo) => cell(&memo.scrapes, url.to_string())
@@ -652,6 +697,12 @@ impl Fetcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sample_lines_count_series_not_comments_nor_blank_lines() {
+        let text = "# HELP a x\n# TYPE a gauge\na 1\n\n  b{x=\"1\"} 2\r\n\t\r\nc 3\n# EOF\n";
+        assert_eq!(sample_lines(text), 3);
+    }
 
     /// A round's Debug shows how many requests it answered, never their URLs.
     #[tokio::test]

@@ -189,6 +189,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         interval: std::time::Duration::from_secs(1),
         source_timeout: std::time::Duration::from_secs(5),
         queries_per_request: crate::indicators::fetch::QUERIES_PER_REQUEST,
+        max_series: crate::indicators::fetch::MAX_SERIES,
         lease_ttl: std::time::Duration::from_secs(15),
         watch_interval: std::time::Duration::from_secs(1),
         holder: "controller".into(),

@@ -80,6 +80,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         interval: std::time::Duration::from_millis(40),
         source_timeout: std::time::Duration::from_secs(2),
         queries_per_request: queue_migrate::indicators::fetch::QUERIES_PER_REQUEST,
+        max_series: queue_migrate::indicators::fetch::MAX_SERIES,
         lease_ttl: std::time::Duration::from_secs(3),
         watch_interval: std::time::Duration::from_millis(50),
         holder: "daemon-test".into(),
