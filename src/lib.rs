@@ -16,7 +16,8 @@
 //!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
 //!   it reads, Prometheus API answers.
 //! - [`time`] — instants as numbers; only binaries read the clock.
-//! - [`redact`] — the one redaction rule for anything that may hold a secret (URLs, client errors).
+//! - [`redact`] — the redaction of anything that may hold a secret (URLs, client errors).
+//! - [`outgoing`] — the one rule for every text that leaves the process: redact, sanitize, cap.
 //!
 //! Shell:
 //! - [`indicators::fetch`] — HTTP to indicator sources.
@@ -45,6 +46,7 @@
 
 pub mod metrics_text;
 pub mod oneline;
+pub mod outgoing;
 pub mod redact;
 pub mod slice;
 pub mod time;

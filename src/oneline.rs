@@ -3,66 +3,31 @@
 //! stored as given; only what is printed line by line is escaped.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
-/// `text` with `\n`, `\r`, `\t`, `\\`-free control characters and other invisible line breaks
-/// (U+0085, U+2028, U+2029) written as escapes (`\n`, `\r`, `\t`, `\u{1b}`); unchanged (borrowed)
-/// when it has none.
+/// `text` with `\n`, `\r`, `\t`, every other control character, invisible line break (U+2028,
+/// U+2029) and bidirectional override written as escapes (`\n`, `\r`, `\t`, `\u{1b}`);
+/// unchanged (borrowed) when it has none. The one rule's [`crate::outgoing::sanitize`], one line.
 pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(needs_escape) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if needs_escape(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-fn needs_escape(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+    crate::outgoing::sanitize(text, crate::outgoing::Shape::Line)
 }
 
 /// A log line's text (a whole formatted event, ending with its newline) with every line break
-/// and control character inside it escaped, the final newline kept. What the CLI's log writer
+/// and control character inside it escaped, the final newline kept, and the formatter's colour
+/// sequences kept ([`crate::outgoing::sanitize_keeping_colours`]: a reason's own ESC sequences
+/// that set the title, move the cursor or hide text are escaped). What the CLI's log writer
 /// passes on.
 pub fn log_line(line: &str) -> Cow<'_, str> {
     let (body, end) = match line.strip_suffix('\n') {
         Some(body) => (body, "\n"),
         None => (line, ""),
     };
-    // ANSI colours (ESC) are the formatter's own when it colours: keep them.
-    let escaped = escape_keeping_ansi(body);
-    match escaped {
+    match crate::outgoing::sanitize_keeping_colours(body) {
         Cow::Borrowed(_) => Cow::Borrowed(line),
         Cow::Owned(mut s) => {
             s.push_str(end);
             Cow::Owned(s)
         }
     }
-}
-
-fn escape_keeping_ansi(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| needs_escape(c) && c != '\u{1b}') {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for part in text.split('\u{1b}').enumerate() {
-        let (i, part) = part;
-        if i > 0 {
-            out.push('\u{1b}');
-        }
-        out.push_str(&escape(part));
-    }
-    Cow::Owned(out)
 }
 
 /// A log writer that passes each event on one line ([`log_line`]): the CLI's `tracing` output.
@@ -111,6 +76,19 @@ mod tests {
         assert_eq!(
             out,
             "INFO local: pause by api: done\\nERROR lost everything\n"
+        );
+    }
+
+    /// Regression (issue 43): a reason's ESC sequences (set the title, erase the line, hide
+    /// text) reached the terminal through the log: only the formatter's colours pass.
+    #[test]
+    fn a_reason_s_escape_sequences_are_escaped_in_the_log() {
+        let line =
+            "\u{1b}[32m INFO\u{1b}[0m pause: x\u{1b}]0;ok\u{7}\u{1b}[2K\rINFO resume approved\n";
+        let out = log_line(line);
+        assert_eq!(
+            out,
+            "\u{1b}[32m INFO\u{1b}[0m pause: x\\u{1b}]0;ok\\u{7}\\u{1b}[2K\\rINFO resume approved\n"
         );
     }
 

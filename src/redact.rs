@@ -56,9 +56,14 @@ pub fn text(text: &str) -> String {
 /// `text` with every occurrence of each known secret value masked (values shorter than 4 bytes
 /// are skipped: masking every `a` would garble the text and hide nothing), then every URL
 /// redacted as [`text`] does.
-pub fn known<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> String {
+pub fn known<S: AsRef<str>>(text: &str, secrets: impl IntoIterator<Item = S>) -> String {
     let mut out = text.to_string();
-    let mut values: Vec<&str> = secrets.into_iter().filter(|s| s.len() >= 4).collect();
+    let owned: Vec<S> = secrets.into_iter().collect();
+    let mut values: Vec<&str> = owned
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|s| s.len() >= 4)
+        .collect();
     // Longest first, so that a secret containing another is masked whole.
     values.sort_by_key(|s| std::cmp::Reverse(s.len()));
     for value in values {

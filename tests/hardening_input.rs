@@ -375,6 +375,105 @@ fn dlq_purge_output_naming_the_export_is_refused() {
     );
 }
 
+fn purge_to(b: &Bench, output: &str, code: i32) -> common::Run {
+    b.ok(
+        &[
+            "dlq",
+            "purge",
+            "--older-than",
+            "7d",
+            "export.ndjson",
+            "--output",
+            output,
+        ],
+        code,
+    )
+}
+
+/// Regression (issue 43, item 11): `purge --output` followed a symbolic link, a dangling one
+/// too, and overwrote the file it pointed at. A link is refused; its victim is untouched, and a
+/// dangling link's target is not created.
+#[cfg(unix)]
+#[test]
+fn dlq_purge_output_onto_a_symlink_is_refused_and_the_victim_untouched() {
+    let b = Bench::new();
+    purge_export(&b);
+    let victim = b.path("victim.conf");
+    std::fs::write(&victim, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim, b.path("out.ndjson")).unwrap();
+    let r = purge_to(&b, "out.ndjson", 2);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let dangling_target = b.path("created-by-purge");
+    std::os::unix::fs::symlink(&dangling_target, b.path("dangling.ndjson")).unwrap();
+    let r = purge_to(&b, "dangling.ndjson", 2);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert!(!dangling_target.exists(), "purge created the link's target");
+}
+
+/// Regression (issue 43, item 11): an existing `--output` file kept its looser mode, so 0600
+/// dead letters landed in a 0644 file. It now keeps only the permissions both files have.
+#[cfg(unix)]
+#[test]
+fn dlq_purge_output_tightens_an_existing_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = Bench::new();
+    let (path, _) = purge_export(&b);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = b.path("kept.ndjson");
+    std::fs::write(&out, "old\n").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+    purge_to(&b, "kept.ndjson", 0);
+    assert_eq!(mode(&out), 0o600);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 2);
+}
+
+/// Regression (issue 43, item 11): `--in-place` on a symbolic link replaced the link with the
+/// purged file and left the real export unpurged. The real export is rewritten; the link stays.
+#[cfg(unix)]
+#[test]
+fn dlq_purge_in_place_through_a_symlink_purges_the_real_export() {
+    let b = Bench::new();
+    let (path, _) = purge_export(&b);
+    std::os::unix::fs::symlink(&path, b.path("link.ndjson")).unwrap();
+    b.ok(
+        &[
+            "dlq",
+            "purge",
+            "--older-than",
+            "7d",
+            "link.ndjson",
+            "--in-place",
+        ],
+        0,
+    );
+    let link = b.path("link.ndjson");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_link(&link).unwrap(), path);
+    let kept = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(kept.lines().count(), 2, "{kept}");
+}
+
+/// Regression (issue 43, item 11): the SQLite state file was created 0644 (the umask's mode):
+/// plans, reasons and evidence readable by every local user. It is created 0600.
+#[cfg(unix)]
+#[test]
+fn the_sqlite_state_file_is_created_0600() {
+    let b = Bench::new();
+    b.init();
+    assert_eq!(mode(&b.path("state.db")), 0o600);
+    for side in ["state.db-wal", "state.db-shm"] {
+        if b.path(side).exists() {
+            assert_eq!(mode(&b.path(side)) & 0o077, 0, "{side}");
+        }
+    }
+}
+
 /// An over-long line is kept by purge byte for byte (it may be a dead letter: it is not dropped
 /// unread), without being held in memory.
 #[test]

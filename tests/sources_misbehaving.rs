@@ -428,6 +428,80 @@ fn a_redirect_loop_on_prometheus_holds() {
     );
 }
 
+/// An "internal" server a hostile source points at (another origin: another port), and a
+/// source that redirects every request there with a body of its own.
+fn redirect_to_another_origin() -> (Server, Server) {
+    let internal = Server::start(|c| {
+        c.answer(
+            "500 Internal Server Error",
+            "text/plain",
+            b"INTERNAL_SECRET_db_password=hunter2",
+        )
+    });
+    let target = format!("http://localhost:{}/internal", internal.addr.port());
+    let source = Server::start(move |c| {
+        let body = "REDIRECT_BODY_SECRET_token=abc";
+        let head = format!(
+            "HTTP/1.1 302 Found\r\nLocation: {target}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = c.send(head.as_bytes());
+    });
+    (source, internal)
+}
+
+/// Regression (issue 43, item 3): a Prometheus source that redirected to
+/// `http://localhost:.../internal` got the controller to fetch it and quote its first bytes in
+/// the gate reason. A redirect to another origin is not followed, and no body is quoted.
+#[test]
+fn a_redirect_to_another_origin_is_not_followed_nor_quoted_prometheus() {
+    let (source, internal) = redirect_to_another_origin();
+    let reason = prom_hold(&source.url(), &[], &["redirect", "not followed"]);
+    assert_eq!(
+        internal.requests.load(Ordering::SeqCst),
+        0,
+        "followed: {reason}"
+    );
+    assert!(!reason.contains("INTERNAL_SECRET"), "{reason}");
+    assert!(!reason.contains("REDIRECT_BODY_SECRET"), "{reason}");
+}
+
+/// Regression (issue 43, item 3): the same on a `/metrics` source.
+#[test]
+fn a_redirect_to_another_origin_is_not_followed_nor_quoted_metrics() {
+    let (source, internal) = redirect_to_another_origin();
+    let reason = scrape_hold(&source.metrics_url(), &[], &["redirect", "not followed"]);
+    assert_eq!(
+        internal.requests.load(Ordering::SeqCst),
+        0,
+        "followed: {reason}"
+    );
+    assert!(!reason.contains("INTERNAL_SECRET"), "{reason}");
+    assert!(!reason.contains("REDIRECT_BODY_SECRET"), "{reason}");
+}
+
+/// Regression (issue 43, item 3): a redirect within the source's origin is followed, but the
+/// body of the answer it leads to is never quoted in the reason.
+#[test]
+fn the_body_of_an_answer_reached_through_a_redirect_is_not_quoted() {
+    let s = Server::start(|c| {
+        if c.path.starts_with("/moved") {
+            c.answer(
+                "200 OK",
+                "text/html",
+                b"<html>SAME_ORIGIN_PAGE_SECRET</html>",
+            );
+        } else {
+            let _ = c.send(
+                b"HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let reason = prom_hold(&s.url(), &[], &["redirect"]);
+    assert!(!reason.contains("SAME_ORIGIN_PAGE_SECRET"), "{reason}");
+    assert_eq!(s.requests.load(Ordering::SeqCst), 2, "{reason}");
+}
+
 /// Was a bug: the Prometheus answer was read whole (`Response::text`), however long, so a source
 /// that never stops sending (a misconfigured proxy, an exporter on the wrong port) grew the
 /// controller's memory until the source timeout. Now the answer is capped like a scrape.
@@ -648,6 +722,46 @@ fn several_series_on_metrics_are_summed_as_documented() {
     let gate = &r.json()["gates"][0];
     assert_eq!(gate["value"], 2.0, "{gate}");
     assert_eq!(gate["reason"], "2 >= 1", "{gate}");
+}
+
+/// A `/metrics` target with `n` series, the gate's own metric among them.
+fn many_series(n: usize) -> Server {
+    let mut body = String::from("app_new_consumer_connected 1\n");
+    for i in 1..n {
+        body.push_str(&format!("junk_series{{i=\"{i}\"}} 1\n"));
+    }
+    Server::start(move |c| c.answer("200 OK", "text/plain", body.as_bytes()))
+}
+
+/// Regression (issue 43, item 4): a target with a million series (an exporter's
+/// label-cardinality bug) was parsed and stored whole: the store grew by a gigabyte, the daemon
+/// to 1.3 GB. A scrape over the cap (default 10,000) holds "too many series: N > cap", and the
+/// cap is a flag.
+#[test]
+fn a_scrape_over_the_series_cap_holds_too_many_series() {
+    let s = many_series(20_000);
+    let b = at_consume_dual();
+    let reason = assert_hold(
+        &b,
+        &[],
+        &[("QM_SCRAPE_URL", &s.metrics_url())],
+        "app",
+        &["too many series: 20000 > 10000"],
+    );
+    assert!(!reason.contains("junk_series"), "{reason}");
+    let r = b.run_env(
+        &[
+            "advance",
+            "local",
+            "--dry-run",
+            "--json",
+            "--max-series",
+            "30000",
+        ],
+        &[("QM_SCRAPE_URL", &s.metrics_url())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["gates"][0]["verdict"], "pass");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! - Prometheus sources: `GET /api/v1/query_range` per query, the window cut into requests of at
 //!   most [`MAX_POINTS_PER_REQUEST`] instants (Prometheus refuses more than 11,000 points per
 //!   series), at most [`IN_FLIGHT`] requests at a time, each answer read up to
-//!   [`MAX_RANGE_BYTES`].
+//!   [`range_cap`] bytes (sized by the points asked), parsed into typed rows.
 //! - Scrape sources: the scrape history the store kept for the plan's migration (`--state`),
 //!   when it has one; before its first kept scrape the source cannot answer.
 //! - Dead-letter sources, and any source that cannot answer for the past: named, and their
@@ -27,9 +27,26 @@ pub const MAX_POINTS_PER_REQUEST: usize = 11_000;
 /// Most `query_range` requests in flight at once.
 pub const IN_FLIGHT: usize = 8;
 
-/// Largest `query_range` answer read (11,000 points of one series take about 300 KiB; a query
-/// matching many series is a hold that lists three of them, and may be refused whole).
+/// Largest `query_range` answer read, whatever the points asked (see [`range_cap`]).
 pub const MAX_RANGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes allowed per point asked: a point of one series is about 30 bytes
+/// (`[1795996800.123,"12345.678"],`); this leaves room for a few series (a query that matches
+/// several is a hold that lists three of them) and long values.
+pub const RANGE_BYTES_PER_POINT: usize = 256;
+
+/// Bytes allowed beside the points: the envelope, the series' labels, warnings.
+pub const RANGE_BYTES_BESIDE: usize = 64 * 1024;
+
+/// The largest answer read for a request of `points` instants: sized by the points asked
+/// (11,000 points: about 2.8 MB), never above [`MAX_RANGE_BYTES`]. A 63 MB answer to a request
+/// of 11,000 points is refused unread beyond the cap.
+pub fn range_cap(points: usize) -> usize {
+    points
+        .saturating_mul(RANGE_BYTES_PER_POINT)
+        .saturating_add(RANGE_BYTES_BESIDE)
+        .min(MAX_RANGE_BYTES)
+}
 
 /// Every query of the plan, by source, each once.
 fn queries_by_source(plan: &Plan) -> BTreeMap<&str, BTreeSet<&str>> {
@@ -186,7 +203,7 @@ async fn range(
             format!("source {source}: {shown}: {what}")
         })?;
     let status = response.status();
-    let body = capped(response)
+    let body = capped(response, range_cap(count))
         .await
         .map_err(|e| format!("source {source}: {shown}: {e}"))?;
     let body = String::from_utf8_lossy(&body);
@@ -197,15 +214,12 @@ async fn range(
     }
 }
 
-/// A response body, at most [`MAX_RANGE_BYTES`].
-async fn capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
-    let mib = MAX_RANGE_BYTES / (1024 * 1024);
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_RANGE_BYTES as u64)
-    {
+/// A response body, at most `cap` bytes.
+async fn capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, String> {
+    let kib = cap / 1024;
+    if response.content_length().is_some_and(|n| n > cap as u64) {
         return Err(format!(
-            "the range answer is larger than {mib} MiB: narrow the query (it must give one series)"
+            "the range answer is larger than {kib} KiB (sized by the points asked): narrow the query (it must give one series)"
         ));
     }
     let mut body = Vec::new();
@@ -215,9 +229,9 @@ async fn capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
             crate::redact::text(&e.to_string())
         )
     })? {
-        if body.len() + chunk.len() > MAX_RANGE_BYTES {
+        if body.len() + chunk.len() > cap {
             return Err(format!(
-                "the range answer is larger than {mib} MiB: narrow the query (it must give one series)"
+                "the range answer is larger than {kib} KiB (sized by the points asked): narrow the query (it must give one series)"
             ));
         }
         body.extend_from_slice(&chunk);
@@ -284,6 +298,14 @@ async fn scrape<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_cap_is_sized_by_the_points_asked() {
+        assert_eq!(range_cap(1), 256 + 64 * 1024);
+        assert!(range_cap(MAX_POINTS_PER_REQUEST) < 3 * 1024 * 1024);
+        assert!(range_cap(MAX_POINTS_PER_REQUEST) > MAX_POINTS_PER_REQUEST * 60);
+        assert_eq!(range_cap(usize::MAX), MAX_RANGE_BYTES);
+    }
 
     #[test]
     fn a_window_is_cut_under_the_point_limit() {

@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::controller::evaluate::Item;
 use crate::gate::Observation;
@@ -177,11 +176,14 @@ impl Readings {
     }
 }
 
+/// A `query_range` answer, read into typed rows: the result stays raw text until its type is
+/// known to be a matrix, then each series is read straight into its (time, value) pairs, never
+/// through a generic JSON tree.
 #[derive(Deserialize)]
-struct RangeResponse {
+struct RangeResponse<'a> {
     status: String,
-    #[serde(default)]
-    data: Option<RangeData>,
+    #[serde(default, borrow)]
+    data: Option<RangeData<'a>>,
     #[serde(default, rename = "errorType")]
     error_type: Option<String>,
     #[serde(default)]
@@ -189,11 +191,11 @@ struct RangeResponse {
 }
 
 #[derive(Deserialize)]
-struct RangeData {
+struct RangeData<'a> {
     #[serde(rename = "resultType")]
     result_type: String,
-    #[serde(default)]
-    result: Value,
+    #[serde(default, borrow)]
+    result: Option<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -201,7 +203,59 @@ struct RangeSeries {
     #[serde(default)]
     metric: BTreeMap<String, String>,
     #[serde(default)]
-    values: Vec<(Value, Value)>,
+    values: Vec<(Scalar, Scalar)>,
+}
+
+/// One member of a `[time, "value"]` pair: a number, a text, or anything else (skipped).
+enum Scalar {
+    Number(f64),
+    Text(String),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v as f64))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Text("null".into()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// What one instant of a range answer held: no sample, one (its value as text), or several
@@ -263,16 +317,20 @@ pub fn decode_range(
             ),
         }));
     }
-    let series: Vec<RangeSeries> = serde_json::from_value(data.result).map_err(|e| {
-        whole(PromError::Malformed {
-            reason: format!("matrix result: {e}"),
-        })
-    })?;
+    let series: Vec<RangeSeries> = match data.result {
+        None => Vec::new(),
+        Some(raw) if raw.get() == "null" => Vec::new(),
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+            whole(PromError::Malformed {
+                reason: format!("matrix result: {e}"),
+            })
+        })?,
+    };
     let mut slots: Vec<Slot> = (0..count).map(|_| Slot::Empty).collect();
     let start_ms = instants.at(first);
     for s in &series {
         for (t, v) in &s.values {
-            let Some(secs) = t.as_f64() else { continue };
+            let Scalar::Number(secs) = *t else { continue };
             let at_ms = (secs * 1000.0).round() as i64;
             let offset = at_ms - start_ms;
             if offset < 0 || offset % instants.step_ms != 0 {
@@ -285,8 +343,9 @@ pub fn decode_range(
                 continue;
             };
             let text = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
+                Scalar::Text(s) => s.clone(),
+                Scalar::Number(n) => n.to_string(),
+                Scalar::Other => "a JSON array or object".to_string(),
             };
             *slot = match std::mem::replace(slot, Slot::Empty) {
                 Slot::Empty => Slot::One(text),

@@ -106,6 +106,18 @@ pub struct Global {
         value_parser = nonzero_duration("a zero timeout fails every indicator request, so every gate would hold")
     )]
     pub source_timeout: Duration,
+    /// Most series one `/metrics` scrape source may hold (status, advance, run): a target with
+    /// more gives no reading (its gates hold, "too many series: N > cap") and none of it is
+    /// kept. An exporter's label-cardinality bug must not fill the store.
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "MIGRATE_MAX_SERIES",
+        default_value_t = crate::indicators::fetch::MAX_SERIES as u32,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_series: u32,
     /// The log lines on standard error: `text` (for people) or `json` (one object a line, the
     /// migration, phase and gate as fields, for a log pipeline).
     #[arg(
@@ -357,7 +369,9 @@ impl Ctx {
     }
 
     pub fn fetcher(&self) -> Result<Fetcher, CliError> {
-        Fetcher::new(self.global.source_timeout).map_err(|e| CliError::new(1, e.to_string()))
+        Fetcher::new(self.global.source_timeout)
+            .map(|f| f.with_max_series(self.global.max_series as usize))
+            .map_err(|e| CliError::new(1, e.to_string()))
     }
 
     pub fn controller<'a>(

@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// Serve reads only: every mutating API call is refused.
     #[arg(long)]
     pub read_only: bool,
+    /// Answer requests whose `Host` is this name (or address) too; repeat for several. Loopback
+    /// names, the listen address and this machine's hostname are always allowed; any other
+    /// `Host` is refused on every route (DNS rebinding). `*` allows any (an ingress that checks
+    /// the Host itself): docs/api.md.
+    #[arg(long, value_name = "HOST")]
+    pub allowed_host: Vec<String>,
     /// Let the daemon enter `complete` (the point of no return) for this migration by itself
     /// once every gate of `disconnect` passes. Repeat for several.
     #[arg(long, value_name = "NAME")]
@@ -223,11 +229,13 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,
         queries_per_request: usize::from(args.queries_per_request),
+        max_series: ctx.global.max_series as usize,
         lease_ttl: args.lease_ttl,
         watch_interval: Duration::from_millis(25),
         holder: holder.clone(),
         token,
         read_only_api: args.read_only,
+        allowed_hosts: args.allowed_host.clone(),
         confirm_complete: args.confirm_complete.clone(),
         clock,
         http: http_limits(&args),

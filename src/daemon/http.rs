@@ -318,8 +318,13 @@ async fn serve_connection(
     stop: &mut watch::Receiver<bool>,
 ) {
     let busy = Arc::new(Busy::default());
+    let local = stream.local_addr().ok().map(super::guard::LocalAddr);
     let io = TokioIo::new(Idle::new(stream, limits.idle_timeout, busy.clone()));
-    let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
+    let handler = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        // The address the connection came in on: a `Host` naming it is allowed (guard).
+        if let Some(local) = local {
+            req.extensions_mut().insert(local);
+        }
         let answering = Answering::new(&busy);
         let limit = if is_long_poll(req.uri().path()) {
             MAX_WAIT + limits.request_timeout

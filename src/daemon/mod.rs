@@ -12,6 +12,7 @@
 //! when they want.
 
 pub mod console;
+pub mod guard;
 pub mod http;
 pub mod hub;
 mod memo;
@@ -76,7 +77,12 @@ pub async fn run<S: Store + Clone + 'static>(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let app = server::router(shared.clone());
+    let allowed = guard::AllowedHosts::new(
+        addr,
+        guard::machine_hostname().as_deref(),
+        &config.allowed_hosts,
+    );
+    let app = guard::guarded(server::router(shared.clone()), allowed);
     let server = tokio::spawn(http::serve(listener, app, config.http, stop_rx.clone()));
     let watcher = {
         let shared = shared.clone();

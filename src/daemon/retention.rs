@@ -108,11 +108,13 @@ mod tests {
             interval: Duration::from_secs(1),
             source_timeout: Duration::from_secs(1),
             queries_per_request: 1,
+            max_series: crate::indicators::fetch::MAX_SERIES,
             lease_ttl: Duration::from_secs(15),
             watch_interval: Duration::from_secs(1),
             holder: "t".into(),
             token: None,
             read_only_api: false,
+            allowed_hosts: Vec::new(),
             confirm_complete: vec![],
             http: crate::daemon::http::Limits::default(),
             // Ten minutes after the rows, with a one-minute retention.

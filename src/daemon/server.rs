@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Shared;
+use super::guard::{host_part, is_loopback};
 use super::hub::{Published, etag};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, AdvanceOptions, ControllerError};
@@ -172,12 +173,46 @@ async fn one<S: Store + Clone + 'static>(State(s): App<S>, Path(name): Path<Stri
     }
 }
 
+/// What `/history` answers without `?limit=`: the newest entries.
+pub const DEFAULT_HISTORY: u32 = 100;
+/// The most journal entries one request of `/history` answers.
+pub const MAX_HISTORY: u32 = 1000;
+
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    before: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// One page of the journal, oldest first: the newest `?limit=` (default [`DEFAULT_HISTORY`])
+/// entries below `?before=SEQ`; a `Link: <...?before=N&limit=M>; rel="next"` header names the
+/// older page while there is one.
 async fn history<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path(name): Path<String>,
+    Query(q): Query<HistoryQuery>,
 ) -> Response {
-    match s.store.journal(&name).await {
-        Ok(j) => Json(j.iter().map(EntryView::of).collect::<Vec<_>>()).into_response(),
+    let limit = q.limit.unwrap_or(DEFAULT_HISTORY);
+    if limit == 0 || limit > MAX_HISTORY {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("limit: 1 to {MAX_HISTORY} (e.g. ?limit=100)"),
+        );
+    }
+    match s.store.journal_page(&name, q.before, limit).await {
+        Ok(j) => {
+            let older = j.first().filter(|e| e.seq > 1).map(|e| e.seq);
+            let mut r = Json(j.iter().map(EntryView::of).collect::<Vec<_>>()).into_response();
+            if let Some(seq) = older
+                && let Ok(link) = HeaderValue::from_str(&format!(
+                    "</v1/migrations/{}/history?before={seq}&limit={limit}>; rel=\"next\"",
+                    super::console::path_segment(&name)
+                ))
+            {
+                r.headers_mut().insert(header::LINK, link);
+            }
+            r
+        }
         Err(e) => controller_error(&e.into()),
     }
 }
@@ -293,28 +328,15 @@ struct MutationBody {
     from: Option<String>,
 }
 
-/// Constant-time comparison of the presented token with ours.
+/// Whether the presented token is ours, in a time that depends on neither token's length nor
+/// content: their SHA-256 digests are compared, every byte.
 fn token_matches(presented: &str, ours: &str) -> bool {
-    let (a, b) = (presented.as_bytes(), ours.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The host part of a `Host` header or of an `Origin`'s authority (`[::1]:8480` → `::1`).
-fn host_part(authority: &str) -> &str {
-    let authority = authority.trim();
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    authority.split(':').next().unwrap_or(authority)
-}
-
-/// Whether a host name is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`).
-fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim_end_matches('.');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    use sha2::Digest;
+    let (a, b) = (sha2::Sha256::digest(presented), sha2::Sha256::digest(ours));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 /// Why a mutation that a web page could have sent is refused, if it is: a foreign `Origin` (one
@@ -351,7 +373,7 @@ fn cross_site(headers: &HeaderMap, has_token: bool) -> Option<Response> {
     if has_token {
         return None;
     }
-    if !host.is_some_and(|h| is_loopback_host(host_part(h))) {
+    if !host.is_some_and(|h| is_loopback(host_part(h))) {
         return Some(error(
             StatusCode::FORBIDDEN,
             format!(
@@ -404,7 +426,7 @@ async fn mutate<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path((name, action)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Response {
     if s.config.read_only_api {
         return error(StatusCode::FORBIDDEN, "this API is read-only (--read-only)");
@@ -436,6 +458,17 @@ async fn mutate<S: Store + Clone + 'static>(
             "this controller is standing by; send mutations to the active one (see /healthz)",
         );
     }
+    // Read only now, once the caller may mutate (docs/api.md): an unauthenticated caller gets
+    // its answer without sending a byte of its body.
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} KiB (or broke off)",
+                MAX_BODY / 1024
+            ),
+        );
+    };
     let body = match mutation_body(&headers, &body) {
         Ok(b) => b,
         Err((status, why)) => return error(status, why),

@@ -34,6 +34,8 @@ pub struct Config {
     /// Most Prometheus queries a round asks in one request (1: each alone); see
     /// [`Fetcher::prefetch_prometheus`].
     pub queries_per_request: usize,
+    /// Most series of one `/metrics` scrape (`--max-series`); see [`Fetcher::with_max_series`].
+    pub max_series: usize,
     /// How long the lease lasts without renewal (renewed every third of it).
     pub lease_ttl: Duration,
     /// How often the watcher looks for changes made by others (one cheap read of the store; every
@@ -45,6 +47,9 @@ pub struct Config {
     pub token: Option<String>,
     /// Refuse every mutating API call.
     pub read_only_api: bool,
+    /// `Host` names answered beside loopback, the listen address and this machine's hostname
+    /// (`--allowed-host`; `*`: any): [`super::guard`].
+    pub allowed_hosts: Vec<String>,
     /// Migrations the operator confirmed may enter `complete` unattended.
     pub confirm_complete: Vec<String>,
     /// The clock gates are evaluated against.
@@ -177,7 +182,8 @@ impl<S: Store + Clone + 'static> Shared<S> {
         resolve: Arc<dyn Resolve + Send + Sync>,
     ) -> Result<Arc<Shared<S>>, DaemonError> {
         let fetcher = Fetcher::new(config.source_timeout)?
-            .with_queries_per_request(config.queries_per_request);
+            .with_queries_per_request(config.queries_per_request)
+            .with_max_series(config.max_series);
         let notifier = Notifier::start(fetcher.client().clone());
         let long_polls = config.http.max_long_polls;
         Ok(Arc::new(Shared {

@@ -568,12 +568,10 @@ impl Default for TableOptions {
 }
 
 fn clip(text: &str, width: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    // The one text rule: control characters shown as escapes.
+    let flat = crate::outgoing::sanitize(text, crate::outgoing::Shape::Line);
     if flat.chars().count() <= width {
-        flat
+        flat.into_owned()
     } else {
         let mut s: String = flat.chars().take(width.saturating_sub(1)).collect();
         s.push('…');

@@ -42,6 +42,11 @@ pub const MAX_SCRAPE_BYTES: usize = 16 * 1024 * 1024;
 /// a query matching thousands of series (a hold that lists three of them) stays far below this.
 pub const MAX_QUERY_BYTES: usize = 4 * 1024 * 1024;
 
+/// Most series one `/metrics` scrape may hold ([`Fetcher::with_max_series`] changes it): a
+/// target with more (an exporter's label-cardinality bug) gives no reading, a hold that says
+/// "too many series: N > cap", and none of its samples is parsed or stored.
+pub const MAX_SERIES: usize = 10_000;
+
 /// Most queries asked in one request by [`Fetcher::prefetch_prometheus`]. Ten per request
 /// halve what Prometheus spends serving 5,000 distinct queries, fifty gain nothing more
 /// (BENCHMARKS.md, "Controller scale").
@@ -181,9 +186,48 @@ fn query_url(base: &str) -> String {
     format!("{}/api/v1/query{query}", path.trim_end_matches('/'))
 }
 
+/// The sample lines of an exposition (one per series): lines that are neither blank nor a
+/// comment, counted without parsing or allocating.
+fn sample_lines(text: &str) -> usize {
+    text.split('\n')
+        .filter(|line| {
+            let content = line.trim_start_matches([' ', '\t']);
+            !content.is_empty() && content != "\r" && !content.starts_with('#')
+        })
+        .count()
+}
+
 /// The evaluation time of an instant query: seconds with milliseconds.
 fn instant(at_ms: i64) -> String {
     format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
+}
+
+/// Most redirects followed for one request (all within the request's origin).
+pub const MAX_REDIRECTS: usize = 10;
+
+/// The redirect policy of every request to a source: a redirect is followed only within the
+/// origin (scheme, host and port) first asked, at most [`MAX_REDIRECTS`] times; one to another
+/// origin is not followed, and the redirect itself is the answer (a hold that says so). A source
+/// must not get the controller to fetch `http://localhost:.../internal` for it.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(reqwest::Url::origin);
+        if first.is_some_and(|first| first != attempt.url().origin()) {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error("too many redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// The hold reason of an answer that is a redirect not followed (to another origin): its status,
+/// never its body nor where it points.
+fn not_followed(status: reqwest::StatusCode, shown: &str) -> FetchError {
+    FetchError::Status(format!(
+        "HTTP {status} from {shown}: a redirect to another origin, not followed"
+    ))
 }
 
 /// Fetches readings over HTTP with a per-request timeout.
@@ -193,6 +237,8 @@ pub struct Fetcher {
     timeout: Duration,
     /// Most Prometheus queries per request of [`Fetcher::prefetch_prometheus`] (1: each alone).
     per_request: usize,
+    /// Most series of one scrape ([`MAX_SERIES`] unless set).
+    max_series: usize,
     /// Set on a fetcher of one round (see the module docs).
     round: Option<Arc<RoundMemo>>,
 }
@@ -213,12 +259,14 @@ impl Fetcher {
             .timeout(timeout)
             .connect_timeout(timeout)
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| FetchError::Client(e.to_string()))?;
         Ok(Fetcher {
             client,
             timeout,
             per_request: QUERIES_PER_REQUEST,
+            max_series: MAX_SERIES,
             round: None,
         })
     }
@@ -228,6 +276,14 @@ impl Fetcher {
     pub fn with_queries_per_request(self, n: usize) -> Fetcher {
         Fetcher {
             per_request: n.max(1),
+            ..self
+        }
+    }
+
+    /// At most `n` series per `/metrics` scrape ([`MAX_SERIES`] unless set; at least 1).
+    pub fn with_max_series(self, n: usize) -> Fetcher {
+        Fetcher {
+            max_series: n.max(1),
             ..self
         }
     }
@@ -370,8 +426,26 @@ impl Fetcher {
 
     /// A `/metrics` endpoint scraped and parsed (once per round on a fetcher of a round): its
     /// samples and the lines that could not be read, or why there is no answer.
+    ///
+    /// # Guarantees
+    /// A scrape of more series than the cap ([`Fetcher::with_max_series`]) is an
+    /// [`FetchError::TooLarge`] saying "too many series: N > cap", its series counted without
+    /// being parsed: nothing of it is kept.
     pub async fn scrape_parsed(&self, url: &str) -> Arc<Scraped> {
-        let now = || async { Arc::new(self.scrape(url).await.map(|t| exposition::parse(&t))) };
+        let now = || async {
+            let parsed = self.scrape(url).await.and_then(|text| {
+                let series = sample_lines(&text);
+                if series > self.max_series {
+                    return Err(FetchError::TooLarge(format!(
+                        "{}: too many series: {series} > {} (--max-series)",
+                        redact::url(url),
+                        self.max_series
+                    )));
+                }
+                Ok(exposition::parse(&text))
+            });
+            Arc::new(parsed)
+        };
         match &self.round {
             None => now().await,
             Some(memo) => cell(&memo.scrapes, url.to_string())
@@ -395,14 +469,24 @@ impl Fetcher {
     ) -> Result<f64, FetchError> {
         let url = query_url(base);
         let time = instant(at_ms);
-        let response = self
+        let request = self
             .client
             .get(&url)
             .query(&[("query", query), ("time", time.as_str())])
-            .send()
+            .build()
+            .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
+        let asked = request.url().clone();
+        let response = self
+            .client
+            .execute(request)
             .await
             .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
         let status = response.status();
+        if status.is_redirection() {
+            return Err(not_followed(status, &redact::url(&url)));
+        }
+        // The body of an answer reached through a redirect is never quoted.
+        let redirected = response.url() != &asked;
         let body = self
             .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
             .await?;
@@ -411,6 +495,10 @@ impl Fetcher {
         // Prometheus answers 400/422/503 with a JSON error body worth showing.
         match decode_instant(&body) {
             Ok(v) => Ok(v),
+            Err(PromError::InvalidJson { .. }) if redirected => Err(FetchError::Status(format!(
+                "HTTP {status} from {url}: the answer reached through a redirect is not JSON (not \
+                 quoted); check that the source URL points at Prometheus"
+            ))),
             Err(e) if status.is_success() => Err(FetchError::Answer(e.to_string())),
             // An error page (a proxy's, a server that is down): the status says it all, the
             // "is this Prometheus?" hint of a 200 that is not JSON would mislead.
@@ -447,6 +535,11 @@ impl Fetcher {
             .map_err(|e| FetchError::Request(self.describe(url, &e)))?;
         let status = response.status();
         let shown = redact::url(url);
+        if status.is_redirection() {
+            return Err(not_followed(status, &shown));
+        }
+        // The body of an answer reached through a redirect is never quoted.
+        let redirected = reqwest::Url::parse(url).is_ok_and(|asked| response.url() != &asked);
         if !status.is_success() {
             return Err(FetchError::Status(format!("HTTP {status} from {shown}")));
         }
@@ -462,6 +555,12 @@ impl Fetcher {
         // of announcing a length, `x 10` cut after `x 1` would read as a number nobody reported.
         let last_line = text.rsplit('\n').next().unwrap_or_default();
         if !last_line.is_empty() && last_line.trim_end() != "# EOF" {
+            if redirected {
+                return Err(FetchError::Answer(format!(
+                    "{url} sent metrics (through a redirect) whose last line has no line feed: \
+                     the answer was probably cut off"
+                )));
+            }
             let tail: String = {
                 let chars: Vec<char> = last_line.chars().collect();
                 chars[chars.len().saturating_sub(60)..].iter().collect()
@@ -618,6 +717,12 @@ impl Fetcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sample_lines_count_series_not_comments_nor_blank_lines() {
+        let text = "# HELP a x\n# TYPE a gauge\na 1\n\n  b{x=\"1\"} 2\r\n\t\r\nc 3\n# EOF\n";
+        assert_eq!(sample_lines(text), 3);
+    }
 
     /// A round's Debug shows how many requests it answered, never their URLs.
     #[tokio::test]

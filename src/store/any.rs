@@ -139,6 +139,15 @@ impl Store for AnyStore {
         delegate!(self, s => s.journal(name))
     }
 
+    async fn journal_page(
+        &self,
+        name: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>> {
+        delegate!(self, s => s.journal_page(name, before, limit))
+    }
+
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
         delegate!(self, s => s.record_rounds(rounds))
     }

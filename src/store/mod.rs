@@ -538,6 +538,28 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<MigrationRecord>> + Send;
     /// The journal, oldest first.
     fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send;
+    /// One page of the journal: the newest `limit` entries whose `seq` is below `before` (all
+    /// when `None`), oldest first. A reader pages back with `before` = the first `seq` it got.
+    ///
+    /// # Guarantees
+    /// At most `limit` entries are read from the store (the SQL stores; the memory store
+    /// filters its own copy).
+    fn journal_page(
+        &self,
+        name: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send {
+        async move {
+            let journal = self.journal(name).await?;
+            let below: Vec<JournalEntry> = journal
+                .into_iter()
+                .filter(|e| before.is_none_or(|b| e.seq < b))
+                .collect();
+            let skip = below.len().saturating_sub(limit as usize);
+            Ok(below.into_iter().skip(skip).collect())
+        }
+    }
     /// Record a round of one migration in one transaction: its gate evaluations (as
     /// [`Store::record_evaluations`]) and what it took from each scrape source (as
     /// [`Store::save_points`]), so that a round costs one commit. Its gates' memory is written

@@ -710,6 +710,28 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn journal_page(
+        &self,
+        name: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>> {
+        self.get(name).await?;
+        let mut page = sqlx::query(
+            "SELECT * FROM journal WHERE migration = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3",
+        )
+        .bind(name)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(journal_row)
+        .collect::<Result<Vec<_>>>()?;
+        page.reverse();
+        Ok(page)
+    }
+
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
         let what = "a round's evaluations";
         let fence = self.fence.demand(what)?;

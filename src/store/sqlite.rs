@@ -152,6 +152,7 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        create_private(&url, options.get_filename());
         let pool = pool_options().connect_with(options).await?;
         let migrations = schema
             .iter()
@@ -172,6 +173,28 @@ impl SqliteStore {
             writer_clock: false,
         })
     }
+}
+
+/// Create the database file `path` of `url` empty and `0600` when it does not exist yet, so
+/// that SQLite opens it rather than creating it with the umask's mode (`0644`): the state holds
+/// plans, reasons and evidence. SQLite gives its `-wal` and `-shm` files the database file's
+/// mode. An in-memory database, or a file that exists, is left alone; a failure here is left to
+/// the open that follows to report.
+fn create_private(url: &str, path: &std::path::Path) {
+    let memory = url.contains(":memory:")
+        || url.contains("mode=memory")
+        || path.to_string_lossy().starts_with("file:sqlx-in-memory-");
+    if memory || path.as_os_str().is_empty() {
+        return;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let _ = options.open(path);
 }
 
 /// The store's pool: a few connections, each with the SQL function of [`super::sqlite_bits`].
@@ -668,6 +691,28 @@ impl Store for SqliteStore {
             .iter()
             .map(journal_row)
             .collect()
+    }
+
+    async fn journal_page(
+        &self,
+        name: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>> {
+        self.get(name).await?;
+        let mut page = sqlx::query(
+            "SELECT * FROM journal WHERE migration = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(name)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(journal_row)
+        .collect::<Result<Vec<_>>>()?;
+        page.reverse();
+        Ok(page)
     }
 
     async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {

@@ -69,7 +69,12 @@ pub(super) async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
             (None, true) => {
                 // Created 0600, then given the export's own permissions before the rename: dead
                 // letters hold personal data, and the rewritten export is as closed as it was.
-                let mut staged = crate::atomic_file::stage(input, 0o600).map_err(|e| {
+                // A link is resolved: the real export is rewritten (beside itself, renamed over
+                // itself), the link left as it is.
+                let real = std::fs::canonicalize(input).map_err(|e| {
+                    CliError::input(format!("cannot resolve {}: {e}", input.display()))
+                })?;
+                let mut staged = crate::atomic_file::stage(&real, 0o600).map_err(|e| {
                     CliError::new(
                         1,
                         format!(
@@ -134,7 +139,10 @@ pub(super) async fn purge(ctx: &Ctx, a: PurgeArgs) -> CliResult {
 
 /// `purge --output FILE`: the file, opened without truncating it first, refused when it is the
 /// export itself (by device and inode: the same path, a link or another path to it), which would
-/// be emptied before it is read. A new file gets the export's permissions.
+/// be emptied before it is read, and refused when it is a symbolic link (dangling too: opened
+/// with `O_NOFOLLOW`, the link is never followed, so a link planted at the name cannot make
+/// purge write over its victim). A new file gets the export's permissions; an existing one
+/// keeps only the permissions both have (0600 data never lands in a 0644 file).
 fn open_purge_output(
     output: &Path,
     input: &Path,
@@ -145,14 +153,25 @@ fn open_purge_output(
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        options.mode(source.permissions().mode() & 0o777);
+        options
+            .mode(source.permissions().mode() & 0o777)
+            .custom_flags(libc::O_NOFOLLOW);
     }
-    let file = options
-        .open(output)
-        .map_err(|e| CliError::input(format!("cannot create {}: {e}", output.display())))?;
+    let is_link = std::fs::symlink_metadata(output).is_ok_and(|m| m.file_type().is_symlink());
+    let file = match options.open(output) {
+        Ok(file) if !is_link => file,
+        Ok(_) => return Err(symlink_refused(output)),
+        Err(_) if is_link => return Err(symlink_refused(output)),
+        Err(e) => {
+            return Err(CliError::input(format!(
+                "cannot create {}: {e}",
+                output.display()
+            )));
+        }
+    };
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let meta = file
             .metadata()
             .map_err(|e| CliError::input(format!("cannot read {}: {e}", output.display())))?;
@@ -164,8 +183,27 @@ fn open_purge_output(
                 input.display()
             )));
         }
+        let mode = meta.permissions().mode() & source.permissions().mode() & 0o777;
+        if mode != meta.permissions().mode() & 0o777 {
+            file.set_permissions(std::fs::Permissions::from_mode(mode))
+                .map_err(|e| {
+                    CliError::input(format!(
+                        "cannot restrict the permissions of {} to {mode:o}: {e}",
+                        output.display()
+                    ))
+                })?;
+        }
     }
     file.set_len(0)
         .map_err(|e| CliError::input(format!("cannot truncate {}: {e}", output.display())))?;
     Ok(file)
+}
+
+/// `--output` names a symbolic link: never written through.
+fn symlink_refused(output: &Path) -> CliError {
+    CliError::input(format!(
+        "--output {} is a symbolic link: refusing to write through it (name the file itself, or \
+         use --in-place to rewrite the export)",
+        output.display()
+    ))
 }

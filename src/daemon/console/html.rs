@@ -23,7 +23,7 @@ pub fn esc(text: &str) -> String {
 }
 
 /// A name as a path segment of `/migrations/{name}`.
-fn path_segment(name: &str) -> String {
+pub fn path_segment(name: &str) -> String {
     let mut out = String::new();
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -300,9 +300,10 @@ fn migration_main(d: &Detail) -> String {
         {
             "–".to_string()
         } else {
+            let evidence = serde_json::to_string_pretty(&e.evidence).unwrap_or_default();
             format!(
                 "<details><summary>show</summary><pre>{}</pre></details>",
-                esc(&serde_json::to_string_pretty(&e.evidence).unwrap_or_default())
+                esc(&crate::outgoing::cap(&evidence, crate::outgoing::LINE_MAX))
             )
         };
         let _ = writeln!(
@@ -318,10 +319,28 @@ fn migration_main(d: &Detail) -> String {
             to = esc(&e.to),
             tp = if e.to_paused { " (paused)" } else { "" },
             actor = esc(&e.actor),
-            reason = e.reason.as_deref().map_or_else(|| "–".into(), esc),
+            reason = e.reason.as_deref().map_or_else(
+                || "–".into(),
+                |r| esc(&crate::outgoing::cap(r, crate::outgoing::REASON_MAX))
+            ),
         );
     }
-    out.push_str("</tbody></table></div>\n</section>\n");
+    out.push_str("</tbody></table></div>\n");
+    // The journal is paged: the newest entries, then older ones a page at a time.
+    let path = path_segment(&d.view.migration);
+    if let Some(before) = d.older {
+        let _ = writeln!(
+            out,
+            "<p class=\"pager\"><a href=\"/migrations/{path}?before={before}\" rel=\"next\">Older entries</a></p>"
+        );
+    }
+    if d.paged_back {
+        let _ = writeln!(
+            out,
+            "<p class=\"pager\"><a href=\"/migrations/{path}\">Newest entries</a></p>"
+        );
+    }
+    out.push_str("</section>\n");
 
     // The routing document.
     let _ = writeln!(
@@ -409,6 +428,8 @@ mod tests {
             }],
             min_left: None,
             journal: Vec::new(),
+            older: None,
+            paged_back: false,
             breached: false,
             point_of_no_return,
         }

@@ -26,11 +26,19 @@ use crate::time::{human_ms, rfc3339};
 
 mod html;
 
+pub use html::path_segment;
+
+/// The journal entries one page of the console shows (the newest first; older ones behind a
+/// link).
+pub const JOURNAL_PAGE: u32 = 100;
+
 const SCRIPT: &str = include_str!("console.js");
 const STYLE: &str = include_str!("console.css");
 
 /// The most evaluations one request of `/evaluations` answers.
 pub const MAX_EVALUATIONS: u32 = 10_000;
+/// The newest transitions `/evaluations` answers (the charts' marks).
+pub const MAX_TRANSITIONS: u32 = 1000;
 /// What `/evaluations` answers without `?limit=`.
 pub const DEFAULT_EVALUATIONS: u32 = 2_000;
 
@@ -147,7 +155,12 @@ pub struct Detail {
     pub rungs: Vec<RungView>,
     /// The minimum time the current step must still last, in ms (0: met), with the minimum.
     pub min_left: Option<(i64, i64)>,
+    /// One page of the journal, oldest first.
     pub journal: Vec<EntryView>,
+    /// The `before` cursor of the older page, when there is one.
+    pub older: Option<i64>,
+    /// This page is not the newest (`?before=` was given).
+    pub paged_back: bool,
     pub breached: bool,
     /// Advancing from here enters `complete`: the migration's name is asked.
     pub point_of_no_return: bool,
@@ -169,6 +182,7 @@ pub enum Place {
 }
 
 fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i64) -> Detail {
+    let older = journal.first().filter(|e| e.seq > 1).map(|e| e.seq);
     let r = &loaded.record;
     let phase = r.state.phase().and_then(|k| loaded.plan.phase(k));
     let thresholds = view
@@ -204,12 +218,21 @@ fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i6
         rungs,
         min_left,
         journal,
+        older,
+        paged_back: false,
     }
+}
+
+/// `?before=SEQ`: the page of the journal older than that entry.
+#[derive(Debug, Deserialize)]
+struct JournalPage {
+    before: Option<i64>,
 }
 
 async fn migration<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path(name): Path<String>,
+    Query(cursor): Query<JournalPage>,
 ) -> Response {
     let c = s.controller(true);
     let loaded = match c.load(&name).await {
@@ -235,7 +258,11 @@ async fn migration<S: Store + Clone + 'static>(
             );
         }
     };
-    let journal = match s.store.journal(&name).await {
+    let journal = match s
+        .store
+        .journal_page(&name, cursor.before, JOURNAL_PAGE)
+        .await
+    {
         Ok(j) => j.iter().map(EntryView::of).collect(),
         Err(e) => {
             return page(
@@ -244,7 +271,8 @@ async fn migration<S: Store + Clone + 'static>(
             );
         }
     };
-    let d = detail(&loaded, view, journal, s.now_ms());
+    let mut d = detail(&loaded, view, journal, s.now_ms());
+    d.paged_back = cursor.before.is_some();
     page(StatusCode::OK, html::migration(&serving(&s), &d))
 }
 
@@ -320,7 +348,7 @@ async fn evaluations<S: Store + Clone + 'static>(
     };
     let (history, journal) = match tokio::try_join!(
         s.store.evaluation_history(&name, limit),
-        s.store.journal(&name)
+        s.store.journal_page(&name, None, MAX_TRANSITIONS)
     ) {
         Ok(both) => both,
         Err(e) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
