@@ -45,6 +45,7 @@ fn queries_by_source(plan: &Plan) -> BTreeMap<&str, BTreeSet<&str>> {
                         crate::plan::Check::Compare { new, old, .. } => {
                             vec![new.as_str(), old.as_str()]
                         }
+                        crate::plan::Check::Judge(j) => j.queries().to_vec(),
                     },
                 ),
                 crate::controller::evaluate::Item::Peak(r)

@@ -32,7 +32,7 @@ impl Phase {
         if let Some(g) = gates.iter().find(|g| g.name == name) {
             return match g.check {
                 Check::Threshold { op, value, .. } => Some(Threshold { op, value }),
-                Check::Compare { .. } => None,
+                Check::Compare { .. } | Check::Judge(_) => None,
             };
         }
         if kind == GateKind::Exit && name == "require_peak" {
