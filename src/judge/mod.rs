@@ -113,9 +113,7 @@ impl Evidence {
                     .map_or("-".to_string(), |r| format!("{:.3}%", r * 100.0))
             )
         };
-        let ratio = self
-            .ratio
-            .map_or("-".to_string(), |r| format!("{r:.2}"));
+        let ratio = self.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
         format!(
             "new {}, old {}: ratio {ratio} (tolerance {:.2}); worse e-value {} (peak {}), not-worse \
              e-value {}, boundary {}",
@@ -178,7 +176,13 @@ fn log_mixture(f_new: f64, f_old: f64, rho: f64, r0: f64, toward_worse: bool) ->
 ///   `min_events` events.
 /// - A FAIL stays a FAIL for the rest of the step (the peak only grows); checking at a subset of
 ///   the same instants decides FAIL no earlier.
-pub fn weigh(cfg: &Config, new: Counts, old: Counts, fail_peak: f64, elapsed: Duration) -> Evidence {
+pub fn weigh(
+    cfg: &Config,
+    new: Counts,
+    old: Counts,
+    fail_peak: f64,
+    elapsed: Duration,
+) -> Evidence {
     let clean = |c: Counts| Counts {
         events: c.events.max(0.0),
         failures: c.failures.clamp(0.0, c.events.max(0.0)),

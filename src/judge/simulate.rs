@@ -236,8 +236,8 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
             }
             let now_ms = k as i64 * every_ms;
             let at_s = now_ms as f64 / 1000.0;
-            let early = new.events < s.config.min_events as f64
-                || old.events < s.config.min_events as f64;
+            let early =
+                new.events < s.config.min_events as f64 || old.events < s.config.min_events as f64;
             let e = gate::evaluate_judge(
                 &judge,
                 &Observation::Counts { new, old },
@@ -250,9 +250,10 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
             // The threshold gate reads the last minute's failure rates, as `rate(...[1m])`
             // quotients would.
             let sum = |pick: fn(&(Counts, Counts)) -> Counts| {
-                recent.iter().map(pick).fold((0.0, 0.0), |(e, f), c| {
-                    (e + c.events, f + c.failures)
-                })
+                recent
+                    .iter()
+                    .map(pick)
+                    .fold((0.0, 0.0), |(e, f), c| (e + c.events, f + c.failures))
             };
             let (ne, nf) = sum(|c| c.0);
             let (oe, of) = sum(|c| c.1);

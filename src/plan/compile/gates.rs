@@ -140,7 +140,14 @@ impl Cx<'_> {
         jp: &str,
     ) -> Option<Check> {
         let mut alone = true;
-        for field in ["query", "compare", "pass_if", "tolerance", "for", "min_samples"] {
+        for field in [
+            "query",
+            "compare",
+            "pass_if",
+            "tolerance",
+            "for",
+            "min_samples",
+        ] {
             if o.get(field).is_some() {
                 self.error(
                     path,

@@ -43,10 +43,18 @@ impl Cx<'_> {
     ) -> Option<Check> {
         let o = Obj::new(self, v, path, "judge", JUDGE_FIELDS)?;
         let new = o
-            .req(self, "new", "the new route's `events` and `failures` queries")
+            .req(
+                self,
+                "new",
+                "the new route's `events` and `failures` queries",
+            )
             .and_then(|(v, p)| self.judge_side(v, &p, source));
         let old = o
-            .req(self, "old", "the old route's `events` and `failures` queries")
+            .req(
+                self,
+                "old",
+                "the old route's `events` and `failures` queries",
+            )
             .and_then(|(v, p)| self.judge_side(v, &p, source));
         let tolerance = o
             .req(
@@ -142,5 +150,95 @@ impl Cx<'_> {
             events: events?,
             failures: failures?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::compile::test_support::{edit, errors, line_of, lines, ok};
+    use crate::plan::model::{Check, PhaseKind};
+
+    const GUARD: &str = "    guard:\n      - name: error rate breach\n";
+
+    /// A judge guard on the slices phase, its `judge:` mapping's lines given.
+    fn with_judge(body: &str) -> String {
+        edit(
+            GUARD,
+            &format!(
+                "    guard:\n      - name: failures vs old\n        source: consumer\n        judge:\n{body}      - name: error rate breach\n"
+            ),
+        )
+    }
+
+    const SIDES: &str = "          new: { events: 'sum(increase(handled_total{route=\"new\"}[$step]))', failures: 'sum(increase(failed_total{route=\"new\"}[$step]))' }\n          old: { events: 'sum(increase(handled_total{route=\"old\"}[$step]))', failures: 'sum(increase(failed_total{route=\"old\"}[$step]))' }\n";
+
+    #[test]
+    fn a_judge_gate_compiles_with_its_defaults() {
+        let c = ok(&with_judge(&format!("{SIDES}          tolerance: 0.2\n")));
+        let slices = c.plan.phase(PhaseKind::Slices).expect("slices");
+        let Check::Judge(j) = &slices.guard[0].check else {
+            panic!("not a judge: {:?}", slices.guard[0].check);
+        };
+        assert_eq!(j.config.tolerance, 0.2);
+        assert!((j.config.alpha - 0.01).abs() < 1e-12);
+        assert_eq!(j.config.min_events, 1_000);
+        assert_eq!(j.config.max_duration.as_secs(), 3600);
+        assert!(j.new.events.contains("$step"));
+    }
+
+    #[test]
+    fn a_missing_side_or_a_tolerance_out_of_range_is_an_error_at_its_path_and_line() {
+        let one_side = format!(
+            "{}          tolerance: 11\n          confidence: 1.5\n",
+            SIDES.lines().next().unwrap_or_default().to_string() + "\n"
+        );
+        let yaml = with_judge(&one_side);
+        let errs = errors(&yaml);
+        let found: Vec<(&str, Option<usize>)> =
+            errs.iter().map(|e| (e.path.as_str(), e.line)).collect();
+        assert!(
+            found.contains(&("phases.slices.guard[0].judge", line_of(&yaml, "judge:"))),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.message.contains("missing required field `old`")),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            found.contains(&(
+                "phases.slices.guard[0].judge.tolerance",
+                line_of(&yaml, "tolerance: 11")
+            )),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            found
+                .iter()
+                .any(|(p, _)| *p == "phases.slices.guard[0].judge.confidence"),
+            "{}",
+            lines(&errs)
+        );
+        // A side without its failures; a judge beside a `query`.
+        let yaml = with_judge(&format!(
+            "{}          old: {{ events: 'x_total' }}\n          tolerance: 0.1\n        query: x\n",
+            SIDES.lines().next().unwrap_or_default().to_string() + "\n"
+        ));
+        let errs = errors(&yaml);
+        assert!(
+            errs.iter()
+                .any(|e| e.path == "phases.slices.guard[0].judge.old"
+                    && e.message.contains("`failures`")),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            errs.iter().any(|e| e.message.contains("takes no `query`")),
+            "{}",
+            lines(&errs)
+        );
     }
 }
