@@ -259,3 +259,47 @@ fn identical_routes_rarely_fail_however_often_they_are_checked() {
     assert!(worse.judge.fail_rate > 0.95, "{worse:?}");
     assert_eq!(worse.judge.false_pass_rate, 0.0, "{worse:?}");
 }
+
+/// The backtest replays a judge: its per-interval readings (`$step` read as the window's step)
+/// add up to the counts since the step began, and the same gate code judges them.
+#[test]
+fn the_backtest_adds_up_a_judges_intervals_from_the_step_start() {
+    use crate::backtest::{Instants, Readings};
+    use crate::controller::evaluate::Item;
+    use crate::plan::{Gate, GateKind};
+    let instants = Instants::new(0, 4 * 60_000, 60_000).expect("a window");
+    let mut readings = Readings::new(instants);
+    let gate = Gate {
+        name: "judge".into(),
+        source: "prom".into(),
+        check: crate::plan::Check::Judge(Box::new(check())),
+        hold_for: None,
+        for_max_gap: None,
+        min_samples: 1,
+    };
+    let ok = |v: f64| -> crate::backtest::table::Reading { Ok(v) };
+    for (query, per_interval) in [
+        ("e_new", 1_000.0),
+        ("f_new", 40.0),
+        ("e_old", 1_000.0),
+        ("f_old", 10.0),
+    ] {
+        readings.insert("prom", query, vec![ok(per_interval); instants.count]);
+    }
+    let item = Item::Gate(&gate, GateKind::Guard);
+    // Entered at the first instant: the three later intervals count.
+    let Observation::Counts { new, old } = readings.observe(&item, 3, 0) else {
+        panic!("not counts");
+    };
+    assert_eq!((new.events, new.failures), (3_000.0, 120.0));
+    assert_eq!((old.events, old.failures), (3_000.0, 30.0));
+    let e = crate::controller::evaluate::judge(
+        &item,
+        &Observation::Counts { new, old },
+        Memory::default(),
+        180_000,
+        0,
+        None,
+    );
+    assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
+}
