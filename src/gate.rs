@@ -54,6 +54,11 @@ pub enum Observation {
     Value(f64),
     /// Both sides of a `compare` gate, read at the same moment.
     Pair { new: f64, old: f64 },
+    /// Both sides' counts since the step began, for a `judge` gate.
+    Counts {
+        new: crate::judge::Counts,
+        old: crate::judge::Counts,
+    },
     /// No usable number, and why (source down, empty result, parse error with its line...).
     Unavailable(String),
 }
@@ -226,7 +231,9 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             );
             (*new, Some(*old), holds, describe)
         }
-        (Check::Threshold { .. }, Observation::Pair { .. })
+        (Check::Judge(_), _)
+        | (_, Observation::Counts { .. })
+        | (Check::Threshold { .. }, Observation::Pair { .. })
         | (Check::Compare { .. }, Observation::Value(_)) => {
             return hold(
                 "internal: observation does not match the gate's kind".into(),
@@ -311,7 +318,9 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
     let why_missing = match observation {
         Observation::Unavailable(why) => Some(why.clone()),
         Observation::Value(v) if !v.is_finite() => Some(format!("not a finite number ({v})")),
-        Observation::Pair { .. } => Some("internal: a requirement reads one number".into()),
+        Observation::Pair { .. } | Observation::Counts { .. } => {
+            Some("internal: a requirement reads one number".into())
+        }
         Observation::Value(_) => None,
     };
     let (verdict, reason) = match (peak, why_missing) {
@@ -363,7 +372,7 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
         }
         Observation::Value(v) => (Verdict::Hold, None, format!("not a finite number ({v})")),
         Observation::Unavailable(why) => (Verdict::Hold, None, why.clone()),
-        Observation::Pair { .. } => (
+        Observation::Pair { .. } | Observation::Counts { .. } => (
             Verdict::Hold,
             None,
             "internal: a requirement reads one number".into(),
@@ -376,6 +385,91 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
         reason,
         samples: u32::from(value.is_some()),
         memory: Memory::default(),
+    }
+}
+
+/// A `judge` gate ([`crate::judge`]) on both sides' counts at `now_ms`, in a step entered at
+/// `step_entered_ms`: FAIL when new is worse than old beyond the tolerance, PASS when it is not
+/// (on `min_events` per side), else a hold that shows the evidence so far ("deciding", or
+/// "inconclusive" past `max_duration`: a person decides).
+///
+/// The evaluation's `value` is the FAIL test's e-value and `old_value` its boundary (`1/alpha`);
+/// the memory's `peak` is the highest FAIL e-value of the step, so a FAIL stays one.
+pub fn evaluate_judge(
+    check: &crate::plan::JudgeCheck,
+    observation: &Observation,
+    memory: Memory,
+    now_ms: i64,
+    step_entered_ms: i64,
+) -> Evaluation {
+    use crate::judge::Decision;
+    let (new, old) = match observation {
+        Observation::Counts { new, old } => (*new, *old),
+        Observation::Unavailable(why) => {
+            return hold(why.clone(), memory.samples, unseen(memory, now_ms));
+        }
+        Observation::Value(_) | Observation::Pair { .. } => {
+            return hold(
+                "internal: a judge gate reads counts".into(),
+                memory.samples,
+                unseen(memory, now_ms),
+            );
+        }
+    };
+    let finite = [new.events, new.failures, old.events, old.failures]
+        .iter()
+        .all(|v| v.is_finite());
+    if !finite {
+        return hold(
+            format!(
+                "not a finite count (new {}/{}, old {}/{})",
+                new.failures, new.events, old.failures, old.events
+            ),
+            memory.samples,
+            unseen(memory, now_ms),
+        );
+    }
+    let cfg = &check.config;
+    let elapsed_ms = u64::try_from(now_ms.saturating_sub(step_entered_ms)).unwrap_or(0);
+    let evidence = crate::judge::weigh(
+        cfg,
+        new,
+        old,
+        memory.peak.unwrap_or(1.0),
+        Duration::from_millis(elapsed_ms),
+    );
+    let samples = memory.samples.saturating_add(1);
+    let described = evidence.describe(cfg);
+    let (verdict, reason) = match evidence.decision {
+        Decision::Fail => (
+            Verdict::Fail,
+            format!("new is worse than old beyond the tolerance: {described}"),
+        ),
+        Decision::Pass => (
+            Verdict::Pass,
+            format!("new is not worse than old beyond the tolerance: {described}"),
+        ),
+        Decision::Deciding => (Verdict::Hold, format!("deciding: {described}")),
+        Decision::Inconclusive => (
+            Verdict::Hold,
+            format!(
+                "inconclusive after {}: a person decides (advance or roll back): {described}",
+                crate::time::human_ms(crate::time::millis(cfg.max_duration))
+            ),
+        ),
+    };
+    Evaluation {
+        verdict,
+        value: Some(evidence.fail_e),
+        old_value: Some(evidence.boundary),
+        reason,
+        samples,
+        memory: Memory {
+            held_since_ms: None,
+            samples,
+            peak: Some(evidence.fail_peak),
+            evaluated_at_ms: Some(now_ms),
+        },
     }
 }
 

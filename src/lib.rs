@@ -12,6 +12,7 @@
 //!   error at once, with its path and line.
 //! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
 //! - [`gate`] — gate verdicts (pass / hold / fail) from observations.
+//! - [`judge`] — the `judge` gate's always-valid sequential test of the new route against the old.
 //! - [`indicators::exposition`], [`indicators::query`], [`indicators::history`],
 //!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
 //!   it reads, Prometheus API answers.
@@ -87,6 +88,8 @@ pub mod dlq;
 pub mod gate;
 #[cfg(feature = "controller")]
 pub mod indicators;
+#[cfg(feature = "controller")]
+pub mod judge;
 #[cfg(feature = "controller")]
 pub mod machine;
 #[cfg(feature = "controller")]

@@ -75,6 +75,7 @@ pub fn apply_what_if(plan: &Plan, changes: &[WhatIf]) -> Result<Plan, BacktestEr
                 match &mut gate.check {
                     Check::Threshold { value, .. } => *value = change.threshold,
                     Check::Compare { ratio, .. } => *ratio = change.threshold,
+                    Check::Judge(j) => j.config.tolerance = change.threshold,
                 }
             }
             if change.gate == "require_peak"

@@ -62,6 +62,7 @@ fn queries_by_source(plan: &Plan) -> BTreeMap<&str, BTreeSet<&str>> {
                         crate::plan::Check::Compare { new, old, .. } => {
                             vec![new.as_str(), old.as_str()]
                         }
+                        crate::plan::Check::Judge(j) => j.queries().to_vec(),
                     },
                 ),
                 crate::controller::evaluate::Item::Peak(r)
@@ -116,12 +117,16 @@ pub async fn read<S: Store>(
                 ),
                 Ok(base) => {
                     for query in queries {
+                        // A judge's `$step` reads each interval's increase: the replay adds
+                        // them up from the step's start ([`Readings::observe`]).
+                        let asked = crate::judge::at_step(query, instants.step_ms);
                         for (first, count) in chunks(&instants, MAX_POINTS_PER_REQUEST) {
                             let gate = gate.clone();
+                            let asked = asked.clone();
                             asks.push(async move {
                                 let _turn = gate.acquire().await;
                                 let got =
-                                    range(fetcher, base, source, query, &instants, first, count)
+                                    range(fetcher, base, source, &asked, &instants, first, count)
                                         .await;
                                 (source, query, first, count, got)
                             });
@@ -284,7 +289,7 @@ async fn scrape<S: Store>(
         }
     }
     for text in queries {
-        let column = match parse_query(text) {
+        let column = match parse_query(&crate::judge::at_step(text, instants.step_ms)) {
             Ok(query) => scrape_readings(&history, &query, text, source, &instants, first),
             Err(e) => {
                 let why: Arc<str> = e.to_string().into();

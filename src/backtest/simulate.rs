@@ -143,7 +143,7 @@ fn judge_all(
     items
         .iter()
         .map(|item| {
-            let observation = readings.observe(item, i);
+            let observation = readings.observe(item, i, step_entered_ms);
             let key = (item.name().to_string(), item.kind());
             let mem = memory.get(&key).copied().unwrap_or_default();
             let eval = judge(item, &observation, mem, at, step_entered_ms, None);
@@ -449,6 +449,8 @@ fn margin(item: &Item<'_>, eval: &Evaluation) -> Option<f64> {
                 let old = eval.old_value?;
                 Some((old * ratio).max(old + absolute) - value)
             }
+            // The FAIL e-value against its boundary.
+            Check::Judge(_) => Some(eval.old_value? - value),
         },
         Item::Peak(r) => Some(value - r.at_least.unwrap_or(0.0)),
         Item::Deploy(_) => None,
@@ -468,7 +470,8 @@ pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
             let mut mem = Memory::default();
             for i in 0..instants.count {
                 let at = instants.at(i);
-                let eval = judge(&item, &readings.observe(&item, i), mem, at, start_ms, None);
+                let observation = readings.observe(&item, i, start_ms);
+                let eval = judge(&item, &observation, mem, at, start_ms, None);
                 mem = stored(eval.memory, at);
                 match eval.verdict {
                     Verdict::Pass => passed += 1,

@@ -152,11 +152,44 @@ impl Readings {
         }
     }
 
-    /// What `item` observed at instant `i`, as [`crate::controller::evaluate`] observes it live.
-    pub(crate) fn observe(&self, item: &Item<'_>, i: usize) -> Observation {
+    /// What `item` observed at instant `i`, as [`crate::controller::evaluate`] observes it live,
+    /// in a step entered at `entered_ms`. A judge's counts are the sum of its per-interval
+    /// readings (its `$step` read as the window's step) over the instants after `entered_ms`.
+    pub(crate) fn observe(&self, item: &Item<'_>, i: usize, entered_ms: i64) -> Observation {
         let source = item.source();
         let queries = item.queries();
         match item {
+            Item::Gate(
+                crate::plan::Gate {
+                    check: crate::plan::Check::Judge(_),
+                    ..
+                },
+                _,
+            ) => {
+                let mut sums = [0.0; 4];
+                for (slot, query) in sums.iter_mut().zip(&queries) {
+                    for k in 0..=i {
+                        if self.instants.at(k) <= entered_ms {
+                            continue;
+                        }
+                        match self.get(source, query, k) {
+                            Ok(v) => *slot += v,
+                            Err(e) => return Observation::Unavailable(e.to_string()),
+                        }
+                    }
+                }
+                let [ne, nf, oe, of] = sums;
+                Observation::Counts {
+                    new: crate::judge::Counts {
+                        events: ne,
+                        failures: nf,
+                    },
+                    old: crate::judge::Counts {
+                        events: oe,
+                        failures: of,
+                    },
+                }
+            }
             Item::Gate(
                 crate::plan::Gate {
                     check: crate::plan::Check::Compare { new, old, .. },

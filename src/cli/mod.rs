@@ -14,6 +14,7 @@ mod dlq;
 pub mod fit;
 mod history;
 mod init;
+mod judge;
 mod pause;
 mod plan_apply;
 mod plan_backtest;
@@ -160,6 +161,9 @@ pub enum Cmd {
     Plan(plan_check::PlanCmd),
     /// Register the migration of a plan in the state store (state: planned).
     Init(init::InitArgs),
+    /// The `judge` gate: `simulate` its error rates and time to a decision before a migration.
+    #[command(subcommand)]
+    Judge(judge::JudgeCmd),
     /// Phase, step, routing and every gate with its last value.
     Status(status::StatusArgs),
     /// Evaluate the exit gates now; move one step if all pass and the minimum time is met.
@@ -421,6 +425,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Cmd::Prune(a) => prune::run(&ctx, a).await,
         Cmd::Routing(a) => routing::run(&ctx, a).await,
         Cmd::Slice(a) => slice::run(a),
+        Cmd::Judge(cmd) => judge::run(cmd),
     }
 }
 

@@ -82,6 +82,8 @@ fn limit_of(plan: &Plan, report: &GateReport) -> Option<(f64, &'static str)> {
             let old = report.eval.old_value?;
             Some(((old * ratio).max(old + absolute), "<="))
         }
+        // The FAIL test's boundary, `1/alpha`, the e-value must stay under.
+        Check::Judge(_) => Some((report.eval.old_value?, "<")),
     }
 }
 

@@ -490,6 +490,40 @@ pub enum Check {
         ratio: f64,
         absolute: f64,
     },
+    /// `judge: { new: {events, failures}, old: {events, failures}, tolerance, ... }`: an
+    /// always-valid sequential test of "is new's failure rate worse than old's by more than
+    /// `tolerance`?" ([`crate::judge`]).
+    Judge(Box<JudgeCheck>),
+}
+
+/// The queries of one side of a `judge` gate: counters since the step began (`$step` in a
+/// query is replaced by the step's age, e.g. `increase(x_total[$step])`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgeSide {
+    pub events: String,
+    pub failures: String,
+}
+
+/// A `judge` gate's condition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgeCheck {
+    pub new: JudgeSide,
+    pub old: JudgeSide,
+    /// Tolerance, confidence (as `alpha`), `min_events`, `max_duration`.
+    pub config: crate::judge::Config,
+}
+
+impl JudgeCheck {
+    /// The four queries, in the order a reading gives their values: new events, new failures,
+    /// old events, old failures.
+    pub fn queries(&self) -> [&str; 4] {
+        [
+            &self.new.events,
+            &self.new.failures,
+            &self.old.events,
+            &self.old.failures,
+        ]
+    }
 }
 
 /// A comparison operator of `pass_if`.

@@ -21,7 +21,8 @@ impl Threshold {
 
 impl Phase {
     /// The fixed threshold of the gate `(name, kind)` as [`Phase::gate_keys`] names it: a
-    /// `pass_if` gate's, `require_peak`'s `at_least`. `None` for a gate without one (a
+    /// `pass_if` gate's, `require_peak`'s `at_least`, a `judge`'s boundary (its FAIL e-value,
+    /// the value it records, is held under `1/alpha`). `None` for a gate without one (a
     /// `compare` gate, whose bound moves with the old broker's reading; `require_deploy`) and
     /// for a gate the phase does not have.
     pub fn threshold(&self, name: &str, kind: GateKind) -> Option<Threshold> {
@@ -30,9 +31,17 @@ impl Phase {
             GateKind::Guard => &self.guard,
         };
         if let Some(g) = gates.iter().find(|g| g.name == name) {
-            return match g.check {
-                Check::Threshold { op, value, .. } => Some(Threshold { op, value }),
+            return match &g.check {
+                Check::Threshold { op, value, .. } => Some(Threshold {
+                    op: *op,
+                    value: *value,
+                }),
                 Check::Compare { .. } => None,
+                // The FAIL e-value stays under its boundary, `1/alpha`: what the console charts.
+                Check::Judge(j) => Some(Threshold {
+                    op: CmpOp::Lt,
+                    value: j.config.boundary(),
+                }),
             };
         }
         if kind == GateKind::Exit && name == "require_peak" {

@@ -86,14 +86,25 @@ pub(super) async fn gather<S: Store>(
         };
         Ok::<_, StoreError>((scrapes, memory))
     };
-    let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, items, now_ms));
+    let (reads, ()) = tokio::join!(
+        reads,
+        prefetch(fetcher, plan, items, now_ms, rec.entered_at_ms)
+    );
     let (scrapes, memory) = reads?;
     let mut readings = Vec::with_capacity(items.len());
     for item in items {
         let reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
             None => Reading {
-                observation: observe(fetcher, plan, item, &scrapes.histories, now_ms).await,
+                observation: observe(
+                    fetcher,
+                    plan,
+                    item,
+                    &scrapes.histories,
+                    now_ms,
+                    rec.entered_at_ms,
+                )
+                .await,
                 note: None,
             },
         };
@@ -122,8 +133,8 @@ async fn scrape_sources<S: Store>(
         if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
             let entry = queries.entry(item.source()).or_default();
             entry.extend(
-                item.queries()
-                    .into_iter()
+                step_queries(item, now_ms, rec.entered_at_ms)
+                    .iter()
                     .filter_map(|q| parse_query(q).ok()),
             );
         }
@@ -249,20 +260,31 @@ async fn scrape_sources<S: Store>(
 
 /// Ask the phase's Prometheus queries ahead of its gates, a few per request: a round's fetcher
 /// keeps the answers for [`read_one`] (see [`Fetcher::prefetch_prometheus`]).
-async fn prefetch(fetcher: &Fetcher, plan: &Plan, items: &[Item<'_>], now_ms: i64) {
-    let mut by_url: Vec<(&str, Vec<&str>)> = Vec::new();
+async fn prefetch(
+    fetcher: &Fetcher,
+    plan: &Plan,
+    items: &[Item<'_>],
+    now_ms: i64,
+    entered_ms: i64,
+) {
+    let mut by_url: Vec<(&str, Vec<String>)> = Vec::new();
     for item in items {
         if let Some(Source::Prometheus { url }) = plan.sources.get(item.source()) {
             // An unresolved URL is not asked: read_one says why.
             let Ok(url) = url.value() else {
                 continue;
             };
+            let queries = step_queries(item, now_ms, entered_ms);
             match by_url.iter_mut().find(|(u, _)| *u == url) {
-                Some((_, queries)) => queries.extend(item.queries()),
-                None => by_url.push((url, item.queries())),
+                Some((_, known)) => known.extend(queries),
+                None => by_url.push((url, queries)),
             }
         }
     }
+    let by_url: Vec<(&str, Vec<&str>)> = by_url
+        .iter()
+        .map(|(url, queries)| (*url, queries.iter().map(String::as_str).collect()))
+        .collect();
     futures_util::future::join_all(
         by_url
             .iter()
@@ -271,15 +293,36 @@ async fn prefetch(fetcher: &Fetcher, plan: &Plan, items: &[Item<'_>], now_ms: i6
     .await;
 }
 
+/// An item's queries as asked at `now_ms` in a step entered at `entered_ms`: a `judge` gate's
+/// `$step` is the step's age ([`crate::judge::at_step`]).
+fn step_queries(item: &Item<'_>, now_ms: i64, entered_ms: i64) -> Vec<String> {
+    item.queries()
+        .into_iter()
+        .map(|q| crate::judge::at_step(q, now_ms.saturating_sub(entered_ms)))
+        .collect()
+}
+
 async fn observe(
     fetcher: &Fetcher,
     plan: &Plan,
     item: &Item<'_>,
     scraped: &HashMap<String, Scraped>,
     now_ms: i64,
+    entered_ms: i64,
 ) -> Observation {
     let read = |query| read_one(fetcher, plan, item.source(), scraped, query, now_ms);
     match item {
+        Item::Gate(
+            Gate {
+                check: Check::Judge(_),
+                ..
+            },
+            _,
+        ) => {
+            let queries = step_queries(item, now_ms, entered_ms);
+            let reads = futures_util::future::join_all(queries.iter().map(|q| read(q))).await;
+            judge_counts(reads)
+        }
         Item::Gate(
             Gate {
                 check: Check::Compare { new, old, .. },
@@ -294,6 +337,35 @@ async fn observe(
         other => match read(other.queries().first().copied().unwrap_or_default()).await {
             Ok(v) => Observation::Value(v),
             Err(e) => Observation::Unavailable(e),
+        },
+    }
+}
+
+/// A judge's four readings (new events, new failures, old events, old failures) as both sides'
+/// counts, or the first that failed, named.
+fn judge_counts(reads: Vec<Result<f64, String>>) -> Observation {
+    const NAMES: [&str; 4] = [
+        "new side's events",
+        "new side's failures",
+        "old side's events",
+        "old side's failures",
+    ];
+    let mut values = [0.0; 4];
+    for (i, read) in reads.into_iter().enumerate().take(4) {
+        match read {
+            Ok(v) => values[i] = v,
+            Err(e) => return Observation::Unavailable(format!("{}: {e}", NAMES[i])),
+        }
+    }
+    let [new_events, new_failures, old_events, old_failures] = values;
+    Observation::Counts {
+        new: crate::judge::Counts {
+            events: new_events,
+            failures: new_failures,
+        },
+        old: crate::judge::Counts {
+            events: old_events,
+            failures: old_failures,
         },
     }
 }

@@ -41,6 +41,7 @@ impl Item<'_> {
             Item::Gate(g, _) => match &g.check {
                 Check::Threshold { query, .. } => vec![query.as_str()],
                 Check::Compare { new, old, .. } => vec![new.as_str(), old.as_str()],
+                Check::Judge(j) => j.queries().to_vec(),
             },
             Item::Peak(r) | Item::Deploy(r) => vec![r.query.as_str()],
         }
@@ -55,6 +56,16 @@ impl Item<'_> {
                 },
                 _,
             ) => format!("new: {new} | old: {old}"),
+            Item::Gate(
+                Gate {
+                    check: Check::Judge(j),
+                    ..
+                },
+                _,
+            ) => format!(
+                "new: {} of {} | old: {} of {}",
+                j.new.failures, j.new.events, j.old.failures, j.old.events
+            ),
             _ => self.queries().join(" | "),
         }
     }
@@ -106,6 +117,13 @@ pub(crate) fn judge(
     note: Option<String>,
 ) -> Evaluation {
     let eval = match item {
+        Item::Gate(
+            Gate {
+                check: Check::Judge(j),
+                ..
+            },
+            _,
+        ) => gate::evaluate_judge(j, observation, memory, now_ms, step_entered_ms),
         Item::Gate(g, _) => gate::evaluate(g, observation, memory, now_ms),
         Item::Peak(r) => gate::evaluate_peak(r, observation, memory),
         Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),

@@ -18,6 +18,7 @@ const GATE_FIELDS: &[&str] = &[
     "query",
     "pass_if",
     "compare",
+    "judge",
     "tolerance",
     "for",
     "for_max_gap",
@@ -103,6 +104,9 @@ impl Cx<'_> {
         path: &str,
         source: Option<&(String, Option<SourceKind>)>,
     ) -> Option<Check> {
+        if let Some((jv, jp)) = o.get("judge") {
+            return self.judge_gate(o, path, source, jv, &jp);
+        }
         match (o.get("query"), o.get("compare")) {
             (Some(_), Some(_)) => {
                 self.error(
@@ -123,6 +127,40 @@ impl Cx<'_> {
             (Some((qv, qp)), None) => self.threshold_condition(o, path, source, qv, &qp),
             (None, Some((cv, cp))) => self.compare_condition(o, source, cv, &cp),
         }
+    }
+
+    /// `judge`: alone, without `query`, `compare`, `pass_if`, `tolerance` (its own is inside),
+    /// `for` or `min_samples` (it decides when the counts do).
+    fn judge_gate(
+        &mut self,
+        o: &Obj<'_>,
+        path: &str,
+        source: Option<&(String, Option<SourceKind>)>,
+        jv: &Value,
+        jp: &str,
+    ) -> Option<Check> {
+        let mut alone = true;
+        for field in [
+            "query",
+            "compare",
+            "pass_if",
+            "tolerance",
+            "for",
+            "min_samples",
+        ] {
+            if o.get(field).is_some() {
+                self.error(
+                    path,
+                    format!(
+                        "a `judge` gate takes no `{field}`: it compares the two routes' counts \
+                         itself and decides when they say so (its settings go inside `judge:`)"
+                    ),
+                );
+                alone = false;
+            }
+        }
+        let check = self.judge_condition(jv, jp, source);
+        check.filter(|_| alone)
     }
 
     /// `query` + `pass_if`: the query is one the source answers, `pass_if` a comparison, and no

@@ -1,0 +1,305 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::gate::{self, Memory, Observation, Verdict};
+use crate::plan::{JudgeCheck, JudgeSide};
+
+fn cfg() -> Config {
+    Config {
+        tolerance: 0.2,
+        alpha: 0.01,
+        min_events: 1_000,
+        max_duration: Duration::from_secs(3600),
+    }
+}
+
+fn side(events: f64, failures: f64) -> Counts {
+    Counts { events, failures }
+}
+
+fn check() -> JudgeCheck {
+    let q = |s: &str| JudgeSide {
+        events: format!("e_{s}"),
+        failures: format!("f_{s}"),
+    };
+    JudgeCheck {
+        new: q("new"),
+        old: q("old"),
+        config: cfg(),
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn twice_the_failures_on_as_many_events_fails() {
+    let e = weigh(
+        &cfg(),
+        side(10_000.0, 200.0),
+        side(10_000.0, 100.0),
+        1.0,
+        Duration::ZERO,
+    );
+    assert_eq!(e.decision, Decision::Fail, "{e:?}");
+    assert!(e.fail_e >= 100.0);
+    assert_eq!(e.ratio, Some(2.0));
+}
+
+#[test]
+fn the_same_failure_rate_on_enough_events_passes() {
+    let e = weigh(
+        &cfg(),
+        side(150_000.0, 1_500.0),
+        side(150_000.0, 1_500.0),
+        1.0,
+        Duration::ZERO,
+    );
+    assert_eq!(e.decision, Decision::Pass, "{e:?}");
+    assert!(e.fail_e < 1.0, "{e:?}");
+}
+
+/// spinnaker/kayenta #426: sparse counts (mostly zeros) must not pass on no evidence.
+#[test]
+fn sparse_counts_never_pass_before_min_events() {
+    for (events, failures) in [(0.0, 0.0), (10.0, 0.0), (999.0, 0.0), (999.0, 3.0)] {
+        let e = weigh(
+            &cfg(),
+            side(events, failures),
+            side(events, failures),
+            1.0,
+            Duration::ZERO,
+        );
+        assert_ne!(e.decision, Decision::Pass, "{events} {failures}");
+    }
+    // No failures at all on plenty of events: the ratio is unknown, so it is not a PASS either.
+    let e = weigh(
+        &cfg(),
+        side(50_000.0, 0.0),
+        side(50_000.0, 0.0),
+        1.0,
+        Duration::ZERO,
+    );
+    assert_eq!(e.decision, Decision::Deciding);
+}
+
+#[test]
+fn undecided_past_max_duration_is_inconclusive_and_a_fail_stays() {
+    let e = weigh(&cfg(), side(100.0, 1.0), side(100.0, 1.0), 1.0, HOUR);
+    assert_eq!(e.decision, Decision::Inconclusive);
+    // A peak at the boundary earlier in the step: FAIL, whatever the counts say now.
+    let e = weigh(&cfg(), side(100.0, 1.0), side(100.0, 1.0), 100.0, HOUR);
+    assert_eq!(e.decision, Decision::Fail);
+}
+
+#[test]
+fn step_queries_read_the_steps_age_in_seconds() {
+    assert_eq!(at_step("increase(x[$step])", 90_500), "increase(x[90s])");
+    assert_eq!(at_step("increase(x[$step])", 10), "increase(x[1s])");
+    assert_eq!(at_step("x_total", 90_500), "x_total");
+}
+
+#[test]
+fn the_gate_keeps_the_peak_and_shows_the_evidence() {
+    let obs = |nf: f64| Observation::Counts {
+        new: side(10_000.0, nf),
+        old: side(10_000.0, 100.0),
+    };
+    let fail = gate::evaluate_judge(&check(), &obs(200.0), Memory::default(), 60_000, 0);
+    assert_eq!(fail.verdict, Verdict::Fail);
+    assert_eq!(fail.old_value, Some(100.0));
+    assert!(
+        fail.reason.contains("new 200/10000 failed"),
+        "{}",
+        fail.reason
+    );
+    // The next reading looks fine; the step's FAIL stays.
+    let after = gate::evaluate_judge(&check(), &obs(100.0), fail.memory, 120_000, 0);
+    assert_eq!(after.verdict, Verdict::Fail, "{}", after.reason);
+    let unavailable = gate::evaluate_judge(
+        &check(),
+        &Observation::Unavailable("old side's events: no data".into()),
+        fail.memory,
+        180_000,
+        0,
+    );
+    assert_eq!(unavailable.verdict, Verdict::Hold);
+    assert_eq!(unavailable.memory.peak, fail.memory.peak);
+    let deciding = gate::evaluate_judge(
+        &check(),
+        &Observation::Counts {
+            new: side(100.0, 1.0),
+            old: side(100.0, 1.0),
+        },
+        Memory::default(),
+        60_000,
+        0,
+    );
+    assert_eq!(deciding.verdict, Verdict::Hold);
+    assert!(
+        deciding.reason.starts_with("deciding: "),
+        "{}",
+        deciding.reason
+    );
+}
+
+/// Cumulative counts at each tick from per-tick increments.
+fn cumulate(increments: &[(u8, u8, u8, u8)]) -> Vec<(Counts, Counts)> {
+    let (mut new, mut old) = (Counts::default(), Counts::default());
+    increments
+        .iter()
+        .map(|&(ne, nf, oe, of)| {
+            new.events += f64::from(ne);
+            new.failures += f64::from(nf.min(ne));
+            old.events += f64::from(oe);
+            old.failures += f64::from(of.min(oe));
+            (new, old)
+        })
+        .collect()
+}
+
+/// The first tick (index into `ticks`) the gate, evaluated at the ticks `every` apart, fails.
+fn first_fail(ticks: &[(Counts, Counts)], every: usize) -> Option<usize> {
+    let mut memory = Memory::default();
+    for (i, (new, old)) in ticks.iter().enumerate() {
+        if i % every != every - 1 {
+            continue;
+        }
+        let obs = Observation::Counts {
+            new: *new,
+            old: *old,
+        };
+        let e = gate::evaluate_judge(&check(), &obs, memory, i as i64 * 1000, 0);
+        memory = e.memory;
+        if e.verdict == Verdict::Fail {
+            return Some(i);
+        }
+    }
+    None
+}
+
+proptest! {
+    /// The decision depends on how often it is checked only as far as the test allows: over the
+    /// same counts, a FAIL at a sparser cadence (every 10th tick) means the dense cadence (every
+    /// tick) failed no later; and at any cadence, once failed, it stays failed.
+    #[test]
+    fn a_sparser_cadence_never_fails_earlier(
+        increments in prop::collection::vec((0u8..=50, 0u8..=6, 0u8..=50, 0u8..=3), 1..200),
+        every in 2usize..=10,
+    ) {
+        let ticks = cumulate(&increments);
+        let dense = first_fail(&ticks, 1);
+        let sparse = first_fail(&ticks, every);
+        if let Some(s) = sparse {
+            prop_assert!(dense.is_some_and(|d| d <= s), "dense {dense:?} sparse {s}");
+        }
+        // Sticky: every dense evaluation after the first FAIL is a FAIL.
+        if let Some(d) = dense {
+            let mut memory = Memory::default();
+            for (i, (new, old)) in ticks.iter().enumerate() {
+                let e = gate::evaluate_judge(
+                    &check(),
+                    &Observation::Counts { new: *new, old: *old },
+                    memory,
+                    i as i64 * 1000,
+                    0,
+                );
+                memory = e.memory;
+                if i >= d {
+                    prop_assert_eq!(e.verdict, Verdict::Fail);
+                }
+            }
+        }
+    }
+
+    /// The mixtures are e-values: finite, positive, and the FAIL one never decreases in new's
+    /// failures (all else equal) while the PASS one never increases.
+    #[test]
+    fn the_statistics_move_with_the_evidence(
+        events in 1u32..100_000, nf in 0u32..500, of in 0u32..500, extra in 1u32..50,
+    ) {
+        let (events, nf, of, extra) = (f64::from(events), f64::from(nf), f64::from(of), f64::from(extra));
+        let old = side(events + 1_000.0, of);
+        let a = weigh(&cfg(), side(events + 1_000.0, nf), old, 1.0, Duration::ZERO);
+        let b = weigh(&cfg(), side(events + 1_000.0, nf + extra), old, 1.0, Duration::ZERO);
+        prop_assert!(a.fail_e.is_finite() && a.fail_e > 0.0);
+        prop_assert!(a.pass_e.is_finite() && a.pass_e > 0.0);
+        prop_assert!(b.fail_e >= a.fail_e * (1.0 - 1e-9));
+        prop_assert!(b.pass_e <= a.pass_e * (1.0 + 1e-9));
+    }
+}
+
+/// The false-FAIL bound over many seeded runs of identical routes checked every tick, through the
+/// simulator (what `migrate judge simulate` and BENCHMARKS.md measure at scale).
+#[cfg(feature = "cli")]
+#[test]
+fn identical_routes_rarely_fail_however_often_they_are_checked() {
+    use crate::judge::simulate::{Scenario, simulate};
+    let scenario = Scenario {
+        traffic: 50.0,
+        base_rate: 0.02,
+        ratio: 1.0,
+        every: Duration::from_secs(5),
+        duration: Duration::from_secs(1800),
+        runs: 200,
+        seed: 7,
+        config: cfg(),
+    };
+    let report = simulate(&scenario).expect("a valid scenario");
+    // alpha is 1%: 200 runs allow a few by chance, never the threshold gate's dozens.
+    assert!(report.judge.false_fail_rate <= 0.03, "{report:?}");
+    assert!(
+        report.threshold.false_fail_rate > 0.2,
+        "the threshold gate peeks: {report:?}"
+    );
+    let worse = simulate(&Scenario {
+        ratio: 2.0,
+        ..scenario
+    })
+    .expect("a valid scenario");
+    assert!(worse.judge.fail_rate > 0.95, "{worse:?}");
+    assert_eq!(worse.judge.false_pass_rate, 0.0, "{worse:?}");
+}
+
+/// The backtest replays a judge: its per-interval readings (`$step` read as the window's step)
+/// add up to the counts since the step began, and the same gate code judges them.
+#[test]
+fn the_backtest_adds_up_a_judges_intervals_from_the_step_start() {
+    use crate::backtest::{Instants, Readings};
+    use crate::controller::evaluate::Item;
+    use crate::plan::{Gate, GateKind};
+    let instants = Instants::new(0, 4 * 60_000, 60_000).expect("a window");
+    let mut readings = Readings::new(instants);
+    let gate = Gate {
+        name: "judge".into(),
+        source: "prom".into(),
+        check: crate::plan::Check::Judge(Box::new(check())),
+        hold_for: None,
+        for_max_gap: None,
+        min_samples: 1,
+    };
+    let ok = |v: f64| -> crate::backtest::table::Reading { Ok(v) };
+    for (query, per_interval) in [
+        ("e_new", 1_000.0),
+        ("f_new", 40.0),
+        ("e_old", 1_000.0),
+        ("f_old", 10.0),
+    ] {
+        readings.insert("prom", query, vec![ok(per_interval); instants.count]);
+    }
+    let item = Item::Gate(&gate, GateKind::Guard);
+    // Entered at the first instant: the three later intervals count.
+    let Observation::Counts { new, old } = readings.observe(&item, 3, 0) else {
+        panic!("not counts");
+    };
+    assert_eq!((new.events, new.failures), (3_000.0, 120.0));
+    assert_eq!((old.events, old.failures), (3_000.0, 30.0));
+    let e = crate::controller::evaluate::judge(
+        &item,
+        &Observation::Counts { new, old },
+        Memory::default(),
+        180_000,
+        0,
+        None,
+    );
+    assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
+}
