@@ -322,7 +322,7 @@ fn config() -> Config {
         lease_ttl: Duration::from_secs(15),
         watch_interval: Duration::from_millis(500),
         holder: "controller-scale-bench".into(),
-        token: None,
+        access: Default::default(),
         read_only_api: false,
         confirm_complete: vec![],
         clock: Arc::new(queue_migrate::time::now_ms),

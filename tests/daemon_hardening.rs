@@ -299,7 +299,9 @@ async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body() {
     let w = world(&[]).await;
-    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let d = w
+        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
+        .await;
     d.leading().await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");

@@ -251,8 +251,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before it was accepted:
                 // wait a little rather than spin; the connection cap normally prevents the first.
@@ -275,7 +275,7 @@ pub async fn serve(
         let mut stop = stop.clone();
         let done = done_rx.clone();
         tokio::spawn(async move {
-            serve_connection(stream, service, limits, &mut stop).await;
+            serve_connection(stream, peer, service, limits, &mut stop).await;
             drop(permit);
             drop(done);
         });
@@ -313,13 +313,17 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
 
 async fn serve_connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     service: TowerToHyperService<Router>,
     limits: Limits,
     stop: &mut watch::Receiver<bool>,
 ) {
     let busy = Arc::new(Busy::default());
     let io = TokioIo::new(Idle::new(stream, limits.idle_timeout, busy.clone()));
-    let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
+    let handler = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        // Who connected: `--trusted-proxy` is checked against it (axum's `ConnectInfo`).
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let answering = Answering::new(&busy);
         let limit = if is_long_poll(req.uri().path()) {
             MAX_WAIT + limits.request_timeout

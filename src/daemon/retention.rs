@@ -111,7 +111,7 @@ mod tests {
             lease_ttl: Duration::from_secs(15),
             watch_interval: Duration::from_secs(1),
             holder: "t".into(),
-            token: None,
+            access: Default::default(),
             read_only_api: false,
             confirm_complete: vec![],
             http: crate::daemon::http::Limits::default(),

@@ -265,8 +265,13 @@ impl Dedup {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// A Prometheus server: PromQL instant queries over its HTTP API.
-    Prometheus { url: Secret },
+    /// A Prometheus server: PromQL instant queries over its HTTP API. `ui`: where people open
+    /// its web UI (`ui:`), for the console's "open in Prometheus" links.
+    Prometheus {
+        url: Secret,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ui: Option<String>,
+    },
     /// A /metrics endpoint scraped by the controller itself.
     Scrape { url: Secret },
     /// An NDJSON export of a dead-letter queue, triaged against the recorded decisions
@@ -552,7 +557,7 @@ impl Plan {
     pub fn secrets(&self) -> Vec<&Secret> {
         let mut out = vec![&self.brokers.old.url, &self.brokers.new.url];
         out.extend(self.sources.values().filter_map(|s| match s {
-            Source::Prometheus { url } | Source::Scrape { url } => Some(url),
+            Source::Prometheus { url, .. } | Source::Scrape { url } => Some(url),
             Source::DeadLetters { .. } => None,
         }));
         out.extend(self.routing.etcd.as_ref().map(|e| &e.endpoint));

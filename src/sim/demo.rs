@@ -192,7 +192,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         lease_ttl: std::time::Duration::from_secs(15),
         watch_interval: std::time::Duration::from_secs(1),
         holder: "controller".into(),
-        token: None,
+        access: Default::default(),
         read_only_api: true,
         confirm_complete: vec!["demo".into()],
         clock: Arc::new(move || c2.load(Ordering::SeqCst)),

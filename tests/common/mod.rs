@@ -83,7 +83,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         lease_ttl: std::time::Duration::from_secs(3),
         watch_interval: std::time::Duration::from_millis(50),
         holder: "daemon-test".into(),
-        token: None,
+        access: Default::default(),
         read_only_api: false,
         confirm_complete: vec![],
         clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),

@@ -109,7 +109,7 @@ const read = `({
   charts: [...document.querySelectorAll('figure.chart')].map(f => ({
     name: f.dataset.gate, kind: f.dataset.kind, points: Number(f.querySelector('svg')?.dataset.points || 0),
     threshold_line: !!f.querySelector('svg .threshold'), transitions: f.querySelectorAll('svg .transition').length })),
-  journal: [...document.querySelectorAll('#journal tbody tr')].map(tr => ({
+  journal: [...document.querySelectorAll('#journal > tbody > tr')].map(tr => ({
     seq: Number(tr.dataset.seq), command: tr.querySelector('.command').textContent,
     actor: tr.querySelector('.actor').textContent, reason: tr.querySelector('.reason').textContent })),
   routing: JSON.parse(document.getElementById('routing').textContent),
