@@ -3,6 +3,8 @@
 //! the API's auth, webhooks, and the binary's SIGTERM handling.
 
 mod common;
+#[path = "daemon/roles.rs"]
+mod roles;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -547,8 +547,15 @@ fn actions(s: &Serving, d: &Detail) -> String {
 /// The five buttons, each with why it is disabled or what to know before clicking.
 fn buttons(d: &Detail) -> String {
     let mut out = String::new();
+    // One reason for all (complete, a read-only daemon, a standby): said once.
+    let first = d.actions.first().and_then(|a| a.why_not.as_ref());
+    let shared = first.filter(|w| d.actions.iter().all(|a| a.why_not.as_ref() == Some(*w)));
+    if let Some(w) = shared {
+        let _ = write!(out, "<p class=\"why-all\" id=\"why-all\">{}</p>", esc(w));
+    }
     for a in &d.actions {
         let (why, class) = match (&a.why_not, &a.note) {
+            (Some(w), _) if shared.is_some() => (w.as_str(), "why disabled sr"),
             (Some(w), _) => (w.as_str(), "why disabled"),
             (None, Some(n)) => (n.as_str(), "why"),
             (None, None) => ("", "why"),
