@@ -1,11 +1,16 @@
 //! Gate evaluation: pure, no IO, no clock.
 //!
 //! A gate turns an [`Observation`] (what a source answered, or why it could not) into an
-//! [`Evaluation`] with one of three verdicts:
+//! [`Evaluation`] with one of four verdicts:
 //! - **pass** — the condition holds (for `for:` gates: has held at every evaluation for that long);
-//! - **hold** — not enough data, no data, NaN, a query error, a source down: never advances, never
-//!   rolls back, and always says why;
+//! - **soaking** — the condition holds, but not yet for its `for:` (the [`Soak`] says how far);
+//! - **no data** — the source is down, the result empty or NaN, a query error, too few samples:
+//!   never advances, never rolls back, and always says why (naming the source);
 //! - **fail** — the condition is false: "not yet" for an exit gate, a breach for a guard.
+//!
+//! Soaking and no data never advance and never roll back; they differ in what a person should
+//! do: wait, or look at the source. Rows stored before the split say `hold`: they read back as
+//! one of the two ([`Verdict::from_stored`]).
 //!
 //! A `for:` streak counts only what was seen: an evaluation that reads no usable number breaks
 //! it, and so does a gap longer than the gate's `for_max_gap` between two evaluations (a daemon
@@ -19,31 +24,92 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::{Check, DEFAULT_FOR_MAX_GAP, Gate, Requirement};
 
-/// The three outcomes of a gate.
+/// The four outcomes of a gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Pass,
-    Hold,
+    /// The condition holds, its `for:` not yet elapsed.
+    Soaking,
+    /// No usable number (source down, empty, NaN, too few samples). Journal evidence written
+    /// before the split says `hold`.
+    #[serde(alias = "hold")]
+    NoData,
     Fail,
 }
 
 impl Verdict {
+    /// Every verdict, in the order views and `/metrics` list them.
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Pass,
+        Verdict::Soaking,
+        Verdict::NoData,
+        Verdict::Fail,
+    ];
+
+    /// As stored, served and exported: `pass`, `soaking`, `no_data`, `fail`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
-            Verdict::Hold => "hold",
+            Verdict::Soaking => "soaking",
+            Verdict::NoData => "no_data",
             Verdict::Fail => "fail",
         }
     }
 
+    /// As a person reads it in a table: `PASS`, `SOAKING`, `NO DATA`, `FAIL`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Soaking => "SOAKING",
+            Verdict::NoData => "NO DATA",
+            Verdict::Fail => "FAIL",
+        }
+    }
+
+    /// Neither advances nor rolls back (soaking, no data).
+    pub fn is_waiting(self) -> bool {
+        matches!(self, Verdict::Soaking | Verdict::NoData)
+    }
+
+    /// One of the four stored names (`hold`, the name before the split, reads as no data;
+    /// [`Verdict::from_stored`] tells a stored soak from it).
     pub fn parse(s: &str) -> Option<Verdict> {
         match s {
             "pass" => Some(Verdict::Pass),
-            "hold" => Some(Verdict::Hold),
+            "soaking" => Some(Verdict::Soaking),
+            "no_data" | "hold" => Some(Verdict::NoData),
             "fail" => Some(Verdict::Fail),
             _ => None,
         }
+    }
+
+    /// A stored row's verdict. A row stored as `hold` with a value was a condition that held
+    /// (under its `for:`: soaking; under `min_samples`: too few samples, no data); without a
+    /// value the source gave no usable number.
+    pub fn from_stored(s: &str, value: Option<f64>, reason: &str) -> Option<Verdict> {
+        if s == "hold" && value.is_some() && reason.contains("; held for ") {
+            return Some(Verdict::Soaking);
+        }
+        Verdict::parse(s)
+    }
+}
+
+/// How far a soaking gate is: true for `held_ms` of the `need_ms` its `for:` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Soak {
+    pub held_ms: i64,
+    pub need_ms: i64,
+}
+
+impl Soak {
+    /// `5s of 20s`.
+    pub fn text(self) -> String {
+        format!(
+            "{} of {}",
+            crate::time::human_ms(self.held_ms),
+            crate::time::human_ms(self.need_ms)
+        )
     }
 }
 
@@ -86,12 +152,16 @@ pub struct Evaluation {
     pub reason: String,
     /// Evaluations with a value in the current step, this one included.
     pub samples: u32,
+    /// Soaking: how long the condition has held of what its `for:` asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<Soak>,
     /// The memory to keep for the next evaluation.
     #[serde(skip)]
     pub memory: Memory,
 }
 
-fn fmt_num(v: f64) -> String {
+/// A number as reasons write it: an integer without decimals, else at most six, trailing zeros cut.
+pub fn fmt_num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
@@ -102,13 +172,14 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-fn hold(reason: String, samples: u32, memory: Memory) -> Evaluation {
+fn no_data(reason: String, samples: u32, memory: Memory) -> Evaluation {
     Evaluation {
-        verdict: Verdict::Hold,
+        verdict: Verdict::NoData,
         value: None,
         old_value: None,
         reason,
         samples,
+        soak: None,
         memory,
     }
 }
@@ -170,7 +241,7 @@ fn held_since(gate: &Gate, memory: &Memory, now_ms: i64) -> (i64, Option<Restart
 pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
     let (value, old_value, holds, describe) = match (&gate.check, observation) {
         (_, Observation::Unavailable(why)) => {
-            return hold(why.clone(), memory.samples, unseen(memory, now_ms));
+            return no_data(why.clone(), memory.samples, unseen(memory, now_ms));
         }
         (
             Check::Threshold {
@@ -181,7 +252,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Value(v),
         ) => {
             if !v.is_finite() {
-                return hold(
+                return no_data(
                     format!("not a finite number ({v})"),
                     memory.samples,
                     unseen(memory, now_ms),
@@ -207,7 +278,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Pair { new, old },
         ) => {
             if !new.is_finite() || !old.is_finite() {
-                return hold(
+                return no_data(
                     format!("not a finite number (new {new}, old {old})"),
                     memory.samples,
                     unseen(memory, now_ms),
@@ -228,7 +299,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         }
         (Check::Threshold { .. }, Observation::Pair { .. })
         | (Check::Compare { .. }, Observation::Value(_)) => {
-            return hold(
+            return no_data(
                 "internal: observation does not match the gate's kind".into(),
                 memory.samples,
                 unseen(memory, now_ms),
@@ -255,6 +326,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         old_value,
         reason: describe,
         samples,
+        soak: None,
         memory,
     };
     if !holds {
@@ -262,7 +334,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         return eval;
     }
     if samples < gate.min_samples {
-        eval.verdict = Verdict::Hold;
+        eval.verdict = Verdict::NoData;
         eval.reason = format!(
             "{}; {samples} of {} samples so far{restarted}",
             eval.reason, gate.min_samples
@@ -273,7 +345,11 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         let held = now_ms.saturating_sub(since);
         let need_ms = crate::time::millis(need);
         if held < need_ms {
-            eval.verdict = Verdict::Hold;
+            eval.verdict = Verdict::Soaking;
+            eval.soak = Some(Soak {
+                held_ms: held,
+                need_ms,
+            });
             eval.reason = format!(
                 "{}; held for {} of {}{restarted}",
                 eval.reason,
@@ -319,7 +395,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
             Verdict::Pass,
             format!("peak {} >= {}", fmt_num(p), fmt_num(at_least)),
         ),
-        (_, Some(why)) => (Verdict::Hold, why),
+        (_, Some(why)) => (Verdict::NoData, why),
         (Some(p), None) => (
             Verdict::Fail,
             format!(
@@ -328,7 +404,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
                 fmt_num(at_least)
             ),
         ),
-        (None, None) => (Verdict::Hold, "no reading yet".into()),
+        (None, None) => (Verdict::NoData, "no reading yet".into()),
     };
     Evaluation {
         verdict,
@@ -336,6 +412,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
         old_value: None,
         reason,
         samples,
+        soak: None,
         memory,
     }
 }
@@ -361,10 +438,10 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
                 )
             }
         }
-        Observation::Value(v) => (Verdict::Hold, None, format!("not a finite number ({v})")),
-        Observation::Unavailable(why) => (Verdict::Hold, None, why.clone()),
+        Observation::Value(v) => (Verdict::NoData, None, format!("not a finite number ({v})")),
+        Observation::Unavailable(why) => (Verdict::NoData, None, why.clone()),
         Observation::Pair { .. } => (
-            Verdict::Hold,
+            Verdict::NoData,
             None,
             "internal: a requirement reads one number".into(),
         ),
@@ -375,6 +452,7 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
         old_value: None,
         reason,
         samples: u32::from(value.is_some()),
+        soak: None,
         memory: Memory::default(),
     }
 }
@@ -394,7 +472,7 @@ pub fn ready_to_advance(
     let mut why = Vec::new();
     for (name, e) in exits {
         if e.verdict != Verdict::Pass {
-            why.push(format!("{name}: {} ({})", e.verdict.as_str(), e.reason));
+            why.push(format!("{name}: {} ({})", e.verdict.label(), e.reason));
         }
     }
     for (name, e) in guards {

@@ -11,7 +11,8 @@
 //! - [`plan`] — the YAML plan, compiled from its raw form into a validated [`plan::Plan`]; every
 //!   error at once, with its path and line.
 //! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
-//! - [`gate`] — gate verdicts (pass / hold / fail) from observations.
+//! - [`gate`] — gate verdicts (pass / soaking / no data / fail) from observations.
+//! - [`standing`] — where a migration stands and why it is not moving, from its snapshot.
 //! - [`indicators::exposition`], [`indicators::query`], [`indicators::history`],
 //!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
 //!   it reads, Prometheus API answers.
@@ -89,6 +90,8 @@ pub mod indicators;
 pub mod machine;
 #[cfg(feature = "controller")]
 pub mod plan;
+#[cfg(feature = "controller")]
+pub mod standing;
 #[cfg(feature = "controller")]
 pub mod store;
 

@@ -445,6 +445,29 @@ impl Phase {
         );
         keys
     }
+
+    /// The gate `(name, kind)` (`None` for a requirement or a gate the phase does not have).
+    pub fn gate(&self, name: &str, kind: GateKind) -> Option<&Gate> {
+        match kind {
+            GateKind::Exit => &self.exit,
+            GateKind::Guard => &self.guard,
+        }
+        .iter()
+        .find(|g| g.name == name)
+    }
+
+    /// The source that `(name, kind)`, as [`Phase::gate_keys`] names it, reads.
+    pub fn source_of(&self, name: &str, kind: GateKind) -> Option<&str> {
+        if let Some(g) = self.gate(name, kind) {
+            return Some(&g.source);
+        }
+        let requirement = match (kind, name) {
+            (GateKind::Exit, "require_peak") => self.require_peak.as_ref(),
+            (GateKind::Exit, "require_deploy") => self.require_deploy.as_ref(),
+            _ => None,
+        };
+        requirement.map(|r| r.source.as_str())
+    }
 }
 
 /// `require_peak` / `require_deploy`.

@@ -258,10 +258,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             if record.generation > last_generation {
                 fr.transitions_during += 1;
             }
-            if gates
-                .iter()
-                .any(|g| g.verdict == crate::gate::Verdict::Hold)
-            {
+            if gates.iter().any(|g| g.verdict.is_waiting()) {
                 fr.ticks_with_holds_during += 1;
             }
         }
