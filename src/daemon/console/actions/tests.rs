@@ -36,10 +36,12 @@ fn guard(verdict: Verdict) -> GateView {
         phase: "slices".into(),
         name: "error ratio breach".into(),
         kind: GateKind::Guard,
+        source: "prom".into(),
         verdict,
         value: Some(0.2),
         reason: "0.2 < 0.05 is false".into(),
         evaluated_at: None,
+        soak: None,
     }
 }
 
