@@ -227,7 +227,7 @@ impl Tokens {
         if entries.is_empty() {
             return Err(vec![LineError {
                 line: 0,
-                why: "no token in the file".into(),
+                why: "is empty: no token in it".into(),
             }]);
         }
         Ok(Tokens { entries })
@@ -269,11 +269,14 @@ fn inode(_: &std::fs::Metadata) -> u64 {
     0
 }
 
+/// The tokens as last read, or why they could not be.
+type Read = Result<Arc<Tokens>, String>;
+
 /// A token file, read again when it changes.
 #[derive(Debug)]
 pub struct TokenFile {
     path: PathBuf,
-    state: Mutex<(Option<Stamp>, Result<Arc<Tokens>, String>)>,
+    state: Mutex<(Option<Stamp>, Read)>,
 }
 
 impl TokenFile {
@@ -294,7 +297,16 @@ impl TokenFile {
         let text = crate::plan::bounds::read_secret_file(&self.path)
             .map_err(|e| format!("--token-file {}: {e}", self.path.display()))?;
         Tokens::parse(&text).map(Arc::new).map_err(|errors| {
-            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            let lines: Vec<String> = errors
+                .iter()
+                .map(|e| {
+                    if e.line == 0 {
+                        e.why.clone()
+                    } else {
+                        e.to_string()
+                    }
+                })
+                .collect();
             format!("--token-file {}: {}", self.path.display(), lines.join("; "))
         })
     }

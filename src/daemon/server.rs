@@ -408,7 +408,7 @@ async fn mutate<S: Store + Clone + 'static>(
     }
     let principal = match super::console::caller(&s.config.access, &headers, &extensions) {
         Ok(p) => p,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if !s.is_leader() {
         return error(

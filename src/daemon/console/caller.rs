@@ -55,21 +55,21 @@ pub fn caller(
     access: &Access,
     headers: &HeaderMap,
     extensions: &Extensions,
-) -> Result<Principal, Response> {
+) -> Result<Principal, Box<Response>> {
     let (principal, via) = access
         .identify(headers, peer(extensions))
-        .map_err(refusal)?;
+        .map_err(|r| Box::new(refusal(r)))?;
     if principal.role == Role::Viewer {
-        return Err(refuse(
+        return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             format!("{} may read, not act", principal.describe()),
-        ));
+        )));
     }
     if via == Via::Proxy && !is_json(headers) {
-        return Err(refuse(
+        return Err(Box::new(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "through the proxy, a mutation must be sent with `Content-Type: application/json`",
-        ));
+        )));
     }
     Ok(principal)
 }

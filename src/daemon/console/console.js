@@ -179,7 +179,7 @@
       signed.hidden = true;
       return { refused: r.status, error: who.error || "" };
     }
-    signed.hidden = false;
+    signed.hidden = !who.may_act;
     signed.textContent = "Signed in as " + (who.name || "the shared token") + " (" + who.role + ").";
     fields.hidden = !who.may_act;
     note.hidden = who.may_act;
