@@ -1,11 +1,16 @@
 //! Gate evaluation: pure, no IO, no clock.
 //!
 //! A gate turns an [`Observation`] (what a source answered, or why it could not) into an
-//! [`Evaluation`] with one of three verdicts:
+//! [`Evaluation`] with one of four verdicts:
 //! - **pass** — the condition holds (for `for:` gates: has held at every evaluation for that long);
-//! - **hold** — not enough data, no data, NaN, a query error, a source down: never advances, never
-//!   rolls back, and always says why;
+//! - **soaking** — the condition holds, but not yet for its `for:` (the [`Soak`] says how far);
+//! - **no data** — the source is down, the result empty or NaN, a query error, too few samples:
+//!   never advances, never rolls back, and always says why (naming the source);
 //! - **fail** — the condition is false: "not yet" for an exit gate, a breach for a guard.
+//!
+//! Soaking and no data never advance and never roll back; they differ in what a person should
+//! do: wait, or look at the source. Rows stored before the split say `hold`: they read back as
+//! one of the two ([`Verdict::from_stored`]).
 //!
 //! A `for:` streak counts only what was seen: an evaluation that reads no usable number breaks
 //! it, and so does a gap longer than the gate's `for_max_gap` between two evaluations (a daemon
@@ -19,31 +24,92 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::{Check, DEFAULT_FOR_MAX_GAP, Gate, Requirement};
 
-/// The three outcomes of a gate.
+/// The four outcomes of a gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Pass,
-    Hold,
+    /// The condition holds, its `for:` not yet elapsed.
+    Soaking,
+    /// No usable number (source down, empty, NaN, too few samples). Journal evidence written
+    /// before the split says `hold`.
+    #[serde(alias = "hold")]
+    NoData,
     Fail,
 }
 
 impl Verdict {
+    /// Every verdict, in the order views and `/metrics` list them.
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Pass,
+        Verdict::Soaking,
+        Verdict::NoData,
+        Verdict::Fail,
+    ];
+
+    /// As stored, served and exported: `pass`, `soaking`, `no_data`, `fail`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
-            Verdict::Hold => "hold",
+            Verdict::Soaking => "soaking",
+            Verdict::NoData => "no_data",
             Verdict::Fail => "fail",
         }
     }
 
+    /// As a person reads it in a table: `PASS`, `SOAKING`, `NO DATA`, `FAIL`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Soaking => "SOAKING",
+            Verdict::NoData => "NO DATA",
+            Verdict::Fail => "FAIL",
+        }
+    }
+
+    /// Neither advances nor rolls back (soaking, no data).
+    pub fn is_waiting(self) -> bool {
+        matches!(self, Verdict::Soaking | Verdict::NoData)
+    }
+
+    /// One of the four stored names (`hold`, the name before the split, reads as no data;
+    /// [`Verdict::from_stored`] tells a stored soak from it).
     pub fn parse(s: &str) -> Option<Verdict> {
         match s {
             "pass" => Some(Verdict::Pass),
-            "hold" => Some(Verdict::Hold),
+            "soaking" => Some(Verdict::Soaking),
+            "no_data" | "hold" => Some(Verdict::NoData),
             "fail" => Some(Verdict::Fail),
             _ => None,
         }
+    }
+
+    /// A stored row's verdict. A row stored as `hold` with a value was a condition that held
+    /// (under its `for:`: soaking; under `min_samples`: too few samples, no data); without a
+    /// value the source gave no usable number.
+    pub fn from_stored(s: &str, value: Option<f64>, reason: &str) -> Option<Verdict> {
+        if s == "hold" && value.is_some() && reason.contains("; held for ") {
+            return Some(Verdict::Soaking);
+        }
+        Verdict::parse(s)
+    }
+}
+
+/// How far a soaking gate is: true for `held_ms` of the `need_ms` its `for:` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Soak {
+    pub held_ms: i64,
+    pub need_ms: i64,
+}
+
+impl Soak {
+    /// `5s of 20s`.
+    pub fn text(self) -> String {
+        format!(
+            "{} of {}",
+            crate::time::human_ms(self.held_ms),
+            crate::time::human_ms(self.need_ms)
+        )
     }
 }
 
@@ -91,12 +157,16 @@ pub struct Evaluation {
     pub reason: String,
     /// Evaluations with a value in the current step, this one included.
     pub samples: u32,
+    /// Soaking: how long the condition has held of what its `for:` asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<Soak>,
     /// The memory to keep for the next evaluation.
     #[serde(skip)]
     pub memory: Memory,
 }
 
-fn fmt_num(v: f64) -> String {
+/// A number as reasons write it: an integer without decimals, else at most six, trailing zeros cut.
+pub fn fmt_num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
@@ -107,13 +177,14 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-fn hold(reason: String, samples: u32, memory: Memory) -> Evaluation {
+fn no_data(reason: String, samples: u32, memory: Memory) -> Evaluation {
     Evaluation {
-        verdict: Verdict::Hold,
+        verdict: Verdict::NoData,
         value: None,
         old_value: None,
         reason,
         samples,
+        soak: None,
         memory,
     }
 }
@@ -175,7 +246,7 @@ fn held_since(gate: &Gate, memory: &Memory, now_ms: i64) -> (i64, Option<Restart
 pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
     let (value, old_value, holds, describe) = match (&gate.check, observation) {
         (_, Observation::Unavailable(why)) => {
-            return hold(why.clone(), memory.samples, unseen(memory, now_ms));
+            return no_data(why.clone(), memory.samples, unseen(memory, now_ms));
         }
         (
             Check::Threshold {
@@ -186,7 +257,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Value(v),
         ) => {
             if !v.is_finite() {
-                return hold(
+                return no_data(
                     format!("not a finite number ({v})"),
                     memory.samples,
                     unseen(memory, now_ms),
@@ -212,7 +283,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Pair { new, old },
         ) => {
             if !new.is_finite() || !old.is_finite() {
-                return hold(
+                return no_data(
                     format!("not a finite number (new {new}, old {old})"),
                     memory.samples,
                     unseen(memory, now_ms),
@@ -235,7 +306,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         | (_, Observation::Counts { .. })
         | (Check::Threshold { .. }, Observation::Pair { .. })
         | (Check::Compare { .. }, Observation::Value(_)) => {
-            return hold(
+            return no_data(
                 "internal: observation does not match the gate's kind".into(),
                 memory.samples,
                 unseen(memory, now_ms),
@@ -262,6 +333,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         old_value,
         reason: describe,
         samples,
+        soak: None,
         memory,
     };
     if !holds {
@@ -269,7 +341,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         return eval;
     }
     if samples < gate.min_samples {
-        eval.verdict = Verdict::Hold;
+        eval.verdict = Verdict::NoData;
         eval.reason = format!(
             "{}; {samples} of {} samples so far{restarted}",
             eval.reason, gate.min_samples
@@ -280,7 +352,11 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         let held = now_ms.saturating_sub(since);
         let need_ms = crate::time::millis(need);
         if held < need_ms {
-            eval.verdict = Verdict::Hold;
+            eval.verdict = Verdict::Soaking;
+            eval.soak = Some(Soak {
+                held_ms: held,
+                need_ms,
+            });
             eval.reason = format!(
                 "{}; held for {} of {}{restarted}",
                 eval.reason,
@@ -328,7 +404,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
             Verdict::Pass,
             format!("peak {} >= {}", fmt_num(p), fmt_num(at_least)),
         ),
-        (_, Some(why)) => (Verdict::Hold, why),
+        (_, Some(why)) => (Verdict::NoData, why),
         (Some(p), None) => (
             Verdict::Fail,
             format!(
@@ -337,7 +413,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
                 fmt_num(at_least)
             ),
         ),
-        (None, None) => (Verdict::Hold, "no reading yet".into()),
+        (None, None) => (Verdict::NoData, "no reading yet".into()),
     };
     Evaluation {
         verdict,
@@ -345,6 +421,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
         old_value: None,
         reason,
         samples,
+        soak: None,
         memory,
     }
 }
@@ -370,10 +447,10 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
                 )
             }
         }
-        Observation::Value(v) => (Verdict::Hold, None, format!("not a finite number ({v})")),
-        Observation::Unavailable(why) => (Verdict::Hold, None, why.clone()),
+        Observation::Value(v) => (Verdict::NoData, None, format!("not a finite number ({v})")),
+        Observation::Unavailable(why) => (Verdict::NoData, None, why.clone()),
         Observation::Pair { .. } | Observation::Counts { .. } => (
-            Verdict::Hold,
+            Verdict::NoData,
             None,
             "internal: a requirement reads one number".into(),
         ),
@@ -384,6 +461,7 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
         old_value: None,
         reason,
         samples: u32::from(value.is_some()),
+        soak: None,
         memory: Memory::default(),
     }
 }
@@ -406,10 +484,10 @@ pub fn evaluate_judge(
     let (new, old) = match observation {
         Observation::Counts { new, old } => (*new, *old),
         Observation::Unavailable(why) => {
-            return hold(why.clone(), memory.samples, unseen(memory, now_ms));
+            return no_data(why.clone(), memory.samples, unseen(memory, now_ms));
         }
         Observation::Value(_) | Observation::Pair { .. } => {
-            return hold(
+            return no_data(
                 "internal: a judge gate reads counts".into(),
                 memory.samples,
                 unseen(memory, now_ms),
@@ -420,7 +498,7 @@ pub fn evaluate_judge(
         .iter()
         .all(|v| v.is_finite());
     if !finite {
-        return hold(
+        return no_data(
             format!(
                 "not a finite count (new {}/{}, old {}/{})",
                 new.failures, new.events, old.failures, old.events
@@ -449,9 +527,9 @@ pub fn evaluate_judge(
             Verdict::Pass,
             format!("new is not worse than old beyond the tolerance: {described}"),
         ),
-        Decision::Deciding => (Verdict::Hold, format!("deciding: {described}")),
+        Decision::Deciding => (Verdict::Soaking, format!("deciding: {described}")),
         Decision::Inconclusive => (
-            Verdict::Hold,
+            Verdict::Soaking,
             format!(
                 "inconclusive after {}: a person decides (advance or roll back): {described}",
                 crate::time::human_ms(crate::time::millis(cfg.max_duration))
@@ -464,6 +542,7 @@ pub fn evaluate_judge(
         old_value: Some(evidence.boundary),
         reason,
         samples,
+        soak: None,
         memory: Memory {
             held_since_ms: None,
             samples,
@@ -488,7 +567,7 @@ pub fn ready_to_advance(
     let mut why = Vec::new();
     for (name, e) in exits {
         if e.verdict != Verdict::Pass {
-            why.push(format!("{name}: {} ({})", e.verdict.as_str(), e.reason));
+            why.push(format!("{name}: {} ({})", e.verdict.label(), e.reason));
         }
     }
     for (name, e) in guards {

@@ -11,8 +11,9 @@
 //! - [`plan`] — the YAML plan, compiled from its raw form into a validated [`plan::Plan`]; every
 //!   error at once, with its path and line.
 //! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
-//! - [`gate`] — gate verdicts (pass / hold / fail) from observations.
+//! - [`gate`] — gate verdicts (pass / soaking / no data / fail) from observations.
 //! - [`judge`] — the `judge` gate's always-valid sequential test of the new route against the old.
+//! - [`standing`] — where a migration stands and why it is not moving, from its snapshot.
 //! - [`indicators::exposition`], [`indicators::query`], [`indicators::history`],
 //!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
 //!   it reads, Prometheus API answers.
@@ -94,6 +95,8 @@ pub mod judge;
 pub mod machine;
 #[cfg(feature = "controller")]
 pub mod plan;
+#[cfg(feature = "controller")]
+pub mod standing;
 #[cfg(feature = "controller")]
 pub mod store;
 

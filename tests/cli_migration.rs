@@ -132,7 +132,7 @@ fn a_source_that_is_down_holds_and_changes_nothing() {
     let version = b.status()["version"].as_i64().unwrap();
     let r = b.ok(&["advance", "local", "--json"], 3);
     let out = r.json();
-    assert_eq!(out["gates"][0]["verdict"], "hold");
+    assert_eq!(out["gates"][0]["verdict"], "no_data");
     assert!(
         out["gates"][0]["reason"].as_str().unwrap().contains("503"),
         "{}",
@@ -143,9 +143,9 @@ fn a_source_that_is_down_holds_and_changes_nothing() {
     // A source that does not listen at all is a hold too.
     b.prom_url = "http://127.0.0.1:9".into();
     let r = b.ok(&["advance", "local", "--json"], 3);
-    assert_eq!(r.json()["gates"][0]["verdict"], "hold");
+    assert_eq!(r.json()["gates"][0]["verdict"], "no_data");
     let status = b.status();
-    assert_eq!(status["gates"][0]["verdict"], "hold");
+    assert_eq!(status["gates"][0]["verdict"], "no_data");
     assert!(
         status["gates"][0]["reason"]
             .as_str()
@@ -468,11 +468,19 @@ fn status_json_contract() {
     assert_eq!(g["phase"], "consume_dual");
     assert_eq!(g["name"], "new consumer connected");
     assert_eq!(g["kind"], "exit");
-    assert_eq!(g["verdict"], "hold");
-    assert!(g["reason"].as_str().unwrap().contains("not evaluated yet"));
+    assert_eq!(g["verdict"], "no_data");
+    // Issue 44: one short line in every view; the CLI's advice once, under its table.
+    assert_eq!(g["reason"], "awaiting first evaluation");
+    assert!(g["evaluated_at"].is_null(), "{g}");
     // Regression (issue 32): the hint sent the user to `advance --dry-run`, which records
     // nothing, to see the gate evaluated here. It says what shows and what records.
-    let hint = g["reason"].as_str().unwrap();
+    let text = b.ok(&["status", "local"], 0).stdout;
+    let hint = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        hint.matches("`migrate advance local --dry-run`").count(),
+        1,
+        "{text}"
+    );
     assert!(
         hint.contains("`migrate advance local --dry-run` shows it now and records nothing")
             && hint.contains("recorded by a running daemon's next round"),
@@ -480,7 +488,10 @@ fn status_json_contract() {
     );
     b.ok(&["advance", "local", "--dry-run"], 0);
     // A dry run records nothing...
-    assert_eq!(b.status()["gates"][0]["verdict"], "hold");
+    assert_eq!(
+        b.status()["gates"][0]["reason"],
+        "awaiting first evaluation"
+    );
     // ...a real evaluation does.
     b.indicators.set("app_new_consumer_connected", 0.0);
     b.ok(&["advance", "local"], 3);
@@ -864,7 +875,7 @@ fn pause_rollback_abort_resume_and_status_work_without_the_plans_broker_secrets(
         "advance without QM_PROM_URL",
     );
     let gate = r.json()["gates"][0].clone();
-    assert_eq!(gate["verdict"], "hold", "{gate}");
+    assert_eq!(gate["verdict"], "no_data", "{gate}");
     assert!(
         gate["reason"].as_str().unwrap().contains("QM_PROM_URL"),
         "{gate}"
@@ -975,7 +986,7 @@ fn tables_stay_aligned_with_cells_longer_than_28_characters() {
     // Two gates, one name of 53 characters: the value and the reason start where they do in the
     // other row.
     let status = b.ok(&["status", name], 0).stdout;
-    let reasons = columns(&status, "not evaluated yet");
+    let reasons = columns(&status, "awaiting first evaluation");
     assert_eq!(reasons.len(), 2, "{status}");
     assert_eq!(reasons[0], reasons[1], "{status}");
     b.indicators.all_green();

@@ -3,7 +3,10 @@
 //! with Node). A migration in `slices[1]` with history: the page shows its phase, step, each
 //! gate's verdict and value, a chart per gate, the journal; an action without the token is
 //! refused, with it applied and shown without a reload. Screenshots at desktop and phone width
-//! go to `$CARGO_TARGET_TMPDIR/console/`.
+//! go to `$CARGO_TARGET_TMPDIR/console/`. The daemon reads a token file of named people: an
+//! operator's actions are journaled with their name, a viewer sees no action button; rollback
+//! pauses by default, abort asks for the name, and once `complete` every action is disabled with
+//! the reason.
 //!
 //! Ignored by a plain `cargo test` (it needs chromium and node); `.ci/run` runs it with
 //! `--include-ignored` after the install.
@@ -16,7 +19,10 @@ use std::time::{Duration, Instant};
 
 use common::{Bench, DaemonChild, http_get};
 
-const TOKEN: &str = "console-s3cret";
+/// alice, an operator.
+const TOKEN: &str = "console-s3cret-of-alice";
+/// carol, a viewer.
+const VIEWER: &str = "console-s3cret-of-carol";
 
 fn advance_green(b: &mut Bench) -> (String, Option<u64>) {
     for _ in 0..10 {
@@ -68,8 +74,15 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         .into_iter()
         .find(|p| Path::new(p).exists())
         .expect("chromium (scripts/ui_tools.sh install)");
-    let b = migration_with_history();
-    let mut cmd = b.command(&[
+    let mut b = migration_with_history();
+    let tokens = b.dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!("# who may act\nalice operator {TOKEN}\ncarol viewer {VIEWER}\n"),
+    )
+    .expect("the token file");
+    let tokens = tokens.to_string_lossy().to_string();
+    let cmd = b.command(&[
         "run",
         "--listen",
         "127.0.0.1:0",
@@ -80,8 +93,9 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         "15s",
         "--id",
         "console-test",
+        "--token-file",
+        &tokens,
     ]);
-    cmd.env("MIGRATE_API_TOKEN", TOKEN);
     let mut d = DaemonChild::spawn(cmd, Duration::from_secs(30)).expect("the daemon started");
     struct Stop<'a>(&'a mut DaemonChild);
     impl Drop for Stop<'_> {
@@ -127,6 +141,7 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         .arg(&drive)
         .args([chromium, &base, "local", TOKEN])
         .arg(&out_dir)
+        .arg(VIEWER)
         .output()
         .expect("node (scripts/ui_tools.sh install)");
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -215,6 +230,103 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
             .any(|e| e["reason"] == "paused from the console" && e["command"] == "pause"),
         "{r:#}"
     );
+    // The person, not the daemon, in the journal.
+    assert!(
+        after
+            .iter()
+            .any(|e| e["reason"] == "paused from the console" && e["actor"] == "api:alice"),
+        "{r:#}"
+    );
+
+    // The actions sit above the ladder; each gate shows its query; the evidence is a table
+    // with readable times; the steps the migration was in can show their charts.
+    assert_eq!(before["actions_first"], true, "{r:#}");
+    let queries = before["queries"].as_array().expect("queries");
+    assert_eq!(queries.len(), 2, "{r:#}");
+    assert!(queries.iter().all(|q| q == "app_error_ratio_new"), "{r:#}");
+    assert!(
+        before["evidence_tables"].as_u64().unwrap_or(0) >= 1,
+        "{r:#}"
+    );
+    assert_eq!(before["evidence_raw_ms"], false, "{r:#}");
+    let times = before["evidence_times"].as_array().expect("times");
+    assert!(
+        !times.is_empty()
+            && times.iter().all(|t| {
+                let t = t.as_str().unwrap_or_default();
+                t.len() == 23 && t.ends_with(" UTC") && t.as_bytes()[10] == b' '
+            }),
+        "{r:#}"
+    );
+    assert!(
+        before["past_steps"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|s| s == "slices[0]")),
+        "{r:#}"
+    );
+    assert_eq!(r["past"]["state"], "slices[0]", "{r:#}");
+    assert_eq!(r["past"]["selected"], "slices[0]", "{r:#}");
+    assert!(
+        r["past"]["points"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty() && p.iter().all(|n| n.as_u64() >= Some(1))),
+        "{r:#}"
+    );
+    // In slices[1], running: Resume is the one disabled, with the reason.
+    let buttons = before["buttons"].as_array().expect("buttons");
+    assert_eq!(buttons.len(), 5, "{r:#}");
+    for btn in buttons {
+        let disabled = btn["action"] == "resume";
+        assert_eq!(btn["disabled"], disabled, "{r:#}");
+    }
+    assert!(
+        buttons[3]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("Not paused")),
+        "{r:#}"
+    );
+
+    // Roll back pauses by default; abort asks for the name and sends nothing without it.
+    assert_eq!(r["rollback_pause_default"], true, "{r:#}");
+    assert!(
+        r["rollback"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("applied"),
+        "{r:#}"
+    );
+    assert_eq!(r["after_rollback"]["state"], "slices[0]", "{r:#}");
+    assert_eq!(r["after_rollback"]["paused"], "true", "{r:#}");
+    let asks = r["abort_asks"].as_str().unwrap_or_default();
+    assert!(
+        asks.starts_with("Not sent") && asks.contains("name (local)"),
+        "{r:#}"
+    );
+    assert_eq!(r["abort_row_shown"], true, "{r:#}");
+    assert!(
+        r["abort_wrong_name"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Not sent"),
+        "{r:#}"
+    );
+    assert_eq!(r["state_before_abort"], "slices[0]", "{r:#}");
+    assert!(
+        r["abort"].as_str().unwrap_or_default().contains("applied"),
+        "{r:#}"
+    );
+    let last = r["final"]["journal"].as_array().expect("journal")[0].clone();
+    assert_eq!(last["command"], "abort", "{r:#}");
+    assert_eq!(last["actor"], "api:alice", "{r:#}");
+
+    // The viewer: signed in, no action button.
+    assert!(
+        r["viewer"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("carol") && n.contains("viewer")),
+        "{r:#}"
+    );
+    assert_eq!(r["viewer"]["visible_buttons"], 0, "{r:#}");
     assert!(
         after
             .iter()
@@ -238,5 +350,57 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         let len = std::fs::metadata(out_dir.join(shot)).map_or(0, |m| m.len());
         assert!(len > 1000, "{shot}: {len} bytes");
     }
+
+    // Complete: every action disabled, with the reason.
+    b.ok(&["resume", "local", "--reason", "after the abort"], 0);
+    for _ in 0..20 {
+        let state = b.state();
+        if state.0 == "complete" {
+            break;
+        }
+        b.minute += 1;
+        let confirm = state.0 == "disconnect";
+        let mut args = vec!["advance", "local", "--force", "--reason", "to complete"];
+        if confirm {
+            args.extend(["--confirm", "local"]);
+        }
+        b.run(&args);
+    }
+    assert_eq!(b.state().0, "complete", "{}", b.status());
+    let run = Command::new("node")
+        .arg(&drive)
+        .args([chromium, &base, "local", TOKEN])
+        .arg(&out_dir)
+        .arg(VIEWER)
+        .env("DRIVE_MODE", "complete")
+        .output()
+        .expect("node");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let c: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "drive.mjs said no JSON ({e}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        )
+    });
+    assert!(run.status.success() && c["error"].is_null(), "{c:#}");
+    assert_eq!(c["state"], "complete", "{c:#}");
+    let buttons = c["buttons"].as_array().expect("buttons");
+    assert_eq!(buttons.len(), 5, "{c:#}");
+    for btn in buttons {
+        assert_eq!(btn["disabled"], true, "{c:#}");
+        assert!(
+            btn["why"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("The migration is complete")),
+            "{c:#}"
+        );
+    }
+    assert_eq!(c["result_after_click"], "", "{c:#}");
+    assert!(
+        c["why_all"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("The migration is complete")),
+        "said once for all: {c:#}"
+    );
     drop(stop);
 }

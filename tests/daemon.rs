@@ -3,6 +3,8 @@
 //! the API's auth, webhooks, and the binary's SIGTERM handling.
 
 mod common;
+#[path = "daemon/roles.rs"]
+mod roles;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -146,7 +148,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
     let d = w
         .start(|c| {
-            c.token = Some("s3cret".into());
+            c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into());
             // As many places as readers: when one more long-poll is refused, all are parked.
             c.http.max_long_polls = READERS;
         })
@@ -232,7 +234,9 @@ const READERS: usize = 50;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_need_the_token_reads_do_not() {
     let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
-    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let d = w
+        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
+        .await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
     assert_eq!(http.post(&pause).send().await.unwrap().status(), 401);
@@ -377,7 +381,7 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         lease_ttl: Duration::from_secs(3),
         watch_interval: Duration::from_millis(50),
         holder: "x".into(),
-        token: None,
+        access: Default::default(),
         read_only_api: false,
         allowed_hosts: Vec::new(),
         confirm_complete: vec![],

@@ -299,7 +299,9 @@ async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body() {
     let w = world(&[]).await;
-    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let d = w
+        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
+        .await;
     d.leading().await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
@@ -409,7 +411,7 @@ async fn json_and_metrics_answers_say_nosniff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body_is_read() {
     let w = world(&[]).await;
-    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let d = w.start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into())).await;
     d.leading().await;
     let mut s = TcpStream::connect(d.addr).unwrap();
     s.write_all(
@@ -442,7 +444,7 @@ async fn the_token_is_checked_before_the_body_is_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_exact_token_is_accepted() {
     let w = world(&[]).await;
-    let d = w.start(|c| c.token = Some("s3cret".into())).await;
+    let d = w.start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into())).await;
     d.leading().await;
     let http = reqwest::Client::new();
     for wrong in ["s3cre", "s3cret!", "S3CRET", "x"] {

@@ -236,7 +236,7 @@ fn assert_hold(
     let out = r.json();
     assert_eq!(out["applied"], serde_json::Value::Null, "{out}");
     let gate = &out["gates"][0];
-    assert_eq!(gate["verdict"], "hold", "{out}");
+    assert_eq!(gate["verdict"], "no_data", "{out}");
     let reason = gate["reason"].as_str().unwrap().to_string();
     assert!(
         reason.contains(&format!("source {source}")),
@@ -256,7 +256,7 @@ fn assert_hold(
     assert_eq!(snapshot(b), before, "a hold changed the migration");
     // What `status` shows is the same reason, recorded.
     let s = b.status();
-    assert_eq!(s["gates"][0]["verdict"], "hold");
+    assert_eq!(s["gates"][0]["verdict"], "no_data");
     assert_eq!(s["gates"][0]["reason"].as_str().unwrap(), reason);
     eprintln!("hold after {took:?}: {reason}");
     reason

@@ -110,7 +110,7 @@ pub async fn read<S: Store>(
                     "source {source}: a dead-letter export is read as it is now, not as it was: it cannot answer for the past"
                 ),
             ),
-            Some(Source::Prometheus { url }) => match url.value() {
+            Some(Source::Prometheus { url, .. }) => match url.value() {
                 Err(why) => readings.source_unavailable(
                     source,
                     format!("source {source} ({}): {why}", url.reference),

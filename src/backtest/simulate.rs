@@ -376,7 +376,7 @@ fn account(
         };
         match g.eval.verdict {
             Verdict::Pass => time.passed_ms += step_ms,
-            Verdict::Hold => time.held_ms += step_ms,
+            Verdict::Soaking | Verdict::NoData => time.held_ms += step_ms,
             Verdict::Fail => time.failed_ms += step_ms,
         }
         if g.eval.verdict != Verdict::Pass {
@@ -475,7 +475,7 @@ pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
                 mem = stored(eval.memory, at);
                 match eval.verdict {
                     Verdict::Pass => passed += 1,
-                    Verdict::Hold => held += 1,
+                    Verdict::Soaking | Verdict::NoData => held += 1,
                     Verdict::Fail => failed += 1,
                 }
                 if let (Some(m), Some(value)) = (margin(&item, &eval), eval.value)

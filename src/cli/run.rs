@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
+use crate::daemon::auth::{Access, TokenFile, TokenSource, Tokens};
 use crate::daemon::http::Limits;
 use crate::daemon::{self, Config};
 use crate::indicators::fetch::QUERIES_PER_REQUEST;
@@ -30,10 +31,19 @@ pub struct RunArgs {
     /// How long the controller lease lasts without renewal; a standby takes over within two.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_ttl: Duration,
-    /// A file holding the API token (else MIGRATE_API_TOKEN). Mutating calls need
-    /// `Authorization: Bearer <token>`.
+    /// A file holding the API token (else MIGRATE_API_TOKEN), or one `name role token` line per
+    /// person (roles viewer, operator, admin; docs/api.md), read again when it changes.
+    /// Mutating calls need `Authorization: Bearer <token>`.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Take the caller's name from this header (e.g. X-Forwarded-User), set by an authenticating
+    /// proxy; believed only from the --trusted-proxy addresses.
+    #[arg(long, value_name = "HEADER", requires = "trusted_proxy")]
+    pub trust_identity_header: Option<String>,
+    /// An address (or network: 10.0.0.0/8) of the authenticating proxy whose identity header is
+    /// believed. Repeat for several.
+    #[arg(long, value_name = "ADDR", value_parser = proxy_address, requires = "trust_identity_header")]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
     /// Serve reads only: every mutating API call is refused.
     #[arg(long)]
     pub read_only: bool,
@@ -151,28 +161,51 @@ fn retention(text: &str) -> Result<Retention, String> {
     nonzero_duration("say `off` to keep everything")(text).map(Retention::Keep)
 }
 
-fn token(args: &RunArgs) -> Result<Option<String>, CliError> {
-    if let Some(path) = &args.token_file {
-        // Bounded like a `file:` secret (64 KiB): a device or a huge file is refused.
-        let t = crate::plan::bounds::read_secret_file(path)
-            .map_err(|e| CliError::input(format!("--token-file {}: {e}", path.display())))?;
-        let t = t.trim().to_string();
-        if t.is_empty() {
-            return Err(CliError::input(format!(
-                "--token-file {} is empty",
-                path.display()
-            )));
+/// The parser of `--trusted-proxy`: an address, or a network in CIDR notation.
+fn proxy_address(text: &str) -> Result<ipnet::IpNet, String> {
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| {
+            format!("{text:?} is not an address (10.0.0.5, ::1) or a network (10.0.0.0/8)")
+        })
+}
+
+/// Who may call the API: `--token-file` (read again when it changes) or MIGRATE_API_TOKEN, and
+/// the authenticating proxy.
+fn access(args: &RunArgs) -> Result<Access, CliError> {
+    let tokens = if let Some(path) = &args.token_file {
+        let file = TokenFile::open(path).map_err(CliError::input)?;
+        TokenSource::File(Arc::new(file))
+    } else {
+        match std::env::var("MIGRATE_API_TOKEN")
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+        {
+            Some(t) => TokenSource::Fixed(Arc::new(Tokens::single(t))),
+            None => TokenSource::None,
         }
-        return Ok(Some(t));
-    }
-    Ok(std::env::var("MIGRATE_API_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty()))
+    };
+    let identity_header = args
+        .trust_identity_header
+        .as_deref()
+        .map(|h| {
+            axum::http::HeaderName::try_from(h.trim()).map_err(|_| {
+                CliError::input(format!(
+                    "--trust-identity-header {h:?} is not a header name"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(Access {
+        tokens,
+        identity_header,
+        trusted_proxies: args.trusted_proxy.clone(),
+    })
 }
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
-    let token = token(&args)?;
+    let access = access(&args)?;
     if args.lease_ttl < Duration::from_secs(1) {
         return Err(CliError::input(format!(
             "--lease-ttl {}: must be at least 1s (a standby takes over within two)",
@@ -233,7 +266,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         lease_ttl: args.lease_ttl,
         watch_interval: Duration::from_millis(25),
         holder: holder.clone(),
-        token,
+        access,
         read_only_api: args.read_only,
         allowed_hosts: args.allowed_host.clone(),
         confirm_complete: args.confirm_complete.clone(),

@@ -70,7 +70,7 @@ fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
         .map(|(g, t)| {
             [
                 g.kind.to_string(),
-                g.verdict.as_str().to_uppercase(),
+                g.verdict.label().to_string(),
                 g.name.clone(),
                 g.value.map_or_else(|| "-".into(), |v| round_value(v, *t)),
                 t.map(|t| t.text()).unwrap_or_default(),
@@ -181,6 +181,15 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
             }
             out.extend(wrap(&g.reason, width, "      ", "      "));
         }
+    }
+    // Said once, under the table: the views other than the CLI say "awaiting first evaluation".
+    if v.gates.iter().any(|g| g.evaluated_at.is_none()) {
+        out.extend(wrap(
+            &crate::controller::not_evaluated_advice(&v.migration),
+            width,
+            "  ",
+            "    ",
+        ));
     }
     out
 }
@@ -427,10 +436,12 @@ mod tests {
                 phase: "slices".into(),
                 name: "error ratio on the new broker's consumers".into(),
                 kind: crate::plan::GateKind::Guard,
+                source: "prom".into(),
                 verdict: Verdict::Fail,
                 value: Some(0.012_345_678_901_234),
                 reason: "0.012345678901234 is not < 0.01 (query sum(rate(app_errors_total{broker=\"new\"}[5m])) / sum(rate(app_messages_total{broker=\"new\"}[5m])))".into(),
                 evaluated_at: None,
+                soak: None,
             }],
         }
     }

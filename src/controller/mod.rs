@@ -788,33 +788,52 @@ impl<S: Store> Controller<'_, S> {
                 let last = latest
                     .iter()
                     .find(|r| r.gate == name && r.kind == k.as_str());
+                let verdict = last
+                    .and_then(|r| Verdict::from_stored(&r.verdict, r.value, &r.reason))
+                    .unwrap_or(Verdict::NoData);
+                let planned = phase.gate(name, k);
                 GateView {
                     phase: kind.as_str().to_string(),
                     name: name.to_string(),
                     kind: k,
-                    verdict: last
-                        .and_then(|r| Verdict::parse(&r.verdict))
-                        .unwrap_or(Verdict::Hold),
+                    source: phase.source_of(name, k).unwrap_or_default().to_string(),
+                    verdict,
                     value: last.and_then(|r| r.value),
                     reason: last.map_or_else(
-                        || not_evaluated_yet(&loaded.record.name),
+                        || AWAITING_FIRST_EVALUATION.to_string(),
                         |r| r.reason.clone(),
                     ),
                     evaluated_at: last.map(|r| crate::time::rfc3339(r.at_ms)),
+                    soak: last
+                        .filter(|_| verdict == Verdict::Soaking)
+                        .and_then(|r| stored_soak(r, planned?.hold_for?)),
                 }
             })
             .collect())
     }
 }
 
-/// The reason `status` gives for a gate with no evaluation in the step: what shows it now and
-/// what records it (a dry run records nothing: it cannot be what makes the gate appear here).
-fn not_evaluated_yet(name: &str) -> String {
+/// The reason every view gives for a gate with no evaluation in the step (the CLI adds, once
+/// under its table, [`not_evaluated_advice`]).
+pub const AWAITING_FIRST_EVALUATION: &str = "awaiting first evaluation";
+
+/// What `status` prints once under its table when a gate awaits its first evaluation: what
+/// shows it now and what records it (a dry run records nothing: it cannot be what makes the
+/// gate appear here).
+pub fn not_evaluated_advice(name: &str) -> String {
     format!(
         "not evaluated yet in this step: `migrate advance {name} --dry-run` shows it now and \
          records nothing; it is recorded by a running daemon's next round, or by \
          `migrate advance {name}` (which also moves on if every exit gate passes)"
     )
+}
+
+/// How far a stored soaking gate was when evaluated: since its held-since mark, of its `for:`.
+fn stored_soak(r: &GateRecord, need: std::time::Duration) -> Option<gate::Soak> {
+    Some(gate::Soak {
+        held_ms: r.at_ms.saturating_sub(r.held_since_ms?).max(0),
+        need_ms: crate::time::millis(need),
+    })
 }
 
 /// Why the migration may not leave its current step, given fresh evaluations.
@@ -847,10 +866,16 @@ pub struct GateView {
     pub phase: String,
     pub name: String,
     pub kind: GateKind,
+    /// The source the gate reads (empty when the plan no longer names the gate).
+    pub source: String,
     pub verdict: Verdict,
     pub value: Option<f64>,
     pub reason: String,
+    /// `None`: awaiting its first evaluation in the step.
     pub evaluated_at: Option<String>,
+    /// Soaking: how long the condition has held of what its `for:` asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<gate::Soak>,
 }
 
 impl GateReport {
@@ -860,10 +885,12 @@ impl GateReport {
             phase: self.phase.clone(),
             name: self.name.clone(),
             kind: self.kind,
+            source: self.source.clone(),
             verdict: self.eval.verdict,
             value: self.eval.value,
             reason: self.eval.reason.clone(),
             evaluated_at: Some(crate::time::rfc3339(self.evaluated_at_ms)),
+            soak: self.eval.soak,
         }
     }
 }

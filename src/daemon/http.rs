@@ -251,8 +251,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before it was accepted:
                 // wait a little rather than spin; the connection cap normally prevents the first.
@@ -275,7 +275,7 @@ pub async fn serve(
         let mut stop = stop.clone();
         let done = done_rx.clone();
         tokio::spawn(async move {
-            serve_connection(stream, service, limits, &mut stop).await;
+            serve_connection(stream, peer, service, limits, &mut stop).await;
             drop(permit);
             drop(done);
         });
@@ -313,6 +313,7 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
 
 async fn serve_connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     service: TowerToHyperService<Router>,
     limits: Limits,
     stop: &mut watch::Receiver<bool>,
@@ -325,6 +326,9 @@ async fn serve_connection(
         if let Some(local) = local {
             req.extensions_mut().insert(local);
         }
+        // Who connected: `--trusted-proxy` is checked against it (axum's `ConnectInfo`).
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let answering = Answering::new(&busy);
         let limit = if is_long_poll(req.uri().path()) {
             MAX_WAIT + limits.request_timeout

@@ -181,7 +181,7 @@ impl Metrics {
             let g = m.migrations.entry(migration.to_string()).or_default();
             g.gates = gauges;
             for r in reports {
-                if r.eval.verdict == crate::gate::Verdict::Hold && r.eval.value.is_none() {
+                if r.eval.verdict == crate::gate::Verdict::NoData && r.eval.value.is_none() {
                     *m.evaluation_errors.entry(r.source.clone()).or_default() += 1;
                 }
             }
@@ -406,7 +406,7 @@ fn render(m: &Inner) -> String {
     );
     for (name, m) in &m.migrations {
         for g in &m.gates {
-            for v in ["pass", "hold", "fail"] {
+            for v in crate::gate::Verdict::ALL.map(crate::gate::Verdict::as_str) {
                 let mut labels = labels(name, g);
                 labels.push(("verdict", v));
                 sample(
@@ -494,6 +494,7 @@ mod tests {
                 old_value: old,
                 reason: "r".into(),
                 samples: 1,
+                soak: None,
                 memory: Memory::default(),
             },
             evaluated_at_ms: 0,

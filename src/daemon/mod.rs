@@ -11,6 +11,7 @@
 //! [`run`] takes its listener and a shutdown future, so that tests bind `127.0.0.1:0` and stop it
 //! when they want.
 
+pub mod auth;
 pub mod console;
 pub mod guard;
 pub mod http;
@@ -47,7 +48,7 @@ pub use shared::{Clock, Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, r
 /// # Errors
 /// [`DaemonError::NoToken`].
 pub fn check_listener(addr: std::net::SocketAddr, config: &Config) -> Result<(), DaemonError> {
-    if !addr.ip().is_loopback() && config.token.is_none() && !config.read_only_api {
+    if !addr.ip().is_loopback() && !config.access.required() && !config.read_only_api {
         return Err(DaemonError::NoToken(addr));
     }
     Ok(())

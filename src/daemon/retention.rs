@@ -112,7 +112,7 @@ mod tests {
             lease_ttl: Duration::from_secs(15),
             watch_interval: Duration::from_secs(1),
             holder: "t".into(),
-            token: None,
+            access: Default::default(),
             read_only_api: false,
             allowed_hosts: Vec::new(),
             confirm_complete: vec![],

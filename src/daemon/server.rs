@@ -22,6 +22,7 @@ use serde_json::json;
 
 use super::Shared;
 use super::guard::{host_part, is_loopback};
+use super::auth::is_json;
 use super::hub::{Published, etag};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, AdvanceOptions, ControllerError};
@@ -75,7 +76,12 @@ fn controller_error(e: &ControllerError) -> Response {
         | ControllerError::StoredPlan { .. }
         | ControllerError::PlanFile { .. } => StatusCode::UNPROCESSABLE_ENTITY,
     };
-    error(status, e.to_string())
+    let mut body = json!({ "error": e.to_string() });
+    // The same refusal as the console writes it (its buttons and fields, not CLI flags).
+    if let Some(words) = super::console::words(e) {
+        body["console"] = json!(words);
+    }
+    (status, Json(body)).into_response()
 }
 
 async fn healthz<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
@@ -326,17 +332,9 @@ struct MutationBody {
     confirm: Option<String>,
     /// Act only if the migration is in this state (`"slices[2]"`), else 409.
     from: Option<String>,
-}
-
-/// Whether the presented token is ours, in a time that depends on neither token's length nor
-/// content: their SHA-256 digests are compared, every byte.
-fn token_matches(presented: &str, ours: &str) -> bool {
-    use sha2::Digest;
-    let (a, b) = (sha2::Sha256::digest(presented), sha2::Sha256::digest(ours));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    /// `rollback`: pause at the step below (the daemon does not advance again by itself).
+    #[serde(default)]
+    pause: bool,
 }
 
 /// Why a mutation that a web page could have sent is refused, if it is: a foreign `Origin` (one
@@ -391,15 +389,6 @@ fn cross_site(headers: &HeaderMap, has_token: bool) -> Option<Response> {
     None
 }
 
-/// Whether the request says its body is JSON.
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
-}
-
 /// The mutation's body: none (or empty) is `{}`; else JSON, checked only once the caller may
 /// mutate (an unauthenticated caller learns nothing of the fields).
 fn mutation_body(headers: &HeaderMap, body: &Bytes) -> Result<MutationBody, (StatusCode, String)> {
@@ -431,27 +420,13 @@ async fn mutate<S: Store + Clone + 'static>(
     if s.config.read_only_api {
         return error(StatusCode::FORBIDDEN, "this API is read-only (--read-only)");
     }
-    if let Some(refused) = cross_site(&headers, s.config.token.is_some()) {
+    if let Some(refused) = cross_site(&headers, s.config.access.required()) {
         return refused;
     }
-    if let Some(token) = &s.config.token {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match presented {
-            None => {
-                return error(
-                    StatusCode::UNAUTHORIZED,
-                    "missing `Authorization: Bearer <token>`",
-                );
-            }
-            Some(p) if !token_matches(p.trim(), token) => {
-                return error(StatusCode::FORBIDDEN, "wrong token");
-            }
-            Some(_) => {}
-        }
-    }
+    let principal = match super::console::caller(&s.config.access, &headers, request.extensions()) {
+        Ok(p) => p,
+        Err(refused) => return *refused,
+    };
     if !s.is_leader() {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -474,10 +449,13 @@ async fn mutate<S: Store + Clone + 'static>(
         Err((status, why)) => return error(status, why),
     };
     let actor = Actor {
-        name: format!("api:{}", s.config.holder),
+        name: principal.actor(&s.config.holder),
         reason: body.reason.clone(),
     };
     let c = s.controller(false);
+    if let Some(refused) = super::console::needs_admin(&c, &name, &action, &principal).await {
+        return refused;
+    }
     let now = s.now_ms();
     let command = match action.as_str() {
         "advance" => {
@@ -501,7 +479,9 @@ async fn mutate<S: Store + Clone + 'static>(
                 Err(e) => controller_error(&e),
             };
         }
-        "rollback" => Command::Rollback { then_pause: false },
+        "rollback" => Command::Rollback {
+            then_pause: body.pause,
+        },
         "pause" => Command::Pause,
         "resume" => Command::Resume,
         "abort" => Command::Abort,

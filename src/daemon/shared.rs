@@ -43,8 +43,8 @@ pub struct Config {
     pub watch_interval: Duration,
     /// This daemon's identity in the lease and the journal.
     pub holder: String,
-    /// Required on mutating API calls (`Authorization: Bearer ...`).
-    pub token: Option<String>,
+    /// Who may call the mutating API calls, and as whom (tokens, roles, a trusted proxy).
+    pub access: super::auth::Access,
     /// Refuse every mutating API call.
     pub read_only_api: bool,
     /// `Host` names answered beside loopback, the listen address and this machine's hostname
@@ -73,7 +73,7 @@ impl std::fmt::Debug for Config {
             .field("interval", &self.interval)
             .field("lease_ttl", &self.lease_ttl)
             .field("holder", &self.holder)
-            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("access", &self.access)
             .field("confirm_complete", &self.confirm_complete)
             .field("http", &self.http)
             .field("retain", &self.retain)

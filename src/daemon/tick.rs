@@ -290,7 +290,8 @@ pub fn verdict_change(previous: Option<Verdict>, now: Verdict) -> Option<&'stati
         (None, Verdict::Pass) => None,
         (Some(_), Verdict::Pass) => Some("gate passes again"),
         (_, Verdict::Fail) => Some("gate failing"),
-        (_, Verdict::Hold) => Some("gate holding"),
+        (_, Verdict::Soaking) => Some("gate soaking"),
+        (_, Verdict::NoData) => Some("gate has no data"),
     }
 }
 
@@ -354,7 +355,7 @@ fn note_holds<S: Store + Clone + 'static>(
         let mut long = Vec::new();
         for g in gates {
             let key = format!("{}/{}", g.kind, g.name);
-            if g.eval.verdict == Verdict::Hold && g.eval.value.is_none() {
+            if g.eval.verdict == Verdict::NoData && g.eval.value.is_none() {
                 let since = *m.holding_since.entry(key.clone()).or_insert(now_ms);
                 if let Some(after) = hold_after
                     && now_ms - since >= after
@@ -393,15 +394,23 @@ mod tests {
 
     #[test]
     fn a_verdict_is_logged_when_it_changes_only() {
-        use Verdict::{Fail, Hold, Pass};
+        use Verdict::{Fail, NoData, Pass, Soaking};
         assert_eq!(verdict_change(None, Pass), None);
         assert_eq!(verdict_change(None, Fail), Some("gate failing"));
-        assert_eq!(verdict_change(None, Hold), Some("gate holding"));
+        assert_eq!(verdict_change(None, NoData), Some("gate has no data"));
         assert_eq!(verdict_change(Some(Pass), Fail), Some("gate failing"));
-        assert_eq!(verdict_change(Some(Fail), Hold), Some("gate holding"));
-        assert_eq!(verdict_change(Some(Hold), Pass), Some("gate passes again"));
+        assert_eq!(verdict_change(Some(Fail), NoData), Some("gate has no data"));
+        assert_eq!(verdict_change(Some(Fail), Soaking), Some("gate soaking"));
+        assert_eq!(
+            verdict_change(Some(Soaking), NoData),
+            Some("gate has no data")
+        );
+        assert_eq!(
+            verdict_change(Some(NoData), Pass),
+            Some("gate passes again")
+        );
         assert_eq!(verdict_change(Some(Fail), Pass), Some("gate passes again"));
-        for v in [Pass, Hold, Fail] {
+        for v in Verdict::ALL {
             assert_eq!(verdict_change(Some(v), v), None);
         }
     }

@@ -74,7 +74,7 @@ fn unavailable_nan_and_infinite_hold_with_a_reason() {
         Observation::Value(f64::INFINITY),
     ] {
         let e = evaluate(&g, &obs, Memory::default(), 0);
-        assert_eq!(e.verdict, Verdict::Hold);
+        assert_eq!(e.verdict, Verdict::NoData);
         assert!(!e.reason.is_empty());
     }
 }
@@ -101,17 +101,17 @@ fn for_duration_is_honoured_across_evaluations() {
     };
     let zero = Observation::Value(0.0);
     let e1 = evaluate(&g, &zero, Memory::default(), 0);
-    assert_eq!(e1.verdict, Verdict::Hold);
+    assert_eq!(e1.verdict, Verdict::Soaking);
     assert!(e1.reason.contains("held for 0s of 20m"), "{}", e1.reason);
     let e2 = evaluate(&g, &zero, e1.memory, 19 * MIN);
-    assert_eq!(e2.verdict, Verdict::Hold);
+    assert_eq!(e2.verdict, Verdict::Soaking);
     let e3 = evaluate(&g, &zero, e2.memory, 20 * MIN);
     assert_eq!(e3.verdict, Verdict::Pass, "{}", e3.reason);
     // One non-zero reading restarts the clock.
     let e4 = evaluate(&g, &Observation::Value(2.0), e3.memory, 21 * MIN);
     assert_eq!(e4.verdict, Verdict::Fail);
     let e5 = evaluate(&g, &zero, e4.memory, 22 * MIN);
-    assert_eq!(e5.verdict, Verdict::Hold);
+    assert_eq!(e5.verdict, Verdict::Soaking);
     // So does a hold (nobody saw it stay at zero).
     let e6 = evaluate(
         &g,
@@ -170,10 +170,10 @@ fn a_nan_or_infinite_reading_breaks_a_for_streak() {
     for (gate, good, bad) in cases {
         let e1 = evaluate(gate, &good, Memory::default(), 0);
         let e2 = evaluate(gate, &bad, e1.memory, 10 * MIN);
-        assert_eq!(e2.verdict, Verdict::Hold, "{bad:?}");
+        assert_eq!(e2.verdict, Verdict::NoData, "{bad:?}");
         assert_eq!(e2.memory.held_since_ms, None, "{bad:?}");
         let e3 = evaluate(gate, &good, e2.memory, 20 * MIN);
-        assert_eq!(e3.verdict, Verdict::Hold, "{bad:?}: {}", e3.reason);
+        assert_eq!(e3.verdict, Verdict::Soaking, "{bad:?}: {}", e3.reason);
         assert!(e3.reason.contains("held for 0s of 20m"), "{}", e3.reason);
     }
 }
@@ -195,7 +195,7 @@ fn a_for_streak_evaluated_within_its_max_gap_holds_and_passes() {
     let g = held_for(30, 5);
     let evals = every(&g, &[0, 5, 9, 14, 19, 24, 29, 30]);
     let verdicts: Vec<Verdict> = evals.iter().map(|e| e.verdict).collect();
-    let mut want = vec![Verdict::Hold; 7];
+    let mut want = vec![Verdict::Soaking; 7];
     want.push(Verdict::Pass);
     assert_eq!(verdicts, want);
     let last = &evals[7];
@@ -211,7 +211,7 @@ fn a_gap_over_for_max_gap_restarts_the_streak_and_says_why() {
     let g = held_for(30, 5);
     let evals = every(&g, &[0, 40]);
     let after = &evals[1];
-    assert_eq!(after.verdict, Verdict::Hold);
+    assert_eq!(after.verdict, Verdict::Soaking);
     assert_eq!(
         after.reason,
         "0 < 1; held for 0s of 30m (restarted: no evaluation for 40m, over the 5m allowed \
@@ -220,7 +220,7 @@ fn a_gap_over_for_max_gap_restarts_the_streak_and_says_why() {
     assert_eq!(after.memory.held_since_ms, Some(40 * MIN));
     // The streak counts from the restart: 30 minutes of evaluations later it passes.
     let evals = every(&g, &[0, 40, 45, 50, 55, 60, 65, 69]);
-    assert_eq!(evals[7].verdict, Verdict::Hold, "{}", evals[7].reason);
+    assert_eq!(evals[7].verdict, Verdict::Soaking, "{}", evals[7].reason);
     assert!(
         evals[7].reason.contains("held for 29m of 30m"),
         "{}",
@@ -235,7 +235,7 @@ fn a_gap_over_for_max_gap_restarts_the_streak_and_says_why() {
     assert_eq!(next.verdict, Verdict::Pass, "{}", next.reason);
     // A gap long enough to cover the whole `for` never passes it in one go either.
     let once = every(&g, &[0, 30]);
-    assert_eq!(once[1].verdict, Verdict::Hold, "{}", once[1].reason);
+    assert_eq!(once[1].verdict, Verdict::Soaking, "{}", once[1].reason);
 }
 
 #[test]
@@ -328,7 +328,7 @@ fn min_samples_holds_until_enough_evaluations() {
     let e3 = evaluate(&g, &one, e2.memory, 2);
     assert_eq!(
         [e1.verdict, e2.verdict, e3.verdict],
-        [Verdict::Hold, Verdict::Hold, Verdict::Pass]
+        [Verdict::NoData, Verdict::NoData, Verdict::Pass]
     );
     assert!(e2.reason.contains("2 of 3 samples"));
 }
@@ -355,7 +355,7 @@ fn peak_is_remembered_through_the_step() {
         &Observation::Unavailable("down".into()),
         Memory::default(),
     );
-    assert_eq!(e4.verdict, Verdict::Hold);
+    assert_eq!(e4.verdict, Verdict::NoData);
 }
 
 #[test]
@@ -427,7 +427,7 @@ proptest! {
             memory = e.memory;
             let start = streak_start(&times[..=i], 5 * MIN);
             prop_assert_eq!(memory.held_since_ms, Some(start));
-            let want = if now - start >= 30 * MIN { Verdict::Pass } else { Verdict::Hold };
+            let want = if now - start >= 30 * MIN { Verdict::Pass } else { Verdict::Soaking };
             prop_assert_eq!(e.verdict, want, "{}", e.reason);
         }
     }
@@ -436,10 +436,87 @@ proptest! {
     fn a_hold_is_never_a_pass_and_never_a_fail(reason in ".*", v in any::<f64>()) {
         let g = threshold(CmpOp::Lt, 1.0);
         let e = evaluate(&g, &Observation::Unavailable(reason), Memory::default(), 0);
-        prop_assert_eq!(e.verdict, Verdict::Hold);
+        prop_assert_eq!(e.verdict, Verdict::NoData);
         let e = evaluate(&g, &Observation::Value(v), Memory::default(), 0);
-        if !v.is_finite() { prop_assert_eq!(e.verdict, Verdict::Hold); }
+        if !v.is_finite() { prop_assert_eq!(e.verdict, Verdict::NoData); }
         else if v < 1.0 { prop_assert_eq!(e.verdict, Verdict::Pass); }
         else { prop_assert_eq!(e.verdict, Verdict::Fail); }
     }
+}
+
+/// Issue 44: one verdict, HOLD, covered "the source is down" and "true, soaking under `for:`".
+#[test]
+fn hold_is_split_into_soaking_with_progress_and_no_data() {
+    let g = Gate {
+        hold_for: Some(Duration::from_secs(20)),
+        ..threshold(CmpOp::Lt, 1.0)
+    };
+    let e1 = evaluate(&g, &Observation::Value(0.0), Memory::default(), 0);
+    let e2 = evaluate(&g, &Observation::Value(0.0), e1.memory, 5_000);
+    assert_eq!(e2.verdict, Verdict::Soaking);
+    assert_eq!(
+        e2.soak,
+        Some(Soak {
+            held_ms: 5_000,
+            need_ms: 20_000
+        })
+    );
+    assert_eq!(e2.soak.map(Soak::text).as_deref(), Some("5s of 20s"));
+    let e3 = evaluate(&g, &Observation::Value(0.0), e2.memory, 20_000);
+    assert_eq!((e3.verdict, e3.soak), (Verdict::Pass, None));
+    let down = evaluate(
+        &g,
+        &Observation::Unavailable("source prom: connection refused".into()),
+        e2.memory,
+        6_000,
+    );
+    assert_eq!((down.verdict, down.soak), (Verdict::NoData, None));
+    let failing = evaluate(&g, &Observation::Value(3.0), e2.memory, 6_000);
+    assert_eq!((failing.verdict, failing.soak), (Verdict::Fail, None));
+    // The evidence says so in the journal.
+    let json = serde_json::to_value(&e2).unwrap_or_default();
+    assert_eq!(json["verdict"], "soaking");
+    assert_eq!(json["soak"]["need_ms"], 20_000);
+    assert_eq!(
+        serde_json::to_value(&down).unwrap_or_default()["verdict"],
+        "no_data"
+    );
+}
+
+#[test]
+fn the_four_verdicts_have_one_stored_name_and_one_label_each() {
+    let names: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+    assert_eq!(names, ["pass", "soaking", "no_data", "fail"]);
+    let labels: Vec<&str> = Verdict::ALL.iter().map(|v| v.label()).collect();
+    assert_eq!(labels, ["PASS", "SOAKING", "NO DATA", "FAIL"]);
+    for v in Verdict::ALL {
+        assert_eq!(Verdict::parse(v.as_str()), Some(v));
+        let json = serde_json::to_string(&v).unwrap_or_default();
+        assert_eq!(json, format!("\"{}\"", v.as_str()));
+    }
+    assert!(Verdict::Soaking.is_waiting() && Verdict::NoData.is_waiting());
+    assert!(!Verdict::Pass.is_waiting() && !Verdict::Fail.is_waiting());
+}
+
+/// Rows and journal evidence stored before the split say `hold`: they still read.
+#[test]
+fn a_stored_hold_reads_as_soaking_or_no_data() {
+    assert_eq!(
+        Verdict::from_stored("hold", Some(0.0), "0 < 1; held for 5s of 20s"),
+        Some(Verdict::Soaking)
+    );
+    assert_eq!(
+        Verdict::from_stored("hold", Some(1.0), "1 >= 1; 2 of 3 samples so far"),
+        Some(Verdict::NoData)
+    );
+    assert_eq!(
+        Verdict::from_stored("hold", None, "connection refused"),
+        Some(Verdict::NoData)
+    );
+    assert_eq!(Verdict::from_stored("maybe", None, ""), None);
+    let old: Evaluation = serde_json::from_str(
+        r#"{"verdict":"hold","value":null,"reason":"source prom: connection refused","samples":0}"#,
+    )
+    .unwrap_or_else(|e| panic!("old evidence: {e}"));
+    assert_eq!(old.verdict, Verdict::NoData);
 }

@@ -89,7 +89,7 @@ struct Track {
 impl Track {
     fn see(&mut self, verdict: Verdict, at_s: f64, early: bool) {
         match verdict {
-            Verdict::Hold => {}
+            Verdict::Soaking | Verdict::NoData => {}
             Verdict::Fail => {
                 self.failed = true;
                 self.first.get_or_insert((verdict, at_s));

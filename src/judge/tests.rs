@@ -122,7 +122,7 @@ fn the_gate_keeps_the_peak_and_shows_the_evidence() {
         180_000,
         0,
     );
-    assert_eq!(unavailable.verdict, Verdict::Hold);
+    assert_eq!(unavailable.verdict, Verdict::NoData);
     assert_eq!(unavailable.memory.peak, fail.memory.peak);
     let deciding = gate::evaluate_judge(
         &check(),
@@ -134,7 +134,7 @@ fn the_gate_keeps_the_peak_and_shows_the_evidence() {
         60_000,
         0,
     );
-    assert_eq!(deciding.verdict, Verdict::Hold);
+    assert_eq!(deciding.verdict, Verdict::Soaking);
     assert!(
         deciding.reason.starts_with("deciding: "),
         "{}",

@@ -265,8 +265,13 @@ impl Dedup {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// A Prometheus server: PromQL instant queries over its HTTP API.
-    Prometheus { url: Secret },
+    /// A Prometheus server: PromQL instant queries over its HTTP API. `ui`: where people open
+    /// its web UI (`ui:`), for the console's "open in Prometheus" links.
+    Prometheus {
+        url: Secret,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ui: Option<String>,
+    },
     /// A /metrics endpoint scraped by the controller itself.
     Scrape { url: Secret },
     /// An NDJSON export of a dead-letter queue, triaged against the recorded decisions
@@ -440,6 +445,29 @@ impl Phase {
         );
         keys
     }
+
+    /// The gate `(name, kind)` (`None` for a requirement or a gate the phase does not have).
+    pub fn gate(&self, name: &str, kind: GateKind) -> Option<&Gate> {
+        match kind {
+            GateKind::Exit => &self.exit,
+            GateKind::Guard => &self.guard,
+        }
+        .iter()
+        .find(|g| g.name == name)
+    }
+
+    /// The source that `(name, kind)`, as [`Phase::gate_keys`] names it, reads.
+    pub fn source_of(&self, name: &str, kind: GateKind) -> Option<&str> {
+        if let Some(g) = self.gate(name, kind) {
+            return Some(&g.source);
+        }
+        let requirement = match (kind, name) {
+            (GateKind::Exit, "require_peak") => self.require_peak.as_ref(),
+            (GateKind::Exit, "require_deploy") => self.require_deploy.as_ref(),
+            _ => None,
+        };
+        requirement.map(|r| r.source.as_str())
+    }
 }
 
 /// `require_peak` / `require_deploy`.
@@ -586,7 +614,7 @@ impl Plan {
     pub fn secrets(&self) -> Vec<&Secret> {
         let mut out = vec![&self.brokers.old.url, &self.brokers.new.url];
         out.extend(self.sources.values().filter_map(|s| match s {
-            Source::Prometheus { url } | Source::Scrape { url } => Some(url),
+            Source::Prometheus { url, .. } | Source::Scrape { url } => Some(url),
             Source::DeadLetters { .. } => None,
         }));
         out.extend(self.routing.etcd.as_ref().map(|e| &e.endpoint));

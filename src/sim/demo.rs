@@ -194,7 +194,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         lease_ttl: std::time::Duration::from_secs(15),
         watch_interval: std::time::Duration::from_secs(1),
         holder: "controller".into(),
-        token: None,
+        access: Default::default(),
         read_only_api: true,
         allowed_hosts: Vec::new(),
         confirm_complete: vec!["demo".into()],
@@ -263,10 +263,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             if record.generation > last_generation {
                 fr.transitions_during += 1;
             }
-            if gates
-                .iter()
-                .any(|g| g.verdict == crate::gate::Verdict::Hold)
-            {
+            if gates.iter().any(|g| g.verdict.is_waiting()) {
                 fr.ticks_with_holds_during += 1;
             }
         }

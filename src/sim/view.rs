@@ -245,7 +245,8 @@ impl<W: Write> Live<W> {
         for g in f.gates {
             let (verdict, colour) = match g.verdict {
                 Verdict::Pass => ("PASS", Color::DarkGreen),
-                Verdict::Hold => ("HOLD", Color::DarkYellow),
+                Verdict::Soaking => ("SOAKING", Color::DarkCyan),
+                Verdict::NoData => ("NO DATA", Color::DarkYellow),
                 Verdict::Fail => ("FAIL", Color::DarkRed),
             };
             let name: String = g.name.chars().take(name_w).collect();
@@ -364,10 +365,12 @@ mod tests {
             phase: "slices".into(),
             name: "error_rate".into(),
             kind: crate::plan::GateKind::Exit,
+            source: "prom".into(),
             verdict: Verdict::Fail,
             value: Some(0.5),
             reason: reason.into(),
             evaluated_at: None,
+            soak: None,
         }];
         let mut out = Vec::new();
         Live::sized(&mut out, colour, columns, 24).frame(&Frame {

@@ -4,13 +4,15 @@
 // running `migrate run`, reads what it shows, acts without and with the token, takes
 // screenshots. Prints one JSON object on stdout.
 //
-//   node drive.mjs CHROMIUM BASE_URL MIGRATION TOKEN OUT_DIR
+//   node drive.mjs CHROMIUM BASE_URL MIGRATION TOKEN OUT_DIR VIEWER_TOKEN
+//   DRIVE_MODE=complete node drive.mjs ...: only read the actions of a complete migration.
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [chromium, base, migration, token, outDir] = process.argv.slice(2);
+const [chromium, base, migration, token, outDir, viewerToken] = process.argv.slice(2);
+const mode = process.env.DRIVE_MODE || "full";
 const sleep = ms => new Promise(ok => setTimeout(ok, ms));
 const profile = mkdtempSync(join(tmpdir(), "qm-console-chromium-"));
 const browser = spawn(chromium, [
@@ -80,6 +82,26 @@ async function shot(file, width, height, dark) {
 await page("Page.enable");
 await page("Runtime.enable");
 const result = {};
+const buttonsNow = `[...document.querySelectorAll('#buttons button')].map(b => ({
+  action: b.value, disabled: b.disabled, why: document.getElementById('why-' + b.value)?.textContent || '',
+  visible: !!b.offsetParent }))`;
+if (mode === "complete") {
+  await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) });
+  await until("document.readyState === 'complete' && !!document.getElementById('buttons')", "the page");
+  result.state = await js("document.getElementById('summary').dataset.state");
+  result.buttons = await js(buttonsNow);
+  result.why_all = await js("document.getElementById('why-all')?.textContent || ''");
+  // A click on a disabled button sends nothing.
+  await js("document.getElementById('do-rollback').click(); true");
+  await sleep(300);
+  result.result_after_click = await js("document.getElementById('action-result').textContent");
+  await shot("console-complete-desktop.png", 1280, 900, false);
+  process.stdout.write(JSON.stringify(result) + "\n");
+  browser.removeAllListeners("exit");
+  browser.kill("SIGKILL");
+  try { rmSync(profile, { recursive: true, force: true }); } catch {}
+  process.exit(0);
+}
 
 // The fleet.
 await page("Page.navigate", { url: base + "/" });
@@ -109,10 +131,18 @@ const read = `({
   charts: [...document.querySelectorAll('figure.chart')].map(f => ({
     name: f.dataset.gate, kind: f.dataset.kind, points: Number(f.querySelector('svg')?.dataset.points || 0),
     threshold_line: !!f.querySelector('svg .threshold'), transitions: f.querySelectorAll('svg .transition').length })),
-  journal: [...document.querySelectorAll('#journal tbody tr')].map(tr => ({
+  journal: [...document.querySelectorAll('#journal > tbody > tr')].map(tr => ({
     seq: Number(tr.dataset.seq), command: tr.querySelector('.command').textContent,
     actor: tr.querySelector('.actor').textContent, reason: tr.querySelector('.reason').textContent })),
   routing: JSON.parse(document.getElementById('routing').textContent),
+  actions_first: !!(document.getElementById('actions').compareDocumentPosition(document.querySelector('.ladder')) &
+    Node.DOCUMENT_POSITION_FOLLOWING),
+  queries: [...document.querySelectorAll('#gates > tbody > tr details.query pre')].map(p => p.textContent),
+  evidence_tables: document.querySelectorAll('#journal table.evidence').length,
+  evidence_times: [...document.querySelectorAll('#journal table.evidence td.at')].map(t => t.textContent),
+  evidence_raw_ms: /_ms|\b1[0-9]{12}\b/.test([...document.querySelectorAll('#journal td.evidence')].map(t => t.textContent).join(' ')),
+  past_steps: [...document.querySelectorAll('.ladder li a')].map(a => a.closest('li').dataset.state),
+  buttons: ${buttonsNow},
 })`;
 result.before = await js(read);
 result.desktop_width = await shot("console-migration-desktop.png", 1280, 900, false);
@@ -154,9 +184,54 @@ await until(settled, "the resume");
 result.resume = await js("document.getElementById('action-result').textContent");
 await until("document.getElementById('summary').dataset.paused === 'false'", "the resume shown", 15000);
 result.after = await js(read);
+// Roll back: "and pause" is ticked by default.
+await js("document.getElementById('action-result').textContent = ''; true");
+result.rollback_pause_default = await js("document.getElementById('rollback-pause').checked");
+await click("rolled back from the console", "do-rollback");
+await until(settled, "the rollback");
+result.rollback = await js("document.getElementById('action-result').textContent");
+await until("document.getElementById('summary').dataset.state === 'slices[0]'", "the rollback shown", 15000);
+result.after_rollback = { state: await js("document.getElementById('summary').dataset.state"),
+  paused: await js("document.getElementById('summary').dataset.paused"), buttons: await js(buttonsNow) };
+// Abort asks for the name: nothing is sent without it, nor with another one.
+await js("document.getElementById('action-result').textContent = ''; true");
+await click("aborted from the console", "do-abort");
+await until(settled, "the abort's question");
+result.abort_asks = await js("document.getElementById('action-result').textContent");
+result.abort_row_shown = await js("!document.getElementById('abort-row').hidden");
+await js("document.getElementById('abort-confirm').value = 'not-the-name'; true");
+await click("aborted from the console", "do-abort");
+await sleep(300);
+result.abort_wrong_name = await js("document.getElementById('action-result').textContent");
+result.state_before_abort = await js("document.getElementById('summary').dataset.state");
+await js(`document.getElementById('abort-confirm').value = ${JSON.stringify(migration)}; document.getElementById('action-result').textContent = ''; true`);
+await click("aborted from the console", "do-abort");
+await until("document.getElementById('action-result').textContent.includes('applied')", "the abort applied");
+result.abort = await js("document.getElementById('action-result').textContent");
+await until("document.getElementById('summary').dataset.state !== 'slices[0]'", "the abort shown", 15000);
+result.final = await js(read);
 result.no_reload = await js("window.__no_reload === 42");
 result.token_in_storage = await js("JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie");
 await shot("console-after-actions-desktop.png", 1280, 900, false);
+
+// A past step's charts, chosen on the ladder.
+await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) + "?step=" + encodeURIComponent("slices[0]") });
+await until("document.readyState === 'complete' && document.querySelectorAll('figure.chart').length > 0 && " +
+  "[...document.querySelectorAll('figure.chart .plot')].every(p => p.querySelector('svg, .no-values'))", "the past step's charts");
+result.past = await js(`({ state: document.getElementById('charts').dataset.state,
+  heading: document.getElementById('charts-h').textContent,
+  selected: document.querySelector('.ladder li.selected')?.dataset.state,
+  points: [...document.querySelectorAll('figure.chart svg')].map(s => Number(s.dataset.points)) })`);
+
+// A viewer: signed in, no action button.
+await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) });
+await until("document.readyState === 'complete' && !!document.getElementById('sign-in')", "the page again");
+await js(`document.getElementById('token').value = ${JSON.stringify(viewerToken)}; document.getElementById('sign-in').click(); true`);
+await until("!document.getElementById('viewer-note').hidden", "the viewer's note");
+result.viewer = await js(`({ note: document.getElementById('viewer-note').textContent,
+  signed: document.getElementById('signed-in').textContent,
+  visible_buttons: [...document.querySelectorAll('#actions button[value]')].filter(b => !!b.offsetParent).length })`);
+await shot("console-viewer-desktop.png", 1280, 900, false);
 
 process.stdout.write(JSON.stringify(result) + "\n");
 browser.removeAllListeners("exit");

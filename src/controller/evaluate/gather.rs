@@ -269,7 +269,7 @@ async fn prefetch(
 ) {
     let mut by_url: Vec<(&str, Vec<String>)> = Vec::new();
     for item in items {
-        if let Some(Source::Prometheus { url }) = plan.sources.get(item.source()) {
+        if let Some(Source::Prometheus { url, .. }) = plan.sources.get(item.source()) {
             // An unresolved URL is not asked: read_one says why.
             let Ok(url) = url.value() else {
                 continue;
@@ -390,7 +390,7 @@ async fn read_one(
 ) -> Result<f64, String> {
     match plan.sources.get(source) {
         None => Err(format!("unknown source {source}")),
-        Some(Source::Prometheus { url }) => {
+        Some(Source::Prometheus { url, .. }) => {
             let value = url
                 .value()
                 .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;

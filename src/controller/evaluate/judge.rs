@@ -129,7 +129,7 @@ pub(crate) fn judge(
         Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),
     };
     match note {
-        Some(note) if eval.verdict != gate::Verdict::Hold || eval.value.is_some() => Evaluation {
+        Some(note) if eval.verdict != gate::Verdict::NoData || eval.value.is_some() => Evaluation {
             reason: format!("{}: {note}", eval.reason),
             ..eval
         },
@@ -308,7 +308,7 @@ mod tests {
         assert_eq!(exit.memory_read, Some(4));
         assert_eq!(
             (guard.kind, guard.eval.verdict),
-            (GateKind::Guard, Verdict::Hold)
+            (GateKind::Guard, Verdict::NoData)
         );
         assert_eq!(guard.eval.samples, 1);
         assert_eq!(guard.memory_read, None);
@@ -355,7 +355,7 @@ mod tests {
             on_number.reason
         );
         let unavailable = noted(Observation::Unavailable("export unreadable".into()));
-        assert_eq!(unavailable.verdict, Verdict::Hold);
+        assert_eq!(unavailable.verdict, Verdict::NoData);
         assert_eq!(unavailable.reason, "export unreadable");
     }
 

@@ -32,9 +32,12 @@
   // transitions marked.
   function drawChart(fig, data) {
     const gate = fig.dataset.gate, kind = fig.dataset.kind;
+    // The current step: its whole phase; a past step chosen on the ladder: that step only.
+    const box = document.getElementById("charts");
+    const current = !box || box.dataset.current !== "false";
     const phase = data.state.replace(/\[.*$/, "");
     const pts = data.evaluations.filter(p => p.gate === gate && p.kind === kind &&
-      p.state.replace(/\[.*$/, "") === phase);
+      (current ? p.state.replace(/\[.*$/, "") === phase : p.state === box.dataset.state));
     const plot = fig.querySelector(".plot");
     plot.textContent = "";
     const thr = fig.dataset.threshold !== undefined ? Number(fig.dataset.threshold) : null;
@@ -42,7 +45,8 @@
     if (valued.length === 0) {
       const p = document.createElement("p");
       p.className = "muted no-values";
-      p.textContent = pts.length ? "Evaluated " + pts.length + " times, no value yet." : "No recorded values yet in this phase.";
+      p.textContent = pts.length ? "Evaluated " + pts.length + " times, no value yet." :
+        (current ? "No recorded values yet in this phase." : "No recorded values kept for this step.");
       plot.appendChild(p);
       return;
     }
@@ -107,10 +111,14 @@
   // Read the page again and put its content in place: no reload, the form keeps what was typed.
   async function refresh() {
     try {
-      const r = await fetch(location.pathname, { cache: "no-store" });
+      const r = await fetch(location.pathname + location.search, { cache: "no-store" });
       const doc = new DOMParser().parseFromString(await r.text(), "text/html");
-      const main = doc.getElementById("main"), leader = doc.getElementById("leader");
-      if (main) document.getElementById("main").innerHTML = main.innerHTML;
+      const leader = doc.getElementById("leader");
+      // What the page shows, and the buttons (enabled or not, with why): never the fields.
+      for (const id of (page === "migration" ? ["live-head", "live", "buttons"] : ["main"])) {
+        const fresh = doc.getElementById(id), old = document.getElementById(id);
+        if (fresh && old) old.innerHTML = fresh.innerHTML;
+      }
       if (leader) document.getElementById("leader").replaceWith(leader);
       const form = document.getElementById("action-form"), newForm = doc.getElementById("action-form");
       if (form && newForm) {
@@ -147,18 +155,88 @@
   }
 
   function showToken() {
+    if (document.getElementById("action-form").dataset.proxy === "true") return;
     document.getElementById("token-row").hidden = token !== null;
     document.getElementById("token-held").hidden = token === null;
   }
 
-  async function act(action) {
+  // Who the token is (GET /v1/whoami): a viewer sees no action; null when it is not known.
+  async function whoami() {
+    const headers = token !== null ? { Authorization: "Bearer " + token } : {};
+    let r, who;
+    try {
+      r = await fetch("/v1/whoami", { headers, cache: "no-store" });
+      who = await r.json().catch(() => ({}));
+    } catch (e) {
+      return null;
+    }
+    const signed = document.getElementById("signed-in");
+    const note = document.getElementById("viewer-note");
+    const fields = document.getElementById("act-fields");
+    if (!r.ok) {
+      token = null;
+      showToken();
+      signed.hidden = true;
+      return { refused: r.status, error: who.error || "" };
+    }
+    signed.hidden = !who.may_act;
+    signed.textContent = "Signed in as " + (who.name || "the shared token") + " (" + who.role + ").";
+    fields.hidden = !who.may_act;
+    note.hidden = who.may_act;
+    note.textContent = who.may_act ? "" : "Signed in as " + (who.name || "this token") +
+      ", a " + who.role + ": you may read, not act.";
+    return who;
+  }
+
+  async function signIn() {
+    const out = document.getElementById("action-result");
+    const typed = document.getElementById("token").value.trim();
+    if (!typed) { document.getElementById("token").focus(); return; }
+    token = typed;
+    document.getElementById("token").value = "";
+    showToken();
+    const who = await whoami();
+    if (who && who.refused) {
+      out.className = "refused";
+      out.textContent = "Sign-in refused (" + who.refused + "): " + who.error;
+      document.getElementById("token").focus();
+    }
+  }
+
+  let warned = null;
+
+  async function act(button) {
+    const action = button.value;
     const out = document.getElementById("action-result");
     const form = document.getElementById("action-form");
     const reason = document.getElementById("reason").value.trim();
     const typed = document.getElementById("token").value.trim();
-    if (typed) { token = typed; document.getElementById("token").value = ""; }
+    if (typed) {
+      token = typed;
+      document.getElementById("token").value = "";
+      const who = await whoami();
+      if (who && !who.refused && !who.may_act) return;
+    }
     const payload = {};
     if (reason) payload.reason = reason;
+    if (action === "abort") {
+      const typedName = document.getElementById("abort-confirm").value.trim();
+      if (typedName !== name) {
+        document.getElementById("abort-row").hidden = false;
+        out.className = "refused";
+        out.textContent = "Not sent: Abort moves every slice back to the old broker at once. Type the migration's name (" +
+          name + ") in the field above, then click Abort again.";
+        document.getElementById("abort-confirm").focus();
+        return;
+      }
+    }
+    if (action === "resume" && button.dataset.warn && warned !== button.dataset.warn) {
+      warned = button.dataset.warn;
+      out.className = "warning";
+      out.textContent = button.dataset.warn;
+      return;
+    }
+    if (action === "rollback") payload.pause = document.getElementById("rollback-pause").checked;
     if (action === "advance" && form.dataset.confirm === "true") {
       const confirm = document.getElementById("confirm").value.trim();
       if (confirm !== name) {
@@ -187,7 +265,7 @@
       token = null;
       showToken();
       out.className = "refused";
-      out.textContent = action + " refused (" + r.status + "): " + (answer.error || "") +
+      out.textContent = action + " refused (" + r.status + "): " + (answer.console || answer.error || "") +
         (r.status === 401 ? " Enter the API token." : "");
       document.getElementById("token").focus();
       return;
@@ -196,18 +274,20 @@
     if (!r.ok) {
       const blockers = Array.isArray(answer.blockers) ? " " + answer.blockers.join("; ") : "";
       out.className = "refused";
-      out.textContent = action + " refused (" + r.status + "): " + (answer.error || "") + blockers;
+      out.textContent = action + " refused (" + r.status + "): " + (answer.console || answer.error || "") + blockers;
       return;
     }
     const a = answer.applied || answer;
     out.className = "applied";
     out.textContent = action + " applied" + (a && a.from ? ": " + a.from + " → " + a.to : "") + ".";
     document.getElementById("reason").value = "";
+    document.getElementById("abort-confirm").value = "";
+    document.getElementById("abort-row").hidden = true;
+    warned = null;
     await refresh();
   }
 
-  if (page === "migration") {
-    const form = document.getElementById("action-form");
+  function wire(form) {
     // Enter in a field sends nothing: an action is always the button the person chose.
     form.addEventListener("keydown", ev => {
       if (ev.key === "Enter" && ev.target instanceof HTMLInputElement) ev.preventDefault();
@@ -216,12 +296,20 @@
       ev.preventDefault();
       if (busy) return;
       busy = true;
-      try { if (ev.submitter) await act(ev.submitter.value); } finally { busy = false; }
+      try { if (ev.submitter) await act(ev.submitter); } finally { busy = false; }
     });
     document.getElementById("forget").addEventListener("click", () => {
       token = null; showToken(); document.getElementById("token").focus();
     });
+    document.getElementById("sign-in").addEventListener("click", signIn);
     showToken();
+    if (form.dataset.proxy === "true") whoami();
+  }
+
+  if (page === "migration") {
+    // No form: a viewer named by the proxy, who may not act.
+    const form = document.getElementById("action-form");
+    if (form) wire(form);
     drawCharts();
     follow();
     setInterval(refresh, 5000);

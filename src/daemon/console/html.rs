@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use super::{Detail, FleetRow, Place, Serving, human, when};
+use super::gate_data::GateData;
+use super::{Charts, Detail, FleetRow, Place, Serving, human, when};
+use crate::daemon::auth::Role;
 use crate::plan::round_value;
 
 /// `text` safe inside HTML text and inside a double-quoted attribute.
@@ -145,7 +147,8 @@ fn verdict_class(verdict: &str) -> &'static str {
     }
 }
 
-/// One migration: ladder, gates (and a chart each), journal, routing document, actions.
+/// One migration: where it stands, the actions (at the top), ladder, gates (and a chart each),
+/// journal, routing document.
 pub fn migration(s: &Serving, d: &Detail) -> String {
     let v = &d.view;
     let mut out = head(
@@ -157,16 +160,19 @@ pub fn migration(s: &Serving, d: &Detail) -> String {
         ),
     );
     out.push_str(&header(s));
-    out.push_str("<main id=\"main\">\n");
-    out.push_str(&migration_main(d));
-    out.push_str("</main>\n");
+    out.push_str("<main id=\"main\">\n<div id=\"live-head\">");
+    out.push_str(&live_head(d));
+    out.push_str("</div>\n");
     out.push_str(&actions(s, d));
+    out.push_str("<div id=\"live\">");
+    out.push_str(&migration_main(d));
+    out.push_str("</div>\n</main>\n");
     out.push_str(FOOT);
     out
 }
 
-/// What a refresh replaces: everything but the actions (whose fields keep what was typed).
-fn migration_main(d: &Detail) -> String {
+/// The migration's name and summary: what a refresh replaces above the actions.
+fn live_head(d: &Detail) -> String {
     let v = &d.view;
     let mut out = String::new();
     let mut flags = String::new();
@@ -198,8 +204,42 @@ fn migration_main(d: &Detail) -> String {
     if let Some(e) = &v.publish_error {
         let _ = writeln!(out, "<p class=\"error\">Publisher behind: {}</p>", esc(e));
     }
+    out
+}
 
-    // The ladder.
+/// A time as a person reads it: `2026-11-30 01:59:13 UTC`.
+fn readable(ms: i64) -> String {
+    when(ms).replace('T', " ").replace('Z', " UTC")
+}
+
+/// A gate's query, collapsed, and its "open in Prometheus" link.
+fn query_html(data: Option<&GateData>) -> String {
+    let Some(g) = data else {
+        return String::new();
+    };
+    let link = g
+        .link
+        .as_ref()
+        .map(|l| {
+            format!(
+                " <a class=\"prom\" href=\"{}\" target=\"_blank\" rel=\"noopener noreferrer\">open in Prometheus</a>",
+                esc(l)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "<details class=\"query\"><summary>query <span class=\"muted\">({})</span></summary><pre><code>{}</code></pre></details>{link}",
+        esc(&g.source),
+        esc(&g.query)
+    )
+}
+
+/// What a refresh replaces below the actions.
+fn migration_main(d: &Detail) -> String {
+    let v = &d.view;
+    let mut out = String::new();
+
+    // The ladder: a step the migration was in shows its charts when chosen.
     out.push_str("<section aria-labelledby=\"ladder-h\"><h2 id=\"ladder-h\">Ladder</h2>\n<ol class=\"ladder\">");
     for r in &d.rungs {
         let (class, current) = match r.at {
@@ -207,11 +247,25 @@ fn migration_main(d: &Detail) -> String {
             Place::Here => ("here", " aria-current=\"step\""),
             Place::Ahead => ("ahead", ""),
         };
-        let _ = write!(
-            out,
-            "<li class=\"{class}\"{current}><span class=\"rung\">{}</span> <span class=\"slices\">{} slices</span></li>",
+        let selected = if r.selected { " selected" } else { "" };
+        let rung = format!(
+            "<span class=\"rung\">{}</span> <span class=\"slices\">{} slices</span>",
             esc(&r.state),
             r.slices
+        );
+        let rung = if r.visited && !r.selected {
+            format!(
+                "<a href=\"?step={}\" title=\"Show the recorded values of {}\">{rung}</a>",
+                path_segment(&r.state),
+                esc(&r.state)
+            )
+        } else {
+            rung
+        };
+        let _ = write!(
+            out,
+            "<li class=\"{class}{selected}\" data-state=\"{}\"{current}>{rung}</li>",
+            esc(&r.state)
         );
     }
     out.push_str("</ol>\n");
@@ -226,7 +280,7 @@ fn migration_main(d: &Detail) -> String {
     }
     out.push_str("</section>\n");
 
-    // The gates, and a chart each.
+    // The gates.
     out.push_str("<section aria-labelledby=\"gates-h\"><h2 id=\"gates-h\">Gates</h2>\n");
     if v.gates.is_empty() {
         out.push_str("<p>No gates in this state.</p>\n");
@@ -236,15 +290,16 @@ fn migration_main(d: &Detail) -> String {
              <thead><tr><th scope=\"col\">Gate</th><th scope=\"col\">Kind</th><th scope=\"col\">Verdict</th>\
              <th scope=\"col\">Value</th><th scope=\"col\">Threshold</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
         );
-        for (g, t) in v.gates.iter().zip(&d.thresholds) {
+        for ((g, t), data) in v.gates.iter().zip(&d.thresholds).zip(&d.gate_data) {
             let verdict = g.verdict.as_str();
             let _ = writeln!(
                 out,
-                "<tr data-gate=\"{name}\" data-kind=\"{kind}\"><th scope=\"row\">{name}</th><td>{kind}</td>\
+                "<tr data-gate=\"{name}\" data-kind=\"{kind}\"><th scope=\"row\">{name}{query}</th><td>{kind}</td>\
                  <td><span class=\"badge {class} verdict\">{upper}</span></td>\
                  <td class=\"num value\" title=\"{exact}\">{value}</td><td class=\"num\">{threshold}</td>\
                  <td class=\"reason\">{reason}{at}</td></tr>",
                 name = esc(&g.name),
+                query = query_html(data.as_ref()),
                 kind = esc(g.kind.as_str()),
                 class = verdict_class(verdict),
                 upper = verdict.to_uppercase(),
@@ -261,29 +316,9 @@ fn migration_main(d: &Detail) -> String {
                     .unwrap_or_default(),
             );
         }
-        out.push_str("</tbody></table></div>\n<h3>Recorded values</h3>\n<div class=\"charts\" id=\"charts\">\n");
-        for (g, t) in v.gates.iter().zip(&d.thresholds) {
-            let _ = writeln!(
-                out,
-                "<figure class=\"chart\" data-gate=\"{name}\" data-kind=\"{kind}\"{thr}>\
-                 <figcaption>{name} <span class=\"kind\">{kind}</span>{cap}</figcaption>\
-                 <div class=\"plot\"><p class=\"muted\">Loading the recorded values…</p></div></figure>",
-                name = esc(&g.name),
-                kind = esc(g.kind.as_str()),
-                thr = t
-                    .map(|t| format!(
-                        " data-op=\"{}\" data-threshold=\"{}\"",
-                        esc(t.op.as_str()),
-                        t.value
-                    ))
-                    .unwrap_or_default(),
-                cap = t
-                    .map(|t| format!(" <span class=\"thr\">pass if {}</span>", esc(&t.text())))
-                    .unwrap_or_default(),
-            );
-        }
-        out.push_str("</div>\n");
+        out.push_str("</tbody></table></div>\n");
     }
+    out.push_str(&charts(&d.charts));
     out.push_str("</section>\n");
 
     // The journal, newest first.
@@ -293,23 +328,10 @@ fn migration_main(d: &Detail) -> String {
          <th scope=\"col\">Actor</th><th scope=\"col\">Reason</th><th scope=\"col\">Evidence</th></tr></thead>\n<tbody>\n",
     );
     for e in d.journal.iter().rev() {
-        let evidence = if e.evidence.is_null()
-            || e.evidence
-                .as_object()
-                .is_some_and(serde_json::Map::is_empty)
-        {
-            "–".to_string()
-        } else {
-            let evidence = serde_json::to_string_pretty(&e.evidence).unwrap_or_default();
-            format!(
-                "<details><summary>show</summary><pre>{}</pre></details>",
-                esc(&crate::outgoing::cap(&evidence, crate::outgoing::LINE_MAX))
-            )
-        };
         let _ = writeln!(
             out,
             "<tr data-seq=\"{seq}\"><td class=\"num\">{seq}</td><td class=\"at\">{at}</td><td class=\"command\">{command}{forced}</td>\
-             <td>{from}{fp} → {to}{tp}</td><td class=\"actor\">{actor}</td><td class=\"reason\">{reason}</td><td>{evidence}</td></tr>",
+             <td>{from}{fp} → {to}{tp}</td><td class=\"actor\">{actor}</td><td class=\"reason\">{reason}</td><td class=\"evidence\">{evidence}</td></tr>",
             seq = e.seq,
             at = esc(&e.at),
             command = esc(&e.command),
@@ -323,6 +345,7 @@ fn migration_main(d: &Detail) -> String {
                 || "–".into(),
                 |r| esc(&crate::outgoing::cap(r, crate::outgoing::REASON_MAX))
             ),
+            evidence = evidence(&e.evidence),
         );
     }
     out.push_str("</tbody></table></div>\n");
@@ -363,39 +386,231 @@ fn migration_main(d: &Detail) -> String {
     out
 }
 
-/// The actions: a reason, the token (asked once), the name for the point of no return.
+/// A chart per gate of the step the ladder chose.
+fn charts(c: &Charts) -> String {
+    let mut out = String::new();
+    let span = match (c.current, c.range) {
+        (true, _) => " (this phase)".to_string(),
+        (false, Some((from, to))) => format!(" (from {} to {})", readable(from), readable(to)),
+        (false, None) => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "<h3 id=\"charts-h\">Recorded values in <span id=\"charts-state\">{}</span>{span}</h3>",
+        esc(&c.state)
+    );
+    if c.gates.is_empty() {
+        out.push_str("<p class=\"muted\">No gates in this step.</p>\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "<div class=\"charts\" id=\"charts\" data-state=\"{}\" data-current=\"{}\">",
+        esc(&c.state),
+        c.current
+    );
+    for g in &c.gates {
+        let t = g.threshold;
+        let _ = writeln!(
+            out,
+            "<figure class=\"chart\" data-gate=\"{name}\" data-kind=\"{kind}\"{thr}>\
+             <figcaption>{name} <span class=\"kind\">{kind}</span>{cap}</figcaption>\
+             <div class=\"plot\"><p class=\"muted\">Loading the recorded values…</p></div>{query}</figure>",
+            name = esc(&g.name),
+            kind = esc(g.kind.as_str()),
+            thr = t
+                .map(|t| format!(
+                    " data-op=\"{}\" data-threshold=\"{}\"",
+                    esc(t.op.as_str()),
+                    t.value
+                ))
+                .unwrap_or_default(),
+            cap = t
+                .map(|t| format!(" <span class=\"thr\">pass if {}</span>", esc(&t.text())))
+                .unwrap_or_default(),
+            query = query_html(g.data.as_ref()),
+        );
+    }
+    out.push_str("</div>\n");
+    out
+}
+
+/// A JSON value in one cell: a time for `*_ms`, text as is, lists joined.
+fn cell(key: &str, v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Null => "–".into(),
+        Value::Number(n) if key.ends_with("_ms") => {
+            n.as_i64().map_or_else(|| esc(&n.to_string()), readable)
+        }
+        Value::String(t) if t.contains('\n') => format!("<pre>{}</pre>", esc(&capped(t))),
+        Value::String(t) => esc(&capped(t)),
+        Value::Array(items) if items.iter().all(Value::is_string) => esc(&capped(
+            &items
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )),
+        other => esc(&capped(&other.to_string())),
+    }
+}
+
+/// An evidence value as shown: at most a reason's length (the journal page stays small).
+fn capped(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::outgoing::cap(text, crate::outgoing::REASON_MAX)
+}
+
+/// A transition's evidence: the gate readings as a table with readable times, the rest as a
+/// list; collapsed.
+fn evidence(e: &serde_json::Value) -> String {
+    let Some(map) = e.as_object().filter(|m| !m.is_empty()) else {
+        return "–".into();
+    };
+    let mut body = String::new();
+    let gates = map.get("gates").and_then(serde_json::Value::as_array);
+    if let Some(gates) = gates.filter(|g| !g.is_empty()) {
+        body.push_str(
+            "<table class=\"evidence\"><thead><tr><th scope=\"col\">Gate</th><th scope=\"col\">Kind</th>\
+             <th scope=\"col\">Verdict</th><th scope=\"col\">Value</th><th scope=\"col\">Reason</th>\
+             <th scope=\"col\">Samples</th><th scope=\"col\">Evaluated</th></tr></thead><tbody>",
+        );
+        for g in gates {
+            let f = |k: &str| cell(k, g.get(k).unwrap_or(&serde_json::Value::Null));
+            let _ = write!(
+                body,
+                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"at\">{}</td></tr>",
+                f("name"),
+                f("kind"),
+                f("verdict").to_uppercase(),
+                f("value"),
+                f("reason"),
+                f("samples"),
+                f("evaluated_at_ms"),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    let rest: Vec<(&String, &serde_json::Value)> = map
+        .iter()
+        .filter(|(k, v)| {
+            *k != "gates" && !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty())
+        })
+        .collect();
+    if !rest.is_empty() {
+        body.push_str("<dl class=\"evidence\">");
+        for (k, v) in rest {
+            let _ = write!(body, "<dt>{}</dt><dd>{}</dd>", esc(k), cell(k, v));
+        }
+        body.push_str("</dl>");
+    }
+    if body.is_empty() {
+        return "–".into();
+    }
+    let summary = match gates.map(Vec::len) {
+        Some(1) => "1 gate".to_string(),
+        Some(n) if n > 1 => format!("{n} gates"),
+        _ => "show".to_string(),
+    };
+    format!("<details><summary>{summary}</summary>{body}</details>")
+}
+
+/// The actions, at the top: each button disabled with the reason when it cannot apply, what to
+/// know before clicking under it; the reason, the token (asked once), the names asked for the
+/// point of no return and for an abort. A viewer (named by the proxy) sees none.
 fn actions(s: &Serving, d: &Detail) -> String {
     let name = esc(&d.view.migration);
-    let disabled = if s.read_only {
-        "<p class=\"muted\">This API is read-only (<code>--read-only</code>): actions are refused.</p>"
-    } else {
-        ""
-    };
-    format!(
-        "<section class=\"actions\" id=\"actions\" aria-labelledby=\"actions-h\"><h2 id=\"actions-h\">Actions</h2>{disabled}\n\
-         <form id=\"action-form\" data-migration=\"{name}\" data-confirm=\"{ponr}\" novalidate>\n\
-         <label for=\"reason\">Reason <span class=\"muted\">(journaled)</span></label>\n\
-         <input id=\"reason\" name=\"reason\" type=\"text\" autocomplete=\"off\" maxlength=\"1000\">\n\
-         <div id=\"token-row\"><label for=\"token\">API token <span class=\"muted\">(kept in this page's memory only)</span></label>\n\
-         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" maxlength=\"4096\"></div>\n\
+    let mut out = String::from(
+        "<section class=\"actions\" id=\"actions\" aria-labelledby=\"actions-h\"><h2 id=\"actions-h\">Actions</h2>\n",
+    );
+    if let Some(r) = s.reader.as_ref().filter(|r| r.role == Role::Viewer) {
+        let _ = writeln!(
+            out,
+            "<p id=\"viewer-note\">Signed in as <b>{}</b>, a viewer: you may read, not act.</p></section>",
+            esc(r.name.as_deref().unwrap_or("?"))
+        );
+        return out;
+    }
+    let signed_in = s
+        .reader
+        .as_ref()
+        .map(|r| {
+            format!(
+                "<p id=\"signed-in\">Signed in as <b>{}</b> ({}).</p>",
+                esc(r.name.as_deref().unwrap_or("?")),
+                r.role.as_str()
+            )
+        })
+        .unwrap_or_else(|| "<p id=\"signed-in\" hidden></p>".into());
+    let _ = write!(
+        out,
+        "<form id=\"action-form\" data-migration=\"{name}\" data-confirm=\"{ponr}\" data-proxy=\"{proxy}\" novalidate>\n\
+         {signed_in}\n<p id=\"viewer-note\" hidden></p>\n\
+         <div id=\"token-row\"{token_hidden}><label for=\"token\">API token <span class=\"muted\">(kept in this page's memory only)</span></label>\n\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" maxlength=\"4096\"> \
+         <button type=\"button\" id=\"sign-in\">Sign in</button></div>\n\
          <p id=\"token-held\" class=\"muted\" hidden>Token held in this page's memory. <button type=\"button\" id=\"forget\">Forget it</button></p>\n\
+         <div id=\"act-fields\">\n\
+         <label for=\"reason\">Reason <span class=\"muted\">(journaled; roll back and abort need one)</span></label>\n\
+         <input id=\"reason\" name=\"reason\" type=\"text\" autocomplete=\"off\" maxlength=\"1000\">\n\
          <div id=\"confirm-row\"{confirm_hidden}><label for=\"confirm\">Advancing enters <b>complete</b>, the point of no return: type the migration's name, <code>{name}</code></label>\n\
          <input id=\"confirm\" name=\"confirm\" type=\"text\" autocomplete=\"off\" maxlength=\"300\"></div>\n\
-         <div class=\"buttons\">\
-         <button type=\"submit\" value=\"advance\" id=\"do-advance\">Advance</button>\
-         <button type=\"submit\" value=\"rollback\" id=\"do-rollback\">Roll back</button>\
-         <button type=\"submit\" value=\"pause\" id=\"do-pause\">Pause</button>\
-         <button type=\"submit\" value=\"resume\" id=\"do-resume\">Resume</button>\
-         <button type=\"submit\" value=\"abort\" id=\"do-abort\" class=\"danger\">Abort</button></div>\n\
-         <p id=\"action-result\" role=\"status\" aria-live=\"polite\"></p>\n</form></section>\n",
+         <div id=\"abort-row\" hidden><label for=\"abort-confirm\">Abort moves every slice back to the old broker at once: type the migration's name, <code>{name}</code>, then Abort again</label>\n\
+         <input id=\"abort-confirm\" name=\"abort-confirm\" type=\"text\" autocomplete=\"off\" maxlength=\"300\"></div>\n\
+         <p id=\"rollback-pause-row\"><label class=\"inline\"><input type=\"checkbox\" id=\"rollback-pause\" checked> Roll back <b>and pause</b> <span class=\"muted\">(the daemon does not advance again by itself)</span></label></p>\n\
+         <div class=\"buttons\" id=\"buttons\">{buttons}</div>\n\
+         <p id=\"action-result\" role=\"status\" aria-live=\"polite\"></p>\n</div></form></section>\n",
         ponr = d.point_of_no_return,
+        proxy = s.reader.is_some(),
+        token_hidden = if s.reader.is_some() { " hidden" } else { "" },
         confirm_hidden = if d.point_of_no_return { "" } else { " hidden" },
-    )
+        buttons = buttons(d),
+    );
+    out
+}
+
+/// The five buttons, each with why it is disabled or what to know before clicking.
+fn buttons(d: &Detail) -> String {
+    let mut out = String::new();
+    // One reason for all (complete, a read-only daemon, a standby): said once.
+    let first = d.actions.first().and_then(|a| a.why_not.as_ref());
+    let shared = first.filter(|w| d.actions.iter().all(|a| a.why_not.as_ref() == Some(*w)));
+    if let Some(w) = shared {
+        let _ = write!(out, "<p class=\"why-all\" id=\"why-all\">{}</p>", esc(w));
+    }
+    for a in &d.actions {
+        let (why, class) = match (&a.why_not, &a.note) {
+            (Some(w), _) if shared.is_some() => (w.as_str(), "why disabled sr"),
+            (Some(w), _) => (w.as_str(), "why disabled"),
+            (None, Some(n)) => (n.as_str(), "why"),
+            (None, None) => ("", "why"),
+        };
+        let _ = write!(
+            out,
+            "<div class=\"action\"><button type=\"submit\" value=\"{id}\" id=\"do-{id}\"{danger}{disabled}{warn} aria-describedby=\"why-{id}\">{label}</button>\
+             <p class=\"{class}\" id=\"why-{id}\">{why}</p></div>",
+            id = a.action,
+            danger = if a.action == "abort" {
+                " class=\"danger\""
+            } else {
+                ""
+            },
+            disabled = if a.why_not.is_some() { " disabled" } else { "" },
+            warn = a
+                .warn
+                .as_ref()
+                .map(|w| format!(" data-warn=\"{}\"", esc(w)))
+                .unwrap_or_default(),
+            label = a.label,
+            why = esc(why),
+        );
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Detail, Place, RungView, Serving};
+    use super::super::{Charts, Detail, Place, RungView, Serving};
     use super::*;
     use crate::controller::views::StatusView;
 
@@ -421,10 +636,13 @@ mod tests {
                 gates: Vec::new(),
             },
             thresholds: Vec::new(),
+            gate_data: Vec::new(),
             rungs: vec![RungView {
                 state: state.into(),
                 slices: 8,
                 at: Place::Here,
+                visited: true,
+                selected: true,
             }],
             min_left: None,
             journal: Vec::new(),
@@ -432,6 +650,13 @@ mod tests {
             paged_back: false,
             breached: false,
             point_of_no_return,
+            actions: Vec::new(),
+            charts: Charts {
+                state: state.into(),
+                current: true,
+                range: None,
+                gates: Vec::new(),
+            },
         }
     }
 
@@ -441,6 +666,7 @@ mod tests {
             holder: "a".into(),
             leader: true,
             read_only: false,
+            reader: None,
         };
         let at = migration(&s, &detail("disconnect", true));
         assert!(at.contains("data-confirm=\"true\""), "{at}");

@@ -10,21 +10,29 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
 use super::Shared;
+use super::auth::{Principal, Via};
 use crate::controller::views::EntryView;
 use crate::controller::{Loaded, views::StatusView};
 use crate::gate::Verdict;
 use crate::machine::State as Rung;
 use crate::plan::{GateKind, Threshold};
-use crate::store::Store;
+use crate::store::{JournalEntry, Store};
 use crate::time::{human_ms, rfc3339};
 
+mod actions;
+mod caller;
+mod gate_data;
 mod html;
+mod words;
+
+pub use caller::{caller, needs_admin};
+pub use words::words;
 
 pub use html::path_segment;
 
@@ -52,6 +60,7 @@ pub fn routes<S: Store + Clone + 'static>() -> Router<Arc<Shared<S>>> {
         .route("/console/console.js", get(script))
         .route("/console/console.css", get(style))
         .route("/v1/migrations/{name}/evaluations", get(evaluations::<S>))
+        .route("/v1/whoami", get(caller::whoami::<S>))
 }
 
 /// What every page and asset of the console is sent with: nothing but this origin may be
@@ -90,18 +99,43 @@ async fn style() -> Response {
     secured(STYLE.into_response(), "text/css; charset=utf-8")
 }
 
-/// Who serves the page: this controller's name and whether it acts.
+/// Who serves the page: this controller's name and whether it acts; and who reads it, when a
+/// trusted proxy said so.
 pub struct Serving {
     pub holder: String,
     pub leader: bool,
     pub read_only: bool,
+    /// The reader as the authenticating proxy named them (`--trust-identity-header`).
+    pub reader: Option<Principal>,
 }
 
-fn serving<S: Store + Clone + 'static>(s: &Shared<S>) -> Serving {
+fn serving<S: Store + Clone + 'static>(
+    s: &Shared<S>,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Serving {
+    let reader = match s.config.access.identify(headers, caller::peer(extensions)) {
+        Ok((p, Via::Proxy)) => Some(p),
+        _ => None,
+    };
     Serving {
         holder: s.config.holder.clone(),
         leader: s.is_leader(),
         read_only: s.config.read_only_api,
+        reader,
+    }
+}
+
+impl Serving {
+    /// Why no action applies on this daemon, whoever asks.
+    fn blocked(&self) -> Option<String> {
+        if self.read_only {
+            Some("This daemon serves reads only: no action is accepted here.".into())
+        } else if !self.leader {
+            Some("This controller is standing by: act from the console of the active one.".into())
+        } else {
+            None
+        }
     }
 }
 
@@ -112,7 +146,11 @@ pub struct FleetRow {
     pub breached: bool,
 }
 
-async fn fleet<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
+async fn fleet<S: Store + Clone + 'static>(
+    State(s): App<S>,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
     let c = s.controller(true);
     let records = match s.store.list().await {
         Ok(r) => r,
@@ -139,7 +177,10 @@ async fn fleet<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
             Err(e) => failed.push((r.name, e.to_string())),
         }
     }
-    page(StatusCode::OK, html::fleet(&serving(&s), &rows, &failed))
+    page(
+        StatusCode::OK,
+        html::fleet(&serving(&s, &headers, &extensions), &rows, &failed),
+    )
 }
 
 fn breached(view: &StatusView) -> bool {
@@ -152,6 +193,8 @@ fn breached(view: &StatusView) -> bool {
 pub struct Detail {
     pub view: StatusView,
     pub thresholds: Vec<Option<Threshold>>,
+    /// Each current gate's query (and link), aligned with `view.gates`.
+    pub gate_data: Vec<Option<gate_data::GateData>>,
     pub rungs: Vec<RungView>,
     /// The minimum time the current step must still last, in ms (0: met), with the minimum.
     pub min_left: Option<(i64, i64)>,
@@ -164,6 +207,29 @@ pub struct Detail {
     pub breached: bool,
     /// Advancing from here enters `complete`: the migration's name is asked.
     pub point_of_no_return: bool,
+    /// The actions as they apply now.
+    pub actions: Vec<actions::Action>,
+    /// The charts: of the current step, or of a past one chosen on the ladder.
+    pub charts: Charts,
+}
+
+/// The step whose recorded values the charts show.
+pub struct Charts {
+    /// `slices[0]`, `synthetic`...
+    pub state: String,
+    /// The current step (its charts span the phase, as before a selection).
+    pub current: bool,
+    /// When the step was entered and left (now, for the current step).
+    pub range: Option<(i64, i64)>,
+    pub gates: Vec<ChartSpec>,
+}
+
+/// One chart.
+pub struct ChartSpec {
+    pub name: String,
+    pub kind: GateKind,
+    pub threshold: Option<Threshold>,
+    pub data: Option<gate_data::GateData>,
 }
 
 /// One rung of the ladder.
@@ -172,6 +238,10 @@ pub struct RungView {
     /// Slices on the new broker at that rung.
     pub slices: u32,
     pub at: Place,
+    /// The migration was in this step once (its charts can be shown).
+    pub visited: bool,
+    /// The charts show this step.
+    pub selected: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,8 +251,48 @@ pub enum Place {
     Ahead,
 }
 
-fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i64) -> Detail {
-    let older = journal.first().filter(|e| e.seq > 1).map(|e| e.seq);
+/// What the page is asked for: the migration, what it reads, and the step chosen on the ladder.
+struct Asked<'a> {
+    loaded: &'a Loaded,
+    journal: &'a [JournalEntry],
+    now_ms: i64,
+    step: Option<Rung>,
+    blocked: Option<String>,
+}
+
+fn charts(a: &Asked<'_>, state: Rung) -> Charts {
+    let plan = &a.loaded.plan;
+    let current = state == a.loaded.record.state;
+    let range = if current {
+        Some((a.loaded.record.entered_at_ms, a.now_ms))
+    } else {
+        gate_data::step_range(a.journal, state, a.now_ms)
+    };
+    let phase = state.phase().and_then(|k| plan.phase(k));
+    let gates = phase
+        .map(|p| {
+            p.gate_keys()
+                .into_iter()
+                .map(|(name, kind)| ChartSpec {
+                    name: name.to_string(),
+                    kind,
+                    threshold: p.threshold(name, kind),
+                    data: gate_data::of(plan, p, name, kind, range.unwrap_or((a.now_ms, a.now_ms))),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Charts {
+        state: state.to_string(),
+        current,
+        range,
+        gates,
+    }
+}
+
+fn detail(a: &Asked<'_>, view: StatusView) -> Detail {
+    let loaded = a.loaded;
+    let older = a.journal.first().filter(|e| e.seq > 1).map(|e| e.seq);
     let r = &loaded.record;
     let phase = r.state.phase().and_then(|k| loaded.plan.phase(k));
     let thresholds = view
@@ -190,6 +300,17 @@ fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i6
         .iter()
         .map(|g| phase.and_then(|p| p.threshold(&g.name, g.kind)))
         .collect();
+    let range = (r.entered_at_ms, a.now_ms);
+    let gate_data = view
+        .gates
+        .iter()
+        .map(|g| phase.and_then(|p| gate_data::of(&loaded.plan, p, &g.name, g.kind, range)))
+        .collect();
+    let visited = |state: Rung| state == r.state || a.journal.iter().any(|e| e.to.state == state);
+    let selected = a
+        .step
+        .filter(|s| visited(*s) && s.phase().is_some())
+        .unwrap_or(r.state);
     let rungs = loaded.ladder.rungs();
     let here = rungs.iter().position(|&x| x == r.state);
     let rungs = rungs
@@ -203,36 +324,54 @@ fn detail(loaded: &Loaded, view: StatusView, journal: Vec<EntryView>, now_ms: i6
                 Some(h) if i == h => Place::Here,
                 _ => Place::Ahead,
             },
+            visited: visited(state) && state.phase().is_some(),
+            selected: state == selected,
         })
         .collect();
     let min_left = phase.map(|p| {
         let min = i64::try_from(p.min_duration.as_millis()).unwrap_or(i64::MAX);
-        let spent = now_ms.saturating_sub(r.entered_at_ms);
+        let spent = a.now_ms.saturating_sub(r.entered_at_ms);
         (min.saturating_sub(spent).max(0), min)
+    });
+    let actions = actions::actions(&actions::Now {
+        name: &r.name,
+        plan: &loaded.plan,
+        ladder: &loaded.ladder,
+        state: r.state,
+        paused: r.paused,
+        gates: &view.gates,
+        blocked: a.blocked.clone(),
     });
     Detail {
         breached: breached(&view),
         point_of_no_return: loaded.ladder.next(r.state) == Some(Rung::Complete),
-        view,
         thresholds,
+        gate_data,
         rungs,
         min_left,
-        journal,
+        journal: a.journal.iter().map(EntryView::of).collect(),
         older,
         paged_back: false,
+        actions,
+        charts: charts(a, selected),
+        view,
     }
 }
 
-/// `?before=SEQ`: the page of the journal older than that entry.
 #[derive(Debug, Deserialize)]
-struct JournalPage {
+struct PageQuery {
+    /// The step whose charts to show (`slices[0]`), from the ladder.
+    step: Option<String>,
+    /// `?before=SEQ`: the page of the journal older than that entry.
     before: Option<i64>,
 }
 
 async fn migration<S: Store + Clone + 'static>(
     State(s): App<S>,
     Path(name): Path<String>,
-    Query(cursor): Query<JournalPage>,
+    Query(q): Query<PageQuery>,
+    headers: HeaderMap,
+    extensions: Extensions,
 ) -> Response {
     let c = s.controller(true);
     let loaded = match c.load(&name).await {
@@ -260,10 +399,10 @@ async fn migration<S: Store + Clone + 'static>(
     };
     let journal = match s
         .store
-        .journal_page(&name, cursor.before, JOURNAL_PAGE)
+        .journal_page(&name, q.before, JOURNAL_PAGE)
         .await
     {
-        Ok(j) => j.iter().map(EntryView::of).collect(),
+        Ok(j) => j,
         Err(e) => {
             return page(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -271,9 +410,17 @@ async fn migration<S: Store + Clone + 'static>(
             );
         }
     };
-    let mut d = detail(&loaded, view, journal, s.now_ms());
-    d.paged_back = cursor.before.is_some();
-    page(StatusCode::OK, html::migration(&serving(&s), &d))
+    let serving = serving(&s, &headers, &extensions);
+    let asked = Asked {
+        loaded: &loaded,
+        journal: &journal,
+        now_ms: s.now_ms(),
+        step: q.step.as_deref().and_then(Rung::parse),
+        blocked: serving.blocked(),
+    };
+    let mut d = detail(&asked, view);
+    d.paged_back = q.before.is_some();
+    page(StatusCode::OK, html::migration(&serving, &d))
 }
 
 #[derive(Debug, Deserialize)]

@@ -198,7 +198,7 @@ mod tests {
             p.brokers.new.url.value().unwrap(),
             "nats://orders:s3cr3t-file@nats.internal:4222"
         );
-        let Some(Source::Prometheus { url }) = p.sources.get("prom") else {
+        let Some(Source::Prometheus { url, .. }) = p.sources.get("prom") else {
             panic!("prom source")
         };
         assert_eq!(url.reference, "http://prom:${PASS}@127.0.0.1:9090");

@@ -10,7 +10,7 @@ use crate::plan::lines::key_path;
 use crate::plan::model::Source;
 
 // The fields each mapping allows (what an "unknown field" error offers instead).
-const SOURCE_FIELDS: &[&str] = &["prometheus", "scrape", "dead_letters"];
+const SOURCE_FIELDS: &[&str] = &["prometheus", "ui", "scrape", "dead_letters"];
 /// What a gate may ask a `dead_letters` source.
 pub(super) const DEAD_LETTER_QUERIES: &[&str] = &["open_groups", "entries"];
 
@@ -77,6 +77,13 @@ impl Cx<'_> {
         let Some(o) = Obj::new(self, v, path, "a source", SOURCE_FIELDS) else {
             return (None, None);
         };
+        if o.get("ui").is_some() && o.get("prometheus").is_none() {
+            self.error(
+                &key_path(path, "ui"),
+                "`ui` is the web UI of a `prometheus` source; this source has none",
+            );
+            return (None, None);
+        }
         if let Some((v, p)) = o.get("dead_letters") {
             if o.get("prometheus").is_some() || o.get("scrape").is_some() {
                 self.error(
@@ -96,9 +103,20 @@ impl Cx<'_> {
                 let url = self
                     .secret(v, &p)
                     .and_then(|s| self.http_url(s, &p, "prometheus"));
+                let ui = match o.get("ui") {
+                    Some((v, p)) => match self.nonempty_string(v, &p).map(|u| ui_url(&u)) {
+                        Some(Ok(u)) => Some(Some(u)),
+                        Some(Err(why)) => {
+                            self.error(&p, why);
+                            None
+                        }
+                        None => None,
+                    },
+                    None => Some(None),
+                };
                 (
                     Some(SourceKind::Prometheus),
-                    url.map(|url| Source::Prometheus { url }),
+                    url.zip(ui).map(|(url, ui)| Source::Prometheus { url, ui }),
                 )
             }
             (None, Some((v, p))) => {
@@ -129,11 +147,74 @@ impl Cx<'_> {
     }
 }
 
+/// A Prometheus UI base URL as pages link to it: `http(s)://host[:port][/path]`, without
+/// credentials, query or fragment (it is shown to everyone who reads the console), with no
+/// trailing `/`.
+fn ui_url(text: &str) -> Result<String, String> {
+    let example = "(e.g. `https://prometheus.example.com`)";
+    let lower = text.to_ascii_lowercase();
+    let Some(rest) = ["http://", "https://"]
+        .iter()
+        .find_map(|s| lower.starts_with(s).then(|| &text[s.len()..]))
+    else {
+        return Err(format!(
+            "a Prometheus UI URL starts with http:// or https:// {example}: {} does not",
+            quote(text)
+        ));
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!(
+            "a Prometheus UI URL names a host and no credentials (the console shows it to every reader) {example}: {} does not",
+            quote(text)
+        ));
+    }
+    if text.contains(['?', '#']) || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "a Prometheus UI URL is a base, without a query, a fragment or spaces {example}: {} is not",
+            quote(text)
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::plan::compile::test_support::{FULL, errors, lines, ok};
     use crate::plan::model::Source;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_prometheus_source_may_name_its_web_ui() {
+        let yaml = FULL.replace(
+            "prom: { prometheus: \"http://127.0.0.1:9090\" }",
+            "prom: { prometheus: \"http://127.0.0.1:9090\", ui: \"https://prom.example.com/\" }",
+        );
+        assert_ne!(yaml, FULL);
+        let c = ok(&yaml);
+        assert!(matches!(
+            c.plan.sources.get("prom"),
+            Some(Source::Prometheus { ui: Some(u), .. }) if u == "https://prom.example.com"
+        ));
+        for (bad, says) in [
+            ("ftp://prom", "starts with http"),
+            ("https://user:pw@prom", "no credentials"),
+            ("https://prom/?x=1", "without a query"),
+        ] {
+            let errs = lines(&errors(&yaml.replace("https://prom.example.com/", bad)));
+            assert!(
+                errs.contains("sources.prom.ui") && errs.contains(says),
+                "{bad}: {errs}"
+            );
+        }
+        let scrape = FULL.replace(
+            "consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }",
+            "consumer: { scrape: \"http://127.0.0.1:9464/metrics\", ui: \"https://x\" }",
+        );
+        assert_ne!(scrape, FULL);
+        let errs = lines(&errors(&scrape));
+        assert!(errs.contains("sources.consumer.ui"), "{errs}");
+    }
 
     #[test]
     fn a_dead_letter_export_is_a_source_for_the_drain_gate() {

@@ -824,7 +824,7 @@ fn shipped_plans_compile() {
     assert_eq!(p.steps(), &[1, 4, 8]);
     assert_eq!(p.quiet, Duration::from_secs(3 * 60));
     assert_eq!(p.routing.file, Some(dir.join("local.routing.json")));
-    let Some(Source::Prometheus { url }) = p.sources.get("prom") else {
+    let Some(Source::Prometheus { url, .. }) = p.sources.get("prom") else {
         panic!("prom")
     };
     assert_eq!(url.value().unwrap(), "http://127.0.0.1:19090");

@@ -1,0 +1,121 @@
+//! Who calls, for the API's mutations and the console: the caller's [`Principal`] from
+//! [`Access`], the role an action needs, and `GET /v1/whoami` (what the page asks once a
+//! token is typed, to show a viewer no action buttons).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::super::Shared;
+use super::super::auth::{Access, Principal, Refusal, Role, Via, is_json};
+use crate::controller::Controller;
+use crate::machine::State as Rung;
+use crate::store::Store;
+
+fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// The peer address the HTTP server recorded for the request.
+pub fn peer(extensions: &Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+fn refusal(r: Refusal) -> Response {
+    match r {
+        Refusal::Missing => refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing `Authorization: Bearer <token>`",
+        ),
+        Refusal::Wrong => refuse(StatusCode::FORBIDDEN, "wrong token"),
+        Refusal::BadIdentity => refuse(
+            StatusCode::FORBIDDEN,
+            "the proxy's identity header does not hold a name (letters, digits and `._@+-`)",
+        ),
+        Refusal::File(why) => super::super::http::unavailable(&format!(
+            "{why}: every action is refused until the token file is fixed"
+        )),
+    }
+}
+
+/// Who may mutate: the caller, unless unknown (`401`/`403`), a viewer (`403`), or vouched for
+/// by the proxy without a JSON body type (`415`: a browser's cookie behind the proxy must not
+/// let another site's page act).
+///
+/// # Errors
+/// The refusal to answer.
+pub fn caller(
+    access: &Access,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Principal, Box<Response>> {
+    let (principal, via) = access
+        .identify(headers, peer(extensions))
+        .map_err(|r| Box::new(refusal(r)))?;
+    if principal.role == Role::Viewer {
+        return Err(Box::new(refuse(
+            StatusCode::FORBIDDEN,
+            format!("{} may read, not act", principal.describe()),
+        )));
+    }
+    if via == Via::Proxy && !is_json(headers) {
+        return Err(Box::new(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "through the proxy, a mutation must be sent with `Content-Type: application/json`",
+        )));
+    }
+    Ok(principal)
+}
+
+/// `403` when `action` would enter a point of no return (`complete`) and the caller is not an
+/// admin; `None` otherwise (the command itself decides the rest).
+pub async fn needs_admin<S: Store + Clone + 'static>(
+    c: &Controller<'_, S>,
+    name: &str,
+    action: &str,
+    principal: &Principal,
+) -> Option<Response> {
+    if action != "advance" || principal.role >= Role::Admin {
+        return None;
+    }
+    let loaded = c.load(name).await.ok()?;
+    (loaded.ladder.next(loaded.record.state) == Some(Rung::Complete)).then(|| {
+        refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "advancing {name} enters complete, the point of no return: an admin does it; {} is not one",
+                principal.describe()
+            ),
+        )
+    })
+}
+
+/// `GET /v1/whoami`: who the credential presented is, and whether they may act here.
+pub async fn whoami<S: Store + Clone + 'static>(
+    State(s): State<Arc<Shared<S>>>,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
+    let (p, via) = match s.config.access.identify(&headers, peer(&extensions)) {
+        Ok(found) => found,
+        Err(r) => return refusal(r),
+    };
+    let mut r = Json(json!({
+        "name": p.name,
+        "role": p.role.as_str(),
+        "via": match via { Via::Open => "open", Via::Token => "token", Via::Proxy => "proxy" },
+        "may_act": p.role >= Role::Operator && !s.config.read_only_api,
+        "may_complete": p.role >= Role::Admin && !s.config.read_only_api,
+    }))
+    .into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}

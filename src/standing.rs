@@ -1,0 +1,423 @@
+//! Where a migration stands, and why it is not moving: one pure function, [`standing`], from a
+//! snapshot of the migration (its state, its pause, its gates as last evaluated, its minimum
+//! time) to one of eight answers, each with a sentence a person reads at 3 a.m. and the details
+//! a program reads.
+//!
+//! Every view prints what it returns: `status` (its first line), `status --watch`, the API's
+//! `standing` object, the console's pill, `/metrics` (`queue_migrate_standing`), the demo's live
+//! view, and a webhook when it changes. No IO, no clock: `now_ms` is an input.
+//!
+//! When several things keep a migration where it is, the one a person must act on first wins:
+//! complete, aborted, paused (needs a person), a source nobody can read (blind), a failing guard,
+//! a failing or data-less exit gate (blocked), then what only takes time (soaking or the
+//! minimum time, whichever ends later), gates awaiting their first evaluation, a point of no
+//! return that needs confirmation, and moving.
+
+use serde::Serialize;
+
+use crate::gate::{Soak, Verdict};
+use crate::plan::GateKind;
+use crate::time::human_ms;
+
+/// Why a paused migration is paused: the journal entry that paused it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pause {
+    /// The command that paused it (`pause`, `abort`, `rollback` after a breach...).
+    pub command: String,
+    pub reason: Option<String>,
+    pub actor: String,
+    pub at_ms: i64,
+}
+
+impl Pause {
+    /// The newest entry of `journal` that went from running to paused (`None` when none did).
+    pub fn of(journal: &[crate::store::JournalEntry]) -> Option<Pause> {
+        journal
+            .iter()
+            .rev()
+            .find(|e| e.to.paused && !e.from.paused)
+            .map(|e| Pause {
+                command: e.command.clone(),
+                reason: e.reason.clone(),
+                actor: e.actor.clone(),
+                at_ms: e.at_ms,
+            })
+    }
+}
+
+/// One gate of the current step as the standing reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateInput {
+    pub name: String,
+    pub kind: GateKind,
+    /// The source it reads.
+    pub source: String,
+    pub verdict: Verdict,
+    pub value: Option<f64>,
+    /// The threshold as the plan writes it (`< 0.01`), when it has a fixed one.
+    pub threshold: Option<String>,
+    pub reason: String,
+    /// `false`: awaiting its first evaluation in the step.
+    pub evaluated: bool,
+    pub soak: Option<Soak>,
+}
+
+/// What [`standing`] reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot<'a> {
+    pub migration: &'a str,
+    /// The state as the journal names it (`slices[2]`).
+    pub state: &'a str,
+    pub complete: bool,
+    /// `Some` when paused, with the journal entry that paused it when there is one.
+    pub paused: Option<Option<&'a Pause>>,
+    pub gates: &'a [GateInput],
+    /// When the step was entered and its minimum time (ms).
+    pub entered_at_ms: i64,
+    pub min_ms: i64,
+    /// The next state, when it is the point of no return (`complete`), needing a confirmation.
+    pub next_needs_confirmation: Option<&'a str>,
+    /// The plan's `auto_advance`.
+    pub auto_advance: bool,
+    pub now_ms: i64,
+}
+
+/// What a person must do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "for", rename_all = "snake_case")]
+pub enum Person {
+    /// Confirm the point of no return.
+    Confirmation { to: String },
+    /// Resume (or roll back) a paused migration.
+    Paused {
+        by: Option<String>,
+        why: Option<String>,
+        at_ms: Option<i64>,
+        /// A guard that fails now (a resume would breach again).
+        failing_guard: Option<String>,
+    },
+    /// `auto_advance: false`: advance by hand.
+    Advance,
+}
+
+/// Where a migration stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Standing {
+    /// Every gate passes: the next round moves it (or it is entering its first step).
+    Moving,
+    /// Only time keeps it: the minimum time (`left_ms` of `need_ms`), or gates awaiting their
+    /// first evaluation (`awaiting`).
+    Waiting {
+        left_ms: i64,
+        need_ms: i64,
+        awaiting: Vec<String>,
+    },
+    /// A gate is true, its `for:` not yet elapsed.
+    Soaking {
+        gate: String,
+        held_ms: i64,
+        need_ms: i64,
+    },
+    /// A gate fails (or has no data while its source answers for others).
+    Blocked {
+        gate: String,
+        gate_kind: GateKind,
+        verdict: Verdict,
+        value: Option<f64>,
+        threshold: Option<String>,
+        reason: String,
+    },
+    /// A source gives no data to any gate that reads it, guards included.
+    Blind {
+        source: String,
+        reason: String,
+        gates: Vec<String>,
+    },
+    /// A person must act.
+    NeedsPerson {
+        person: Person,
+    },
+    /// Aborted: every slice back on the old broker, paused.
+    Aborted {
+        by: Option<String>,
+        why: Option<String>,
+        at_ms: Option<i64>,
+    },
+    Complete,
+}
+
+impl Standing {
+    /// Every kind, as `/metrics` and the API name them.
+    pub const KINDS: [&'static str; 8] = [
+        "moving",
+        "waiting",
+        "soaking",
+        "blocked",
+        "blind",
+        "needs_person",
+        "aborted",
+        "complete",
+    ];
+
+    /// `moving`, `waiting`, ..., `needs_person`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Standing::Moving => "moving",
+            Standing::Waiting { .. } => "waiting",
+            Standing::Soaking { .. } => "soaking",
+            Standing::Blocked { .. } => "blocked",
+            Standing::Blind { .. } => "blind",
+            Standing::NeedsPerson { .. } => "needs_person",
+            Standing::Aborted { .. } => "aborted",
+            Standing::Complete => "complete",
+        }
+    }
+
+    /// As a pill shows it: `needs a person`, `blind`...
+    pub fn label(&self) -> &'static str {
+        match self {
+            Standing::NeedsPerson { .. } => "needs a person",
+            other => other.kind(),
+        }
+    }
+
+    /// The sentence every view prints.
+    pub fn sentence(&self) -> String {
+        match self {
+            Standing::Moving => "moving: every gate passes".into(),
+            Standing::Waiting {
+                left_ms,
+                need_ms,
+                awaiting,
+            } => {
+                if *left_ms > 0 {
+                    format!(
+                        "waiting: minimum time, {} left of {}",
+                        human_ms(*left_ms),
+                        human_ms(*need_ms)
+                    )
+                } else {
+                    format!(
+                        "waiting: awaiting first evaluation of {}",
+                        awaiting.join(", ")
+                    )
+                }
+            }
+            Standing::Soaking {
+                gate,
+                held_ms,
+                need_ms,
+            } => format!(
+                "soaking: {gate} true for {} of {}",
+                human_ms(*held_ms),
+                human_ms(*need_ms)
+            ),
+            Standing::Blocked {
+                gate,
+                gate_kind,
+                verdict,
+                value,
+                threshold,
+                reason,
+            } => {
+                let guard = if *gate_kind == GateKind::Guard {
+                    "guard "
+                } else {
+                    ""
+                };
+                match (verdict, value, threshold) {
+                    (Verdict::Fail, Some(v), Some(t)) => {
+                        format!(
+                            "blocked: {guard}{gate}: {} vs {t}",
+                            crate::gate::fmt_num(*v)
+                        )
+                    }
+                    (Verdict::Fail, _, _) => format!("blocked: {guard}{gate}: {reason}"),
+                    _ => format!("blocked: {guard}{gate}: no data ({reason})"),
+                }
+            }
+            Standing::Blind {
+                source,
+                reason,
+                gates,
+            } => format!(
+                "blind: source {source} unreachable ({reason}): {} hold{}",
+                gates.join(", "),
+                if gates.len() == 1 { "s" } else { "" }
+            ),
+            Standing::NeedsPerson { person } => match person {
+                Person::Confirmation { to } => {
+                    format!("needs a person: confirm {to}, the point of no return")
+                }
+                Person::Advance => "needs a person: ready, auto_advance is off".into(),
+                Person::Paused {
+                    by,
+                    why,
+                    at_ms,
+                    failing_guard,
+                } => {
+                    let mut s = format!("needs a person: paused{}", who(by, why, *at_ms));
+                    match failing_guard {
+                        Some(g) => s.push_str(&format!("; guard {g} still fails")),
+                        None => s.push_str("; no guard fails now"),
+                    }
+                    s
+                }
+            },
+            Standing::Aborted { by, why, at_ms } => format!("aborted{}", who(by, why, *at_ms)),
+            Standing::Complete => "complete: the old broker may be decommissioned".into(),
+        }
+    }
+
+    /// What the API serves: the standing with its sentence.
+    pub fn view(&self) -> StandingView {
+        StandingView {
+            sentence: self.sentence(),
+            standing: self.clone(),
+        }
+    }
+}
+
+/// ` by ana at 2026-11-30T00:00:00Z: disk alarm`.
+fn who(by: &Option<String>, why: &Option<String>, at_ms: Option<i64>) -> String {
+    let mut s = String::new();
+    if let Some(by) = by {
+        s.push_str(&format!(" by {by}"));
+    }
+    if let Some(at) = at_ms {
+        s.push_str(&format!(" at {}", crate::time::rfc3339(at)));
+    }
+    if let Some(why) = why {
+        s.push_str(&format!(": {why}"));
+    }
+    s
+}
+
+/// The `standing` object of the API: `kind`, `sentence`, and the kind's details.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StandingView {
+    #[serde(flatten)]
+    pub standing: Standing,
+    pub sentence: String,
+}
+
+/// Where the migration of `s` stands (see the module's doc for the order).
+pub fn standing(s: &Snapshot<'_>) -> Standing {
+    if s.complete {
+        return Standing::Complete;
+    }
+    let failing_guard = s
+        .gates
+        .iter()
+        .find(|g| g.kind == GateKind::Guard && g.evaluated && g.verdict == Verdict::Fail);
+    if let Some(pause) = s.paused {
+        let (by, why, at_ms) = match pause {
+            Some(p) => (Some(p.actor.clone()), p.reason.clone(), Some(p.at_ms)),
+            None => (None, None, None),
+        };
+        if pause.is_some_and(|p| p.command == "abort") {
+            return Standing::Aborted { by, why, at_ms };
+        }
+        return Standing::NeedsPerson {
+            person: Person::Paused {
+                by,
+                why,
+                at_ms,
+                failing_guard: failing_guard.map(|g| g.name.clone()),
+            },
+        };
+    }
+    if let Some(blind) = blind(s.gates) {
+        return blind;
+    }
+    let blocked = failing_guard.or_else(|| {
+        s.gates.iter().find(|g| {
+            g.kind == GateKind::Exit
+                && g.evaluated
+                && matches!(g.verdict, Verdict::Fail | Verdict::NoData)
+        })
+    });
+    if let Some(g) = blocked {
+        return Standing::Blocked {
+            gate: g.name.clone(),
+            gate_kind: g.kind,
+            verdict: g.verdict,
+            value: g.value,
+            threshold: g.threshold.clone(),
+            reason: g.reason.clone(),
+        };
+    }
+    let spent = s.now_ms.saturating_sub(s.entered_at_ms).max(0);
+    let min_left = s.min_ms.saturating_sub(spent).max(0);
+    // The soak that ends last: the one to wait for.
+    let soak = s
+        .gates
+        .iter()
+        .filter(|g| g.evaluated && g.verdict == Verdict::Soaking)
+        .max_by_key(|g| g.soak.map_or(0, |k| k.need_ms - k.held_ms));
+    if let Some(g) = soak {
+        let k = g.soak.unwrap_or(Soak {
+            held_ms: 0,
+            need_ms: 0,
+        });
+        if k.need_ms - k.held_ms >= min_left {
+            return Standing::Soaking {
+                gate: g.name.clone(),
+                held_ms: k.held_ms,
+                need_ms: k.need_ms,
+            };
+        }
+    }
+    let awaiting: Vec<String> = s
+        .gates
+        .iter()
+        .filter(|g| !g.evaluated)
+        .map(|g| g.name.clone())
+        .collect();
+    if min_left > 0 || !awaiting.is_empty() {
+        return Standing::Waiting {
+            left_ms: min_left,
+            need_ms: s.min_ms,
+            awaiting,
+        };
+    }
+    if let Some(to) = s.next_needs_confirmation {
+        return Standing::NeedsPerson {
+            person: Person::Confirmation { to: to.to_string() },
+        };
+    }
+    if !s.auto_advance {
+        return Standing::NeedsPerson {
+            person: Person::Advance,
+        };
+    }
+    Standing::Moving
+}
+
+/// The first source (in gate order) that every evaluated gate reading it finds without data,
+/// guards included, with no value at all (a source down, an empty answer: not too few samples).
+fn blind(gates: &[GateInput]) -> Option<Standing> {
+    let no_value = |g: &GateInput| g.verdict == Verdict::NoData && g.value.is_none();
+    gates
+        .iter()
+        .filter(|g| g.evaluated && no_value(g))
+        .find(|first| {
+            gates
+                .iter()
+                .filter(|g| g.source == first.source && g.evaluated)
+                .all(no_value)
+        })
+        .map(|first| Standing::Blind {
+            source: first.source.clone(),
+            reason: first.reason.clone(),
+            gates: gates
+                .iter()
+                .filter(|g| g.source == first.source && g.evaluated)
+                .map(|g| g.name.clone())
+                .collect(),
+        })
+}
+
+#[cfg(test)]
+mod tests;
