@@ -5,7 +5,12 @@
 //!   queue is full the event is dropped and counted (a stuck receiver cannot stall a migration).
 //! - A failed delivery is tried 5 times, waiting 1 s, 2 s, 4 s and 8 s between attempts, then given
 //!   up, logged and counted (`queue_migrate_webhook_failures_total`). The log line shows the
-//!   webhook's URL and the client's error redacted ([`crate::redact`]).
+//!   webhook's URL with its path masked ([`crate::outgoing::webhook_url`]: a chat webhook's
+//!   path is its secret) and the client's error through the one text rule (the URL's
+//!   credentials, path and the token masked in every form).
+//! - Every text goes through [`crate::outgoing`]: the event's `text` is one line, no control
+//!   character, at most [`crate::outgoing::LINE_MAX`] bytes, and posted with `&`, `<`, `>`
+//!   escaped for Slack-style receivers ([`crate::outgoing::chat`]: `<!channel>` pings nobody).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,7 +77,7 @@ impl Notifier {
                         if let Err(e) = deliver(&client, &hook, &event).await {
                             failed.fetch_add(1, Ordering::Relaxed);
                             tracing::warn!(
-                                webhook = %hook.url.redacted(),
+                                webhook = %shown_url(&hook),
                                 "giving up on a {:?} event after {ATTEMPTS} attempts: {e}",
                                 event.event
                             );
@@ -89,13 +94,12 @@ impl Notifier {
     }
 
     /// Queue an event for `hooks` (nothing when there are none). Never waits. Its `text` is
-    /// logged and sent on one line ([`crate::oneline::escape`]); `details` keep the free text as
-    /// given (JSON escapes it).
+    /// logged on one line ([`crate::outgoing::line`]) and posted so, chat markup escaped
+    /// ([`crate::outgoing::chat`]); `details` keep the free text as given (JSON escapes it).
     pub fn send(&self, hooks: &[Webhook], mut event: Event) {
-        if let std::borrow::Cow::Owned(one) = crate::oneline::escape(&event.text) {
-            event.text = one;
-        }
-        tracing::info!(migration = %event.migration, "{}", event.text);
+        let line = crate::outgoing::line(&event.text);
+        tracing::info!(migration = %event.migration, "{line}");
+        event.text = crate::outgoing::chat(&line).into_owned();
         if hooks.is_empty() {
             return;
         }
@@ -109,12 +113,29 @@ impl Notifier {
     }
 }
 
+/// A webhook's URL as the log shows it: its reference when it has one, else its value, with
+/// credentials and path masked.
+fn shown_url(hook: &Webhook) -> String {
+    match hook.url.reference_shown() {
+        Some(reference) => crate::outgoing::webhook_url(&reference),
+        None => hook
+            .url
+            .value()
+            .map_or_else(|_| hook.url.redacted(), crate::outgoing::webhook_url),
+    }
+}
+
 async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Result<(), String> {
     let url = hook.url.value().map_err(|why| format!("its URL: {why}"))?;
     let token = match &hook.token {
         Some(token) => Some(token.value().map_err(|why| format!("its token: {why}"))?),
         None => None,
     };
+    let mut known = crate::outgoing::Secrets::none();
+    known.add_webhook(url);
+    if let Some(token) = token {
+        known.add(token);
+    }
     let mut delay = Duration::from_secs(1);
     let mut last = String::new();
     for attempt in 1..=ATTEMPTS {
@@ -125,13 +146,8 @@ async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Res
         match req.send().await {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => last = format!("HTTP {}", r.status()),
-            // reqwest quotes the whole URL, credentials included: redacted.
-            Err(e) => {
-                last = crate::redact::known(
-                    &crate::redact::error(&e),
-                    crate::redact::secret_parts(url),
-                )
-            }
+            // reqwest quotes the whole URL, credentials and path included: redacted.
+            Err(e) => last = crate::outgoing::reason(&crate::redact::error(&e), &known),
         }
         if attempt < ATTEMPTS {
             tokio::time::sleep(delay).await;

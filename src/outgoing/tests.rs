@@ -182,3 +182,12 @@ proptest! {
         prop_assert!(!out.contains(&echoed), "{:?} in {:?}", echoed, out);
     }
 }
+
+#[test]
+fn a_short_webhook_path_is_no_secret_in_free_text() {
+    let mut s = Secrets::none();
+    s.add_webhook("http://127.0.0.1:9/hook");
+    assert_eq!(s.redact("the webhook said no"), "the webhook said no");
+    s.add_webhook("http://127.0.0.1:9/hook/H00kPathS3cret");
+    assert_eq!(s.redact("echo H00kPathS3cret"), "echo ***");
+}

@@ -89,14 +89,20 @@ pub(super) async fn gather<S: Store>(
     let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, items, now_ms));
     let (scrapes, memory) = reads?;
     let mut readings = Vec::with_capacity(items.len());
+    // A source's text (an error page, a line it served) goes through the one text rule before
+    // it becomes a reason: the plan's secrets in every form masked, one line, at most 1 KiB.
+    let known = plan.known_secrets();
     for item in items {
-        let reading = match dead_letters(store, plan, item).await {
+        let mut reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
             None => Reading {
                 observation: observe(fetcher, plan, item, &scrapes.histories, now_ms).await,
                 note: None,
             },
         };
+        if let Observation::Unavailable(why) = &mut reading.observation {
+            *why = crate::outgoing::reason(why, &known);
+        }
         readings.push(reading);
     }
     Ok(Gathered {
@@ -232,7 +238,7 @@ async fn scrape_sources<S: Store>(
         };
         // A line of the scraped text quoted in the reason may echo a credential of the URL.
         let scraped =
-            scraped.map_err(|why| crate::redact::known(&why, crate::redact::secret_parts(url)));
+            scraped.map_err(|why| crate::redact::known(&why, crate::outgoing::forms(url)));
         out.insert(source.to_string(), scraped);
         kept.push(KeptSource {
             source: source.to_string(),
