@@ -156,3 +156,93 @@ async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Res
     }
     Err(last)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Secret;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// One request's body, read by a receiver on loopback that answers 200.
+    async fn receive_one(listener: tokio::net::TcpListener) -> String {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk).await.unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                if body.len() >= length || n == 0 {
+                    let _ = s
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        )
+                        .await;
+                    return body.to_string();
+                }
+            }
+        }
+    }
+
+    /// Regression (issue 43, item 6): a reason's chat markup was posted verbatim, so
+    /// `<!channel>` pinged the channel and `<https://evil.example|approve>` showed a disguised
+    /// link; and its control characters went into the chat text.
+    #[tokio::test]
+    async fn chat_markup_and_control_characters_in_the_text_are_escaped() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let received = tokio::spawn(receive_one(listener));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let notifier = Notifier::start(reqwest::Client::new());
+        let hook = Webhook {
+            url: Secret::literal(url),
+            token: None,
+        };
+        notifier.send(
+            &[hook],
+            Event {
+                event: EventKind::Transition,
+                migration: "orders".into(),
+                state: "paused".into(),
+                step: None,
+                text: "orders paused: <!channel> <https://evil.example|approve> & \u{1b}]0;x\u{7}"
+                    .into(),
+                at: "2026-12-01T00:00:00Z".into(),
+                details: serde_json::Value::Null,
+            },
+        );
+        let body = tokio::time::timeout(Duration::from_secs(20), received)
+            .await
+            .unwrap()
+            .unwrap();
+        let posted: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let text = posted["text"].as_str().unwrap();
+        assert_eq!(
+            text,
+            "orders paused: &lt;!channel&gt; &lt;https://evil.example|approve&gt; &amp; \\u{1b}]0;x\\u{7}"
+        );
+    }
+
+    #[test]
+    fn a_webhook_is_shown_with_its_path_masked() {
+        let slack = Webhook {
+            url: Secret::literal("https://hooks.slack.com/services/T000/B000/XXXXSECRET"),
+            token: None,
+        };
+        assert_eq!(shown_url(&slack), "https://hooks.slack.com/***");
+        let referenced = Webhook {
+            url: Secret::new("${HOOK_URL}", "https://hooks.slack.com/services/T/B/X"),
+            token: None,
+        };
+        assert_eq!(shown_url(&referenced), "${HOOK_URL}");
+    }
+}
