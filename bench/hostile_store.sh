@@ -2,8 +2,9 @@
 # Store growth under a hostile source (issue 43): one `migrate run` at a 1-s interval on one
 # migration in slices[0] whose two gates (an exit and a guard) read a fake Prometheus that
 # answers every query `400` with a 3 MB JSON error. Before the reason was bounded, every gate
-# stored the 3 MB text every round (114 MiB in 20 s). The figure: the store's growth (the SQLite
-# file and its WAL) from the first sample to the last, and per hour at that pace.
+# stored the 3 MB text every round (114 MiB in 20 s). The figure: the store's growth (the pages
+# of the SQLite database in use, WAL included) from the first sample to the last, and per hour
+# at that pace, with the file's size (database and WAL) at the end.
 #
 #   bench/hostile_store.sh                          # 5 minutes
 #   DURATION=60 bench/hostile_store.sh              # a short check (seconds)
@@ -99,14 +100,19 @@ MIGRATE_LOG=warn "$MIGRATE" run --listen 127.0.0.1:0 --interval "$INTERVAL" --id
   > /dev/null 2> "$work/daemon.err" &
 daemon=$!
 pids+=("$daemon")
-size() { cat "$state" "$state-wal" 2>/dev/null | wc -c; }
+# The database's pages in use (the file once checkpointed; the WAL is reused, not grown).
+size() {
+  python3 -c "import sqlite3,sys; db=sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True); q=lambda p: db.execute(f'PRAGMA {p}').fetchone()[0]; print((q('page_count') - q('freelist_count')) * q('page_size'))" "$state"
+}
 sleep 10
 first=$(size)
 rows0=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True).execute('SELECT COUNT(*) FROM gate_evaluations').fetchone()[0])" "$state")
 sleep "$DURATION"
 last=$(size)
 read -r rows1 longest < <(python3 -c "import sqlite3,sys; db=sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True); print(*db.execute('SELECT COUNT(*), MAX(LENGTH(reason)) FROM gate_evaluations').fetchone())" "$state")
+files=$(cat "$state" "$state-wal" 2>/dev/null | wc -c)
 kill "$daemon"; wait "$daemon" 2>/dev/null || true
 grown=$((last - first))
+echo "files at the end (database and WAL): $files bytes"
 echo "over ${DURATION} s: the store grew $grown bytes ($((rows1 - rows0)) gate evaluations, the longest reason $longest bytes)"
 awk -v g="$grown" -v d="$DURATION" 'BEGIN { printf "per hour at that pace: %.1f MB\n", g * 3600 / d / 1e6 }'

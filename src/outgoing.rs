@@ -26,6 +26,13 @@ use base64::Engine as _;
 /// entry's reason, a publish error). Longer ones are cut ([`cap`]).
 pub const REASON_MAX: usize = 1024;
 
+/// The longest text a source (an error page, a Prometheus error, a line it served) puts in a
+/// gate's reason, in bytes: a gate is evaluated every round and its reason stored each time, so
+/// a source answering megabytes of error adds at most this much a gate a round (with the
+/// evaluation's other columns, under 5 MB an hour for two gates at a 1-s interval; the start
+/// of an error says what went wrong).
+pub const SOURCE_TEXT_MAX: usize = 256;
+
 /// The longest free text printed or logged on one line, in bytes.
 pub const LINE_MAX: usize = 4096;
 

@@ -90,7 +90,8 @@ pub(super) async fn gather<S: Store>(
     let (scrapes, memory) = reads?;
     let mut readings = Vec::with_capacity(items.len());
     // A source's text (an error page, a line it served) goes through the one text rule before
-    // it becomes a reason: the plan's secrets in every form masked, one line, at most 1 KiB.
+    // it becomes a reason: the plan's secrets in every form masked, one line, at most
+    // SOURCE_TEXT_MAX bytes (stored every round: its size is the store's growth).
     let known = plan.known_secrets();
     for item in items {
         let mut reading = match dead_letters(store, plan, item).await {
@@ -101,7 +102,12 @@ pub(super) async fn gather<S: Store>(
             },
         };
         if let Observation::Unavailable(why) = &mut reading.observation {
-            *why = crate::outgoing::reason(why, &known);
+            *why = crate::outgoing::text(
+                why,
+                &known,
+                crate::outgoing::Shape::Line,
+                crate::outgoing::SOURCE_TEXT_MAX,
+            );
         }
         readings.push(reading);
     }
