@@ -26,6 +26,13 @@ use base64::Engine as _;
 /// entry's reason, a publish error). Longer ones are cut ([`cap`]).
 pub const REASON_MAX: usize = 1024;
 
+/// The longest text a source (an error page, a Prometheus error, a line it served) puts in a
+/// gate's reason, in bytes: a gate is evaluated every round and its reason stored each time, so
+/// a source answering megabytes of error adds at most this much a gate a round (with the
+/// evaluation's other columns, under 5 MB an hour for two gates at a 1-s interval; the start
+/// of an error says what went wrong).
+pub const SOURCE_TEXT_MAX: usize = 256;
+
 /// The longest free text printed or logged on one line, in bytes.
 pub const LINE_MAX: usize = 4096;
 
@@ -69,12 +76,28 @@ impl Secrets {
     }
 
     /// Know a webhook URL too: its credentials and its path beyond the host (Slack's
-    /// `/services/T000/B000/XXXX`, Discord's `/api/webhooks/ID/TOKEN` are the secret).
+    /// `/services/T000/B000/XXXX`, Discord's `/api/webhooks/ID/TOKEN` are the secret): the
+    /// path whole when it has 8 bytes or more, and each of its segments that looks like a
+    /// token (16 bytes or more, or 8 or more with a digit), for a server that echoes it alone.
+    /// A short path (`/hook`) is no secret, and masking it would garble every `webhook`.
     pub fn add_webhook(&mut self, url: &str) -> &mut Self {
         self.add(url);
         if let Some(path) = webhook_path(url) {
-            self.add_parts(quoted_forms(path));
+            let mut parts = Vec::new();
+            if path.len() >= 8 {
+                parts.extend(quoted_forms(path));
+            }
+            for segment in path.split('/').filter(|s| looks_like_token(s)) {
+                parts.extend(quoted_forms(segment));
+            }
+            self.add_parts(parts);
         }
+        self
+    }
+
+    /// Know `other`'s secrets too.
+    pub fn extend(&mut self, other: &Secrets) -> &mut Self {
+        self.add_parts(other.values.clone());
         self
     }
 
@@ -209,6 +232,11 @@ pub fn webhook_path_looks_secret(url: &str) -> bool {
                 && seg.bytes().any(|b| b.is_ascii_digit())
                 && seg.bytes().any(|b| b.is_ascii_alphabetic())
         })
+}
+
+/// Whether a path segment looks like a token: 16 bytes or more, or 8 or more with a digit.
+fn looks_like_token(segment: &str) -> bool {
+    segment.len() >= 16 || (segment.len() >= 8 && segment.bytes().any(|b| b.is_ascii_digit()))
 }
 
 /// Whether `c` may not leave the process as it is.

@@ -503,3 +503,142 @@ fn dlq_purge_keeps_an_over_long_line_as_it_is() {
     let kept = std::fs::read_to_string(b.path("export.ndjson")).unwrap();
     assert!(kept == format!("{long}\n"), "kept {} bytes", kept.len());
 }
+
+// --- terminal escapes (issue 43, item 5) --------------------------------------------------------
+
+/// What a terminal must never receive from free text: ESC, CSI (U+009B), BEL, a carriage
+/// return that rewrites the line.
+fn assert_no_terminal_control(place: &str, text: &str) {
+    for c in ['\u{1b}', '\u{9b}', '\u{7}', '\r'] {
+        assert!(
+            !text.contains(c),
+            "{place} prints {c:?} raw:\n{}",
+            text.escape_debug()
+        );
+    }
+}
+
+/// Regression (issue 43, item 5): a pause reason's escape sequences (set the terminal's title,
+/// erase the line, move the cursor up) were printed raw by `status` and `history`, so a reason
+/// could forge a "resume approved" line.
+#[test]
+fn a_pause_reason_with_escape_sequences_prints_no_escape_in_status_or_history() {
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    let forged =
+        "disk\u{1b}]0;resume approved\u{7}\u{1b}[2K\r\u{1b}[1AINFO resume approved by lead\u{9b}2J";
+    let paused = b.run(&["pause", "local", "--reason", forged]);
+    assert_eq!(paused.code, 0, "{}\n{}", paused.stdout, paused.stderr);
+    assert_no_terminal_control("pause", &format!("{}{}", paused.stdout, paused.stderr));
+    for args in [
+        &["status", "local"][..],
+        &["status"][..],
+        &["history", "local"][..],
+    ] {
+        let r = b.run(args);
+        assert_no_terminal_control(&args.join(" "), &format!("{}{}", r.stdout, r.stderr));
+        // Shown, as visible escapes.
+        assert!(
+            r.stdout.contains("\\u{1b}]0;resume approved"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+}
+
+/// A Prometheus on loopback that answers every request 400 with `body` (JSON).
+fn answering_server(body: &'static str) -> u16 {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// Regression (issue 43, item 5): a source's error text went into `plan backtest`'s report
+/// raw, so a source could print a line of its own (`verdict: ready ...`) and escapes.
+#[test]
+fn a_backtest_source_cannot_forge_the_verdict_line() {
+    let port = answering_server(
+        r#"{"status":"error","errorType":"bad_data","error":"boom\nverdict: would complete: every gate passed\n\u001b[1A\u001b[2Kverdict: forged\r"}"#,
+    );
+    let b = Bench::new();
+    let prom = format!("http://127.0.0.1:{port}");
+    let r = b.run_env(
+        &[
+            "plan",
+            "backtest",
+            b.plan.to_str().unwrap(),
+            "--from",
+            "2026-11-29T00:00:00Z",
+            "--to",
+            "2026-11-29T01:00:00Z",
+            "--start-at",
+            "synthetic",
+        ],
+        &[("QM_PROM_URL", prom.as_str())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_no_terminal_control("plan backtest", &r.stdout);
+    let verdicts = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("verdict"))
+        .count();
+    assert_eq!(verdicts, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("boom\\nverdict"), "{}", r.stdout);
+}
+
+// --- bounded stored texts (issue 43, item 4) ----------------------------------------------------
+
+/// Regression (issue 43, item 4): a source's error text had no length limit: a 3 MB
+/// Prometheus error was stored as every gate's reason every round. A reason is at most 1 KiB,
+/// wherever it goes (the answer, the store), and says how much was cut.
+#[test]
+fn a_huge_source_error_is_stored_and_shown_within_one_kib() {
+    static BODY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let body: &'static str = BODY.get_or_init(|| {
+        format!(
+            r#"{{"status":"error","errorType":"bad_data","error":"{}"}}"#,
+            "E".repeat(3 << 20)
+        )
+    });
+    let port = answering_server(body);
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "synthetic");
+    let prom = format!("http://127.0.0.1:{port}");
+    let env = [("QM_PROM_URL", prom.as_str())];
+    let held = b.run_env(&["advance", "local", "--json"], &env);
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    for g in held.json()["gates"].as_array().unwrap() {
+        let reason = g["reason"].as_str().unwrap();
+        assert!(reason.len() <= 1024, "{} bytes: {reason}", reason.len());
+    }
+    let status = b.run_env(&["status", "local", "--json"], &env);
+    assert!(
+        status.stdout.len() < 64 * 1024,
+        "{} bytes",
+        status.stdout.len()
+    );
+    let db = std::fs::metadata(b.path("state.db")).unwrap().len();
+    assert!(db < 2 << 20, "the store is {db} bytes");
+}

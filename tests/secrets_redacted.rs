@@ -144,6 +144,8 @@ const ETCD_PASSWORD: &str = "EtcdPassw0rd";
 const HOOK_USER: &str = "h00kUsr";
 const HOOK_PASSWORD: &str = "H00kPassw0rd";
 const HOOK_TOKEN: &str = "H00kT0kenQ";
+/// A chat webhook's path is its secret (issue 43, item 2).
+const HOOK_PATH: &str = "H00kPathS3cret";
 
 const SECRETS: &[&str] = &[
     PROM_USER,
@@ -157,6 +159,7 @@ const SECRETS: &[&str] = &[
     HOOK_USER,
     HOOK_PASSWORD,
     HOOK_TOKEN,
+    HOOK_PATH,
 ];
 
 /// plans/local.yaml with both sources down behind credentials (the Prometheus one through
@@ -180,7 +183,7 @@ fn leaky_plan(hook: &str) -> String {
             "routing: { file: local.routing.json }",
             &format!(
                 "routing: {{ file: local.routing.json, etcd: {{ endpoint: \"http://{ETCD_USER}:{ETCD_PASSWORD}@127.0.0.1:{down}\", key: /qm/local }} }}\n\
-                 notify:\n  hold_after: 1s\n  webhooks:\n    - {{ url: \"{hook}\" }}\n    - {{ url: \"http://{HOOK_USER}:{HOOK_PASSWORD}@127.0.0.1:{down}/hook?token={HOOK_TOKEN}\" }}"
+                 notify:\n  hold_after: 1s\n  webhooks:\n    - {{ url: \"{hook}\" }}\n    - {{ url: \"http://{HOOK_USER}:{HOOK_PASSWORD}@127.0.0.1:{down}/hook/{HOOK_PATH}?token={HOOK_TOKEN}\" }}"
             ),
         )
 }
@@ -542,4 +545,207 @@ async fn a_nats_token_url_that_cannot_connect_is_not_shown() {
     let shown = format!("{e} {e:?}");
     assert!(shown.contains("nats://***@127.0.0.1:"), "{shown}");
     assert_no_secret("the inline broker's connect error", &shown, &[TOKEN]);
+}
+
+// --- issue 43 --------------------------------------------------------------------------------
+
+/// A server on loopback that answers every request 401 with a page that echoes back the
+/// credentials it was sent: the `Authorization` header whole, and the `user:password` it
+/// decodes from it (as a proxy's or an exporter's error page does).
+fn credential_echoing_server() -> u16 {
+    use base64::Engine as _;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let basic = head
+                .lines()
+                .find_map(|l| l.strip_prefix("authorization: Basic "))
+                .or_else(|| {
+                    head.lines()
+                        .find_map(|l| l.strip_prefix("Authorization: Basic "))
+                })
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(&basic)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            let body = format!("user/password {decoded} not accepted (header Basic {basic})");
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// Regression (issue 43, item 1): masking covered the raw password of a source's URL, not its
+/// percent-decoded form (`%40` is `@` once sent) nor the `Authorization: Basic` value built
+/// from it; a source that echoed them had them shown by `advance`, `--dry-run`, `status`, the
+/// store and, after a forced advance, the append-only journal.
+#[test]
+fn a_source_echoing_the_decoded_password_and_basic_header_shows_neither() {
+    use base64::Engine as _;
+    const DECODED: &str = "Pr0mP4ss@word";
+    const RAW: &str = "Pr0mP4ss%40word";
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("promuser:{DECODED}"));
+    let secrets = [DECODED, RAW, basic.as_str()];
+    let port = credential_echoing_server();
+    let b = Bench::new();
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "synthetic");
+    let prom = format!("http://promuser:{RAW}@127.0.0.1:{port}/");
+    let env = [("QM_PROM_URL", prom.as_str())];
+    let held = b.run_env(&["advance", "local", "--json"], &env);
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    let reason = held.json()["gates"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The echo reached the reason (the test is not vacuous), masked.
+    assert!(reason.contains("HTTP 401"), "{reason}");
+    assert!(reason.contains("header Basic ***"), "{reason}");
+    assert_run_clean("advance --json", &held, &secrets);
+    for (what, args) in [
+        ("advance --dry-run", &["advance", "local", "--dry-run"][..]),
+        ("status --json", &["status", "local", "--json"][..]),
+        ("status", &["status", "local"][..]),
+    ] {
+        assert_run_clean(what, &b.run_env(args, &env), &secrets);
+    }
+    let forced = b.run_env(
+        &[
+            "advance",
+            "local",
+            "--force",
+            "--reason",
+            "source is broken",
+        ],
+        &env,
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    assert_run_clean("advance --force", &forced, &secrets);
+    let history = b.run_env(&["history", "local", "--json"], &env);
+    assert!(
+        history.stdout.contains("header Basic ***"),
+        "{}",
+        history.stdout
+    );
+    assert_run_clean("history --json", &history, &secrets);
+    assert_no_secret(
+        "the store's rows",
+        &store_rows(&b.path("state.db")),
+        &secrets,
+    );
+}
+
+const QUOTED_PASSWORD: &str = "Quot'edPassw0rd";
+const DOUBLE_QUOTED_PASSWORD: &str = "Dbl\"QuotedPw9";
+const SLACK_PATH: &str = "services/T000/B000/SlackPathS3cret";
+
+/// Regression (issue 43, items 2 and 7): `plan apply`'s diff masked credentials by scanning
+/// its text, so a password in YAML quoting (`'Quot''ed'`, `"Dbl\"Quoted"`) and a chat
+/// webhook's secret path (even when the new plan moved it to `${HOOK_URL}`) were printed and
+/// journaled in clear; `plan check` said nothing of the inline webhook path.
+#[test]
+fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
+    let old_plan = include_str!("../plans/local.yaml")
+        .replace(
+            "url: \"amqp://127.0.0.1:5672/%2f\"",
+            "url: 'amqp://rabbit:Quot''edPassw0rd@127.0.0.1:5672/%2f'",
+        )
+        .replace(
+            "routing: { file: local.routing.json }",
+            &format!(
+                "routing: {{ file: local.routing.json }}\nnotify:\n  webhooks:\n    - {{ url: \"http://127.0.0.1:9/{SLACK_PATH}\" }}"
+            ),
+        );
+    let new_plan = include_str!("../plans/local.yaml")
+        .replace(
+            "url: \"amqp://127.0.0.1:5672/%2f\"",
+            "url: \"amqp://rabbit:Dbl\\\"QuotedPw9@127.0.0.1:5672/%2f\"",
+        )
+        .replace(
+            "routing: { file: local.routing.json }",
+            "routing: { file: local.routing.json }\nnotify:\n  webhooks:\n    - { url: \"${HOOK_URL}\" }",
+        );
+    let b = Bench::with_plan(&old_plan);
+    b.indicators.all_green();
+    let hook = format!("http://127.0.0.1:9/{SLACK_PATH}");
+    let env = [("HOOK_URL", hook.as_str())];
+    let plan = b.plan.to_str().unwrap().to_string();
+    let check = b.run_env(&["plan", "check", &plan], &env);
+    assert_eq!(check.code, 0, "{}\n{}", check.stdout, check.stderr);
+    let warned = format!("{}{}", check.stdout, check.stderr);
+    assert!(warned.contains("path looks like a secret"), "{warned}");
+    b.init();
+    let new = b.path("new.yaml");
+    std::fs::write(&new, new_plan).unwrap();
+    let new = new.to_str().unwrap();
+    let secrets = [
+        "Quot''edPassw0rd",
+        QUOTED_PASSWORD,
+        "edPassw0rd",
+        DOUBLE_QUOTED_PASSWORD,
+        "QuotedPw9",
+        "SlackPathS3cret",
+    ];
+    let dry = b.run_env(
+        &[
+            "plan",
+            "apply",
+            new,
+            "--reason",
+            "rotate",
+            "--dry-run",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(dry.code, 0, "{}\n{}", dry.stdout, dry.stderr);
+    assert_run_clean("plan apply --dry-run --json", &dry, &secrets);
+    let applied = b.run_env(&["plan", "apply", new, "--reason", "rotate"], &env);
+    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    assert_run_clean("plan apply", &applied, &secrets);
+    // The diff still says what changed, where.
+    assert!(
+        applied
+            .stdout
+            .contains("url: 'amqp://rabbit:***@127.0.0.1:5672/%2f'")
+            || applied
+                .stdout
+                .contains("url: 'amqp://***@127.0.0.1:5672/%2f'"),
+        "{}",
+        applied.stdout
+    );
+    assert!(
+        applied.stdout.contains("http://127.0.0.1:9/***"),
+        "{}",
+        applied.stdout
+    );
+    assert_run_clean(
+        "history --json",
+        &b.ok(&["history", "local", "--json"], 0),
+        &secrets,
+    );
+    assert_run_clean("history", &b.ok(&["history", "local"], 0), &secrets);
+    assert_no_secret(
+        "the store's rows",
+        &store_rows(&b.path("state.db")),
+        &secrets,
+    );
 }

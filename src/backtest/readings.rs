@@ -160,7 +160,9 @@ pub async fn read<S: Store>(
                 }
             }
             Err(why) => {
-                let why: Arc<str> = why.into();
+                // A source's text through the one text rule (one line, bounded).
+                let why: Arc<str> =
+                    crate::outgoing::reason(&why, &crate::outgoing::Secrets::none()).into();
                 for slot in column.iter_mut().skip(first).take(count) {
                     *slot = Err(why.clone());
                 }
@@ -292,8 +294,9 @@ async fn scrape<S: Store>(
         let column = match parse_query(&crate::judge::at_step(text, instants.step_ms)) {
             Ok(query) => scrape_readings(&history, &query, text, source, &instants, first),
             Err(e) => {
-                let why: Arc<str> = e.to_string().into();
-                vec![Err(why); instants.count]
+                let why =
+                    crate::outgoing::reason(&e.to_string(), &crate::outgoing::Secrets::none());
+                vec![Err(Arc::from(why)); instants.count]
             }
         };
         readings.insert(source, text, column);

@@ -33,7 +33,10 @@ struct Reasons {
 }
 
 impl Reasons {
+    /// `reason` through the one text rule ([`crate::outgoing::reason`]: one line, no control
+    /// character, bounded), shared with the previous one when equal.
     fn share(&mut self, reason: String) -> Arc<str> {
+        let reason = crate::outgoing::reason(&reason, &crate::outgoing::Secrets::none());
         match &self.last {
             Some(last) if **last == *reason => last.clone(),
             _ => {
@@ -131,8 +134,10 @@ impl Readings {
             .insert(query.to_string(), readings);
     }
 
-    /// `source` cannot answer for the past: every gate on it holds with `why`.
+    /// `source` cannot answer for the past: every gate on it holds with `why` (through the one
+    /// text rule: a source's text cannot forge a line of the report).
     pub fn source_unavailable(&mut self, source: &str, why: String) {
+        let why = crate::outgoing::reason(&why, &crate::outgoing::Secrets::none());
         self.unavailable.insert(source.to_string(), why);
     }
 

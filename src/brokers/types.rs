@@ -126,7 +126,7 @@ impl BrokerError {
         BrokerError::Connect {
             kind,
             url: crate::redact::url(url),
-            reason: crate::redact::known(&reason.to_string(), crate::redact::secret_parts(url)),
+            reason: crate::redact::known(&reason.to_string(), crate::outgoing::forms(url)),
         }
     }
 

@@ -44,9 +44,12 @@ pub async fn run(ctx: &Ctx, args: HistoryArgs) -> CliResult {
                 v.to,
                 if v.to_paused { " [paused]" } else { "" },
                 v.generation,
-                v.actor,
+                // Free text through the one text rule: no control character reaches the terminal.
+                crate::outgoing::line(&v.actor),
                 if v.forced { "  FORCED" } else { "" },
-                v.reason.map(|r| format!("  — {r}")).unwrap_or_default(),
+                v.reason
+                    .map(|r| format!("  — {}", crate::outgoing::line(&r)))
+                    .unwrap_or_default(),
             )?;
         }
         Ok(())

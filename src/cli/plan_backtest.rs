@@ -106,6 +106,20 @@ pub async fn run(ctx: &Ctx, args: BacktestArgs) -> CliResult {
         .collect();
     sources.extend(readings.notes.iter().cloned());
     sources.extend(backtest::step_notes(&plan, step_ms));
+    // Every note through the one text rule: a source's text masks the plan's secrets and
+    // forges no line (the verdict's included).
+    let known = plan.known_secrets();
+    let sources: Vec<String> = sources
+        .iter()
+        .map(|s| {
+            crate::outgoing::text(
+                s,
+                &known,
+                crate::outgoing::Shape::Line,
+                crate::outgoing::LINE_MAX,
+            )
+        })
+        .collect();
     let report =
         backtest::report::report(&plan.name, &outcome, step_ms, start_at.to_string(), sources);
     if args.json {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::fit::{self, round_value, wrap};
+use super::fit::{self, round_value};
 use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
 use crate::plan::Threshold;
@@ -61,6 +61,13 @@ pub struct Shown {
     pub pause: Option<Pause>,
 }
 
+/// [`fit::wrap`] of `text` through the one text rule ([`crate::outgoing::line`]): a reason, a
+/// source's error or a name that holds ESC or other control characters prints them as escapes,
+/// never sets the terminal's title or erases a line.
+fn wrap(text: &str, width: usize, first: &str, indent: &str) -> Vec<String> {
+    fit::wrap(&crate::outgoing::line(text), width, first, indent)
+}
+
 /// A gate row's text before its reason, the widths of the columns shared by every row.
 fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
     s.view
@@ -71,7 +78,7 @@ fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
             [
                 g.kind.to_string(),
                 g.verdict.label().to_string(),
-                g.name.clone(),
+                crate::outgoing::line(&g.name),
                 g.value.map_or_else(|| "-".into(), |v| round_value(v, *t)),
                 t.map(|t| t.text()).unwrap_or_default(),
             ]

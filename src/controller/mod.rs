@@ -457,7 +457,9 @@ impl<S: Store> Controller<'_, S> {
                 errors.push(e);
             }
         }
-        let publish_error = (!errors.is_empty()).then(|| errors.join("; "));
+        // Stored and shown through the one text rule (secrets, control characters, 1 KiB).
+        let publish_error = (!errors.is_empty())
+            .then(|| crate::outgoing::reason(&errors.join("; "), &plan.known_secrets()));
         match &publish_error {
             None => {
                 self.store
@@ -496,7 +498,16 @@ impl<S: Store> Controller<'_, S> {
                     to: t.to,
                     at_ms: now_ms,
                     actor: actor.name.clone(),
-                    reason: actor.reason.clone(),
+                    // Stored through the one text rule: the plan's secrets masked, control
+                    // characters escaped (its lines kept), at most 1 KiB.
+                    reason: actor.reason.as_deref().map(|r| {
+                        crate::outgoing::text(
+                            r,
+                            &loaded.plan.known_secrets(),
+                            crate::outgoing::Shape::Block,
+                            crate::outgoing::REASON_MAX,
+                        )
+                    }),
                     forced,
                     evidence,
                     memory,

@@ -259,16 +259,18 @@ fn routing_changes(a: &RoutingDocument, b: &RoutingDocument, state: State) -> Ve
         .collect()
 }
 
-/// [`diff`] as it may be shown and journaled: the credentials of every secret value of `plans`
-/// (the stored plan and the new one: [`Plan::secrets`], resolved) masked wherever they appear,
-/// and every URL's userinfo and query string ([`crate::redact::known`]). The journal is
-/// append-only: a password written there could never be removed.
+/// [`diff`] as it may be shown and journaled, through the one text rule
+/// ([`crate::outgoing`]): every secret value the two parsed plans hold ([`Plan::known_secrets`]:
+/// credentials raw, decoded and in every quoting, webhook tokens and paths) masked wherever
+/// it appears, then every URL's userinfo and query string, then control characters escaped
+/// (its lines kept). Masked by the parsed plans, not by scanning the text: a password quoted
+/// `'Quot''ed'` or `"Dbl\"Quoted"` is masked as it is written. The journal is append-only: a
+/// password written there could never be removed.
 pub fn masked_diff(old: &str, new: &str, plans: [&Plan; 2]) -> String {
-    let parts = plans
-        .into_iter()
-        .flat_map(Plan::secrets)
-        .flat_map(|s| s.secret_parts());
-    crate::redact::known(&diff(old, new), parts)
+    let mut known = plans[0].known_secrets();
+    known.extend(&plans[1].known_secrets());
+    let redacted = known.redact(&diff(old, new));
+    crate::outgoing::sanitize(&redacted, crate::outgoing::Shape::Block).into_owned()
 }
 
 /// A unified line diff of the stored plan text against the new one (3 lines of context).

@@ -5,7 +5,12 @@
 //!   queue is full the event is dropped and counted (a stuck receiver cannot stall a migration).
 //! - A failed delivery is tried 5 times, waiting 1 s, 2 s, 4 s and 8 s between attempts, then given
 //!   up, logged and counted (`queue_migrate_webhook_failures_total`). The log line shows the
-//!   webhook's URL and the client's error redacted ([`crate::redact`]).
+//!   webhook's URL with its path masked ([`crate::outgoing::webhook_url`]: a chat webhook's
+//!   path is its secret) and the client's error through the one text rule (the URL's
+//!   credentials, path and the token masked in every form).
+//! - Every text goes through [`crate::outgoing`]: the event's `text` is one line, no control
+//!   character, at most [`crate::outgoing::LINE_MAX`] bytes, and posted with `&`, `<`, `>`
+//!   escaped for Slack-style receivers ([`crate::outgoing::chat`]: `<!channel>` pings nobody).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,7 +84,7 @@ impl Notifier {
                         if let Err(e) = deliver(&client, &hook, &event).await {
                             failed.fetch_add(1, Ordering::Relaxed);
                             tracing::warn!(
-                                webhook = %hook.url.redacted(),
+                                webhook = %shown_url(&hook),
                                 "giving up on a {:?} event after {ATTEMPTS} attempts: {e}",
                                 event.event
                             );
@@ -96,13 +101,12 @@ impl Notifier {
     }
 
     /// Queue an event for `hooks` (nothing when there are none). Never waits. Its `text` is
-    /// logged and sent on one line ([`crate::oneline::escape`]); `details` keep the free text as
-    /// given (JSON escapes it).
+    /// logged on one line ([`crate::outgoing::line`]) and posted so, chat markup escaped
+    /// ([`crate::outgoing::chat`]); `details` keep the free text as given (JSON escapes it).
     pub fn send(&self, hooks: &[Webhook], mut event: Event) {
-        if let std::borrow::Cow::Owned(one) = crate::oneline::escape(&event.text) {
-            event.text = one;
-        }
-        tracing::info!(migration = %event.migration, "{}", event.text);
+        let line = crate::outgoing::line(&event.text);
+        tracing::info!(migration = %event.migration, "{line}");
+        event.text = crate::outgoing::chat(&line).into_owned();
         if hooks.is_empty() {
             return;
         }
@@ -116,12 +120,29 @@ impl Notifier {
     }
 }
 
+/// A webhook's URL as the log shows it: its reference when it has one, else its value, with
+/// credentials and path masked.
+fn shown_url(hook: &Webhook) -> String {
+    match hook.url.reference_shown() {
+        Some(reference) => crate::outgoing::webhook_url(&reference),
+        None => hook
+            .url
+            .value()
+            .map_or_else(|_| hook.url.redacted(), crate::outgoing::webhook_url),
+    }
+}
+
 async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Result<(), String> {
     let url = hook.url.value().map_err(|why| format!("its URL: {why}"))?;
     let token = match &hook.token {
         Some(token) => Some(token.value().map_err(|why| format!("its token: {why}"))?),
         None => None,
     };
+    let mut known = crate::outgoing::Secrets::none();
+    known.add_webhook(url);
+    if let Some(token) = token {
+        known.add(token);
+    }
     let mut delay = Duration::from_secs(1);
     let mut last = String::new();
     for attempt in 1..=ATTEMPTS {
@@ -138,13 +159,8 @@ async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Res
         match req.send().await {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => last = format!("HTTP {}", r.status()),
-            // reqwest quotes the whole URL, credentials included: redacted.
-            Err(e) => {
-                last = crate::redact::known(
-                    &crate::redact::error(&e),
-                    crate::redact::secret_parts(url),
-                )
-            }
+            // reqwest quotes the whole URL, credentials and path included: redacted.
+            Err(e) => last = crate::outgoing::reason(&crate::redact::error(&e), &known),
         }
         if attempt < ATTEMPTS {
             tokio::time::sleep(delay).await;
@@ -152,4 +168,94 @@ async fn deliver(client: &reqwest::Client, hook: &Webhook, event: &Event) -> Res
         }
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Secret;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// One request's body, read by a receiver on loopback that answers 200.
+    async fn receive_one(listener: tokio::net::TcpListener) -> String {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk).await.unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                if body.len() >= length || n == 0 {
+                    let _ = s
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        )
+                        .await;
+                    return body.to_string();
+                }
+            }
+        }
+    }
+
+    /// Regression (issue 43, item 6): a reason's chat markup was posted verbatim, so
+    /// `<!channel>` pinged the channel and `<https://evil.example|approve>` showed a disguised
+    /// link; and its control characters went into the chat text.
+    #[tokio::test]
+    async fn chat_markup_and_control_characters_in_the_text_are_escaped() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let received = tokio::spawn(receive_one(listener));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let notifier = Notifier::start(reqwest::Client::new());
+        let hook = Webhook {
+            url: Secret::literal(url),
+            token: None,
+        };
+        notifier.send(
+            &[hook],
+            Event {
+                event: EventKind::Transition,
+                migration: "orders".into(),
+                state: "paused".into(),
+                step: None,
+                text: "orders paused: <!channel> <https://evil.example|approve> & \u{1b}]0;x\u{7}"
+                    .into(),
+                at: "2026-12-01T00:00:00Z".into(),
+                details: serde_json::Value::Null,
+            },
+        );
+        let body = tokio::time::timeout(Duration::from_secs(20), received)
+            .await
+            .unwrap()
+            .unwrap();
+        let posted: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let text = posted["text"].as_str().unwrap();
+        assert_eq!(
+            text,
+            "orders paused: &lt;!channel&gt; &lt;https://evil.example|approve&gt; &amp; \\u{1b}]0;x\\u{7}"
+        );
+    }
+
+    #[test]
+    fn a_webhook_is_shown_with_its_path_masked() {
+        let slack = Webhook {
+            url: Secret::literal("https://hooks.slack.com/services/T000/B000/XXXXSECRET"),
+            token: None,
+        };
+        assert_eq!(shown_url(&slack), "https://hooks.slack.com/***");
+        let referenced = Webhook {
+            url: Secret::new("${HOOK_URL}", "https://hooks.slack.com/services/T/B/X"),
+            token: None,
+        };
+        assert_eq!(shown_url(&referenced), "${HOOK_URL}");
+    }
 }

@@ -171,7 +171,7 @@ fn query_key(base: &str, query: &str, at_ms: i64) -> (String, String, i64) {
 /// `reason`, a sentence about a request to `url`, with every credential of `url` masked wherever
 /// it appears (a proxy's error page may echo the request), and every URL redacted.
 fn masked(url: &str, reason: &str) -> String {
-    redact::known(reason, redact::secret_parts(url))
+    redact::known(reason, crate::outgoing::forms(url))
 }
 
 /// The instant-query endpoint of the Prometheus at `base`: the API path after `base`'s path,
@@ -491,9 +491,15 @@ impl Fetcher {
             .read_capped(response, &url, MAX_QUERY_BYTES, "an instant-query answer")
             .await?;
         let body = String::from_utf8_lossy(&body);
+        // An answer that is no number is quoted: masked whole first, since a quote cut through
+        // an echoed credential (`header Basic cHJv...`) would show what masking it cut cannot.
+        let decoded = match decode_instant(&body) {
+            Ok(v) => Ok(v),
+            Err(_) => decode_instant(&masked(&url, &body)),
+        };
         let url = redact::url(&url);
         // Prometheus answers 400/422/503 with a JSON error body worth showing.
-        match decode_instant(&body) {
+        match decoded {
             Ok(v) => Ok(v),
             Err(PromError::InvalidJson { .. }) if redirected => Err(FetchError::Status(format!(
                 "HTTP {status} from {url}: the answer reached through a redirect is not JSON (not \

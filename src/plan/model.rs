@@ -193,12 +193,13 @@ impl Secret {
         }
     }
 
-    /// The parts of the resolved value that must never be shown ([`crate::redact::secret_parts`]),
-    /// for [`crate::redact::known`]; none when it is unresolved.
-    pub fn secret_parts(&self) -> Vec<&str> {
+    /// The parts of the resolved value that must never be shown, in every form a server may
+    /// echo them ([`crate::outgoing::forms`]: raw, percent-decoded, `Basic`, quoted), for
+    /// [`crate::redact::known`]; none when it is unresolved.
+    pub fn secret_parts(&self) -> Vec<String> {
         self.value
             .as_deref()
-            .map(crate::redact::secret_parts)
+            .map(crate::outgoing::forms)
             .unwrap_or_default()
     }
 }
@@ -308,9 +309,16 @@ pub struct Notify {
 /// A webhook receiving JSON events (with a Slack-compatible `text` field).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Webhook {
+    /// Shown with its path masked too ([`crate::outgoing::webhook_url`]): a chat webhook's
+    /// path is its credential.
+    #[serde(serialize_with = "webhook_url_shown")]
     pub url: Secret,
     /// Sent as `Authorization: Bearer <token>`.
     pub token: Option<Secret>,
+}
+
+fn webhook_url_shown<S: serde::Serializer>(url: &Secret, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::outgoing::webhook_url(&url.redacted()))
 }
 
 /// The five phases, in their fixed order.
@@ -623,6 +631,25 @@ impl Plan {
             out.extend(hook.token.as_ref());
         }
         out
+    }
+
+    /// Every secret value this plan holds, parsed and resolved, in every form it may come
+    /// back in ([`crate::outgoing::Secrets`]): the brokers', sources' and etcd's credentials,
+    /// each webhook's credentials, token and path. What any text about this plan is redacted
+    /// with before it is shown or stored.
+    pub fn known_secrets(&self) -> crate::outgoing::Secrets {
+        let mut known = crate::outgoing::Secrets::none();
+        for secret in self.secrets() {
+            if let Ok(value) = secret.value() {
+                known.add(value);
+            }
+        }
+        for hook in &self.notify.webhooks {
+            if let Ok(url) = hook.url.value() {
+                known.add_webhook(url);
+            }
+        }
+        known
     }
 }
 

@@ -92,8 +92,12 @@ pub(super) async fn gather<S: Store>(
     );
     let (scrapes, memory) = reads?;
     let mut readings = Vec::with_capacity(items.len());
+    // A source's text (an error page, a line it served) goes through the one text rule before
+    // it becomes a reason: the plan's secrets in every form masked, one line, at most
+    // SOURCE_TEXT_MAX bytes (stored every round: its size is the store's growth).
+    let known = plan.known_secrets();
     for item in items {
-        let reading = match dead_letters(store, plan, item).await {
+        let mut reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
             None => Reading {
                 observation: observe(
@@ -108,6 +112,14 @@ pub(super) async fn gather<S: Store>(
                 note: None,
             },
         };
+        if let Observation::Unavailable(why) = &mut reading.observation {
+            *why = crate::outgoing::text(
+                why,
+                &known,
+                crate::outgoing::Shape::Line,
+                crate::outgoing::SOURCE_TEXT_MAX,
+            );
+        }
         readings.push(reading);
     }
     Ok(Gathered {
@@ -243,7 +255,7 @@ async fn scrape_sources<S: Store>(
         };
         // A line of the scraped text quoted in the reason may echo a credential of the URL.
         let scraped =
-            scraped.map_err(|why| crate::redact::known(&why, crate::redact::secret_parts(url)));
+            scraped.map_err(|why| crate::redact::known(&why, crate::outgoing::forms(url)));
         out.insert(source.to_string(), scraped);
         kept.push(KeptSource {
             source: source.to_string(),

@@ -35,7 +35,8 @@ fn rows(rec: &MigrationRecord, reports: &[GateReport], now_ms: i64) -> Vec<GateR
             old_value: r.eval.old_value,
             samples: r.eval.memory.samples,
             verdict: r.eval.verdict.as_str().to_string(),
-            reason: r.eval.reason.clone(),
+            // Every stored text bounded (the one text rule's cap).
+            reason: crate::outgoing::cap(&r.eval.reason, crate::outgoing::REASON_MAX).into_owned(),
             held_since_ms: r.eval.memory.held_since_ms,
             peak: r.eval.memory.peak,
             at_ms: now_ms,

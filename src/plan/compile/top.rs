@@ -432,6 +432,16 @@ impl Cx<'_> {
             .req(self, "url", "where to POST the JSON events")
             .and_then(|(v, p)| {
                 let s = self.secret(v, &p)?;
+                if s.value().is_ok_and(|value| {
+                    *value == s.reference && crate::outgoing::webhook_path_looks_secret(value)
+                }) {
+                    self.warn(
+                        &p,
+                        "the webhook's URL is written in the plan and its path looks like a \
+                         secret (a chat webhook's path is its credential): use `${VAR}` or \
+                         `file:/path` (it is masked in output)",
+                    );
+                }
                 self.http_url(s, &p, "webhook")
             });
         let token = o.get("token").map(|(v, p)| self.secret(v, &p));
