@@ -207,26 +207,7 @@ fn status_watch_80x24_with_three_unevaluated_gates_keeps_its_footer() {
         prom = b.prom_url,
         scrape = b.indicators.scrape_url(),
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "80",
-        "-y",
-        "24",
-        &cmd,
-    ]);
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = Command::new("tmux")
-                .args(["kill-session", "-t", &self.0])
-                .output();
-        }
-    }
-    let _kill = Kill(session.clone());
+    let _kill = Session::start(&session, 80, 24, &cmd);
     let deadline = Instant::now() + Duration::from_secs(30);
     let screen = loop {
         let screen = tmux(&["capture-pane", "-p", "-t", &session]);
@@ -253,4 +234,23 @@ fn status_watch_80x24_with_three_unevaluated_gates_keeps_its_footer() {
         "{screen}"
     );
     tmux(&["send-keys", "-t", &session, "C-c"]);
+}
+
+/// A tmux session running a command, killed when dropped.
+struct Session(String);
+
+impl Session {
+    fn start(name: &str, columns: u16, rows: u16, cmd: &str) -> Session {
+        let (x, y) = (columns.to_string(), rows.to_string());
+        tmux(&["new-session", "-d", "-s", name, "-x", &x, "-y", &y, cmd]);
+        Session(name.to_string())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .output();
+    }
 }
