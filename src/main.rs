@@ -2,12 +2,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use queue_migrate::cli::{Cli, LogFormat, run};
 
 fn main() -> ExitCode {
     queue_migrate::indicators::fetch::install_crypto_provider();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_tuned(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logs(cli.global.log_format);
     if let Some(arenas) = cli.malloc_arenas() {
         cap_malloc_arenas(arenas);

@@ -260,6 +260,13 @@ async fn mutations_need_the_token_reads_do_not() {
         .unwrap();
     assert_eq!(s["state"], "planned");
     assert_eq!(s["paused"], false);
+    // Issue 44: where it stands, in one object every view prints.
+    assert_eq!(s["standing"]["kind"], "needs_person", "{s}");
+    assert_eq!(s["standing"]["person"]["for"], "advance", "{s}");
+    assert_eq!(
+        s["standing"]["sentence"],
+        "needs a person: ready, auto_advance is off"
+    );
     // Wait for the lease, then the right token works, and the journal says who.
     for _ in 0..100 {
         let h: serde_json::Value = http
@@ -289,6 +296,18 @@ async fn mutations_need_the_token_reads_do_not() {
         .await
         .unwrap();
     assert_eq!(again.status(), 409, "already paused");
+    let list: serde_json::Value = http
+        .get(d.url("/v1/migrations"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let standing = &list[0]["standing"];
+    assert_eq!(standing["kind"], "needs_person", "{list}");
+    assert_eq!(standing["person"]["for"], "paused", "{list}");
+    assert_eq!(standing["person"]["by"], "api:daemon-test", "{list}");
     // "from": a state the migration is not in changes nothing (412); one the plan lacks is 400.
     let abort = d.url("/v1/migrations/local/abort");
     for (from, status) in [("synthetic", 412), ("slices[99]", 400)] {
@@ -349,6 +368,12 @@ async fn mutations_need_the_token_reads_do_not() {
     );
     assert!(
         metrics.contains("queue_migrate_paused{migration=\"local\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("queue_migrate_standing{migration=\"local\",standing=\"needs_person\"} 1")
+            && metrics
+                .contains("queue_migrate_standing{migration=\"local\",standing=\"moving\"} 0"),
         "{metrics}"
     );
     let value = |name: &str| {

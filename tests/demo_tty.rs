@@ -172,3 +172,85 @@ fn status_watch_redraws_in_place_as_the_migration_moves() {
     tmux(&["send-keys", "-t", &session, "C-c"]);
     screen("EXIT=0");
 }
+
+/// Issue 44: a step not yet evaluated printed seven lines of advice per gate; with three gates
+/// an 80x24 `status --watch` lost its footer. Now each gate says "awaiting first evaluation"
+/// and the advice comes once, under the table.
+#[test]
+#[ignore = "needs tmux (scripts/ui_tools.sh install)"]
+fn status_watch_80x24_with_three_unevaluated_gates_keeps_its_footer() {
+    let gate = "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }";
+    let plan = include_str!("../plans/local.yaml").replace(
+        gate,
+        &format!(
+            "{gate}\n{}\n{}",
+            gate.replace(
+                "new consumer connected,",
+                "new consumer connected on every partition,"
+            ),
+            gate.replace(
+                "new consumer connected,",
+                "new consumer connected in every region,"
+            ),
+        ),
+    );
+    let b = Bench::with_plan(&plan);
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    let bin = env!("CARGO_BIN_EXE_migrate");
+    let session = format!("qm-status-watch-80x24-{}", std::process::id());
+    let cmd = format!(
+        "cd {dir} && env -u COLUMNS -u LINES MIGRATE_STATE={state} QM_PROM_URL={prom} \
+         QM_SCRAPE_URL={scrape} {bin} status local --watch --interval 200ms; echo EXIT=$?; sleep 600",
+        dir = b.dir.path().display(),
+        state = b.path("state.db").display(),
+        prom = b.prom_url,
+        scrape = b.indicators.scrape_url(),
+    );
+    let _kill = Session::start(&session, 80, 24, &cmd);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let screen = loop {
+        let screen = tmux(&["capture-pane", "-p", "-t", &session]);
+        if screen.contains("Ctrl-C to stop") || Instant::now() > deadline {
+            break screen;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        screen.contains("Ctrl-C to stop"),
+        "the footer is gone:\n{screen}"
+    );
+    assert_eq!(
+        screen.matches("awaiting first evaluation").count(),
+        4,
+        "three gates and the standing line:\n{screen}"
+    );
+    assert_eq!(screen.matches("--dry-run").count(), 1, "{screen}");
+    assert!(
+        screen
+            .lines()
+            .next()
+            .is_some_and(|l| l.starts_with("local: waiting")),
+        "{screen}"
+    );
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+}
+
+/// A tmux session running a command, killed when dropped.
+struct Session(String);
+
+impl Session {
+    fn start(name: &str, columns: u16, rows: u16, cmd: &str) -> Session {
+        let (x, y) = (columns.to_string(), rows.to_string());
+        tmux(&["new-session", "-d", "-s", name, "-x", &x, "-y", &y, cmd]);
+        Session(name.to_string())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .output();
+    }
+}

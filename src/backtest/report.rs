@@ -263,9 +263,10 @@ fn write_shares(out: &mut impl Write, shares: &[GateShare]) -> io::Result<()> {
     Ok(())
 }
 
-/// Six significant decimals at most.
+/// Six decimals at most, and never `-0`: a margin that rounds to zero reads `+0`.
 fn round(v: f64) -> f64 {
-    (v * 1e6).round() / 1e6
+    // Adding 0.0 turns -0.0 into 0.0 and leaves every other number as it is.
+    (v * 1e6).round() / 1e6 + 0.0
 }
 
 /// The report as a person reads it.
@@ -299,4 +300,18 @@ pub fn write_text(out: &mut impl Write, r: &Report<'_>) -> io::Result<()> {
         writeln!(out, "verdict with the change: {}{shift}", w.verdict)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Issue 44: backtest printed `closest margin -0`.
+    #[test]
+    fn a_margin_that_rounds_to_zero_is_never_minus_zero() {
+        for v in [-0.0, -1e-9, -4e-7, 0.0, 1e-9] {
+            let text = format!("{:+}", super::round(v));
+            assert_eq!(text, "+0", "{v}");
+        }
+        assert_eq!(format!("{:+}", super::round(-0.0125)), "-0.0125");
+        assert_eq!(format!("{:+}", super::round(0.5)), "+0.5");
+    }
 }

@@ -79,6 +79,36 @@ pub struct Cli {
     pub command: Cmd,
 }
 
+impl Cli {
+    /// The command line as `migrate` parses it: [`Cli`]'s, with the global options `demo` does
+    /// not read (a store, an actor, a source) hidden from its help, still accepted.
+    pub fn command_tuned() -> clap::Command {
+        use clap::CommandFactory;
+        let c = Cli::command();
+        let hidden: Vec<clap::Arg> = c
+            .get_arguments()
+            .filter(|a| ["state", "actor", "source_timeout"].contains(&a.get_id().as_str()))
+            .map(|a| a.clone().hide(true))
+            .collect();
+        // A subcommand that has an argument of a global's id keeps its own copy.
+        c.mut_subcommand("demo", |d| d.args(hidden))
+    }
+
+    /// Parse `args` with [`Cli::command_tuned`].
+    ///
+    /// # Errors
+    /// What clap says of the command line (help and version included).
+    pub fn try_parse_tuned<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::FromArgMatches;
+        let matches = Cli::command_tuned().try_get_matches_from(args)?;
+        Cli::from_arg_matches(&matches)
+    }
+}
+
 /// Options every subcommand accepts, before or after its name. Shown apart, under "Global
 /// options", after the subcommand's own: not every subcommand uses them (`slice` and `demo` use
 /// none), and each says which do.
@@ -749,6 +779,33 @@ mod tests {
             }
         }
         assert!(help(&["migrate", "--help"]).contains("MIGRATE_LOG"));
+    }
+
+    /// Issue 44: `demo --help` listed `--state` and `--actor`, which the demo ignores.
+    #[test]
+    fn demo_help_lists_only_what_the_demo_reads() {
+        let help = match Cli::try_parse_tuned(["migrate", "demo", "--help"]) {
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+            other => panic!("no help: {other:?}"),
+        };
+        for own in ["--seed", "--fault", "--json", "--keep"] {
+            assert!(help.contains(own), "{own} missing:\n{help}");
+        }
+        for ignored in ["--state", "--actor", "--source-timeout"] {
+            assert!(!help.contains(ignored), "{ignored} listed:\n{help}");
+        }
+        // Still listed where they are read.
+        let status = match Cli::try_parse_tuned(["migrate", "status", "--help"]) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("no help"),
+        };
+        assert!(
+            status.contains("--state") && status.contains("--actor"),
+            "{status}"
+        );
+        // And still parsed on the demo's command line (a script passing them does not break).
+        let cli = Cli::try_parse_tuned(["migrate", "demo", "--state", "x.db", "--seed", "3"]);
+        assert!(cli.is_ok_and(|c| c.global.state == "x.db"));
     }
 
     /// Regression: a constant put between `Cli`'s doc comment and the struct took that comment,

@@ -11,7 +11,8 @@ use super::fit::{self, round_value};
 use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
 use crate::plan::Threshold;
-use crate::store::{JournalEntry, Store};
+use crate::standing::Pause;
+use crate::store::Store;
 use crate::time::rfc3339;
 
 #[derive(Debug, Args)]
@@ -28,29 +29,6 @@ pub struct StatusArgs {
     /// How often `--watch` reads the store again.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, requires = "watch")]
     pub interval: Duration,
-}
-
-/// Why a paused migration is paused: the journal entry that paused it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pause {
-    pub reason: Option<String>,
-    pub actor: String,
-    pub at_ms: i64,
-}
-
-impl Pause {
-    /// The newest entry of the journal that went from running to paused (`None` when none did).
-    pub fn of(journal: &[JournalEntry]) -> Option<Pause> {
-        journal
-            .iter()
-            .rev()
-            .find(|e| e.to.paused && !e.from.paused)
-            .map(|e| Pause {
-                reason: e.reason.clone(),
-                actor: e.actor.clone(),
-                at_ms: e.at_ms,
-            })
-    }
 }
 
 /// One migration as `status` shows it: the view, the thresholds of its gates (from the plan,
@@ -94,6 +72,13 @@ const REASON_ROOM: usize = 24;
 pub fn lines(s: &Shown, width: usize) -> Vec<String> {
     let v = &s.view;
     let mut out = Vec::new();
+    // Where it stands, first: the one line a person reads at 3 a.m.
+    out.extend(wrap(
+        &v.standing.sentence,
+        width,
+        &format!("{}: ", v.migration),
+        "    ",
+    ));
     // The state as the journal, `history` and `--from` write it: `slices[2]`.
     let step = v.step.map(|s| format!("[{s}]")).unwrap_or_default();
     let head = format!(
@@ -213,6 +198,7 @@ async fn read(ctx: &Ctx, name: Option<&str>) -> Result<(Vec<Shown>, Vec<CliError
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
     let single = name.is_some();
+    let now_ms = ctx.now_ms()?;
     let names = match name {
         Some(n) => vec![n.to_string()],
         None => store.list().await?.into_iter().map(|r| r.name).collect(),
@@ -222,7 +208,7 @@ async fn read(ctx: &Ctx, name: Option<&str>) -> Result<(Vec<Shown>, Vec<CliError
     for name in names {
         let one = async {
             let loaded = c.load(&name).await?;
-            let view = c.status_view(&loaded).await?;
+            let view = c.status_view(&loaded, now_ms).await?;
             let phase = loaded
                 .record
                 .state
@@ -233,11 +219,7 @@ async fn read(ctx: &Ctx, name: Option<&str>) -> Result<(Vec<Shown>, Vec<CliError
                 .iter()
                 .map(|g| phase.and_then(|p| p.threshold(&g.name, g.kind)))
                 .collect();
-            let pause = if view.paused {
-                Pause::of(&store.journal(&name).await?)
-            } else {
-                None
-            };
+            let pause = view.pause.clone();
             Ok::<_, crate::controller::ControllerError>(Shown {
                 view,
                 thresholds,
@@ -413,6 +395,7 @@ mod tests {
             ],
             view,
             pause: Some(Pause {
+                command: "pause".into(),
                 reason: Some("the new broker's disk alarm fired during the night shift; waiting for storage to be resized before going on".into()),
                 actor: "ana".into(),
                 at_ms: 0,
@@ -439,6 +422,8 @@ mod tests {
             routing_published: true,
             publish_error: Some("etcd at http://127.0.0.1:2379 answered 503 Service Unavailable: the cluster has no leader, retrying with backoff".into()),
             plan_error: None,
+            standing: crate::standing::Standing::Moving.view(),
+            pause: None,
             gates: vec![GateView {
                 phase: "slices".into(),
                 name: "error ratio on the new broker's consumers".into(),

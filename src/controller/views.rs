@@ -4,7 +4,9 @@ use serde::Serialize;
 
 use super::{Controller, GateView, Loaded, Result};
 use crate::controller::publish::document;
+use crate::machine::State;
 use crate::routing::RoutingDocument;
+use crate::standing::{GateInput, Pause, Snapshot, StandingView, standing};
 use crate::store::{JournalEntry, Store};
 use crate::time::rfc3339;
 
@@ -29,6 +31,12 @@ pub struct StatusView {
     /// secrets (the CLI's) has one: a daemon's cannot be made at all then.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan_error: Option<String>,
+    /// Where the migration stands and why it is not moving ([`crate::standing`]).
+    pub standing: StandingView,
+    /// The journal entry that paused it (shown by `status` under its head line; the API has it
+    /// in `standing`).
+    #[serde(skip)]
+    pub pause: Option<Pause>,
 }
 
 /// One journal entry as `history --json` and `GET .../history` show it.
@@ -71,12 +79,19 @@ impl EntryView {
 }
 
 impl<S: Store> Controller<'_, S> {
-    /// The status of a loaded migration, gates as last evaluated.
+    /// The status of a loaded migration at `now_ms`, gates as last evaluated.
     ///
     /// # Errors
     /// Store failures.
-    pub async fn status_view(&self, loaded: &Loaded) -> Result<StatusView> {
+    pub async fn status_view(&self, loaded: &Loaded, now_ms: i64) -> Result<StatusView> {
         let r = &loaded.record;
+        let gates = self.last_gates(loaded).await?;
+        let pause = if r.paused {
+            Pause::of(&self.store.journal(&r.name).await?)
+        } else {
+            None
+        };
+        let standing = standing_of(loaded, &gates, pause.as_ref(), now_ms).view();
         Ok(StatusView {
             migration: r.name.clone(),
             state: r.state.name().to_string(),
@@ -87,8 +102,10 @@ impl<S: Store> Controller<'_, S> {
             routing: document(&loaded.plan, r),
             routing_published: r.published_generation >= r.generation,
             publish_error: r.publish_error.clone(),
-            gates: self.last_gates(loaded).await?,
+            gates,
             plan_error: self.plan_error(r),
+            standing,
+            pause,
         })
     }
 
@@ -110,4 +127,48 @@ impl<S: Store> Controller<'_, S> {
                 .join("; ")
         })
     }
+}
+
+/// Where `loaded` stands at `now_ms`, its gates as last evaluated.
+pub fn standing_of(
+    loaded: &Loaded,
+    gates: &[super::GateView],
+    pause: Option<&Pause>,
+    now_ms: i64,
+) -> crate::standing::Standing {
+    let r = &loaded.record;
+    let phase = r.state.phase().and_then(|k| loaded.plan.phase(k));
+    let inputs: Vec<GateInput> = gates
+        .iter()
+        .map(|g| GateInput {
+            name: g.name.clone(),
+            kind: g.kind,
+            source: g.source.clone(),
+            verdict: g.verdict,
+            value: g.value,
+            threshold: phase
+                .and_then(|p| p.threshold(&g.name, g.kind))
+                .map(|t| t.text()),
+            reason: g.reason.clone(),
+            evaluated: g.evaluated_at.is_some(),
+            soak: g.soak,
+        })
+        .collect();
+    let state = match r.state.step() {
+        Some(i) => format!("{}[{i}]", r.state.name()),
+        None => r.state.name().to_string(),
+    };
+    standing(&Snapshot {
+        migration: &r.name,
+        state: &state,
+        complete: r.state == State::Complete,
+        paused: r.paused.then_some(pause),
+        gates: &inputs,
+        entered_at_ms: r.entered_at_ms,
+        min_ms: phase.map_or(0, |p| crate::time::millis(p.min_duration)),
+        next_needs_confirmation: (loaded.ladder.next(r.state) == Some(State::Complete))
+            .then_some("complete"),
+        auto_advance: loaded.plan.auto_advance,
+        now_ms,
+    })
 }

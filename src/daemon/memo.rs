@@ -23,4 +23,6 @@ pub struct Memo {
     /// Each gate's last verdict (by `kind/name`) in the step that started then: what a change
     /// of verdict is logged against ([`super::tick::note_verdicts`]).
     pub verdicts: Option<(i64, HashMap<String, Verdict>)>,
+    /// The standing's kind last announced.
+    pub standing: Option<&'static str>,
 }

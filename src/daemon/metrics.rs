@@ -41,6 +41,8 @@ struct Gauges {
     slices_total: u32,
     generation: u64,
     gates: Vec<GateGauge>,
+    /// The standing's kind ([`crate::standing::Standing::kind`]); empty until first seen.
+    standing: &'static str,
 }
 
 /// One gate as its series show it.
@@ -188,6 +190,16 @@ impl Metrics {
         });
     }
 
+    /// Where a migration stands now.
+    pub fn standing(&self, migration: &str, kind: &'static str) {
+        self.with(|m| {
+            m.migrations
+                .entry(migration.to_string())
+                .or_default()
+                .standing = kind
+        });
+    }
+
     /// The retention deleted `rows`.
     pub fn pruned(&self, rows: &crate::store::retention::Pruned) {
         self.with(|m| m.pruned += *rows);
@@ -325,6 +337,23 @@ fn render(m: &Inner) -> String {
         for s in STATES {
             let labels = [("migration", name.as_str()), ("state", s)];
             sample(out, "queue_migrate_state", &labels, u8::from(g.state == s));
+        }
+    }
+    family(
+        out,
+        "queue_migrate_standing",
+        Kind::Gauge,
+        "1 for where the migration stands (moving, waiting, soaking, blocked, blind, needs_person, aborted, complete).",
+    );
+    for (name, g) in m.migrations.iter().filter(|(_, g)| !g.standing.is_empty()) {
+        for s in crate::standing::Standing::KINDS {
+            let labels = [("migration", name.as_str()), ("standing", s)];
+            sample(
+                out,
+                "queue_migrate_standing",
+                &labels,
+                u8::from(g.standing == s),
+            );
         }
     }
     type Gauge = (&'static str, &'static str, fn(&Gauges) -> f64);

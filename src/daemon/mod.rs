@@ -26,6 +26,7 @@ mod probes_reconcile;
 pub mod retention;
 pub mod server;
 mod shared;
+mod standing_note;
 pub mod tick;
 
 use std::future::Future;

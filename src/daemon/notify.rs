@@ -29,6 +29,8 @@ pub enum EventKind {
     Breach,
     Hold,
     ReadyToAdvance,
+    /// Where the migration stands changed ([`crate::standing`]).
+    Standing,
 }
 
 /// One event, as POSTed.

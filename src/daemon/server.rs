@@ -157,7 +157,7 @@ async fn list<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
     let mut views = Vec::new();
     for r in records {
         match c.load(&r.name).await {
-            Ok(loaded) => match c.status_view(&loaded).await {
+            Ok(loaded) => match c.status_view(&loaded, s.now_ms()).await {
                 Ok(v) => views.push(v),
                 Err(e) => return controller_error(&e),
             },
@@ -173,7 +173,7 @@ async fn one<S: Store + Clone + 'static>(State(s): App<S>, Path(name): Path<Stri
         Ok(l) => l,
         Err(e) => return controller_error(&e),
     };
-    match c.status_view(&loaded).await {
+    match c.status_view(&loaded, s.now_ms()).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => controller_error(&e),
     }

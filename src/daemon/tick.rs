@@ -105,6 +105,7 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
     };
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {
+        super::standing_note::announce(shared, &loaded, &crate::standing::Standing::Complete);
         shared.histories.forget(name);
         return Ok(Action::Done);
     }
@@ -146,6 +147,7 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
     );
     note_holds(shared, &loaded, &gates, now_ms);
     note_verdicts(shared, &loaded, &gates);
+    super::standing_note::note(shared, &c, &loaded, &gates, now_ms).await;
     let outcome = match decision {
         Decision::Done => Ok(Action::Done),
         Decision::Breach { action, guards } => {

@@ -107,9 +107,9 @@ pub fn fleet(s: &Serving, rows: &[FleetRow], failed: &[(String, String)]) -> Str
             if !v.routing_published {
                 flags.push_str(&badge("hold", "not published"));
             }
-            if flags.is_empty() {
-                flags.push_str(&badge("ok", "running"));
-            }
+            // Where it stands, in the colour of what it needs: never a green "running" for a
+            // migration that is complete, blind or waiting on a person.
+            flags.push_str(&standing_pill(&v.standing));
             let _ = writeln!(
                 out,
                 "<tr data-migration=\"{name}\"><th scope=\"row\"><a href=\"/migrations/{path}\">{name}</a></th>\
@@ -137,6 +137,23 @@ pub fn fleet(s: &Serving, rows: &[FleetRow], failed: &[(String, String)]) -> Str
     out.push_str("<p class=\"updated\" id=\"updated\" aria-live=\"polite\"></p>\n</main>\n");
     out.push_str(FOOT);
     out
+}
+
+/// The standing's pill and sentence, in the colour of what it needs.
+fn standing_pill(s: &crate::standing::StandingView) -> String {
+    let class = match s.standing.kind() {
+        "moving" => "ok",
+        "waiting" | "soaking" => "hold",
+        "blocked" | "blind" | "aborted" => "fail",
+        "needs_person" => "paused",
+        _ => "done",
+    };
+    format!(
+        "<span class=\"standing\" data-standing=\"{kind}\">{pill} <span class=\"sentence\">{sentence}</span></span>",
+        kind = s.standing.kind(),
+        pill = badge(class, s.standing.label()),
+        sentence = esc(&s.sentence),
+    )
 }
 
 fn verdict_class(verdict: &str) -> &'static str {
@@ -187,7 +204,8 @@ fn live_head(d: &Detail) -> String {
         "<p class=\"crumbs\"><a href=\"/\">Migrations</a> /</p><h1>{name}</h1>\n\
          <p class=\"summary\" id=\"summary\" data-state=\"{state_full}\" data-paused=\"{paused}\">\
          phase <b id=\"phase\">{state}</b> · step <b id=\"step\">{step}</b> · \
-         <span class=\"num\">{moved}/{total}</span> slices on the new broker · version {version} {flags}</p>",
+         <span class=\"num\">{moved}/{total}</span> slices on the new broker · version {version} {flags}</p>\n\
+         <p class=\"standing-line\" id=\"standing\">{standing}</p>",
         name = esc(&v.migration),
         state_full = esc(&format!(
             "{}{}",
@@ -200,6 +218,7 @@ fn live_head(d: &Detail) -> String {
         moved = v.routing.slices_migrated,
         total = v.routing.slices_total,
         version = v.version,
+        standing = standing_pill(&v.standing),
     );
     if let Some(e) = &v.publish_error {
         let _ = writeln!(out, "<p class=\"error\">Publisher behind: {}</p>", esc(e));
@@ -302,7 +321,7 @@ fn migration_main(d: &Detail) -> String {
                 query = query_html(data.as_ref()),
                 kind = esc(g.kind.as_str()),
                 class = verdict_class(verdict),
-                upper = verdict.to_uppercase(),
+                upper = g.verdict.label(),
                 exact = g.value.map(|x| x.to_string()).unwrap_or_default(),
                 value = g
                     .value
@@ -634,6 +653,8 @@ mod tests {
                 publish_error: None,
                 plan_error: None,
                 gates: Vec::new(),
+                standing: crate::standing::Standing::Complete.view(),
+                pause: None,
             },
             thresholds: Vec::new(),
             gate_data: Vec::new(),

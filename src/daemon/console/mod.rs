@@ -165,7 +165,7 @@ async fn fleet<S: Store + Clone + 'static>(
     let mut failed = Vec::new();
     for r in records {
         let view = match c.load(&r.name).await {
-            Ok(loaded) => c.status_view(&loaded).await,
+            Ok(loaded) => c.status_view(&loaded, s.now_ms()).await,
             Err(e) => Err(e),
         };
         match view {
@@ -388,7 +388,7 @@ async fn migration<S: Store + Clone + 'static>(
             return page(status, html::error(&e.to_string()));
         }
     };
-    let view = match c.status_view(&loaded).await {
+    let view = match c.status_view(&loaded, s.now_ms()).await {
         Ok(v) => v,
         Err(e) => {
             return page(
