@@ -66,8 +66,9 @@ pub fn of(
     })
 }
 
-/// Percent-encoding of a query parameter's value (RFC 3986 unreserved bytes kept).
-fn encode(text: &str) -> String {
+/// Percent-encoding of a path segment or a query parameter's value (RFC 3986 unreserved bytes
+/// kept).
+pub(super) fn encode(text: &str) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(text.len() * 3);
     for b in text.bytes() {

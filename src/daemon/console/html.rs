@@ -24,17 +24,9 @@ pub fn esc(text: &str) -> String {
     out
 }
 
-/// A name as a path segment of `/migrations/{name}`.
+/// A name as a path segment of `/migrations/{name}` (or a query value).
 pub fn path_segment(name: &str) -> String {
-    let mut out = String::new();
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    super::gate_data::encode(name)
 }
 
 fn head(title: &str, body_attrs: &str) -> String {
