@@ -466,21 +466,33 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
     }
 }
 
-/// A `judge` gate ([`crate::judge`]) on both sides' counts at `now_ms`, in a step entered at
-/// `step_entered_ms`: FAIL when new is worse than old beyond the tolerance, PASS when it is not
-/// (on `min_events` per side), else a hold that shows the evidence so far ("deciding", or
-/// "inconclusive" past `max_duration`: a person decides).
+/// A `judge` gate ([`crate::judge`]) on both sides' counts at `now_ms`, counted since
+/// `counting_from_ms` (the step's start, or the migration's last resume in it): FAIL when new is
+/// worse than old beyond the tolerance, PASS when it is not (on `min_events` per side), else a
+/// hold that shows the evidence so far ("deciding", or "inconclusive" past `max_duration`: a
+/// person decides).
 ///
 /// The evaluation's `value` is the FAIL test's e-value and `old_value` its boundary (`1/alpha`);
-/// the memory's `peak` is the highest FAIL e-value of the step, so a FAIL stays one.
+/// the memory's `peak` is the highest FAIL e-value since `counting_from_ms` (its
+/// `held_since_ms`), so a FAIL stays one until the count starts again.
 pub fn evaluate_judge(
     check: &crate::plan::JudgeCheck,
     observation: &Observation,
     memory: Memory,
     now_ms: i64,
-    step_entered_ms: i64,
+    counting_from_ms: i64,
 ) -> Evaluation {
     use crate::judge::Decision;
+    // A count started again (a resume) starts the test again.
+    let memory = if memory.held_since_ms == Some(counting_from_ms) {
+        memory
+    } else {
+        Memory {
+            held_since_ms: Some(counting_from_ms),
+            peak: None,
+            ..memory
+        }
+    };
     let (new, old) = match observation {
         Observation::Counts { new, old } => (*new, *old),
         Observation::Unavailable(why) => {
@@ -508,7 +520,7 @@ pub fn evaluate_judge(
         );
     }
     let cfg = &check.config;
-    let elapsed_ms = u64::try_from(now_ms.saturating_sub(step_entered_ms)).unwrap_or(0);
+    let elapsed_ms = u64::try_from(now_ms.saturating_sub(counting_from_ms)).unwrap_or(0);
     let evidence = crate::judge::weigh(
         cfg,
         new,
@@ -544,7 +556,7 @@ pub fn evaluate_judge(
         samples,
         soak: None,
         memory: Memory {
-            held_since_ms: None,
+            held_since_ms: Some(counting_from_ms),
             samples,
             peak: Some(evidence.fail_peak),
             evaluated_at_ms: Some(now_ms),

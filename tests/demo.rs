@@ -99,6 +99,8 @@ fn bad_deploy_is_caught_rolled_back_one_step_paused_resumed_and_completes() {
         .find(|g| g["kind"] == "guard")
         .unwrap();
     assert_eq!(reading["verdict"], "fail");
+    // Caught by the plan's judge, the new route's failures against the old's.
+    assert_eq!(reading["name"], "new route failures vs old", "{reading}");
     // Paused until a person resumes: the next entry is the operator's resume.
     assert_eq!(journal[i + 1]["command"], "resume");
     assert_eq!(journal[i + 1]["actor"], "demo-operator");

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::controller::GateReport;
 use crate::controller::decide::{Decision, decide};
-use crate::controller::evaluate::{Item, judge, phase_items};
+use crate::controller::evaluate::{Item, StepTimes, judge, phase_items};
 use crate::gate::{self, Evaluation, Memory, Verdict};
 use crate::machine::{self, Command, Ladder, MachineError, Snapshot, State};
 use crate::plan::{BreachAction, Check, CmpOp, GateKind, Plan};
@@ -146,7 +146,14 @@ fn judge_all(
             let observation = readings.observe(item, i, step_entered_ms);
             let key = (item.name().to_string(), item.kind());
             let mem = memory.get(&key).copied().unwrap_or_default();
-            let eval = judge(item, &observation, mem, at, step_entered_ms, None);
+            let eval = judge(
+                item,
+                &observation,
+                mem,
+                at,
+                StepTimes::entered(step_entered_ms),
+                None,
+            );
             memory.insert(key, stored(eval.memory, at));
             GateReport {
                 phase: phase.to_string(),
@@ -471,7 +478,14 @@ pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
             for i in 0..instants.count {
                 let at = instants.at(i);
                 let observation = readings.observe(&item, i, start_ms);
-                let eval = judge(&item, &observation, mem, at, start_ms, None);
+                let eval = judge(
+                    &item,
+                    &observation,
+                    mem,
+                    at,
+                    StepTimes::entered(start_ms),
+                    None,
+                );
                 mem = stored(eval.memory, at);
                 match eval.verdict {
                     Verdict::Pass => passed += 1,

@@ -226,6 +226,13 @@ pub fn weigh(
     }
 }
 
+/// Since when a judge counts in a migration's step: the step's start (`entered_ms`), or the
+/// migration's last commit in it (`updated_ms`: a pause or a resume; a transition enters a new
+/// step). A person who resumes has dealt with what came before: the test starts again.
+pub fn counting_from(entered_ms: i64, updated_ms: i64) -> i64 {
+    entered_ms.max(updated_ms)
+}
+
 /// `query` with each `$step` replaced by the step's age, `elapsed_ms` into it, in whole seconds
 /// (at least `1s`): `increase(x_total[$step])` counts since the step began.
 pub fn at_step(query: &str, elapsed_ms: i64) -> String {

@@ -298,8 +298,32 @@ fn the_backtest_adds_up_a_judges_intervals_from_the_step_start() {
         &Observation::Counts { new, old },
         Memory::default(),
         180_000,
-        0,
+        crate::controller::evaluate::StepTimes::entered(0),
         None,
     );
     assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
+}
+
+/// A resume starts the count again: the FAIL of the counts before it does not stay.
+#[test]
+fn a_resume_starts_the_test_again() {
+    let bad = Observation::Counts {
+        new: side(10_000.0, 200.0),
+        old: side(10_000.0, 100.0),
+    };
+    let fail = gate::evaluate_judge(&check(), &bad, Memory::default(), 60_000, 0);
+    assert_eq!(fail.verdict, Verdict::Fail);
+    let fine = Observation::Counts {
+        new: side(100.0, 1.0),
+        old: side(100.0, 1.0),
+    };
+    // Same count: the FAIL stays.
+    let same = gate::evaluate_judge(&check(), &fine, fail.memory, 120_000, 0);
+    assert_eq!(same.verdict, Verdict::Fail);
+    // Counted again from a resume at 100 s: deciding afresh.
+    let resumed = gate::evaluate_judge(&check(), &fine, fail.memory, 120_000, 100_000);
+    assert_eq!(resumed.verdict, Verdict::Hold, "{}", resumed.reason);
+    assert_eq!(resumed.memory.held_since_ms, Some(100_000));
+    assert_eq!(counting_from(5, 9), 9);
+    assert_eq!(counting_from(9, 5), 9);
 }

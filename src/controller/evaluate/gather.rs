@@ -70,6 +70,7 @@ pub(super) async fn gather<S: Store>(
     histories: Option<&Histories>,
 ) -> Result<Gathered, StoreError> {
     let (plan, rec) = (&loaded.plan, &loaded.record);
+    let since_ms = crate::judge::counting_from(rec.entered_at_ms, rec.updated_at_ms);
     let keys: Vec<GateKey<'_>> = items
         .iter()
         .map(|i| (i.name(), i.kind().as_str()))
@@ -86,10 +87,7 @@ pub(super) async fn gather<S: Store>(
         };
         Ok::<_, StoreError>((scrapes, memory))
     };
-    let (reads, ()) = tokio::join!(
-        reads,
-        prefetch(fetcher, plan, items, now_ms, rec.entered_at_ms)
-    );
+    let (reads, ()) = tokio::join!(reads, prefetch(fetcher, plan, items, now_ms, since_ms));
     let (scrapes, memory) = reads?;
     let mut readings = Vec::with_capacity(items.len());
     // A source's text (an error page, a line it served) goes through the one text rule before
@@ -100,15 +98,8 @@ pub(super) async fn gather<S: Store>(
         let mut reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
             None => Reading {
-                observation: observe(
-                    fetcher,
-                    plan,
-                    item,
-                    &scrapes.histories,
-                    now_ms,
-                    rec.entered_at_ms,
-                )
-                .await,
+                observation: observe(fetcher, plan, item, &scrapes.histories, now_ms, since_ms)
+                    .await,
                 note: None,
             },
         };
@@ -145,9 +136,13 @@ async fn scrape_sources<S: Store>(
         if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
             let entry = queries.entry(item.source()).or_default();
             entry.extend(
-                step_queries(item, now_ms, rec.entered_at_ms)
-                    .iter()
-                    .filter_map(|q| parse_query(q).ok()),
+                step_queries(
+                    item,
+                    now_ms,
+                    crate::judge::counting_from(rec.entered_at_ms, rec.updated_at_ms),
+                )
+                .iter()
+                .filter_map(|q| parse_query(q).ok()),
             );
         }
     }
@@ -305,8 +300,9 @@ async fn prefetch(
     .await;
 }
 
-/// An item's queries as asked at `now_ms` in a step entered at `entered_ms`: a `judge` gate's
-/// `$step` is the step's age ([`crate::judge::at_step`]).
+/// An item's queries as asked at `now_ms` in a step a judge counts in from `entered_ms` (see
+/// [`crate::judge::counting_from`]): a `judge` gate's `$step` is the time since
+/// ([`crate::judge::at_step`]).
 fn step_queries(item: &Item<'_>, now_ms: i64, entered_ms: i64) -> Vec<String> {
     item.queries()
         .into_iter()

@@ -105,7 +105,8 @@ impl Reading {
 }
 
 /// The pure judgment of one item (no IO, no clock): its verdict on `observation` at `now_ms`,
-/// given its `memory` of the step entered at `step_entered_ms`; `note` (what a dead-letter
+/// given its `memory` of the step entered at `step.entered_ms` (a judge counts from
+/// `step.counting_from_ms`); `note` (what a dead-letter
 /// reading adds) goes into the reason of a verdict that rests on a number. The controller and
 /// `migrate plan backtest` both judge through here.
 pub(crate) fn judge(
@@ -113,9 +114,10 @@ pub(crate) fn judge(
     observation: &Observation,
     memory: Memory,
     now_ms: i64,
-    step_entered_ms: i64,
+    step: StepTimes,
     note: Option<String>,
 ) -> Evaluation {
+    let step_entered_ms = step.entered_ms;
     let eval = match item {
         Item::Gate(
             Gate {
@@ -123,7 +125,7 @@ pub(crate) fn judge(
                 ..
             },
             _,
-        ) => gate::evaluate_judge(j, observation, memory, now_ms, step_entered_ms),
+        ) => gate::evaluate_judge(j, observation, memory, now_ms, step.counting_from_ms),
         Item::Gate(g, _) => gate::evaluate(g, observation, memory, now_ms),
         Item::Peak(r) => gate::evaluate_peak(r, observation, memory),
         Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),
@@ -137,6 +139,24 @@ pub(crate) fn judge(
     }
 }
 
+/// When a step began, and since when its judges count (the later of that and the migration's
+/// last resume: [`crate::judge::counting_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepTimes {
+    pub entered_ms: i64,
+    pub counting_from_ms: i64,
+}
+
+impl StepTimes {
+    /// A step nobody paused or resumed (a rehearsal): judges count from its start.
+    pub(crate) fn entered(entered_ms: i64) -> StepTimes {
+        StepTimes {
+            entered_ms,
+            counting_from_ms: entered_ms,
+        }
+    }
+}
+
 /// The step whose gates are judged.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Step<'a> {
@@ -144,6 +164,8 @@ pub(crate) struct Step<'a> {
     pub phase: &'a str,
     /// When the migration entered the step (ms since the epoch).
     pub entered_ms: i64,
+    /// Since when its judges count ([`crate::judge::counting_from`]).
+    pub counting_from_ms: i64,
 }
 
 /// The gate's memory as a stored evaluation of the step left it.
@@ -181,7 +203,10 @@ pub(crate) fn judge_phase(
                 &reading.observation,
                 mem,
                 now_ms,
-                step.entered_ms,
+                StepTimes {
+                    entered_ms: step.entered_ms,
+                    counting_from_ms: step.counting_from_ms,
+                },
                 reading.note,
             );
             GateReport {
@@ -265,6 +290,7 @@ mod tests {
     const STEP: Step<'static> = Step {
         phase: "drain",
         entered_ms: 1_000,
+        counting_from_ms: 1_000,
     };
 
     #[test]
@@ -343,7 +369,7 @@ mod tests {
                 &observation,
                 Memory::default(),
                 3_000,
-                1_000,
+                StepTimes::entered(1_000),
                 Some("3 entries".into()),
             )
         };

@@ -19,7 +19,7 @@ use crate::store::{Store, StoreError};
 use crate::controller::histories::Histories;
 use crate::controller::loaded::Loaded;
 
-pub(crate) use judge::{Item, judge, phase_items};
+pub(crate) use judge::{Item, StepTimes, judge, phase_items};
 pub use persist::Recording;
 pub use report::GateReport;
 
@@ -60,6 +60,7 @@ pub async fn evaluate_phase<S: Store>(
     let step = judge::Step {
         phase: kind.as_str(),
         entered_ms: rec.entered_at_ms,
+        counting_from_ms: crate::judge::counting_from(rec.entered_at_ms, rec.updated_at_ms),
     };
     let reports = judge::judge_phase(&items, readings, memory, step, now_ms);
     persist::persist(store, rec, &reports, scrapes, recording, histories, now_ms).await?;
