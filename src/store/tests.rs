@@ -2970,7 +2970,11 @@ async fn a_held_row_lock_makes_the_round_skip_that_migration_within_seconds() {
             .latest_evaluations("b", other.entered_at_ms, &[("lag", "guard")])
             .await
             .unwrap();
-        assert_eq!(written.len(), 1, "the other migration's guard was not recorded");
+        assert_eq!(
+            written.len(),
+            1,
+            "the other migration's guard was not recorded"
+        );
         held.rollback().await.unwrap();
     })
     .await;
