@@ -128,13 +128,9 @@ pub(crate) fn already_closed(d: &Disposition, latest: Latest) -> Option<super::S
     let reason = d.action.reason()?.as_str();
     let (id, action, was) = latest?;
     (action == d.action.kind() && was.as_deref() == Some(reason)).then(|| {
-        super::StoreError::AlreadyDecided {
-            queue: d.queue.clone(),
-            class: d.error_class.clone(),
-            version: d.consumer_version.clone(),
-            signature: d.signature.clone(),
-            reason: reason.to_string(),
-            id,
-        }
+        super::StoreError::AlreadyDecided(format!(
+            "group ({}, {}, {:?}) of queue {:?} is already closed as {reason} (decision #{id})",
+            d.error_class, d.consumer_version, d.signature, d.queue
+        ))
     })
 }

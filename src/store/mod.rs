@@ -93,18 +93,9 @@ pub enum StoreError {
         epoch: String,
     },
     /// A close of a dead-letter group whose latest decision is already that close (two `dlq
-    /// close` at once: the second records nothing).
-    #[error(
-        "nothing recorded: group ({class}, {version}, {signature:?}) of queue {queue:?} is already closed as {reason} (decision #{id}); see `migrate dlq decisions`"
-    )]
-    AlreadyDecided {
-        queue: String,
-        class: String,
-        version: String,
-        signature: String,
-        reason: String,
-        id: i64,
-    },
+    /// close` at once: the second records nothing); what was decided, in words.
+    #[error("nothing recorded: {0}; see `migrate dlq decisions`")]
+    AlreadyDecided(String),
     /// The database itself failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
