@@ -104,6 +104,7 @@ mod tests {
             forced: false,
             generation: 41,
             evidence: serde_json::json!({}),
+            epoch: None,
         }
     }
 

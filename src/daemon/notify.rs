@@ -233,6 +233,8 @@ mod tests {
                     .into(),
                 at: "2026-12-01T00:00:00Z".into(),
                 details: serde_json::Value::Null,
+                epoch: None,
+                idempotency_key: "orders:1".into(),
             },
         );
         let body = tokio::time::timeout(Duration::from_secs(20), received)

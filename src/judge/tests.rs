@@ -322,7 +322,7 @@ fn a_resume_starts_the_test_again() {
     assert_eq!(same.verdict, Verdict::Fail);
     // Counted again from a resume at 100 s: deciding afresh.
     let resumed = gate::evaluate_judge(&check(), &fine, fail.memory, 120_000, 100_000);
-    assert_eq!(resumed.verdict, Verdict::Hold, "{}", resumed.reason);
+    assert_eq!(resumed.verdict, Verdict::Soaking, "{}", resumed.reason);
     assert_eq!(resumed.memory.held_since_ms, Some(100_000));
     assert_eq!(counting_from(5, 9), 9);
     assert_eq!(counting_from(9, 5), 9);
