@@ -22,6 +22,7 @@ mod dispositions_sqlite;
 pub mod fence;
 pub mod lease_keeper;
 mod memory;
+mod pg_session;
 pub mod postgres;
 pub mod retention;
 mod scrape_text;
