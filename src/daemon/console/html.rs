@@ -23,7 +23,7 @@ pub fn esc(text: &str) -> String {
 }
 
 /// A name as a path segment of `/migrations/{name}`.
-pub fn path_segment(name: &str) -> String {
+fn path_segment(name: &str) -> String {
     let mut out = String::new();
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

@@ -26,8 +26,6 @@ use crate::time::{human_ms, rfc3339};
 
 mod html;
 
-pub use html::path_segment;
-
 /// The journal entries one page of the console shows (the newest first; older ones behind a
 /// link).
 pub const JOURNAL_PAGE: u32 = 100;
