@@ -68,7 +68,7 @@ impl AllowedHosts {
             return false;
         };
         let host = normal(host_part(host));
-        is_loopback(&host) || self.names.iter().any(|n| *n == host)
+        is_loopback(&host) || self.names.contains(&host)
     }
 }
 

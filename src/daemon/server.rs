@@ -212,7 +212,10 @@ async fn history<S: Store + Clone + 'static>(
             if let Some(seq) = older
                 && let Ok(link) = HeaderValue::from_str(&format!(
                     "</v1/migrations/{}/history?before={seq}&limit={limit}>; rel=\"next\"",
-                    super::console::path_segment(&name)
+                    percent_encoding::utf8_percent_encode(
+                        &name,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
                 ))
             {
                 r.headers_mut().insert(header::LINK, link);

@@ -34,8 +34,6 @@ mod words;
 pub use caller::{caller, needs_admin};
 pub use words::words;
 
-pub use html::path_segment;
-
 /// The journal entries one page of the console shows (the newest first; older ones behind a
 /// link).
 pub const JOURNAL_PAGE: u32 = 100;
