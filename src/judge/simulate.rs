@@ -137,14 +137,14 @@ fn check(s: &Scenario) -> Result<(), SimulateError> {
     if !(s.traffic > 0.0 && s.traffic.is_finite()) {
         return bad(format!("--traffic must be above 0, got {}", s.traffic));
     }
-    if !(0.0..1.0).contains(&s.base_rate) || !(s.base_rate * s.ratio <= 1.0) {
+    if !(s.ratio.is_finite() && s.ratio >= 0.0) {
+        return bad(format!("--ratio must be at least 0, got {}", s.ratio));
+    }
+    if !(0.0..1.0).contains(&s.base_rate) || s.base_rate * s.ratio > 1.0 {
         return bad(format!(
             "--base-rate must be in [0, 1) and --base-rate × --ratio at most 1, got {} × {}",
             s.base_rate, s.ratio
         ));
-    }
-    if !(s.ratio >= 0.0) {
-        return bad(format!("--ratio must be at least 0, got {}", s.ratio));
     }
     if s.every.is_zero() || s.duration < s.every {
         return bad("--every must be above 0 and at most --duration".into());
