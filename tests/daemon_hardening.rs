@@ -411,7 +411,9 @@ async fn json_and_metrics_answers_say_nosniff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body_is_read() {
     let w = world(&[]).await;
-    let d = w.start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into())).await;
+    let d = w
+        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
+        .await;
     d.leading().await;
     let mut s = TcpStream::connect(d.addr).unwrap();
     s.write_all(
@@ -444,7 +446,9 @@ async fn the_token_is_checked_before_the_body_is_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_exact_token_is_accepted() {
     let w = world(&[]).await;
-    let d = w.start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into())).await;
+    let d = w
+        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
+        .await;
     d.leading().await;
     let http = reqwest::Client::new();
     for wrong in ["s3cre", "s3cret!", "S3CRET", "x"] {

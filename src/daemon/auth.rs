@@ -137,7 +137,10 @@ pub fn is_json(headers: &HeaderMap) -> bool {
 fn same(presented: &str, ours: &str) -> bool {
     use sha2::Digest;
     let (a, b) = (sha2::Sha256::digest(presented), sha2::Sha256::digest(ours));
-    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 impl Tokens {

@@ -21,8 +21,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Shared;
-use super::guard::{host_part, is_loopback};
 use super::auth::is_json;
+use super::guard::{host_part, is_loopback};
 use super::hub::{Published, etag};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, AdvanceOptions, ControllerError};

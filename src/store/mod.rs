@@ -24,11 +24,13 @@ pub mod lease_keeper;
 mod memory;
 mod pg_session;
 pub mod postgres;
+mod postgres_rows;
 pub mod retention;
 mod scrape_text;
 mod scrapes;
 pub mod sqlite;
 mod sqlite_bits;
+mod sqlite_rows;
 
 use std::future::Future;
 

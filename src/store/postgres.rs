@@ -11,17 +11,18 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 
 use super::fence::{self, FenceCell};
+use super::postgres_rows::{gate_row, journal_row, migration_row};
 use super::retention::{Prune, Pruned};
 use super::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
     NewMigration, PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint,
-    StoredSeries, memory, memory::Table, parse_state, samples_after, scrapes, step_of,
+    StoredSeries, memory, memory::Table, samples_after, scrapes, step_of,
 };
-use crate::machine::{Snapshot, State};
+use crate::machine::State;
 
 /// The schema, embedded so that an installed binary needs no files beside it.
 const SCHEMA: &[(i64, &str, &str)] = &[
@@ -190,69 +191,6 @@ impl PgStore {
             writer_clock: false,
         })
     }
-}
-
-fn migration_row(row: &PgRow) -> Result<MigrationRecord> {
-    Ok(MigrationRecord {
-        name: row.try_get("name")?,
-        plan_yaml: row.try_get("plan_yaml")?,
-        plan_path: row.try_get("plan_path")?,
-        plan_hash: row.try_get("plan_hash")?,
-        state: parse_state(row.try_get("state")?, row.try_get("step")?)?,
-        paused: row.try_get("paused")?,
-        version: row.try_get("version")?,
-        generation: row.try_get("generation")?,
-        published_generation: row.try_get("published_generation")?,
-        publish_error: row.try_get("publish_error")?,
-        entered_at_ms: row.try_get("entered_at")?,
-        updated_at_ms: row.try_get("updated_at")?,
-        created_at_ms: row.try_get("created_at")?,
-    })
-}
-
-fn journal_row(row: &PgRow) -> Result<JournalEntry> {
-    let evidence: String = row.try_get("evidence")?;
-    Ok(JournalEntry {
-        seq: row.try_get("seq")?,
-        at_ms: row.try_get("at")?,
-        command: row.try_get("command")?,
-        from: Snapshot {
-            state: parse_state(row.try_get("from_state")?, row.try_get("from_step")?)?,
-            paused: row.try_get("from_paused")?,
-        },
-        to: Snapshot {
-            state: parse_state(row.try_get("to_state")?, row.try_get("to_step")?)?,
-            paused: row.try_get("to_paused")?,
-        },
-        actor: row.try_get("actor")?,
-        reason: row.try_get("reason")?,
-        forced: row.try_get("forced")?,
-        evidence: serde_json::from_str(&evidence)
-            .map_err(|e| StoreError::Corrupt(format!("journal evidence: {e}")))?,
-        generation: row.try_get("generation")?,
-        epoch: row.try_get("epoch")?,
-    })
-}
-
-fn gate_row(row: &PgRow) -> Result<GateRecord> {
-    let samples: i64 = row.try_get("samples")?;
-    Ok(GateRecord {
-        step_entered_ms: row.try_get("step_entered")?,
-        state: parse_state(row.try_get("state")?, row.try_get("step")?)?,
-        gate: row.try_get("gate")?,
-        kind: row.try_get("kind")?,
-        query: row.try_get("query")?,
-        value: row.try_get("value")?,
-        old_value: row.try_get("old_value")?,
-        samples: u32::try_from(samples)
-            .map_err(|_| StoreError::Corrupt(format!("gate evaluation with {samples} samples")))?,
-        verdict: row.try_get("verdict")?,
-        reason: row.try_get("reason")?,
-        held_since_ms: row.try_get("held_since")?,
-        revision: Some(row.try_get("revision")?),
-        peak: row.try_get("peak")?,
-        at_ms: row.try_get("at")?,
-    })
 }
 
 /// A journal row (its epoch, `$16`, NULL when written without a lease).

@@ -395,11 +395,7 @@ async fn migration<S: Store + Clone + 'static>(
             );
         }
     };
-    let journal = match s
-        .store
-        .journal_page(&name, q.before, JOURNAL_PAGE)
-        .await
-    {
+    let journal = match s.store.journal_page(&name, q.before, JOURNAL_PAGE).await {
         Ok(j) => j,
         Err(e) => {
             return page(
