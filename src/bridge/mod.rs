@@ -207,7 +207,7 @@ pub async fn run<S: Store>(
                     }
                 }
             }
-            Renewal::Taken { holder } => {
+            Renewal::Taken { holder, .. } => {
                 if !announced_standby {
                     tracing::info!(holder = %holder, "another bridge holds {lease}: standing by");
                     announced_standby = true;

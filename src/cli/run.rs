@@ -98,16 +98,18 @@ pub struct RunArgs {
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub max_clock_skew: Duration,
     /// PostgreSQL: how long a statement of this daemon waits for a row lock (`lock_timeout`)
-    /// before its round skips that migration.
-    #[arg(long, default_value = "2s", value_parser = nonzero_duration("a zero lock timeout would wait forever"))]
-    pub db_lock_timeout: Duration,
+    /// before its round skips that migration [default: 2s, at most a fifth of --lease-ttl]
+    #[arg(long, value_parser = nonzero_duration("a zero lock timeout would wait forever"))]
+    pub db_lock_timeout: Option<Duration>,
     /// PostgreSQL: the longest statement of this daemon (`statement_timeout`).
     #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero statement timeout would wait forever"))]
     pub db_statement_timeout: Duration,
     /// PostgreSQL: how long a session of this daemon may sit idle inside a transaction before
-    /// the server ends it and frees its locks (`idle_in_transaction_session_timeout`).
-    #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero idle timeout would wait forever"))]
-    pub db_idle_in_transaction_timeout: Duration,
+    /// the server ends it and frees its locks (`idle_in_transaction_session_timeout`): what a
+    /// paused ex-leader's open transaction can hold up a takeover for [default: 30s, at most a
+    /// third of --lease-ttl]
+    #[arg(long, value_parser = nonzero_duration("a zero idle timeout would wait forever"))]
+    pub db_idle_in_transaction_timeout: Option<Duration>,
 }
 
 /// The HTTP limits of `args`, the connection cap fitted to this process's open-files limit.
@@ -204,6 +206,22 @@ fn access(args: &RunArgs) -> Result<Access, CliError> {
     })
 }
 
+/// The PostgreSQL session limits of `args`: the ones not given scale with the lease, so that an
+/// ex-leader's lock or open transaction holds a takeover or a round up for a fraction of the
+/// lease period at most.
+fn session_limits(args: &RunArgs) -> SessionLimits {
+    let ttl = args.lease_ttl;
+    SessionLimits {
+        lock_timeout: args
+            .db_lock_timeout
+            .unwrap_or_else(|| Duration::from_secs(2).min(ttl / 5)),
+        statement_timeout: args.db_statement_timeout,
+        idle_in_transaction_timeout: args
+            .db_idle_in_transaction_timeout
+            .unwrap_or_else(|| Duration::from_secs(30).min(ttl / 3)),
+    }
+}
+
 pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     let access = access(&args)?;
     if args.lease_ttl < Duration::from_secs(1) {
@@ -214,11 +232,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     }
     let store = ctx.store().await?;
     let store = store
-        .with_session_limits(&SessionLimits {
-            lock_timeout: args.db_lock_timeout,
-            statement_timeout: args.db_statement_timeout,
-            idle_in_transaction_timeout: args.db_idle_in_transaction_timeout,
-        })
+        .with_session_limits(&session_limits(&args))
         .await
         .map_err(|e| {
             CliError::new(

@@ -189,8 +189,11 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.lease_until.store(until_ms, Ordering::SeqCst);
             shared.say_leading(None);
         }
-        Renewal::Taken { holder } => {
+        Renewal::Taken { holder, db_now_ms } => {
+            clock.sample(db_now_ms, asked);
             shared.store_ok_at.store(now, Ordering::SeqCst);
+            // A standby measures and says its skew too: it would take over with that clock.
+            shared.note_skew(wall - db_now_ms);
             shared.store.fence().set_epoch(None);
             shared.metrics.lease(0, None);
             shared.lease_until.store(0, Ordering::SeqCst);

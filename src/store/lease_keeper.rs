@@ -80,6 +80,8 @@ pub enum Renewal {
     Taken {
         /// Who holds it.
         holder: String,
+        /// The database's clock when it answered (a standby measures its skew by it too).
+        db_now_ms: i64,
     },
     /// The store failed: nothing is extended.
     Failed(StoreError),
@@ -187,7 +189,10 @@ impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
                 epoch: l.epoch,
                 db_now_ms: l.db_now_ms,
             },
-            Ok(l) => Renewal::Taken { holder: l.holder },
+            Ok(l) => Renewal::Taken {
+                holder: l.holder,
+                db_now_ms: l.db_now_ms,
+            },
             Err(e) => Renewal::Failed(e),
         }
     }
@@ -273,7 +278,7 @@ mod tests {
             }
         ));
         match b.renew(2_000, a.renew_every()).await {
-            Renewal::Taken { holder } => assert_eq!(holder, "a"),
+            Renewal::Taken { holder, .. } => assert_eq!(holder, "a"),
             other => panic!("{other:?}"),
         }
         assert!(matches!(

@@ -8,7 +8,7 @@ import time
 from rig import FAILING, GREEN, INTERVAL_S, TTL_S, say
 
 # How long the new leader's rounds may stop after a takeover while an ex-leader's transaction
-# holds a row (the daemon's --db-lock-timeout is 2 s).
+# holds a row (the daemon's --db-lock-timeout is a fifth of the 3 s lease: 0.6 s).
 WEDGE_S = 2 + 2 * INTERVAL_S + 1
 
 # ---- the scenarios ----------------------------------------------------------------------------
