@@ -449,4 +449,14 @@ class Daemon:
         except FileNotFoundError:
             return 0
 
+    def ended_by_server_lines(self):
+        """Writes the server refused by ending the session: a paused ex-leader's transaction
+        left idle past --db-idle-in-transaction-timeout is rolled back by PostgreSQL."""
+        try:
+            with open(self.log, errors="replace") as f:
+                return sum(1 for line in f if "WARN" in line
+                           and "terminating connection due to idle-in-transaction timeout" in line)
+        except FileNotFoundError:
+            return 0
+
 

@@ -83,7 +83,7 @@ def stale_round(w, old, fault, begin, end, m="m1"):
         w.notes.append(f"{fault}: {old.name} never asked the slow source")
         return False
     time.sleep(max(0.0, asked[0] + 1.0 - time.time()))
-    lines0 = old.fenced_lines()
+    lines0, ended0 = old.fenced_lines(), old.ended_by_server_lines()
     t0 = time.time()
     begin(old)
     w.source.set("app_error_ratio_new", FAILING)
@@ -91,7 +91,7 @@ def stale_round(w, old, fault, begin, end, m="m1"):
     time.sleep(1.5)
     end(old)
     time.sleep(4)
-    w.fence_round(fault, old, lines0)
+    w.fence_round(fault, old, lines0, ended0)
     return True
 
 
@@ -136,7 +136,7 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
         time.sleep(0.05)
     if not waiting:
         w.notes.append(f"{fault} {i}: no commit ever waited on the lock")
-    lines0 = old.fenced_lines()
+    lines0, ended0 = old.fenced_lines(), old.ended_by_server_lines()
     t0 = time.time()
     begin(old)
     w.source.set("app_error_ratio_new", FAILING)
@@ -147,7 +147,7 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
     new = w.takeover(fault, old, t0)
     if new is not None:
         # The new leader's rounds must go on (no wedge): its ticks move within a few seconds
-        # (a lock timeout of 2 s, two intervals, a second to spare), long before the ex-leader
+        # (a lock timeout of a fifth of the lease, two intervals, a second to spare), long before the ex-leader
         # is let go.
         h0 = (new.health() or {}).get("ticks", 0)
         time.sleep(WEDGE_S)
@@ -158,7 +158,7 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
     time.sleep(max(0.0, 12 - (time.time() - t0)))
     end(old)
     time.sleep(4)
-    w.fence_round(fault, old, lines0)
+    w.fence_round(fault, old, lines0, ended0)
 
 
 def sc_pause_mid_commit(w):

@@ -142,10 +142,12 @@ class World:
             time.sleep(0.1)
         return None
 
-    def fence_round(self, fault, old, lines0):
-        """After a stale round: what the ex-leader logged ("fenced") and counted since."""
+    def fence_round(self, fault, old, lines0, ended0=0):
+        """After a stale round: what the ex-leader logged ("fenced") and counted since, and the
+        writes of it that the server refused by ending its idle transaction."""
         counted = old.metrics().get("queue_migrate_fenced_writes_total")
-        self.fence_rounds.append((fault, old.name, old.fenced_lines() - lines0, counted))
+        ended = old.ended_by_server_lines() - ended0
+        self.fence_rounds.append((fault, old.name, old.fenced_lines() - lines0, counted, ended))
 
     def churn(self, stop, period=5.0):
         """Transitions keep happening: a guard breach for a second every `period` (the daemon
@@ -258,11 +260,15 @@ class World:
         if self.suite.audit_epochs:
             # The ex-leader of a stale round had its decision in flight: at least one of a
             # scenario's rounds must show the refusal (a round may also end with the ex-leader
-            # giving up before writing, which is no refusal to log).
-            if self.fence_rounds and not any(n > 0 and c for _, _, n, c in self.fence_rounds):
+            # giving up before writing, which is no refusal to log). The refusal is the fence
+            # (logged "fenced" and counted), or PostgreSQL ending the paused ex-leader's idle
+            # transaction (--db-idle-in-transaction-timeout), which rolls its write back.
+            refused = any((n > 0 and c) or e > 0 for _, _, n, c, e in self.fence_rounds)
+            if self.fence_rounds and not refused:
                 found["a refused write is logged (fenced) and counted"] = [
-                    f"{f}: {d} logged {n} WARN lines with \"fenced\", queue_migrate_fenced_writes_total {c}"
-                    for f, d, n, c in self.fence_rounds]
+                    f"{f}: {d} logged {n} WARN lines with \"fenced\", queue_migrate_fenced_writes_total {c}, "
+                    f"{e} transactions ended by the server"
+                    for f, d, n, c, e in self.fence_rounds]
             found["the fencing contract (history --json, metrics)"] = self.contract + self.contract_checks(journals, epochs)
         found["takeover within ttl + one interval"] = checks.takeovers(self.takeovers, TAKEOVER_BOUND_S)
         entries = sum(len(j) for j in journals.values())
