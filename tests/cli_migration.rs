@@ -986,7 +986,15 @@ fn tables_stay_aligned_with_cells_longer_than_28_characters() {
     // Two gates, one name of 53 characters: the value and the reason start where they do in the
     // other row.
     let status = b.ok(&["status", name], 0).stdout;
-    let reasons = columns(&status, "awaiting first evaluation");
+    // The gate table, below the standing (whose sentence says "awaiting first evaluation" too).
+    assert!(
+        status.starts_with(&format!("{name}: waiting: ")),
+        "{status}"
+    );
+    let table = status
+        .split_once(&format!("\n{name}: consume_dual"))
+        .map_or("", |(_, t)| t);
+    let reasons = columns(table, "awaiting first evaluation");
     assert_eq!(reasons.len(), 2, "{status}");
     assert_eq!(reasons[0], reasons[1], "{status}");
     b.indicators.all_green();
@@ -1095,8 +1103,14 @@ fn a_slice_step_reads_the_same_in_status_history_and_from() {
         advance_green(&mut b);
     }
     let shown = b.ok(&["status", "local"], 0).stdout;
-    let first = shown.lines().next().unwrap_or_default().to_string();
-    assert!(first.starts_with("local: slices[0]"), "{shown}");
+    // Where it stands first, then the state line.
+    let mut lines = shown.lines();
+    assert!(
+        lines.next().unwrap_or_default().starts_with("local: "),
+        "{shown}"
+    );
+    let state = lines.next().unwrap_or_default().to_string();
+    assert!(state.starts_with("local: slices[0]"), "{shown}");
     let history = b.ok(&["history", "local", "--json"], 0).json();
     let last = history.as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["to"], "slices[0]", "{last}");

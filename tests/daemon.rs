@@ -1091,40 +1091,73 @@ async fn a_slow_republication_answered_an_error_does_not_leave_an_older_generati
 
 async fn slow_republication(answer_error: bool) {
     use base64::Engine;
-    // A fake etcd gateway: the generation of every put, in the order they land; the put after
-    // `delay_next` is set takes 1.5 s to land.
+    // A fake etcd gateway of the transactions the mirror is written with (`/v3/kv/txn`: a
+    // compare on the stored generation, then two puts): the generation of every document that
+    // lands, in order; the transaction after `delay_next` is set takes 1.5 s to land, and its
+    // compare is judged when it lands, as etcd does.
     let landed: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let stored: Arc<Mutex<Option<String>>> = Arc::default();
     let delay_next = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let delayed_arrived = Arc::new(tokio::sync::Notify::new());
     let app = {
-        let (landed, delay_next, arrived) =
-            (landed.clone(), delay_next.clone(), delayed_arrived.clone());
+        let (landed, stored, delay_next, arrived) = (
+            landed.clone(),
+            stored.clone(),
+            delay_next.clone(),
+            delayed_arrived.clone(),
+        );
         axum::Router::new().route(
-            "/v3/kv/put",
+            "/v3/kv/txn",
             axum::routing::post(move |axum::Json(v): axum::Json<serde_json::Value>| {
-                let (landed, delay_next, arrived) =
-                    (landed.clone(), delay_next.clone(), arrived.clone());
+                let (landed, stored, delay_next, arrived) = (
+                    landed.clone(),
+                    stored.clone(),
+                    delay_next.clone(),
+                    arrived.clone(),
+                );
                 async move {
-                    let value = base64::engine::general_purpose::STANDARD
-                        .decode(v["value"].as_str().unwrap())
-                        .unwrap();
-                    let doc: serde_json::Value = serde_json::from_slice(&value).unwrap();
+                    let b64 = base64::engine::general_purpose::STANDARD;
+                    let text = |v: &serde_json::Value| {
+                        String::from_utf8(b64.decode(v.as_str().unwrap()).unwrap()).unwrap()
+                    };
                     let late = delay_next.swap(false, Ordering::SeqCst);
                     if late {
                         arrived.notify_one();
                         tokio::time::sleep(Duration::from_millis(1500)).await;
                     }
-                    landed
-                        .lock()
-                        .unwrap()
-                        .push(doc["generation"].as_i64().unwrap());
+                    let compare = &v["compare"][0];
+                    let generation = text(&v["success"][1]["request_put"]["value"]);
+                    let succeeded = {
+                        let mut stored = stored.lock().unwrap();
+                        let holds = match compare["target"].as_str() {
+                            Some("VERSION") => stored.is_none(),
+                            _ => stored
+                                .as_deref()
+                                .is_some_and(|s| s < text(&compare["value"]).as_str()),
+                        };
+                        if holds {
+                            let doc: serde_json::Value = serde_json::from_str(&text(
+                                &v["success"][0]["request_put"]["value"],
+                            ))
+                            .unwrap();
+                            landed
+                                .lock()
+                                .unwrap()
+                                .push(doc["generation"].as_i64().unwrap());
+                            *stored = Some(generation);
+                        }
+                        holds
+                    };
                     if late && answer_error {
                         (
                             axum::http::StatusCode::GATEWAY_TIMEOUT,
-                            "applied, answered late",
+                            "applied, answered late".to_string(),
                         )
                     } else {
-                        (axum::http::StatusCode::OK, "{}")
+                        (
+                            axum::http::StatusCode::OK,
+                            serde_json::json!({ "succeeded": succeeded }).to_string(),
+                        )
                     }
                 }
             }),

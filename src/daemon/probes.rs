@@ -578,7 +578,7 @@ mod tests {
         // 300 ms of the daemon's margin, and nothing tells the run but the lease itself.
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
         shared.lease_until.store(
-            crate::time::now_ms() + margin + 300,
+            shared.config.db_clock.now_ms() + margin + 300,
             std::sync::atomic::Ordering::SeqCst,
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(6);
@@ -625,7 +625,7 @@ mod tests {
         // sees it before its next probe and stops by itself (nothing calls stop_all).
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
         shared.lease_until.store(
-            crate::time::now_ms() + margin,
+            shared.config.db_clock.now_ms() + margin,
             std::sync::atomic::Ordering::SeqCst,
         );
         assert!(!shared.is_leader());
