@@ -351,15 +351,26 @@ async fn mutations_need_the_token_reads_do_not() {
             .status(),
         404
     );
-    // The controller's own metrics.
-    let metrics = http
-        .get(d.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // The controller's own metrics. The standing gauge is set by a round the leader runs, and
+    // the lease, the pause and the reads above can all land before the first such round (they did
+    // on a loaded CI machine): wait for one round after the pause, up to 10 s.
+    let mut metrics = String::new();
+    for _ in 0..500 {
+        metrics = http
+            .get(d.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics
+            .contains("queue_migrate_standing{migration=\"local\",standing=\"needs_person\"} 1")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let parsed = queue_migrate::indicators::exposition::parse(&metrics);
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
     assert!(
