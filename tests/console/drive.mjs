@@ -1,4 +1,4 @@
-// Drives headless Chromium through the DevTools protocol for tests/console.rs, over the pipe
+// Drives headless Chromium through the DevTools protocol for tests/daemon/console.rs, over the pipe
 // Chromium offers (--remote-debugging-pipe: JSON messages ended by a NUL byte on fds 3 and 4),
 // so it needs no package and no WebSocket client (Node 18 or later): loads the console of a
 // running `migrate run`, reads what it shows, acts without and with the token, takes

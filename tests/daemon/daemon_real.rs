@@ -5,7 +5,7 @@
 //! `QM_TEST_POSTGRES_URL` / `QM_TEST_ETCD_URL` set: `scripts/services.sh start postgres etcd`
 //! prints them; `.ci/run` does both).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,7 @@ use common::Indicators;
 
 /// A plan that runs in seconds of real time: no minimum times, a 2 s quiet period.
 fn fast_plan(extra_routing: &str) -> String {
-    include_str!("../plans/local.yaml")
+    include_str!("../../plans/local.yaml")
         .replace("observe: 1m", "observe: 0s")
         .replace("retain: 2m", "retain: 0s")
         .replace("max_backoff: 2m", "max_backoff: 1s")

@@ -6,7 +6,7 @@
 //! A store that runs the other writer inside `commit`, before it commits, makes the race happen
 //! every time.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,8 +2,7 @@
 //! advances on gates alone, a guard breach rolls back one step and pauses, the routing long-poll,
 //! the API's auth, webhooks, and the binary's SIGTERM handling.
 
-mod common;
-#[path = "daemon/roles.rs"]
+use crate::common;
 mod roles;
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -24,7 +23,7 @@ use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
 use serde_json::json;
 
 fn plan() -> String {
-    include_str!("../plans/local.yaml").to_string()
+    include_str!("../../plans/local.yaml").to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

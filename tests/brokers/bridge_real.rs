@@ -6,7 +6,7 @@
 //! only duplicate). Skipped, with a note, without the servers.
 #![cfg(feature = "cli")]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! migration, phase and gate as fields; a gate's change of verdict is one INFO line (never one a
 //! tick); a start on PostgreSQL logs no NOTICE of the schema's `IF NOT EXISTS`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! `scripts/services.sh install prometheus`); the test starts its own Prometheus on a free port
 //! over a TSDB it backfills, and stops it.
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::path::Path;

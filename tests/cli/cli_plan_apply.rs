@@ -2,11 +2,11 @@
 //! (journaled with the diff), changes that would break the migration are refused, a dry run
 //! writes nothing.
 
-mod common;
+use crate::common;
 
 use common::Bench;
 
-const PLAN: &str = include_str!("../plans/local.yaml");
+const PLAN: &str = include_str!("../../plans/local.yaml");
 
 /// Advance one step with every indicator green, moving the injected clock past minimum times.
 fn advance_green(b: &mut Bench) {

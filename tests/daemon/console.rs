@@ -11,7 +11,7 @@
 //! Ignored by a plain `cargo test` (it needs chromium and node); `.ci/run` runs it with
 //! `--include-ignored` after the install.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! property, header by header. Skipped, with a note, without the servers.
 #![cfg(feature = "cli")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! what a failing output does to the outcome. Each on a SQLite state, and on PostgreSQL with
 //! `--include-ignored` and `QM_TEST_POSTGRES_URL` (tests/common/dlq_bench.rs).
 
-mod common;
+use crate::common;
+use crate::on_both;
 
 use common::dlq_bench::DlqBench;
 

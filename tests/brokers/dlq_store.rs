@@ -9,7 +9,8 @@
 //! and `replay` published every message and only then failed to record, so a re-run sent them
 //! all again.
 
-mod common;
+use crate::common;
+use crate::on_both;
 
 use common::dlq_bench::DlqBench;
 #[cfg(feature = "brokers")]
@@ -512,7 +513,7 @@ fn the_dead_letter_story(d: DlqBench) {
         new.declare(&old_queue).await.unwrap();
         new
     });
-    let yaml = include_str!("../plans/local.yaml")
+    let yaml = include_str!("../../plans/local.yaml")
         .replace(
             OLD_BROKER_LINE,
             &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue}, dead_letter: {old_queue}.dlq }}"),

@@ -8,7 +8,7 @@
 //! deadline, never asserted at once.
 #![cfg(feature = "brokers")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //!
 //! No server is needed: "down" is a refused port on 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -168,7 +168,7 @@ const SECRETS: &[&str] = &[
 /// that records, one that refuses (inline password and token). Holds are announced after 1 s.
 fn leaky_plan(hook: &str) -> String {
     let down = refused_port();
-    include_str!("../plans/local.yaml")
+    include_str!("../../plans/local.yaml")
         .replace(
             "app: { scrape: \"${QM_SCRAPE_URL}\" }",
             &format!(
@@ -436,7 +436,7 @@ const OLD_HOOK_TOKEN: &str = "0ldH00kT0k3n";
 const NEW_HOOK_TOKEN: &str = "N3wH00kT0k3n";
 
 fn plan_with(password: &str, token: &str) -> String {
-    include_str!("../plans/local.yaml")
+    include_str!("../../plans/local.yaml")
         .replace(
             "url: \"amqp://127.0.0.1:5672/%2f\"",
             &format!("url: \"amqp://guest:{password}@127.0.0.1:5672/%2f\""),
@@ -663,7 +663,7 @@ const SLACK_PATH: &str = "services/T000/B000/SlackPathS3cret";
 /// journaled in clear; `plan check` said nothing of the inline webhook path.
 #[test]
 fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
-    let old_plan = include_str!("../plans/local.yaml")
+    let old_plan = include_str!("../../plans/local.yaml")
         .replace(
             "url: \"amqp://127.0.0.1:5672/%2f\"",
             "url: 'amqp://rabbit:Quot''edPassw0rd@127.0.0.1:5672/%2f'",
@@ -674,7 +674,7 @@ fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
                 "routing: {{ file: local.routing.json }}\nnotify:\n  webhooks:\n    - {{ url: \"http://127.0.0.1:9/{SLACK_PATH}\" }}"
             ),
         );
-    let new_plan = include_str!("../plans/local.yaml")
+    let new_plan = include_str!("../../plans/local.yaml")
         .replace(
             "url: \"amqp://127.0.0.1:5672/%2f\"",
             "url: \"amqp://rabbit:Dbl\\\"QuotedPw9@127.0.0.1:5672/%2f\"",

@@ -8,7 +8,7 @@
 //! crash, and the migration, its journal and its routing file unchanged. The daemon gets the same
 //! treatment in one test: every misbehaviour in turn, tick after tick, and it keeps running.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

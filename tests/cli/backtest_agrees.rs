@@ -3,7 +3,7 @@
 //! recorded history from the same store and must make the same transitions at the same instants
 //! (advances, and the guard breach's rollback that ends both).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use queue_migrate::daemon::auth::{Access, TokenFile, TokenSource};
 
+use super::plan;
 use crate::common::daemon_world::{DaemonWorld, Running};
-use crate::plan;
 
 const ALICE: &str = "alice-token-0123456789";
 const CAROL: &str = "carol-token-0123456789";

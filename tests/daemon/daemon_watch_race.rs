@@ -4,7 +4,7 @@
 //! generation. A store that runs the command inside `list`, after its read, makes the race
 //! happen every time.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

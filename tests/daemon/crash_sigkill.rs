@@ -25,7 +25,7 @@
 //! unless asked for (`--include-ignored`, with `QM_TEST_POSTGRES_URL` set, as `.ci/run` does), each
 //! in a database of its own (dropped when it passes).
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! (`scripts/services.sh start nats redis rabbitmq`); ignored unless asked for (`--include-ignored`).
 #![cfg(feature = "brokers")]
 
-mod common;
+use crate::common;
 
 use common::Bench;
 use common::dlq_bench::{DlqBench, OLD_BROKER_LINE, drain_rabbitmq, on_store};
@@ -42,7 +42,7 @@ fn timed_out(payload: &str, dead_lettered_at: &str) -> String {
 }
 
 fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
-    let plan = include_str!("../plans/local.yaml").replace(
+    let plan = include_str!("../../plans/local.yaml").replace(
         OLD_BROKER_LINE,
         &format!(
             "old: {{ name: old, kind: {kind}, url: \"{url}\", queue: local, dead_letter: {dlq} }}"
