@@ -284,7 +284,9 @@
     document.getElementById("abort-confirm").value = "";
     document.getElementById("abort-row").hidden = true;
     warned = null;
-    await refresh();
+    // The page catches up on its own: a click on the next action is not dropped while the
+    // charts redraw (busy covers the action's request only).
+    refresh();
   }
 
   function wire(form) {
