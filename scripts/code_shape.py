@@ -4,7 +4,7 @@
 1. Every file with more than --max-lines lines of non-test code (the lines before the
    first column-0 `#[cfg(test)]`).
 2. Every import cycle between files: the file-level graph of `use crate::..`, `use super::..`,
-   `use self::..` (grouped trees included) and inline `crate::x::y` / `super::x` paths, each
+   `use self::..` (grouped trees included) and inline `crate::x::y` / `super::x` / `child::x` paths, each
    resolved to the file that defines the module; a name a module imports or re-exports
    (`pub use child::Item`) resolves to the file it comes from. `mod x;` is not an import, and
    test modules (`#[cfg(test)]` items, `mod tests;` files) are ignored. Each cycle is printed
@@ -23,6 +23,7 @@ import sys
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 USE_RE = re.compile(r"(?<![\w$])use\s+([^;]*);")
 INLINE_RE = re.compile(r"(?<![\w:$])((?:crate|super|self)(?:::" + IDENT + r")+)")
+CHILD_RE = re.compile(r"(?<![\w:$])(" + IDENT + r"(?:::" + IDENT + r")+)")
 DEF_RE = re.compile(r"\b(?:fn|struct|enum|trait|type|const|static|mod|union)\s+(" + IDENT + ")")
 VIS = r"(?:pub(?:\([^)]*\))?\s+)?"
 CFG_TEST_RE = re.compile(r"#\[cfg\(test\)\]\s*(?=" + VIS + r"(?:mod|use|fn|impl)\b)")
@@ -192,6 +193,11 @@ class Crate:
             for m in INLINE_RE.finditer(body):
                 target = self.absolute(self.mod_at(mod, spans, m.start()), m.group(1).split("::"))
                 found.append((body.count("\n", 0, m.start()) + 1, target))
+            # A path through a child module (`abort::AbortArgs` in cli/mod.rs) is an edge too.
+            for m in CHILD_RE.finditer(body):
+                here, path = self.mod_at(mod, spans, m.start()), m.group(1).split("::")
+                if tuple(here) + (path[0],) in self.mods:
+                    found.append((body.count("\n", 0, m.start()) + 1, list(here) + path))
             for line, target in found:
                 dest = self.resolve(target)
                 if dest and dest != file and dest not in edges[file]:

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::gate_data::GateData;
-use super::{Charts, Detail, FleetRow, Place, Serving, human, when};
+use super::model::{Charts, Detail, FleetRow, Place, Serving, human, when};
 use crate::daemon::auth::Role;
 use crate::plan::round_value;
 

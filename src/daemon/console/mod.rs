@@ -16,20 +16,22 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
 use super::Shared;
-use super::auth::{Principal, Via};
+use super::auth::Via;
 use crate::controller::views::EntryView;
 use crate::controller::{Loaded, views::StatusView};
 use crate::gate::Verdict;
 use crate::machine::State as Rung;
 use crate::plan::{GateKind, Threshold};
 use crate::store::{JournalEntry, Store};
-use crate::time::{human_ms, rfc3339};
 
 mod actions;
 mod caller;
 mod gate_data;
 mod html;
+mod model;
 mod words;
+
+pub use model::{ChartSpec, Charts, Detail, FleetRow, Place, RungView, Serving};
 
 pub use caller::{caller, needs_admin};
 pub use words::words;
@@ -97,16 +99,6 @@ async fn style() -> Response {
     secured(STYLE.into_response(), "text/css; charset=utf-8")
 }
 
-/// Who serves the page: this controller's name and whether it acts; and who reads it, when a
-/// trusted proxy said so.
-pub struct Serving {
-    pub holder: String,
-    pub leader: bool,
-    pub read_only: bool,
-    /// The reader as the authenticating proxy named them (`--trust-identity-header`).
-    pub reader: Option<Principal>,
-}
-
 fn serving<S: Store + Clone + 'static>(
     s: &Shared<S>,
     headers: &HeaderMap,
@@ -122,26 +114,6 @@ fn serving<S: Store + Clone + 'static>(
         read_only: s.config.read_only_api,
         reader,
     }
-}
-
-impl Serving {
-    /// Why no action applies on this daemon, whoever asks.
-    fn blocked(&self) -> Option<String> {
-        if self.read_only {
-            Some("This daemon serves reads only: no action is accepted here.".into())
-        } else if !self.leader {
-            Some("This controller is standing by: act from the console of the active one.".into())
-        } else {
-            None
-        }
-    }
-}
-
-/// One migration as the fleet shows it.
-pub struct FleetRow {
-    pub view: StatusView,
-    /// A guard fails.
-    pub breached: bool,
 }
 
 async fn fleet<S: Store + Clone + 'static>(
@@ -185,68 +157,6 @@ fn breached(view: &StatusView) -> bool {
     view.gates
         .iter()
         .any(|g| g.kind == GateKind::Guard && g.verdict == Verdict::Fail)
-}
-
-/// One migration as its page shows it.
-pub struct Detail {
-    pub view: StatusView,
-    pub thresholds: Vec<Option<Threshold>>,
-    /// Each current gate's query (and link), aligned with `view.gates`.
-    pub gate_data: Vec<Option<gate_data::GateData>>,
-    pub rungs: Vec<RungView>,
-    /// The minimum time the current step must still last, in ms (0: met), with the minimum.
-    pub min_left: Option<(i64, i64)>,
-    /// One page of the journal, oldest first.
-    pub journal: Vec<EntryView>,
-    /// The `before` cursor of the older page, when there is one.
-    pub older: Option<i64>,
-    /// This page is not the newest (`?before=` was given).
-    pub paged_back: bool,
-    pub breached: bool,
-    /// Advancing from here enters `complete`: the migration's name is asked.
-    pub point_of_no_return: bool,
-    /// The actions as they apply now.
-    pub actions: Vec<actions::Action>,
-    /// The charts: of the current step, or of a past one chosen on the ladder.
-    pub charts: Charts,
-}
-
-/// The step whose recorded values the charts show.
-pub struct Charts {
-    /// `slices[0]`, `synthetic`...
-    pub state: String,
-    /// The current step (its charts span the phase, as before a selection).
-    pub current: bool,
-    /// When the step was entered and left (now, for the current step).
-    pub range: Option<(i64, i64)>,
-    pub gates: Vec<ChartSpec>,
-}
-
-/// One chart.
-pub struct ChartSpec {
-    pub name: String,
-    pub kind: GateKind,
-    pub threshold: Option<Threshold>,
-    pub data: Option<gate_data::GateData>,
-}
-
-/// One rung of the ladder.
-pub struct RungView {
-    pub state: String,
-    /// Slices on the new broker at that rung.
-    pub slices: u32,
-    pub at: Place,
-    /// The migration was in this step once (its charts can be shown).
-    pub visited: bool,
-    /// The charts show this step.
-    pub selected: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
-    Done,
-    Here,
-    Ahead,
 }
 
 /// What the page is asked for: the migration, what it reads, and the step chosen on the ladder.
@@ -543,14 +453,4 @@ async fn evaluations<S: Store + Clone + 'static>(
 
 fn json_error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
-}
-
-/// A duration in ms as the pages write it (`1h 5m`).
-fn human(ms: i64) -> String {
-    human_ms(ms)
-}
-
-/// An instant as the pages write it.
-fn when(ms: i64) -> String {
-    rfc3339(ms)
 }
