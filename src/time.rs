@@ -109,7 +109,39 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
 /// A duration in ms as a person reads it (`1h 30m`), at second precision.
 pub fn human_ms(ms: i64) -> String {
     let secs = u64::try_from(ms.max(0) / 1000).unwrap_or(0);
-    crate::plan::duration_serde::format(Duration::from_secs(secs))
+    format_duration(Duration::from_secs(secs))
+}
+
+const DURATION_UNITS: [(u64, &str); 4] = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
+
+/// A duration as people write it: `Duration` → `"30d 1h 10m"`; zero is `"0s"`. The text always
+/// parses back to the same value with `humantime::parse_duration` (whose own formatter writes
+/// months of 30.44 days).
+pub fn format_duration(d: Duration) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut secs = d.as_secs();
+    for (unit, name) in DURATION_UNITS {
+        let n = secs / unit;
+        if n > 0 {
+            parts.push(format!("{n}{name}"));
+            secs %= unit;
+        }
+    }
+    let nanos = d.subsec_nanos();
+    for (n, name) in [
+        (nanos / 1_000_000, "ms"),
+        (nanos / 1_000 % 1_000, "us"),
+        (nanos % 1_000, "ns"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n}{name}"));
+        }
+    }
+    if parts.is_empty() {
+        "0s".to_string()
+    } else {
+        parts.join(" ")
+    }
 }
 
 /// A duration in whole milliseconds, saturating at `i64::MAX`.

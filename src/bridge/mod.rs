@@ -37,7 +37,7 @@
 //! label values, the rest under `other`).
 
 pub mod dead_letter;
-pub mod key;
+pub use crate::brokers::key;
 pub mod metrics;
 pub mod order;
 

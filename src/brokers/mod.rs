@@ -62,6 +62,8 @@ mod ack_window;
 mod amqp_message;
 #[cfg(feature = "controller")]
 pub mod from_plan;
+#[cfg(feature = "controller")]
+pub mod key;
 mod nats;
 mod properties;
 mod rabbitmq;

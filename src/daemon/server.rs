@@ -129,8 +129,8 @@ struct ReadyQuery {
 }
 
 fn render_metrics<S: Store + Clone + 'static>(s: &Shared<S>) -> String {
-    #[allow(unused_mut)]
     s.metrics.fenced(s.store.fence().refused());
+    #[allow(unused_mut)]
     let mut text = s.metrics.render();
     #[cfg(feature = "brokers")]
     text.push_str(&s.probes.render());

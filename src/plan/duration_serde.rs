@@ -10,35 +10,8 @@ use std::time::Duration;
 
 use serde::Serializer;
 
-const UNITS: [(u64, &str); 4] = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
-
-/// `Duration` → `"30d 1h 10m"`; zero is `"0s"`.
-pub fn format(d: Duration) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut secs = d.as_secs();
-    for (unit, name) in UNITS {
-        let n = secs / unit;
-        if n > 0 {
-            parts.push(format!("{n}{name}"));
-            secs %= unit;
-        }
-    }
-    let nanos = d.subsec_nanos();
-    for (n, name) in [
-        (nanos / 1_000_000, "ms"),
-        (nanos / 1_000 % 1_000, "us"),
-        (nanos % 1_000, "ns"),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n}{name}"));
-        }
-    }
-    if parts.is_empty() {
-        "0s".to_string()
-    } else {
-        parts.join(" ")
-    }
-}
+/// `Duration` → `"30d 1h 10m"`; zero is `"0s"` (the one writer of durations: [`crate::time`]'s).
+pub use crate::time::format_duration as format;
 
 /// Serializes a `Duration` as its human text (see [`format`]).
 ///

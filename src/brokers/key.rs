@@ -1,4 +1,5 @@
-//! Where a message's key is: a header, or a field of its JSON payload (pure).
+//! Where a message's key is: a header, or a field of its JSON payload (pure): read by the bridge
+//! and by dead-letter replay.
 
 use crate::brokers::Message;
 use crate::plan::BridgeKey;
