@@ -749,3 +749,106 @@ fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
         &secrets,
     );
 }
+
+/// The synthetic phase's gate of plans/local.yaml renamed with ESC sequences (set the
+/// terminal's title, erase the line) and a credential, and the migration in `synthetic`, its
+/// source the server of `port` (ESC sequences and a password in its error page).
+fn hostile_names_bench(port: u16) -> (Bench, String) {
+    let plan = include_str!("../plans/local.yaml").replacen(
+        "name: probe ok,",
+        r#"name: "\e]0;owned\a\e[2Kprobe ok via http://gateusr:G4tePassw0rd@gate.example/","#,
+        1,
+    );
+    assert_ne!(plan, include_str!("../plans/local.yaml"));
+    let b = Bench::with_plan(&plan);
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "synthetic");
+    (b, format!("http://ech0usr:Ech0Passw0rd@127.0.0.1:{port}/"))
+}
+
+/// What [`hostile_names_bench`] must never show: its passwords and any control character.
+const HOSTILE_SECRETS: &[&str] = &["G4tePassw0rd", "Ech0Passw0rd"];
+const HOSTILE_ECHO: &str = "\x1b]0;pwned\x07\x1b[2K resume approved ech0usr:Ech0Passw0rd";
+
+fn assert_printable(place: &str, text: &str) {
+    assert!(
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "{place} shows a control character: {text:?}"
+    );
+}
+
+/// Regression (issue 43, the one text rule at every print): `advance`'s text output printed a
+/// gate's name and the blockers as they came: a plan's gate name holding ESC sequences and a
+/// URL with its password reached the terminal raw. A source answering ESC sequences and a
+/// credential shows neither either.
+#[test]
+fn advance_text_shows_no_control_character_and_no_credential() {
+    let (b, prom) = hostile_names_bench(echoing_server(HOSTILE_ECHO));
+    let env = [("QM_PROM_URL", prom.as_str())];
+    let held = b.run_env(&["advance", "local"], &env);
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    // Not vacuous: the gate's row and the blocker are printed, with the source's answer.
+    assert!(
+        held.stdout.contains("probe ok via") && held.stdout.contains("not advancing:"),
+        "{}",
+        held.stdout
+    );
+    assert!(held.stdout.contains("HTTP 401"), "{}", held.stdout);
+    let forced = b.run_env(
+        &[
+            "advance",
+            "local",
+            "--force",
+            "--reason",
+            "source is broken",
+        ],
+        &env,
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    assert!(forced.stdout.contains("FORCED past:"), "{}", forced.stdout);
+    for (what, r) in [("advance", &held), ("advance --force", &forced)] {
+        assert_run_clean(what, r, HOSTILE_SECRETS);
+        assert_printable(&format!("{what} (stdout)"), &r.stdout);
+        assert_printable(&format!("{what} (stderr)"), &r.stderr);
+    }
+}
+
+/// Regression (issue 43, the one text rule at every print): the console's page escaped HTML
+/// but showed a gate's name, a reason, an actor and evidence as they came: ESC sequences and a
+/// URL's password from a plan or a store reached the page.
+#[test]
+fn the_console_page_shows_no_control_character_and_no_credential() {
+    let (b, prom) = hostile_names_bench(echoing_server(HOSTILE_ECHO));
+    let env = [("QM_PROM_URL", prom.as_str())];
+    // A forced advance journals the failing gate, its name and reason, as evidence.
+    b.ok(&["advance", "local", "--force", "--reason", "forced"], 0);
+    let mut cmd = b.command(&[
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "100ms",
+        "--lease-ttl",
+        "2s",
+        "--id",
+        "console-text",
+    ]);
+    cmd.env_remove("MIGRATE_NOW");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
+    poll_until("a round", Duration::from_secs(20), || d.ticks() >= 2);
+    let (code, page) = http_get(&format!("http://{}/migrations/local", d.addr)).unwrap();
+    assert_eq!(code, 200, "{page}");
+    // Not vacuous: the gate is on the page, in the journal's evidence.
+    assert!(page.contains("probe ok via"), "{page}");
+    assert_no_secret("the console page", &page, HOSTILE_SECRETS);
+    assert_printable("the console page", &page);
+    d.kill9();
+}
