@@ -340,27 +340,14 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
 /// A server on loopback that answers every request 401 with an error page echoing the request
 /// line (its query string: the token) and `echo`.
 fn echoing_server(echo: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 8192];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let head = String::from_utf8_lossy(&buf[..n]).to_string();
-            let line = head.lines().next().unwrap_or_default().to_string();
-            let body = format!("denied: {line} ({echo})");
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-    });
-    port
+    common::answering_server(move |head| {
+        let line = head.lines().next().unwrap_or_default();
+        (
+            "401 Unauthorized",
+            "text/html",
+            format!("denied: {line} ({echo})"),
+        )
+    })
 }
 
 /// Regression (issue 31): an error page that echoes the request (a proxy's 401 quoting the
@@ -554,40 +541,26 @@ async fn a_nats_token_url_that_cannot_connect_is_not_shown() {
 /// decodes from it (as a proxy's or an exporter's error page does).
 fn credential_echoing_server() -> u16 {
     use base64::Engine as _;
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 8192];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let head = String::from_utf8_lossy(&buf[..n]).to_string();
-            let basic = head
-                .lines()
-                .find_map(|l| l.strip_prefix("authorization: Basic "))
-                .or_else(|| {
-                    head.lines()
-                        .find_map(|l| l.strip_prefix("Authorization: Basic "))
-                })
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(&basic)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            let body = format!("user/password {decoded} not accepted (header Basic {basic})");
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-    });
-    port
+    common::answering_server(|head| {
+        let basic = head
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("authorization: Basic ")
+                    .or_else(|| l.strip_prefix("Authorization: Basic "))
+            })
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&basic)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        (
+            "401 Unauthorized",
+            "text/plain",
+            format!("user/password {decoded} not accepted (header Basic {basic})"),
+        )
+    })
 }
 
 /// Regression (issue 43, item 1): masking covered the raw password of a source's URL, not its

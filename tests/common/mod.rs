@@ -369,6 +369,34 @@ pub fn fast_local_plan() -> String {
         .replace("max_redelivery_delay: 2m", "max_redelivery_delay: 1s")
 }
 
+/// A server on loopback that answers every request with what `answer` makes of the request's
+/// head (request line and headers, as sent): the status (`401 Unauthorized`), the content type
+/// and the body; the connection is closed after each answer. Its port.
+pub fn answering_server(
+    answer: impl Fn(&str) -> (&'static str, &'static str, String) + Send + 'static,
+) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let (status, kind, body) = answer(&String::from_utf8_lossy(&buf[..n]));
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
 /// Poll `f` every 20 ms until it is true; panic with `what` after `timeout`. Returns how long it
 /// took.
 pub fn poll_until(
