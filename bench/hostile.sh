@@ -4,19 +4,12 @@
 #  2. `migrate plan backtest` over a week at a 1-minute step against a Prometheus whose every
 #     answer is 63 MB;
 #  3. the console's migration page with 2,000 journal entries of 60 KB reasons.
-# Needs python3 and curl. MIGRATE: the binary (default target/release/migrate, built if missing).
+# Needs python3 and curl. MIGRATE: the binary (default: the release build, built first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-MIGRATE=${MIGRATE:-$PWD/target/release/migrate}
-[ -x "$MIGRATE" ] || cargo build --release --bin migrate
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# MIGRATE, $work and pids, cleaned up at exit.
+source bench/prelude.sh
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 bench/hostile_server.py "$port" 2>"$work/server.log" &
 pids+=($!)
