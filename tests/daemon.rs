@@ -1418,6 +1418,21 @@ async fn leading_in_first_slice(hold_for: &str) -> (DaemonWorld, Arc<Shared<AnyS
     (w, shared, held)
 }
 
+/// The memory of the first slice's exit gate (`error ratio low`) of the step entered at
+/// `entered`.
+async fn first_slice_gate_memory(
+    w: &DaemonWorld,
+    entered: i64,
+) -> queue_migrate::store::GateRecord {
+    let gate = [("error ratio low", "exit")];
+    let rows = w
+        .store
+        .latest_evaluations("local", entered, &gate)
+        .await
+        .unwrap();
+    rows[0].clone()
+}
+
 /// Regression: a round that read a migration (its plan, its gates' memory) before `migrate plan
 /// apply` and committed after it wrote back the held-since mark gathered under the old
 /// definition of a gate the apply had changed (and whose mark it had forgotten): the next round
@@ -1595,15 +1610,7 @@ async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
     let tick = |m: i64| daemon::tick::tick(&shared, "local", entered + m * minute);
-    let gate = [("error ratio low", "exit")];
-    let memory = || async {
-        let rows = w
-            .store
-            .latest_evaluations("local", entered, &gate)
-            .await
-            .unwrap();
-        rows[0].clone()
-    };
+    let memory = || first_slice_gate_memory(&w, entered);
     // Rounds a minute apart for 3 minutes: held since the first.
     for m in 1..=3 {
         assert_eq!(tick(m).await.unwrap(), Action::Waiting, "minute {m}");
@@ -1651,15 +1658,7 @@ async fn a_daemon_whose_clock_runs_ahead_of_the_database_does_not_pass_observe_a
             (c.clock, c.db_clock) = daemon::clocks(queue_migrate::time::now_ms() + ahead_ms, None);
         }
     };
-    let gate = [("error ratio low", "exit")];
-    let memory = || async {
-        let rows = w
-            .store
-            .latest_evaluations("local", entered, &gate)
-            .await
-            .unwrap();
-        rows[0].clone()
-    };
+    let memory = || first_slice_gate_memory(&w, entered);
     // A daemon on the database's time leads first: the gate passes, held from its first round.
     let first = w.start(on_host(0)).await;
     first.leading().await;

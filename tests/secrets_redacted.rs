@@ -267,18 +267,8 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
 
     // The daemon: its API, its logs (INFO: holds; WARN: routing still behind, giving up on a
     // webhook), the webhook bodies.
-    let mut cmd = b.command(&[
-        "run",
-        "--listen",
-        "127.0.0.1:0",
-        "--interval",
-        "100ms",
-        "--lease-ttl",
-        "2s",
-        "--id",
-        "secrets",
-    ]);
-    cmd.env_remove("MIGRATE_NOW").env("QM_PROM_URL", &prom);
+    let mut cmd = b.daemon_command("secrets", &[]);
+    cmd.env("QM_PROM_URL", &prom);
     let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
     let log = d.log.clone();
     let logged = |needle: &str| log.lock().unwrap().iter().any(|l| l.contains(needle));
@@ -563,6 +553,22 @@ fn credential_echoing_server() -> u16 {
     })
 }
 
+/// `advance local --force` past a source that is broken, in `env`: exit 0.
+fn forced_past_a_broken_source(b: &Bench, env: &[(&str, &str)]) -> Run {
+    let forced = b.run_env(
+        &[
+            "advance",
+            "local",
+            "--force",
+            "--reason",
+            "source is broken",
+        ],
+        env,
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    forced
+}
+
 /// Regression (issue 43, item 1): masking covered the raw password of a source's URL, not its
 /// percent-decoded form (`%40` is `@` once sent) nor the `Authorization: Basic` value built
 /// from it; a source that echoed them had them shown by `advance`, `--dry-run`, `status`, the
@@ -600,17 +606,7 @@ fn a_source_echoing_the_decoded_password_and_basic_header_shows_neither() {
     ] {
         assert_run_clean(what, &b.run_env(args, &env), &secrets);
     }
-    let forced = b.run_env(
-        &[
-            "advance",
-            "local",
-            "--force",
-            "--reason",
-            "source is broken",
-        ],
-        &env,
-    );
-    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    let forced = forced_past_a_broken_source(&b, &env);
     assert_run_clean("advance --force", &forced, &secrets);
     let history = b.run_env(&["history", "local", "--json"], &env);
     assert!(
@@ -772,17 +768,7 @@ fn advance_text_shows_no_control_character_and_no_credential() {
         held.stdout
     );
     assert!(held.stdout.contains("HTTP 401"), "{}", held.stdout);
-    let forced = b.run_env(
-        &[
-            "advance",
-            "local",
-            "--force",
-            "--reason",
-            "source is broken",
-        ],
-        &env,
-    );
-    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    let forced = forced_past_a_broken_source(&b, &env);
     assert!(forced.stdout.contains("FORCED past:"), "{}", forced.stdout);
     for (what, r) in [("advance", &held), ("advance --force", &forced)] {
         assert_run_clean(what, r, HOSTILE_SECRETS);
@@ -800,21 +786,8 @@ fn the_console_page_shows_no_control_character_and_no_credential() {
     let env = [("QM_PROM_URL", prom.as_str())];
     // A forced advance journals the failing gate, its name and reason, as evidence.
     b.ok(&["advance", "local", "--force", "--reason", "forced"], 0);
-    let mut cmd = b.command(&[
-        "run",
-        "--listen",
-        "127.0.0.1:0",
-        "--interval",
-        "100ms",
-        "--lease-ttl",
-        "2s",
-        "--id",
-        "console-text",
-    ]);
-    cmd.env_remove("MIGRATE_NOW");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut cmd = b.daemon_command("console-text", &[]);
+    cmd.envs(env);
     let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
     poll_until("a round", Duration::from_secs(20), || d.ticks() >= 2);
     let (code, page) = http_get(&format!("http://{}/migrations/local", d.addr)).unwrap();

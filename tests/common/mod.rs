@@ -343,6 +343,26 @@ impl Bench {
         c
     }
 
+    /// `migrate [GLOBAL] run` on 127.0.0.1:0 as `id`, rounds every 100 ms, a 2-s lease, on the
+    /// real clock (no `MIGRATE_NOW`), not started: for [`DaemonChild::spawn`].
+    pub fn daemon_command(&self, id: &str, global: &[&str]) -> Command {
+        let mut args = global.to_vec();
+        args.extend([
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "100ms",
+            "--lease-ttl",
+            "2s",
+            "--id",
+            id,
+        ]);
+        let mut c = self.command(&args);
+        c.env_remove("MIGRATE_NOW");
+        c
+    }
+
     /// [`Bench::run`] with extra environment (e.g. `QM_SCRAPE_URL` of another server).
     pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut c = self.command(args);
