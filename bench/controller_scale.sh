@@ -70,14 +70,8 @@ fi
 MIGRATE=${MIGRATE:-$CARGO_TARGET_DIR/release/migrate}
 [ -x "$HELPER" ] || { echo "cannot build the controller_scale helper" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# $work and pids, cleaned up at exit (MIGRATE as set above).
+source bench/prelude.sh
 
 cpu_of() { # utime + stime of a pid, in seconds
   awk '{ split($0, a, ") "); split(a[2], f, " "); printf "%.2f", (f[12] + f[13]) / 100 }' "/proc/$1/stat"

@@ -3,12 +3,17 @@
 - GET /metrics: a /metrics target with SERIES series (default 1,000,000; short names, ~10 bytes
   a line, so that the whole target fits under the 16 MiB body cap and the series cap is what
   stops it);
-- /api/v1/query_range and /api/v1/query: a 63 MB matrix answer (many series of many points)."""
+- /api/v1/query_range and /api/v1/query: a 63 MB matrix answer (many series of many points),
+  with its Content-Length, or streamed without one (to be read until the connection closes)
+  when the third argument is `stream`.
+Each answer to a query is counted on standard error ("answered N queries")."""
 import http.server
 import sys
 
 PORT = int(sys.argv[1])
 SERIES = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+STREAM = len(sys.argv) > 3 and sys.argv[3] == "stream"
+ANSWERED = [0]
 
 METRICS = "app_new_consumer_connected 1\n" + "".join(f"s{i:07d} 1\n" for i in range(SERIES - 1))
 METRICS = METRICS.encode()
@@ -47,16 +52,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
+    def query(self):
+        ANSWERED[0] += 1
+        print(f"answered {ANSWERED[0]} queries", file=sys.stderr, flush=True)
+        if not STREAM:
+            self.answer(MATRIX, "application/json")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for at in range(0, len(MATRIX), 1 << 20):
+                self.wfile.write(MATRIX[at:at + (1 << 20)])
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def do_GET(self):
         if self.path.startswith("/metrics"):
             self.answer(METRICS, "text/plain")
         else:
-            self.answer(MATRIX, "application/json")
+            self.query()
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         self.rfile.read(n)
-        self.answer(MATRIX, "application/json")
+        self.query()
 
 
 http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()

@@ -14,21 +14,8 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-300}
 INTERVAL=${INTERVAL:-1s}
 ERROR_BYTES=${ERROR_BYTES:-3000000}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
-if [ -z "${MIGRATE:-}" ]; then
-  cargo build --release --bin migrate >&2
-  MIGRATE="$CARGO_TARGET_DIR/release/migrate"
-fi
-[ -x "$MIGRATE" ] || { echo "no migrate binary at $MIGRATE" >&2; exit 1; }
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# MIGRATE, $work and pids, cleaned up at exit.
+source bench/prelude.sh
 
 # The hostile Prometheus: every answer a 400 whose JSON error is ERROR_BYTES long.
 python3 - "$work/prom.port" "$ERROR_BYTES" <<'PY' &

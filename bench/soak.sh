@@ -22,7 +22,6 @@ RETAIN=${RETAIN:-5m}
 SAMPLE=${SAMPLE:-60}
 INTERVAL=${INTERVAL:-1s}
 TOLERANCE=${TOLERANCE:-10}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 
 seconds() { # humantime-ish: 90, 90s, 5m, 2h -> seconds
   case "$1" in
@@ -35,20 +34,8 @@ seconds() { # humantime-ish: 90, 90s, 5m, 2h -> seconds
 duration_s=$(seconds "$DURATION")
 retain_s=$(seconds "$RETAIN")
 
-if [ -z "${MIGRATE:-}" ]; then
-  cargo build --release --bin migrate >&2
-  MIGRATE="$CARGO_TARGET_DIR/release/migrate"
-fi
-[ -x "$MIGRATE" ] || { echo "no migrate binary at $MIGRATE" >&2; exit 1; }
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# MIGRATE, $work and pids, cleaned up at exit.
+source bench/prelude.sh
 
 # The scrape endpoint: a counter that moves at every scrape, a depth, a ready flag.
 python3 - "$work/scrape.port" <<'PY' &

@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use queue_migrate::cli::{Cli, LogFormat, run};
 
+/// The longest error message printed, in bytes (a plan's many errors fit; a source's
+/// megabytes do not).
+const ERROR_MAX: usize = 64 << 10;
+
 fn main() -> ExitCode {
     queue_migrate::indicators::fetch::install_crypto_provider();
     let cli = match Cli::try_parse_tuned(std::env::args_os()) {
@@ -29,7 +33,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             if !e.is_quiet() {
-                eprintln!("migrate: {e}");
+                // The one text rule: an error may quote a source, a server or a person.
+                eprintln!(
+                    "migrate: {}",
+                    queue_migrate::outgoing::text(
+                        &e.message,
+                        &queue_migrate::outgoing::Secrets::none(),
+                        queue_migrate::outgoing::Shape::Block,
+                        ERROR_MAX,
+                    )
+                );
             }
             ExitCode::from(e.code)
         }

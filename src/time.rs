@@ -45,14 +45,20 @@ pub struct DbClock(std::sync::Arc<std::sync::Mutex<(Millis, std::time::Instant)>
 
 impl Default for DbClock {
     fn default() -> Self {
-        DbClock(std::sync::Arc::new(std::sync::Mutex::new((
-            now_ms(),
-            std::time::Instant::now(),
-        ))))
+        DbClock::starting_at(now_ms())
     }
 }
 
 impl DbClock {
+    /// A clock that reads `wall_ms` now (this host's wall clock) until its first
+    /// [`DbClock::sample`]: [`DbClock::default`] with the wall clock read by its caller.
+    pub fn starting_at(wall_ms: Millis) -> DbClock {
+        DbClock(std::sync::Arc::new(std::sync::Mutex::new((
+            wall_ms,
+            std::time::Instant::now(),
+        ))))
+    }
+
     /// Now, on the database's clock as last sampled.
     pub fn now_ms(&self) -> Millis {
         let (at, since) = *self

@@ -98,12 +98,12 @@ fn write_outcome(out: &mut impl Write, outcome: &AdvanceOutcome, gated: bool) ->
     if gated {
         writeln!(out, "not advancing:")?;
         for b in &outcome.blockers {
-            writeln!(out, "  - {b}")?;
+            writeln!(out, "  - {}", crate::outgoing::line(b))?;
         }
     } else if outcome.forced {
         writeln!(out, "FORCED past:")?;
         for b in &outcome.blockers {
-            writeln!(out, "  - {b}")?;
+            writeln!(out, "  - {}", crate::outgoing::line(b))?;
         }
     }
     if outcome.dry_run

@@ -18,6 +18,21 @@ pub struct GateRow<'a> {
 /// The gate table of `status` and `advance`: kind, verdict, name, last value, reason, each column
 /// as wide as its widest cell (a long gate name or value does not push its row out of line).
 pub fn write_gate_rows(out: &mut impl Write, rows: &[GateRow<'_>]) -> io::Result<()> {
+    // The one text rule at the print: a plan's gate name and a reason show no control
+    // character and no credential, whoever made them.
+    let names: Vec<String> = rows.iter().map(|r| crate::outgoing::line(r.name)).collect();
+    let rows: Vec<GateRow<'_>> = rows
+        .iter()
+        .zip(&names)
+        .map(|(r, name)| GateRow {
+            kind: r.kind,
+            verdict: r.verdict,
+            name,
+            value: r.value,
+            reason: r.reason,
+        })
+        .collect();
+    let rows = &rows[..];
     let values: Vec<String> = rows
         .iter()
         .map(|r| r.value.map_or_else(|| "-".into(), |v| format!("{v}")))
@@ -34,7 +49,7 @@ pub fn write_gate_rows(out: &mut impl Write, rows: &[GateRow<'_>]) -> io::Result
             r.kind,
             r.verdict.to_uppercase(),
             r.name,
-            r.reason
+            crate::outgoing::line(r.reason)
         )?;
     }
     Ok(())

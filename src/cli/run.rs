@@ -262,16 +262,12 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
             .unwrap_or_else(|_| "localhost".into());
         format!("daemon@{host}:{}", std::process::id())
     });
-    let now = ctx.global.now.clone();
-    let db_clock = crate::time::DbClock::default();
-    let clock: daemon::Clock = match now {
-        Some(_) => {
-            let fixed = ctx.now_ms()?;
-            Arc::new(move || fixed)
-        }
-        // Gates measure `observe` and `for:` on the database's clock, as the store stamps.
-        None => db_clock.clock(),
+    let fixed = match ctx.global.now {
+        Some(_) => Some(ctx.now_ms()?),
+        None => None,
     };
+    // Gates measure `observe` and `for:` on the database's clock, as the store stamps.
+    let (clock, db_clock) = daemon::clocks(crate::time::now_ms(), fixed);
     let config = Config {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,

@@ -42,7 +42,9 @@ use crate::plan::Resolve;
 use crate::store::fence::{self, FenceCell};
 use crate::store::lease_keeper::Renewal;
 use crate::store::{Fleet, Store};
-pub use shared::{Clock, Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, read_whole_fleet};
+pub use shared::{
+    Clock, Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, clocks, read_whole_fleet,
+};
 
 /// Mutating API calls on a non-loopback address need a token (unless the API is read-only).
 ///

@@ -24,6 +24,23 @@ pub const LEASE: &str = "controller";
 
 pub use crate::time::Clock;
 
+/// The two clocks of a daemon on a host whose wall clock reads `wall_ms` now: the database's
+/// clock as the daemon follows it ([`Config::db_clock`], sampled at every lease attempt, the
+/// host's clock until the first) and the clock its gates read ([`Config::clock`]): that one,
+/// so that `observe`, `min_duration` and `for:` are measured on the database's clock whatever
+/// the host's says (issue 42), or the instant `fixed` (`--now`) when given.
+pub fn clocks(
+    wall_ms: crate::time::Millis,
+    fixed: Option<crate::time::Millis>,
+) -> (Clock, crate::time::DbClock) {
+    let db_clock = crate::time::DbClock::starting_at(wall_ms);
+    let clock: Clock = match fixed {
+        Some(at) => Arc::new(move || at),
+        None => db_clock.clock(),
+    };
+    (clock, db_clock)
+}
+
 /// How the daemon runs.
 #[derive(Clone)]
 pub struct Config {

@@ -869,3 +869,124 @@ fn decisions_without_a_queue_show_every_queue(d: DlqBench) {
 }
 
 on_both!(decisions_without_a_queue_show_every_queue, "dlq_all_queues");
+
+/// Issue 42: of two `dlq replay` runs of one queue at once, the one that reached an entry the
+/// other was sending called it in doubt ("1 in doubt", `--resend-in-doubt`, exit 1) though
+/// nothing was. It waits for the other run's claim to settle, and skips what it sent.
+///
+/// Run A sends to a pipe nobody reads yet, with entries of 256 KiB: it blocks writing the first
+/// one, between its claim and its settle. Run B reads the same entries from its standard input;
+/// once it took the first one (the test's write of it returned), A is let go.
+fn two_concurrent_replays_wait_for_each_other_instead_of_calling_claims_in_doubt(d: DlqBench) {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let big = "x".repeat(256 << 10);
+    let lines: Vec<String> = (1..=3)
+        .map(|n| {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&envelope("dependency_timeout", TIMEOUT, n, 10)).unwrap();
+            v["payload"] = serde_json::json!({"orderId": format!("o-{n}"), "pad": big})
+                .to_string()
+                .into();
+            v.to_string()
+        })
+        .collect();
+    d.write("export.ndjson", &lines);
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    d.ok(&["dlq", "decisions"], 0); // the schema exists
+    // Both to standard output: one destination, one ledger.
+    let args = |file| {
+        replay_args(&timeout)
+            .into_iter()
+            .map(|a| match a {
+                "export.ndjson" => file,
+                "out.ndjson" => "-",
+                a => a,
+            })
+            .map(str::to_string)
+            .collect::<Vec<String>>()
+    };
+    let a_args = args("export.ndjson");
+    let b_args = args("-");
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    let mut a = d
+        .command(&strs(&a_args))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut a_out = a.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    // A wrote the first byte of entry 1: it claimed it, and blocks on the full pipe.
+    assert_eq!(
+        a_out.read(&mut first).unwrap(),
+        1,
+        "[{}] A sent nothing",
+        d.kind()
+    );
+
+    let b_file = std::fs::File::create(d.path("b.ndjson")).unwrap();
+    let mut b = d
+        .command(&strs(&b_args))
+        .stdin(Stdio::piped())
+        .stdout(b_file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut b_in = b.stdin.take().unwrap();
+    // Returns once B read most of entry 1 (the pipe holds 64 KiB): B is about to claim it.
+    b_in.write_all(format!("{}\n", lines[0]).as_bytes())
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // A goes on: it settles entry 1 as sent while B waits.
+    let drain = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        a_out.read_to_end(&mut rest).unwrap();
+        rest
+    });
+    for line in &lines[1..] {
+        b_in.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+    drop(b_in);
+    let b = b.wait_with_output().unwrap();
+    let a_rest = drain.join().unwrap();
+    let a = a.wait_with_output().unwrap();
+
+    let a_err = String::from_utf8_lossy(&a.stderr);
+    let b_err = String::from_utf8_lossy(&b.stderr);
+    for (run, out, err) in [("A", &a.status, &a_err), ("B", &b.status, &b_err)] {
+        assert!(
+            out.success() && !err.contains("in doubt"),
+            "[{}] run {run} exited {out}: {err}",
+            d.kind()
+        );
+    }
+    let a_text = String::from_utf8([&first[..], &a_rest].concat()).unwrap();
+    let b_text = std::fs::read_to_string(d.path("b.ndjson")).unwrap();
+    let mut sent: Vec<String> = a_text
+        .lines()
+        .chain(b_text.lines())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["headers"]["x-replay-of"].as_str().unwrap().to_string()
+        })
+        .collect();
+    sent.sort();
+    let want: Vec<String> = (1..=3)
+        .map(|n| format!("2026-11-29T10:05:0{n}.000Z"))
+        .collect();
+    assert_eq!(
+        sent,
+        want,
+        "[{}] each entry once\nA: {a_err}\nB: {b_err}",
+        d.kind()
+    );
+}
+
+on_both!(
+    two_concurrent_replays_wait_for_each_other_instead_of_calling_claims_in_doubt,
+    "dlq_replay_race"
+);

@@ -343,6 +343,26 @@ impl Bench {
         c
     }
 
+    /// `migrate [GLOBAL] run` on 127.0.0.1:0 as `id`, rounds every 100 ms, a 2-s lease, on the
+    /// real clock (no `MIGRATE_NOW`), not started: for [`DaemonChild::spawn`].
+    pub fn daemon_command(&self, id: &str, global: &[&str]) -> Command {
+        let mut args = global.to_vec();
+        args.extend([
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "100ms",
+            "--lease-ttl",
+            "2s",
+            "--id",
+            id,
+        ]);
+        let mut c = self.command(&args);
+        c.env_remove("MIGRATE_NOW");
+        c
+    }
+
     /// [`Bench::run`] with extra environment (e.g. `QM_SCRAPE_URL` of another server).
     pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut c = self.command(args);
@@ -367,6 +387,34 @@ pub fn fast_local_plan() -> String {
         .replace("max_backoff: 2m", "max_backoff: 1s")
         .replace("visibility_timeout: 1m", "visibility_timeout: 1s")
         .replace("max_redelivery_delay: 2m", "max_redelivery_delay: 1s")
+}
+
+/// A server on loopback that answers every request with what `answer` makes of the request's
+/// head (request line and headers, as sent): the status (`401 Unauthorized`), the content type
+/// and the body; the connection is closed after each answer. Its port.
+pub fn answering_server(
+    answer: impl Fn(&str) -> (&'static str, &'static str, String) + Send + 'static,
+) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let (status, kind, body) = answer(&String::from_utf8_lossy(&buf[..n]));
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
 }
 
 /// Poll `f` every 20 ms until it is true; panic with `what` after `timeout`. Returns how long it

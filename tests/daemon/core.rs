@@ -1417,6 +1417,21 @@ async fn leading_in_first_slice(hold_for: &str) -> (DaemonWorld, Arc<Shared<AnyS
     (w, shared, held)
 }
 
+/// The memory of the first slice's exit gate (`error ratio low`) of the step entered at
+/// `entered`.
+async fn first_slice_gate_memory(
+    w: &DaemonWorld,
+    entered: i64,
+) -> queue_migrate::store::GateRecord {
+    let gate = [("error ratio low", "exit")];
+    let rows = w
+        .store
+        .latest_evaluations("local", entered, &gate)
+        .await
+        .unwrap();
+    rows[0].clone()
+}
+
 /// Regression: a round that read a migration (its plan, its gates' memory) before `migrate plan
 /// apply` and committed after it wrote back the held-since mark gathered under the old
 /// definition of a gate the apply had changed (and whose mark it had forgotten): the next round
@@ -1594,15 +1609,7 @@ async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
     let minute = 60_000;
     let entered = T0 * 1000 + minute;
     let tick = |m: i64| daemon::tick::tick(&shared, "local", entered + m * minute);
-    let gate = [("error ratio low", "exit")];
-    let memory = || async {
-        let rows = w
-            .store
-            .latest_evaluations("local", entered, &gate)
-            .await
-            .unwrap();
-        rows[0].clone()
-    };
+    let memory = || first_slice_gate_memory(&w, entered);
     // Rounds a minute apart for 3 minutes: held since the first.
     for m in 1..=3 {
         assert_eq!(tick(m).await.unwrap(), Action::Waiting, "minute {m}");
@@ -1629,4 +1636,51 @@ async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
             to: State::Slices(1)
         }
     );
+}
+
+/// Issue 42: a daemon whose host clock ran 2 minutes ahead of the database's passed `observe:
+/// 1m` and `for: 1m` within seconds of taking over a step entered, and a gate held since, on the
+/// database's clock. Its gates read the database's clock as it follows it
+/// ([`daemon::clocks`]: sampled at every lease attempt), whatever the host's clock says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_whose_clock_runs_ahead_of_the_database_does_not_pass_observe_and_for_early() {
+    const GATE: &str = r#"pass_if: "< 0.01" }"#;
+    let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 1m }"#, 1);
+    assert_ne!(held, plan());
+    let w = DaemonWorld::new(&held).await;
+    // SQLite's clock is this machine's: the step is entered on the database's time.
+    let entered = queue_migrate::time::now_ms();
+    common::enter_first_slice(&w.store, "local", entered).await;
+    // A daemon on a host whose wall clock reads `ahead_ms` more than the database's.
+    let on_host = |ahead_ms: i64| {
+        move |c: &mut Config| {
+            (c.clock, c.db_clock) = daemon::clocks(queue_migrate::time::now_ms() + ahead_ms, None);
+        }
+    };
+    let memory = || first_slice_gate_memory(&w, entered);
+    // A daemon on the database's time leads first: the gate passes, held from its first round.
+    let first = w.start(on_host(0)).await;
+    first.leading().await;
+    first.settle().await;
+    let since = memory().await.held_since_ms.expect("the gate passes");
+    first.stop().await;
+    // The next leader's host is 2 minutes ahead: a minute of `observe` and of `for:` have not
+    // passed on the database's clock, whatever this host says.
+    let ahead = w.start(on_host(120_000)).await;
+    ahead.leading().await;
+    ahead.settle().await;
+    ahead.settle().await;
+    let m = memory().await;
+    assert_eq!(
+        w.state().await,
+        ("slices".into(), Some(0), false),
+        "advanced early: {m:?}"
+    );
+    assert!(
+        m.at_ms >= since && m.at_ms - entered < 60_000,
+        "the round's instant is not the database's: {} ms after the step began",
+        m.at_ms - entered
+    );
+    assert_eq!(m.held_since_ms, Some(since), "{m:?}");
+    ahead.stop().await;
 }

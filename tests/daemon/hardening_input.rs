@@ -549,25 +549,7 @@ fn a_pause_reason_with_escape_sequences_prints_no_escape_in_status_or_history() 
 
 /// A Prometheus on loopback that answers every request 400 with `body` (JSON).
 fn answering_server(body: &'static str) -> u16 {
-    use std::io::Read;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-            let mut buf = [0u8; 8192];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-    });
-    port
+    common::answering_server(move |_| ("400 Bad Request", "application/json", body.to_string()))
 }
 
 /// Regression (issue 43, item 5): a source's error text went into `plan backtest`'s report

@@ -267,18 +267,8 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
 
     // The daemon: its API, its logs (INFO: holds; WARN: routing still behind, giving up on a
     // webhook), the webhook bodies.
-    let mut cmd = b.command(&[
-        "run",
-        "--listen",
-        "127.0.0.1:0",
-        "--interval",
-        "100ms",
-        "--lease-ttl",
-        "2s",
-        "--id",
-        "secrets",
-    ]);
-    cmd.env_remove("MIGRATE_NOW").env("QM_PROM_URL", &prom);
+    let mut cmd = b.daemon_command("secrets", &[]);
+    cmd.env("QM_PROM_URL", &prom);
     let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
     let log = d.log.clone();
     let logged = |needle: &str| log.lock().unwrap().iter().any(|l| l.contains(needle));
@@ -340,27 +330,14 @@ fn credentials_of_sources_etcd_and_webhooks_appear_nowhere() {
 /// A server on loopback that answers every request 401 with an error page echoing the request
 /// line (its query string: the token) and `echo`.
 fn echoing_server(echo: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 8192];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let head = String::from_utf8_lossy(&buf[..n]).to_string();
-            let line = head.lines().next().unwrap_or_default().to_string();
-            let body = format!("denied: {line} ({echo})");
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-    });
-    port
+    common::answering_server(move |head| {
+        let line = head.lines().next().unwrap_or_default();
+        (
+            "401 Unauthorized",
+            "text/html",
+            format!("denied: {line} ({echo})"),
+        )
+    })
 }
 
 /// Regression (issue 31): an error page that echoes the request (a proxy's 401 quoting the
@@ -554,40 +531,42 @@ async fn a_nats_token_url_that_cannot_connect_is_not_shown() {
 /// decodes from it (as a proxy's or an exporter's error page does).
 fn credential_echoing_server() -> u16 {
     use base64::Engine as _;
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 8192];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let head = String::from_utf8_lossy(&buf[..n]).to_string();
-            let basic = head
-                .lines()
-                .find_map(|l| l.strip_prefix("authorization: Basic "))
-                .or_else(|| {
-                    head.lines()
-                        .find_map(|l| l.strip_prefix("Authorization: Basic "))
-                })
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(&basic)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            let body = format!("user/password {decoded} not accepted (header Basic {basic})");
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-    });
-    port
+    common::answering_server(|head| {
+        let basic = head
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("authorization: Basic ")
+                    .or_else(|| l.strip_prefix("Authorization: Basic "))
+            })
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&basic)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        (
+            "401 Unauthorized",
+            "text/plain",
+            format!("user/password {decoded} not accepted (header Basic {basic})"),
+        )
+    })
+}
+
+/// `advance local --force` past a source that is broken, in `env`: exit 0.
+fn forced_past_a_broken_source(b: &Bench, env: &[(&str, &str)]) -> Run {
+    let forced = b.run_env(
+        &[
+            "advance",
+            "local",
+            "--force",
+            "--reason",
+            "source is broken",
+        ],
+        env,
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    forced
 }
 
 /// Regression (issue 43, item 1): masking covered the raw password of a source's URL, not its
@@ -627,17 +606,7 @@ fn a_source_echoing_the_decoded_password_and_basic_header_shows_neither() {
     ] {
         assert_run_clean(what, &b.run_env(args, &env), &secrets);
     }
-    let forced = b.run_env(
-        &[
-            "advance",
-            "local",
-            "--force",
-            "--reason",
-            "source is broken",
-        ],
-        &env,
-    );
-    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    let forced = forced_past_a_broken_source(&b, &env);
     assert_run_clean("advance --force", &forced, &secrets);
     let history = b.run_env(&["history", "local", "--json"], &env);
     assert!(
@@ -748,4 +717,84 @@ fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
         &store_rows(&b.path("state.db")),
         &secrets,
     );
+}
+
+/// The synthetic phase's gate of plans/local.yaml renamed with ESC sequences (set the
+/// terminal's title, erase the line) and a credential, and the migration in `synthetic`, its
+/// source the server of `port` (ESC sequences and a password in its error page).
+fn hostile_names_bench(port: u16) -> (Bench, String) {
+    let plan = include_str!("../../plans/local.yaml").replacen(
+        "name: probe ok,",
+        r#"name: "\e]0;owned\a\e[2Kprobe ok via http://gateusr:G4tePassw0rd@gate.example/","#,
+        1,
+    );
+    assert_ne!(plan, include_str!("../../plans/local.yaml"));
+    let b = Bench::with_plan(&plan);
+    b.indicators.all_green();
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    b.ok(&["advance", "local"], 0);
+    assert_eq!(b.state().0, "synthetic");
+    (b, format!("http://ech0usr:Ech0Passw0rd@127.0.0.1:{port}/"))
+}
+
+/// What [`hostile_names_bench`] must never show: its passwords and any control character.
+const HOSTILE_SECRETS: &[&str] = &["G4tePassw0rd", "Ech0Passw0rd"];
+const HOSTILE_ECHO: &str = "\x1b]0;pwned\x07\x1b[2K resume approved ech0usr:Ech0Passw0rd";
+
+fn assert_printable(place: &str, text: &str) {
+    assert!(
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "{place} shows a control character: {text:?}"
+    );
+}
+
+/// Regression (issue 43, the one text rule at every print): `advance`'s text output printed a
+/// gate's name and the blockers as they came: a plan's gate name holding ESC sequences and a
+/// URL with its password reached the terminal raw. A source answering ESC sequences and a
+/// credential shows neither either.
+#[test]
+fn advance_text_shows_no_control_character_and_no_credential() {
+    let (b, prom) = hostile_names_bench(echoing_server(HOSTILE_ECHO));
+    let env = [("QM_PROM_URL", prom.as_str())];
+    let held = b.run_env(&["advance", "local"], &env);
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    // Not vacuous: the gate's row and the blocker are printed, with the source's answer.
+    assert!(
+        held.stdout.contains("probe ok via") && held.stdout.contains("not advancing:"),
+        "{}",
+        held.stdout
+    );
+    assert!(held.stdout.contains("HTTP 401"), "{}", held.stdout);
+    let forced = forced_past_a_broken_source(&b, &env);
+    assert!(forced.stdout.contains("FORCED past:"), "{}", forced.stdout);
+    for (what, r) in [("advance", &held), ("advance --force", &forced)] {
+        assert_run_clean(what, r, HOSTILE_SECRETS);
+        assert_printable(&format!("{what} (stdout)"), &r.stdout);
+        assert_printable(&format!("{what} (stderr)"), &r.stderr);
+    }
+}
+
+/// Regression (issue 43, the one text rule at every print): the console's page escaped HTML
+/// but showed a gate's name, a reason, an actor and evidence as they came: ESC sequences and a
+/// URL's password from a plan or a store reached the page.
+#[test]
+fn the_console_page_shows_no_control_character_and_no_credential() {
+    let (b, prom) = hostile_names_bench(echoing_server(HOSTILE_ECHO));
+    let env = [("QM_PROM_URL", prom.as_str())];
+    // A forced advance journals the failing gate, its name and reason, as evidence.
+    b.ok(&["advance", "local", "--force", "--reason", "forced"], 0);
+    let mut cmd = b.daemon_command("console-text", &[]);
+    cmd.envs(env);
+    let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
+    poll_until("a round", Duration::from_secs(20), || d.ticks() >= 2);
+    let (code, page) = http_get(&format!("http://{}/migrations/local", d.addr)).unwrap();
+    assert_eq!(code, 200, "{page}");
+    // Not vacuous: the gate is on the page, in the journal's evidence.
+    assert!(page.contains("probe ok via"), "{page}");
+    assert_no_secret("the console page", &page, HOSTILE_SECRETS);
+    assert_printable("the console page", &page);
+    d.kill9();
 }

@@ -908,20 +908,8 @@ fn daemon_rotation(
     } else {
         s.url()
     };
-    let mut cmd = b.command(&[
-        "--source-timeout",
-        "300ms",
-        "run",
-        "--listen",
-        "127.0.0.1:0",
-        "--interval",
-        "100ms",
-        "--lease-ttl",
-        "2s",
-        "--id",
-        "misbehaving",
-    ]);
-    cmd.env_remove("MIGRATE_NOW").env(var, url);
+    let mut cmd = b.daemon_command("misbehaving", &["--source-timeout", "300ms"]);
+    cmd.env(var, url);
     let mut d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
     poll_until(
         "two rounds of misbehaviours",

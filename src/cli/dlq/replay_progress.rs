@@ -49,8 +49,12 @@ impl Progress {
                 if stats.failed <= SHOWN_FAILURES {
                     let (class, version, signature) = &s.key;
                     eprintln!(
-                        "replay: failed to publish the entry dead-lettered at {} ({class} {version} {signature:?}): {e}",
-                        s.entry.dead_lettered_at
+                        "replay: failed to publish the entry dead-lettered at {} ({} {} {signature:?}): {}",
+                        crate::outgoing::line(&s.entry.dead_lettered_at),
+                        crate::outgoing::line(class),
+                        crate::outgoing::line(version),
+                        // A broker's or a file's error, as the one text rule shows it.
+                        crate::outgoing::line(&e.to_string())
                     );
                 }
                 if stats.failed == SHOWN_FAILURES {

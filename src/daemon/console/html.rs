@@ -24,6 +24,23 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// A text from a source, a person or the store (a reason, an actor, an error, evidence) as
+/// shown: the one text rule ([`crate::outgoing::text`]: URL credentials masked, no control
+/// character, at most a stored reason's length), then [`esc`]. `Block` keeps its lines.
+pub fn shown(text: &str, shape: crate::outgoing::Shape) -> String {
+    esc(&crate::outgoing::text(
+        text,
+        &crate::outgoing::Secrets::none(),
+        shape,
+        crate::outgoing::REASON_MAX,
+    ))
+}
+
+/// [`shown`] on one line.
+fn said(text: &str) -> String {
+    shown(text, crate::outgoing::Shape::Line)
+}
+
 /// A name as a path segment of `/migrations/{name}` (or a query value).
 pub fn path_segment(name: &str) -> String {
     super::gate_data::encode(name)
@@ -61,7 +78,7 @@ pub fn error(message: &str) -> String {
     format!(
         "{}<main id=\"main\"><h1>Not shown</h1><p class=\"error\">{}</p><p><a href=\"/\">All migrations</a></p></main>\n</body>\n</html>\n",
         head("error", ""),
-        esc(message)
+        said(message)
     )
 }
 
@@ -121,7 +138,7 @@ pub fn fleet(s: &Serving, rows: &[FleetRow], failed: &[(String, String)]) -> Str
                 out,
                 "<tr><th scope=\"row\">{}</th><td colspan=\"4\" class=\"error\">{}</td></tr>",
                 esc(name),
-                esc(e)
+                said(e)
             );
         }
         out.push_str("</tbody></table></div>\n");
@@ -213,7 +230,7 @@ fn live_head(d: &Detail) -> String {
         standing = standing_pill(&v.standing),
     );
     if let Some(e) = &v.publish_error {
-        let _ = writeln!(out, "<p class=\"error\">Publisher behind: {}</p>", esc(e));
+        let _ = writeln!(out, "<p class=\"error\">Publisher behind: {}</p>", said(e));
     }
     out
 }
@@ -240,7 +257,7 @@ fn query_html(data: Option<&GateData>) -> String {
         .unwrap_or_default();
     format!(
         "<details class=\"query\"><summary>query <span class=\"muted\">({})</span></summary><pre><code>{}</code></pre></details>{link}",
-        esc(&g.source),
+        said(&g.source),
         esc(&g.query)
     )
 }
@@ -309,7 +326,7 @@ fn migration_main(d: &Detail) -> String {
                  <td><span class=\"badge {class} verdict\">{upper}</span></td>\
                  <td class=\"num value\" title=\"{exact}\">{value}</td><td class=\"num\">{threshold}</td>\
                  <td class=\"reason\">{reason}{at}</td></tr>",
-                name = esc(&g.name),
+                name = said(&g.name),
                 query = query_html(data.as_ref()),
                 kind = esc(g.kind.as_str()),
                 class = verdict_class(verdict),
@@ -319,7 +336,7 @@ fn migration_main(d: &Detail) -> String {
                     .value
                     .map_or_else(|| "–".into(), |x| esc(&round_value(x, *t))),
                 threshold = t.map(|t| esc(&t.text())).unwrap_or_else(|| "–".into()),
-                reason = esc(&g.reason),
+                reason = said(&g.reason),
                 at = g
                     .evaluated_at
                     .as_ref()
@@ -351,11 +368,8 @@ fn migration_main(d: &Detail) -> String {
             fp = if e.from_paused { " (paused)" } else { "" },
             to = esc(&e.to),
             tp = if e.to_paused { " (paused)" } else { "" },
-            actor = esc(&e.actor),
-            reason = e.reason.as_deref().map_or_else(
-                || "–".into(),
-                |r| esc(&crate::outgoing::cap(r, crate::outgoing::REASON_MAX))
-            ),
+            actor = said(&e.actor),
+            reason = e.reason.as_deref().map_or_else(|| "–".into(), said),
             evidence = evidence(&e.evidence),
         );
     }
@@ -446,7 +460,8 @@ fn charts(c: &Charts) -> String {
     out
 }
 
-/// A JSON value in one cell: a time for `*_ms`, text as is, lists joined.
+/// A JSON value in one cell: a time for `*_ms`, text as [`shown`] (at most a reason's length:
+/// the journal page stays small), lists joined.
 fn cell(key: &str, v: &serde_json::Value) -> String {
     use serde_json::Value;
     match v {
@@ -454,22 +469,19 @@ fn cell(key: &str, v: &serde_json::Value) -> String {
         Value::Number(n) if key.ends_with("_ms") => {
             n.as_i64().map_or_else(|| esc(&n.to_string()), readable)
         }
-        Value::String(t) if t.contains('\n') => format!("<pre>{}</pre>", esc(&capped(t))),
-        Value::String(t) => esc(&capped(t)),
-        Value::Array(items) if items.iter().all(Value::is_string) => esc(&capped(
+        Value::String(t) if t.contains('\n') => {
+            format!("<pre>{}</pre>", shown(t, crate::outgoing::Shape::Block))
+        }
+        Value::String(t) => said(t),
+        Value::Array(items) if items.iter().all(Value::is_string) => said(
             &items
                 .iter()
                 .filter_map(Value::as_str)
                 .collect::<Vec<_>>()
                 .join("; "),
-        )),
-        other => esc(&capped(&other.to_string())),
+        ),
+        other => said(&other.to_string()),
     }
-}
-
-/// An evidence value as shown: at most a reason's length (the journal page stays small).
-fn capped(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::outgoing::cap(text, crate::outgoing::REASON_MAX)
 }
 
 /// A transition's evidence: the gate readings as a table with readable times, the rest as a
