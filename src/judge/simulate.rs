@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::gate::{self, Memory, Observation, Verdict};
 use crate::judge::{Config, Counts};
-use crate::plan::{Check, Gate, JudgeCheck, JudgeSide};
+use crate::plan::{Check, Gate, JudgeCheck, JudgeForm, JudgeSide};
 
 /// The threshold gate's `for:` and its rates' window.
 const THRESHOLD_FOR: Duration = Duration::from_secs(60);
@@ -109,8 +109,10 @@ fn judge_check(config: Config) -> JudgeCheck {
         failures: format!("sum(increase(failed_total{{route=\"{route}\"}}[$step]))"),
     };
     JudgeCheck {
-        new: side("new"),
-        old: side("old"),
+        form: JudgeForm::Counts {
+            new: side("new"),
+            old: side("old"),
+        },
         config,
     }
 }
