@@ -538,8 +538,23 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
 ///
 /// The evaluation's `value` is the FAIL test's e-value and `old_value` its boundary (`1/alpha`);
 /// the memory's `peak` is the highest FAIL e-value since `counting_from_ms` (its
-/// `held_since_ms`), so a FAIL stays one until the count starts again.
+/// `held_since_ms`), so a FAIL stays one until the count starts again. Its reason (the evidence
+/// in words, or why there is none) goes through the one text rule
+/// ([`crate::outgoing::reason`]: one line, no control character, at most
+/// [`crate::outgoing::REASON_MAX`] bytes).
 pub fn evaluate_judge(
+    check: &crate::plan::JudgeCheck,
+    observation: &Observation,
+    memory: Memory,
+    now_ms: i64,
+    counting_from_ms: i64,
+) -> Evaluation {
+    let mut eval = judge_evaluation(check, observation, memory, now_ms, counting_from_ms);
+    eval.reason = crate::outgoing::reason(&eval.reason, &crate::outgoing::Secrets::none());
+    eval
+}
+
+fn judge_evaluation(
     check: &crate::plan::JudgeCheck,
     observation: &Observation,
     memory: Memory,

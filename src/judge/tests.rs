@@ -517,3 +517,29 @@ fn the_backtest_adds_up_a_latency_judges_buckets() {
     );
     assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
 }
+
+/// Issue 46 item 3: the judge's texts go through the one text rule. A source's text handed to
+/// the judge (as the simulator and the backtest do) came out with its control characters and
+/// uncapped.
+#[test]
+fn the_judges_reasons_go_through_the_text_rule() {
+    let raw = format!(
+        "old side's events: \u{1b}[31mred\nline {}",
+        "x".repeat(5_000)
+    );
+    let e = gate::evaluate_judge(
+        &check(),
+        &Observation::Unavailable(raw),
+        Memory::default(),
+        60_000,
+        0,
+    );
+    assert_eq!(e.verdict, Verdict::NoData);
+    assert!(!e.reason.chars().any(char::is_control), "{:?}", e.reason);
+    assert!(
+        e.reason.len() <= crate::outgoing::REASON_MAX,
+        "{}",
+        e.reason.len()
+    );
+    assert!(e.reason.starts_with("old side's events: "), "{}", e.reason);
+}
