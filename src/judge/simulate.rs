@@ -5,6 +5,11 @@
 //!
 //! Per check interval each side draws its events (Poisson, `traffic × every`) and its failures
 //! (binomial, of those events, at its rate): no message is simulated one by one.
+//!
+//! With a `quantile` the latency form is simulated instead ([`crate::judge::latency`]): each
+//! side's latencies are lognormal (median 100 ms, σ 0.5; new's scaled by `ratio`), drawn per
+//! interval into the buckets `10 ms × 1.1^k` (`k` = 0..=60) by successive binomials; the threshold
+//! gate compares the last minute's `histogram_quantile` of both sides.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -40,6 +45,9 @@ pub struct Scenario {
     pub seed: u64,
     /// The judge's settings (its `tolerance` is the threshold gate's too).
     pub config: Config,
+    /// The latency form's quantile (`None`: the counts form; `base_rate` unused otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantile: Option<f64>,
 }
 
 /// Why a scenario cannot run.
@@ -154,6 +162,12 @@ fn check(s: &Scenario) -> Result<(), SimulateError> {
     if s.runs == 0 {
         return bad("--runs must be at least 1".into());
     }
+    if s.quantile.is_some_and(|q| !(q > 0.0 && q < 1.0)) {
+        return bad(format!(
+            "--quantile must be above 0 and below 1, got {}",
+            s.quantile.unwrap_or_default()
+        ));
+    }
     Ok(())
 }
 
@@ -210,6 +224,9 @@ fn draw(
 /// A scenario out of range (its flag named).
 pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
     check(s)?;
+    if let Some(q) = s.quantile {
+        return latency::simulate(s, q);
+    }
     let judge = judge_check(s.config);
     let threshold = threshold_gate(s.config.tolerance);
     let every_ms = crate::time::millis(s.every);
@@ -280,3 +297,5 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
         threshold: outcome(&thresholded, worse),
     })
 }
+
+mod latency;

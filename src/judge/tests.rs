@@ -245,6 +245,7 @@ fn identical_routes_rarely_fail_however_often_they_are_checked() {
         runs: 200,
         seed: 7,
         config: cfg(),
+        quantile: None,
     };
     let report = simulate(&scenario).expect("a valid scenario");
     // alpha is 1%: 200 runs allow a few by chance, never the threshold gate's dozens.
@@ -542,4 +543,35 @@ fn the_judges_reasons_go_through_the_text_rule() {
         e.reason.len()
     );
     assert!(e.reason.starts_with("old side's events: "), "{}", e.reason);
+}
+
+/// The latency form through the simulator: identical latencies rarely fail, twice-as-slow ones
+/// fail in every run (the bench's latency rows at scale).
+#[cfg(feature = "cli")]
+#[test]
+fn the_simulated_latency_judge_fails_a_slower_route_and_rarely_an_identical_one() {
+    use crate::judge::simulate::{Scenario, simulate};
+    let scenario = Scenario {
+        traffic: 20.0,
+        base_rate: 0.0,
+        ratio: 1.0,
+        every: Duration::from_secs(15),
+        duration: Duration::from_secs(1800),
+        runs: 100,
+        seed: 3,
+        config: Config {
+            min_events: 200,
+            ..cfg()
+        },
+        quantile: Some(0.9),
+    };
+    let same = simulate(&scenario).expect("a valid scenario");
+    assert!(same.judge.false_fail_rate <= 0.03, "{same:?}");
+    let slower = simulate(&Scenario {
+        ratio: 2.0,
+        ..scenario
+    })
+    .expect("a valid scenario");
+    assert!(slower.judge.fail_rate > 0.95, "{slower:?}");
+    assert_eq!(slower.judge.false_pass_rate, 0.0, "{slower:?}");
 }
