@@ -638,17 +638,35 @@ fn judge_evaluation(
             ),
         ),
     };
+    judged(
+        verdict,
+        reason,
+        (evidence.fail_e, evidence.fail_peak, evidence.boundary),
+        samples,
+        (now_ms, counting_from_ms),
+    )
+}
+
+/// A judge's evaluation: `(e-value, peak, boundary)`, remembering the peak since
+/// `counting_from_ms`.
+fn judged(
+    verdict: Verdict,
+    reason: String,
+    (fail_e, peak, boundary): (f64, f64, f64),
+    samples: u32,
+    (now_ms, counting_from_ms): (i64, i64),
+) -> Evaluation {
     Evaluation {
         verdict,
-        value: Some(evidence.fail_e),
-        old_value: Some(evidence.boundary),
+        value: Some(fail_e),
+        old_value: Some(boundary),
         reason,
         samples,
         soak: None,
         memory: Memory {
             held_since_ms: Some(counting_from_ms),
             samples,
-            peak: Some(evidence.fail_peak),
+            peak: Some(peak),
             evaluated_at_ms: Some(now_ms),
         },
     }
@@ -685,21 +703,13 @@ fn unweighed(
     } else {
         (Verdict::Soaking, format!("deciding: {said}"))
     };
-    let samples = memory.samples.saturating_add(1);
-    Evaluation {
+    judged(
         verdict,
-        value: Some(1.0),
-        old_value: Some(cfg.boundary()),
         reason,
-        samples,
-        soak: None,
-        memory: Memory {
-            held_since_ms: Some(counting_from_ms),
-            samples,
-            peak: Some(peak),
-            evaluated_at_ms: Some(now_ms),
-        },
-    }
+        (1.0, peak, cfg.boundary()),
+        memory.samples.saturating_add(1),
+        (now_ms, counting_from_ms),
+    )
 }
 
 /// Whether a phase may be left: why not, in words, or `Ok` when every exit gate and

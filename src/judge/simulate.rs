@@ -95,6 +95,13 @@ struct Track {
 }
 
 impl Track {
+    /// The threshold gate's evaluation of `observation` at `now_ms`, seen.
+    fn threshold(&mut self, gate: &Gate, observation: &Observation, now_ms: i64, early: bool) {
+        let e = gate::evaluate(gate, observation, self.memory, now_ms);
+        self.memory = e.memory;
+        self.see(e.verdict, now_ms as f64 / 1000.0, early);
+    }
+
     fn see(&mut self, verdict: Verdict, at_s: f64, early: bool) {
         match verdict {
             Verdict::Soaking | Verdict::NoData => {}
@@ -284,18 +291,21 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
             } else {
                 Observation::Unavailable("no events in the window".into())
             };
-            let e = gate::evaluate(&threshold, &observation, t.memory, now_ms);
-            t.memory = e.memory;
-            t.see(e.verdict, at_s, early);
+            t.threshold(&threshold, &observation, now_ms, early);
         }
         judged.push(j);
         thresholded.push(t);
     }
-    Ok(Report {
+    Ok(report(s, &judged, &thresholded, worse))
+}
+
+/// Both gates' outcomes over the runs.
+fn report(s: &Scenario, judged: &[Track], thresholded: &[Track], worse: bool) -> Report {
+    Report {
         scenario: *s,
-        judge: outcome(&judged, worse),
-        threshold: outcome(&thresholded, worse),
-    })
+        judge: outcome(judged, worse),
+        threshold: outcome(thresholded, worse),
+    }
 }
 
 mod latency;

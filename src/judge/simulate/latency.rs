@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Binomial, Distribution, Poisson};
 
-use super::{Report, Scenario, SimulateError, THRESHOLD_FOR, Track, outcome, threshold_gate};
+use super::{Report, Scenario, SimulateError, THRESHOLD_FOR, Track, report, threshold_gate};
 use crate::gate::{self, Observation};
 use crate::plan::{JudgeCheck, JudgeForm, LatencyJudge};
 
@@ -191,18 +191,12 @@ pub(super) fn simulate(s: &Scenario, quantile: f64) -> Result<Report, SimulateEr
                 (Some(new), Some(old)) => Observation::Pair { new, old },
                 _ => Observation::Unavailable("no observations in the window".into()),
             };
-            let e = gate::evaluate(&threshold, &observation, t.memory, now_ms);
-            t.memory = e.memory;
-            t.see(e.verdict, at_s, early);
+            t.threshold(&threshold, &observation, now_ms, early);
         }
         judged.push(j);
         thresholded.push(t);
     }
-    Ok(Report {
-        scenario: *s,
-        judge: outcome(&judged, worse),
-        threshold: outcome(&thresholded, worse),
-    })
+    Ok(report(s, &judged, &thresholded, worse))
 }
 
 #[cfg(test)]
