@@ -174,16 +174,16 @@ pub(super) fn simulate(s: &Scenario, quantile: f64) -> Result<Report, SimulateEr
             );
             j.memory = e.memory;
             j.see(e.verdict, at_s, early);
-            let sum = |pick: fn(&(Vec<u64>, Vec<u64>)) -> &Vec<u64>| {
+            let sum = |new_side: bool| {
                 let mut acc = vec![0u64; slots];
-                for r in &recent {
-                    for (a, b) in acc.iter_mut().zip(pick(r)) {
+                for (n, o) in &recent {
+                    for (a, b) in acc.iter_mut().zip(if new_side { n } else { o }) {
                         *a += b;
                     }
                 }
                 cumulative(&acc)
             };
-            let (wn, wo) = (sum(|r| &r.0), sum(|r| &r.1));
+            let (wn, wo) = (sum(true), sum(false));
             let observation = match (
                 histogram_quantile(quantile, &le, &wn),
                 histogram_quantile(quantile, &le, &wo),
