@@ -125,8 +125,71 @@ pub enum Observation {
         new: crate::judge::Counts,
         old: crate::judge::Counts,
     },
+    /// Both sides' histograms since the step began, for a latency `judge` gate: cumulative
+    /// counts at each `le` of the gate, then at `+Inf`.
+    Buckets { new: Vec<f64>, old: Vec<f64> },
     /// No usable number, and why (source down, empty result, parse error with its line...).
     Unavailable(String),
+}
+
+impl Observation {
+    /// A `judge` gate's observation from its readings, in the order of its
+    /// [`queries`](crate::plan::JudgeCheck::queries); the first that failed, named, makes it
+    /// unavailable.
+    pub fn of_judge(
+        check: &crate::plan::JudgeCheck,
+        reads: impl IntoIterator<Item = Result<f64, String>>,
+    ) -> Observation {
+        let names = check.queries().len();
+        let mut values = Vec::with_capacity(names);
+        for (i, read) in reads.into_iter().enumerate().take(names) {
+            match read {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    return Observation::Unavailable(format!("{}: {e}", judge_read(check, i)));
+                }
+            }
+        }
+        match &check.form {
+            crate::plan::JudgeForm::Counts { .. } => {
+                let at = |i: usize| values.get(i).copied().unwrap_or(0.0);
+                Observation::Counts {
+                    new: crate::judge::Counts {
+                        events: at(0),
+                        failures: at(1),
+                    },
+                    old: crate::judge::Counts {
+                        events: at(2),
+                        failures: at(3),
+                    },
+                }
+            }
+            crate::plan::JudgeForm::Latency(l) => {
+                let old = values.split_off(l.le_labels.len().min(values.len()));
+                Observation::Buckets { new: values, old }
+            }
+        }
+    }
+}
+
+/// What a judge's `i`th reading is, in words.
+fn judge_read(check: &crate::plan::JudgeCheck, i: usize) -> String {
+    match &check.form {
+        crate::plan::JudgeForm::Counts { .. } => [
+            "new side's events",
+            "new side's failures",
+            "old side's events",
+            "old side's failures",
+        ]
+        .get(i)
+        .map_or_else(|| "a reading".into(), |s| (*s).to_string()),
+        crate::plan::JudgeForm::Latency(l) => {
+            let n = l.le_labels.len();
+            let side = if i < n { "new" } else { "old" };
+            let le = l.le_labels.get(i % n.max(1)).map_or("?", String::as_str);
+            format!("{side} side's bucket le={le}")
+        }
+    }
 }
 
 /// What the gate remembers between evaluations (kept in the store per step).
@@ -303,7 +366,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             (*new, Some(*old), holds, describe)
         }
         (Check::Judge(_), _)
-        | (_, Observation::Counts { .. })
+        | (_, Observation::Counts { .. } | Observation::Buckets { .. })
         | (Check::Threshold { .. }, Observation::Pair { .. })
         | (Check::Compare { .. }, Observation::Value(_)) => {
             return no_data(
@@ -394,7 +457,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
     let why_missing = match observation {
         Observation::Unavailable(why) => Some(why.clone()),
         Observation::Value(v) if !v.is_finite() => Some(format!("not a finite number ({v})")),
-        Observation::Pair { .. } | Observation::Counts { .. } => {
+        Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => {
             Some("internal: a requirement reads one number".into())
         }
         Observation::Value(_) => None,
@@ -449,7 +512,7 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
         }
         Observation::Value(v) => (Verdict::NoData, None, format!("not a finite number ({v})")),
         Observation::Unavailable(why) => (Verdict::NoData, None, why.clone()),
-        Observation::Pair { .. } | Observation::Counts { .. } => (
+        Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => (
             Verdict::NoData,
             None,
             "internal: a requirement reads one number".into(),
@@ -466,7 +529,8 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
     }
 }
 
-/// A `judge` gate ([`crate::judge`]) on both sides' counts at `now_ms`, counted since
+/// A `judge` gate ([`crate::judge`]) on both sides' counts (or, in its latency form, their
+/// histograms: [`crate::judge::latency`]) at `now_ms`, counted since
 /// `counting_from_ms` (the step's start, or the migration's last resume in it): FAIL when new is
 /// worse than old beyond the tolerance, PASS when it is not (on `min_events` per side), else a
 /// hold that shows the evidence so far ("deciding", or "inconclusive" past `max_duration`: a
@@ -474,8 +538,23 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
 ///
 /// The evaluation's `value` is the FAIL test's e-value and `old_value` its boundary (`1/alpha`);
 /// the memory's `peak` is the highest FAIL e-value since `counting_from_ms` (its
-/// `held_since_ms`), so a FAIL stays one until the count starts again.
+/// `held_since_ms`), so a FAIL stays one until the count starts again. Its reason (the evidence
+/// in words, or why there is none) goes through the one text rule
+/// ([`crate::outgoing::reason`]: one line, no control character, at most
+/// [`crate::outgoing::REASON_MAX`] bytes).
 pub fn evaluate_judge(
+    check: &crate::plan::JudgeCheck,
+    observation: &Observation,
+    memory: Memory,
+    now_ms: i64,
+    counting_from_ms: i64,
+) -> Evaluation {
+    let mut eval = judge_evaluation(check, observation, memory, now_ms, counting_from_ms);
+    eval.reason = crate::outgoing::reason(&eval.reason, &crate::outgoing::Secrets::none());
+    eval
+}
+
+fn judge_evaluation(
     check: &crate::plan::JudgeCheck,
     observation: &Observation,
     memory: Memory,
@@ -493,43 +572,54 @@ pub fn evaluate_judge(
             ..memory
         }
     };
-    let (new, old) = match observation {
-        Observation::Counts { new, old } => (*new, *old),
-        Observation::Unavailable(why) => {
-            return no_data(why.clone(), memory.samples, unseen(memory, now_ms));
+    let cfg = &check.config;
+    let unseen_memory = memory;
+    let nodata = |why: String| no_data(why, unseen_memory.samples, unseen(unseen_memory, now_ms));
+    // The latency form weighs each side's observations beyond a boundary ([`judge::latency`]).
+    let (new, old, latency) = match (&check.form, observation) {
+        (crate::plan::JudgeForm::Counts { .. }, Observation::Counts { new, old }) => {
+            (*new, *old, None)
         }
-        Observation::Value(_) | Observation::Pair { .. } => {
-            return no_data(
-                "internal: a judge gate reads counts".into(),
-                memory.samples,
-                unseen(memory, now_ms),
-            );
+        (crate::plan::JudgeForm::Latency(l), Observation::Buckets { new, old }) => {
+            if !new.iter().chain(old).all(|v| v.is_finite()) {
+                return nodata("not a finite bucket count".into());
+            }
+            match crate::judge::latency::slow_counts(&l.buckets, cfg, new, old) {
+                Ok(slow) => (slow.new, slow.old, Some((l, slow))),
+                Err(why) => {
+                    return unweighed(check, l, why, memory, now_ms, counting_from_ms);
+                }
+            }
         }
+        (_, Observation::Unavailable(why)) => return nodata(why.clone()),
+        _ => return nodata("internal: the observation does not match the judge's form".into()),
     };
     let finite = [new.events, new.failures, old.events, old.failures]
         .iter()
         .all(|v| v.is_finite());
     if !finite {
-        return no_data(
-            format!(
-                "not a finite count (new {}/{}, old {}/{})",
-                new.failures, new.events, old.failures, old.events
-            ),
-            memory.samples,
-            unseen(memory, now_ms),
-        );
+        return nodata(format!(
+            "not a finite count (new {}/{}, old {}/{})",
+            new.failures, new.events, old.failures, old.events
+        ));
     }
-    let cfg = &check.config;
     let elapsed_ms = u64::try_from(now_ms.saturating_sub(counting_from_ms)).unwrap_or(0);
+    let weighed_cfg = match latency {
+        Some(_) => crate::judge::latency::counts_config(cfg),
+        None => *cfg,
+    };
     let evidence = crate::judge::weigh(
-        cfg,
+        &weighed_cfg,
         new,
         old,
         memory.peak.unwrap_or(1.0),
         Duration::from_millis(elapsed_ms),
     );
     let samples = memory.samples.saturating_add(1);
-    let described = evidence.describe(cfg);
+    let described = match latency {
+        Some((l, slow)) => crate::judge::latency::describe(&l.buckets, cfg, &slow, &evidence),
+        None => evidence.describe(cfg),
+    };
     let (verdict, reason) = match evidence.decision {
         Decision::Fail => (
             Verdict::Fail,
@@ -548,20 +638,78 @@ pub fn evaluate_judge(
             ),
         ),
     };
+    judged(
+        verdict,
+        reason,
+        (evidence.fail_e, evidence.fail_peak, evidence.boundary),
+        samples,
+        (now_ms, counting_from_ms),
+    )
+}
+
+/// A judge's evaluation: `(e-value, peak, boundary)`, remembering the peak since
+/// `counting_from_ms`.
+fn judged(
+    verdict: Verdict,
+    reason: String,
+    (fail_e, peak, boundary): (f64, f64, f64),
+    samples: u32,
+    (now_ms, counting_from_ms): (i64, i64),
+) -> Evaluation {
     Evaluation {
         verdict,
-        value: Some(evidence.fail_e),
-        old_value: Some(evidence.boundary),
+        value: Some(fail_e),
+        old_value: Some(boundary),
         reason,
         samples,
         soak: None,
         memory: Memory {
             held_since_ms: Some(counting_from_ms),
             samples,
-            peak: Some(evidence.fail_peak),
+            peak: Some(peak),
             evaluated_at_ms: Some(now_ms),
         },
     }
+}
+
+/// A latency judge's look that weighed nothing (old's quantile still settling, or above the
+/// buckets): a FAIL seen earlier in the count stays, else it is still deciding (inconclusive past
+/// `max_duration`).
+fn unweighed(
+    check: &crate::plan::JudgeCheck,
+    l: &crate::plan::LatencyJudge,
+    why: crate::judge::latency::Unweighed,
+    memory: Memory,
+    now_ms: i64,
+    counting_from_ms: i64,
+) -> Evaluation {
+    let cfg = &check.config;
+    let peak = memory.peak.unwrap_or(1.0);
+    let said = crate::judge::latency::describe_unweighed(&l.buckets, cfg, why);
+    let elapsed_ms = now_ms.saturating_sub(counting_from_ms);
+    let (verdict, reason) = if peak >= cfg.boundary() {
+        (
+            Verdict::Fail,
+            format!("new was worse than old beyond the tolerance earlier in the step: {said}"),
+        )
+    } else if elapsed_ms >= crate::time::millis(cfg.max_duration) {
+        (
+            Verdict::Soaking,
+            format!(
+                "inconclusive after {}: a person decides (advance or roll back): {said}",
+                crate::time::human_ms(crate::time::millis(cfg.max_duration))
+            ),
+        )
+    } else {
+        (Verdict::Soaking, format!("deciding: {said}"))
+    };
+    judged(
+        verdict,
+        reason,
+        (1.0, peak, cfg.boundary()),
+        memory.samples.saturating_add(1),
+        (now_ms, counting_from_ms),
+    )
 }
 
 /// Whether a phase may be left: why not, in words, or `Ok` when every exit gate and

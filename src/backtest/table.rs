@@ -166,12 +166,12 @@ impl Readings {
         match item {
             Item::Gate(
                 crate::plan::Gate {
-                    check: crate::plan::Check::Judge(_),
+                    check: crate::plan::Check::Judge(j),
                     ..
                 },
                 _,
             ) => {
-                let mut sums = [0.0; 4];
+                let mut sums = vec![0.0; queries.len()];
                 for (slot, query) in sums.iter_mut().zip(&queries) {
                     for k in 0..=i {
                         if self.instants.at(k) <= entered_ms {
@@ -183,17 +183,7 @@ impl Readings {
                         }
                     }
                 }
-                let [ne, nf, oe, of] = sums;
-                Observation::Counts {
-                    new: crate::judge::Counts {
-                        events: ne,
-                        failures: nf,
-                    },
-                    old: crate::judge::Counts {
-                        events: oe,
-                        failures: of,
-                    },
-                }
+                Observation::of_judge(j, sums.into_iter().map(Ok))
             }
             Item::Gate(
                 crate::plan::Gate {

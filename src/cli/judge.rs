@@ -51,6 +51,11 @@ pub struct SimulateArgs {
     /// The judge's `min_events`.
     #[arg(long, default_value_t = 1000)]
     pub min_events: u64,
+    /// Simulate the latency form for this quantile (0.99: p99) instead of failure counts: each
+    /// side's latencies lognormal (median 100 ms, σ 0.5) in buckets 10 ms × 1.1^k, new's
+    /// scaled by --ratio; --base-rate is not used.
+    #[arg(long, value_name = "Q")]
+    pub quantile: Option<f64>,
     /// The report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +83,7 @@ pub fn run(cmd: JudgeCmd) -> CliResult {
             min_events: a.min_events,
             max_duration: a.duration,
         },
+        quantile: a.quantile,
     };
     let report = simulate(&scenario).map_err(|e| CliError::input(e.to_string()))?;
     if a.json {
@@ -94,6 +100,23 @@ fn seconds(s: Option<f64>) -> String {
 
 fn write_text(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     let s = &r.scenario;
+    if let Some(q) = s.quantile {
+        writeln!(
+            out,
+            "{} runs of {}, checked every {}: {} msg/s per side, p{} latency, new {}x old's; \
+             tolerance {}, confidence {}, min_events {}",
+            s.runs,
+            humantime::format_duration(s.duration),
+            humantime::format_duration(s.every),
+            s.traffic,
+            q * 100.0,
+            s.ratio,
+            s.config.tolerance,
+            1.0 - s.config.alpha,
+            s.config.min_events
+        )?;
+        return write_table(out, r);
+    }
     writeln!(
         out,
         "{} runs of {}, checked every {}: {} msg/s per side, old fails {}%, new {}x that; \
@@ -108,6 +131,10 @@ fn write_text(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         1.0 - s.config.alpha,
         s.config.min_events
     )?;
+    write_table(out, r)
+}
+
+fn write_table(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<10} {:>10} {:>10} {:>7} {:>7} {:>10} {:>9} {:>9}",

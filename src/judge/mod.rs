@@ -16,6 +16,7 @@
 //!   bound, never on no evidence.
 //! - Anything else is still deciding; past `max_duration` it is inconclusive, for a person.
 
+pub mod latency;
 #[cfg(feature = "cli")]
 pub mod simulate;
 

@@ -5,6 +5,11 @@
 //!
 //! Per check interval each side draws its events (Poisson, `traffic × every`) and its failures
 //! (binomial, of those events, at its rate): no message is simulated one by one.
+//!
+//! With a `quantile` the latency form is simulated instead ([`crate::judge::latency`]): each
+//! side's latencies are lognormal (median 100 ms, σ 0.5; new's scaled by `ratio`), drawn per
+//! interval into the buckets `10 ms × 1.1^k` (`k` = 0..=60) by successive binomials; the threshold
+//! gate compares the last minute's `histogram_quantile` of both sides.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,7 +21,7 @@ use serde::Serialize;
 
 use crate::gate::{self, Memory, Observation, Verdict};
 use crate::judge::{Config, Counts};
-use crate::plan::{Check, Gate, JudgeCheck, JudgeSide};
+use crate::plan::{Check, Gate, JudgeCheck, JudgeForm, JudgeSide};
 
 /// The threshold gate's `for:` and its rates' window.
 const THRESHOLD_FOR: Duration = Duration::from_secs(60);
@@ -40,6 +45,9 @@ pub struct Scenario {
     pub seed: u64,
     /// The judge's settings (its `tolerance` is the threshold gate's too).
     pub config: Config,
+    /// The latency form's quantile (`None`: the counts form; `base_rate` unused otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantile: Option<f64>,
 }
 
 /// Why a scenario cannot run.
@@ -87,6 +95,13 @@ struct Track {
 }
 
 impl Track {
+    /// The threshold gate's evaluation of `observation` at `now_ms`, seen.
+    fn threshold(&mut self, gate: &Gate, observation: &Observation, now_ms: i64, early: bool) {
+        let e = gate::evaluate(gate, observation, self.memory, now_ms);
+        self.memory = e.memory;
+        self.see(e.verdict, now_ms as f64 / 1000.0, early);
+    }
+
     fn see(&mut self, verdict: Verdict, at_s: f64, early: bool) {
         match verdict {
             Verdict::Soaking | Verdict::NoData => {}
@@ -109,8 +124,10 @@ fn judge_check(config: Config) -> JudgeCheck {
         failures: format!("sum(increase(failed_total{{route=\"{route}\"}}[$step]))"),
     };
     JudgeCheck {
-        new: side("new"),
-        old: side("old"),
+        form: JudgeForm::Counts {
+            new: side("new"),
+            old: side("old"),
+        },
         config,
     }
 }
@@ -151,6 +168,12 @@ fn check(s: &Scenario) -> Result<(), SimulateError> {
     }
     if s.runs == 0 {
         return bad("--runs must be at least 1".into());
+    }
+    if s.quantile.is_some_and(|q| !(q > 0.0 && q < 1.0)) {
+        return bad(format!(
+            "--quantile must be above 0 and below 1, got {}",
+            s.quantile.unwrap_or_default()
+        ));
     }
     Ok(())
 }
@@ -208,6 +231,9 @@ fn draw(
 /// A scenario out of range (its flag named).
 pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
     check(s)?;
+    if let Some(q) = s.quantile {
+        return latency::simulate(s, q);
+    }
     let judge = judge_check(s.config);
     let threshold = threshold_gate(s.config.tolerance);
     let every_ms = crate::time::millis(s.every);
@@ -265,16 +291,21 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
             } else {
                 Observation::Unavailable("no events in the window".into())
             };
-            let e = gate::evaluate(&threshold, &observation, t.memory, now_ms);
-            t.memory = e.memory;
-            t.see(e.verdict, at_s, early);
+            t.threshold(&threshold, &observation, now_ms, early);
         }
         judged.push(j);
         thresholded.push(t);
     }
-    Ok(Report {
-        scenario: *s,
-        judge: outcome(&judged, worse),
-        threshold: outcome(&thresholded, worse),
-    })
+    Ok(report(s, &judged, &thresholded, worse))
 }
+
+/// Both gates' outcomes over the runs.
+fn report(s: &Scenario, judged: &[Track], thresholded: &[Track], worse: bool) -> Report {
+    Report {
+        scenario: *s,
+        judge: outcome(judged, worse),
+        threshold: outcome(thresholded, worse),
+    }
+}
+
+mod latency;

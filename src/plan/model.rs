@@ -532,8 +532,8 @@ pub enum Check {
     Judge(Box<JudgeCheck>),
 }
 
-/// The queries of one side of a `judge` gate: counters since the step began (`$step` in a
-/// query is replaced by the step's age, e.g. `increase(x_total[$step])`).
+/// The queries of one side of a `judge` gate's counts form: counters since the step began
+/// (`$step` in a query is replaced by the step's age, e.g. `increase(x_total[$step])`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JudgeSide {
     pub events: String,
@@ -543,22 +543,81 @@ pub struct JudgeSide {
 /// A `judge` gate's condition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JudgeCheck {
-    pub new: JudgeSide,
-    pub old: JudgeSide,
+    /// What it compares: failure counts or latency histograms.
+    #[serde(flatten)]
+    pub form: JudgeForm,
     /// Tolerance, confidence (as `alpha`), `min_events`, `max_duration`.
     pub config: crate::judge::Config,
 }
 
+/// What a `judge` compares.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum JudgeForm {
+    /// Failures among events, per side.
+    Counts { new: JudgeSide, old: JudgeSide },
+    /// A quantile of each side's histogram ([`crate::judge::latency`]).
+    Latency(LatencyJudge),
+}
+
+/// The latency form of a `judge`: each side's `_bucket` query, with `$le` where the boundary
+/// goes, read at each `le` of the histogram and at `+Inf`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyJudge {
+    /// The quantile and the finite `le` values.
+    #[serde(flatten)]
+    pub buckets: crate::judge::latency::Buckets,
+    /// The `le` label values as the exporter writes them (`+Inf` last).
+    pub le_labels: Vec<String>,
+    /// Each side's bucket query with `$le`.
+    pub new: String,
+    pub old: String,
+    /// New's queries at each `le` label, then old's (what a reading gives, in order).
+    #[serde(skip)]
+    pub queries: Vec<String>,
+}
+
+impl LatencyJudge {
+    /// The judge for `quantile` over the `le` labels (`+Inf` added when missing), each side's
+    /// query with `$le`.
+    pub fn new(quantile: f64, le: &[(f64, String)], new: String, old: String) -> Self {
+        let mut le_labels: Vec<String> = le
+            .iter()
+            .filter(|(v, _)| v.is_finite())
+            .map(|(_, l)| l.clone())
+            .collect();
+        le_labels.push("+Inf".into());
+        let queries = [&new, &old]
+            .iter()
+            .flat_map(|q| le_labels.iter().map(move |l| q.replace("$le", l)))
+            .collect();
+        Self {
+            buckets: crate::judge::latency::Buckets {
+                quantile,
+                le: le
+                    .iter()
+                    .map(|(v, _)| *v)
+                    .filter(|v| v.is_finite())
+                    .collect(),
+            },
+            le_labels,
+            new,
+            old,
+            queries,
+        }
+    }
+}
+
 impl JudgeCheck {
-    /// The four queries, in the order a reading gives their values: new events, new failures,
-    /// old events, old failures.
-    pub fn queries(&self) -> [&str; 4] {
-        [
-            &self.new.events,
-            &self.new.failures,
-            &self.old.events,
-            &self.old.failures,
-        ]
+    /// The queries, in the order a reading gives their values: for counts new events, new
+    /// failures, old events, old failures; for latency new's buckets then old's.
+    pub fn queries(&self) -> Vec<&str> {
+        match &self.form {
+            JudgeForm::Counts { new, old } => {
+                vec![&new.events, &new.failures, &old.events, &old.failures]
+            }
+            JudgeForm::Latency(l) => l.queries.iter().map(String::as_str).collect(),
+        }
     }
 }
 

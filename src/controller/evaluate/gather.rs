@@ -322,14 +322,14 @@ async fn observe(
     match item {
         Item::Gate(
             Gate {
-                check: Check::Judge(_),
+                check: Check::Judge(j),
                 ..
             },
             _,
         ) => {
             let queries = step_queries(item, now_ms, entered_ms);
             let reads = futures_util::future::join_all(queries.iter().map(|q| read(q))).await;
-            judge_counts(reads)
+            Observation::of_judge(j, reads)
         }
         Item::Gate(
             Gate {
@@ -345,35 +345,6 @@ async fn observe(
         other => match read(other.queries().first().copied().unwrap_or_default()).await {
             Ok(v) => Observation::Value(v),
             Err(e) => Observation::Unavailable(e),
-        },
-    }
-}
-
-/// A judge's four readings (new events, new failures, old events, old failures) as both sides'
-/// counts, or the first that failed, named.
-fn judge_counts(reads: Vec<Result<f64, String>>) -> Observation {
-    const NAMES: [&str; 4] = [
-        "new side's events",
-        "new side's failures",
-        "old side's events",
-        "old side's failures",
-    ];
-    let mut values = [0.0; 4];
-    for (i, read) in reads.into_iter().enumerate().take(4) {
-        match read {
-            Ok(v) => values[i] = v,
-            Err(e) => return Observation::Unavailable(format!("{}: {e}", NAMES[i])),
-        }
-    }
-    let [new_events, new_failures, old_events, old_failures] = values;
-    Observation::Counts {
-        new: crate::judge::Counts {
-            events: new_events,
-            failures: new_failures,
-        },
-        old: crate::judge::Counts {
-            events: old_events,
-            failures: old_failures,
         },
     }
 }

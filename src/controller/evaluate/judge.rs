@@ -62,10 +62,19 @@ impl Item<'_> {
                     ..
                 },
                 _,
-            ) => format!(
-                "new: {} of {} | old: {} of {}",
-                j.new.failures, j.new.events, j.old.failures, j.old.events
-            ),
+            ) => match &j.form {
+                crate::plan::JudgeForm::Counts { new, old } => format!(
+                    "new: {} of {} | old: {} of {}",
+                    new.failures, new.events, old.failures, old.events
+                ),
+                crate::plan::JudgeForm::Latency(l) => format!(
+                    "p{} of new: {} | old: {} (le {})",
+                    l.buckets.quantile * 100.0,
+                    l.new,
+                    l.old,
+                    l.le_labels.join(", ")
+                ),
+            },
             _ => self.queries().join(" | "),
         }
     }

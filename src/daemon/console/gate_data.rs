@@ -44,7 +44,26 @@ pub fn of(
             (&req.source, vec![req.query.as_str()])
         }
     };
+    let latency = gates
+        .iter()
+        .find(|g| g.name == name)
+        .and_then(|g| match &g.check {
+            Check::Judge(j) => match &j.form {
+                crate::plan::JudgeForm::Latency(l) => Some(l),
+                crate::plan::JudgeForm::Counts { .. } => None,
+            },
+            _ => None,
+        });
     let query = match queries.as_slice() {
+        _ if latency.is_some() => latency.map_or_else(String::new, |l| {
+            format!(
+                "p{} of\nnew buckets: {}\nold buckets: {}\nle: {}",
+                l.buckets.quantile * 100.0,
+                l.new,
+                l.old,
+                l.le_labels.join(", ")
+            )
+        }),
         [new, old] => format!("new: {new}\nold: {old}"),
         [new_events, new_failures, old_events, old_failures] => format!(
             "new events: {new_events}\nnew failures: {new_failures}\nold events: {old_events}\nold failures: {old_failures}"

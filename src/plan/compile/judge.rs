@@ -1,5 +1,6 @@
 //! A `judge` gate's condition (`judge: { new, old, tolerance, confidence, min_events,
-//! max_duration }`): each side's two queries, checked against the gate's source, and the test's
+//! max_duration }`, and `quantile` with `le` for the latency form): each side's queries (two
+//! counts, or one `_bucket` query with `$le`), checked against the gate's source, and the test's
 //! settings in range.
 
 use std::time::Duration;
@@ -9,7 +10,7 @@ use serde_yaml::Value;
 use super::cx::{Cx, Obj};
 use super::sources::SourceKind;
 use crate::judge::Config;
-use crate::plan::model::{Check, JudgeCheck, JudgeSide};
+use crate::plan::model::{Check, JudgeCheck, JudgeForm, JudgeSide, LatencyJudge};
 
 const JUDGE_FIELDS: &[&str] = &[
     "new",
@@ -18,8 +19,10 @@ const JUDGE_FIELDS: &[&str] = &[
     "confidence",
     "min_events",
     "max_duration",
+    "quantile",
+    "le",
 ];
-const SIDE_FIELDS: &[&str] = &["events", "failures"];
+const SIDE_FIELDS: &[&str] = &["events", "failures", "buckets"];
 
 /// The largest `tolerance`: new's failure rate up to 11 times old's.
 const MAX_TOLERANCE: f64 = 10.0;
@@ -42,20 +45,33 @@ impl Cx<'_> {
         source: Option<&(String, Option<SourceKind>)>,
     ) -> Option<Check> {
         let o = Obj::new(self, v, path, "judge", JUDGE_FIELDS)?;
-        let new = o
-            .req(
-                self,
-                "new",
-                "the new route's `events` and `failures` queries",
-            )
-            .and_then(|(v, p)| self.judge_side(v, &p, source));
-        let old = o
-            .req(
-                self,
-                "old",
-                "the old route's `events` and `failures` queries",
-            )
-            .and_then(|(v, p)| self.judge_side(v, &p, source));
+        let latency = o.get_raw("quantile").is_some();
+        let form = if latency {
+            self.latency_form(&o, source)
+        } else {
+            if let Some((_, p)) = o.get_raw("le") {
+                self.error(
+                    &p,
+                    "`le` is the latency form's: give `quantile` too, and `buckets` on each side",
+                );
+            }
+            let new = o
+                .req(
+                    self,
+                    "new",
+                    "the new route's `events` and `failures` queries",
+                )
+                .and_then(|(v, p)| self.judge_side(v, &p, source));
+            let old = o
+                .req(
+                    self,
+                    "old",
+                    "the old route's `events` and `failures` queries",
+                )
+                .and_then(|(v, p)| self.judge_side(v, &p, source));
+            new.zip(old)
+                .map(|(new, old)| JudgeForm::Counts { new, old })
+        };
         let tolerance = o
             .req(
                 self,
@@ -70,8 +86,9 @@ impl Cx<'_> {
                     self.error(
                         &p,
                         format!(
-                            "tolerance must be between 0 and {MAX_TOLERANCE} (0.2: new's failure \
-                             rate may be up to 1.2 times old's); got {t}"
+                            "tolerance must be between 0 and {MAX_TOLERANCE} (0.2: new's {} \
+                             may be up to 1.2 times old's); got {t}",
+                            if latency { "quantile" } else { "failure rate" }
                         ),
                     );
                     None
@@ -110,8 +127,7 @@ impl Cx<'_> {
             }),
         };
         Some(Check::Judge(Box::new(JudgeCheck {
-            new: new?,
-            old: old?,
+            form: form?,
             config: Config {
                 tolerance: tolerance?,
                 alpha: 1.0 - confidence?,
@@ -128,6 +144,13 @@ impl Cx<'_> {
         source: Option<&(String, Option<SourceKind>)>,
     ) -> Option<JudgeSide> {
         let o = Obj::new(self, v, path, "a judge side", SIDE_FIELDS)?;
+        if let Some((_, p)) = o.get_raw("buckets") {
+            self.error(
+                &p,
+                "`buckets` is the latency form's: give the judge a `quantile` and `le`, and no \
+                 `events`/`failures`",
+            );
+        }
         let query = |cx: &mut Self, key: &str, what: &str| {
             o.req(cx, key, what).and_then(|(v, p)| {
                 let q = cx.nonempty_string(v, &p)?;
@@ -151,12 +174,121 @@ impl Cx<'_> {
             failures: failures?,
         })
     }
+
+    /// The latency form: `quantile`, `le` and each side's `buckets` query with `$le`.
+    fn latency_form(
+        &mut self,
+        o: &Obj<'_>,
+        source: Option<&(String, Option<SourceKind>)>,
+    ) -> Option<JudgeForm> {
+        let quantile = o
+            .req(self, "quantile", "the quantile compared, e.g. 0.99 for p99")
+            .and_then(|(v, p)| {
+                let q = self.number(v, &p)?;
+                if q > 0.0 && q < 1.0 {
+                    Some(q)
+                } else {
+                    self.error(
+                        &p,
+                        format!("quantile must be above 0 and below 1 (0.99: p99); got {q}"),
+                    );
+                    None
+                }
+            });
+        let le = o
+            .req(
+                self,
+                "le",
+                "the histogram's bucket boundaries as the exporter writes them, e.g. \
+                 [0.05, 0.1, 0.25, 0.5, 1]",
+            )
+            .and_then(|(v, p)| self.le_list(v, &p));
+        let side = |cx: &mut Self, key: &str| {
+            let what = format!(
+                "the {key} route's `buckets` query with `$le`, e.g. \
+                 `sum(increase(latency_seconds_bucket{{route=\"{key}\",le=\"$le\"}}[$step]))`"
+            );
+            let (v, p) = o.req(cx, key, &what)?;
+            let side = Obj::new(cx, v, &p, "a latency judge side", &["buckets"])?;
+            let (v, p) = side.req(cx, "buckets", &what)?;
+            let q = cx.nonempty_string(v, &p)?;
+            if !q.contains("$le") {
+                cx.error(
+                    &p,
+                    "a `buckets` query needs `$le` where each bucket's boundary goes, e.g. \
+                     `le=\"$le\"`",
+                );
+                return None;
+            }
+            let example = q.replace("$step", STEP_EXAMPLE).replace("$le", "+Inf");
+            cx.check_query(source, &example, &p)?;
+            Some(q)
+        };
+        let new = side(self, "new");
+        let old = side(self, "old");
+        Some(JudgeForm::Latency(LatencyJudge::new(
+            quantile?, &le?, new?, old?,
+        )))
+    }
+
+    /// `le`: a list of ascending boundaries (numbers, or strings as the exporter writes them:
+    /// `"1.0"`), at least one finite; `+Inf` may end it.
+    fn le_list(&mut self, v: &Value, path: &str) -> Option<Vec<(f64, String)>> {
+        let Value::Sequence(items) = v else {
+            self.error(
+                path,
+                format!(
+                    "expected a list of bucket boundaries, found {}",
+                    super::cx::describe(v)
+                ),
+            );
+            return None;
+        };
+        let mut out: Vec<(f64, String)> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let parsed = match item {
+                Value::Number(n) => n.as_f64().map(|f| (f, f.to_string())),
+                Value::String(s) => s
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| !f.is_nan())
+                    .map(|f| (f, s.clone())),
+                _ => None,
+            };
+            let Some((value, label)) = parsed else {
+                self.error(
+                    &p,
+                    format!(
+                        "expected a bucket boundary (a number, or a string such as \"1.0\" or \
+                         \"+Inf\"), found {}",
+                        super::cx::describe(item)
+                    ),
+                );
+                return None;
+            };
+            if out.last().is_some_and(|(prev, _)| *prev >= value) || value <= 0.0 {
+                self.error(
+                    &p,
+                    format!("bucket boundaries must be above 0 and ascending; got {label} here"),
+                );
+                return None;
+            }
+            out.push((value, label));
+        }
+        if !out.iter().any(|(v, _)| v.is_finite()) {
+            self.error(path, "give at least one finite bucket boundary");
+            return None;
+        }
+        Some(out)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::plan::compile::test_support::{edit, errors, line_of, lines, ok};
-    use crate::plan::model::{Check, PhaseKind};
+    use crate::plan::model::{Check, JudgeForm, PhaseKind};
 
     const GUARD: &str = "    guard:\n      - name: error rate breach\n";
 
@@ -183,7 +315,10 @@ mod tests {
         assert!((j.config.alpha - 0.01).abs() < 1e-12);
         assert_eq!(j.config.min_events, 1_000);
         assert_eq!(j.config.max_duration.as_secs(), 3600);
-        assert!(j.new.events.contains("$step"));
+        let JudgeForm::Counts { new, .. } = &j.form else {
+            panic!("not the counts form: {j:?}");
+        };
+        assert!(new.events.contains("$step"));
     }
 
     #[test]
@@ -237,6 +372,95 @@ mod tests {
         );
         assert!(
             errs.iter().any(|e| e.message.contains("takes no `query`")),
+            "{}",
+            lines(&errs)
+        );
+    }
+
+    const LATENCY: &str = "          quantile: 0.99\n          le: [0.05, 0.1, '1.0', '+Inf']\n          new: { buckets: 'sum(increase(latency_seconds_bucket{route=\"new\",le=\"$le\"}[$step]))' }\n          old: { buckets: 'sum(increase(latency_seconds_bucket{route=\"old\",le=\"$le\"}[$step]))' }\n";
+
+    #[test]
+    fn a_latency_judge_compiles_with_a_query_per_bucket_and_side() {
+        let c = ok(&with_judge(&format!("{LATENCY}          tolerance: 0.2\n")));
+        let slices = c.plan.phase(PhaseKind::Slices).expect("slices");
+        let Check::Judge(j) = &slices.guard[0].check else {
+            panic!("not a judge: {:?}", slices.guard[0].check);
+        };
+        let JudgeForm::Latency(l) = &j.form else {
+            panic!("not the latency form: {j:?}");
+        };
+        assert_eq!(l.buckets.quantile, 0.99);
+        assert_eq!(l.buckets.le, vec![0.05, 0.1, 1.0]);
+        assert_eq!(l.le_labels, vec!["0.05", "0.1", "1.0", "+Inf"]);
+        let queries = j.queries();
+        assert_eq!(queries.len(), 8);
+        assert!(queries[2].contains("le=\"1.0\""), "{}", queries[2]);
+        assert!(
+            queries[7].contains("route=\"old\",le=\"+Inf\""),
+            "{}",
+            queries[7]
+        );
+    }
+
+    #[test]
+    fn a_latency_judge_without_a_side_or_with_a_bad_quantile_is_an_error_at_its_path_and_line() {
+        let first_three: String = LATENCY.lines().take(3).map(|l| format!("{l}\n")).collect();
+        let yaml = with_judge(&format!(
+            "{}          tolerance: -1\n",
+            first_three.replace("quantile: 0.99", "quantile: 1.5")
+        ));
+        let errs = errors(&yaml);
+        let at = |path: &str, text: &str| {
+            errs.iter()
+                .any(|e| e.path == path && e.line == line_of(&yaml, text))
+        };
+        assert!(
+            at("phases.slices.guard[0].judge.quantile", "quantile: 1.5"),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            at("phases.slices.guard[0].judge.tolerance", "tolerance: -1"),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            errs.iter().any(|e| e.path == "phases.slices.guard[0].judge"
+                && e.message.contains("missing required field `old`")),
+            "{}",
+            lines(&errs)
+        );
+        // Boundaries out of order, a bucket query without `$le`, buckets on a counts judge.
+        let yaml = with_judge(&format!(
+            "{}          tolerance: 0.2\n",
+            LATENCY
+                .replace("[0.05, 0.1,", "[0.1, 0.05,")
+                .replace("route=\"old\",le=\"$le\"", "route=\"old\"")
+        ));
+        let errs = errors(&yaml);
+        assert!(
+            errs.iter()
+                .any(|e| e.path == "phases.slices.guard[0].judge.le[1]"
+                    && e.message.contains("ascending")),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.path == "phases.slices.guard[0].judge.old.buckets"
+                    && e.message.contains("`$le`")),
+            "{}",
+            lines(&errs)
+        );
+        let yaml = with_judge(&format!(
+            "{}          tolerance: 0.2\n",
+            SIDES.replace("new: { events", "new: { buckets: 'x{le=\"$le\"}', events")
+        ));
+        let errs = errors(&yaml);
+        assert!(
+            errs.iter()
+                .any(|e| e.path == "phases.slices.guard[0].judge.new.buckets"
+                    && e.message.contains("`quantile`")),
             "{}",
             lines(&errs)
         );
