@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult, nonzero_duration, print_json, to_stdout};
 use crate::judge::Config;
-use crate::judge::simulate::{Outcome, Report, Scenario, simulate};
+use crate::sim::judge::{Outcome, Report, Scenario, simulate};
 
 #[derive(Debug, Subcommand)]
 pub enum JudgeCmd {

@@ -17,8 +17,6 @@
 //! - Anything else is still deciding; past `max_duration` it is inconclusive, for a person.
 
 pub mod latency;
-#[cfg(feature = "cli")]
-pub mod simulate;
 
 use std::time::Duration;
 

@@ -235,7 +235,7 @@ proptest! {
 #[cfg(feature = "cli")]
 #[test]
 fn identical_routes_rarely_fail_however_often_they_are_checked() {
-    use crate::judge::simulate::{Scenario, simulate};
+    use crate::sim::judge::{Scenario, simulate};
     let scenario = Scenario {
         traffic: 50.0,
         base_rate: 0.02,
@@ -550,7 +550,7 @@ fn the_judges_reasons_go_through_the_text_rule() {
 #[cfg(feature = "cli")]
 #[test]
 fn the_simulated_latency_judge_fails_a_slower_route_and_rarely_an_identical_one() {
-    use crate::judge::simulate::{Scenario, simulate};
+    use crate::sim::judge::{Scenario, simulate};
     let scenario = Scenario {
         traffic: 20.0,
         base_rate: 0.0,

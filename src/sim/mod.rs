@@ -7,8 +7,11 @@
 //! - [`demo`]: the real controller driving `plans/demo.yaml` against the world, in lockstep, and the
 //!   report whose invariants are counted from the consumer's database.
 //! - [`view`]: the live progress view.
+//! - [`judge`]: `migrate judge simulate`: both routes' traffic drawn at random and judged by the
+//!   very gate code the daemon runs (the judge and a threshold gate side by side).
 
 pub mod broker;
 pub mod demo;
+pub mod judge;
 pub mod view;
 pub mod world;

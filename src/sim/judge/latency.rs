@@ -8,7 +8,9 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Binomial, Distribution, Poisson};
 
-use super::{Report, Scenario, SimulateError, THRESHOLD_FOR, Track, report, threshold_gate};
+use super::scenario::{
+    Report, Scenario, SimulateError, THRESHOLD_FOR, Track, report, threshold_gate,
+};
 use crate::gate::{self, Observation};
 use crate::plan::{JudgeCheck, JudgeForm, LatencyJudge};
 
