@@ -241,17 +241,22 @@ fn demo_each_fault_prints_its_event_lines_on_the_simulated_clock() {
     }
 }
 
-/// Issue 44: during an outage ~1,600 messages waited in the producers' outboxes and no counter
-/// showed them (produced 5713 = applied 3787+307 + ?). Every hourly line of a piped run now
-/// says where each produced message is, and the parts add up.
-#[test]
-fn demo_outbox_counter_makes_the_numbers_add_up() {
+/// What `demo --seed 4 --fault broker-outage` prints on a pipe.
+fn piped_outage() -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
         .args(["demo", "--seed", "4", "--fault", "broker-outage"])
         .env_remove("MIGRATE_STATE")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue 44: during an outage ~1,600 messages waited in the producers' outboxes and no counter
+/// showed them (produced 5713 = applied 3787+307 + ?). Every hourly line of a piped run now
+/// says where each produced message is, and the parts add up.
+#[test]
+fn demo_outbox_counter_makes_the_numbers_add_up() {
+    let text = piped_outage();
     let number = |w: &str| w.replace(',', "").parse::<u64>().unwrap();
     let mut seen = 0;
     let mut buffered = 0;
@@ -290,12 +295,7 @@ fn demo_outbox_counter_makes_the_numbers_add_up() {
 /// one-line verdict.
 #[test]
 fn demo_text_report_has_the_fault_window_and_ends_with_a_verdict() {
-    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
-        .args(["demo", "--seed", "4", "--fault", "broker-outage"])
-        .env_remove("MIGRATE_STATE")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = piped_outage();
     let window = text
         .lines()
         .find(|l| l.starts_with("fault broker-outage: the new broker unreachable from T+"))

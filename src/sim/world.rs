@@ -309,16 +309,7 @@ impl World {
             .filter(|m| !m.probe && !self.applied_keys.contains(&m.key))
             .map(|m| m.key.as_str())
             .collect();
-        let dead: HashSet<&str> = self
-            .old
-            .dead
-            .iter()
-            .chain(self.new.dead.iter())
-            .filter(|m| {
-                !m.probe && !self.applied_keys.contains(&m.key) && !queued.contains(m.key.as_str())
-            })
-            .map(|m| m.key.as_str())
-            .collect();
+        let dead = self.dead_keys(|k| !self.applied_keys.contains(k) && !queued.contains(k));
         let in_brokers = queued.len() as u64;
         let dead_lettered = dead.len() as u64;
         let counted = i128::from(applied)
@@ -333,6 +324,17 @@ impl World {
             dead_lettered,
             unaccounted: i64::try_from(i128::from(produced) - counted).unwrap_or(i64::MAX),
         }
+    }
+
+    /// The keys of both dead-letter queues (probes aside) that `keep` keeps.
+    fn dead_keys(&self, keep: impl Fn(&str) -> bool) -> HashSet<&str> {
+        self.old
+            .dead
+            .iter()
+            .chain(self.new.dead.iter())
+            .filter(|m| !m.probe && keep(&m.key))
+            .map(|m| m.key.as_str())
+            .collect()
     }
 
     pub fn consumer_up(&self) -> bool {
@@ -765,14 +767,7 @@ impl World {
             .iter()
             .filter_map(|r| r.try_get::<String, _>("key").ok())
             .collect();
-        let dead: HashSet<&str> = self
-            .old
-            .dead
-            .iter()
-            .chain(self.new.dead.iter())
-            .filter(|m| !m.probe && !applied_keys.contains(&m.key))
-            .map(|m| m.key.as_str())
-            .collect();
+        let dead = self.dead_keys(|k| !applied_keys.contains(k));
         let unknown = applied_keys
             .iter()
             .filter(|k| !self.produced_keys.contains(*k))
