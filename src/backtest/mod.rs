@@ -21,7 +21,7 @@ use crate::plan::{Check, Plan};
 
 pub use error::BacktestError;
 pub use simulate::{GateShare, Rehearsal, gate_shares, rehearse};
-pub use table::{Instants, Readings};
+pub use table::{Instants, Outage, Readings};
 
 /// One `--what-if GATE=THRESHOLD`: the threshold of every gate named `gate` (`pass_if`'s number,
 /// a compare gate's `ratio`, `require_peak`'s `at_least`) becomes `threshold`.
@@ -163,6 +163,8 @@ pub struct Outcome {
     pub shares: Vec<GateShare>,
     /// The changes and the rehearsal with them (`None`: no `--what-if`).
     pub what_if: Option<(Vec<WhatIf>, Rehearsal, Vec<GateShare>)>,
+    /// When a source could not be reached: its gates had no data, through no fault of the plan.
+    pub outages: Vec<Outage>,
 }
 
 /// Rehearse `plan` from `start_at` over the readings, and again with `changes` if any.
@@ -189,6 +191,7 @@ pub fn backtest(
         rehearsal: rehearse(plan, readings, start_at),
         shares: gate_shares(plan, readings),
         what_if,
+        outages: readings.outages(),
     })
 }
 

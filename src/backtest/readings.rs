@@ -159,12 +159,15 @@ pub async fn read<S: Store>(
                     }
                 }
             }
-            Err(why) => {
+            Err(failed) => {
                 // A source's text through the one text rule (one line, bounded).
                 let why: Arc<str> =
-                    crate::outgoing::reason(&why, &crate::outgoing::Secrets::none()).into();
+                    crate::outgoing::reason(&failed.why, &crate::outgoing::Secrets::none()).into();
                 for slot in column.iter_mut().skip(first).take(count) {
                     *slot = Err(why.clone());
+                }
+                if failed.unreachable {
+                    readings.unreachable_at(source, first, count, &why);
                 }
             }
         }
@@ -184,7 +187,7 @@ async fn range(
     instants: &Instants,
     first: usize,
     count: usize,
-) -> Result<Vec<Reading>, String> {
+) -> Result<Vec<Reading>, Failed> {
     let url = format!("{}/api/v1/query_range", base.trim_end_matches('/'));
     let shown = crate::redact::url(&url);
     let form = [
@@ -207,17 +210,46 @@ async fn range(
             } else {
                 crate::redact::text(&e.to_string())
             };
-            format!("source {source}: {shown}: {what}")
+            Failed::unreachable(format!("source {source}: {shown}: {what}"))
         })?;
     let status = response.status();
     let body = capped(response, range_cap(count))
         .await
-        .map_err(|e| format!("source {source}: {shown}: {e}"))?;
+        .map_err(|e| Failed::answered(format!("source {source}: {shown}: {e}")))?;
     let body = String::from_utf8_lossy(&body);
     match decode_range(&body, source, instants, first, count) {
         Ok(values) => Ok(values),
-        Err(e) if status.is_success() || body.trim_start().starts_with('{') => Err(e),
-        Err(_) => Err(format!("source {source}: HTTP {status} from {shown}")),
+        Err(e) if status.is_success() || body.trim_start().starts_with('{') => {
+            Err(Failed::answered(e))
+        }
+        // Not the source's own answer (a proxy's error page): it was not reached.
+        Err(_) => Err(Failed::unreachable(format!(
+            "source {source}: HTTP {status} from {shown}"
+        ))),
+    }
+}
+
+/// Why a range request gave no readings: the source answered with an error, or it could not be
+/// reached at all (no connection, a timeout, a proxy's error page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    pub why: String,
+    pub unreachable: bool,
+}
+
+impl Failed {
+    fn unreachable(why: String) -> Failed {
+        Failed {
+            why,
+            unreachable: true,
+        }
+    }
+
+    fn answered(why: String) -> Failed {
+        Failed {
+            why,
+            unreachable: false,
+        }
     }
 }
 

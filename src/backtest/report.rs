@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::simulate::{Breach, End, GateShare, Rehearsal, Step};
-use super::{Outcome, WhatIf};
+use super::{Outage, Outcome, WhatIf};
 use crate::time::{human_ms, rfc3339};
 
 /// What `--json` prints.
@@ -18,6 +18,8 @@ pub struct Report<'a> {
     pub start_at: String,
     /// Sources that cannot answer for the past, and what else a person should know of them.
     pub sources: Vec<String>,
+    /// When a source could not be reached (its gates had no data then).
+    pub outages: &'a [Outage],
     pub verdict: String,
     /// Milliseconds from the window's start to `complete` (`None`: not reached).
     pub completed_after_ms: Option<i64>,
@@ -100,22 +102,30 @@ pub fn verdict(r: &Rehearsal) -> String {
             let worst = step
                 .gates
                 .iter()
-                .filter(|g| g.held_ms + g.failed_ms > 0)
-                .max_by_key(|g| g.held_ms + g.failed_ms);
+                .filter(|g| g.not_passed_ms() > 0)
+                .max_by_key(|g| g.not_passed_ms());
             // Every gate of the step is judged at each of its rounds: any one's total is the
             // step's time.
             let spent: i64 = step
                 .gates
                 .first()
-                .map_or(0, |g| g.passed_ms + g.held_ms + g.failed_ms)
+                .map_or(0, |g| g.passed_ms + g.not_passed_ms())
                 .max(1);
             match worst {
                 Some(g) => {
-                    let (verb, ms) = if g.failed_ms >= g.held_ms {
-                        ("failed", g.failed_ms)
-                    } else {
-                        ("held", g.held_ms)
-                    };
+                    let (verb, ms) = [
+                        ("failed", g.failed_ms),
+                        ("had no data", g.no_data_ms),
+                        (
+                            "was soaking (true, its `for:` not yet elapsed)",
+                            g.soaking_ms,
+                        ),
+                    ]
+                    .into_iter()
+                    .fold(
+                        ("failed", -1),
+                        |best, x| if x.1 > best.1 { x } else { best },
+                    );
                     format!(
                         "would still be in {state} after {after}: `{}` {verb} {} of the time in it",
                         g.name,
@@ -129,6 +139,27 @@ pub fn verdict(r: &Rehearsal) -> String {
             }
         }
     }
+}
+
+/// The verdict line, unless a source could not be reached while the rehearsal was stuck in its
+/// last step: then it says so (`source prom unreachable from T to T (why)`) instead of a
+/// verdict that reads like a plan problem.
+pub fn verdict_given(r: &Rehearsal, outages: &[Outage]) -> String {
+    if let End::Unfinished { state, .. } = &r.end {
+        let since = r.steps.last().map_or(r.start_ms, |s| s.entered_ms);
+        let blind: Vec<String> = outages
+            .iter()
+            .filter(|o| o.to_ms >= since)
+            .map(Outage::sentence)
+            .collect();
+        if !blind.is_empty() {
+            return format!(
+                "{}: no verdict on the plan for that time (its gates had no data); it got as far as {state}",
+                blind.join("; ")
+            );
+        }
+    }
+    verdict(r)
 }
 
 /// The report `--json` prints.
@@ -148,7 +179,8 @@ pub fn report<'a>(
         step: human_ms(step_ms),
         start_at,
         sources,
-        verdict: verdict(r),
+        outages: &outcome.outages,
+        verdict: verdict_given(r, &outcome.outages),
         completed_after_ms: done,
         timeline: &r.steps,
         moves: &r.moves,
@@ -159,7 +191,7 @@ pub fn report<'a>(
             let theirs = completed_after(w);
             WhatIfReport {
                 changes,
-                verdict: verdict(w),
+                verdict: verdict_given(w, &outcome.outages),
                 completed_after_ms: theirs,
                 sooner_ms: done.zip(theirs).map(|(a, b)| a - b),
                 timeline: &w.steps,
@@ -190,10 +222,13 @@ fn write_timeline(out: &mut impl Write, steps: &[Step], breaches: &[Breach]) -> 
             rfc3339(s.entered_ms),
             s.state.to_string()
         )?;
-        for g in s.gates.iter().filter(|g| g.held_ms + g.failed_ms > 0) {
+        for g in s.gates.iter().filter(|g| g.not_passed_ms() > 0) {
             let mut parts = Vec::new();
-            if g.held_ms > 0 {
-                parts.push(format!("held {}", human_ms(g.held_ms)));
+            if g.soaking_ms > 0 {
+                parts.push(format!("soaking {}", human_ms(g.soaking_ms)));
+            }
+            if g.no_data_ms > 0 {
+                parts.push(format!("no data {}", human_ms(g.no_data_ms)));
             }
             if g.failed_ms > 0 {
                 parts.push(format!("failed {}", human_ms(g.failed_ms)));
@@ -251,12 +286,13 @@ fn write_shares(out: &mut impl Write, shares: &[GateShare]) -> io::Result<()> {
             .unwrap_or_else(|| "no margin".into());
         writeln!(
             out,
-            "  {:<13} {:<5} {:<width$}  passed {:>4}  held {:>4}  failed {:>4}  {closest}",
+            "  {:<13} {:<5} {:<width$}  passed {:>4}  soaking {:>4}  no data {:>4}  failed {:>4}  {closest}",
             g.phase,
             g.kind,
             g.name,
             pct(g.passed),
-            pct(g.held),
+            pct(g.soaking),
+            pct(g.no_data),
             pct(g.failed),
         )?;
     }
@@ -278,6 +314,9 @@ pub fn write_text(out: &mut impl Write, r: &Report<'_>) -> io::Result<()> {
     )?;
     for s in &r.sources {
         writeln!(out, "  note: {s}")?;
+    }
+    for o in r.outages {
+        writeln!(out, "  note: {}: its gates had no data then", o.sentence())?;
     }
     write_timeline(out, r.timeline, r.breaches)?;
     write_shares(out, r.gates)?;

@@ -50,10 +50,20 @@ pub struct GateTime {
     /// `exit` (requirements included) or `guard`.
     pub kind: GateKind,
     pub passed_ms: i64,
-    pub held_ms: i64,
+    /// SOAKING: true, its `for:` not yet elapsed.
+    pub soaking_ms: i64,
+    /// NO DATA: its source down, an empty answer, NaN, too few samples.
+    pub no_data_ms: i64,
     pub failed_ms: i64,
     /// The reason of its last verdict that was not a pass (`None`: it always passed).
     pub last_reason: Option<String>,
+}
+
+impl GateTime {
+    /// Soaking, without data or failing.
+    pub fn not_passed_ms(&self) -> i64 {
+        self.soaking_ms + self.no_data_ms + self.failed_ms
+    }
 }
 
 /// One step of the timeline.
@@ -373,7 +383,8 @@ fn account(
                     name: g.name.clone(),
                     kind: g.kind,
                     passed_ms: 0,
-                    held_ms: 0,
+                    soaking_ms: 0,
+                    no_data_ms: 0,
                     failed_ms: 0,
                     last_reason: None,
                 });
@@ -383,7 +394,8 @@ fn account(
         };
         match g.eval.verdict {
             Verdict::Pass => time.passed_ms += step_ms,
-            Verdict::Soaking | Verdict::NoData => time.held_ms += step_ms,
+            Verdict::Soaking => time.soaking_ms += step_ms,
+            Verdict::NoData => time.no_data_ms += step_ms,
             Verdict::Fail => time.failed_ms += step_ms,
         }
         if g.eval.verdict != Verdict::Pass {
@@ -431,7 +443,8 @@ pub struct GateShare {
     pub kind: GateKind,
     /// Shares of the window's instants (0 to 1).
     pub passed: f64,
-    pub held: f64,
+    pub soaking: f64,
+    pub no_data: f64,
     pub failed: f64,
     /// The reading nearest the threshold (`None`: never a number, or `require_deploy`).
     pub closest: Option<Margin>,
@@ -472,7 +485,8 @@ pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
     let mut out = Vec::new();
     for phase in &plan.phases {
         for item in phase_items(phase) {
-            let (mut passed, mut held, mut failed) = (0usize, 0usize, 0usize);
+            let (mut passed, mut soaking, mut no_data, mut failed) =
+                (0usize, 0usize, 0usize, 0usize);
             let mut closest: Option<Margin> = None;
             let mut mem = Memory::default();
             for i in 0..instants.count {
@@ -489,7 +503,8 @@ pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
                 mem = stored(eval.memory, at);
                 match eval.verdict {
                     Verdict::Pass => passed += 1,
-                    Verdict::Soaking | Verdict::NoData => held += 1,
+                    Verdict::Soaking => soaking += 1,
+                    Verdict::NoData => no_data += 1,
                     Verdict::Fail => failed += 1,
                 }
                 if let (Some(m), Some(value)) = (margin(&item, &eval), eval.value)
@@ -508,7 +523,8 @@ pub fn gate_shares(plan: &Plan, readings: &Readings) -> Vec<GateShare> {
                 name: item.name().to_string(),
                 kind: item.kind(),
                 passed: passed as f64 / n,
-                held: held as f64 / n,
+                soaking: soaking as f64 / n,
+                no_data: no_data as f64 / n,
                 failed: failed as f64 / n,
                 closest,
             });

@@ -113,6 +113,31 @@ pub struct Readings {
     pub unavailable: BTreeMap<String, String>,
     /// What a person should know of a source's readings (a scrape history that starts late).
     pub notes: Vec<String>,
+    /// By source, the instants it could not be reached at (first, count), and why.
+    unreachable: BTreeMap<String, Vec<(usize, usize, Arc<str>)>>,
+}
+
+/// A time a source could not be reached: its gates had no data, through no fault of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Outage {
+    pub source: String,
+    /// The first and last instants it could not be reached at.
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub why: String,
+}
+
+impl Outage {
+    /// `source prom unreachable from 2026-11-30T00:00:00Z to 2026-11-30T06:00:00Z (why)`.
+    pub fn sentence(&self) -> String {
+        format!(
+            "source {} unreachable from {} to {} ({})",
+            self.source,
+            crate::time::rfc3339(self.from_ms),
+            crate::time::rfc3339(self.to_ms),
+            self.why
+        )
+    }
 }
 
 impl Readings {
@@ -123,6 +148,54 @@ impl Readings {
             by_query: HashMap::new(),
             unavailable: BTreeMap::new(),
             notes: Vec::new(),
+            unreachable: BTreeMap::new(),
+        }
+    }
+
+    /// `source` could not be reached for the `count` instants from `first`.
+    pub fn unreachable_at(&mut self, source: &str, first: usize, count: usize, why: &Arc<str>) {
+        self.unreachable
+            .entry(source.to_string())
+            .or_default()
+            .push((first, count, why.clone()));
+    }
+
+    /// The times each source could not be read, adjacent requests merged, in source then time
+    /// order: the whole window for a source that cannot answer for the past at all.
+    pub fn outages(&self) -> Vec<Outage> {
+        let mut out: Vec<Outage> = self
+            .unavailable
+            .iter()
+            .map(|(source, why)| self.outage(source, 0, self.instants.count, why))
+            .collect();
+        for (source, spans) in &self.unreachable {
+            let mut spans = spans.clone();
+            spans.sort_by_key(|(first, _, _)| *first);
+            let mut current: Option<(usize, usize, Arc<str>)> = None;
+            for (first, count, why) in spans {
+                let end = first + count;
+                current = match current {
+                    Some((f, e, w)) if first <= e => Some((f, e.max(end), w)),
+                    Some((f, e, w)) => {
+                        out.push(self.outage(source, f, e, &w));
+                        Some((first, end, why))
+                    }
+                    None => Some((first, end, why)),
+                };
+            }
+            if let Some((f, e, w)) = current {
+                out.push(self.outage(source, f, e, &w));
+            }
+        }
+        out
+    }
+
+    fn outage(&self, source: &str, first: usize, end: usize, why: &str) -> Outage {
+        Outage {
+            source: source.to_string(),
+            from_ms: self.instants.at(first),
+            to_ms: self.instants.at(end.saturating_sub(1).max(first)),
+            why: why.to_string(),
         }
     }
 

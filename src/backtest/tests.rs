@@ -145,7 +145,100 @@ fn a_step_never_left_names_the_gate_that_kept_it() {
     let r = rehearse(&plan("rollback", "2m"), &unavailable, State::Planned);
     assert_eq!(
         report::verdict(&r),
-        "would still be in consume_dual after 12m: `connected` held 100% of the time in it"
+        "would still be in consume_dual after 12m: `connected` had no data 100% of the time in it"
+    );
+    // ... and the report's verdict says the source, not the plan, is the trouble.
+    assert_eq!(
+        report::verdict_given(&r, &unavailable.outages()),
+        "source prom unreachable from 2026-11-30T00:00:00Z to 2026-11-30T00:12:00Z (source prom: \
+         gone): no verdict on the plan for that time (its gates had no data); it got as far as \
+         consume_dual"
+    );
+}
+
+/// Issue 44: the backtest counted SOAKING and NO DATA as one "held" share: a gate soaking under
+/// its `for:` and a gate whose source was down read the same.
+#[test]
+fn backtest_counts_soaking_and_no_data_apart() {
+    let mut p = plan("rollback", "2m");
+    p.phases[0].exit[0].hold_for = Some(std::time::Duration::from_secs(300));
+    let mut r = readings(&[0.0; 13]);
+    // `c` true throughout (soaking under its 5m `for:`, then passing); `x` gone from minute 2.
+    let x: Vec<table::Reading> = (0..13)
+        .map(|i| {
+            if i < 2 {
+                Ok(0.0)
+            } else {
+                Err("source prom: down".into())
+            }
+        })
+        .collect();
+    r.insert("prom", "x", x);
+    let shares = gate_shares(&p, &r);
+    let connected = shares
+        .iter()
+        .find(|g| g.name == "connected")
+        .expect("connected");
+    assert!(
+        connected.soaking > 0.0 && connected.no_data == 0.0,
+        "{connected:?}"
+    );
+    let low = shares.iter().find(|g| g.name == "x low").expect("x low");
+    assert!(low.no_data > 0.5 && low.soaking == 0.0, "{low:?}");
+    let rehearsal = rehearse(&p, &r, State::Planned);
+    let dual = &rehearsal.steps[1];
+    assert_eq!(dual.state, State::ConsumeDual);
+    let t = &dual.gates[0];
+    assert!(t.soaking_ms > 0 && t.no_data_ms == 0, "{t:?}");
+    let mut text = Vec::new();
+    let outcome = backtest(&p, &r, State::Planned, &[]).expect("backtest");
+    report::write_text(
+        &mut text,
+        &report::report("unit", &outcome, MINUTE, "planned".into(), Vec::new()),
+    )
+    .expect("text");
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.contains("soaking 5m"), "{text}");
+    assert!(text.contains("  soaking "), "{text}");
+    assert!(text.contains("  no data "), "{text}");
+    assert!(!text.contains("  held "), "{text}");
+}
+
+/// Issue 44: when a source could not be reached, the backtest printed a verdict that read like
+/// a plan problem (`x low` held 100%); it says when the source was unreachable instead.
+#[test]
+fn backtest_says_source_unreachable_from_t_to_t() {
+    let mut r = readings(&[0.0; 13]);
+    let why: std::sync::Arc<str> = "source prom: cannot connect (is the source up?)".into();
+    let x: Vec<table::Reading> = (0..13)
+        .map(|i| if i < 3 { Ok(0.0) } else { Err(why.clone()) })
+        .collect();
+    r.insert("prom", "x", x);
+    // Two requests' worth of instants, adjacent: one outage.
+    r.unreachable_at("prom", 3, 5, &why);
+    r.unreachable_at("prom", 8, 5, &why);
+    let outages = r.outages();
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    assert_eq!(
+        (outages[0].from_ms, outages[0].to_ms),
+        (T0 + 3 * MINUTE, T0 + 12 * MINUTE)
+    );
+    let outcome = backtest(&plan("rollback", "2m"), &r, State::Planned, &[]).expect("backtest");
+    let rep = report::report("unit", &outcome, MINUTE, "planned".into(), Vec::new());
+    assert_eq!(
+        rep.verdict,
+        "source prom unreachable from 2026-11-30T00:03:00Z to 2026-11-30T00:12:00Z (source prom: \
+         cannot connect (is the source up?)): no verdict on the plan for that time (its gates had \
+         no data); it got as far as slices[0]"
+    );
+    // A plan's own trouble keeps its verdict.
+    let plain = readings(&[2.0; 13]);
+    let outcome = backtest(&plan("rollback", "2m"), &plain, State::Planned, &[]).expect("ok");
+    let rep = report::report("unit", &outcome, MINUTE, "planned".into(), Vec::new());
+    assert!(
+        rep.verdict.starts_with("would still be in slices[0]"),
+        "{}",
+        rep.verdict
     );
 }
 

@@ -28,6 +28,124 @@ pub struct DemoArgs {
     /// temporary directory, removed at the end).
     #[arg(long)]
     pub keep: Option<PathBuf>,
+    /// Simulated time per real second: `1000` (a simulated hour in 3.6 s: the whole story in
+    /// about 45-60 s), `5000`, or `max` (as fast as it can). Default: 1000 on a terminal, `max`
+    /// with --json or when stdout is not a terminal.
+    #[arg(long, value_parser = parse_speed, value_name = "N|max")]
+    pub speed: Option<Speed>,
+}
+
+/// How fast the demo's clock runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    /// Simulated seconds per real second.
+    Times(f64),
+    Max,
+}
+
+/// The live view's pace when none is given.
+pub const DEFAULT_SPEED: f64 = 1000.0;
+
+fn parse_speed(text: &str) -> Result<Speed, String> {
+    if text.eq_ignore_ascii_case("max") {
+        return Ok(Speed::Max);
+    }
+    match text.trim_end_matches(['x', 'X']).parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 1.0 => Ok(Speed::Times(n)),
+        _ => Err(format!(
+            "{text:?}: a number of simulated seconds per real second (at least 1), or max"
+        )),
+    }
+}
+
+/// The fault's window and what happened in it, in two lines (none without a fault).
+fn write_fault(out: &mut impl Write, r: &Report) -> io::Result<()> {
+    let Some(f) = &r.fault_effects else {
+        return Ok(());
+    };
+    let what = match f.kind.as_str() {
+        "bad-deploy" => "the new route's consumer failing 40% of messages",
+        "consumer-crash" => "the consumer down after a crash mid-batch",
+        "broker-outage" => "the new broker unreachable",
+        _ => "active",
+    };
+    let window = match (&f.from_t, &f.to_t, &f.from, &f.to) {
+        (Some(ft), Some(tt), Some(from), Some(to)) => {
+            format!(
+                "from {ft} to {tt} ({} to {})",
+                clock_time(from),
+                clock_time(to)
+            )
+        }
+        (Some(ft), None, Some(from), None) => {
+            format!("from {ft} ({}) to the end", clock_time(from))
+        }
+        _ => "never struck".into(),
+    };
+    writeln!(out, "fault {}: {what} {window}", f.kind)?;
+    let mut during = format!(
+        "  while it lasted: {} transition{}, gates held in {} of {} rounds",
+        f.transitions_during,
+        if f.transitions_during == 1 { "" } else { "s" },
+        f.ticks_with_holds_during,
+        f.ticks_during
+    );
+    if f.outbox_peak > 0 {
+        during.push_str(&format!(
+            ", up to {} messages in the producers' outboxes",
+            crate::sim::view::thousands(f.outbox_peak)
+        ));
+    }
+    writeln!(out, "{during}")
+}
+
+/// `2026-11-30T05:46:00Z` as `05:46` (the demo's runs start on one day at midnight, UTC).
+fn clock_time(rfc3339: &str) -> String {
+    rfc3339
+        .get(11..16)
+        .map_or_else(|| rfc3339.to_string(), |t| format!("{t} UTC"))
+}
+
+/// The report's last line: the verdict.
+fn verdict(r: &Report) -> String {
+    if !r.ok {
+        return format!("FAILED: {}", r.violations.join("; "));
+    }
+    let dead = if r.dead_lettered > 0 {
+        format!(
+            " + {} dead-lettered",
+            crate::sim::view::thousands(r.dead_lettered)
+        )
+    } else {
+        String::new()
+    };
+    let mut s = format!(
+        "ok: nothing lost, nothing applied twice, per-key order kept ({} produced = {} applied{dead}); \
+         complete in {:.1} simulated hours",
+        crate::sim::view::thousands(r.produced),
+        crate::sim::view::thousands(r.applied),
+        r.simulated_hours
+    );
+    if let Some(f) = &r.fault_effects {
+        s.push_str(&match f.kind.as_str() {
+            "bad-deploy" => format!(
+                "; the bad deploy caught by the guard ({} rollback{}, paused until resumed)",
+                r.rollbacks,
+                if r.rollbacks == 1 { "" } else { "s" }
+            ),
+            "consumer-crash" => format!(
+                "; the crash's redeliveries absorbed ({} duplicates blocked by dedup)",
+                r.duplicates_delivered
+            ),
+            "broker-outage" => format!(
+                "; {} step{} taken while the new broker was unreachable",
+                f.transitions_during,
+                if f.transitions_during == 1 { "" } else { "s" }
+            ),
+            _ => String::new(),
+        });
+    }
+    s
 }
 
 fn write_report(out: &mut impl Write, r: &Report) -> io::Result<()> {
@@ -71,6 +189,7 @@ fn write_report(out: &mut impl Write, r: &Report) -> io::Result<()> {
         "  guard breaches       {:>8}   rollbacks {}",
         r.breaches, r.rollbacks
     )?;
+    write_fault(out, r)?;
     writeln!(out, "journal:")?;
     for e in &r.journal {
         writeln!(
@@ -89,15 +208,8 @@ fn write_report(out: &mut impl Write, r: &Report) -> io::Result<()> {
                 .unwrap_or_default()
         )?;
     }
-    if r.ok {
-        writeln!(
-            out,
-            "ok: nothing lost, nothing applied twice, per-key order kept"
-        )?;
-    } else {
-        for v in &r.violations {
-            writeln!(out, "INVARIANT BROKEN: {v}")?;
-        }
+    for v in &r.violations {
+        writeln!(out, "INVARIANT BROKEN: {v}")?;
     }
     Ok(())
 }
@@ -138,13 +250,19 @@ pub async fn run(args: DemoArgs) -> CliResult {
             dir.display()
         )));
     }
+    let live =
+        std::io::stdout().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    let speed = match args.speed {
+        Some(Speed::Times(n)) => Some(n),
+        Some(Speed::Max) => None,
+        None => (live && !args.json).then_some(DEFAULT_SPEED),
+    };
     let opts = Options {
         seed: args.seed,
         fault: args.fault,
         dir: dir.clone(),
+        speed,
     };
-    let live =
-        std::io::stdout().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
     // On a terminal the text around the live view fits its width too (wrapped, not cut);
     // elsewhere it is printed as it is.
     let width = live.then(super::fit::width);
@@ -158,10 +276,13 @@ pub async fn run(args: DemoArgs) -> CliResult {
     };
     if !args.json {
         let line = format!(
-            "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}",
+            "queue-migrate demo: moving a live order flow from rabbitmq to nats (simulated), seed {}{}{}",
             args.seed,
             args.fault
                 .map(|f| format!(", fault {}", f.name()))
+                .unwrap_or_default(),
+            speed
+                .map(|n| format!(", simulated time at {n}x (--speed max: as fast as it can)"))
                 .unwrap_or_default()
         );
         to_stdout(|out| write_fitted(out, &line, width))?;
@@ -185,6 +306,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
             )
             .map_err(CliError::stdout)?;
         }
+        writeln!(text, "{}", verdict(&report)).map_err(CliError::stdout)?;
         let text = String::from_utf8_lossy(&text);
         to_stdout(|out| write_fitted(out, &text, width))?;
     }

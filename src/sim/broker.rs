@@ -178,6 +178,14 @@ impl Broker {
     pub fn ready(&self) -> usize {
         self.ready.len()
     }
+
+    /// Every message the queue holds: ready, unacked and delayed (not the dead letters).
+    pub fn queued(&self) -> impl Iterator<Item = &Message> {
+        self.ready
+            .iter()
+            .chain(self.inflight.values().map(|(m, _)| m))
+            .chain(self.delayed.iter().map(|(_, m)| m))
+    }
 }
 
 #[cfg(test)]

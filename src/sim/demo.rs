@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
-use super::view::{Frame, View};
+use super::view::{self, Event, Frame, View, thousands};
 use super::world::{Fault, Settings, World, WorldError};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, Controller, ControllerError};
@@ -63,6 +63,9 @@ pub struct Options {
     pub fault: Option<Fault>,
     /// Where the state store, the routing file and the consumer database go.
     pub dir: PathBuf,
+    /// Simulated time per real time (1000: a simulated hour in 3.6 s) until the migration
+    /// completes; `None`: as fast as it can.
+    pub speed: Option<f64>,
 }
 
 /// The report: the numbers that prove nothing was lost, duplicated or reordered.
@@ -88,6 +91,8 @@ pub struct Report {
     pub rollbacks: u64,
     pub simulated_hours: f64,
     pub journal: Vec<EntryView>,
+    /// What happened, as the live view printed it: the fault's events and the journal's steps.
+    pub events: Vec<Event>,
     /// What the injected fault did (absent without `--fault`).
     pub fault_effects: Option<FaultReport>,
     /// Every invariant holds and the migration completed.
@@ -136,6 +141,10 @@ struct FaultState {
     /// While the fault is active: ticks seen, transitions made, gates holding.
     active_from: Option<i64>,
     active_to: Option<i64>,
+    /// The crash's restart was told.
+    restart_told: bool,
+    /// The outage's last progress event.
+    told_at: Option<i64>,
 }
 
 /// What the fault did, for the report.
@@ -150,6 +159,11 @@ pub struct FaultReport {
     /// Controller ticks while it was active in which at least one gate held.
     pub ticks_with_holds_during: u64,
     pub ticks_during: u64,
+    /// The same window on the simulated clock (`T+5h46m`).
+    pub from_t: Option<String>,
+    pub to_t: Option<String>,
+    /// The most messages the producers' outboxes held while it was active.
+    pub outbox_peak: u64,
 }
 
 /// Run the whole story.
@@ -224,6 +238,9 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
     let mut steps: u64 = 0;
     let mut completed_at: Option<i64> = None;
     let mut last_state = String::new();
+    let mut events: Vec<Event> = Vec::new();
+    let mut journal_told = 0_usize;
+    let started = tokio::time::Instant::now();
     loop {
         world.step().await?;
         steps += 1;
@@ -240,6 +257,15 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         let record = &loaded.record;
         let doc = crate::controller::publish::document(&loaded.plan, record);
         world.follow(doc.clone());
+        // The journal's new steps (the init entry names a temporary path: not a step).
+        let journal = store.journal("demo").await?;
+        let mut told: Vec<Event> = journal
+            .iter()
+            .skip(journal_told)
+            .filter(|e| e.command != "init")
+            .map(|e| Event::new(e.at_ms, START_MS, step_text(e, &doc)))
+            .collect();
+        journal_told = journal.len();
         // Was the fault active while the world stepped and the controller ticked just now?
         let active = fault.active_from.is_some_and(|f| world.now_ms > f)
             && fault.active_to.is_none_or(|t| world.now_ms <= t);
@@ -251,6 +277,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             record.paused,
             &c,
             &operator,
+            &mut told,
         )
         .await?;
 
@@ -266,8 +293,20 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             if gates.iter().any(|g| g.verdict.is_waiting()) {
                 fr.ticks_with_holds_during += 1;
             }
+            fr.outbox_peak = fr.outbox_peak.max(world.outboxed() as u64);
         }
         last_generation = record.generation;
+        let pause = if record.paused {
+            crate::standing::Pause::of(&journal)
+        } else {
+            None
+        };
+        let standing =
+            crate::controller::views::standing_of(&loaded, &gates, pause.as_ref(), world.now_ms);
+        for e in told {
+            view.event(&e);
+            events.push(e);
+        }
         view.frame(&Frame {
             now_ms: world.now_ms,
             start_ms: START_MS,
@@ -275,6 +314,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             paused: record.paused,
             slices_migrated: doc.slices_migrated,
             slices_total: doc.slices_total,
+            standing: &standing,
             gates: &gates,
             world: &world,
             changed: state_label != last_state,
@@ -289,6 +329,12 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             // Let everything in flight finish (the old broker is empty already; new drains).
             if world.settled() || world.now_ms - done > 24 * 3_600_000 {
                 break;
+            }
+        } else if let Some(speed) = opts.speed {
+            // The story at the pace a person can follow, until it completes.
+            let elapsed_s = (world.now_ms - START_MS) as f64 / 1000.0 / speed;
+            if let Ok(d) = std::time::Duration::try_from_secs_f64(elapsed_s) {
+                tokio::time::sleep_until(started + d).await;
             }
         }
         if world.now_ms - START_MS > MAX_SIM_MS {
@@ -367,9 +413,12 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         rollbacks,
         simulated_hours: (world.now_ms - START_MS) as f64 / 3_600_000.0,
         journal: journal.iter().map(EntryView::of).collect(),
+        events,
         fault_effects: fault_report.map(|mut fr| {
             fr.from = fault.active_from.map(crate::time::rfc3339);
             fr.to = fault.active_to.map(crate::time::rfc3339);
+            fr.from_t = fault.active_from.map(|t| view::clock(t - START_MS));
+            fr.to_t = fault.active_to.map(|t| view::clock(t - START_MS));
             fr
         }),
         ok: violations.is_empty(),
@@ -378,7 +427,32 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
     Ok(report)
 }
 
+/// A step of the journal as an event: `advance slices[0] -> slices[1] (32 of 128 slices to
+/// new) by controller: every exit gate passes...`.
+fn step_text(e: &crate::store::JournalEntry, doc: &crate::routing::RoutingDocument) -> String {
+    let mut s = format!(
+        "{} {} -> {}{}",
+        e.command,
+        e.from.state,
+        e.to.state,
+        if e.to.paused { " [paused]" } else { "" }
+    );
+    if e.from.state != e.to.state {
+        s.push_str(&format!(
+            " ({} of {} slices to new)",
+            doc.slices_migrated, doc.slices_total
+        ));
+    }
+    s.push_str(&format!(" by {}", e.actor));
+    if let Some(r) = &e.reason {
+        s.push_str(&format!(": {r}"));
+    }
+    s
+}
+
 /// Strike the fault at its moment, and play the team's part: notice the breach, fix, resume.
+/// What a person would see happen is added to `told`.
+#[allow(clippy::too_many_arguments)]
 async fn schedule_fault(
     fault: Option<Fault>,
     fs: &mut FaultState,
@@ -387,6 +461,7 @@ async fn schedule_fault(
     paused: bool,
     c: &Controller<'_, AnyStore>,
     operator: &Actor,
+    told: &mut Vec<Event>,
 ) -> Result<(), DemoError> {
     let Some(fault) = fault else {
         return Ok(());
@@ -398,6 +473,12 @@ async fn schedule_fault(
                 fs.struck_at = Some(now);
                 fs.active_from = Some(now);
                 world.bad_deploy = true;
+                told.push(Event::new(
+                    now,
+                    START_MS,
+                    "bad deploy of the consumer on the new route: 40% of the messages it \
+                     handles fail (retried, then dead-lettered)",
+                ));
             }
             if fs.struck_at.is_some() && paused && fs.breach_seen_at.is_none() {
                 fs.breach_seen_at = Some(now);
@@ -410,6 +491,15 @@ async fn schedule_fault(
                 world.bad_deploy = false;
                 fs.fixed_at = Some(now);
                 fs.active_to = Some(now);
+                told.push(Event::new(
+                    now,
+                    START_MS,
+                    format!(
+                        "the team rolls the consumer's deploy back, {} after the page; \
+                         resuming once the error ratio's window has no bad minutes left",
+                        crate::time::human_ms(now - seen)
+                    ),
+                ));
             }
             // ...and resumes once the error ratio's window no longer holds the bad minutes.
             if let Some(fixed) = fs.fixed_at
@@ -438,6 +528,38 @@ async fn schedule_fault(
                 fs.active_from = Some(now);
                 fs.active_to = Some(now + 20 * 60_000);
             }
+            // The crash strikes in the world's next minute: told once it did.
+            if let Some(crash) = world.crashed
+                && fs.told_at.is_none()
+            {
+                fs.told_at = Some(now);
+                told.push(Event::new(
+                    now,
+                    START_MS,
+                    format!(
+                        "consumer crashed mid-batch: {} of {} effects committed, every ack lost; \
+                         down for {}",
+                        crash.applied,
+                        crash.unacked,
+                        crate::time::human_ms(crash.down_ms)
+                    ),
+                ));
+            }
+            if let Some(crash) = world.crashed
+                && world.consumer_up()
+                && !fs.restart_told
+            {
+                fs.restart_told = true;
+                told.push(Event::new(
+                    now,
+                    START_MS,
+                    format!(
+                        "consumer restarted: the {} unacked messages come back after the \
+                         visibility timeout; dedup blocks the {} already applied",
+                        crash.unacked, crash.applied
+                    ),
+                ));
+            }
         }
         Fault::BrokerOutage => {
             if fs.struck_at.is_none() && *state == State::Slices(1) {
@@ -447,12 +569,44 @@ async fn schedule_fault(
                 && !fs.over
             {
                 let down = now >= at && now < at + 90 * 60_000;
+                let waiting = thousands(world.outboxed() as u64);
                 if down && !world.new.down {
                     fs.active_from = Some(now);
+                    fs.told_at = Some(now);
+                    told.push(Event::new(
+                        now,
+                        START_MS,
+                        "new broker unreachable: the gates reading it have no data; producers \
+                         keep what they send to it in their outboxes",
+                    ));
+                } else if down
+                    && let Some(last) = fs.told_at
+                    && now - last >= 30 * 60_000
+                {
+                    fs.told_at = Some(now);
+                    let since = fs.active_from.map_or(0, |f| now - f);
+                    told.push(Event::new(
+                        now,
+                        START_MS,
+                        format!(
+                            "new broker unreachable for {}: producers buffering {waiting} messages",
+                            crate::time::human_ms(since)
+                        ),
+                    ));
                 }
                 if !down && world.new.down {
                     fs.active_to = Some(now);
                     fs.over = true;
+                    let since = fs.active_from.map_or(0, |f| now - f);
+                    told.push(Event::new(
+                        now,
+                        START_MS,
+                        format!(
+                            "new broker reachable again after {}: producers publish the \
+                             {waiting} messages buffered in their outboxes",
+                            crate::time::human_ms(since)
+                        ),
+                    ));
                 }
                 world.new.down = down;
             }

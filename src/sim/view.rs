@@ -8,10 +8,10 @@ use crossterm::style::{Attribute, Color, Print, SetAttribute, SetForegroundColor
 use crossterm::terminal::{Clear, ClearType};
 use crossterm::{cursor, queue};
 
-use super::world::World;
+use super::world::{Ledger, World};
 use crate::controller::GateView;
 use crate::gate::Verdict;
-use crate::time::{human_ms, rfc3339};
+use crate::standing::Standing;
 
 /// One moment of the run.
 pub struct Frame<'a> {
@@ -21,37 +21,113 @@ pub struct Frame<'a> {
     pub paused: bool,
     pub slices_migrated: u32,
     pub slices_total: u32,
+    /// Where the migration stands: what [`crate::standing::standing`] returns, as every view
+    /// prints it.
+    pub standing: &'a Standing,
     pub gates: &'a [GateView],
     pub world: &'a World,
     /// The state changed since the previous frame.
     pub changed: bool,
 }
 
-/// Where frames go.
-pub trait View {
-    fn frame(&mut self, f: &Frame<'_>);
+/// Something that happened, printed as a line of its own (a fault striking, a step of the
+/// journal), at a simulated moment.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Event {
+    /// The simulated clock since the start (`T+5h46m`).
+    pub t: String,
+    /// The simulated instant (RFC 3339).
+    pub at: String,
+    pub text: String,
 }
 
-fn counts(w: &World) -> String {
+impl Event {
+    pub fn new(at_ms: i64, start_ms: i64, text: impl Into<String>) -> Event {
+        Event {
+            t: clock(at_ms - start_ms),
+            at: crate::time::rfc3339(at_ms),
+            text: crate::outgoing::line(&text.into()),
+        }
+    }
+
+    /// `T+5h46m new broker unreachable: ...`.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.t, self.text)
+    }
+}
+
+/// Where frames and events go.
+pub trait View {
+    fn frame(&mut self, f: &Frame<'_>);
+    fn event(&mut self, e: &Event);
+}
+
+/// The simulated clock: `T+42m`, `T+5h46m`, `T+1d02h05m`.
+pub fn clock(elapsed_ms: i64) -> String {
+    let minutes = elapsed_ms.max(0) / 60_000;
+    let (d, h, m) = (minutes / 1_440, minutes / 60 % 24, minutes % 60);
+    match (d, h) {
+        (0, 0) => format!("T+{m}m"),
+        (0, h) => format!("T+{h}h{m:02}m"),
+        (d, h) => format!("T+{d}d{h:02}h{m:02}m"),
+    }
+}
+
+/// `1,632`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `produced 5,713 = applied 4,094 + outboxes 1,600 + in brokers 19 + dead 0`: where every
+/// produced message is, adding up.
+pub fn ledger_line(l: &Ledger) -> String {
+    let mut s = format!(
+        "produced {} = applied {} + outboxes {} + in brokers {} + dead {}",
+        thousands(l.produced),
+        thousands(l.applied),
+        thousands(l.outboxes),
+        thousands(l.in_brokers),
+        thousands(l.dead_lettered),
+    );
+    if l.unaccounted != 0 {
+        s.push_str(&format!(" + unaccounted {}", l.unaccounted));
+    }
+    s
+}
+
+fn flow(w: &World) -> String {
     format!(
-        "produced {}  applied old {} / new {}  dup blocked {}  redelivered {}  in old {} / new {}  dead {} / {}",
-        w.tally.produced,
-        w.tally.processed[0],
-        w.tally.processed[1],
-        w.tally.duplicates_delivered,
-        w.tally.redeliveries,
-        w.old.depth(),
-        w.new.depth(),
-        w.old.dead.len(),
-        w.new.dead.len(),
+        "applied old {} / new {}  dup blocked {}  redelivered {}",
+        thousands(w.tally.processed[0]),
+        thousands(w.tally.processed[1]),
+        thousands(w.tally.duplicates_delivered),
+        thousands(w.tally.redeliveries),
     )
 }
 
-fn clock(f: &Frame<'_>) -> String {
-    format!("T+{}", human_ms(f.now_ms - f.start_ms))
+fn sentence(f: &Frame<'_>) -> String {
+    crate::outgoing::line(&f.standing.sentence())
 }
 
-/// Plain lines: one per state change, plus a heartbeat every simulated hour.
+/// A gate's value as the demo shows it: `require_deploy`'s process start time as the
+/// simulated clock, not seconds since the epoch.
+fn gate_value(g: &GateView, start_ms: i64) -> String {
+    match g.value {
+        Some(v) if g.name == "require_deploy" => clock((v * 1000.0) as i64 - start_ms),
+        Some(v) => crate::cli::fit::round_value(v, None),
+        None => "-".into(),
+    }
+}
+
+/// Plain lines: each event, plus where it stands every simulated hour.
 pub struct Lines<W: Write> {
     out: W,
     last_hour: i64,
@@ -66,39 +142,22 @@ impl<W: Write> Lines<W> {
 impl<W: Write> View for Lines<W> {
     fn frame(&mut self, f: &Frame<'_>) {
         let hour = (f.now_ms - f.start_ms) / 3_600_000;
-        if f.changed {
+        if hour > self.last_hour {
             let _ = writeln!(
                 self.out,
-                "{} {} -> {}{}  ({} of {} slices to new)",
-                clock(f),
-                rfc3339(f.now_ms),
+                "{} {}{}: {}; {}",
+                clock(f.now_ms - f.start_ms),
                 f.state,
                 if f.paused { " [paused]" } else { "" },
-                f.slices_migrated,
-                f.slices_total
-            );
-        } else if hour > self.last_hour {
-            let waiting: Vec<String> = f
-                .gates
-                .iter()
-                .filter(|g| g.verdict != Verdict::Pass)
-                .map(|g| format!("{} {}", g.name, g.verdict.as_str()))
-                .collect();
-            let _ = writeln!(
-                self.out,
-                "{} in {}{}; {}{}",
-                clock(f),
-                f.state,
-                if f.paused { " [paused]" } else { "" },
-                counts(f.world),
-                if waiting.is_empty() {
-                    String::new()
-                } else {
-                    format!("; waiting on: {}", waiting.join(", "))
-                }
+                sentence(f),
+                ledger_line(&f.world.ledger()),
             );
         }
         self.last_hour = hour;
+    }
+
+    fn event(&mut self, e: &Event) {
+        let _ = writeln!(self.out, "{}", e.line());
     }
 }
 
@@ -151,6 +210,8 @@ pub struct Live<W: Write> {
     colour: bool,
     /// Fixed `(columns, rows)`, else the terminal's.
     size: Option<(usize, usize)>,
+    /// The block drawn last (redrawn under an event).
+    block: Vec<Vec<Span>>,
 }
 
 impl<W: Write> Live<W> {
@@ -163,6 +224,7 @@ impl<W: Write> Live<W> {
             last: None,
             colour,
             size: None,
+            block: Vec::new(),
         }
     }
 
@@ -186,7 +248,10 @@ impl<W: Write> Live<W> {
     fn lines(f: &Frame<'_>, columns: usize) -> Vec<Vec<Span>> {
         let mut lines = Vec::new();
         let mut head = vec![
-            plain(format!("queue-migrate demo  {}  state ", clock(f))),
+            plain(format!(
+                "queue-migrate demo  {}  state ",
+                clock(f.now_ms - f.start_ms)
+            )),
             Span {
                 text: f.state.clone(),
                 colour: None,
@@ -202,6 +267,23 @@ impl<W: Write> Live<W> {
             });
         }
         lines.push(head);
+        // Where it stands, whole (a pause's reason matters): wrapped, at most three lines.
+        let colour = match f.standing {
+            Standing::Moving | Standing::Complete => Color::DarkGreen,
+            Standing::Waiting { .. } | Standing::Soaking { .. } => Color::DarkCyan,
+            Standing::Blind { .. } | Standing::NeedsPerson { .. } => Color::DarkYellow,
+            Standing::Blocked { .. } | Standing::Aborted { .. } => Color::DarkRed,
+        };
+        for l in crate::cli::fit::wrap(&sentence(f), columns, "", "  ")
+            .into_iter()
+            .take(3)
+        {
+            lines.push(vec![Span {
+                text: l,
+                colour: Some(colour),
+                bold: false,
+            }]);
+        }
         // The bar takes what the line leaves it, 8 to 32 characters.
         let bar_width = columns.saturating_sub(48).clamp(8, 32);
         let filled = (f.slices_migrated as usize * bar_width) / (f.slices_total.max(1) as usize);
@@ -214,16 +296,16 @@ impl<W: Write> Live<W> {
             f.world.rate_now()
         ))]);
         let w = f.world;
-        let first = format!(
-            "produced {}  applied old {} / new {}  dup blocked {}",
-            w.tally.produced,
-            w.tally.processed[0],
-            w.tally.processed[1],
-            w.tally.duplicates_delivered,
-        );
+        let ledger = w.ledger();
+        lines.push(vec![Span {
+            text: ledger_line(&ledger),
+            // Messages waiting in outboxes: a broker does not take them.
+            colour: (ledger.outboxes > 0 || ledger.unaccounted != 0).then_some(Color::DarkYellow),
+            bold: false,
+        }]);
+        let first = flow(w);
         let second = format!(
-            "redelivered {}  in old {} / new {}  dead {} / {}",
-            w.tally.redeliveries,
+            "queued old {} / new {}  dead {} / {}",
             w.old.depth(),
             w.new.depth(),
             w.old.dead.len(),
@@ -259,10 +341,8 @@ impl<W: Write> Live<W> {
                 },
                 plain(format!(
                     " {name:<name_w$} {:>10}  {}",
-                    g.value
-                        .map(|v| crate::cli::fit::round_value(v, None))
-                        .unwrap_or_else(|| "-".into()),
-                    g.reason
+                    gate_value(g, f.start_ms),
+                    crate::outgoing::line(&g.reason)
                 )),
             ]);
         }
@@ -317,6 +397,27 @@ impl<W: Write> View for Live<W> {
         // The block never scrolls the screen: what a moved cursor cannot reach stays drawn.
         lines.truncate(rows.saturating_sub(1).max(1));
         let _ = self.draw(&lines);
+        self.block = lines;
+    }
+
+    /// The event above the block, for good (wrapped to the width, never cut), and the block
+    /// drawn again under it.
+    fn event(&mut self, e: &Event) {
+        let (columns, _) = self.size();
+        let width = columns.saturating_sub(1).max(1);
+        let lines: Vec<Vec<Span>> =
+            crate::cli::fit::wrap(&e.text, width, &format!("{} ", e.t), "    ")
+                .into_iter()
+                .map(|l| vec![plain(l)])
+                .collect();
+        let _ = self.draw(&lines);
+        // What was just drawn stays: the block goes under it.
+        self.drawn = 0;
+        let block = std::mem::take(&mut self.block);
+        if !block.is_empty() {
+            let _ = self.draw(&block);
+        }
+        self.block = block;
     }
 }
 
@@ -325,6 +426,7 @@ pub struct Quiet;
 
 impl View for Quiet {
     fn frame(&mut self, _: &Frame<'_>) {}
+    fn event(&mut self, _: &Event) {}
 }
 
 #[cfg(test)]
@@ -373,11 +475,20 @@ mod tests {
             soak: None,
         }];
         let mut out = Vec::new();
+        let standing = Standing::NeedsPerson {
+            person: crate::standing::Person::Paused {
+                by: Some("controller".into()),
+                why: Some("guard breach: error_rate".into()),
+                at_ms: Some(60_000),
+                failing_guard: None,
+            },
+        };
         Live::sized(&mut out, colour, columns, 24).frame(&Frame {
             now_ms: 60_000,
             start_ms: 0,
             state: "slices".into(),
             paused: true,
+            standing: &standing,
             slices_migrated: 1,
             slices_total: 8,
             gates: &gates,
@@ -385,6 +496,47 @@ mod tests {
             changed: true,
         });
         String::from_utf8(out).expect("utf8")
+    }
+
+    /// Issue 44: the demo's live view showed `[PAUSED]` with no reason and worded its own
+    /// state; it prints what the standing function returns (here a pause, with who and why).
+    #[test]
+    fn demo_live_view_prints_the_standing_with_the_pause_reason() {
+        let text = visible(&draw(false));
+        let want = crate::standing::Standing::NeedsPerson {
+            person: crate::standing::Person::Paused {
+                by: Some("controller".into()),
+                why: Some("guard breach: error_rate".into()),
+                at_ms: Some(60_000),
+                failing_guard: None,
+            },
+        }
+        .sentence();
+        let joined = text.replace("\n  ", " ");
+        assert!(joined.contains(&want), "{want:?} in\n{text}");
+        assert!(want.contains("guard breach: error_rate"), "{want}");
+    }
+
+    /// Issue 44: `require_deploy`'s value (a process start time) showed as an epoch.
+    #[test]
+    fn demo_shows_require_deploy_on_the_simulated_clock() {
+        let g = GateView {
+            phase: "slices".into(),
+            name: "require_deploy".into(),
+            kind: crate::plan::GateKind::Exit,
+            source: "world".into(),
+            verdict: Verdict::Pass,
+            value: Some(1_795_996_800.0 + 5.0 * 3_600.0 + 46.0 * 60.0),
+            reason: "a consumer restarted during this step".into(),
+            evaluated_at: None,
+            soak: None,
+        };
+        assert_eq!(gate_value(&g, 1_795_996_800_000), "T+5h46m");
+        assert_eq!(clock(42 * 60_000), "T+42m");
+        assert_eq!(clock(26 * 3_600_000 + 5 * 60_000), "T+1d02h05m");
+        assert_eq!(thousands(1_632), "1,632");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
     }
 
     #[test]

@@ -144,6 +144,8 @@ pub struct World {
     /// Fault switches, turned on by the driver at the right step.
     pub bad_deploy: bool,
     pub crash_pending: bool,
+    /// What the last crash did, once it struck.
+    pub crashed: Option<Crash>,
     probe_sent: bool,
     probe_seq: u64,
     probe_latency_s: [Option<f64>; 2],
@@ -237,6 +239,7 @@ impl World {
             producing: true,
             bad_deploy: false,
             crash_pending: false,
+            crashed: None,
             probe_sent: false,
             probe_seq: 0,
             probe_latency_s: [None, None],
@@ -285,6 +288,53 @@ impl World {
         self.old.depth() == 0
             && self.new.depth() == 0
             && self.producers.iter().all(|p| p.outbox.is_empty())
+    }
+
+    /// Messages waiting in the producers' outboxes (publishes the broker has not confirmed).
+    pub fn outboxed(&self) -> usize {
+        self.producers.iter().map(|p| p.outbox.len()).sum()
+    }
+
+    /// Where every produced message is now, each counted once: applied, in an outbox, queued
+    /// in a broker, dead-lettered. The four add up to `produced` (`unaccounted` says by how
+    /// much they do not).
+    pub fn ledger(&self) -> Ledger {
+        let produced = self.produced_keys.len() as u64;
+        let applied = self.applied_keys.len() as u64;
+        let outboxes = self.outboxed() as u64;
+        let queued: HashSet<&str> = self
+            .old
+            .queued()
+            .chain(self.new.queued())
+            .filter(|m| !m.probe && !self.applied_keys.contains(&m.key))
+            .map(|m| m.key.as_str())
+            .collect();
+        let dead = self.dead_keys(|k| !self.applied_keys.contains(k) && !queued.contains(k));
+        let in_brokers = queued.len() as u64;
+        let dead_lettered = dead.len() as u64;
+        let counted = i128::from(applied)
+            + i128::from(outboxes)
+            + i128::from(in_brokers)
+            + i128::from(dead_lettered);
+        Ledger {
+            produced,
+            applied,
+            outboxes,
+            in_brokers,
+            dead_lettered,
+            unaccounted: i64::try_from(i128::from(produced) - counted).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The keys of both dead-letter queues (probes aside) that `keep` keeps.
+    fn dead_keys(&self, keep: impl Fn(&str) -> bool) -> HashSet<&str> {
+        self.old
+            .dead
+            .iter()
+            .chain(self.new.dead.iter())
+            .filter(|m| !m.probe && keep(&m.key))
+            .map(|m| m.key.as_str())
+            .collect()
     }
 
     pub fn consumer_up(&self) -> bool {
@@ -491,6 +541,11 @@ impl World {
                     // Half of the batch is applied, then the process dies before acking
                     // anything: every message comes back after the visibility timeout.
                     let half = batch.len() / 2;
+                    self.crashed = Some(Crash {
+                        applied: half,
+                        unacked: batch.len(),
+                        down_ms: 20 * 60_000,
+                    });
                     for d in batch.into_iter().take(half) {
                         let _ = self.apply(side, &d).await?;
                     }
@@ -712,14 +767,7 @@ impl World {
             .iter()
             .filter_map(|r| r.try_get::<String, _>("key").ok())
             .collect();
-        let dead: HashSet<&str> = self
-            .old
-            .dead
-            .iter()
-            .chain(self.new.dead.iter())
-            .filter(|m| !m.probe && !applied_keys.contains(&m.key))
-            .map(|m| m.key.as_str())
-            .collect();
+        let dead = self.dead_keys(|k| !applied_keys.contains(k));
         let unknown = applied_keys
             .iter()
             .filter(|k| !self.produced_keys.contains(*k))
@@ -734,6 +782,30 @@ impl World {
             unknown_effects: unknown as u64,
         })
     }
+}
+
+/// What a consumer crash did: effects committed, acks lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crash {
+    /// Messages of the batch applied before the crash.
+    pub applied: usize,
+    /// Messages of the batch left unacked (all of it): they come back for redelivery.
+    pub unacked: usize,
+    pub down_ms: i64,
+}
+
+/// Where the produced messages are at one moment ([`World::ledger`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Ledger {
+    pub produced: u64,
+    pub applied: u64,
+    /// In the producers' outboxes: not yet confirmed by a broker.
+    pub outboxes: u64,
+    /// Queued in a broker (ready, unacked or waiting for a retry), not applied yet.
+    pub in_brokers: u64,
+    pub dead_lettered: u64,
+    /// `produced` minus the four above (0 when nothing is lost).
+    pub unaccounted: i64,
 }
 
 /// What the database and the dead-letter queues say at the end.

@@ -46,8 +46,8 @@ fn demo_under_an_80_column_terminal_never_wraps_a_line_and_keeps_its_report() {
     let bin = env!("CARGO_BIN_EXE_migrate");
     let session = format!("qm-demo-tty-{}", std::process::id());
     let cmd = format!(
-        "env -u COLUMNS -u LINES -u MIGRATE_STATE -u NO_COLOR TERM=xterm-256color {bin} demo --seed 1; \
-         echo EXIT=$?; sleep 600"
+        "env -u COLUMNS -u LINES -u MIGRATE_STATE -u NO_COLOR TERM=xterm-256color {bin} demo --seed 1 \
+         --speed 5000; echo EXIT=$?; sleep 600"
     );
     tmux(&[
         "new-session",
@@ -108,6 +108,96 @@ fn demo_under_an_80_column_terminal_never_wraps_a_line_and_keeps_its_report() {
         "{all}\n---\n{piped}"
     );
     assert!(all.contains("ok: nothing lost"), "{all}");
+}
+
+/// Issue 44: a fault struck without a word on the live view. In a terminal each `--fault` now
+/// prints its event lines above the live block, on the simulated clock, whole (wrapped, never
+/// cut), each once; the block shows where the migration stands (the standing's sentence) and
+/// the outbox counter.
+#[test]
+#[ignore = "needs tmux (scripts/ui_tools.sh install)"]
+fn demo_in_tmux_prints_an_event_line_for_each_fault() {
+    let bin = env!("CARGO_BIN_EXE_migrate");
+    let runs = [
+        (
+            "broker-outage",
+            "4",
+            &[
+                "new broker unreachable: the gates reading it have no data",
+                "new broker unreachable for 30m: producers buffering",
+                "new broker reachable again after 1h 30m",
+            ][..],
+        ),
+        (
+            "bad-deploy",
+            "2",
+            &[
+                "bad deploy of the consumer on the new route",
+                "rollback slices[2] -> slices[1] [paused]",
+                "the team rolls the consumer's deploy back",
+            ][..],
+        ),
+        (
+            "consumer-crash",
+            "3",
+            &["consumer crashed mid-batch:", "consumer restarted:"][..],
+        ),
+    ];
+    // The three side by side: each in its own 80x30 terminal.
+    let sessions: Vec<Session> = runs
+        .iter()
+        .map(|(fault, seed, _)| {
+            let cmd = format!(
+                "env -u COLUMNS -u LINES -u MIGRATE_STATE -u NO_COLOR TERM=xterm-256color {bin} \
+                 demo --seed {seed} --fault {fault} --speed 20000; echo EXIT=$?; sleep 600"
+            );
+            Session::start(
+                &format!("qm-demo-fault-{fault}-{}", std::process::id()),
+                80,
+                30,
+                &cmd,
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(400);
+    for (session, (fault, _, wants)) in sessions.iter().zip(runs.iter()) {
+        let all = loop {
+            let all = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", &session.0]);
+            if all.contains("EXIT=") {
+                break all;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{fault}: the demo did not end:\n{all}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        assert!(all.contains("EXIT=0"), "{fault}: {all}");
+        for line in all.lines() {
+            assert!(line.chars().count() <= 80, "{fault}: {line:?} in\n{all}");
+        }
+        // Event lines wrap under an indent: read them joined.
+        let joined = all.replace("\n    ", " ");
+        for want in *wants {
+            let events: Vec<&str> = joined
+                .lines()
+                .filter(|l| l.starts_with("T+") && l.contains(want))
+                .collect();
+            assert_eq!(events.len(), 1, "{fault}: {want:?} once in\n{all}");
+        }
+        // The live block was redrawn under the events: one block, at the bottom, which says
+        // where it stands in the standing's words and counts the outboxes.
+        assert_eq!(all.matches("queue-migrate demo  T+").count(), 1, "{all}");
+        assert!(all.contains("+ outboxes "), "{all}");
+        assert!(
+            all.contains("complete: the old broker may be decommissioned"),
+            "{all}"
+        );
+        assert!(
+            all.contains(&format!("fault {fault}: ")),
+            "the report's fault window:\n{all}"
+        );
+    }
 }
 
 #[test]

@@ -517,6 +517,76 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
     d.stop().await;
 }
 
+/// Issue 44: a `standing` webhook is posted when where a migration stands changes kind, and
+/// never for the first standing a daemon sees (a start or a restart is not news). Each pause
+/// below is made while no daemon runs, so a `needs_person` event could only be a first sight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standing_webhook_is_posted_on_a_change_not_on_the_first_standing_a_daemon_sees() {
+    let (yaml, got) = webhook_receiver(&plan()).await;
+    let w = DaemonWorld::new(&yaml).await;
+    let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
+    let actor = Actor {
+        name: "alice".into(),
+        reason: Some("standing test".into()),
+    };
+    let standings = || -> Vec<serde_json::Value> {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "standing")
+            .cloned()
+            .collect()
+    };
+    let wait_standings = |n: usize| async move {
+        for _ in 0..400 {
+            if standings().len() >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("{} standing events, waited for {n}", standings().len());
+    };
+    for run in 0..2 {
+        let before = standings().len();
+        let now = T0 * 1000 + run * 60_000;
+        w.controller(&fetcher)
+            .command("local", &Command::Pause, &actor, json!({}), now)
+            .await
+            .unwrap();
+        let d = w.start(|_| {}).await;
+        d.clock.store(now, Ordering::SeqCst);
+        // Rounds over the paused migration: the first standing this daemon sees, no event.
+        d.settle().await;
+        d.settle().await;
+        // A person resumes: the standing changes from `needs_person`, an event says so.
+        w.controller(&fetcher)
+            .command("local", &Command::Resume, &actor, json!({}), now)
+            .await
+            .unwrap();
+        wait_standings(before + 1).await;
+        d.stop().await;
+    }
+    let events = standings();
+    assert!(
+        events
+            .iter()
+            .all(|e| e["details"]["standing"]["kind"] != "needs_person"),
+        "a first sight was announced: {events:#?}"
+    );
+    let from_pause: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["details"]["was"] == "needs_person")
+        .collect();
+    assert_eq!(from_pause.len(), 2, "one per resume: {events:#?}");
+    for e in &events {
+        let kind = e["details"]["standing"]["kind"].as_str().unwrap();
+        assert_ne!(e["details"]["was"].as_str(), Some(kind), "a change: {e}");
+        assert_eq!(e["migration"], "local");
+        let sentence = e["details"]["standing"]["sentence"].as_str().unwrap();
+        assert!(e["text"].as_str().unwrap().ends_with(sentence), "{e}");
+    }
+}
+
 /// Regression: an `on_breach: alert` guard was announced once per daemon, not once per episode
 /// (the episode's end removed names it had never stored), so a guard that failed again after
 /// passing was never announced again.
