@@ -37,7 +37,9 @@
 //! - [`bridge`] — `migrate bridge`: forward an unchangeable producer's queue by the live routing,
 //!   acking after the destination's confirm, one key in flight at a time (docs/bridge.md).
 //! - `cli` — the `migrate` command line, one file per subcommand.
-//! - `sim` — the embedded world of `migrate demo` (two brokers, producers, an idempotent consumer).
+//! - `sim` — the embedded world of `migrate demo` (two brokers, producers, an idempotent consumer),
+//!   and `migrate judge simulate`'s runs.
+//! - `fit` — text that fits the terminal (width, wrapping, rounding), for `cli` and `sim` alike.
 //!
 //! Cargo features: `routing` (the slice function, the routing document, the route stamp: what a
 //! producer needs, no async runtime), `router` (the following `Router`), `dedup-sqlite` and
@@ -102,5 +104,7 @@ pub mod store;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
+pub mod fit;
 #[cfg(feature = "cli")]
 pub mod sim;

@@ -11,7 +11,7 @@ mod advance;
 mod bridge;
 mod demo;
 mod dlq;
-pub mod fit;
+pub use crate::fit;
 mod history;
 mod init;
 mod judge;

@@ -122,7 +122,7 @@ fn sentence(f: &Frame<'_>) -> String {
 fn gate_value(g: &GateView, start_ms: i64) -> String {
     match g.value {
         Some(v) if g.name == "require_deploy" => clock((v * 1000.0) as i64 - start_ms),
-        Some(v) => crate::cli::fit::round_value(v, None),
+        Some(v) => crate::fit::round_value(v, None),
         None => "-".into(),
     }
 }
@@ -274,7 +274,7 @@ impl<W: Write> Live<W> {
             Standing::Blind { .. } | Standing::NeedsPerson { .. } => Color::DarkYellow,
             Standing::Blocked { .. } | Standing::Aborted { .. } => Color::DarkRed,
         };
-        for l in crate::cli::fit::wrap(&sentence(f), columns, "", "  ")
+        for l in crate::fit::wrap(&sentence(f), columns, "", "  ")
             .into_iter()
             .take(3)
         {
@@ -405,11 +405,10 @@ impl<W: Write> View for Live<W> {
     fn event(&mut self, e: &Event) {
         let (columns, _) = self.size();
         let width = columns.saturating_sub(1).max(1);
-        let lines: Vec<Vec<Span>> =
-            crate::cli::fit::wrap(&e.text, width, &format!("{} ", e.t), "    ")
-                .into_iter()
-                .map(|l| vec![plain(l)])
-                .collect();
+        let lines: Vec<Vec<Span>> = crate::fit::wrap(&e.text, width, &format!("{} ", e.t), "    ")
+            .into_iter()
+            .map(|l| vec![plain(l)])
+            .collect();
         let _ = self.draw(&lines);
         // What was just drawn stays: the block goes under it.
         self.drawn = 0;
