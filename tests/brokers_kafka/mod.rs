@@ -335,3 +335,147 @@ async fn the_mock_refuses_create_topics() {
     let e = adapter.declare(&fresh).await.unwrap_err();
     assert!(e.to_string().contains("CreateTopics"), "{e}");
 }
+
+/// The built-in `kafka_lag` source and the drain gate of plans/events-kafka-to-nats.yaml on
+/// the mock: the lag rises with what is published, drains to 0 as the old consumers commit,
+/// and the gate passes only once it has read 0 for its whole `for:` (the quiet period), a
+/// reading above 0 meanwhile starting the count again. The readings are the cluster's; the
+/// gate's clock is an input, as the controller gives it.
+#[cfg(feature = "controller")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+async fn the_lag_source_rises_drains_and_the_drain_gate_waits_for_its_for() {
+    use queue_migrate::gate::{self, Memory, Observation, Verdict};
+    use queue_migrate::indicators::kafka_lag;
+    use queue_migrate::plan::{Check, PhaseKind, Source};
+
+    struct Env(String);
+    impl queue_migrate::plan::Resolve for Env {
+        fn env(&self, name: &str) -> Option<String> {
+            match name {
+                "OLD_BROKER_URL" => Some(self.0.clone()),
+                "NEW_BROKER_URL" => Some("nats://127.0.0.1:4222".into()),
+                _ => None,
+            }
+        }
+        fn read_file(&self, path: &std::path::Path) -> Result<String, String> {
+            Err(format!("no file {}", path.display()))
+        }
+    }
+
+    let adapter = connect().await;
+    let t = topic("kafka-lag", 3);
+    let group = format!("{t}-consumer");
+    let yaml = include_str!("../../plans/events-kafka-to-nats.yaml")
+        .replace("topics: [events]", &format!("topics: [{t}]"))
+        .replace("topic=\"events\"", &format!("topic=\"{t}\""))
+        .replace("group: events-consumer", &format!("group: {group}"));
+    let url = format!("kafka://{}", bootstrap());
+    let plan = queue_migrate::plan::compile(&yaml, None, &Env(url))
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .plan;
+    let drain = plan.phase(PhaseKind::Drain).unwrap();
+    let gate = drain
+        .exit
+        .iter()
+        .find(|g| g.source == "old_lag")
+        .expect("the drain gate on the old topic's lag")
+        .clone();
+    let Check::Threshold { query, .. } = &gate.check else {
+        panic!("{:?}", gate.check)
+    };
+    let Some(Source::KafkaLag {
+        url,
+        group: g,
+        topics,
+    }) = plan.sources.get("old_lag")
+    else {
+        panic!("old_lag")
+    };
+    assert_eq!(g, &group);
+    let hold_ms = gate.hold_for.expect("for: quiet").as_millis() as i64;
+    assert_eq!(
+        hold_ms,
+        11 * 60_000,
+        "quiet = max_backoff + visibility_timeout"
+    );
+    let read = |now_ms: i64| {
+        let (url, g, topics, query) = (
+            url.value().unwrap().to_string(),
+            g.clone(),
+            topics.clone(),
+            query.clone(),
+        );
+        async move {
+            let lags = kafka_lag::read(&url, &g, &topics).await.unwrap();
+            kafka_lag::evaluate(&query, &kafka_lag::samples(&g, &lags), now_ms).unwrap()
+        }
+    };
+
+    // Nothing published: the topic is empty, lag 0.
+    let t0 = 1_000_000_000_000_i64;
+    assert_eq!(read(t0).await, 0.0);
+    for n in 0..30 {
+        let m = Message::new(format!("#{n}")).with_header(HEADER_KEY, format!("key-{}", n % 7));
+        adapter.publish(&t, &m).await.unwrap();
+    }
+    // Published, not consumed: the lag rises to what waits, and the gate fails.
+    let risen = read(t0).await;
+    assert_eq!(risen, 30.0);
+    let mut memory = Memory::default();
+    let e = gate::evaluate(&gate, &Observation::Value(risen), memory, t0);
+    assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
+    memory = e.memory;
+
+    // The old consumers read 20 and commit them: 10 left.
+    let mut s = adapter
+        .subscribe(&t, &options(&group, "old-1"))
+        .await
+        .unwrap();
+    let mut taken = Vec::new();
+    while taken.len() < 30 {
+        taken.push(next_within(&mut s, 30).await.expect("a record"));
+    }
+    // Acked per partition in order, the first 20 read.
+    let rest = taken.split_off(20);
+    for d in taken {
+        d.ack().await.unwrap();
+    }
+    let left = read(t0 + 60_000).await;
+    // Each partition's first records read form a prefix of it: all 20 are committed.
+    assert_eq!(left, 10.0, "lag after 20 commits");
+    let e = gate::evaluate(&gate, &Observation::Value(left), memory, t0 + 60_000);
+    assert_eq!(e.verdict, Verdict::Fail);
+    memory = e.memory;
+    for d in rest {
+        d.ack().await.unwrap();
+    }
+    s.release().await.unwrap();
+
+    // Drained: 0 on every partition. The gate soaks for its `for:`, then passes.
+    let t1 = t0 + 120_000;
+    let mut now = t1;
+    while now < t1 + hold_ms {
+        let zero = read(now).await;
+        assert_eq!(zero, 0.0);
+        let e = gate::evaluate(&gate, &Observation::Value(zero), memory, now);
+        assert_eq!(
+            e.verdict,
+            Verdict::Soaking,
+            "at +{} ms: {}",
+            now - t1,
+            e.reason
+        );
+        memory = e.memory;
+        now += 60_000;
+    }
+    let e = gate::evaluate(
+        &gate,
+        &Observation::Value(read(t1 + hold_ms).await),
+        memory,
+        t1 + hold_ms,
+    );
+    assert_eq!(e.verdict, Verdict::Pass, "{}", e.reason);
+    let lags = group_lag(&bootstrap(), &group, &t).unwrap();
+    assert!(lags.iter().all(|p| p.committed == Some(p.high)), "{lags:?}");
+}

@@ -795,6 +795,14 @@ fn shipped_plans_compile() {
     for (file, yaml) in [
         ("orders.yaml", include_str!("../../../plans/orders.yaml")),
         ("local.yaml", include_str!("../../../plans/local.yaml")),
+        (
+            "orders-rabbitmq-to-kafka.yaml",
+            include_str!("../../../plans/orders-rabbitmq-to-kafka.yaml"),
+        ),
+        (
+            "events-kafka-to-nats.yaml",
+            include_str!("../../../plans/events-kafka-to-nats.yaml"),
+        ),
     ] {
         let c = compile(yaml, Some(dir), &resolve())
             .unwrap_or_else(|e| panic!("{file}:\n{}", lines(&e)));
