@@ -11,23 +11,21 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers as _, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
+use super::kafka_client::{
+    KIND, REQUEST_TIMEOUT, base_config, blocking, millis, op_error, read_message,
+};
 use super::kafka_offsets::{self, PartitionLag};
 use super::{
     BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, HEADER_KEY, Message, Result,
     SubscribeOptions,
 };
-
-pub(super) const KIND: &str = "kafka";
-/// How long a metadata, offsets or admin request may take.
-pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where a Kafka cluster is and how [`Kafka::declare`] makes topics, from the adapter's URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,32 +98,6 @@ impl fmt::Debug for Kafka {
             .field("url", &self.shown)
             .finish_non_exhaustive()
     }
-}
-
-pub(super) fn op_error(
-    operation: &'static str,
-    queue: &str,
-    reason: impl fmt::Display,
-) -> BrokerError {
-    BrokerError::operation(KIND, operation, queue, reason)
-}
-
-/// The client settings every client of this adapter shares.
-pub(super) fn base_config(bootstrap: &str) -> ClientConfig {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", bootstrap)
-        .set("client.id", "queue-migrate")
-        .set(
-            "socket.connection.setup.timeout.ms",
-            millis(CONNECT_TIMEOUT),
-        )
-        .set("log_level", "3");
-    config
-}
-
-pub(super) fn millis(d: Duration) -> String {
-    d.as_millis().to_string()
 }
 
 /// A publish error about the message itself, which every retry meets again: larger than the
@@ -296,29 +268,6 @@ impl Kafka {
     }
 }
 
-/// A record's headers as text (a value that is not UTF-8 is read lossily) and its key as
-/// [`HEADER_KEY`] when the headers have none.
-pub(super) fn read_message<M: rdkafka::Message>(m: &M) -> Message {
-    let mut headers = BTreeMap::new();
-    if let Some(h) = m.headers() {
-        for header in h.iter() {
-            let value = header
-                .value
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-                .unwrap_or_default();
-            headers.insert(header.key.to_string(), value);
-        }
-    }
-    let has_key = headers.keys().any(|k| k.eq_ignore_ascii_case(HEADER_KEY));
-    if !has_key && let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
-        headers.insert(HEADER_KEY.to_string(), key.to_string());
-    }
-    Message {
-        headers,
-        ..Message::new(m.payload().unwrap_or_default().to_vec())
-    }
-}
-
 fn browse(bootstrap: &str, topic: &str, limit: usize) -> std::result::Result<Vec<Message>, String> {
     use rdkafka::Message as _;
     let consumer: BaseConsumer = base_config(bootstrap)
@@ -366,16 +315,6 @@ fn browse(bootstrap: &str, topic: &str, limit: usize) -> std::result::Result<Vec
     }
     got.sort_by_key(|(t, p, o, _)| (*t, *p, *o));
     Ok(got.into_iter().take(limit).map(|(_, _, _, m)| m).collect())
-}
-
-/// Runs a blocking librdkafka call off the async threads.
-pub(super) async fn blocking<T: Send + 'static, E: fmt::Display + Send + 'static>(
-    f: impl FnOnce() -> std::result::Result<T, E> + Send + 'static,
-) -> std::result::Result<T, String> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the request's thread failed: {e}")),
-    }
 }
 
 #[cfg(test)]

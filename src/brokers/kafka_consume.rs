@@ -27,7 +27,7 @@ use rdkafka::consumer::{
 };
 use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList};
 
-use super::kafka::{REQUEST_TIMEOUT, base_config, blocking, millis, op_error, read_message};
+use super::kafka_client::{REQUEST_TIMEOUT, base_config, blocking, millis, op_error, read_message};
 use super::types::Received;
 use super::{BrokerError, Result, SubscribeOptions};
 

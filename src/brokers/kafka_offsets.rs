@@ -5,7 +5,7 @@
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::kafka::{REQUEST_TIMEOUT, base_config};
+use super::kafka_client::{REQUEST_TIMEOUT, base_config};
 
 /// One partition of a topic as a consumer group stands on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

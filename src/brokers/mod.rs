@@ -66,6 +66,8 @@ pub mod from_plan;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(feature = "kafka")]
+mod kafka_client;
+#[cfg(feature = "kafka")]
 mod kafka_consume;
 #[cfg(feature = "kafka")]
 mod kafka_offsets;
