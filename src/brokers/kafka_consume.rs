@@ -277,22 +277,26 @@ impl Acker {
         )
     }
 
+    /// This delivery's window, when the subscription is open and the partition was neither
+    /// revoked nor rewound since the delivery was read.
+    fn window<'s>(&self, state: &'s mut State, operation: &'static str) -> Result<&'s mut Window> {
+        if state.closed {
+            return Err(self.stale(operation));
+        }
+        state
+            .windows
+            .get_mut(&self.partition)
+            .filter(|w| w.epoch == self.epoch)
+            .ok_or_else(|| self.stale(operation))
+    }
+
     /// Records the ack and commits what it makes contiguous.
     pub(super) async fn ack(self) -> Result<()> {
         // One commit at a time per subscription: commits land in the order they were decided.
         let _turn = self.commits.lock().await;
         let target = {
             let mut state = lock(&self.state);
-            if state.closed {
-                return Err(self.stale("ack"));
-            }
-            let Some(w) = state
-                .windows
-                .get_mut(&self.partition)
-                .filter(|w| w.epoch == self.epoch)
-            else {
-                return Err(self.stale("ack"));
-            };
+            let w = self.window(&mut state, "ack")?;
             w.delivered.remove(&self.offset);
             w.acked.insert(self.offset);
             let target = w.committable();
@@ -309,11 +313,7 @@ impl Acker {
             .await
             .map_err(|e| op_error("ack (commit)", &self.topic, e))?;
         let mut state = lock(&self.state);
-        if let Some(w) = state
-            .windows
-            .get_mut(&self.partition)
-            .filter(|w| w.epoch == self.epoch)
-        {
+        if let Ok(w) = self.window(&mut state, "ack") {
             w.committed = w.committed.max(target);
             w.acked.retain(|o| *o >= target);
         }
@@ -325,16 +325,7 @@ impl Acker {
         let _turn = self.commits.lock().await;
         let from = {
             let mut state = lock(&self.state);
-            if state.closed {
-                return Err(self.stale("nack"));
-            }
-            let Some(w) = state
-                .windows
-                .get(&self.partition)
-                .filter(|w| w.epoch == self.epoch)
-            else {
-                return Err(self.stale("nack"));
-            };
+            let w = self.window(&mut state, "nack")?;
             let from = w.delivered.first().copied().unwrap_or(self.offset);
             // The records from `from` on come again, in a new window: acks of the old
             // deliveries are refused from now on.
