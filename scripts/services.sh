@@ -9,7 +9,7 @@
 #   scripts/services.sh restart [SERVICE...]   stop, then start again keeping the data (nats,
 #                                              redis: what a broker restart test needs)
 #
-# SERVICE: postgres redis nats rabbitmq etcd prometheus; none named means all of them.
+# SERVICE: postgres redis nats rabbitmq etcd prometheus kafka; none named means all of them.
 # State, data, logs and pids live in ${QM_SERVICES_DIR:-/tmp/qm-services}; every start of a
 # service that is not running begins from empty data (these are throwaway servers).
 # "$QM_SERVICES_DIR/env" holds `export QM_TEST_...=...` lines for the services that were started.
@@ -24,11 +24,15 @@
 #               QM_TEST_RABBITMQCTL names the rabbitmqctl that reaches it (a test sets an alarm).
 #   etcd        etcd 3.4, client 2379 (+ v3 JSON gateway), peer 2380, metrics 2381
 #   prometheus  Prometheus 2.42, port 9090, scrapes itself and RabbitMQ every second
+#   kafka       librdkafka's mock cluster (3 brokers, random loopback ports) in `qm-kafka-mock`,
+#               built here with `cargo build --features kafka` (install: the C toolchain and zlib
+#               librdkafka's bundled build needs); QM_TEST_KAFKA_BOOTSTRAP, and
+#               QM_TEST_KAFKA_CONTROL (its control port: `topic NAME PARTITIONS`, `down ID`, `up ID`)
 set -euo pipefail
 
 SVC=${QM_SERVICES_DIR:-/tmp/qm-services}
 PG=/usr/lib/postgresql/15/bin
-ALL=(postgres redis nats rabbitmq etcd prometheus)
+ALL=(postgres redis nats rabbitmq etcd prometheus kafka)
 
 usage() {
   echo "usage: $0 install|start|stop|restart [SERVICE...]   (SERVICE: ${ALL[*]}; default: all)" >&2
@@ -100,6 +104,7 @@ packages() {
     rabbitmq) echo "rabbitmq-server curl" ;;
     etcd) echo "etcd-server etcd-client curl" ;;
     prometheus) echo "prometheus curl" ;;
+    kafka) echo "gcc libc6-dev make pkg-config zlib1g-dev" ;;
   esac
 }
 
@@ -111,6 +116,7 @@ binary() {
     rabbitmq) echo rabbitmq-server ;;
     etcd) echo etcd ;;
     prometheus) echo prometheus ;;
+    kafka) echo cargo ;;
   esac
 }
 
@@ -138,6 +144,10 @@ urls() {
       ;;
     etcd) echo "QM_TEST_ETCD_URL=http://127.0.0.1:2379" ;;
     prometheus) echo "QM_TEST_PROMETHEUS_URL=http://127.0.0.1:9090" ;;
+    kafka)
+      echo "QM_TEST_KAFKA_BOOTSTRAP=$(sed -n 's/^bootstrap=//p' "$SVC/kafka.log")"
+      echo "QM_TEST_KAFKA_CONTROL=$(sed -n 's/^control=//p' "$SVC/kafka.log")"
+      ;;
   esac
 }
 
@@ -218,11 +228,22 @@ EOF
     --web.listen-address=127.0.0.1:9090 --web.enable-lifecycle
 }
 
+start_kafka() {
+  local bin=${QM_KAFKA_MOCK:-}
+  if [ -z "$bin" ]; then
+    local root; root=$(cd "$(dirname "$0")/.." && pwd)
+    (cd "$root" && cargo build --quiet --features kafka --bin qm-kafka-mock)
+    bin="${CARGO_TARGET_DIR:-$root/target}/debug/qm-kafka-mock"
+  fi
+  bg kafka "$bin" --brokers 3
+}
+
 ready() {
   case $1 in
     postgres) wait_for postgres 30 "$PG/pg_isready" -q -h 127.0.0.1 -p 5432 ;;
     redis) wait_for redis 30 sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG' ;;
     nats) wait_for nats 30 curl -fsS 'http://127.0.0.1:8222/healthz?js-enabled-only=true' ;;
+    kafka) wait_for kafka 30 grep -q '^control=' "$SVC/kafka.log" ;;
     etcd) wait_for etcd 30 sh -c 'curl -fsS http://127.0.0.1:2379/health | grep -q "\"health\":\"true\""' ;;
     rabbitmq)
       wait_for rabbitmq 120 sh -c 'curl -fsS -u guest:guest http://127.0.0.1:15672/api/overview && curl -fsS http://127.0.0.1:15692/metrics'
@@ -328,7 +349,7 @@ cmd_stop() {
   [ -d "$SVC" ] || return 0
   local s
   # prometheus first (it scrapes the others), rabbitmq's epmd last
-  for s in prometheus etcd redis nats postgres rabbitmq; do
+  for s in prometheus kafka etcd redis nats postgres rabbitmq; do
     [[ " $* " == *" $s "* ]] || continue
     stop_one "$s"
   done

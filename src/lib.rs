@@ -34,6 +34,7 @@
 //!   (docs/routing.md).
 //! - [`brokers`] — one adapter contract for RabbitMQ, NATS JetStream and Redis Streams: publish with
 //!   confirm, consume with manual ack, depth, browse (docs/brokers.md).
+//! - `adapters` — the brokers a plan names, as adapters, and a message's key as the plan reads it.
 //! - [`bridge`] — `migrate bridge`: forward an unchangeable producer's queue by the live routing,
 //!   acking after the destination's confirm, one key in flight at a time (docs/bridge.md).
 //! - `cli` — the `migrate` command line, one file per subcommand.
@@ -72,6 +73,8 @@ pub mod router;
 ))]
 pub mod dedup;
 
+#[cfg(all(feature = "brokers", feature = "controller"))]
+pub mod adapters;
 #[cfg(all(feature = "brokers", feature = "controller", feature = "router"))]
 pub mod bridge;
 #[cfg(feature = "brokers")]

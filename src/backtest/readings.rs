@@ -104,6 +104,12 @@ pub async fn read<S: Store>(
     for (source, queries) in queries_by_source(plan) {
         match plan.sources.get(source) {
             None => readings.source_unavailable(source, format!("unknown source {source}")),
+            Some(Source::KafkaLag { .. }) => readings.source_unavailable(
+                source,
+                format!(
+                    "source {source}: a Kafka consumer group's lag is read as it is now: it cannot answer for the past (backtest with kafka-exporter's series in Prometheus)"
+                ),
+            ),
             Some(Source::DeadLetters { .. }) => readings.source_unavailable(
                 source,
                 format!(

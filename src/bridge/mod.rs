@@ -37,7 +37,7 @@
 //! label values, the rest under `other`).
 
 pub mod dead_letter;
-pub use crate::brokers::key;
+pub use crate::adapters::key;
 pub mod metrics;
 pub mod order;
 
@@ -503,7 +503,16 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
     loop {
         let route = router.route(&key);
         let side = route.target;
-        let message = stamped(&delivery.message, &route, settings);
+        let mut message = stamped(&delivery.message, &route, settings);
+        // Kafka partitions by the record key, which the adapter takes from `x-qm-key`: without
+        // it a key's messages would spread over partitions and lose their order there.
+        if brokers.side(side).kind() == crate::brokers::Kind::Kafka
+            && message.header(crate::brokers::HEADER_KEY).is_none()
+        {
+            message
+                .headers
+                .insert(crate::brokers::HEADER_KEY.to_string(), key.clone());
+        }
         attempts = attempts.saturating_add(1);
         let attempt = metrics.forwarded(side);
         let published = brokers

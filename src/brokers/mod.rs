@@ -1,5 +1,6 @@
 //! Broker adapters: one contract, three brokers (RabbitMQ over AMQP 0.9.1, NATS JetStream, Redis
-//! Streams), behind the cargo feature `brokers`.
+//! Streams), behind the cargo feature `brokers`; and Kafka (rdkafka over librdkafka) with the
+//! feature `kafka` (docs/brokers.md, "Kafka": its column of this table, the build, the traps).
 //!
 //! | operation | RabbitMQ (lapin) | NATS JetStream (async-nats) | Redis Streams (redis) |
 //! |-----------|------------------|-----------------------------|-----------------------|
@@ -60,16 +61,24 @@
 
 mod ack_window;
 mod amqp_message;
-#[cfg(feature = "controller")]
-pub mod from_plan;
-#[cfg(feature = "controller")]
-pub mod key;
+#[cfg(feature = "kafka")]
+mod kafka;
+#[cfg(feature = "kafka")]
+mod kafka_client;
+#[cfg(feature = "kafka")]
+mod kafka_consume;
+#[cfg(feature = "kafka")]
+mod kafka_offsets;
 mod nats;
 mod properties;
 mod rabbitmq;
 mod redis_streams;
 mod types;
 
+#[cfg(feature = "kafka")]
+pub use kafka::{Kafka, KafkaUrl};
+#[cfg(feature = "kafka")]
+pub use kafka_offsets::{PartitionLag, group_lag};
 pub use nats::Nats;
 pub use properties::{PROPERTY_HEADERS, Properties, TypedHeaders, property_headers};
 pub use rabbitmq::RabbitMq;
@@ -92,6 +101,9 @@ pub enum Adapter {
     Nats(Nats),
     /// Redis Streams.
     Redis(RedisStreams),
+    /// Kafka (feature `kafka`).
+    #[cfg(feature = "kafka")]
+    Kafka(Kafka),
 }
 
 impl Adapter {
@@ -105,6 +117,16 @@ impl Adapter {
             Kind::RabbitMq => Adapter::RabbitMq(RabbitMq::connect(url).await?),
             Kind::Nats => Adapter::Nats(Nats::connect(url).await?),
             Kind::Redis => Adapter::Redis(RedisStreams::connect(url).await?),
+            #[cfg(feature = "kafka")]
+            Kind::Kafka => Adapter::Kafka(Kafka::connect(url).await?),
+            #[cfg(not(feature = "kafka"))]
+            Kind::Kafka => {
+                return Err(BrokerError::Unsupported {
+                    kind: "kafka",
+                    what: "this build has no Kafka adapter: build migrate with `--features kafka`"
+                        .to_string(),
+                });
+            }
         })
     }
 
@@ -114,6 +136,8 @@ impl Adapter {
             Adapter::RabbitMq(_) => Kind::RabbitMq,
             Adapter::Nats(_) => Kind::Nats,
             Adapter::Redis(_) => Kind::Redis,
+            #[cfg(feature = "kafka")]
+            Adapter::Kafka(_) => Kind::Kafka,
         }
     }
 
@@ -130,6 +154,8 @@ impl Adapter {
             Adapter::RabbitMq(b) => b.declare(queue).await,
             Adapter::Nats(b) => b.declare(queue).await,
             Adapter::Redis(b) => b.declare(queue).await,
+            #[cfg(feature = "kafka")]
+            Adapter::Kafka(b) => b.declare(queue).await,
         }
     }
 
@@ -153,6 +179,8 @@ impl Adapter {
             Adapter::RabbitMq(b) => b.publish(queue, message).await,
             Adapter::Nats(b) => b.publish(queue, message).await,
             Adapter::Redis(b) => b.publish(queue, message).await,
+            #[cfg(feature = "kafka")]
+            Adapter::Kafka(b) => b.publish(queue, message).await,
         }
     }
 
@@ -200,6 +228,10 @@ impl Adapter {
             Adapter::Redis(b) => {
                 SubscriptionInner::Redis(Box::new(b.subscribe(queue, options).await?))
             }
+            #[cfg(feature = "kafka")]
+            Adapter::Kafka(b) => {
+                SubscriptionInner::Kafka(Box::new(b.subscribe(queue, options).await?))
+            }
         };
         Ok(Subscription { inner })
     }
@@ -222,6 +254,8 @@ impl Adapter {
             Adapter::RabbitMq(b) => b.depth(queue, group).await,
             Adapter::Nats(b) => b.depth(queue, group).await,
             Adapter::Redis(b) => b.depth(queue, group).await,
+            #[cfg(feature = "kafka")]
+            Adapter::Kafka(b) => b.depth(queue, group).await,
         }
     }
 
@@ -239,6 +273,8 @@ impl Adapter {
             Adapter::RabbitMq(b) => b.browse(queue, limit).await,
             Adapter::Nats(b) => b.browse(queue, limit).await,
             Adapter::Redis(b) => b.browse(queue, limit).await,
+            #[cfg(feature = "kafka")]
+            Adapter::Kafka(b) => b.browse(queue, limit).await,
         }
     }
 }
@@ -261,6 +297,8 @@ enum SubscriptionInner {
     RabbitMq(Box<rabbitmq::Subscription>),
     Nats(Box<nats::Subscription>),
     Redis(Box<redis_streams::Subscription>),
+    #[cfg(feature = "kafka")]
+    Kafka(Box<kafka_consume::Subscription>),
 }
 
 impl Subscription {
@@ -284,6 +322,8 @@ impl Subscription {
             SubscriptionInner::RabbitMq(s) => s.next().await?.map(|r| r.wrap(Acker::RabbitMq)),
             SubscriptionInner::Nats(s) => s.next().await?.map(|r| r.wrap(Acker::Nats)),
             SubscriptionInner::Redis(s) => s.next().await?.map(|r| r.wrap(Acker::Redis)),
+            #[cfg(feature = "kafka")]
+            SubscriptionInner::Kafka(s) => s.next().await?.map(|r| r.wrap(Acker::Kafka)),
         })
     }
 
@@ -297,6 +337,8 @@ impl Subscription {
         match &self.inner {
             SubscriptionInner::RabbitMq(s) => s.flush_acks().await,
             SubscriptionInner::Nats(_) | SubscriptionInner::Redis(_) => Ok(()),
+            #[cfg(feature = "kafka")]
+            SubscriptionInner::Kafka(_) => Ok(()),
         }
     }
 
@@ -327,6 +369,8 @@ impl Subscription {
             }
             SubscriptionInner::Nats(s) => s.release().await,
             SubscriptionInner::Redis(s) => s.release().await,
+            #[cfg(feature = "kafka")]
+            SubscriptionInner::Kafka(s) => s.release().await,
         }
     }
 }
@@ -360,6 +404,8 @@ enum Acker {
     RabbitMq(rabbitmq::Acker),
     Nats(nats::Acker),
     Redis(redis_streams::Acker),
+    #[cfg(feature = "kafka")]
+    Kafka(kafka_consume::Acker),
 }
 
 impl Delivery {
@@ -374,6 +420,8 @@ impl Delivery {
             Acker::RabbitMq(a) => a.ack().await,
             Acker::Nats(a) => a.ack().await,
             Acker::Redis(a) => a.ack().await,
+            #[cfg(feature = "kafka")]
+            Acker::Kafka(a) => a.ack().await,
         }
     }
 
@@ -390,6 +438,8 @@ impl Delivery {
             Acker::RabbitMq(a) => a.nack().await,
             Acker::Nats(a) => a.nack().await,
             Acker::Redis(a) => a.nack().await,
+            #[cfg(feature = "kafka")]
+            Acker::Kafka(a) => a.nack().await,
         }
     }
 }

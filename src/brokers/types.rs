@@ -23,6 +23,8 @@ pub enum Kind {
     Nats,
     /// Redis Streams (`redis`, `redis-streams`).
     Redis,
+    /// Kafka (`kafka`); its adapter needs the cargo feature `kafka`.
+    Kafka,
 }
 
 impl Kind {
@@ -32,6 +34,7 @@ impl Kind {
             "rabbitmq" | "amqp" => Some(Kind::RabbitMq),
             "nats" | "jetstream" | "nats-jetstream" => Some(Kind::Nats),
             "redis" | "redis-streams" => Some(Kind::Redis),
+            "kafka" => Some(Kind::Kafka),
             _ => None,
         }
     }
@@ -42,6 +45,7 @@ impl Kind {
             Kind::RabbitMq => "rabbitmq",
             Kind::Nats => "nats",
             Kind::Redis => "redis",
+            Kind::Kafka => "kafka",
         }
     }
 }
@@ -105,7 +109,7 @@ pub enum BrokerError {
         what: String,
     },
     /// The plan names a broker kind no adapter speaks.
-    #[error("unknown broker kind {0:?}: expected rabbitmq, nats or redis")]
+    #[error("unknown broker kind {0:?}: expected rabbitmq, nats, redis or kafka")]
     UnknownKind(String),
 }
 

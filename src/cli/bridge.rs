@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
+use crate::adapters::from_plan;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::{self, Brokers, Settings};
 use crate::brokers::Adapter;
-use crate::brokers::from_plan;
 use crate::controller::follow::follow_store;
 use crate::controller::publish;
 use crate::plan::Broker;

@@ -48,7 +48,7 @@ impl CliError {
     }
     /// A plan's broker that cannot be connected to, while `doing` something: exit 2 when the
     /// plan or this machine's environment for it is at fault, 1 when the broker is.
-    pub fn plan_broker(e: &crate::brokers::from_plan::PlanBrokerError, doing: &str) -> CliError {
+    pub fn plan_broker(e: &crate::adapters::from_plan::PlanBrokerError, doing: &str) -> CliError {
         let code = if e.is_configuration() { 2 } else { 1 };
         CliError::new(code, format!("{doing}: {e}"))
     }

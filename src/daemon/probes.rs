@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::brokers::from_plan;
+use crate::adapters::from_plan;
 use crate::brokers::{Adapter, BrokerError, HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use crate::metrics_text::{self, Kind};
 use crate::plan::{Broker, Plan, Probes};

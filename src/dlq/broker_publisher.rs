@@ -3,8 +3,8 @@
 
 use std::collections::HashSet;
 
+use crate::adapters::from_plan::{self, PlanBrokerError};
 use crate::brokers::Adapter;
-use crate::brokers::from_plan::{self, PlanBrokerError};
 use crate::plan::Broker;
 use crate::router::Router;
 use crate::routing::Side;

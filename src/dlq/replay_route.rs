@@ -12,7 +12,7 @@
 //! a [`DedupTemplate`] from the payload, since the envelope does not keep the original's) and the
 //! route stamp with the route `replay` ([`RouteStamp::replayed`]), producer [`REPLAY_PRODUCER`].
 
-use crate::brokers::key::{KeyError, json_field, key_of};
+use crate::adapters::key::{KeyError, json_field, key_of};
 use crate::brokers::{HEADER_DEDUP_KEY, HEADER_KEY, Message};
 use crate::dedup::BusinessKey;
 use crate::plan::BridgeKey;

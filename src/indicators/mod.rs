@@ -8,10 +8,13 @@
 //!   queries read (`rate()` / `increase()` over a window).
 //! - [`promql`] (pure): decoding a Prometheus HTTP API instant-query answer into one number.
 //! - [`fetch`] (IO): the HTTP client for both kinds of source.
+//! - [`kafka_lag`]: a consumer group's lag read from Kafka itself (pure query over one reading;
+//!   the reading is IO, feature `kafka`).
 
 pub mod exposition;
 pub mod fetch;
 pub mod history;
+pub mod kafka_lag;
 pub mod promql;
 pub mod query;
 pub mod selector;

@@ -278,6 +278,13 @@ pub enum Source {
     /// An NDJSON export of a dead-letter queue, triaged against the recorded decisions
     /// (queries: `open_groups`, `entries`).
     DeadLetters { export: PathBuf },
+    /// A Kafka consumer group's lag on `topics`, read from the cluster at `url`
+    /// (`kafka://host:port,...`): [`crate::indicators::kafka_lag`].
+    KafkaLag {
+        url: Secret,
+        group: String,
+        topics: Vec<String>,
+    },
 }
 
 /// Where the routing document is mirrored (the daemon's HTTP endpoint always serves it).
@@ -681,7 +688,9 @@ impl Plan {
     pub fn secrets(&self) -> Vec<&Secret> {
         let mut out = vec![&self.brokers.old.url, &self.brokers.new.url];
         out.extend(self.sources.values().filter_map(|s| match s {
-            Source::Prometheus { url, .. } | Source::Scrape { url } => Some(url),
+            Source::Prometheus { url, .. }
+            | Source::Scrape { url }
+            | Source::KafkaLag { url, .. } => Some(url),
             Source::DeadLetters { .. } => None,
         }));
         out.extend(self.routing.etcd.as_ref().map(|e| &e.endpoint));

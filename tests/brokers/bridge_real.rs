@@ -795,3 +795,106 @@ async fn without_a_dead_letter_queue_a_refused_message_is_kept_and_other_keys_fl
     assert!(left[0].payload == big.payload, "the refused message first");
     assert_eq!(seq_of(&left[1]), 1);
 }
+
+/// RabbitMQ -> Kafka through the bridge (librdkafka's mock cluster, `QM_TEST_KAFKA_BOOTSTRAP`):
+/// the new side's slices arrive on a Kafka topic of 3 partitions with their key as the record
+/// key (so one key stays on one partition), stamped `bridge`, each key's first deliveries in
+/// publish order; the others on the old queue; nothing lost.
+#[cfg(feature = "kafka")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start rabbitmq kafka)"]
+async fn a_bridge_forwards_rabbitmq_to_kafka_keyed_and_in_order() {
+    use std::io::{BufRead as _, Write as _};
+    let Some(World {
+        run,
+        dir: _dir,
+        store,
+        brokers,
+        ..
+    }) = world_to("kafka", Kind::Kafka, "QM_TEST_KAFKA_BOOTSTRAP").await
+    else {
+        return;
+    };
+    let a = settings(&run, "bridge-a");
+    // The mock answers CreateTopics with an error: the topic is made through its control port.
+    let control = common::server_url("QM_TEST_KAFKA_CONTROL");
+    let mut c = std::net::TcpStream::connect(&control).unwrap();
+    writeln!(c, "topic {} 3", a.new_queue).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(c).read_line(&mut answer).unwrap();
+    assert_eq!(answer.trim(), "ok");
+    brokers.old.declare(&a.ingress).await.unwrap();
+    let router = half_on_new(&a.migration);
+    for seq in 0..PER_KEY {
+        for k in 0..KEYS {
+            let body = serde_json::json!({"orderId": format!("order-{k}"), "seq": seq});
+            let m = Message::new(body.to_string().into_bytes()).with_header("x-custom", "kept");
+            brokers.old.publish(&a.ingress, &m).await.unwrap();
+        }
+    }
+    let on_new = (0..KEYS)
+        .filter(|k| queue_migrate::slice::slice_of(&format!("order-{k}"), 16) < 8)
+        .count()
+        * PER_KEY;
+    let metrics = Arc::new(BridgeMetrics::new(&a.migration));
+    let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
+
+    let mut new_seen = Vec::new();
+    let mut sub = brokers
+        .new
+        .subscribe(&a.new_queue, &SubscribeOptions::group("bridge-test"))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while distinct(&new_seen) < on_new && Instant::now() < deadline {
+        if let Ok(got) = tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
+            let d = got.unwrap().expect("the subscription ended");
+            new_seen.push(d.message.clone());
+            d.ack().await.unwrap();
+        }
+    }
+    let mut old_seen = Vec::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while distinct(&old_seen) < KEYS * PER_KEY - on_new && Instant::now() < until {
+        collect(
+            &brokers.old,
+            &a.old_queue,
+            &mut old_seen,
+            Instant::now() + Duration::from_secs(2),
+        )
+        .await;
+    }
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    assert_eq!(distinct(&new_seen), on_new, "lost on Kafka");
+    assert_eq!(distinct(&old_seen), KEYS * PER_KEY - on_new, "lost on old");
+    let mut first_seen: HashMap<String, Vec<u64>> = HashMap::new();
+    for m in &new_seen {
+        assert_eq!(m.header(HEADER_ROUTE), Some("bridge"));
+        assert_eq!(m.header("x-custom"), Some("kept"));
+        let body: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        let key = body["orderId"].as_str().unwrap().to_string();
+        assert!(
+            queue_migrate::slice::slice_of(&key, 16) < 8,
+            "{key} went new"
+        );
+        assert_eq!(
+            m.header("x-qm-key"),
+            Some(key.as_str()),
+            "the record key is the slice key"
+        );
+        let seq = body["seq"].as_u64().unwrap();
+        let firsts = first_seen.entry(key).or_default();
+        if !firsts.contains(&seq) {
+            firsts.push(seq);
+        }
+    }
+    for (key, seqs) in &first_seen {
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            seqs, &sorted,
+            "{key}: first deliveries out of order on Kafka"
+        );
+    }
+}

@@ -487,7 +487,7 @@ fn plan_apply_masks_inline_passwords_in_the_diff_it_prints_and_journals() {
 #[cfg(feature = "brokers")]
 #[tokio::test]
 async fn a_nats_token_url_that_cannot_connect_is_not_shown() {
-    use queue_migrate::brokers::from_plan;
+    use queue_migrate::adapters::from_plan;
     use queue_migrate::brokers::{Adapter, Kind};
     use queue_migrate::plan::{Broker, Secret};
     use queue_migrate::routing::Side;

@@ -159,7 +159,7 @@ async fn triage_broker(
             "the plan of {name} names no brokers.old.dead_letter queue"
         )));
     };
-    let adapter = crate::brokers::from_plan::connect(broker, crate::routing::Side::Old)
+    let adapter = crate::adapters::from_plan::connect(broker, crate::routing::Side::Old)
         .await
         .map_err(|e| CliError::plan_broker(&e, &format!("browsing the dead letters of {name}")))?;
     let messages = adapter.browse(dlq, limit).await.map_err(|e| match e {

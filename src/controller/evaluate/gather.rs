@@ -381,6 +381,17 @@ async fn read_one(
         Some(Source::DeadLetters { .. }) => Err(format!(
             "source {source}: a dead-letter export is read by its own gate"
         )),
+        Some(Source::KafkaLag { url, group, topics }) => {
+            use crate::indicators::kafka_lag;
+            let value = url
+                .value()
+                .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;
+            let lags = kafka_lag::read(value, group, topics)
+                .await
+                .map_err(|e| format!("source {}: {e}", named(source, url)))?;
+            kafka_lag::evaluate(query, &kafka_lag::samples(group, &lags), now_ms)
+                .map_err(|e| format!("source {source}: {e}"))
+        }
         Some(Source::Scrape { .. }) => {
             let history = scraped
                 .get(source)

@@ -326,7 +326,7 @@ impl Cx<'_> {
             );
             return None;
         }
-        let Some((name, Some(SourceKind::Scrape))) = source else {
+        let Some((name, Some(SourceKind::Scrape | SourceKind::KafkaLag))) = source else {
             return Some(());
         };
         match crate::indicators::query::parse_query(query) {

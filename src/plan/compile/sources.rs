@@ -10,7 +10,15 @@ use crate::plan::lines::key_path;
 use crate::plan::model::Source;
 
 // The fields each mapping allows (what an "unknown field" error offers instead).
-const SOURCE_FIELDS: &[&str] = &["prometheus", "ui", "scrape", "dead_letters"];
+const SOURCE_FIELDS: &[&str] = &[
+    "prometheus",
+    "ui",
+    "scrape",
+    "dead_letters",
+    "kafka_lag",
+    "group",
+    "topics",
+];
 /// What a gate may ask a `dead_letters` source.
 pub(super) const DEAD_LETTER_QUERIES: &[&str] = &["open_groups", "entries"];
 
@@ -20,6 +28,7 @@ pub(super) enum SourceKind {
     Prometheus,
     Scrape,
     DeadLetters,
+    KafkaLag,
 }
 
 /// The sources section: the valid ones, and every declared name with its kind when known (so
@@ -84,6 +93,15 @@ impl Cx<'_> {
             );
             return (None, None);
         }
+        if let Some((v, p)) = o.get("kafka_lag") {
+            return self.kafka_lag(&o, v, &p, path);
+        }
+        for key in ["group", "topics"] {
+            if let Some((_, p)) = o.get(key) {
+                self.error(&p, format!("`{key}` belongs to a `kafka_lag` source"));
+                return (None, None);
+            }
+        }
         if let Some((v, p)) = o.get("dead_letters") {
             if o.get("prometheus").is_some() || o.get("scrape").is_some() {
                 self.error(
@@ -144,6 +162,67 @@ impl Cx<'_> {
                 (None, None)
             }
         }
+    }
+}
+
+impl Cx<'_> {
+    /// `kafka_lag: URL`, `group: NAME`, `topics: [T, ...]`.
+    fn kafka_lag(
+        &mut self,
+        o: &Obj<'_>,
+        v: &Value,
+        p: &str,
+        path: &str,
+    ) -> (Option<SourceKind>, Option<Source>) {
+        if ["prometheus", "scrape", "dead_letters", "ui"]
+            .iter()
+            .any(|k| o.get(k).is_some())
+        {
+            self.error(
+                path,
+                "a `kafka_lag` source has `group` and `topics`, no other kind's fields",
+            );
+            return (None, None);
+        }
+        let url = self.secret(v, p);
+        let group = o
+            .req(self, "group", "the consumer group whose lag is read")
+            .and_then(|(v, p)| self.nonempty_string(v, &p));
+        let topics = o
+            .req(
+                self,
+                "topics",
+                "the topics whose lag is read, e.g. `[orders]`",
+            )
+            .and_then(|(v, p)| self.topic_list(v, &p));
+        (
+            Some(SourceKind::KafkaLag),
+            url.zip(group)
+                .zip(topics)
+                .map(|((url, group), topics)| Source::KafkaLag { url, group, topics }),
+        )
+    }
+
+    fn topic_list(&mut self, v: &Value, path: &str) -> Option<Vec<String>> {
+        let Value::Sequence(items) = v else {
+            self.error(
+                path,
+                format!(
+                    "expected a list of topics such as `[orders]`, found {}",
+                    describe(v)
+                ),
+            );
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            out.push(self.nonempty_string(item, &format!("{path}[{i}]"))?);
+        }
+        if out.is_empty() {
+            self.error(path, "name at least one topic");
+            return None;
+        }
+        Some(out)
     }
 }
 
@@ -250,5 +329,41 @@ mod tests {
         assert_ne!(reserved, yaml);
         let warned = lines(&ok(&reserved).warnings);
         assert!(warned.contains("share a \"held since\" mark"), "{warned}");
+    }
+
+    #[test]
+    fn a_kafka_lag_source_names_its_group_and_topics() {
+        let yaml = FULL
+            .replace(
+                "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }",
+                "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }\n  old_lag: { kafka_lag: \"kafka://127.0.0.1:9092\", group: workers, topics: [orders] }",
+            )
+            .replace(
+                "      - { name: old queue empty,",
+                "      - { name: old topic drained, source: old_lag, query: 'kafka_consumergroup_lag{topic=\"orders\"}', pass_if: \"== 0\", for: quiet }\n      - { name: old queue empty,",
+            );
+        let c = ok(&yaml);
+        let Some(Source::KafkaLag { url, group, topics }) = c.plan.sources.get("old_lag") else {
+            panic!("old_lag: {:?}", c.plan.sources.get("old_lag"));
+        };
+        assert_eq!(url.value().unwrap(), "kafka://127.0.0.1:9092");
+        assert_eq!(
+            (group.as_str(), topics.as_slice()),
+            ("workers", &["orders".to_string()][..])
+        );
+        let errs = lines(&errors(&yaml.replace(
+            "query: 'kafka_consumergroup_lag{topic=",
+            "query: 'kafka_consumergroup_lag{{topic=",
+        )));
+        assert!(errs.contains("not a query"), "{errs}");
+        let errs = lines(&errors(&yaml.replace(", group: workers", "")));
+        assert!(errs.contains("group"), "{errs}");
+        let errs = lines(&errors(&yaml.replace("topics: [orders]", "topics: []")));
+        assert!(errs.contains("at least one topic"), "{errs}");
+        let errs = lines(&errors(&yaml.replace(
+            "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }",
+            "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\", group: x }",
+        )));
+        assert!(errs.contains("belongs to a `kafka_lag` source"), "{errs}");
     }
 }

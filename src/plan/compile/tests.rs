@@ -676,7 +676,7 @@ fn warnings_are_apart_from_errors() {
 
 #[test]
 fn other_warnings() {
-    let c = ok(&edit("kind: nats", "kind: kafka")
+    let c = ok(&edit("kind: nats", "kind: pulsar")
         .replacen("\"http://127.0.0.1:9090\"", "\"http://admin:hunter2@127.0.0.1:9090\"", 1)
         .replacen("  drain:\n    quiet: auto\n    exit:\n      - { name: old queue empty, source: prom, query: 'sum(rabbitmq_queue_messages{queue=\"orders\"})', pass_if: \"== 0\", for: quiet }\n", "", 1));
     let paths: Vec<&str> = c.warnings.iter().map(|w| w.path.as_str()).collect();
@@ -686,7 +686,7 @@ fn other_warnings() {
         "{}",
         lines(&c.warnings)
     );
-    assert!(c.warnings[0].message.contains("`kafka` has no adapter"));
+    assert!(c.warnings[0].message.contains("`pulsar` has no adapter"));
     assert!(
         c.warnings[1]
             .message
@@ -795,6 +795,14 @@ fn shipped_plans_compile() {
     for (file, yaml) in [
         ("orders.yaml", include_str!("../../../plans/orders.yaml")),
         ("local.yaml", include_str!("../../../plans/local.yaml")),
+        (
+            "orders-rabbitmq-to-kafka.yaml",
+            include_str!("../../../plans/orders-rabbitmq-to-kafka.yaml"),
+        ),
+        (
+            "events-kafka-to-nats.yaml",
+            include_str!("../../../plans/events-kafka-to-nats.yaml"),
+        ),
     ] {
         let c = compile(yaml, Some(dir), &resolve())
             .unwrap_or_else(|e| panic!("{file}:\n{}", lines(&e)));

@@ -27,6 +27,7 @@ pub const KNOWN_BROKER_KINDS: &[&str] = &[
     "jetstream",
     "redis",
     "redis-streams",
+    "kafka",
 ];
 
 // The fields each mapping allows (what an "unknown field" error offers instead).

@@ -4,7 +4,7 @@
 use crate::plan::Broker;
 use crate::routing::Side;
 
-use super::{Adapter, BrokerError, Kind};
+use crate::brokers::{Adapter, BrokerError, Kind};
 
 /// Why a plan's broker cannot be connected to.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,7 @@
+//! The brokers a plan names, as adapters: connecting to `brokers.old` / `brokers.new`
+//! ([`from_plan`]) and reading a message's key the way the plan says ([`key`]). Above both
+//! [`crate::brokers`] (the adapters, which know no plan) and [`crate::plan`]; read by the bridge,
+//! the daemon's probes and dead-letter replay.
+
+pub mod from_plan;
+pub mod key;

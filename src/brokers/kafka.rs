@@ -1,0 +1,356 @@
+//! Kafka (rdkafka over librdkafka, feature `kafka`): a topic per queue, the slice key as the
+//! record key, an idempotent `acks=all` producer, a consumer group committing after the effect.
+//!
+//! # Connecting
+//! `kafka://host1:9092[,host2:9092...][?partitions=N&replication=R]` (or the bare
+//! `host:9092,...` list). `partitions` and `replication` are what [`Kafka::declare`] asks for a
+//! topic it creates (default 3 and the broker's default). Plain TCP only: this build compiles
+//! librdkafka without TLS or SASL.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+
+use super::kafka_client::{
+    KIND, REQUEST_TIMEOUT, base_config, blocking, millis, op_error, read_message,
+};
+use super::kafka_offsets::{self, PartitionLag};
+use super::{
+    BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, HEADER_KEY, Message, Result,
+    SubscribeOptions,
+};
+
+/// Where a Kafka cluster is and how [`Kafka::declare`] makes topics, from the adapter's URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaUrl {
+    /// `host:port,host:port`.
+    pub bootstrap: String,
+    /// Partitions of a topic `declare` creates.
+    pub partitions: i32,
+    /// Replicas of a topic `declare` creates; `None`: the broker's default.
+    pub replication: Option<i32>,
+}
+
+impl KafkaUrl {
+    /// Reads `kafka://host:port[,host:port...][?partitions=N&replication=R]`.
+    ///
+    /// # Errors
+    /// A sentence (without the URL) when the list of brokers is empty or a parameter is unknown
+    /// or not a positive number.
+    pub fn parse(url: &str) -> std::result::Result<KafkaUrl, String> {
+        let rest = url
+            .strip_prefix("kafka://")
+            .or_else(|| url.strip_prefix("KAFKA://"))
+            .unwrap_or(url);
+        let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let hosts = hosts.trim_end_matches('/');
+        if hosts.is_empty() || hosts.contains('@') || hosts.contains('/') {
+            return Err(
+                "expected kafka://host:port[,host:port...] (no credentials: this build speaks \
+                 plain TCP)"
+                    .to_string(),
+            );
+        }
+        let mut out = KafkaUrl {
+            bootstrap: hosts.to_string(),
+            partitions: 3,
+            replication: None,
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let number = value
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{name}={value:?}: expected a positive number"))?;
+            match name {
+                "partitions" => out.partitions = number,
+                "replication" => out.replication = Some(number),
+                _ => {
+                    return Err(format!(
+                        "unknown parameter {name:?} (partitions, replication)"
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A Kafka adapter: one idempotent producer shared by every publish, and the cluster's address
+/// for the consumers, offset readers and admin requests it makes.
+pub struct Kafka {
+    url: KafkaUrl,
+    producer: FutureProducer,
+    shown: String,
+}
+
+impl fmt::Debug for Kafka {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kafka")
+            .field("url", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A publish error about the message itself, which every retry meets again: larger than the
+/// broker (or the client) accepts, a record the broker calls invalid.
+fn is_refused(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+                | RDKafkaErrorCode::InvalidMessageSize
+                | RDKafkaErrorCode::InvalidRecord
+                | RDKafkaErrorCode::InvalidMessage
+        )
+    )
+}
+
+impl Kafka {
+    /// Connects to the cluster of `url` (see the module documentation) and reads its metadata
+    /// once, so that an unreachable cluster is an error here.
+    ///
+    /// # Errors
+    /// [`BrokerError::Connect`] when the URL is not a Kafka URL or no broker answered within
+    /// [`CONNECT_TIMEOUT`].
+    pub async fn connect(url: &str) -> Result<Kafka> {
+        let shown = super::redact(url);
+        let parsed = KafkaUrl::parse(url).map_err(|why| BrokerError::connect(KIND, url, why))?;
+        let producer: FutureProducer = base_config(&parsed.bootstrap)
+            // Idempotent: a retried batch is written once, in order (implies acks=all,
+            // max.in.flight <= 5 and retries); acks=all stated for the reader.
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", millis(CONFIRM_TIMEOUT))
+            .set("linger.ms", "1")
+            .create()
+            .map_err(|e| BrokerError::connect(KIND, url, e))?;
+        let probe = producer.clone();
+        blocking(move || {
+            probe
+                .client()
+                .fetch_metadata(None, CONNECT_TIMEOUT)
+                .map(|_| ())
+        })
+        .await
+        .map_err(|e| BrokerError::connect(KIND, url, e))?;
+        Ok(Kafka {
+            url: parsed,
+            producer,
+            shown,
+        })
+    }
+
+    /// The cluster's address (`host:port,...`).
+    pub fn bootstrap(&self) -> &str {
+        &self.url.bootstrap
+    }
+
+    /// Makes sure topic `queue` exists: one the metadata knows is left as it is; otherwise a
+    /// CreateTopics request with the URL's `partitions` and `replication` (an answer "exists
+    /// already" is success).
+    pub(super) async fn declare(&self, queue: &str) -> Result<()> {
+        if self.partitions(queue).await?.is_some() {
+            return Ok(());
+        }
+        let admin: AdminClient<DefaultClientContext> = base_config(&self.url.bootstrap)
+            .create()
+            .map_err(|e| op_error("declare", queue, e))?;
+        let replication = self.url.replication.unwrap_or(-1);
+        let topic = NewTopic::new(
+            queue,
+            self.url.partitions,
+            TopicReplication::Fixed(replication),
+        );
+        let options = AdminOptions::new()
+            .request_timeout(Some(REQUEST_TIMEOUT))
+            .operation_timeout(Some(REQUEST_TIMEOUT));
+        let results = admin
+            .create_topics([&topic], &options)
+            .await
+            .map_err(|e| op_error("declare (CreateTopics)", queue, e))?;
+        for result in results {
+            match result {
+                Ok(_) => {}
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => {
+                    return Err(op_error(
+                        "declare (CreateTopics)",
+                        queue,
+                        format!("topic {name}: {code}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition ids of `topic`, or `None` when the cluster does not know it.
+    pub(super) async fn partitions(&self, topic: &str) -> Result<Option<Vec<i32>>> {
+        let bootstrap = self.url.bootstrap.clone();
+        let name = topic.to_string();
+        blocking(move || kafka_offsets::partitions(&bootstrap, &name))
+            .await
+            .map_err(|e| op_error("metadata", topic, e))
+    }
+
+    pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
+        let mut headers = OwnedHeaders::new();
+        for (name, value) in &super::text_headers(message) {
+            headers = headers.insert(Header {
+                key: name,
+                value: Some(value.as_bytes()),
+            });
+        }
+        let mut record = FutureRecord::to(queue)
+            .payload(message.payload.as_slice())
+            .headers(headers);
+        // The slice key is the record key: the partitioner keeps one key on one partition, so
+        // its order holds on the new side. Without one, the partitioner spreads the records.
+        let key = message.header(HEADER_KEY).map(str::to_string);
+        if let Some(key) = &key {
+            record = record.key(key.as_str());
+        }
+        match self.producer.send(record, CONFIRM_TIMEOUT).await {
+            Ok(_) => Ok(()),
+            Err((e, _)) if is_refused(&e) => Err(BrokerError::refused(KIND, queue, e)),
+            Err((e, _)) => Err(BrokerError::not_confirmed(KIND, queue, e)),
+        }
+    }
+
+    pub(super) async fn subscribe(
+        &self,
+        queue: &str,
+        options: &SubscribeOptions,
+    ) -> Result<super::kafka_consume::Subscription> {
+        super::kafka_consume::Subscription::start(&self.url.bootstrap, queue, options).await
+    }
+
+    /// The group's lag on `queue`: the records between each partition's committed offset (the
+    /// low watermark when the group committed none) and its high watermark, all `ready` (Kafka
+    /// does not know what a member holds uncommitted).
+    pub(super) async fn depth(&self, queue: &str, group: &str) -> Result<Depth> {
+        let lags = self.lag(queue, group).await?;
+        Ok(Depth {
+            ready: lags.iter().map(PartitionLag::lag).sum(),
+            unacked: 0,
+        })
+    }
+
+    /// Per partition of `queue`: the committed offset of `group` and the watermarks.
+    ///
+    /// # Errors
+    /// [`BrokerError::Operation`] when the topic does not exist or the cluster did not answer.
+    pub async fn lag(&self, queue: &str, group: &str) -> Result<Vec<PartitionLag>> {
+        let bootstrap = self.url.bootstrap.clone();
+        let (topic, group_id) = (queue.to_string(), group.to_string());
+        blocking(move || kafka_offsets::group_lag(&bootstrap, &group_id, &topic))
+            .await
+            .map_err(|e| op_error("depth", queue, e))
+    }
+
+    /// Up to `limit` records of `queue` from the start of each partition, oldest first by
+    /// (timestamp, partition, offset); reads without a group, commits nothing.
+    pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        let bootstrap = self.url.bootstrap.clone();
+        let topic = queue.to_string();
+        blocking(move || browse(&bootstrap, &topic, limit))
+            .await
+            .map_err(|e| op_error("browse", queue, e))
+    }
+}
+
+fn browse(bootstrap: &str, topic: &str, limit: usize) -> std::result::Result<Vec<Message>, String> {
+    use rdkafka::Message as _;
+    let consumer: BaseConsumer = base_config(bootstrap)
+        .set("group.id", "queue-migrate-browse")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .create()
+        .map_err(|e| e.to_string())?;
+    let parts = kafka_offsets::partitions(bootstrap, topic)?
+        .ok_or_else(|| format!("no topic {topic:?}"))?;
+    let mut ends = BTreeMap::new();
+    let mut list = rdkafka::TopicPartitionList::new();
+    for p in parts {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+            .map_err(|e| e.to_string())?;
+        if high > low {
+            ends.insert(p, high);
+            list.add_partition_offset(topic, p, rdkafka::Offset::Offset(low))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    consumer.assign(&list).map_err(|e| e.to_string())?;
+    let mut got: Vec<(i64, i32, i64, Message)> = Vec::new();
+    let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+    let per_partition = limit;
+    let mut counts: BTreeMap<i32, usize> = BTreeMap::new();
+    while !ends.is_empty() && std::time::Instant::now() < deadline {
+        let Some(m) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let m = m.map_err(|e| e.to_string())?;
+        let p = m.partition();
+        let count = counts.entry(p).or_default();
+        *count += 1;
+        got.push((
+            m.timestamp().to_millis().unwrap_or(0),
+            p,
+            m.offset(),
+            read_message(&m),
+        ));
+        if ends.get(&p).is_some_and(|end| m.offset() + 1 >= *end) || *count >= per_partition {
+            ends.remove(&p);
+        }
+    }
+    got.sort_by_key(|(t, p, o, _)| (*t, *p, *o));
+    Ok(got.into_iter().take(limit).map(|(_, _, _, m)| m).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_the_brokers_and_how_topics_are_made() {
+        let u = KafkaUrl::parse("kafka://a:9092,b:9092?partitions=6&replication=3").unwrap();
+        assert_eq!(u.bootstrap, "a:9092,b:9092");
+        assert_eq!((u.partitions, u.replication), (6, Some(3)));
+        let u = KafkaUrl::parse("127.0.0.1:9092").unwrap();
+        assert_eq!(
+            (u.bootstrap.as_str(), u.partitions, u.replication),
+            ("127.0.0.1:9092", 3, None)
+        );
+        assert!(KafkaUrl::parse("kafka://").is_err());
+        assert!(KafkaUrl::parse("kafka://u:p@a:9092").is_err());
+        assert!(KafkaUrl::parse("kafka://a:9092?partitions=0").is_err());
+        assert!(KafkaUrl::parse("kafka://a:9092?acks=1").is_err());
+    }
+
+    #[test]
+    fn only_errors_about_the_record_are_refused() {
+        let e = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
+        assert!(is_refused(&e));
+        for code in [
+            RDKafkaErrorCode::MessageTimedOut,
+            RDKafkaErrorCode::NotEnoughReplicas,
+            RDKafkaErrorCode::BrokerTransportFailure,
+            RDKafkaErrorCode::UnknownTopicOrPartition,
+        ] {
+            assert!(
+                !is_refused(&KafkaError::MessageProduction(code)),
+                "{code:?}"
+            );
+        }
+    }
+}

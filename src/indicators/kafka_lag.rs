@@ -1,0 +1,132 @@
+//! The `kafka_lag` source: a consumer group's lag per topic and partition, read from the Kafka
+//! cluster itself (committed offset vs high watermark: the group coordinator and the partition
+//! leaders answer), so a drain gate on a Kafka old side needs no exporter.
+//!
+//! A reading is a set of samples named as kafka-exporter names them,
+//! `kafka_consumergroup_lag{consumergroup="G",topic="T",partition="N"}`, and a gate's query is
+//! the `scrape:` query language over that one reading: `kafka_consumergroup_lag{topic="orders"}`
+//! is the topic's total lag, `max(kafka_consumergroup_lag)` the largest partition's. A plan that
+//! moves to a Prometheus with kafka-exporter keeps its queries (wrapped in `sum(...)`).
+//! `rate()` and `increase()` need a history and have none here: such a query is "no data".
+//!
+//! [`samples`] and [`evaluate`] are pure; [`read`] is the IO (feature `kafka`: without it, a
+//! reading is unavailable and says so).
+
+use crate::indicators::exposition::Sample;
+use crate::indicators::history::History;
+use crate::indicators::query::parse_query;
+
+/// The metric a reading's samples carry (kafka-exporter's name).
+pub const LAG_METRIC: &str = "kafka_consumergroup_lag";
+
+/// One partition's lag: `(topic, partition, lag)`.
+pub type Lag = (String, i32, u64);
+
+/// The samples of one reading of `group`.
+pub fn samples(group: &str, lags: &[Lag]) -> Vec<Sample> {
+    lags.iter()
+        .map(|(topic, partition, lag)| Sample {
+            name: LAG_METRIC.to_string(),
+            labels: vec![
+                ("consumergroup".to_string(), group.to_string()),
+                ("topic".to_string(), topic.clone()),
+                ("partition".to_string(), partition.to_string()),
+            ],
+            value: *lag as f64,
+            timestamp_ms: None,
+        })
+        .collect()
+}
+
+/// `query` over one reading's `samples`, taken at `now_ms`.
+///
+/// # Errors
+/// A sentence: the query does not parse, or it has no data in the reading (no series matches,
+/// a `rate()` over one reading).
+pub fn evaluate(query: &str, samples: &[Sample], now_ms: i64) -> Result<f64, String> {
+    let q = parse_query(query).map_err(|e| e.to_string())?;
+    let mut history = History::new();
+    history.record(now_ms, samples, &q.selectors());
+    q.evaluate(&history, now_ms)
+        .map(|r| r.value)
+        .map_err(|e| e.reason)
+}
+
+/// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`).
+///
+/// # Errors
+/// A sentence naming what failed: the URL, a topic the cluster does not know, no answer within
+/// the request timeout, or (built without the `kafka` feature) that this build cannot.
+#[cfg(feature = "kafka")]
+pub async fn read(url: &str, group: &str, topics: &[String]) -> Result<Vec<Lag>, String> {
+    let parsed = crate::brokers::KafkaUrl::parse(url)?;
+    let (group, topics) = (group.to_string(), topics.to_vec());
+    let task = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        for topic in &topics {
+            let lags = crate::brokers::group_lag(&parsed.bootstrap, &group, topic)
+                .map_err(|e| format!("topic {topic}: {e}"))?;
+            out.extend(lags.iter().map(|p| (topic.clone(), p.partition, p.lag())));
+        }
+        Ok(out)
+    });
+    task.await
+        .map_err(|e| format!("the lag reader failed: {e}"))?
+}
+
+/// Without the `kafka` feature: always unavailable, saying why.
+///
+/// # Errors
+/// Always.
+#[cfg(not(feature = "kafka"))]
+pub async fn read(_url: &str, _group: &str, _topics: &[String]) -> Result<Vec<Lag>, String> {
+    Err(
+        "this migrate was built without the `kafka` feature: it cannot read a kafka_lag source \
+         (build with `--features kafka`, or read the lag from Prometheus and kafka-exporter)"
+            .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading() -> Vec<Sample> {
+        samples(
+            "workers",
+            &[
+                ("orders".into(), 0, 3),
+                ("orders".into(), 1, 0),
+                ("orders".into(), 2, 9),
+                ("audit".into(), 0, 5),
+            ],
+        )
+    }
+
+    #[test]
+    fn queries_sum_pick_and_max_partitions() {
+        let s = reading();
+        assert_eq!(
+            evaluate(r#"kafka_consumergroup_lag{topic="orders"}"#, &s, 1_000),
+            Ok(12.0)
+        );
+        assert_eq!(evaluate("kafka_consumergroup_lag", &s, 1_000), Ok(17.0));
+        assert_eq!(evaluate("max(kafka_consumergroup_lag)", &s, 1_000), Ok(9.0));
+        assert_eq!(
+            evaluate(
+                r#"kafka_consumergroup_lag{topic="orders",partition="1"}"#,
+                &s,
+                1_000
+            ),
+            Ok(0.0)
+        );
+    }
+
+    #[test]
+    fn a_query_matching_nothing_or_needing_history_has_no_data() {
+        let s = reading();
+        assert!(evaluate(r#"kafka_consumergroup_lag{topic="nope"}"#, &s, 1_000).is_err());
+        assert!(evaluate("rate(kafka_consumergroup_lag[5m])", &s, 1_000).is_err());
+        assert!(evaluate("kafka_consumergroup_lag{", &s, 1_000).is_err());
+    }
+}
