@@ -14,7 +14,7 @@ use crate::daemon::http::Limits;
 use crate::daemon::{self, Config};
 use crate::indicators::fetch::QUERIES_PER_REQUEST;
 use crate::plan::SystemResolve;
-use crate::store::postgres::SessionLimits;
+use crate::store::postgres::{Keepalives, SessionLimits};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -110,6 +110,18 @@ pub struct RunArgs {
     /// third of --lease-ttl]
     #[arg(long, value_parser = nonzero_duration("a zero idle timeout would wait forever"))]
     pub db_idle_in_transaction_timeout: Option<Duration>,
+    /// PostgreSQL: how long a session of this daemon may be silent before the server probes
+    /// its client (`tcp_keepalives_idle`, whole seconds). The server notices a daemon that is
+    /// gone after about idle + count x interval, then ends its session and frees its locks.
+    #[arg(long, default_value = "10s", value_parser = nonzero_duration("0 would leave it to the operating system's default, 2 hours on Linux"))]
+    pub db_keepalive_idle: Duration,
+    /// PostgreSQL: the time between two keepalive probes (`tcp_keepalives_interval`).
+    #[arg(long, default_value = "5s", value_parser = nonzero_duration("0 would leave it to the operating system's default"))]
+    pub db_keepalive_interval: Duration,
+    /// PostgreSQL: how many keepalive probes go unanswered before the server drops the
+    /// session (`tcp_keepalives_count`).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub db_keepalive_count: u32,
 }
 
 /// The HTTP limits of `args`, the connection cap fitted to this process's open-files limit.
@@ -219,6 +231,11 @@ fn session_limits(args: &RunArgs) -> SessionLimits {
         idle_in_transaction_timeout: args
             .db_idle_in_transaction_timeout
             .unwrap_or_else(|| Duration::from_secs(30).min(ttl / 3)),
+        keepalives: Keepalives {
+            idle: args.db_keepalive_idle,
+            interval: args.db_keepalive_interval,
+            count: args.db_keepalive_count,
+        },
     }
 }
 
@@ -378,6 +395,44 @@ mod tests {
             request_timeout: args.http_request_timeout,
         };
         assert_eq!(fitted, Limits::default());
+    }
+
+    /// Issue 42: the sessions' keepalives had no flag; they default to the documented 10 s /
+    /// 5 s x 3 and follow the flags.
+    #[test]
+    fn the_keepalive_flags_reach_the_sessions_limits() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let limits = |argv: &[&str]| Cmd::try_parse_from(argv).map(|c| session_limits(&c.run));
+        let default = limits(&["migrate"]).map(|l| l.keepalives);
+        assert_eq!(default.ok(), Some(Keepalives::default()));
+        let given = limits(&[
+            "migrate",
+            "--db-keepalive-idle",
+            "4s",
+            "--db-keepalive-interval",
+            "2s",
+            "--db-keepalive-count",
+            "2",
+        ]);
+        assert_eq!(
+            given.map(|l| l.keepalives).ok(),
+            Some(Keepalives {
+                idle: Duration::from_secs(4),
+                interval: Duration::from_secs(2),
+                count: 2,
+            })
+        );
+        for refused in [
+            &["migrate", "--db-keepalive-idle", "0s"][..],
+            &["migrate", "--db-keepalive-count", "0"],
+        ] {
+            assert!(limits(refused).is_err(), "{refused:?}");
+        }
     }
 
     #[test]

@@ -78,7 +78,7 @@ const SCHEMA: &[(i64, &str, &str)] = &[
     ),
 ];
 
-pub use super::pg_session::{SessionLimits, is_lock_timeout};
+pub use super::pg_session::{Keepalives, SessionLimits, is_lock_timeout};
 
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]

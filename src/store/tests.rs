@@ -2938,6 +2938,7 @@ async fn a_held_row_lock_makes_the_round_skip_that_migration_within_seconds() {
                 lock_timeout: std::time::Duration::from_millis(500),
                 statement_timeout: std::time::Duration::from_secs(30),
                 idle_in_transaction_timeout: std::time::Duration::from_secs(30),
+                keepalives: Default::default(),
             })
             .await
             .unwrap();
