@@ -21,18 +21,6 @@ pub fn write_gate_rows(out: &mut impl Write, rows: &[GateRow<'_>]) -> io::Result
     // The one text rule at the print: a plan's gate name and a reason show no control
     // character and no credential, whoever made them.
     let names: Vec<String> = rows.iter().map(|r| crate::outgoing::line(r.name)).collect();
-    let rows: Vec<GateRow<'_>> = rows
-        .iter()
-        .zip(&names)
-        .map(|(r, name)| GateRow {
-            kind: r.kind,
-            verdict: r.verdict,
-            name,
-            value: r.value,
-            reason: r.reason,
-        })
-        .collect();
-    let rows = &rows[..];
     let values: Vec<String> = rows
         .iter()
         .map(|r| r.value.map_or_else(|| "-".into(), |v| format!("{v}")))
@@ -40,15 +28,14 @@ pub fn write_gate_rows(out: &mut impl Write, rows: &[GateRow<'_>]) -> io::Result
     let width = |cell: fn(&GateRow<'_>) -> usize| rows.iter().map(cell).max().unwrap_or(0);
     let kind_w = width(|r| r.kind.chars().count());
     let verdict_w = width(|r| r.verdict.chars().count());
-    let name_w = width(|r| r.name.chars().count());
+    let name_w = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
     let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(1);
-    for (r, value) in rows.iter().zip(&values) {
+    for ((r, name), value) in rows.iter().zip(&names).zip(&values) {
         writeln!(
             out,
-            "  {:<kind_w$} {:<verdict_w$} {:<name_w$} {value:>value_w$}  {}",
+            "  {:<kind_w$} {:<verdict_w$} {name:<name_w$} {value:>value_w$}  {}",
             r.kind,
             r.verdict.to_uppercase(),
-            r.name,
             crate::outgoing::line(r.reason)
         )?;
     }
