@@ -249,15 +249,8 @@ async fn setup(state: &str, n: usize, prom: &str, scrape: &str, distinct: bool) 
     let store = any::open(state).await.expect("open the store");
     let fetcher = Fetcher::new(Duration::from_secs(10)).expect("a fetcher");
     let resolve = SystemResolve;
-    let c = Controller {
-        store: &store,
-        fetcher: &fetcher,
-        resolve: &resolve,
-        secrets: queue_migrate::plan::SecretsMode::Required,
-        read_only: false,
-        histories: None,
-        round: None,
-    };
+    let c = Controller::new(&store, &fetcher, &resolve)
+        .with_secrets(queue_migrate::plan::SecretsMode::Required);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let actor = Actor {
         name: "bench".into(),
@@ -424,15 +417,9 @@ async fn parts(state: &str, prom: &str, scrape: &str, n: usize) {
     let store = any::open(state).await.expect("open the store");
     let fetcher = Fetcher::new(Duration::from_secs(10)).expect("a fetcher");
     let resolve = SystemResolve;
-    let c = Controller {
-        store: &store,
-        fetcher: &fetcher,
-        resolve: &resolve,
-        secrets: queue_migrate::plan::SecretsMode::Required,
-        read_only: true,
-        histories: None,
-        round: None,
-    };
+    let c = Controller::new(&store, &fetcher, &resolve)
+        .with_secrets(queue_migrate::plan::SecretsMode::Required)
+        .with_read_only(true);
     let names: Vec<String> = store
         .list()
         .await

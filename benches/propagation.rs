@@ -85,7 +85,6 @@ async fn run(base: String) {
         let mut changes = router.subscribe();
         let options = HttpFollow {
             wait: Duration::from_secs(60),
-            client: Some(http.clone()),
             ..HttpFollow::default()
         };
         followers.push(

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Report what makes src/ hard to hold in one's head (issue 34's two checks).
+"""Report what makes src/ hard to hold in one's head (issue 34's two checks), for each crate of
+the workspace (src/ and crates/*/src/; each crate on its own: the client library cannot import the
+application, the compiler sees to that).
 
 1. Every file with more than --max-lines lines of non-test code (the lines before the
    first column-0 `#[cfg(test)]`).
@@ -10,7 +12,10 @@
    test modules (`#[cfg(test)]` items, `mod tests;` files) are ignored. Each cycle is printed
    with the line of each import; the shortest cycles are listed until every import that lies
    on a cycle is on a listed one.
-3. Every cycle between the crate's top-level modules (`store`, `dlq`, `bridge`...): the same
+3. With --max-fn-lines N, every function of non-test code longer than N lines, counted from the
+   line of its `fn` to the line of its closing brace (attributes and doc comments not counted; a
+   function nested in another counts in both).
+4. Every cycle between the crate's top-level modules (`store`, `dlq`, `bridge`...): the same
    graph with each file counted as the top-level module it is in, so that layers hold too
    (a file-level graph can be acyclic while `store -> dlq -> store` is not).
 
@@ -19,6 +24,7 @@ Exits 1 when anything is reported, 0 otherwise. Standard library only.
 
 import argparse
 import collections
+import glob
 import os
 import re
 import sys
@@ -88,6 +94,26 @@ def drop_test_items(code):
         j = block_end(code, m.end())
         code = code[:m.start()] + blank(code[m.start():j]) + code[j:]
     return code
+
+
+FN_RE = re.compile(r"\bfn\s+(" + IDENT + r")")
+
+
+def long_functions(code, max_lines):
+    """Each function of `code` (stripped, test items blanked) over `max_lines` lines:
+    (line of its `fn`, name, lines), a declaration without a body (`fn f();`) skipped."""
+    out = []
+    for m in FN_RE.finditer(code):
+        j, depth = m.end(), 0  # the body's `{`: the first `{` or `;` outside () and []
+        while j < len(code) and not (depth == 0 and code[j] in "{;"):
+            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(code[j], 0)
+            j += 1
+        if j >= len(code) or code[j] == ";":
+            continue
+        first, last = code.count("\n", 0, m.start()) + 1, code.count("\n", 0, block_end(code, j) - 1) + 1
+        if last - first + 1 > max_lines:
+            out.append((first, m.group(1), last - first + 1))
+    return out
 
 
 def inline_mods(code):
@@ -246,11 +272,22 @@ def cycles(edges):
 def main():
     head, tail = __doc__.split("\n\n", 1)
     parser = argparse.ArgumentParser(description=head, epilog=tail, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--src", default="src", help="the crate's source directory (default: src)")
+    parser.add_argument("--src", action="append", help="a crate's source directory, repeatable "
+                        "(default: each crate of the workspace: src and crates/*/src)")
     parser.add_argument("--max-lines", type=int, default=1000, help="non-test lines allowed in a file (default: 1000)")
+    parser.add_argument("--max-fn-lines", type=int, help="lines allowed in a function of non-test code "
+                        "(default: not checked)")
     args = parser.parse_args()
+    srcs = args.src or ["src"] + sorted(glob.glob(os.path.join("crates", "*", "src")))
+    reported = sum(check(src, args.max_lines, args.max_fn_lines) for src in srcs)
+    return 1 if reported else 0
+
+
+def check(src, max_lines, max_fn_lines=None):
+    """Reports the long files, the long functions (when `max_fn_lines` is given) and the cycles of
+    the crate whose sources are in `src`."""
     sources = {}
-    for root, _, names in sorted(os.walk(args.src)):
+    for root, _, names in sorted(os.walk(src)):
         for name in sorted(n for n in names if n.endswith(".rs")):
             with open(os.path.join(root, name), encoding="utf-8") as f:
                 sources[os.path.join(root, name)] = f.read()
@@ -263,10 +300,14 @@ def main():
     for path, text in sources.items():
         lines = text.splitlines()
         count = next((i for i, line in enumerate(lines) if line.startswith("#[cfg(test)]")), len(lines))
-        if path not in test_files and count > args.max_lines:
-            print(f"too long: {path}: {count} lines of non-test code (at most {args.max_lines})")
+        if path not in test_files and count > max_lines:
+            print(f"too long: {path}: {count} lines of non-test code (at most {max_lines})")
             reported += 1
-    edges = Crate(args.src, test_files).graph()
+        if path not in test_files and max_fn_lines is not None:
+            for line, name, n in long_functions(drop_test_items(strip(text)), max_fn_lines):
+                print(f"too long: {path}:{line}: fn {name}: {n} lines (at most {max_fn_lines})")
+                reported += 1
+    edges = Crate(src, test_files).graph()
     for cycle in cycles(edges):
         print("cycle: " + " -> ".join(cycle))
         for a, b in zip(cycle, cycle[1:]):
@@ -275,7 +316,7 @@ def main():
     modules = collections.defaultdict(dict)  # top-level module -> {module: (file, line, path)}
     for a, dests in edges.items():
         for b, (line, path) in dests.items():
-            ta, tb = top_module(args.src, a), top_module(args.src, b)
+            ta, tb = top_module(src, a), top_module(src, b)
             if ta != tb and tb not in modules[ta]:
                 modules[ta][tb] = (a, line, path)
     for cycle in cycles(modules):
@@ -284,7 +325,7 @@ def main():
             file, line, path = modules[a][b]
             print(f"    {file}:{line} uses {path}")
         reported += 1
-    return 1 if reported else 0
+    return reported
 
 
 def top_module(src, path):

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Every documented feature set of the library builds alone (docs/routing.md, "Depend on it"), and
-# the doc examples of the consumer-facing modules run with only the features they document.
+# Every documented feature set of both crates builds alone (docs/routing.md, "Depend on it"): the
+# client library (crates/queue-migrate-client) with each set a producer or a consumer asks for,
+# the application crate (queue-migrate) with each of its own; the client never pulls the
+# controller's, the CLI's or the brokers' dependencies; and the doc examples of the client run
+# with only the features they document.
 #
 #   scripts/features.sh          check each set, then the doc tests
 #   scripts/features.sh --quick  check each set only
@@ -10,32 +13,45 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# One line per set a user can ask for (comma-separated features, no defaults).
-SETS=(
+# The client: one line per set a producer or a consumer can ask for (comma-separated, no defaults).
+CLIENT_SETS=(
+  ""
   routing
   router
   dedup-sqlite
   dedup-postgres
   dedup
   dedup-redis
-  brokers
-  controller
-  cli
   router,dedup
   router,dedup-sqlite
   router,dedup,dedup-redis
-  kafka
 )
 
+for set in "${CLIENT_SETS[@]}"; do
+  echo "-- cargo check -p queue-migrate-client --lib --no-default-features --features '$set'"
+  cargo check --quiet -p queue-migrate-client --lib --no-default-features --features "$set"
+done
+
+# What the client links, with every feature: no CLI, no HTTP server, no broker client, no Kafka.
+if cargo tree --quiet -p queue-migrate-client --edges normal --all-features --prefix none |
+  grep -E '^(clap|axum|hyper|lapin|async-nats|rdkafka) '; then
+  echo "queue-migrate-client pulls in a dependency of the controller, the CLI or a broker (above)" >&2
+  exit 1
+fi
+
+# The application crate: the client's sets (its features of the same names forward to the
+# client's), then its own.
+SETS=("${CLIENT_SETS[@]:1}" brokers controller cli kafka)
+
 for set in "${SETS[@]}"; do
-  echo "-- cargo check --lib --no-default-features --features $set"
-  cargo check --quiet --lib --no-default-features --features "$set"
+  echo "-- cargo check -p queue-migrate --lib --no-default-features --features $set"
+  cargo check --quiet -p queue-migrate --lib --no-default-features --features "$set"
 done
 
 # librdkafka (a C library built from source) only where Kafka is asked for: never in what a
 # producer links (docs/brokers.md, "Kafka").
 for set in routing router "router,dedup" brokers controller cli; do
-  if cargo tree --quiet --edges normal --no-default-features --features "$set" | grep -q rdkafka; then
+  if cargo tree --quiet -p queue-migrate --edges normal --no-default-features --features "$set" | grep -q rdkafka; then
     echo "the feature set $set pulls in librdkafka (rdkafka); only the kafka feature may" >&2
     exit 1
   fi
@@ -43,11 +59,11 @@ done
 
 [ "${1:-}" = --quick ] && exit 0
 
-# The doc examples: the producer's modules alone, then everything a consumer may enable (the
-# Redis example runs against QM_TEST_REDIS_URL when it is set, and stops early otherwise).
+# The client's doc examples: the producer's modules alone, then everything a consumer may enable
+# (the Redis example runs against QM_TEST_REDIS_URL when it is set, and stops early otherwise).
 [ -n "${QM_TEST_REDIS_URL:-}" ] ||
   echo "note: QM_TEST_REDIS_URL is not set: the dedup::redis example stops before it talks to Redis"
 for set in routing router,dedup,dedup-redis; do
-  echo "-- cargo test --doc --no-default-features --features $set"
-  cargo test --quiet --doc --no-default-features --features "$set"
+  echo "-- cargo test -p queue-migrate-client --doc --no-default-features --features $set"
+  cargo test --quiet -p queue-migrate-client --doc --no-default-features --features "$set"
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A user's crate, made from nothing in a temporary directory, depending on this package by path
-# with each documented feature set (docs/routing.md): every set builds, and the docs' producer
-# and consumer (docs/snippets/*.rs, shown verbatim in docs/routing.md) run and check themselves.
+# A user's crate, made from nothing in a temporary directory, depending on the client library
+# (crates/queue-migrate-client) by path with each documented feature set (docs/routing.md), and on
+# queue-migrate for the controller's sets: every set builds, and the docs' producer and consumer
+# (the client's examples/*.rs, shown verbatim in docs/routing.md) run and check themselves.
 # Then the resolution a user gets with `dedup` + `controller` when their lock holds another
 # libsqlite3-sys (the lowest that sqlx 0.9 accepts).
 #
@@ -15,15 +16,17 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 
-# The docs show the snippets verbatim.
+examples="$repo/crates/queue-migrate-client/examples"
+
+# The docs show the examples verbatim.
 python3 - "$repo" <<'EOF'
 import pathlib, sys
 repo = pathlib.Path(sys.argv[1])
 docs = (repo / "docs/routing.md").read_text()
 for name in ["producer.rs", "producer_document.rs", "consumer.rs"]:
-    text = (repo / "docs/snippets" / name).read_text().rstrip()
+    text = (repo / "crates/queue-migrate-client/examples" / name).read_text().rstrip()
     if text not in docs:
-        sys.exit(f"docs/routing.md does not show docs/snippets/{name} verbatim")
+        sys.exit(f"docs/routing.md does not show crates/queue-migrate-client/examples/{name} verbatim")
 EOF
 
 crate="$work/user-crate"
@@ -36,20 +39,21 @@ edition = "2024"
 publish = false
 
 [dependencies]
-queue-migrate = { path = "$repo", default-features = false }
+queue-migrate-client = { path = "$repo/crates/queue-migrate-client" }
+queue-migrate = { path = "$repo", default-features = false, optional = true }
 serde_json = "1"
 tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
 
 [features]
-routing = ["queue-migrate/routing"]
-router = ["routing", "queue-migrate/router"]
-dedup-sqlite = ["queue-migrate/dedup-sqlite"]
-dedup-postgres = ["queue-migrate/dedup-postgres"]
+routing = ["queue-migrate-client/routing"]
+router = ["routing", "queue-migrate-client/router"]
+dedup-sqlite = ["queue-migrate-client/dedup-sqlite"]
+dedup-postgres = ["queue-migrate-client/dedup-postgres"]
 dedup = ["dedup-sqlite", "dedup-postgres"]
-dedup-redis = ["queue-migrate/dedup-redis"]
-brokers = ["routing", "queue-migrate/brokers"]
-controller = ["queue-migrate/controller", "dedup"]
-cli = ["queue-migrate/cli", "routing", "router", "dedup", "brokers", "controller"]
+dedup-redis = ["queue-migrate-client/dedup-redis"]
+brokers = ["routing", "dep:queue-migrate", "queue-migrate/brokers"]
+controller = ["dep:queue-migrate", "queue-migrate/controller", "dedup"]
+cli = ["dep:queue-migrate", "queue-migrate/cli", "routing", "router", "dedup", "brokers", "controller"]
 
 [[bin]]
 name = "producer_document"
@@ -64,8 +68,7 @@ name = "consumer"
 required-features = ["dedup-sqlite"]
 EOF
 echo 'pub fn linked() {}' > "$crate/src/lib.rs"
-cp "$repo/docs/snippets/producer.rs" "$repo/docs/snippets/producer_document.rs" \
-  "$repo/docs/snippets/consumer.rs" "$crate/src/bin/"
+cp "$examples/producer.rs" "$examples/producer_document.rs" "$examples/consumer.rs" "$crate/src/bin/"
 cp "$repo/Cargo.lock" "$crate/Cargo.lock"
 cd "$crate"
 

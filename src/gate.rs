@@ -5,7 +5,8 @@
 //! - **pass** — the condition holds (for `for:` gates: has held at every evaluation for that long);
 //! - **soaking** — the condition holds, but not yet for its `for:` (the [`Soak`] says how far);
 //! - **no data** — the source is down, the result empty or NaN, a query error, too few samples:
-//!   never advances, never rolls back, and always says why (naming the source);
+//!   never advances, never rolls back, and always says why (naming the source), with its
+//!   [`NoDataCause`] (what [`crate::standing`] tells a source down from one that answered);
 //! - **fail** — the condition is false: "not yet" for an exit gate, a breach for a guard.
 //!
 //! Soaking and no data never advance and never roll back; they differ in what a person should
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::indicators::cause::{NoDataCause, Unread};
 use crate::plan::{Check, DEFAULT_FOR_MAX_GAP, Gate, Requirement};
 
 /// The four outcomes of a gate.
@@ -129,7 +131,7 @@ pub enum Observation {
     /// counts at each `le` of the gate, then at `+Inf`.
     Buckets { new: Vec<f64>, old: Vec<f64> },
     /// No usable number, and why (source down, empty result, parse error with its line...).
-    Unavailable(String),
+    Unavailable(Unread),
 }
 
 impl Observation {
@@ -138,7 +140,7 @@ impl Observation {
     /// unavailable.
     pub fn of_judge(
         check: &crate::plan::JudgeCheck,
-        reads: impl IntoIterator<Item = Result<f64, String>>,
+        reads: impl IntoIterator<Item = Result<f64, Unread>>,
     ) -> Observation {
         let names = check.queries().len();
         let mut values = Vec::with_capacity(names);
@@ -146,7 +148,9 @@ impl Observation {
             match read {
                 Ok(v) => values.push(v),
                 Err(e) => {
-                    return Observation::Unavailable(format!("{}: {e}", judge_read(check, i)));
+                    return Observation::Unavailable(
+                        e.map(|why| format!("{}: {why}", judge_read(check, i))),
+                    );
                 }
             }
         }
@@ -223,6 +227,10 @@ pub struct Evaluation {
     /// Soaking: how long the condition has held of what its `for:` asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<Soak>,
+    /// No data: which kind (the source down, no series, too few samples, no usable number).
+    /// `None` for the other verdicts, and for rows stored before the cause was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<NoDataCause>,
     /// The memory to keep for the next evaluation.
     #[serde(skip)]
     pub memory: Memory,
@@ -240,16 +248,22 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-fn no_data(reason: String, samples: u32, memory: Memory) -> Evaluation {
+fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
     Evaluation {
         verdict: Verdict::NoData,
         value: None,
         old_value: None,
-        reason,
+        reason: unread.why,
         samples,
         soak: None,
+        cause: Some(unread.cause),
         memory,
     }
+}
+
+/// No usable number in what the source answered (NaN, a mismatch), and why.
+fn unusable(why: impl Into<String>) -> Unread {
+    Unread::new(NoDataCause::Unusable, why)
 }
 
 /// The memory after an evaluation at `now_ms` that read no usable number: a hold breaks a
@@ -305,12 +319,14 @@ fn held_since(gate: &Gate, memory: &Memory, now_ms: i64) -> (i64, Option<Restart
     }
 }
 
-/// Evaluate `gate` on `observation` at `now_ms`, given what it remembered.
-pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
-    let (value, old_value, holds, describe) = match (&gate.check, observation) {
-        (_, Observation::Unavailable(why)) => {
-            return no_data(why.clone(), memory.samples, unseen(memory, now_ms));
-        }
+/// What `check` reads in `observation`: the value, the old side of a compare, whether the
+/// condition holds and how it reads; why there is no usable reading otherwise.
+fn reading(
+    check: &Check,
+    observation: &Observation,
+) -> Result<(f64, Option<f64>, bool, String), Unread> {
+    match (check, observation) {
+        (_, Observation::Unavailable(why)) => Err(why.clone()),
         (
             Check::Threshold {
                 op,
@@ -320,11 +336,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Value(v),
         ) => {
             if !v.is_finite() {
-                return no_data(
-                    format!("not a finite number ({v})"),
-                    memory.samples,
-                    unseen(memory, now_ms),
-                );
+                return Err(unusable(format!("not a finite number ({v})")));
             }
             let holds = op.holds(*v, *threshold);
             let describe = format!(
@@ -337,7 +349,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
                 },
                 fmt_num(*threshold)
             );
-            (*v, None, holds, describe)
+            Ok((*v, None, holds, describe))
         }
         (
             Check::Compare {
@@ -346,11 +358,9 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
             Observation::Pair { new, old },
         ) => {
             if !new.is_finite() || !old.is_finite() {
-                return no_data(
-                    format!("not a finite number (new {new}, old {old})"),
-                    memory.samples,
-                    unseen(memory, now_ms),
-                );
+                return Err(unusable(format!(
+                    "not a finite number (new {new}, old {old})"
+                )));
             }
             let limit = (old * ratio).max(old + absolute);
             let holds = *new <= limit;
@@ -363,18 +373,22 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
                 fmt_num(*ratio),
                 fmt_num(*absolute)
             );
-            (*new, Some(*old), holds, describe)
+            Ok((*new, Some(*old), holds, describe))
         }
         (Check::Judge(_), _)
         | (_, Observation::Counts { .. } | Observation::Buckets { .. })
         | (Check::Threshold { .. }, Observation::Pair { .. })
-        | (Check::Compare { .. }, Observation::Value(_)) => {
-            return no_data(
-                "internal: observation does not match the gate's kind".into(),
-                memory.samples,
-                unseen(memory, now_ms),
-            );
-        }
+        | (Check::Compare { .. }, Observation::Value(_)) => Err(unusable(
+            "internal: observation does not match the gate's kind",
+        )),
+    }
+}
+
+/// Evaluate `gate` on `observation` at `now_ms`, given what it remembered.
+pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
+    let (value, old_value, holds, describe) = match reading(&gate.check, observation) {
+        Ok(reading) => reading,
+        Err(why) => return no_data(why, memory.samples, unseen(memory, now_ms)),
     };
     let samples = memory.samples.saturating_add(1);
     let (held_since_ms, restart) = if holds {
@@ -397,6 +411,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         reason: describe,
         samples,
         soak: None,
+        cause: None,
         memory,
     };
     if !holds {
@@ -405,6 +420,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
     }
     if samples < gate.min_samples {
         eval.verdict = Verdict::NoData;
+        eval.cause = Some(NoDataCause::TooFewSamples);
         eval.reason = format!(
             "{}; {samples} of {} samples so far{restarted}",
             eval.reason, gate.min_samples
@@ -456,18 +472,21 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
     };
     let why_missing = match observation {
         Observation::Unavailable(why) => Some(why.clone()),
-        Observation::Value(v) if !v.is_finite() => Some(format!("not a finite number ({v})")),
+        Observation::Value(v) if !v.is_finite() => {
+            Some(unusable(format!("not a finite number ({v})")))
+        }
         Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => {
-            Some("internal: a requirement reads one number".into())
+            Some(unusable("internal: a requirement reads one number"))
         }
         Observation::Value(_) => None,
     };
-    let (verdict, reason) = match (peak, why_missing) {
+    let (verdict, reason, cause) = match (peak, why_missing) {
         (Some(p), _) if p >= at_least => (
             Verdict::Pass,
             format!("peak {} >= {}", fmt_num(p), fmt_num(at_least)),
+            None,
         ),
-        (_, Some(why)) => (Verdict::NoData, why),
+        (_, Some(why)) => (Verdict::NoData, why.why, Some(why.cause)),
         (Some(p), None) => (
             Verdict::Fail,
             format!(
@@ -475,8 +494,13 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
                 fmt_num(p),
                 fmt_num(at_least)
             ),
+            None,
         ),
-        (None, None) => (Verdict::NoData, "no reading yet".into()),
+        (None, None) => (
+            Verdict::NoData,
+            "no reading yet".into(),
+            Some(NoDataCause::TooFewSamples),
+        ),
     };
     Evaluation {
         verdict,
@@ -485,6 +509,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
         reason,
         samples,
         soak: None,
+        cause,
         memory,
     }
 }
@@ -492,41 +517,35 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
 /// `require_deploy`: the reading, a process start time in seconds since the epoch, must be later
 /// than the step's start (a consumer restarted under the new routing).
 pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evaluation {
-    let (verdict, value, reason) = match observation {
+    let missing = match observation {
         Observation::Value(v) if v.is_finite() => {
             let started_ms = (v * 1000.0) as i64;
-            if started_ms > step_started_ms {
-                (
-                    Verdict::Pass,
-                    Some(*v),
-                    "a consumer restarted during this step".to_string(),
-                )
+            let (verdict, reason) = if started_ms > step_started_ms {
+                (Verdict::Pass, "a consumer restarted during this step")
             } else {
                 (
                     Verdict::Fail,
-                    Some(*v),
-                    "no consumer restart since the step began: deploy once under the new routing"
-                        .to_string(),
+                    "no consumer restart since the step began: deploy once under the new routing",
                 )
-            }
+            };
+            return Evaluation {
+                verdict,
+                value: Some(*v),
+                old_value: None,
+                reason: reason.to_string(),
+                samples: 1,
+                soak: None,
+                cause: None,
+                memory: Memory::default(),
+            };
         }
-        Observation::Value(v) => (Verdict::NoData, None, format!("not a finite number ({v})")),
-        Observation::Unavailable(why) => (Verdict::NoData, None, why.clone()),
-        Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => (
-            Verdict::NoData,
-            None,
-            "internal: a requirement reads one number".into(),
-        ),
+        Observation::Value(v) => unusable(format!("not a finite number ({v})")),
+        Observation::Unavailable(why) => why.clone(),
+        Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => {
+            unusable("internal: a requirement reads one number")
+        }
     };
-    Evaluation {
-        verdict,
-        value,
-        old_value: None,
-        reason,
-        samples: u32::from(value.is_some()),
-        soak: None,
-        memory: Memory::default(),
-    }
+    no_data(missing, 0, Memory::default())
 }
 
 /// A `judge` gate ([`crate::judge`]) on both sides' counts (or, in its latency form, their
@@ -574,7 +593,7 @@ fn judge_evaluation(
     };
     let cfg = &check.config;
     let unseen_memory = memory;
-    let nodata = |why: String| no_data(why, unseen_memory.samples, unseen(unseen_memory, now_ms));
+    let nodata = |why: Unread| no_data(why, unseen_memory.samples, unseen(unseen_memory, now_ms));
     // The latency form weighs each side's observations beyond a boundary ([`judge::latency`]).
     let (new, old, latency) = match (&check.form, observation) {
         (crate::plan::JudgeForm::Counts { .. }, Observation::Counts { new, old }) => {
@@ -582,7 +601,7 @@ fn judge_evaluation(
         }
         (crate::plan::JudgeForm::Latency(l), Observation::Buckets { new, old }) => {
             if !new.iter().chain(old).all(|v| v.is_finite()) {
-                return nodata("not a finite bucket count".into());
+                return nodata(unusable("not a finite bucket count"));
             }
             match crate::judge::latency::slow_counts(&l.buckets, cfg, new, old) {
                 Ok(slow) => (slow.new, slow.old, Some((l, slow))),
@@ -592,16 +611,20 @@ fn judge_evaluation(
             }
         }
         (_, Observation::Unavailable(why)) => return nodata(why.clone()),
-        _ => return nodata("internal: the observation does not match the judge's form".into()),
+        _ => {
+            return nodata(unusable(
+                "internal: the observation does not match the judge's form",
+            ));
+        }
     };
     let finite = [new.events, new.failures, old.events, old.failures]
         .iter()
         .all(|v| v.is_finite());
     if !finite {
-        return nodata(format!(
+        return nodata(unusable(format!(
             "not a finite count (new {}/{}, old {}/{})",
             new.failures, new.events, old.failures, old.events
-        ));
+        )));
     }
     let elapsed_ms = u64::try_from(now_ms.saturating_sub(counting_from_ms)).unwrap_or(0);
     let weighed_cfg = match latency {
@@ -663,6 +686,7 @@ fn judged(
         reason,
         samples,
         soak: None,
+        cause: None,
         memory: Memory {
             held_since_ms: Some(counting_from_ms),
             samples,

@@ -2,7 +2,10 @@
 //! duplicating or reordering what matters.
 //!
 //! A map of the modules. Pure ones take values and return values (no IO, no clock reads); shell
-//! ones do one kind of IO each.
+//! ones do one kind of IO each. [`slice`], [`routing`], [`stamp`], [`probe`], [`router`],
+//! [`dedup`], [`redact`] and `metrics_text` are the client library's (`queue-migrate-client`, in
+//! `crates/queue-migrate-client`: what a producer or a consumer links), re-exported here at the
+//! same paths; it cannot import this crate, so the layering is the compiler's.
 //!
 //! Pure core:
 //! - [`slice`] — the slice function of an aggregate key (`docs/design.md#the-slice-function`,
@@ -17,7 +20,8 @@
 //! - [`indicators::exposition`], [`indicators::query`], [`indicators::history`],
 //!   [`indicators::promql`] — reading /metrics text, the scrape query language and the samples
 //!   it reads, Prometheus API answers.
-//! - [`time`] — instants as numbers; only binaries read the clock.
+//! - [`time`] — instants as numbers (the client's [`time::Millis`]), the daemon's clocks and the
+//!   text forms of instants and durations; only binaries read the clock.
 //! - [`redact`] — the redaction of anything that may hold a secret (URLs, client errors).
 //! - [`outgoing`] — the one rule for every text that leaves the process: redact, sanitize, cap.
 //!
@@ -45,33 +49,30 @@
 //! Cargo features: `routing` (the slice function, the routing document, the route stamp: what a
 //! producer needs, no async runtime), `router` (the following `Router`), `dedup-sqlite` and
 //! `dedup-postgres` (the consumer's durable dedup on one database; `dedup` is both),
-//! `dedup-redis` (the Redis mode, no SQL), `controller` (everything but the CLI), `brokers` (the
-//! adapters), `cli` (default: the `migrate` binary; with router, dedup and brokers). [`slice`]
-//! and [`time`] are always compiled. Each set builds alone (`scripts/features.sh`).
+//! `dedup-redis` (the Redis mode, no SQL) — each enables the client's feature of the same name —,
+//! `controller` (everything but the CLI), `brokers` (the adapters), `cli` (default: the `migrate`
+//! binary; with router, dedup and brokers). [`slice`] and [`time`] are always compiled. Each set
+//! builds alone (`scripts/features.sh`).
 
-pub mod metrics_text;
 pub mod oneline;
 pub mod outgoing;
-pub mod redact;
-pub mod slice;
 pub mod time;
 
+// The client library (crates/queue-migrate-client), at the paths it always had here.
+pub use queue_migrate_client::{metrics_text, redact, slice};
+
 #[cfg(feature = "routing")]
-pub mod probe;
-#[cfg(feature = "routing")]
-pub mod routing;
-#[cfg(feature = "routing")]
-pub mod stamp;
+pub use queue_migrate_client::{probe, routing, stamp};
 
 #[cfg(feature = "router")]
-pub mod router;
+pub use queue_migrate_client::router;
 
 #[cfg(any(
     feature = "dedup-sqlite",
     feature = "dedup-postgres",
     feature = "dedup-redis"
 ))]
-pub mod dedup;
+pub use queue_migrate_client::dedup;
 
 #[cfg(all(feature = "brokers", feature = "controller"))]
 pub mod adapters;

@@ -9,13 +9,22 @@
 //!
 //! When several things keep a migration where it is, the one a person must act on first wins:
 //! complete, aborted, paused (needs a person), a source nobody can read (blind), a failing guard,
-//! a failing or data-less exit gate (blocked), then what only takes time (soaking or the
-//! minimum time, whichever ends later), gates awaiting their first evaluation, a point of no
-//! return that needs confirmation, and moving.
+//! a failing or data-less exit gate (blocked), an exit gate whose source answered with too few
+//! samples yet (waiting for data), then what only takes time (soaking or the minimum time,
+//! whichever ends later), gates awaiting their first evaluation, a point of no return that
+//! needs confirmation, and moving.
+//!
+//! NO DATA is told apart by its [`NoDataCause`]: only a source that could not be read
+//! (`source_down`) makes a migration blind; a source that answered with no series or no usable
+//! number blocks the exit gate that reads it ("no data, the query returned no series"), and one
+//! that answered with too few samples (a `rate()` window holding one sample, `min_samples` not
+//! reached) only takes time ("waiting for data"). An evaluation stored before the cause was kept
+//! has none: it reads as it did then (no data without a value counts toward a blind source, no
+//! data with one blocks), so a store upgraded mid-step says what it said until the next round.
 
 use serde::Serialize;
 
-use crate::gate::{Soak, Verdict};
+use crate::gate::{NoDataCause, Soak, Verdict};
 use crate::plan::GateKind;
 use crate::time::human_ms;
 
@@ -60,6 +69,37 @@ pub struct GateInput {
     /// `false`: awaiting its first evaluation in the step.
     pub evaluated: bool,
     pub soak: Option<Soak>,
+    /// No data: why (`None` for the other verdicts, and for evaluations stored before the
+    /// cause was kept: see the module's doc).
+    pub cause: Option<NoDataCause>,
+}
+
+impl GateInput {
+    /// No data because its source could not be read (stored without a cause: no data and no
+    /// value, as before causes were kept).
+    fn source_down(&self) -> bool {
+        self.evaluated
+            && self.verdict == Verdict::NoData
+            && match self.cause {
+                Some(cause) => cause == NoDataCause::SourceDown,
+                None => self.value.is_none(),
+            }
+    }
+
+    /// No data because its source answered with too few samples yet: only time helps.
+    fn too_few_samples(&self) -> bool {
+        self.evaluated
+            && self.verdict == Verdict::NoData
+            && self.cause == Some(NoDataCause::TooFewSamples)
+    }
+}
+
+/// An exit gate whose source answered with too few samples yet, and why in its words
+/// (`source world: not enough samples (have 1, need 2 within 1h)`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataWait {
+    pub gate: String,
+    pub reason: String,
 }
 
 /// What [`standing`] reads.
@@ -106,12 +146,15 @@ pub enum Person {
 pub enum Standing {
     /// Every gate passes: the next round moves it (or it is entering its first step).
     Moving,
-    /// Only time keeps it: the minimum time (`left_ms` of `need_ms`), or gates awaiting their
-    /// first evaluation (`awaiting`).
+    /// Only time keeps it: an exit gate's source with too few samples yet (`data`), the
+    /// minimum time (`left_ms` of `need_ms`), or gates awaiting their first evaluation
+    /// (`awaiting`).
     Waiting {
         left_ms: i64,
         need_ms: i64,
         awaiting: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        data: Option<DataWait>,
     },
     /// A gate is true, its `for:` not yet elapsed.
     Soaking {
@@ -119,7 +162,8 @@ pub enum Standing {
         held_ms: i64,
         need_ms: i64,
     },
-    /// A gate fails (or has no data while its source answers for others).
+    /// A gate fails, or has no data while its source answers (no series, no usable number) or
+    /// answers for others.
     Blocked {
         gate: String,
         gate_kind: GateKind,
@@ -127,8 +171,11 @@ pub enum Standing {
         value: Option<f64>,
         threshold: Option<String>,
         reason: String,
+        /// No data: why (absent for a failing gate, and for an evaluation stored without it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cause: Option<NoDataCause>,
     },
-    /// A source gives no data to any gate that reads it, guards included.
+    /// A source could not be read by any gate that reads it, guards included.
     Blind {
         source: String,
         reason: String,
@@ -190,8 +237,11 @@ impl Standing {
                 left_ms,
                 need_ms,
                 awaiting,
+                data,
             } => {
-                if *left_ms > 0 {
+                if let Some(DataWait { gate, reason }) = data {
+                    format!("waiting for data: {gate}: {reason}")
+                } else if *left_ms > 0 {
                     format!(
                         "waiting: minimum time, {} left of {}",
                         human_ms(*left_ms),
@@ -220,6 +270,7 @@ impl Standing {
                 value,
                 threshold,
                 reason,
+                cause,
             } => {
                 let guard = if *gate_kind == GateKind::Guard {
                     "guard "
@@ -234,7 +285,17 @@ impl Standing {
                         )
                     }
                     (Verdict::Fail, _, _) => format!("blocked: {guard}{gate}: {reason}"),
-                    _ => format!("blocked: {guard}{gate}: no data ({reason})"),
+                    _ => match cause {
+                        None | Some(NoDataCause::SourceDown) => {
+                            format!("blocked: {guard}{gate}: no data ({reason})")
+                        }
+                        Some(cause) => {
+                            format!(
+                                "blocked: {guard}{gate}: no data, {} ({reason})",
+                                cause.text()
+                            )
+                        }
+                    },
                 }
             }
             Standing::Blind {
@@ -336,6 +397,7 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             g.kind == GateKind::Exit
                 && g.evaluated
                 && matches!(g.verdict, Verdict::Fail | Verdict::NoData)
+                && !g.too_few_samples()
         })
     });
     if let Some(g) = blocked {
@@ -346,10 +408,33 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             value: g.value,
             threshold: g.threshold.clone(),
             reason: g.reason.clone(),
+            cause: g.cause.filter(|_| g.verdict == Verdict::NoData),
         };
     }
     let spent = s.now_ms.saturating_sub(s.entered_at_ms).max(0);
     let min_left = s.min_ms.saturating_sub(spent).max(0);
+    let awaiting: Vec<String> = s
+        .gates
+        .iter()
+        .filter(|g| !g.evaluated)
+        .map(|g| g.name.clone())
+        .collect();
+    // An exit gate with too few samples yet: nothing is wrong, the next samples decide.
+    if let Some(g) = s
+        .gates
+        .iter()
+        .find(|g| g.kind == GateKind::Exit && g.too_few_samples())
+    {
+        return Standing::Waiting {
+            left_ms: min_left,
+            need_ms: s.min_ms,
+            awaiting,
+            data: Some(DataWait {
+                gate: g.name.clone(),
+                reason: g.reason.clone(),
+            }),
+        };
+    }
     // The soak that ends last: the one to wait for.
     let soak = s
         .gates
@@ -369,17 +454,12 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             };
         }
     }
-    let awaiting: Vec<String> = s
-        .gates
-        .iter()
-        .filter(|g| !g.evaluated)
-        .map(|g| g.name.clone())
-        .collect();
     if min_left > 0 || !awaiting.is_empty() {
         return Standing::Waiting {
             left_ms: min_left,
             need_ms: s.min_ms,
             awaiting,
+            data: None,
         };
     }
     if let Some(to) = s.next_needs_confirmation {
@@ -395,18 +475,18 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
     Standing::Moving
 }
 
-/// The first source (in gate order) that every evaluated gate reading it finds without data,
-/// guards included, with no value at all (a source down, an empty answer: not too few samples).
+/// The first source (in gate order) that every evaluated gate reading it could not read,
+/// guards included ([`GateInput::source_down`]): not one that answered with no series, too few
+/// samples or no usable number.
 fn blind(gates: &[GateInput]) -> Option<Standing> {
-    let no_value = |g: &GateInput| g.verdict == Verdict::NoData && g.value.is_none();
     gates
         .iter()
-        .filter(|g| g.evaluated && no_value(g))
+        .filter(|g| g.source_down())
         .find(|first| {
             gates
                 .iter()
                 .filter(|g| g.source == first.source && g.evaluated)
-                .all(no_value)
+                .all(GateInput::source_down)
         })
         .map(|first| Standing::Blind {
             source: first.source.clone(),

@@ -1,37 +1,21 @@
-//! Instants as the whole API passes them around: [`Millis`], milliseconds since the Unix epoch,
-//! UTC — what the dedup claims take, what a route stamp carries
-//! (`RouteStamp::at_ms`) and what [`now_ms`] answers. Always compiled, no
-//! dependencies (the RFC 3339 and human-readable forms come with the `controller` feature).
-//!
-//! Instants as JS writes and reads them (`2026-03-02T10:15:00.000Z`, the dead-letter envelope's
-//! form): [`parse_timestamp`] and [`format_timestamp`], always compiled.
+//! Instants: the client's clock type ([`Millis`], [`now_ms`], [`millis`]: the client library's
+//! `time`, re-exported), the clocks the daemon and the demo pass around ([`Clock`], [`DbClock`]),
+//! and the text forms people read and write: durations (`30d 1h 10m`), instants as JS writes them
+//! (`2026-03-02T10:15:00.000Z`, the dead-letter envelope's form: [`parse_timestamp`],
+//! [`format_timestamp`]), and RFC 3339 and `1h 30m` (feature `controller`, with `humantime`).
 //!
 //! Time is an input: only the edges (a binary, a service's handler) read the clock, through
 //! [`now_ms`], and pass the instant down.
-//!
-//! ```
-//! use std::time::Duration;
-//! use queue_migrate::time::{self, Millis};
-//!
-//! let now: Millis = time::now_ms();
-//! assert!(now > 1_700_000_000_000); // after November 2023
-//! assert_eq!(time::millis(Duration::from_secs(90)), 90_000);
-//! ```
-
-// Part of the library consumers depend on: every public item is documented.
-#![warn(missing_docs)]
 
 mod iso8601;
 
 pub use iso8601::{format_timestamp, parse_timestamp};
+pub use queue_migrate_client::time::{Millis, millis, now_ms};
+
+use std::time::Duration;
 
 #[cfg(feature = "controller")]
 use std::time::UNIX_EPOCH;
-use std::time::{Duration, SystemTime};
-
-/// An instant: milliseconds since the Unix epoch, UTC. The one clock type of the API (claims,
-/// leases, route stamps, purges); never negative when it comes from [`now_ms`].
-pub type Millis = i64;
 
 /// A clock in ms since the epoch, shared between tasks (the demo runs the daemon on a faster one).
 pub type Clock = std::sync::Arc<dyn Fn() -> Millis + Send + Sync>;
@@ -84,40 +68,6 @@ impl DbClock {
     }
 }
 
-/// The wall clock, in ms since the epoch (0 if the system clock is before 1970).
-pub fn now_ms() -> Millis {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-#[cfg(feature = "controller")]
-/// RFC 3339 (UTC, second precision) for an instant in ms.
-pub fn rfc3339(ms: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-#[cfg(feature = "controller")]
-/// Parse an RFC 3339 instant into ms.
-///
-/// # Errors
-/// The text is not RFC 3339, or is before the epoch.
-pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
-    let t = humantime::parse_rfc3339_weak(text).map_err(|e| format!("{text:?}: {e}"))?;
-    let d = t
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| format!("{text:?} is before 1970"))?;
-    i64::try_from(d.as_millis()).map_err(|_| format!("{text:?} is too far away"))
-}
-
-#[cfg(feature = "controller")]
-/// A duration in ms as a person reads it (`1h 30m`), at second precision.
-pub fn human_ms(ms: i64) -> String {
-    let secs = u64::try_from(ms.max(0) / 1000).unwrap_or(0);
-    format_duration(Duration::from_secs(secs))
-}
-
 const DURATION_UNITS: [(u64, &str); 4] = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
 
 /// A duration as people write it: `Duration` → `"30d 1h 10m"`; zero is `"0s"`. The text always
@@ -150,9 +100,31 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-/// A duration in whole milliseconds, saturating at `i64::MAX`.
-pub fn millis(d: Duration) -> Millis {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+#[cfg(feature = "controller")]
+/// RFC 3339 (UTC, second precision) for an instant in ms.
+pub fn rfc3339(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(feature = "controller")]
+/// Parse an RFC 3339 instant into ms.
+///
+/// # Errors
+/// The text is not RFC 3339, or is before the epoch.
+pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
+    let t = humantime::parse_rfc3339_weak(text).map_err(|e| format!("{text:?}: {e}"))?;
+    let d = t
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| format!("{text:?} is before 1970"))?;
+    i64::try_from(d.as_millis()).map_err(|_| format!("{text:?} is too far away"))
+}
+
+#[cfg(feature = "controller")]
+/// A duration in ms as a person reads it (`1h 30m`), at second precision.
+pub fn human_ms(ms: i64) -> String {
+    let secs = u64::try_from(ms.max(0) / 1000).unwrap_or(0);
+    format_duration(Duration::from_secs(secs))
 }
 
 #[cfg(feature = "controller")]

@@ -10,7 +10,9 @@ use crate::brokers::{Adapter, BrokerError, Kind};
 #[derive(Debug, thiserror::Error)]
 pub enum PlanBrokerError {
     /// The plan's `kind` is one no adapter speaks (the plan compiles with a warning only).
-    #[error("brokers.{side}.kind {kind:?} has no adapter here: use rabbitmq (amqp), nats or redis")]
+    #[error(
+        "brokers.{side}.kind {kind:?} has no adapter here: use rabbitmq (amqp), nats, redis or kafka"
+    )]
     UnknownKind {
         /// `old` or `new`.
         side: &'static str,

@@ -13,6 +13,7 @@
 //! close it came to its threshold.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -20,7 +21,7 @@ use crate::controller::GateReport;
 use crate::controller::decide::{Decision, decide};
 use crate::controller::evaluate::{Item, StepTimes, judge, phase_items};
 use crate::gate::{self, Evaluation, Memory, Verdict};
-use crate::machine::{self, Command, Ladder, MachineError, Snapshot, State};
+use crate::machine::{self, Command, Ladder, MachineError, Snapshot, State, Transition};
 use crate::plan::{BreachAction, Check, CmpOp, GateKind, Plan};
 
 use super::table::Readings;
@@ -37,6 +38,19 @@ pub struct Move {
     pub to: State,
     /// Whether the migration is paused after it (a breach's rollback or pause).
     pub paused: bool,
+}
+
+impl Move {
+    /// The move `t` made from `from` at `at_ms`.
+    fn of(t: &Transition, from: State, at_ms: i64) -> Self {
+        Move {
+            at_ms,
+            command: t.command,
+            from,
+            to: t.to.state,
+            paused: t.to.paused,
+        }
+    }
 }
 
 fn as_text<S: serde::Serializer>(state: &State, s: S) -> Result<S::Ok, S::Error> {
@@ -228,26 +242,10 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
             phase_name,
         );
         account(&mut current, &gates, &mut ok_since, at, instants.step_ms);
-        let exits: Vec<(&str, &Evaluation)> = gates
-            .iter()
-            .filter(|g| g.kind == GateKind::Exit)
-            .map(|g| (g.name.as_str(), &g.eval))
-            .collect();
-        let guards: Vec<(&str, &Evaluation)> = gates
-            .iter()
-            .filter(|g| g.kind == GateKind::Guard)
-            .map(|g| (g.name.as_str(), &g.eval))
-            .collect();
         let min = phase.map(|p| p.min_duration).unwrap_or_default();
-        let blockers = gate::ready_to_advance(&exits, &guards, current.entered_ms, min, at)
-            .err()
-            .unwrap_or_default();
+        let blockers = blockers(&gates, current.entered_ms, min, at);
         let next = ladder.next(state);
-        let failing_now: HashSet<String> = gates
-            .iter()
-            .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail)
-            .map(|g| g.name.clone())
-            .collect();
+        let failing_now = failing_guards(&gates);
         let snapshot = Snapshot {
             state,
             paused: false,
@@ -258,12 +256,7 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
                 break;
             }
             Decision::Breach { action, guards } => {
-                let command = match action {
-                    BreachAction::Rollback => Some(Command::Rollback { then_pause: true }),
-                    BreachAction::Pause => Some(Command::Pause),
-                    BreachAction::Alert => None,
-                };
-                let Some(command) = command else {
+                let Some(command) = breach_command(action) else {
                     // Announced once per episode, as the daemon does.
                     if failing_now.iter().any(|g| !failing_before.contains(g)) {
                         breaches.push(Breach {
@@ -277,12 +270,7 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
                     failing_before = failing_now;
                     continue;
                 };
-                let t = match machine::handle(&ladder, &plan.name, snapshot, &command) {
-                    Err(MachineError::NothingToRollBack) => {
-                        machine::handle(&ladder, &plan.name, snapshot, &Command::Pause)
-                    }
-                    other => other,
-                };
+                let t = stop(&ladder, &plan.name, snapshot, &command);
                 breaches.push(Breach {
                     at_ms: at,
                     state,
@@ -291,13 +279,7 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
                     ended: true,
                 });
                 if let Ok(t) = t {
-                    moves.push(Move {
-                        at_ms: at,
-                        command: t.command,
-                        from: state,
-                        to: t.to.state,
-                        paused: t.to.paused,
-                    });
+                    moves.push(Move::of(&t, state, at));
                     current.left_ms = Some(at);
                     end = Some(End::Stopped {
                         at_ms: at,
@@ -316,13 +298,7 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
                     failing_before = failing_now;
                     continue;
                 };
-                moves.push(Move {
-                    at_ms: at,
-                    command: t.command,
-                    from: state,
-                    to: t.to.state,
-                    paused: t.to.paused,
-                });
+                moves.push(Move::of(&t, state, at));
                 current.left_ms = Some(at);
                 current.last_to_pass = last_to_pass(&current, &ok_since);
                 state = t.to.state;
@@ -350,6 +326,57 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
         moves,
         breaches,
         end: end.unwrap_or(End::Unfinished { state, since_ms }),
+    }
+}
+
+/// Why the step cannot advance at `at` (nothing when it can): its exit gates and guards as
+/// `gate::ready_to_advance` reads them, the step entered at `entered_ms`.
+fn blockers(gates: &[GateReport], entered_ms: i64, min: Duration, at: i64) -> Vec<String> {
+    let exits: Vec<(&str, &Evaluation)> = gates
+        .iter()
+        .filter(|g| g.kind == GateKind::Exit)
+        .map(|g| (g.name.as_str(), &g.eval))
+        .collect();
+    let guards: Vec<(&str, &Evaluation)> = gates
+        .iter()
+        .filter(|g| g.kind == GateKind::Guard)
+        .map(|g| (g.name.as_str(), &g.eval))
+        .collect();
+    gate::ready_to_advance(&exits, &guards, entered_ms, min, at)
+        .err()
+        .unwrap_or_default()
+}
+
+/// The guards failing this round, by name.
+fn failing_guards(gates: &[GateReport]) -> HashSet<String> {
+    gates
+        .iter()
+        .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail)
+        .map(|g| g.name.clone())
+        .collect()
+}
+
+/// The command a breach's action runs (an alert runs none).
+fn breach_command(action: BreachAction) -> Option<Command> {
+    match action {
+        BreachAction::Rollback => Some(Command::Rollback { then_pause: true }),
+        BreachAction::Pause => Some(Command::Pause),
+        BreachAction::Alert => None,
+    }
+}
+
+/// The breach's `command` on the machine; a rollback with nothing to roll back pauses instead.
+fn stop(
+    ladder: &Ladder,
+    name: &str,
+    snapshot: Snapshot,
+    command: &Command,
+) -> Result<Transition, MachineError> {
+    match machine::handle(ladder, name, snapshot, command) {
+        Err(MachineError::NothingToRollBack) => {
+            machine::handle(ladder, name, snapshot, &Command::Pause)
+        }
+        other => other,
     }
 }
 

@@ -252,7 +252,7 @@ impl Readings {
                         }
                         match self.get(source, query, k) {
                             Ok(v) => *slot += v,
-                            Err(e) => return Observation::Unavailable(e.to_string()),
+                            Err(e) => return Observation::Unavailable(unread(&e)),
                         }
                     }
                 }
@@ -266,15 +266,21 @@ impl Readings {
                 _,
             ) => match (self.get(source, new, i), self.get(source, old, i)) {
                 (Ok(new), Ok(old)) => Observation::Pair { new, old },
-                (Err(e), _) => Observation::Unavailable(format!("new side: {e}")),
-                (_, Err(e)) => Observation::Unavailable(format!("old side: {e}")),
+                (Err(e), _) => Observation::Unavailable(unread(&format!("new side: {e}"))),
+                (_, Err(e)) => Observation::Unavailable(unread(&format!("old side: {e}"))),
             },
             _ => match self.get(source, queries.first().copied().unwrap_or_default(), i) {
                 Ok(v) => Observation::Value(v),
-                Err(e) => Observation::Unavailable(e.to_string()),
+                Err(e) => Observation::Unavailable(unread(&e)),
             },
         }
     }
+}
+
+/// A reading the backtest could not make. Its readings keep no cause (no standing reads a
+/// backtest): each counts as the source's, as every no data did before causes were kept.
+fn unread(why: &str) -> crate::gate::Unread {
+    crate::gate::Unread::down(why)
 }
 
 /// A `query_range` answer, read into typed rows: the result stays raw text until its type is

@@ -10,7 +10,10 @@
 //!   lost connection) in between redelivers it: the worst case is a duplicate, which the
 //!   consumers' dedup absorbs, never a loss. On RabbitMQ the acks are coalesced
 //!   ([`AckMode::Coalesced`]): one `basic.ack(multiple)` for the lowest run of confirmed messages,
-//!   a few milliseconds later; a crash before it is sent redelivers those messages too.
+//!   a few milliseconds later; a crash before it is sent redelivers those messages too. On a
+//!   Kafka ingress the ack commits the partition's offset, never past an older record not
+//!   confirmed yet; a revoked partition's later acks fail and its records come again from the
+//!   last commit (docs/bridge.md, "Kafka ingress").
 //! - Per-key order: one key is never in flight twice ([`order::KeyedQueue`]); the next message of a
 //!   key is routed (by the routing document current at that moment) only once the previous one
 //!   was confirmed.
@@ -282,21 +285,9 @@ async fn session<S: LeaseStore>(
     // renewals: a skewed or jumping host clock neither stops the bridge early nor keeps it past
     // its lease.
     let clock = crate::time::DbClock::default();
-    let asked = std::time::Instant::now();
-    let (mut lease_until, epoch) = match keeper.acquire(clock.now_ms()).await {
-        Renewal::Held {
-            until_ms,
-            epoch,
-            db_now_ms,
-        } => {
-            clock.sample(db_now_ms, asked);
-            (until_ms, epoch)
-        }
-        Renewal::Taken { .. } | Renewal::Unanswered => return Ended::LeaseLost,
-        Renewal::Failed(e) => {
-            tracing::warn!("cannot renew the lease {lease} before forwarding: {e}");
-            return Ended::LeaseLost;
-        }
+    let (mut lease_until, epoch) = match renew_first(keeper, &clock).await {
+        Ok(held) => held,
+        Err(ended) => return ended,
     };
     // Fires when the lease is a margin away from running out unrenewed, whatever the renewals
     // answered meanwhile (a store that fails fast extends nothing).
@@ -336,23 +327,13 @@ async fn session<S: LeaseStore>(
             }
             (now, asked, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
                 renewal = None;
-                match renewed {
-                    // Another holder had it meanwhile (a new epoch): this session is over.
-                    Renewal::Held { epoch: now_epoch, .. } if now_epoch != epoch => {
-                        tracing::warn!("fenced: the lease {lease} changed hands (epoch {epoch} -> {now_epoch}): stopping");
-                        break Ended::LeaseLost;
-                    }
-                    Renewal::Held { until_ms, db_now_ms, .. } => {
-                        clock.sample(db_now_ms, asked);
+                match renewed_until(renewed, epoch, &clock, asked, lease) {
+                    Err(ended) => break ended,
+                    Ok(Some(until_ms)) => {
                         lease_until = until_ms;
                         expiry.as_mut().reset(stop_at(lease_until));
                     }
-                    Renewal::Taken { .. } => break Ended::LeaseLost,
-                    Renewal::Failed(e) => tracing::warn!("cannot renew the lease {lease}: {e}"),
-                    Renewal::Unanswered => {
-                        tracing::warn!("the renewal of the lease {lease} is still pending and the lease runs out: stopping");
-                        break Ended::LeaseLost;
-                    }
+                    Ok(None) => {}
                 }
                 if now > keeper.acts_until(lease_until) {
                     break Ended::LeaseLost;
@@ -377,14 +358,7 @@ async fn session<S: LeaseStore>(
                     }),
                     Err(e) => break Ended::Broker(e),
                 };
-                let key = match key::key_of(&delivery.message, &settings.key) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        tracing::debug!("ingress message without a key: {e}");
-                        metrics.unkeyed();
-                        String::new()
-                    }
-                };
+                let key = ingress_key(&delivery, &settings.key, metrics);
                 if let Some(start) = keyed.push(key.clone(), delivery) {
                     inflight.push(forward(key, start, &shared));
                 }
@@ -393,6 +367,85 @@ async fn session<S: LeaseStore>(
     };
     wind_down(&ended, inflight, sub, keyed).await;
     ended
+}
+
+/// Renews the lease taken before the session's waits (a document, the declares, the
+/// subscription), each of which may have outlasted it, before the first message is taken: its
+/// end and epoch, or how the session ends.
+async fn renew_first<S: LeaseStore>(
+    keeper: &LeaseKeeper<'_, S>,
+    clock: &crate::time::DbClock,
+) -> Result<(i64, i64), Ended> {
+    let asked = std::time::Instant::now();
+    match keeper.acquire(clock.now_ms()).await {
+        Renewal::Held {
+            until_ms,
+            epoch,
+            db_now_ms,
+        } => {
+            clock.sample(db_now_ms, asked);
+            Ok((until_ms, epoch))
+        }
+        Renewal::Taken { .. } | Renewal::Unanswered => Err(Ended::LeaseLost),
+        Renewal::Failed(e) => {
+            let lease = keeper.name();
+            tracing::warn!("cannot renew the lease {lease} before forwarding: {e}");
+            Err(Ended::LeaseLost)
+        }
+    }
+}
+
+/// What a renewal of the lease held with `epoch` answered: its new end, nothing new (a failed
+/// renewal, logged), or how the session ends.
+fn renewed_until(
+    renewed: Renewal,
+    epoch: i64,
+    clock: &crate::time::DbClock,
+    asked: std::time::Instant,
+    lease: &str,
+) -> Result<Option<i64>, Ended> {
+    match renewed {
+        // Another holder had it meanwhile (a new epoch): this session is over.
+        Renewal::Held {
+            epoch: now_epoch, ..
+        } if now_epoch != epoch => {
+            tracing::warn!(
+                "fenced: the lease {lease} changed hands (epoch {epoch} -> {now_epoch}): stopping"
+            );
+            Err(Ended::LeaseLost)
+        }
+        Renewal::Held {
+            until_ms,
+            db_now_ms,
+            ..
+        } => {
+            clock.sample(db_now_ms, asked);
+            Ok(Some(until_ms))
+        }
+        Renewal::Taken { .. } => Err(Ended::LeaseLost),
+        Renewal::Failed(e) => {
+            tracing::warn!("cannot renew the lease {lease}: {e}");
+            Ok(None)
+        }
+        Renewal::Unanswered => {
+            tracing::warn!(
+                "the renewal of the lease {lease} is still pending and the lease runs out: stopping"
+            );
+            Err(Ended::LeaseLost)
+        }
+    }
+}
+
+/// The key an ingress message is ordered by (the empty key, counted, when it has none).
+fn ingress_key(delivery: &Delivery, key: &BridgeKey, metrics: &BridgeMetrics) -> String {
+    match key::key_of(&delivery.message, key) {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::debug!("ingress message without a key: {e}");
+            metrics.unkeyed();
+            String::new()
+        }
+    }
 }
 
 /// Declare the ingress and both destinations, and subscribe to the ingress as the group's only

@@ -25,6 +25,7 @@ use std::time::Duration;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
 };
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList};
 
 use super::kafka_client::{REQUEST_TIMEOUT, base_config, blocking, millis, op_error, read_message};
@@ -166,13 +167,25 @@ impl Subscription {
     }
 
     /// The next record. Cancel-safe: records wait in librdkafka's queue until `recv` takes one,
-    /// and a taken one is recorded before anything else can be awaited.
+    /// and a taken one is recorded before anything else can be awaited. A lost connection to a
+    /// broker (or to all of them) is reported by librdkafka, which reconnects by itself: it is
+    /// logged and the wait goes on ([`recovers`]), so a broker that is down a moment ends no
+    /// subscription (nor the bridge session reading it, which would leave the group, rejoin and
+    /// get the uncommitted records again).
     pub(super) async fn next(&mut self) -> Result<Option<Received<Acker>>> {
         let consumer = self.consumer()?.clone();
-        let m = consumer
-            .recv()
-            .await
-            .map_err(|e| op_error("consume", &self.topic, e))?;
+        let m = loop {
+            match consumer.recv().await {
+                Ok(m) => break m,
+                Err(KafkaError::MessageConsumption(code)) if recovers(code) => {
+                    tracing::warn!(
+                        "kafka: consume on {:?}: {code} (librdkafka reconnects; waiting)",
+                        self.topic
+                    );
+                }
+                Err(e) => return Err(op_error("consume", &self.topic, e)),
+            }
+        };
         let (partition, offset) = (m.partition(), m.offset());
         let message = read_message(&m);
         drop(m);
@@ -227,6 +240,26 @@ impl Drop for Subscription {
             runtime.spawn_blocking(move || drop(consumer));
         }
     }
+}
+
+/// Whether librdkafka reports `code` while it recovers by itself (a broker unreachable, a leader
+/// or coordinator moving): the consumer goes on once the cluster answers again.
+fn recovers(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::Resolve
+            | C::BrokerNotAvailable
+            | C::NetworkException
+            | C::RequestTimedOut
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::NotCoordinator
+            | C::CoordinatorNotAvailable
+            | C::CoordinatorLoadInProgress
+    )
 }
 
 /// The window of `partition`, made at `offset` when the partition has none (a new assignment).
@@ -351,6 +384,14 @@ mod tests {
             acked: BTreeSet::new(),
             committed,
         }
+    }
+
+    #[test]
+    fn a_broker_out_of_reach_is_waited_for_and_a_missing_topic_is_not() {
+        assert!(recovers(RDKafkaErrorCode::BrokerTransportFailure));
+        assert!(recovers(RDKafkaErrorCode::AllBrokersDown));
+        assert!(!recovers(RDKafkaErrorCode::UnknownTopicOrPartition));
+        assert!(!recovers(RDKafkaErrorCode::TopicAuthorizationFailed));
     }
 
     #[test]

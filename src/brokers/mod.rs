@@ -64,6 +64,8 @@ mod amqp_message;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(feature = "kafka")]
+mod kafka_browse;
+#[cfg(feature = "kafka")]
 mod kafka_client;
 #[cfg(feature = "kafka")]
 mod kafka_consume;
@@ -77,6 +79,8 @@ mod types;
 
 #[cfg(feature = "kafka")]
 pub use kafka::{Kafka, KafkaUrl};
+#[cfg(feature = "kafka")]
+pub use kafka_browse::BROWSE_GROUP;
 #[cfg(feature = "kafka")]
 pub use kafka_offsets::{PartitionLag, group_lag};
 pub use nats::Nats;
@@ -262,12 +266,15 @@ impl Adapter {
     /// Up to `limit` messages of `queue`, oldest first, without consuming anything.
     ///
     /// JetStream reads the stream by sequence (deleted ones skipped); Redis reads `XRANGE - +`
-    /// (entries already acked by a group are still in the stream, so they are included).
+    /// (entries already acked by a group are still in the stream, so they are included); Kafka
+    /// assigns itself each partition up to the high watermark read first, joining no group and
+    /// committing nothing (`kafka_browse`), oldest first by record timestamp.
     ///
     /// # Errors
     /// [`BrokerError::Unsupported`] for RabbitMQ (AMQP can only take a message and put it back,
     /// which reorders the queue and marks the message redelivered); [`BrokerError::Operation`]
-    /// when the stream does not exist (JetStream) or the broker cannot be reached.
+    /// when the stream or topic does not exist (JetStream, Kafka), the broker cannot be reached,
+    /// or a Kafka partition delivers nothing for 10 s before its end (never a shorter answer).
     pub async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
         match self {
             Adapter::RabbitMq(b) => b.browse(queue, limit).await,

@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
     let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
-    let now = ctx.now_ms()?;
+    let now = ctx.now_ms_in(&store).await?;
     let opts = AdvanceOptions {
         dry_run: args.dry_run,
         force: args.force,

@@ -4,8 +4,8 @@
 use crate::controller::{Actor, Controller};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::{SecretsMode, SystemResolve};
-use crate::store::StoreError;
 use crate::store::any::AnyStore;
+use crate::store::{Store, StoreError};
 
 use super::error::CliError;
 use super::options::Global;
@@ -15,17 +15,29 @@ use super::output::redact_url;
 pub struct Ctx {
     pub global: Global,
     pub resolve: SystemResolve,
+    /// The host's wall clock (ms since the epoch): [`crate::time::now_ms`], or a test's skewed one.
+    pub host_clock: fn() -> i64,
 }
 
 impl Ctx {
-    /// "Now": the clock, unless `--now` says otherwise.
+    /// "Now": the host's clock, unless `--now` says otherwise.
     pub fn now_ms(&self) -> Result<i64, CliError> {
         match &self.global.now {
-            None => Ok(crate::time::now_ms()),
+            None => Ok((self.host_clock)()),
             Some(t) => crate::time::parse_rfc3339(t).map_err(|e| {
                 CliError::input(format!("--now: {e} (want e.g. 2026-11-30T12:00:00Z)"))
             }),
         }
+    }
+
+    /// "Now" for a command that reads or moves what `store` keeps: `--now` if given, otherwise
+    /// the database's clock, read once (the clock that stamped the step's start, so a host whose
+    /// clock runs ahead does not pass `observe` or `min_duration` early).
+    pub async fn now_ms_in(&self, store: &AnyStore) -> Result<i64, CliError> {
+        if self.global.now.is_some() {
+            return self.now_ms();
+        }
+        Ok(store.clock_ms((self.host_clock)()).await?)
     }
 
     pub fn actor(&self, reason: Option<String>) -> Actor {
@@ -86,16 +98,8 @@ impl Ctx {
         store: &'a AnyStore,
         fetcher: &'a Fetcher,
     ) -> Controller<'a, AnyStore> {
-        Controller {
-            store,
-            fetcher,
-            resolve: &self.resolve,
-            // The commands read and write the store; what needs a broker or a source URL
-            // fails there, naming the variable (`migrate run` builds its own, strict).
-            secrets: SecretsMode::Deferred,
-            read_only: false,
-            histories: None,
-            round: None,
-        }
+        // The commands read and write the store; what needs a broker or a source URL fails
+        // there, naming the variable (`migrate run` builds its own, strict).
+        Controller::new(store, fetcher, &self.resolve).with_secrets(SecretsMode::Deferred)
     }
 }

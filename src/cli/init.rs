@@ -19,7 +19,7 @@ pub async fn run(ctx: &Ctx, args: InitArgs) -> CliResult {
     let store = ctx.store().await?;
     let fetcher = ctx.fetcher()?;
     let controller = ctx.controller(&store, &fetcher);
-    let now = ctx.now_ms()?;
+    let now = ctx.now_ms_in(&store).await?;
     let (applied, compiled) = controller.init(&args.file, &ctx.actor(None), now).await?;
     for w in &compiled.warnings {
         eprintln!("warning: {w}");

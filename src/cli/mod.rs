@@ -181,9 +181,20 @@ impl Cli {
 /// # Errors
 /// A [`CliError`] with the message and exit code.
 pub async fn run(cli: Cli) -> CliResult {
+    run_on_host_clock(cli, crate::time::now_ms).await
+}
+
+/// [`run`] on a host whose wall clock reads `host_clock` (ms since the epoch): a test's host
+/// whose clock is off. What the command stamps and measures from the store stays on the
+/// database's clock; only `--now` replaces that.
+///
+/// # Errors
+/// A [`CliError`] with the message and exit code.
+pub async fn run_on_host_clock(cli: Cli, host_clock: fn() -> i64) -> CliResult {
     let ctx = Ctx {
         global: cli.global,
         resolve: SystemResolve,
+        host_clock,
     };
     match cli.command {
         Cmd::Demo(a) => demo::run(a).await,

@@ -34,7 +34,7 @@ pub async fn run(ctx: &Ctx, args: ApplyArgs) -> CliResult {
     let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let controller = ctx.controller(&store, &fetcher);
-    let now = ctx.now_ms()?;
+    let now = ctx.now_ms_in(&store).await?;
     let outcome = controller
         .plan_apply(&args.file, &ctx.actor(Some(args.reason)), now, args.dry_run)
         .await?;

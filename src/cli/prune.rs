@@ -56,7 +56,7 @@ pub async fn run(ctx: &Ctx, args: PruneArgs) -> CliResult {
         // A mistyped name would delete nothing and say so as if all were well.
         store.get(name).await?;
     }
-    let now = ctx.now_ms()?;
+    let now = ctx.now_ms_in(&store).await?;
     let age = i64::try_from(args.older_than.as_millis()).unwrap_or(i64::MAX);
     let prune = Prune {
         before_ms: now.saturating_sub(age),

@@ -198,7 +198,7 @@ async fn read(ctx: &Ctx, name: Option<&str>) -> Result<(Vec<Shown>, Vec<CliError
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
     let single = name.is_some();
-    let now_ms = ctx.now_ms()?;
+    let now_ms = ctx.now_ms_in(&store).await?;
     let names = match name {
         Some(n) => vec![n.to_string()],
         None => store.list().await?.into_iter().map(|r| r.name).collect(),
@@ -434,6 +434,7 @@ mod tests {
                 reason: "0.012345678901234 is not < 0.01 (query sum(rate(app_errors_total{broker=\"new\"}[5m])) / sum(rate(app_messages_total{broker=\"new\"}[5m])))".into(),
                 evaluated_at: None,
                 soak: None,
+                cause: None,
             }],
         }
     }

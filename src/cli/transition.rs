@@ -14,7 +14,7 @@ pub async fn run(
     let store = ctx.existing_store().await?;
     let fetcher = ctx.fetcher()?;
     let c = ctx.controller(&store, &fetcher);
-    let now = ctx.now_ms()?;
+    let now = ctx.now_ms_in(&store).await?;
     let applied = c
         .command_from(
             name,

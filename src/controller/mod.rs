@@ -10,10 +10,13 @@
 //!   passes and the minimum time is met, or the user forces it with a reason (journaled).
 //! - Two commands racing on one migration never both apply: the loser gets a conflict.
 
+mod build;
 pub mod decide;
+mod error;
 pub mod evaluate;
 #[cfg(feature = "router")]
 pub mod follow;
+mod gate_view;
 pub mod histories;
 mod loaded;
 pub mod plan_apply;
@@ -23,18 +26,23 @@ pub mod publish;
 pub mod round;
 pub mod views;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub use error::{ControllerError, Result};
 pub use evaluate::GateReport;
+pub use gate_view::{AWAITING_FIRST_EVALUATION, GateView, not_evaluated_advice};
 pub use loaded::Loaded;
+
+use error::{expect_state, stored_plan_error};
+use gate_view::stored_soak;
 
 use crate::gate::{self, Verdict};
 use crate::indicators::fetch::Fetcher;
-use crate::machine::{self, Command, Ladder, MachineError, Transition};
-use crate::plan::{self, Compiled, Diagnostic, GateKind, Plan, Resolve, SecretsMode};
+use crate::machine::{self, Command, Ladder, Transition};
+use crate::plan::{self, Compiled, GateKind, Plan, Resolve, SecretsMode};
 use crate::routing::RoutingDocument;
 use crate::store::{
     Commit, GateKey, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
@@ -46,115 +54,6 @@ const STALE_MEMORY_RETRIES: u32 = 3;
 
 /// How many newer generations one publication follows (see [`Controller::publish`]).
 const MAX_REPUBLISH: usize = 4;
-
-/// Why a command did not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    /// The store failed, or the migration is unknown, or somebody else acted first.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The plan file does not compile (`init`).
-    #[error("the plan has {} error(s):\n{}", .0.len(), list(.0))]
-    Plan(Vec<Diagnostic>),
-    /// A migration's stored plan (the text stored at `init`) does not compile here: a variable
-    /// not set or a secret file not readable on this machine, with [`SecretsMode::Required`].
-    #[error(
-        "the stored plan of {name} (from {path}) has {} error(s) here (lines of the text stored \
-         at init):\n{}",
-        .diagnostics.len(),
-        list(.diagnostics)
-    )]
-    StoredPlan {
-        name: String,
-        path: String,
-        diagnostics: Vec<Diagnostic>,
-    },
-    /// The command is illegal in the migration's state.
-    #[error(transparent)]
-    Illegal(#[from] MachineError),
-    /// A command that needs a reason got none.
-    #[error(
-        "{0} needs a reason (--reason \"...\", or \"reason\" in an API call): it goes into the journal"
-    )]
-    ReasonRequired(&'static str),
-    /// The plan file cannot be read.
-    #[error("cannot read the plan {path}: {message}")]
-    PlanFile { path: PathBuf, message: String },
-    /// `plan apply` of a plan whose migration is not in the store.
-    #[error(
-        "no migration named {name:?} in this store: `migrate plan apply` changes the plan of a registered migration; register this one with `migrate init {}`",
-        path.display()
-    )]
-    NotInitialized { name: String, path: PathBuf },
-    /// `--from STATE` (or `"from"` in an API call) names no state of the migration's plan.
-    #[error(
-        "the expected state {given:?} (--from) is not a state of {name}'s plan; its states are: {states} (as `migrate status {name}` and `history` print them)"
-    )]
-    UnknownState {
-        name: String,
-        given: String,
-        states: String,
-    },
-    /// `--from STATE`: the migration is in another state, so the command did nothing (exit 5,
-    /// HTTP 412: unlike a conflict, deciding again would not help).
-    #[error(
-        "{name} is in {actual}, not {expected}: nothing done. Another command moved it, or this \
-         one already ran (see `migrate history {name}`)"
-    )]
-    NotInState {
-        name: String,
-        expected: String,
-        actual: String,
-    },
-}
-
-/// `from`, when given, is the state `loaded` is in; the state is compared as the journal and
-/// `status` name it, and the store's compare-and-set on `loaded` makes the check hold at commit.
-fn expect_state(loaded: &Loaded, from: Option<&str>) -> Result<()> {
-    let Some(given) = from else {
-        return Ok(());
-    };
-    let name = &loaded.record.name;
-    let expected = machine::State::parse(given)
-        .filter(|s| loaded.ladder.knows(*s))
-        .ok_or_else(|| ControllerError::UnknownState {
-            name: name.clone(),
-            given: given.to_string(),
-            states: loaded
-                .ladder
-                .rungs()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
-    if loaded.record.state != expected {
-        return Err(ControllerError::NotInState {
-            name: name.clone(),
-            expected: expected.to_string(),
-            actual: loaded.record.state.to_string(),
-        });
-    }
-    Ok(())
-}
-
-fn stored_plan_error(record: &MigrationRecord, diagnostics: Vec<Diagnostic>) -> ControllerError {
-    ControllerError::StoredPlan {
-        name: record.name.clone(),
-        path: record.plan_path.clone(),
-        diagnostics,
-    }
-}
-
-fn list(diags: &[Diagnostic]) -> String {
-    diags
-        .iter()
-        .map(|d| format!("  {d}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
 
 /// Who acts and why, for the journal.
 #[derive(Debug, Clone)]
@@ -202,7 +101,8 @@ pub struct AdvanceOptions {
     pub from: Option<String>,
 }
 
-/// The controller over a store, an HTTP fetcher and a secret resolver.
+/// The controller over a store, an HTTP fetcher and a secret resolver: built with
+/// [`Controller::new`] (a person's command) and its `with_*` methods (a daemon's round).
 pub struct Controller<'a, S: Store> {
     pub store: &'a S,
     pub fetcher: &'a Fetcher,
@@ -818,33 +718,13 @@ impl<S: Store> Controller<'_, S> {
                     soak: last
                         .filter(|_| verdict == Verdict::Soaking)
                         .and_then(|r| stored_soak(r, planned?.hold_for?)),
+                    cause: last
+                        .filter(|_| verdict == Verdict::NoData)
+                        .and_then(|r| gate::NoDataCause::parse(r.no_data_cause.as_deref()?)),
                 }
             })
             .collect())
     }
-}
-
-/// The reason every view gives for a gate with no evaluation in the step (the CLI adds, once
-/// under its table, [`not_evaluated_advice`]).
-pub const AWAITING_FIRST_EVALUATION: &str = "awaiting first evaluation";
-
-/// What `status` prints once under its table when a gate awaits its first evaluation: what
-/// shows it now and what records it (a dry run records nothing: it cannot be what makes the
-/// gate appear here).
-pub fn not_evaluated_advice(name: &str) -> String {
-    format!(
-        "not evaluated yet in this step: `migrate advance {name} --dry-run` shows it now and \
-         records nothing; it is recorded by a running daemon's next round, or by \
-         `migrate advance {name}` (which also moves on if every exit gate passes)"
-    )
-}
-
-/// How far a stored soaking gate was when evaluated: since its held-since mark, of its `for:`.
-fn stored_soak(r: &GateRecord, need: std::time::Duration) -> Option<gate::Soak> {
-    Some(gate::Soak {
-        held_ms: r.at_ms.saturating_sub(r.held_since_ms?).max(0),
-        need_ms: crate::time::millis(need),
-    })
 }
 
 /// Why the migration may not leave its current step, given fresh evaluations.
@@ -869,39 +749,4 @@ pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<Strin
     gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
         .err()
         .unwrap_or_default()
-}
-
-/// A gate as `status` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct GateView {
-    pub phase: String,
-    pub name: String,
-    pub kind: GateKind,
-    /// The source the gate reads (empty when the plan no longer names the gate).
-    pub source: String,
-    pub verdict: Verdict,
-    pub value: Option<f64>,
-    pub reason: String,
-    /// `None`: awaiting its first evaluation in the step.
-    pub evaluated_at: Option<String>,
-    /// Soaking: how long the condition has held of what its `for:` asks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub soak: Option<gate::Soak>,
-}
-
-impl GateReport {
-    /// The same gate as `status` shows it.
-    pub fn view(&self) -> GateView {
-        GateView {
-            phase: self.phase.clone(),
-            name: self.name.clone(),
-            kind: self.kind,
-            source: self.source.clone(),
-            verdict: self.eval.verdict,
-            value: self.eval.value,
-            reason: self.eval.reason.clone(),
-            evaluated_at: Some(crate::time::rfc3339(self.evaluated_at_ms)),
-            soak: self.eval.soak,
-        }
-    }
 }

@@ -152,6 +152,7 @@ pub fn standing_of(
             reason: g.reason.clone(),
             evaluated: g.evaluated_at.is_some(),
             soak: g.soak,
+            cause: g.cause,
         })
         .collect();
     let state = match r.state.step() {

@@ -229,7 +229,16 @@ impl Metrics {
 
 fn render(m: &Inner) -> String {
     let mut text = String::new();
-    let out = &mut text;
+    lease_families(&mut text, m);
+    tick_families(&mut text, m);
+    migration_families(&mut text, m);
+    gate_families(&mut text, m);
+    counter_families(&mut text, m);
+    text
+}
+
+/// The controller's own series: up, leadership, lease, clock skew, fencing, round locks.
+fn lease_families(out: &mut String, m: &Inner) {
     family(
         out,
         "queue_migrate_up",
@@ -289,6 +298,10 @@ fn render(m: &Inner) -> String {
             *n,
         );
     }
+}
+
+/// The ticks' count and durations.
+fn tick_families(out: &mut String, m: &Inner) {
     family(
         out,
         "queue_migrate_ticks_total",
@@ -327,6 +340,10 @@ fn render(m: &Inner) -> String {
         &[],
         m.tick_seconds_max,
     );
+}
+
+/// Each migration's state, standing and step gauges.
+fn migration_families(out: &mut String, m: &Inner) {
     family(
         out,
         "queue_migrate_state",
@@ -386,6 +403,10 @@ fn render(m: &Inner) -> String {
             sample(out, metric, &[("migration", name.as_str())], get(g));
         }
     }
+}
+
+/// Every gate's reading, limit and verdict.
+fn gate_families(out: &mut String, m: &Inner) {
     // Every gate series: migration, phase, gate, kind (exit/guard), source.
     fn labels<'a>(name: &'a str, g: &'a GateGauge) -> Vec<(&'static str, &'a str)> {
         vec![
@@ -447,6 +468,10 @@ fn render(m: &Inner) -> String {
             }
         }
     }
+}
+
+/// The counters: transitions, breaches, evaluation errors, pruned rows.
+fn counter_families(out: &mut String, m: &Inner) {
     family(
         out,
         "queue_migrate_transitions_total",
@@ -491,7 +516,6 @@ fn render(m: &Inner) -> String {
             n,
         );
     }
-    text
 }
 
 #[cfg(test)]
@@ -524,6 +548,7 @@ mod tests {
                 reason: "r".into(),
                 samples: 1,
                 soak: None,
+                cause: None,
                 memory: Memory::default(),
             },
             evaluated_at_ms: 0,

@@ -69,6 +69,7 @@ mod tests {
             samples: 1,
             verdict: "pass".into(),
             reason: "1 < 2".into(),
+            no_data_cause: None,
             held_since_ms: Some(at_ms),
             peak: None,
             at_ms,

@@ -241,17 +241,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
         fetcher: &'a Fetcher,
         read_only: bool,
     ) -> Controller<'a, S> {
-        Controller {
-            store: &self.store,
-            fetcher,
-            resolve: &*self.resolve,
-            // docs/operations.md §2: every variable is set in every daemon's environment; a
-            // plan that does not resolve is reported at every tick, never half-run.
-            secrets: SecretsMode::Required,
-            read_only,
-            histories: Some(&self.histories),
-            round: None,
-        }
+        // docs/operations.md §2: every variable is set in every daemon's environment; a plan
+        // that does not resolve is reported at every tick, never half-run.
+        Controller::new(&self.store, fetcher, &*self.resolve)
+            .with_secrets(SecretsMode::Required)
+            .with_read_only(read_only)
+            .with_histories(&self.histories)
     }
 
     /// Whether this daemon may act now: it holds a lease that is valid for a while yet (a

@@ -85,10 +85,9 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
     if !shared.is_leader() {
         return Ok(Action::Waiting);
     }
-    let c = Controller {
-        round,
-        ..shared.controller_with_fetcher(fetcher, false)
-    };
+    let c = shared
+        .controller_with_fetcher(fetcher, false)
+        .with_round(round);
     let name = &*read.name().to_string();
     let loaded = match read {
         Read::Store(name) => c.load_cached(name, &shared.plans).await?,
@@ -109,26 +108,8 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         shared.histories.forget(name);
         return Ok(Action::Done);
     }
-    let entered = loaded.record.entered_at_ms;
-    if now_ms < entered {
-        if shared.now_ms() >= entered {
-            // The step began while this round ran (a command entered it after the round read
-            // its instant): readings at that instant are of the step before, and deciding on them
-            // could act on the wrong step, journaled before the step's own start. The next round
-            // evaluates it.
-            return Ok(Action::Waiting);
-        }
-        // This clock is behind the one that committed the step. Waiting for it would leave the
-        // step's guards unwatched for as long as the skew: evaluate now, and say so once.
-        let first = shared.with_memo(name, |m| {
-            m.clock_behind_warned.replace(entered) != Some(entered)
-        });
-        if first {
-            tracing::warn!(
-                "{name}: this daemon's clock is {} behind the one that entered the step: keep the hosts' clocks synchronised (NTP)",
-                crate::time::human_ms(entered - now_ms)
-            );
-        }
+    if step_begun_after(shared, name, loaded.record.entered_at_ms, now_ms) {
+        return Ok(Action::Waiting);
     }
     let gates = c.evaluate(&loaded, now_ms, false).await?;
     shared.metrics.gates(name, &loaded.plan, &gates);
@@ -153,52 +134,8 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         Decision::Breach { action, guards } => {
             breach(shared, &c, &loaded, &gates, action, guards, now_ms).await
         }
-        Decision::Advance => {
-            let confirm = (next == Some(State::Complete)).then(|| name.to_string());
-            let t = machine::handle(
-                &loaded.ladder,
-                name,
-                loaded.record.snapshot(),
-                &Command::Advance { confirm },
-            )?;
-            let actor = shared.actor("every exit gate passes and the minimum time is met");
-            // An error (a conflict above all) is the outcome's, not returned from here.
-            match c
-                .advance_on_gates(
-                    &loaded,
-                    &t,
-                    gates,
-                    &AdvanceOptions::default(),
-                    &actor,
-                    now_ms,
-                )
-                .await
-            {
-                Ok(out) if out.applied.is_some() => {
-                    shared.metrics.transition(name, "advance");
-                    shared.refresh(&c, name).await;
-                    Ok(Action::Advanced { to: t.to.state })
-                }
-                Ok(_) => Ok(Action::Waiting),
-                Err(e) => Err(e),
-            }
-        }
-        Decision::ReadyForHuman { why } => {
-            let announce = shared.with_memo(name, |m| {
-                let first = m.ready_announced != Some(loaded.record.generation);
-                m.ready_announced = Some(loaded.record.generation);
-                first
-            });
-            if announce {
-                shared.event(
-                    &loaded,
-                    EventKind::ReadyToAdvance,
-                    why,
-                    serde_json::json!({}),
-                );
-            }
-            Ok(Action::ReadyForHuman)
-        }
+        Decision::Advance => advance(shared, &c, &loaded, gates, next, name, now_ms).await,
+        Decision::ReadyForHuman { why } => Ok(ready_for_human(shared, &loaded, name, why)),
         Decision::Wait { .. } => Ok(Action::Waiting),
     };
     match outcome {
@@ -207,6 +144,100 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         )) => Ok(Action::Conflict),
         other => other,
     }
+}
+
+/// Whether the step began after `now_ms` on another clock, so that the tick must wait: the step
+/// began while this round ran (a command entered it after the round read its instant): readings
+/// at that instant are of the step before, and deciding on them could act on the wrong step,
+/// journaled before the step's own start; the next round evaluates it. When only this clock is
+/// behind the one that committed the step, waiting for it would leave the step's guards
+/// unwatched for as long as the skew: the tick evaluates now, and says so once.
+fn step_begun_after<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    name: &str,
+    entered: i64,
+    now_ms: i64,
+) -> bool {
+    if now_ms >= entered {
+        return false;
+    }
+    if shared.now_ms() >= entered {
+        return true;
+    }
+    let first = shared.with_memo(name, |m| {
+        m.clock_behind_warned.replace(entered) != Some(entered)
+    });
+    if first {
+        tracing::warn!(
+            "{name}: this daemon's clock is {} behind the one that entered the step: keep the hosts' clocks synchronised (NTP)",
+            crate::time::human_ms(entered - now_ms)
+        );
+    }
+    false
+}
+
+/// Advance on the gates' passing: the outcome (an error, a conflict above all, is the caller's
+/// to read).
+async fn advance<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    c: &Controller<'_, S>,
+    loaded: &Loaded,
+    gates: Vec<crate::controller::GateReport>,
+    next: Option<State>,
+    name: &str,
+    now_ms: i64,
+) -> Result<Action, ControllerError> {
+    let confirm = (next == Some(State::Complete)).then(|| name.to_string());
+    let t = machine::handle(
+        &loaded.ladder,
+        name,
+        loaded.record.snapshot(),
+        &Command::Advance { confirm },
+    )?;
+    let actor = shared.actor("every exit gate passes and the minimum time is met");
+    // An error (a conflict above all) is the outcome's, not returned from here.
+    match c
+        .advance_on_gates(
+            loaded,
+            &t,
+            gates,
+            &AdvanceOptions::default(),
+            &actor,
+            now_ms,
+        )
+        .await
+    {
+        Ok(out) if out.applied.is_some() => {
+            shared.metrics.transition(name, "advance");
+            shared.refresh(c, name).await;
+            Ok(Action::Advanced { to: t.to.state })
+        }
+        Ok(_) => Ok(Action::Waiting),
+        Err(e) => Err(e),
+    }
+}
+
+/// Announces once per step that the migration waits for a person.
+fn ready_for_human<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    loaded: &Loaded,
+    name: &str,
+    why: String,
+) -> Action {
+    let announce = shared.with_memo(name, |m| {
+        let first = m.ready_announced != Some(loaded.record.generation);
+        m.ready_announced = Some(loaded.record.generation);
+        first
+    });
+    if announce {
+        shared.event(
+            loaded,
+            EventKind::ReadyToAdvance,
+            why,
+            serde_json::json!({}),
+        );
+    }
+    Action::ReadyForHuman
 }
 
 async fn breach<S: Store + Clone + 'static>(

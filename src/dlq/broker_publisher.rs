@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use crate::adapters::from_plan::{self, PlanBrokerError};
-use crate::brokers::Adapter;
+use crate::brokers::{Adapter, BrokerError};
 use crate::plan::Broker;
 use crate::router::Router;
 use crate::routing::Side;
@@ -43,6 +43,8 @@ impl Endpoint {
 ///   whose key cannot be read, a broker that cannot be reached (each side is connected on its
 ///   first message, and again on the next one after a failed connect), or a publish that is
 ///   not confirmed is an `Err` (counted by the replay's failure rate); nothing is retried here.
+///   Of those, only an unconfirmed publish may have been stored ([`PublishError::Broker`], in
+///   doubt); one the broker refused for itself ([`PublishError::Rejected`]) was not.
 /// - A key's messages go out in the order given, and never one after a failed one: once a message
 ///   of a key fails (whatever the cause, once its key was read), every later message of that key
 ///   in this run is an `Err` ([`PublishError::KeyHeld`]) and is not sent, since the failed one can
@@ -135,9 +137,22 @@ impl BrokerPublisher {
         adapter
             .publish(&queue, &routed.message)
             .await
-            .map_err(|e| PublishError::Broker(format!("to the {} side: {e}", side.as_str())))?;
+            .map_err(|e| publish_error(side, &e))?;
         self.sent[side_index(side)] += 1;
         Ok(())
+    }
+}
+
+/// A failed publish to `side` as the replay counts it: a message the broker or its client
+/// refused for itself stored nothing ([`BrokerError::Refused`]: a record over Kafka's or NATS's
+/// size limit), so it certainly did not go out and a re-run sends it again; any other error may
+/// have stored it (in doubt).
+fn publish_error(side: Side, e: &BrokerError) -> PublishError {
+    let text = format!("to the {} side: {e}", side.as_str());
+    if e.is_refused() {
+        PublishError::Rejected(text)
+    } else {
+        PublishError::Broker(text)
     }
 }
 
@@ -181,6 +196,29 @@ mod tests {
             stream: None,
             dead_letter: None,
         }
+    }
+
+    /// Regression: a message the broker refused for itself (nothing stored) was counted in doubt,
+    /// like one whose confirm never came, so a re-run did not send it again.
+    #[test]
+    fn a_refused_message_certainly_did_not_go_out_and_a_missing_confirm_may_have() {
+        let refused = BrokerError::Refused {
+            kind: "kafka",
+            queue: "orders".into(),
+            reason: "Message size too large".into(),
+        };
+        let e = publish_error(Side::New, &refused);
+        assert!(matches!(e, PublishError::Rejected(_)), "{e:?}");
+        assert!(e.certainly_not_sent());
+        assert!(e.to_string().contains("to the new side"), "{e}");
+        let unconfirmed = BrokerError::NotConfirmed {
+            kind: "kafka",
+            queue: "orders".into(),
+            reason: "Local: Message timed out".into(),
+        };
+        let e = publish_error(Side::Old, &unconfirmed);
+        assert!(matches!(e, PublishError::Broker(_)), "{e:?}");
+        assert!(!e.certainly_not_sent());
     }
 
     /// Regression: after v3 of a key failed, v4 of the same key was still published, so v3 could

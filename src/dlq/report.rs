@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::disposition::{Disposition, split_against_history};
+use super::disposition::{Disposition, HistorySplit, split_against_history};
 use super::triage::{Group, Hint, TriageReport, human_span};
 use crate::time::format_timestamp;
 
@@ -103,12 +103,27 @@ pub fn render(
         return Err(ReportError::NoOwner);
     }
     let split = split_against_history(&report.groups, dispositions);
+    let mut out = String::new();
+    summary(&mut out, report, &split, inputs);
+    recurring(&mut out, &split);
+    fresh(&mut out, &split, inputs);
+    decided(&mut out, dispositions, inputs);
+    covered(&mut out, &split);
+    Ok(out)
+}
+
+/// The title and the summary line.
+fn summary(
+    out: &mut String,
+    report: &TriageReport,
+    split: &HistorySplit<'_>,
+    inputs: &ReportInputs<'_>,
+) {
     let oldest_open = report
         .groups
         .iter()
         .filter_map(|g| g.stats.oldest_open_dead_lettered_ms)
         .min();
-    let mut out = String::new();
     let _ = writeln!(
         out,
         "# Dead-letter review: {} — {}\n",
@@ -130,7 +145,10 @@ pub fn render(
             String::new()
         }
     );
+}
 
+/// The groups closed before that came back.
+fn recurring(out: &mut String, split: &HistorySplit<'_>) {
     let _ = writeln!(out, "## Recurring: closed before, came back\n");
     if split.recurring.is_empty() {
         let _ = writeln!(out, "None.\n");
@@ -149,7 +167,10 @@ pub fn render(
         }
         out.push('\n');
     }
+}
 
+/// The groups never decided, the `top` largest listed.
+fn fresh(out: &mut String, split: &HistorySplit<'_>, inputs: &ReportInputs<'_>) {
     let _ = writeln!(out, "## Fresh: never decided\n");
     if split.fresh.is_empty() {
         let _ = writeln!(out, "None.\n");
@@ -181,7 +202,10 @@ pub fn render(
         }
         out.push('\n');
     }
+}
 
+/// The decisions taken on the queue since `since_ms`.
+fn decided(out: &mut String, dispositions: &[Disposition], inputs: &ReportInputs<'_>) {
     let _ = writeln!(out, "## Decided since {}\n", day(inputs.since_ms));
     let recent: Vec<&Disposition> = dispositions
         .iter()
@@ -217,7 +241,10 @@ pub fn render(
         }
         out.push('\n');
     }
+}
 
+/// The groups a decision covers that are still in the queue.
+fn covered(out: &mut String, split: &HistorySplit<'_>) {
     if !split.covered.is_empty() {
         let entries: u64 = split.covered.iter().map(|w| w.group.count).sum();
         let _ = writeln!(
@@ -227,7 +254,6 @@ pub fn render(
             entries
         );
     }
-    Ok(out)
 }
 
 #[cfg(test)]

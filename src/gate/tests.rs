@@ -69,7 +69,7 @@ fn thresholds_table() {
 fn unavailable_nan_and_infinite_hold_with_a_reason() {
     let g = threshold(CmpOp::Lt, 1.0);
     for obs in [
-        Observation::Unavailable("source prom: connection refused".into()),
+        Observation::Unavailable(Unread::down("source prom: connection refused")),
         Observation::Value(f64::NAN),
         Observation::Value(f64::INFINITY),
     ] {
@@ -115,7 +115,7 @@ fn for_duration_is_honoured_across_evaluations() {
     // So does a hold (nobody saw it stay at zero).
     let e6 = evaluate(
         &g,
-        &Observation::Unavailable("down".into()),
+        &Observation::Unavailable(Unread::down("down")),
         e3.memory,
         21 * MIN,
     );
@@ -270,7 +270,7 @@ fn the_gap_is_counted_from_any_evaluation_and_the_default_is_five_minutes() {
     assert_eq!(failed.memory.evaluated_at_ms, Some(0));
     let unread = evaluate(
         &g,
-        &Observation::Unavailable("down".into()),
+        &Observation::Unavailable(Unread::down("down")),
         Memory::default(),
         MIN,
     );
@@ -331,6 +331,41 @@ fn min_samples_holds_until_enough_evaluations() {
         [Verdict::NoData, Verdict::NoData, Verdict::Pass]
     );
     assert!(e2.reason.contains("2 of 3 samples"));
+    assert_eq!(
+        [e1.cause, e2.cause, e3.cause],
+        [
+            Some(NoDataCause::TooFewSamples),
+            Some(NoDataCause::TooFewSamples),
+            None
+        ]
+    );
+}
+
+/// Issue 44: a NO DATA evaluation keeps its cause, the source's (down, empty, too few samples)
+/// or its own (not a finite number); the other verdicts have none.
+#[test]
+fn no_data_keeps_its_cause() {
+    let g = threshold(CmpOp::Lt, 1.0);
+    let req = Requirement {
+        source: "p".into(),
+        query: "q".into(),
+        at_least: Some(1.0),
+    };
+    for cause in NoDataCause::ALL {
+        let obs = Observation::Unavailable(Unread::new(cause, "source p: why"));
+        let e = evaluate(&g, &obs, Memory::default(), 0);
+        assert_eq!((e.verdict, e.cause), (Verdict::NoData, Some(cause)));
+        assert_eq!(e.reason, "source p: why");
+        assert_eq!(
+            evaluate_peak(&req, &obs, Memory::default()).cause,
+            Some(cause)
+        );
+        assert_eq!(evaluate_deploy(&obs, 0).cause, Some(cause));
+    }
+    let nan = evaluate(&g, &Observation::Value(f64::NAN), Memory::default(), 0);
+    assert_eq!(nan.cause, Some(NoDataCause::Unusable));
+    let pass = evaluate(&g, &Observation::Value(0.5), Memory::default(), 0);
+    assert_eq!((pass.verdict, pass.cause), (Verdict::Pass, None));
 }
 
 #[test]
@@ -352,7 +387,7 @@ fn peak_is_remembered_through_the_step() {
     );
     let e4 = evaluate_peak(
         &req,
-        &Observation::Unavailable("down".into()),
+        &Observation::Unavailable(Unread::down("down")),
         Memory::default(),
     );
     assert_eq!(e4.verdict, Verdict::NoData);
@@ -383,7 +418,7 @@ fn advance_needs_every_exit_no_failing_guard_and_the_minimum_time() {
     );
     let held = evaluate(
         &threshold(CmpOp::Ge, 5.0),
-        &Observation::Unavailable("x".into()),
+        &Observation::Unavailable(Unread::down("x")),
         Memory::default(),
         0,
     );
@@ -435,7 +470,7 @@ proptest! {
     #[test]
     fn a_hold_is_never_a_pass_and_never_a_fail(reason in ".*", v in any::<f64>()) {
         let g = threshold(CmpOp::Lt, 1.0);
-        let e = evaluate(&g, &Observation::Unavailable(reason), Memory::default(), 0);
+        let e = evaluate(&g, &Observation::Unavailable(Unread::down(reason)), Memory::default(), 0);
         prop_assert_eq!(e.verdict, Verdict::NoData);
         let e = evaluate(&g, &Observation::Value(v), Memory::default(), 0);
         if !v.is_finite() { prop_assert_eq!(e.verdict, Verdict::NoData); }
@@ -466,7 +501,7 @@ fn hold_is_split_into_soaking_with_progress_and_no_data() {
     assert_eq!((e3.verdict, e3.soak), (Verdict::Pass, None));
     let down = evaluate(
         &g,
-        &Observation::Unavailable("source prom: connection refused".into()),
+        &Observation::Unavailable(Unread::down("source prom: connection refused")),
         e2.memory,
         6_000,
     );

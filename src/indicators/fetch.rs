@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
+use super::cause::NoDataCause;
 use super::exposition::{self, Exposition};
 use super::promql::{PromError, batch_query, batchable, decode_batch, decode_instant};
 use crate::redact;
@@ -70,15 +71,32 @@ pub enum FetchError {
     #[error("{0}")]
     TooLarge(String),
     /// The answer is not what was asked: metrics that are not UTF-8 or were cut off, or a
-    /// Prometheus answer that is not exactly one finite number.
+    /// Prometheus answer that is not exactly one finite number (or a query it refused).
     #[error("{0}")]
     Answer(String),
+    /// Prometheus answered: the query matched no series.
+    #[error("{0}")]
+    Empty(String),
     /// The routing document could not be encoded for etcd.
     #[error("{0}")]
     Encode(String),
 }
 
 impl FetchError {
+    /// What kind of no data a gate reading through this error has: the source answered with no
+    /// series ([`FetchError::Empty`]), with no usable number ([`FetchError::Answer`]), or could
+    /// not be read at all (the others).
+    pub fn cause(&self) -> NoDataCause {
+        match self {
+            FetchError::Empty(_) => NoDataCause::Empty,
+            FetchError::Answer(_) | FetchError::Encode(_) => NoDataCause::Unusable,
+            FetchError::Client(_)
+            | FetchError::Request(_)
+            | FetchError::Status(_)
+            | FetchError::TooLarge(_) => NoDataCause::SourceDown,
+        }
+    }
+
     /// The same error with every credential of `url` masked in its sentence.
     fn masked(self, url: &str) -> FetchError {
         let mask = |reason: String| masked(url, &reason);
@@ -88,6 +106,7 @@ impl FetchError {
             FetchError::Status(s) => FetchError::Status(mask(s)),
             FetchError::TooLarge(s) => FetchError::TooLarge(mask(s)),
             FetchError::Answer(s) => FetchError::Answer(mask(s)),
+            FetchError::Empty(s) => FetchError::Empty(mask(s)),
             FetchError::Encode(s) => FetchError::Encode(mask(s)),
         }
     }
@@ -505,7 +524,14 @@ impl Fetcher {
                 "HTTP {status} from {url}: the answer reached through a redirect is not JSON (not \
                  quoted); check that the source URL points at Prometheus"
             ))),
+            Err(PromError::EmptyResult) if status.is_success() => {
+                Err(FetchError::Empty(PromError::EmptyResult.to_string()))
+            }
             Err(e) if status.is_success() => Err(FetchError::Answer(e.to_string())),
+            // A query Prometheus refused (bad_data, execution): it answered, the query is wrong.
+            Err(e @ PromError::QueryFailed { .. }) if matches!(status.as_u16(), 400 | 422) => {
+                Err(FetchError::Answer(format!("HTTP {status} from {url}: {e}")))
+            }
             // An error page (a proxy's, a server that is down): the status says it all, the
             // "is this Prometheus?" hint of a 200 that is not JSON would mislead.
             Err(PromError::InvalidJson { start, .. }) if start.is_empty() => Err(

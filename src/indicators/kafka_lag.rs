@@ -12,6 +12,7 @@
 //! [`samples`] and [`evaluate`] are pure; [`read`] is the IO (feature `kafka`: without it, a
 //! reading is unavailable and says so).
 
+use crate::indicators::cause::{NoDataCause, Unread};
 use crate::indicators::exposition::Sample;
 use crate::indicators::history::History;
 use crate::indicators::query::parse_query;
@@ -43,13 +44,13 @@ pub fn samples(group: &str, lags: &[Lag]) -> Vec<Sample> {
 /// # Errors
 /// A sentence: the query does not parse, or it has no data in the reading (no series matches,
 /// a `rate()` over one reading).
-pub fn evaluate(query: &str, samples: &[Sample], now_ms: i64) -> Result<f64, String> {
-    let q = parse_query(query).map_err(|e| e.to_string())?;
+pub fn evaluate(query: &str, samples: &[Sample], now_ms: i64) -> Result<f64, Unread> {
+    let q = parse_query(query).map_err(|e| Unread::new(NoDataCause::Unusable, e.to_string()))?;
     let mut history = History::new();
     history.record(now_ms, samples, &q.selectors());
     q.evaluate(&history, now_ms)
         .map(|r| r.value)
-        .map_err(|e| e.reason)
+        .map_err(|e| Unread::new(e.cause, e.reason))
 }
 
 /// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`).

@@ -1,5 +1,7 @@
 //! Indicator sources: where gate readings come from.
 //!
+//! - [`cause`] (pure): why a source gave a gate no usable number (down, empty, too few samples,
+//!   unusable), which the adapters say and the gate keeps with its NO DATA verdict.
 //! - [`exposition`] (pure): a strict parser of the Prometheus text format (and OpenMetrics);
 //!   every sample line is returned exactly or reported with its line number.
 //! - [`query`] (pure): the small query language of `scrape:` sources.
@@ -11,6 +13,7 @@
 //! - [`kafka_lag`]: a consumer group's lag read from Kafka itself (pure query over one reading;
 //!   the reading is IO, feature `kafka`).
 
+pub mod cause;
 pub mod exposition;
 pub mod fetch;
 pub mod history;

@@ -119,7 +119,7 @@ fn the_gate_keeps_the_peak_and_shows_the_evidence() {
     assert_eq!(after.verdict, Verdict::Fail, "{}", after.reason);
     let unavailable = gate::evaluate_judge(
         &check(),
-        &Observation::Unavailable("old side's events: no data".into()),
+        &Observation::Unavailable(crate::gate::Unread::down("old side's events: no data")),
         fail.memory,
         180_000,
         0,
@@ -408,7 +408,7 @@ fn a_latency_judge_passes_the_same_latencies_only_on_enough_observations() {
         &check,
         (0..42).map(|i| {
             if i == 24 {
-                Err("connection refused".to_string())
+                Err(crate::gate::Unread::down("connection refused"))
             } else {
                 Ok(1.0)
             }
@@ -416,7 +416,9 @@ fn a_latency_judge_passes_the_same_latencies_only_on_enough_observations() {
     );
     assert_eq!(
         unread,
-        Observation::Unavailable("old side's bucket le=0.04: connection refused".into())
+        Observation::Unavailable(crate::gate::Unread::down(
+            "old side's bucket le=0.04: connection refused",
+        ))
     );
 }
 
@@ -530,7 +532,7 @@ fn the_judges_reasons_go_through_the_text_rule() {
     );
     let e = gate::evaluate_judge(
         &check(),
-        &Observation::Unavailable(raw),
+        &Observation::Unavailable(crate::gate::Unread::down(raw)),
         Memory::default(),
         60_000,
         0,

@@ -172,14 +172,7 @@ pub struct FaultReport {
 /// Setup failures and store/database failures; a broken invariant is not an error but a report
 /// with `ok: false`.
 pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoError> {
-    let scratch = |e| DemoError::Scratch {
-        path: opts.dir.clone(),
-        source: e,
-    };
-    std::fs::create_dir_all(&opts.dir).map_err(scratch)?;
-    let plan_path = opts.dir.join("demo.yaml");
-    std::fs::write(&plan_path, PLAN).map_err(scratch)?;
-
+    let plan_path = write_plan(&opts.dir)?;
     let metrics_text = Arc::new(RwLock::new(String::new()));
     let metrics_url = serve_metrics(metrics_text.clone()).await?;
     let resolve: Arc<dyn Resolve + Send + Sync> = Arc::new(DemoResolve(metrics_url));
@@ -194,40 +187,12 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         *t = world.render_metrics();
     }
 
-    let store: AnyStore = SqliteStore::open(&opts.dir.join("state.db").display().to_string())
-        .await?
-        .with_writer_clock()
-        .into();
     let clock = Arc::new(AtomicI64::new(START_MS));
-    let c2 = clock.clone();
-    let config = Config {
-        interval: std::time::Duration::from_secs(1),
-        source_timeout: std::time::Duration::from_secs(5),
-        queries_per_request: crate::indicators::fetch::QUERIES_PER_REQUEST,
-        max_series: crate::indicators::fetch::MAX_SERIES,
-        lease_ttl: std::time::Duration::from_secs(15),
-        watch_interval: std::time::Duration::from_secs(1),
-        holder: "controller".into(),
-        access: Default::default(),
-        read_only_api: true,
-        allowed_hosts: Vec::new(),
-        confirm_complete: vec!["demo".into()],
-        clock: Arc::new(move || c2.load(Ordering::SeqCst)),
-        http: crate::daemon::http::Limits::default(),
-        retain: None,
-        db_clock: crate::time::DbClock::default(),
-        max_clock_skew: std::time::Duration::from_secs(2),
-    };
-    let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve.clone())?;
-    shared.leader.store(true, Ordering::SeqCst);
     let operator = Actor {
         name: "demo-operator".into(),
         reason: None,
     };
-    {
-        let c = shared.controller(false);
-        c.init(&plan_path, &operator, START_MS).await?;
-    }
+    let (store, shared) = start_daemon(&opts.dir, &plan_path, resolve, &clock, &operator).await?;
 
     let mut fault = FaultState::default();
     let mut fault_report = opts.fault.map(|f| FaultReport {
@@ -257,14 +222,8 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         let record = &loaded.record;
         let doc = crate::controller::publish::document(&loaded.plan, record);
         world.follow(doc.clone());
-        // The journal's new steps (the init entry names a temporary path: not a step).
         let journal = store.journal("demo").await?;
-        let mut told: Vec<Event> = journal
-            .iter()
-            .skip(journal_told)
-            .filter(|e| e.command != "init")
-            .map(|e| Event::new(e.at_ms, START_MS, step_text(e, &doc)))
-            .collect();
+        let mut told = new_steps(&journal, journal_told, &doc);
         journal_told = journal.len();
         // Was the fault active while the world stepped and the controller ticked just now?
         let active = fault.active_from.is_some_and(|f| world.now_ms > f)
@@ -286,14 +245,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         if let Some(fr) = fault_report.as_mut()
             && active
         {
-            fr.ticks_during += 1;
-            if record.generation > last_generation {
-                fr.transitions_during += 1;
-            }
-            if gates.iter().any(|g| g.verdict.is_waiting()) {
-                fr.ticks_with_holds_during += 1;
-            }
-            fr.outbox_peak = fr.outbox_peak.max(world.outboxed() as u64);
+            tally_fault(fr, record.generation > last_generation, &gates, &world);
         }
         last_generation = record.generation;
         let pause = if record.paused {
@@ -325,24 +277,136 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
             completed_at = Some(world.now_ms);
             world.producing = false;
         }
-        if let Some(done) = completed_at {
-            // Let everything in flight finish (the old broker is empty already; new drains).
-            if world.settled() || world.now_ms - done > 24 * 3_600_000 {
-                break;
-            }
-        } else if let Some(speed) = opts.speed {
-            // The story at the pace a person can follow, until it completes.
-            let elapsed_s = (world.now_ms - START_MS) as f64 / 1000.0 / speed;
-            if let Ok(d) = std::time::Duration::try_from_secs_f64(elapsed_s) {
-                tokio::time::sleep_until(started + d).await;
-            }
-        }
-        if world.now_ms - START_MS > MAX_SIM_MS {
+        if pace(&world, completed_at, opts.speed, started).await {
             break;
         }
     }
-    // Drain the rest of the world at the end, whatever the state, so that the audit counts
-    // what reached the consumer (the consumer keeps reading what the routing names).
+    final_report(opts, &mut world, &store, &fault, fault_report, events).await
+}
+
+/// Writes the demo's plan into the scratch directory `dir` (created if need be).
+fn write_plan(dir: &Path) -> Result<PathBuf, DemoError> {
+    let scratch = |e| DemoError::Scratch {
+        path: dir.to_path_buf(),
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(scratch)?;
+    let plan_path = dir.join("demo.yaml");
+    std::fs::write(&plan_path, PLAN).map_err(scratch)?;
+    Ok(plan_path)
+}
+
+/// Opens the demo's store in `dir`, builds the daemon's shared state on the simulated `clock`
+/// (this controller the leader) and initialises the migration from `plan_path`.
+async fn start_daemon(
+    dir: &Path,
+    plan_path: &Path,
+    resolve: Arc<dyn Resolve + Send + Sync>,
+    clock: &Arc<AtomicI64>,
+    operator: &Actor,
+) -> Result<(AnyStore, Arc<Shared<AnyStore>>), DemoError> {
+    let store: AnyStore = SqliteStore::open(&dir.join("state.db").display().to_string())
+        .await?
+        .with_writer_clock()
+        .into();
+    let config = demo_config(clock.clone());
+    let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve)?;
+    shared.leader.store(true, Ordering::SeqCst);
+    shared
+        .controller(false)
+        .init(plan_path, operator, START_MS)
+        .await?;
+    Ok((store, shared))
+}
+
+/// The journal's steps from the `from`-th entry on as events (the init entry names a temporary
+/// path: not a step).
+fn new_steps(
+    journal: &[crate::store::JournalEntry],
+    from: usize,
+    doc: &crate::routing::RoutingDocument,
+) -> Vec<Event> {
+    journal
+        .iter()
+        .skip(from)
+        .filter(|e| e.command != "init")
+        .map(|e| Event::new(e.at_ms, START_MS, step_text(e, doc)))
+        .collect()
+}
+
+/// The daemon's settings for the demo: a one-second tick on the simulated `clock`, a
+/// read-only API, completion confirmed in advance.
+fn demo_config(clock: Arc<AtomicI64>) -> Config {
+    Config {
+        interval: std::time::Duration::from_secs(1),
+        source_timeout: std::time::Duration::from_secs(5),
+        queries_per_request: crate::indicators::fetch::QUERIES_PER_REQUEST,
+        max_series: crate::indicators::fetch::MAX_SERIES,
+        lease_ttl: std::time::Duration::from_secs(15),
+        watch_interval: std::time::Duration::from_secs(1),
+        holder: "controller".into(),
+        access: Default::default(),
+        read_only_api: true,
+        allowed_hosts: Vec::new(),
+        confirm_complete: vec!["demo".into()],
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        http: crate::daemon::http::Limits::default(),
+        retain: None,
+        db_clock: crate::time::DbClock::default(),
+        max_clock_skew: std::time::Duration::from_secs(2),
+    }
+}
+
+/// One tick while the fault was active, counted in its report.
+fn tally_fault(
+    fr: &mut FaultReport,
+    transitioned: bool,
+    gates: &[crate::controller::GateView],
+    world: &World,
+) {
+    fr.ticks_during += 1;
+    if transitioned {
+        fr.transitions_during += 1;
+    }
+    if gates.iter().any(|g| g.verdict.is_waiting()) {
+        fr.ticks_with_holds_during += 1;
+    }
+    fr.outbox_peak = fr.outbox_peak.max(world.outboxed() as u64);
+}
+
+/// Whether the story is over after this tick; until it completes, the story at `speed` (the
+/// pace a person can follow) when one is given.
+async fn pace(
+    world: &World,
+    completed_at: Option<i64>,
+    speed: Option<f64>,
+    started: tokio::time::Instant,
+) -> bool {
+    if let Some(done) = completed_at {
+        // Let everything in flight finish (the old broker is empty already; new drains).
+        if world.settled() || world.now_ms - done > 24 * 3_600_000 {
+            return true;
+        }
+    } else if let Some(speed) = speed {
+        // The story at the pace a person can follow, until it completes.
+        let elapsed_s = (world.now_ms - START_MS) as f64 / 1000.0 / speed;
+        if let Ok(d) = std::time::Duration::try_from_secs_f64(elapsed_s) {
+            tokio::time::sleep_until(started + d).await;
+        }
+    }
+    world.now_ms - START_MS > MAX_SIM_MS
+}
+
+/// Drains the rest of the world, whatever the state, so that the audit counts what reached the
+/// consumer (the consumer keeps reading what the routing names), and reports the run.
+async fn final_report(
+    opts: &Options,
+    world: &mut World,
+    store: &AnyStore,
+    fault: &FaultState,
+    fault_report: Option<FaultReport>,
+    events: Vec<Event>,
+) -> Result<Report, DemoError> {
     let mut extra = 0;
     while !world.settled() && extra < 24 * 60 {
         world.step().await?;
@@ -354,34 +418,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
     let lost = i64::try_from(audit.produced).unwrap_or(i64::MAX)
         - i64::try_from(audit.applied).unwrap_or(0)
         - i64::try_from(audit.dead_lettered).unwrap_or(0);
-    let mut violations = Vec::new();
-    if record.state != State::Complete {
-        violations.push(format!(
-            "the migration did not complete (ended in {})",
-            record.state
-        ));
-    }
-    if lost != 0 {
-        violations.push(format!("{lost} message(s) lost"));
-    }
-    if audit.duplicates_applied != 0 {
-        violations.push(format!(
-            "{} duplicate effect(s) applied",
-            audit.duplicates_applied
-        ));
-    }
-    if audit.order_violations != 0 {
-        violations.push(format!(
-            "{} per-key order violation(s)",
-            audit.order_violations
-        ));
-    }
-    if audit.unknown_effects != 0 {
-        violations.push(format!(
-            "{} effect(s) for keys nobody produced",
-            audit.unknown_effects
-        ));
-    }
+    let violations = violations(&record.state, lost, &audit);
     let breaches = journal
         .iter()
         .filter(|e| {
@@ -391,7 +428,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         })
         .count() as u64;
     let rollbacks = journal.iter().filter(|e| e.command == "rollback").count() as u64;
-    let report = Report {
+    Ok(Report {
         seed: opts.seed,
         fault: opts.fault.map(|f| f.name().to_string()),
         final_state: record.state.name().to_string(),
@@ -423,8 +460,41 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         }),
         ok: violations.is_empty(),
         violations,
-    };
-    Ok(report)
+    })
+}
+
+/// What the run broke of the migration's promises: not completing, a loss, a duplicate effect,
+/// an order violation, an effect nobody produced a key for.
+fn violations(state: &State, lost: i64, audit: &super::world::Audit) -> Vec<String> {
+    let mut violations = Vec::new();
+    if *state != State::Complete {
+        violations.push(format!(
+            "the migration did not complete (ended in {})",
+            state
+        ));
+    }
+    if lost != 0 {
+        violations.push(format!("{lost} message(s) lost"));
+    }
+    if audit.duplicates_applied != 0 {
+        violations.push(format!(
+            "{} duplicate effect(s) applied",
+            audit.duplicates_applied
+        ));
+    }
+    if audit.order_violations != 0 {
+        violations.push(format!(
+            "{} per-key order violation(s)",
+            audit.order_violations
+        ));
+    }
+    if audit.unknown_effects != 0 {
+        violations.push(format!(
+            "{} effect(s) for keys nobody produced",
+            audit.unknown_effects
+        ));
+    }
+    violations
 }
 
 /// A step of the journal as an event: `advance slices[0] -> slices[1] (32 of 128 slices to
@@ -468,149 +538,234 @@ async fn schedule_fault(
     };
     let now = world.now_ms;
     match fault {
-        Fault::BadDeploy => {
-            if fs.struck_at.is_none() && *state == State::Slices(2) {
-                fs.struck_at = Some(now);
-                fs.active_from = Some(now);
-                world.bad_deploy = true;
-                told.push(Event::new(
-                    now,
-                    START_MS,
-                    "bad deploy of the consumer on the new route: 40% of the messages it \
-                     handles fail (retried, then dead-lettered)",
-                ));
-            }
-            if fs.struck_at.is_some() && paused && fs.breach_seen_at.is_none() {
-                fs.breach_seen_at = Some(now);
-            }
-            // The team rolls the consumer back 20 minutes after the page...
-            if let Some(seen) = fs.breach_seen_at
-                && fs.fixed_at.is_none()
-                && now - seen >= 20 * 60_000
-            {
-                world.bad_deploy = false;
-                fs.fixed_at = Some(now);
-                fs.active_to = Some(now);
-                told.push(Event::new(
-                    now,
-                    START_MS,
-                    format!(
-                        "the team rolls the consumer's deploy back, {} after the page; \
-                         resuming once the error ratio's window has no bad minutes left",
-                        crate::time::human_ms(now - seen)
-                    ),
-                ));
-            }
-            // ...and resumes once the error ratio's window no longer holds the bad minutes.
-            if let Some(fixed) = fs.fixed_at
-                && !fs.over
-                && now - fixed >= 40 * 60_000
-            {
-                fs.over = true;
-                let actor = Actor {
-                    reason: Some("bad deploy rolled back on the consumer; resuming".into()),
-                    ..operator.clone()
-                };
-                c.command("demo", &Command::Resume, &actor, serde_json::json!({}), now)
-                    .await?;
-            }
-        }
-        Fault::ConsumerCrash => {
-            if fs.struck_at.is_none() && *state == State::Slices(1) {
-                fs.struck_at = Some(now + 30 * 60_000);
-            }
-            if let Some(at) = fs.struck_at
-                && !fs.over
-                && now >= at
-            {
-                world.crash_pending = true;
-                fs.over = true;
-                fs.active_from = Some(now);
-                fs.active_to = Some(now + 20 * 60_000);
-            }
-            // The crash strikes in the world's next minute: told once it did.
-            if let Some(crash) = world.crashed
-                && fs.told_at.is_none()
-            {
-                fs.told_at = Some(now);
-                told.push(Event::new(
-                    now,
-                    START_MS,
-                    format!(
-                        "consumer crashed mid-batch: {} of {} effects committed, every ack lost; \
-                         down for {}",
-                        crash.applied,
-                        crash.unacked,
-                        crate::time::human_ms(crash.down_ms)
-                    ),
-                ));
-            }
-            if let Some(crash) = world.crashed
-                && world.consumer_up()
-                && !fs.restart_told
-            {
-                fs.restart_told = true;
-                told.push(Event::new(
-                    now,
-                    START_MS,
-                    format!(
-                        "consumer restarted: the {} unacked messages come back after the \
-                         visibility timeout; dedup blocks the {} already applied",
-                        crash.unacked, crash.applied
-                    ),
-                ));
-            }
-        }
-        Fault::BrokerOutage => {
-            if fs.struck_at.is_none() && *state == State::Slices(1) {
-                fs.struck_at = Some(now + 10 * 60_000);
-            }
-            if let Some(at) = fs.struck_at
-                && !fs.over
-            {
-                let down = now >= at && now < at + 90 * 60_000;
-                let waiting = thousands(world.outboxed() as u64);
-                if down && !world.new.down {
-                    fs.active_from = Some(now);
-                    fs.told_at = Some(now);
-                    told.push(Event::new(
-                        now,
-                        START_MS,
-                        "new broker unreachable: the gates reading it have no data; producers \
-                         keep what they send to it in their outboxes",
-                    ));
-                } else if down
-                    && let Some(last) = fs.told_at
-                    && now - last >= 30 * 60_000
-                {
-                    fs.told_at = Some(now);
-                    let since = fs.active_from.map_or(0, |f| now - f);
-                    told.push(Event::new(
-                        now,
-                        START_MS,
-                        format!(
-                            "new broker unreachable for {}: producers buffering {waiting} messages",
-                            crate::time::human_ms(since)
-                        ),
-                    ));
-                }
-                if !down && world.new.down {
-                    fs.active_to = Some(now);
-                    fs.over = true;
-                    let since = fs.active_from.map_or(0, |f| now - f);
-                    told.push(Event::new(
-                        now,
-                        START_MS,
-                        format!(
-                            "new broker reachable again after {}: producers publish the \
-                             {waiting} messages buffered in their outboxes",
-                            crate::time::human_ms(since)
-                        ),
-                    ));
-                }
-                world.new.down = down;
-            }
-        }
+        Fault::BadDeploy => bad_deploy(fs, world, state, paused, c, operator, told, now).await?,
+        Fault::ConsumerCrash => consumer_crash(fs, world, state, told, now),
+        Fault::BrokerOutage => broker_outage(fs, world, state, told, now),
     }
     Ok(())
+}
+
+/// The bad deploy strikes at the third slice step; the team rolls it back 20 minutes after the
+/// page and resumes once the error ratio's window no longer holds the bad minutes.
+#[allow(clippy::too_many_arguments)]
+async fn bad_deploy(
+    fs: &mut FaultState,
+    world: &mut World,
+    state: &State,
+    paused: bool,
+    c: &Controller<'_, AnyStore>,
+    operator: &Actor,
+    told: &mut Vec<Event>,
+    now: i64,
+) -> Result<(), DemoError> {
+    if fs.struck_at.is_none() && *state == State::Slices(2) {
+        fs.struck_at = Some(now);
+        fs.active_from = Some(now);
+        world.bad_deploy = true;
+        told.push(Event::new(
+            now,
+            START_MS,
+            "bad deploy of the consumer on the new route: 40% of the messages it \
+             handles fail (retried, then dead-lettered)",
+        ));
+    }
+    if fs.struck_at.is_some() && paused && fs.breach_seen_at.is_none() {
+        fs.breach_seen_at = Some(now);
+    }
+    // The team rolls the consumer back 20 minutes after the page...
+    if let Some(seen) = fs.breach_seen_at
+        && fs.fixed_at.is_none()
+        && now - seen >= 20 * 60_000
+    {
+        world.bad_deploy = false;
+        fs.fixed_at = Some(now);
+        fs.active_to = Some(now);
+        told.push(Event::new(
+            now,
+            START_MS,
+            format!(
+                "the team rolls the consumer's deploy back, {} after the page; \
+                 resuming once the error ratio's window has no bad minutes left",
+                crate::time::human_ms(now - seen)
+            ),
+        ));
+    }
+    // ...and resumes once the error ratio's window no longer holds the bad minutes.
+    if let Some(fixed) = fs.fixed_at
+        && !fs.over
+        && now - fixed >= 40 * 60_000
+    {
+        fs.over = true;
+        let actor = Actor {
+            reason: Some("bad deploy rolled back on the consumer; resuming".into()),
+            ..operator.clone()
+        };
+        c.command("demo", &Command::Resume, &actor, serde_json::json!({}), now)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The consumer crashes mid-batch 30 minutes into the second slice step, and restarts.
+fn consumer_crash(
+    fs: &mut FaultState,
+    world: &mut World,
+    state: &State,
+    told: &mut Vec<Event>,
+    now: i64,
+) {
+    if fs.struck_at.is_none() && *state == State::Slices(1) {
+        fs.struck_at = Some(now + 30 * 60_000);
+    }
+    if let Some(at) = fs.struck_at
+        && !fs.over
+        && now >= at
+    {
+        world.crash_pending = true;
+        fs.over = true;
+        fs.active_from = Some(now);
+        fs.active_to = Some(now + 20 * 60_000);
+    }
+    // The crash strikes in the world's next minute: told once it did.
+    if let Some(crash) = world.crashed
+        && fs.told_at.is_none()
+    {
+        fs.told_at = Some(now);
+        told.push(Event::new(
+            now,
+            START_MS,
+            format!(
+                "consumer crashed mid-batch: {} of {} effects committed, every ack lost; \
+                 down for {}",
+                crash.applied,
+                crash.unacked,
+                crate::time::human_ms(crash.down_ms)
+            ),
+        ));
+    }
+    if let Some(crash) = world.crashed
+        && world.consumer_up()
+        && !fs.restart_told
+    {
+        fs.restart_told = true;
+        told.push(Event::new(
+            now,
+            START_MS,
+            format!(
+                "consumer restarted: the {} unacked messages come back after the \
+                 visibility timeout; dedup blocks the {} already applied",
+                crash.unacked, crash.applied
+            ),
+        ));
+    }
+}
+
+/// The new broker is unreachable for 90 minutes from 10 minutes into the second slice step.
+fn broker_outage(
+    fs: &mut FaultState,
+    world: &mut World,
+    state: &State,
+    told: &mut Vec<Event>,
+    now: i64,
+) {
+    if fs.struck_at.is_none() && *state == State::Slices(1) {
+        fs.struck_at = Some(now + 10 * 60_000);
+    }
+    if let Some(at) = fs.struck_at
+        && !fs.over
+    {
+        let down = now >= at && now < at + 90 * 60_000;
+        let waiting = thousands(world.outboxed() as u64);
+        if down && !world.new.down {
+            fs.active_from = Some(now);
+            fs.told_at = Some(now);
+            told.push(Event::new(
+                now,
+                START_MS,
+                "new broker unreachable: the gates reading it have no data; producers \
+                 keep what they send to it in their outboxes",
+            ));
+        } else if down
+            && let Some(last) = fs.told_at
+            && now - last >= 30 * 60_000
+        {
+            fs.told_at = Some(now);
+            let since = fs.active_from.map_or(0, |f| now - f);
+            told.push(Event::new(
+                now,
+                START_MS,
+                format!(
+                    "new broker unreachable for {}: producers buffering {waiting} messages",
+                    crate::time::human_ms(since)
+                ),
+            ));
+        }
+        if !down && world.new.down {
+            fs.active_to = Some(now);
+            fs.over = true;
+            let since = fs.active_from.map_or(0, |f| now - f);
+            told.push(Event::new(
+                now,
+                START_MS,
+                format!(
+                    "new broker reachable again after {}: producers publish the \
+                     {waiting} messages buffered in their outboxes",
+                    crate::time::human_ms(since)
+                ),
+            ));
+        }
+        world.new.down = down;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every frame's state and standing, as the live view would print them.
+    #[derive(Default)]
+    struct Standings(Vec<(String, String)>);
+
+    impl View for Standings {
+        fn frame(&mut self, f: &Frame<'_>) {
+            self.0.push((f.state.clone(), f.standing.sentence()));
+        }
+        fn event(&mut self, _: &Event) {}
+    }
+
+    /// Regression (issue 44): entering `disconnect`, its gate's `increase(...[1h])` window held
+    /// one sample of the world's perfectly reachable `/metrics`, and the view said "blind:
+    /// source world unreachable". Too few samples only takes time: the view says it waits for
+    /// data, and no frame of the run calls a source blind (the demo has no outage without
+    /// `--fault`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn demo_disconnect_with_too_few_samples_is_not_blind() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let opts = Options {
+            seed: 1,
+            fault: None,
+            dir: dir.path().to_path_buf(),
+            speed: None,
+        };
+        let mut view = Standings::default();
+        let report = run(&opts, &mut view)
+            .await
+            .unwrap_or_else(|e| panic!("demo: {e}"));
+        assert!(report.ok, "{:?}", report.violations);
+        let disconnect: Vec<&(String, String)> =
+            view.0.iter().filter(|(s, _)| s == "disconnect").collect();
+        assert!(!disconnect.is_empty(), "the run went through disconnect");
+        let blind: Vec<&(String, String)> = view
+            .0
+            .iter()
+            .filter(|(_, s)| s.starts_with("blind"))
+            .collect();
+        assert!(blind.is_empty(), "no source is down in the demo: {blind:?}");
+        assert!(
+            disconnect
+                .iter()
+                .any(|(_, s)| s.starts_with("waiting for data: no producer on old for 1h")),
+            "{disconnect:?}"
+        );
+    }
 }

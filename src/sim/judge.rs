@@ -145,7 +145,10 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
                     old: of / oe,
                 }
             } else {
-                Observation::Unavailable("no events in the window".into())
+                Observation::Unavailable(crate::gate::Unread::new(
+                    crate::gate::NoDataCause::Empty,
+                    "no events in the window",
+                ))
             };
             t.threshold(&threshold, &observation, now_ms, early);
         }

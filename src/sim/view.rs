@@ -472,6 +472,7 @@ mod tests {
             reason: reason.into(),
             evaluated_at: None,
             soak: None,
+            cause: None,
         }];
         let mut out = Vec::new();
         let standing = Standing::NeedsPerson {
@@ -529,6 +530,7 @@ mod tests {
             reason: "a consumer restarted during this step".into(),
             evaluated_at: None,
             soak: None,
+            cause: None,
         };
         assert_eq!(gate_value(&g, 1_795_996_800_000), "T+5h46m");
         assert_eq!(clock(42 * 60_000), "T+42m");

@@ -6,17 +6,19 @@
 //! transaction per message; the metrics it exports are what the plan's gates read over HTTP.
 //! Everything random comes from one seeded generator (the SplitMix64 of `dlq::generate`).
 
+mod audit;
+mod metrics;
+
 use std::collections::{HashSet, VecDeque};
 
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{Row, SqlitePool};
 
 use super::broker::{Broker, BrokerError, Delivery, Message, Policy};
 use crate::dedup::metrics::{ConsumerMetrics, Outcome};
 use crate::dedup::sql::{self, Claim, VersionCheck};
 use crate::dedup::{BusinessKey, PayloadHash};
 use crate::dlq::generate::Rng;
-use crate::metrics_text::{Kind, sample, type_line};
 use crate::router::Router;
 use crate::routing::{RoutingDocument, Side};
 use crate::stamp::{PublishedCounter, RouteLabel};
@@ -651,136 +653,6 @@ impl World {
         }
         tx.commit().await?;
         Ok(outcome)
-    }
-
-    /// The world's /metrics, as the plan's gates read them.
-    pub fn render_metrics(&self) -> String {
-        let mut out = String::new();
-        let reading: Vec<Side> = if self.consumer_up() {
-            self.router.consume()
-        } else {
-            Vec::new()
-        };
-        type_line(&mut out, "queue_consumer_connected", Kind::Gauge);
-        for side in [Side::Old, Side::New] {
-            let broker = self.broker_of(side);
-            let connected = reading.contains(&side) && !broker.down;
-            let labels = [("broker", side.as_str())];
-            sample(
-                &mut out,
-                "queue_consumer_connected",
-                &labels,
-                u8::from(connected),
-            );
-        }
-        type_line(&mut out, "broker_queue_depth", Kind::Gauge);
-        type_line(&mut out, "broker_dlq_depth", Kind::Gauge);
-        for side in [Side::Old, Side::New] {
-            let broker = self.broker_of(side);
-            // An unreachable broker reports nothing: gates on it hold.
-            if broker.down {
-                continue;
-            }
-            let labels = [("broker", side.as_str())];
-            sample(&mut out, "broker_queue_depth", &labels, broker.depth());
-            sample(&mut out, "broker_dlq_depth", &labels, broker.dead.len());
-        }
-        type_line(&mut out, "demo_consumer_attempts_total", Kind::Counter);
-        for side in [Side::Old, Side::New] {
-            let i = side_index(side);
-            for (result, n) in [
-                ("ok", self.tally.attempts_ok[i]),
-                ("error", self.tally.attempts_err[i]),
-            ] {
-                let labels = [("route", side.as_str()), ("result", result)];
-                sample(&mut out, "demo_consumer_attempts_total", &labels, n);
-            }
-        }
-        type_line(&mut out, "demo_probe_effects", Kind::Gauge);
-        sample(
-            &mut out,
-            "demo_probe_effects",
-            &[],
-            self.tally.probe_effects,
-        );
-        type_line(&mut out, "demo_probe_deliveries", Kind::Gauge);
-        sample(
-            &mut out,
-            "demo_probe_deliveries",
-            &[],
-            self.tally.probe_deliveries,
-        );
-        type_line(&mut out, "demo_probe_latency_seconds", Kind::Gauge);
-        for side in [Side::Old, Side::New] {
-            if let Some(l) = self.probe_latency_s[side_index(side)] {
-                let labels = [("route", side.as_str())];
-                sample(&mut out, "demo_probe_latency_seconds", &labels, l);
-            }
-        }
-        type_line(&mut out, "demo_duplicate_effects", Kind::Gauge);
-        sample(
-            &mut out,
-            "demo_duplicate_effects",
-            &[],
-            self.duplicate_effects,
-        );
-        if self.consumer_up() {
-            let started_s = self.consumer_started_ms / 1000;
-            type_line(&mut out, "process_start_time_seconds", Kind::Gauge);
-            sample(
-                &mut out,
-                "process_start_time_seconds",
-                &[("job", "consumer")],
-                started_s,
-            );
-        }
-        out.push_str(&self.metrics.render());
-        out.push_str(&self.published.render());
-        out
-    }
-
-    /// The invariants, counted from the consumer's database and the dead-letter queues.
-    ///
-    /// # Errors
-    /// The consumer database failed.
-    pub async fn audit(&self) -> Result<Audit, WorldError> {
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS effects, COUNT(DISTINCT key) AS keys, \
-             SUM(CASE WHEN status = 'superseded' THEN 1 ELSE 0 END) AS superseded FROM effects",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        let effects: i64 = row.try_get("effects")?;
-        let keys: i64 = row.try_get("keys")?;
-        let superseded: Option<i64> = row.try_get("superseded")?;
-        let violations: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM (SELECT version, MAX(version) OVER (PARTITION BY aggregate \
-             ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev \
-             FROM effects WHERE status = 'applied') WHERE prev IS NOT NULL AND version <= prev",
-        )
-        .fetch_one(&self.pool)
-        .await?
-        .try_get("n")?;
-        let applied_keys: HashSet<String> = sqlx::query("SELECT DISTINCT key FROM effects")
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .filter_map(|r| r.try_get::<String, _>("key").ok())
-            .collect();
-        let dead = self.dead_keys(|k| !applied_keys.contains(k));
-        let unknown = applied_keys
-            .iter()
-            .filter(|k| !self.produced_keys.contains(*k))
-            .count();
-        Ok(Audit {
-            produced: self.produced_keys.len() as u64,
-            applied: u64::try_from(keys).unwrap_or(0),
-            dead_lettered: dead.len() as u64,
-            duplicates_applied: u64::try_from(effects - keys).unwrap_or(0),
-            order_violations: u64::try_from(violations).unwrap_or(0),
-            superseded: u64::try_from(superseded.unwrap_or(0)).unwrap_or(0),
-            unknown_effects: unknown as u64,
-        })
     }
 }
 

@@ -17,8 +17,20 @@ fn gate(name: &str, kind: GateKind, source: &str, verdict: Verdict) -> GateInput
         },
         evaluated: true,
         soak: None,
+        cause: (verdict == Verdict::NoData).then_some(NoDataCause::SourceDown),
     }
 }
+
+/// An exit gate of the scrape source `world` without data for `cause`, saying `reason`.
+fn without_data(name: &str, kind: GateKind, cause: Option<NoDataCause>, reason: &str) -> GateInput {
+    GateInput {
+        cause,
+        reason: reason.into(),
+        ..gate(name, kind, "world", Verdict::NoData)
+    }
+}
+
+const ONE_SAMPLE: &str = "source world: not enough samples (have 1, need 2 within 1h)";
 
 fn soaking(name: &str, held_ms: i64, need_ms: i64) -> GateInput {
     GateInput {
@@ -281,4 +293,144 @@ fn the_api_object_has_kind_sentence_and_details() {
     assert_eq!(json["person"]["for"], "paused");
     assert_eq!(json["person"]["by"], "ana");
     assert_eq!(json["person"]["failing_guard"], serde_json::Value::Null);
+}
+
+/// Regression (issue 44): a `rate()`/`increase()` window holding one sample of a source that
+/// answers gave NO DATA without a value on every gate of the source, and the migration was
+/// called blind ("source world unreachable") while its source was up (the demo's
+/// `disconnect`). Too few samples only takes time: waiting for data, naming the gate.
+#[test]
+fn too_few_samples_is_not_blind() {
+    use GateKind::{Exit, Guard};
+    let gates = [
+        without_data(
+            "no producer on old for 1h",
+            Exit,
+            Some(NoDataCause::TooFewSamples),
+            ONE_SAMPLE,
+        ),
+        without_data(
+            "old queue drains",
+            Guard,
+            Some(NoDataCause::TooFewSamples),
+            ONE_SAMPLE,
+        ),
+    ];
+    let got = standing(&snap(&gates));
+    assert_eq!(got.kind(), "waiting", "{got:?}");
+    assert_eq!(
+        got.sentence(),
+        "waiting for data: no producer on old for 1h: source world: not enough samples (have 1, \
+         need 2 within 1h)"
+    );
+    // Before the minimum time is over too: the gate's wait is what the view names.
+    let early = Snapshot {
+        now_ms: 1_000,
+        ..snap(&gates)
+    };
+    assert_eq!(
+        standing(&early).sentence(),
+        "waiting for data: no producer on old for 1h: source world: not enough samples (have 1, \
+         need 2 within 1h)"
+    );
+    // `min_samples` not reached: a value, too few samples.
+    let counted = [GateInput {
+        value: Some(0.0),
+        ..without_data(
+            "errors",
+            Exit,
+            Some(NoDataCause::TooFewSamples),
+            "0 < 0.01; 1 of 3 samples so far",
+        )
+    }];
+    assert_eq!(
+        standing(&snap(&counted)).sentence(),
+        "waiting for data: errors: 0 < 0.01; 1 of 3 samples so far"
+    );
+    // A guard with too few samples keeps nothing where it is.
+    let guard_only = [
+        gate("errors", Exit, "prom", Verdict::Pass),
+        without_data("lag", Guard, Some(NoDataCause::TooFewSamples), ONE_SAMPLE),
+    ];
+    assert_eq!(standing(&snap(&guard_only)), Standing::Moving);
+    // The API's object names the gate and why.
+    let json = serde_json::to_value(standing(&snap(&gates)).view()).unwrap_or_default();
+    assert_eq!(json["kind"], "waiting");
+    assert_eq!(json["data"]["gate"], "no producer on old for 1h");
+}
+
+/// A source that answered with no series, or with no usable number, is not down either: the
+/// exit gate that reads it is blocked, saying which.
+#[test]
+fn an_answer_without_data_blocks_and_says_which() {
+    use GateKind::{Exit, Guard};
+    let empty = [
+        without_data(
+            "errors",
+            Exit,
+            Some(NoDataCause::Empty),
+            "source world: no series matching `errors_total` in the latest scrape",
+        ),
+        without_data(
+            "lag",
+            Guard,
+            Some(NoDataCause::Empty),
+            "source world: no series matching `lag` in the latest scrape",
+        ),
+    ];
+    let got = standing(&snap(&empty));
+    assert_eq!(got.kind(), "blocked", "{got:?}");
+    assert_eq!(
+        got.sentence(),
+        "blocked: errors: no data, the query returned no series (source world: no series \
+         matching `errors_total` in the latest scrape)"
+    );
+    let nan = [without_data(
+        "ratio",
+        Exit,
+        Some(NoDataCause::Unusable),
+        "source world: division by zero",
+    )];
+    assert_eq!(
+        standing(&snap(&nan)).sentence(),
+        "blocked: ratio: no data, the source answered with no usable number (source world: \
+         division by zero)"
+    );
+    // Down for one gate, answering another: blocked, as before.
+    let mixed = [
+        without_data(
+            "errors",
+            Exit,
+            Some(NoDataCause::SourceDown),
+            "source world: timed out",
+        ),
+        without_data("lag", Guard, Some(NoDataCause::TooFewSamples), ONE_SAMPLE),
+    ];
+    assert_eq!(
+        standing(&snap(&mixed)).sentence(),
+        "blocked: errors: no data (source world: timed out)"
+    );
+}
+
+/// Evaluations stored before the cause was kept have none: they read as they did (no data
+/// without a value on every gate of a source: blind; with a value: blocked).
+#[test]
+fn a_stored_no_data_without_a_cause_reads_as_before() {
+    use GateKind::{Exit, Guard};
+    let legacy = [
+        without_data("errors", Exit, None, "source world: connection refused"),
+        without_data("lag", Guard, None, "source world: connection refused"),
+    ];
+    assert_eq!(
+        standing(&snap(&legacy)).sentence(),
+        "blind: source world unreachable (source world: connection refused): errors, lag hold"
+    );
+    let with_value = [GateInput {
+        value: Some(0.0),
+        ..without_data("errors", Exit, None, "0 < 0.01; 1 of 3 samples so far")
+    }];
+    assert_eq!(
+        standing(&snap(&with_value)).sentence(),
+        "blocked: errors: no data (0 < 0.01; 1 of 3 samples so far)"
+    );
 }

@@ -54,8 +54,9 @@ pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
 }
 
 impl AnyStore {
-    /// This store, stamping the journal with the writer's instants (a simulated clock: the demo,
-    /// `--now`) instead of the database's clock.
+    /// This store, stamping the journal, the step's start and the last update of what it
+    /// commits with the writer's instants (a simulated clock: the demo, `--now`, a test that
+    /// injects one) instead of the database's clock.
     #[must_use]
     pub fn with_writer_clock(self) -> AnyStore {
         match self {
@@ -227,6 +228,10 @@ impl Store for AnyStore {
 
     async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
         delegate!(self, s => s.release_lease(lease, holder))
+    }
+
+    async fn clock_ms(&self, writer_ms: i64) -> Result<i64> {
+        delegate!(self, s => s.clock_ms(writer_ms))
     }
 
     async fn prune(&self, prune: &super::retention::Prune) -> Result<super::retention::Pruned> {

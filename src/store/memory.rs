@@ -39,7 +39,7 @@ use crate::gate::Memory;
 /// The columns of a gate row, in the order [`write_rows`] binds them (a memory row's are
 /// followed by its `revision`).
 const COLUMNS: &str = "migration, step_entered, state, step, gate, kind, query, value, \
-     old_value, samples, verdict, reason, held_since, peak, at";
+     old_value, samples, verdict, reason, held_since, peak, at, no_data_cause";
 
 /// Where [`write_rows`] writes a round's gate rows.
 #[derive(Debug, Clone, Copy)]
@@ -229,6 +229,7 @@ where
     for<'t> i64: Encode<'t, DB> + Type<DB>,
     for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
     for<'t> Option<f64>: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
 {
     let (into, revision) = match table {
         Table::History => ("gate_evaluations", ""),
@@ -250,7 +251,8 @@ where
             .push_bind(r.reason.as_str())
             .push_bind(r.held_since_ms)
             .push_bind(r.peak)
-            .push_bind(r.at_ms);
+            .push_bind(r.at_ms)
+            .push_bind(r.no_data_cause.as_deref());
         if let Table::Memory = table {
             // The revision the row has if nobody wrote it since the read (see [`merge`]).
             row.push_bind(r.revision.unwrap_or(0).saturating_add(1));
@@ -280,6 +282,7 @@ const MERGE_MEMORY: &str = concat!(
      DO UPDATE SET state = excluded.state, step = excluded.step, \
      query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
      verdict = excluded.verdict, reason = excluded.reason, at = excluded.at, \
+     no_data_cause = excluded.no_data_cause, \
      held_since = CASE WHEN ",
     fresh!(),
     " THEN excluded.held_since \
@@ -405,6 +408,7 @@ mod tests {
             samples: 0,
             verdict: "hold".into(),
             reason: String::new(),
+            no_data_cause: None,
             held_since_ms: None,
             peak: None,
             at_ms,

@@ -109,6 +109,9 @@ pub struct Commit {
     pub expected_version: i64,
     pub command: String,
     pub to: Snapshot,
+    /// The writer's instant: stored only by a store on the writer's clock (`--now`, the demo);
+    /// otherwise the journal's `at`, the step's start and the last update are the database's
+    /// time, read once in the commit's transaction.
     pub at_ms: i64,
     pub actor: String,
     pub reason: Option<String>,
@@ -169,6 +172,11 @@ pub struct GateRecord {
     pub samples: u32,
     pub verdict: String,
     pub reason: String,
+    /// A NO DATA verdict's cause as [`crate::gate::NoDataCause::as_str`] writes it
+    /// (`source_down`, `empty`, `too_few_samples`, `unusable`); `None` for the other verdicts
+    /// and for rows written before the cause was kept (migration 0012).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_data_cause: Option<String>,
     pub held_since_ms: Option<i64>,
     pub peak: Option<f64>,
     pub at_ms: i64,
@@ -440,6 +448,11 @@ pub trait Store: Send + Sync {
     /// locked: a round writing memory holds it too): a decision made on a read of the memory
     /// that another writer has changed since is never applied.
     ///
+    /// The journal entry's `at`, the step's start (when the transition enters another state)
+    /// and the migration's last update are one instant: the database's clock read in the
+    /// transaction, whatever the writer's host says (the writer's [`Commit::at_ms`] on a store
+    /// with the writer's clock).
+    ///
     /// # Errors
     /// [`StoreError::Conflict`] when the migration moved on; [`StoreError::StaleMemory`] when a
     /// gate's memory did (the caller decides again on a fresh read).
@@ -591,6 +604,14 @@ pub trait Store: Send + Sync {
     /// Give the lease up (only if `holder` has it), so that a standby takes over at once. The
     /// row stays (expired), so that the epoch never goes back.
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;
+    /// "Now" on the clock this store stamps what it commits with: the database's (SQL stores
+    /// read it in a statement), or `writer_ms` for a store on the writer's clock (a simulated
+    /// one: `--now`, the demo). A person's command reads it once, so that its gates measure
+    /// `observe` and `min_duration` from the step's start on the clock that stamped it.
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    fn clock_ms(&self, writer_ms: i64) -> impl Future<Output = Result<i64>> + Send;
     /// This store with its writes fenced by `cell` (see [`fence`]): what a daemon acts through.
     /// A backend without fencing answers itself unfenced.
     fn fenced(&self, cell: fence::FenceCell) -> Self

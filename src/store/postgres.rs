@@ -76,6 +76,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "lease epochs",
         include_str!("../../migrations/postgres/0010_lease_epochs.sql"),
     ),
+    (
+        12,
+        "no data cause",
+        include_str!("../../migrations/postgres/0012_no_data_cause.sql"),
+    ),
 ];
 
 pub use super::pg_session::{Keepalives, SessionLimits, is_lock_timeout};
@@ -375,7 +380,7 @@ async fn current_plans(
 async fn insert_evaluations(conn: &mut PgConnection, rounds: &[RoundRecord]) -> Result<()> {
     // The plans first: the lock is taken before any row is written.
     let plans = current_plans(conn, rounds).await?;
-    // PostgreSQL allows 65,535 parameters per statement: 15 per row.
+    // PostgreSQL allows 65,535 parameters per statement: at most 17 per row.
     let rows = memory::rows_of(rounds);
     for chunk in rows.chunks(1_000) {
         memory::write_rows::<Postgres>(Table::History, chunk.iter().copied())
@@ -436,6 +441,7 @@ impl Store for PgStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
         let mut tx = self.pool.begin().await?;
         let planned = State::Planned;
+        let at = self.journal_at(&mut tx, new.now_ms).await?;
         // ON CONFLICT: a concurrent `init` of the same name is AlreadyExists, not a database
         // error.
         let row = sqlx::query(
@@ -449,13 +455,13 @@ impl Store for PgStore {
         .bind(&new.plan_path)
         .bind(&new.plan_hash)
         .bind(planned.name())
-        .bind(new.now_ms)
+        .bind(at)
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::AlreadyExists(new.name.clone()))?;
         let record = migration_row(&row)?;
         let mut row = JournalRow::of_init(new);
-        row.at_ms = self.journal_at(&mut tx, new.now_ms).await?;
+        row.at_ms = at;
         insert_journal(&mut tx, &row).await?;
         tx.commit().await?;
         Ok(record)
@@ -514,10 +520,13 @@ impl Store for PgStore {
         };
         let version = c.expected_version + 1;
         let generation = current.generation + 1;
+        // One instant for the step's start, the last update and the journal entry: the
+        // database's (unless the writer's clock is the story's), never a skewed host's.
+        let at = self.journal_at(&mut tx, c.at_ms).await?;
         let entered_at = if c.to.state == current.state {
             current.entered_at_ms
         } else {
-            c.at_ms
+            at
         };
         let updated = sqlx::query(
             "UPDATE migrations SET state = $1, step = $2, paused = $3, version = $4, \
@@ -530,7 +539,7 @@ impl Store for PgStore {
         .bind(version)
         .bind(generation)
         .bind(entered_at)
-        .bind(c.at_ms)
+        .bind(at)
         .bind(name)
         .bind(c.expected_version)
         .fetch_optional(&mut *tx)
@@ -538,7 +547,7 @@ impl Store for PgStore {
         .ok_or_else(conflict)?;
         let record = migration_row(&updated)?;
         let mut row = JournalRow::of_commit(name, c, current.snapshot(), version, generation);
-        row.at_ms = self.journal_at(&mut tx, c.at_ms).await?;
+        row.at_ms = at;
         row.epoch = fence.as_ref().map(|f| f.epoch);
         insert_journal(&mut tx, &row).await?;
         fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a transition").await?;
@@ -556,8 +565,9 @@ impl Store for PgStore {
             actual: current.version,
         };
         let version = r.expected_version + 1;
+        let at = self.journal_at(&mut tx, r.at_ms).await?;
         let (generation, updated_at) = if r.republish {
-            (current.generation + 1, r.at_ms)
+            (current.generation + 1, at)
         } else {
             (current.generation, current.updated_at_ms)
         };
@@ -591,7 +601,7 @@ impl Store for PgStore {
             .await?;
         }
         let mut row = JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation);
-        row.at_ms = self.journal_at(&mut tx, r.at_ms).await?;
+        row.at_ms = at;
         row.epoch = fence.as_ref().map(|f| f.epoch);
         insert_journal(&mut tx, &row).await?;
         fence::prove_pg(&mut tx, &self.fence, fence.as_ref(), "a plan apply").await?;
@@ -781,6 +791,11 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn clock_ms(&self, writer_ms: i64) -> Result<i64> {
+        let mut conn = self.pool.acquire().await?;
+        self.journal_at(&mut conn, writer_ms).await
     }
 
     fn fenced(&self, cell: FenceCell) -> PgStore {

@@ -63,6 +63,7 @@ pub(super) fn gate_row(row: &PgRow) -> Result<GateRecord> {
             .map_err(|_| StoreError::Corrupt(format!("gate evaluation with {samples} samples")))?,
         verdict: row.try_get("verdict")?,
         reason: row.try_get("reason")?,
+        no_data_cause: row.try_get("no_data_cause")?,
         held_since_ms: row.try_get("held_since")?,
         revision: Some(row.try_get("revision")?),
         peak: row.try_get("peak")?,

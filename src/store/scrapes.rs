@@ -184,28 +184,10 @@ fn read_scrapes(text: &str) -> std::result::Result<(Vec<StoredSeries>, Vec<i64>)
                             let same = groups.iter().position(|s| {
                                 s.series == series && s.metric == metric && s.labels == labels
                             });
-                            let g = match same {
-                                Some(g) => g,
-                                None => {
-                                    let g = groups.len();
-                                    let shared: Vec<usize> =
-                                        (0..g).filter(|&h| groups[h].series == series).collect();
-                                    for &h in &shared {
-                                        siblings.entry(h).or_default().push(g);
-                                    }
-                                    if !shared.is_empty() {
-                                        siblings.insert(g, shared);
-                                    }
-                                    groups.push(StoredSeries {
-                                        series,
-                                        metric,
-                                        labels,
-                                        points: Vec::new(),
-                                    });
-                                    spans.push(span);
-                                    g
-                                }
-                            };
+                            let g = same.unwrap_or_else(|| {
+                                spans.push(span);
+                                new_group(&mut groups, &mut siblings, series, metric, labels)
+                            });
                             index.insert(key, g);
                             g
                         }
@@ -213,18 +195,7 @@ fn read_scrapes(text: &str) -> std::result::Result<(Vec<StoredSeries>, Vec<i64>)
                 }
             };
             r.expect(b']')?;
-            // A sample given again for its series key at this instant (a scrape written twice)
-            // replaces the one before it, whatever its labels.
-            for &h in siblings.get(&group).into_iter().flatten() {
-                if groups[h].points.last().is_some_and(|p| p.0 == at_ms) {
-                    groups[h].points.pop();
-                }
-            }
-            let value = from_bits(bits);
-            match groups[group].points.last_mut() {
-                Some(last) if last.0 == at_ms => last.1 = value,
-                _ => groups[group].points.push((at_ms, value)),
-            }
+            put_sample(&mut groups, &siblings, group, at_ms, from_bits(bits));
             match previous.get_mut(position) {
                 Some(slot) => *slot = group,
                 None => previous.push(group),
@@ -242,6 +213,58 @@ fn read_scrapes(text: &str) -> std::result::Result<(Vec<StoredSeries>, Vec<i64>)
         }
     }
     r.end()?;
+    Ok((in_order(groups), instants))
+}
+
+/// A new group for a series met for the first time, its index: a sibling of each group of the
+/// same series key.
+fn new_group(
+    groups: &mut Vec<StoredSeries>,
+    siblings: &mut HashMap<usize, Vec<usize>>,
+    series: String,
+    metric: String,
+    labels: String,
+) -> usize {
+    let g = groups.len();
+    let shared: Vec<usize> = (0..g).filter(|&h| groups[h].series == series).collect();
+    for &h in &shared {
+        siblings.entry(h).or_default().push(g);
+    }
+    if !shared.is_empty() {
+        siblings.insert(g, shared);
+    }
+    groups.push(StoredSeries {
+        series,
+        metric,
+        labels,
+        points: Vec::new(),
+    });
+    g
+}
+
+/// Adds a sample to its group. A sample given again for its series key at this instant (a
+/// scrape written twice) replaces the one before it, whatever its labels.
+fn put_sample(
+    groups: &mut [StoredSeries],
+    siblings: &HashMap<usize, Vec<usize>>,
+    group: usize,
+    at_ms: i64,
+    value: f64,
+) {
+    for &h in siblings.get(&group).into_iter().flatten() {
+        if groups[h].points.last().is_some_and(|p| p.0 == at_ms) {
+            groups[h].points.pop();
+        }
+    }
+    match groups[group].points.last_mut() {
+        Some(last) if last.0 == at_ms => last.1 = value,
+        _ => groups[group].points.push((at_ms, value)),
+    }
+}
+
+/// The groups that hold a sample, each in time order, by series key, first instant, metric and
+/// labels.
+fn in_order(mut groups: Vec<StoredSeries>) -> Vec<StoredSeries> {
     groups.retain(|s| !s.points.is_empty());
     for s in &mut groups {
         s.points.sort_unstable_by_key(|&(at_ms, _)| at_ms);
@@ -260,7 +283,7 @@ fn read_scrapes(text: &str) -> std::result::Result<(Vec<StoredSeries>, Vec<i64>)
                 &b.labels,
             ))
     });
-    Ok((groups, instants))
+    groups
 }
 
 #[cfg(test)]

@@ -76,6 +76,11 @@ const SCHEMA: &[(i64, &str, &str)] = &[
         "lease epochs",
         include_str!("../../migrations/sqlite/0011_lease_epochs.sql"),
     ),
+    (
+        12,
+        "no data cause",
+        include_str!("../../migrations/sqlite/0012_no_data_cause.sql"),
+    ),
 ];
 
 /// A SQLite store.
@@ -464,6 +469,7 @@ impl Store for SqliteStore {
             return Err(StoreError::AlreadyExists(new.name.clone()));
         }
         let planned = State::Planned;
+        let at = self.journal_at(&mut tx, new.now_ms).await?;
         sqlx::query(
             "INSERT INTO migrations (name, plan_yaml, plan_path, plan_hash, state, step, paused, \
              version, generation, published_generation, entered_at, updated_at, created_at) \
@@ -474,13 +480,13 @@ impl Store for SqliteStore {
         .bind(&new.plan_path)
         .bind(&new.plan_hash)
         .bind(planned.name())
-        .bind(new.now_ms)
-        .bind(new.now_ms)
-        .bind(new.now_ms)
+        .bind(at)
+        .bind(at)
+        .bind(at)
         .execute(&mut *tx)
         .await?;
         let mut row = JournalRow::of_init(new);
-        row.at_ms = self.journal_at(&mut tx, new.now_ms).await?;
+        row.at_ms = at;
         insert_journal(&mut tx, &row).await?;
         tx.commit().await?;
         self.get(&new.name).await
@@ -536,10 +542,13 @@ impl Store for SqliteStore {
         };
         let version = c.expected_version + 1;
         let generation = current.generation + 1;
+        // One instant for the step's start, the last update and the journal entry: the
+        // database's (unless the writer's clock is the story's), never a skewed host's.
+        let at = self.journal_at(&mut tx, c.at_ms).await?;
         let entered_at = if c.to.state == current.state {
             current.entered_at_ms
         } else {
-            c.at_ms
+            at
         };
         let updated = sqlx::query(
             "UPDATE migrations SET state = ?, step = ?, paused = ?, version = ?, generation = ?, \
@@ -551,7 +560,7 @@ impl Store for SqliteStore {
         .bind(version)
         .bind(generation)
         .bind(entered_at)
-        .bind(c.at_ms)
+        .bind(at)
         .bind(name)
         .bind(c.expected_version)
         .execute(&mut *tx)
@@ -560,7 +569,7 @@ impl Store for SqliteStore {
             return Err(conflict());
         }
         let mut row = JournalRow::of_commit(name, c, current.snapshot(), version, generation);
-        row.at_ms = self.journal_at(&mut tx, c.at_ms).await?;
+        row.at_ms = at;
         row.epoch = fence.as_ref().map(|f| f.epoch);
         insert_journal(&mut tx, &row).await?;
         fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a transition").await?;
@@ -578,8 +587,9 @@ impl Store for SqliteStore {
             actual: current.version,
         };
         let version = r.expected_version + 1;
+        let at = self.journal_at(&mut tx, r.at_ms).await?;
         let (generation, updated_at) = if r.republish {
-            (current.generation + 1, r.at_ms)
+            (current.generation + 1, at)
         } else {
             (current.generation, current.updated_at_ms)
         };
@@ -614,7 +624,7 @@ impl Store for SqliteStore {
             .await?;
         }
         let mut row = JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation);
-        row.at_ms = self.journal_at(&mut tx, r.at_ms).await?;
+        row.at_ms = at;
         row.epoch = fence.as_ref().map(|f| f.epoch);
         insert_journal(&mut tx, &row).await?;
         fence::prove_sqlite(&mut tx, &self.fence, fence.as_ref(), "a plan apply").await?;
@@ -810,6 +820,11 @@ impl Store for SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn clock_ms(&self, writer_ms: i64) -> Result<i64> {
+        let mut conn = self.pool.acquire().await?;
+        self.journal_at(&mut conn, writer_ms).await
     }
 
     fn fenced(&self, cell: FenceCell) -> SqliteStore {

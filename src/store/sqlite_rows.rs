@@ -61,6 +61,7 @@ pub(super) fn gate_row(row: &SqliteRow) -> Result<GateRecord> {
         samples: u32::try_from(row.try_get::<i64, _>("samples")?).unwrap_or(0),
         verdict: row.try_get("verdict")?,
         reason: row.try_get("reason")?,
+        no_data_cause: row.try_get("no_data_cause")?,
         held_since_ms: row.try_get("held_since")?,
         revision: Some(row.try_get("revision")?),
         peak: row.try_get("peak")?,

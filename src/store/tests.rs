@@ -340,6 +340,7 @@ fn gate(
         samples: 3,
         verdict: "hold".to_string(),
         reason: format!("{gate} {kind} at {at_ms}"),
+        no_data_cause: None,
         held_since_ms: value.map(|_| at_ms - 500),
         peak: None,
         at_ms,
@@ -2920,6 +2921,7 @@ async fn open_picks_the_backend_by_url() {
 
 /// Dead-letter decisions, seen signatures and the replay ledger, on each backend.
 mod dispositions;
+mod no_data_cause;
 mod prune;
 
 /// Issue 42: an ex-leader's session holding a migration's row lock blocked the whole round of

@@ -8,6 +8,9 @@
 
 use crate::common;
 
+#[cfg(feature = "kafka")]
+mod kafka_ingress;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,15 +70,7 @@ async fn world_to(tag: &str, new: Kind, new_var: &str) -> Option<World> {
     let (Some(amqp), Some(new_url)) = (env("QM_TEST_AMQP_URL"), env(new_var)) else {
         return None;
     };
-    let run = format!(
-        "{tag}-{}-{}",
-        std::process::id(),
-        queue_migrate::time::now_ms()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
-        .await
-        .unwrap();
+    let (run, dir, store) = run_and_store(tag).await;
     let brokers = Brokers {
         old: Arc::new(Adapter::connect(Kind::RabbitMq, &amqp).await.unwrap()),
         new: Arc::new(Adapter::connect(new, &new_url).await.unwrap()),
@@ -87,6 +82,26 @@ async fn world_to(tag: &str, new: Kind, new_var: &str) -> Option<World> {
         store,
         brokers,
     })
+}
+
+/// A run id of its own (`TAG-PID-MS`) and a SQLite store in a temporary directory.
+async fn run_and_store(
+    tag: &str,
+) -> (
+    String,
+    tempfile::TempDir,
+    queue_migrate::store::any::AnyStore,
+) {
+    let run = format!(
+        "{tag}-{}-{}",
+        std::process::id(),
+        queue_migrate::time::now_ms()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = queue_migrate::store::any::open(dir.path().join("state.db").to_str().unwrap())
+        .await
+        .unwrap();
+    (run, dir, store)
 }
 
 /// Run a bridge until the sender it answers is used (or dropped).

@@ -22,7 +22,7 @@ use queue_migrate::brokers::{
 
 /// The Kafka adapter on librdkafka's mock cluster (`QM_TEST_KAFKA_BOOTSTRAP`).
 #[cfg(feature = "kafka")]
-mod kafka;
+pub(crate) mod kafka;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 

@@ -1,8 +1,9 @@
 //! `migrate dlq` on real servers: `triage --from-broker` reads the old broker's dead-letter queue
 //! without consuming it (NATS JetStream and Redis Streams browse; RabbitMQ refuses, saying why and
 //! what to do), and `replay --migration` publishes each dead letter to the side its key routes
-//! to. Runs per broker when `QM_TEST_NATS_URL` / `QM_TEST_REDIS_URL` / `QM_TEST_AMQP_URL` is set
-//! (`scripts/services.sh start nats redis rabbitmq`); ignored unless asked for (`--include-ignored`).
+//! to. Runs per broker when `QM_TEST_NATS_URL` / `QM_TEST_REDIS_URL` / `QM_TEST_AMQP_URL` /
+//! `QM_TEST_KAFKA_BOOTSTRAP` is set (`scripts/services.sh start nats redis rabbitmq kafka`);
+//! ignored unless asked for (`--include-ignored`). Kafka's: [`kafka`].
 #![cfg(feature = "brokers")]
 
 use crate::common;
@@ -12,6 +13,10 @@ use common::dlq_bench::{DlqBench, OLD_BROKER_LINE, drain_rabbitmq, on_store};
 
 use queue_migrate::brokers::{Adapter, Kind, Message};
 use queue_migrate::stamp::{RouteLabel, RouteStamp};
+
+/// Dead letters on Kafka (`QM_TEST_KAFKA_BOOTSTRAP`).
+#[cfg(feature = "kafka")]
+mod kafka;
 
 fn envelope(class: &str, message: &str, at: &str) -> String {
     serde_json::json!({
@@ -74,12 +79,9 @@ fn queue_migrate_time_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
-    let url = url(var);
-    let dlq = unique("qm-dlq");
-    let adapter = Adapter::connect(kind, &url).await.unwrap();
-    adapter.declare(&dlq).await.unwrap();
-    let lines = [
+/// Two timeouts and a validation error, oldest first: two groups when triaged.
+fn three_dead_letters() -> [String; 3] {
+    [
         envelope(
             "TimeoutError",
             "upstream timed out after 3000 ms",
@@ -95,7 +97,15 @@ async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
             "field amount is negative",
             "2026-11-02T09:00:00.000Z",
         ),
-    ];
+    ]
+}
+
+async fn browse_and_triage(kind: Kind, var: &str, plan_kind: &str) {
+    let url = url(var);
+    let dlq = unique("qm-dlq");
+    let adapter = Adapter::connect(kind, &url).await.unwrap();
+    adapter.declare(&dlq).await.unwrap();
+    let lines = three_dead_letters();
     for line in &lines {
         adapter
             .publish(&dlq, &Message::new(line.as_bytes().to_vec()))

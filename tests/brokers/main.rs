@@ -15,3 +15,4 @@ mod dlq_replay;
 mod dlq_store;
 mod dlq_triage_jobs;
 mod dlq_triage_seed;
+mod probes_kafka;

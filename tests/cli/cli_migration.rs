@@ -5,20 +5,6 @@ use crate::common;
 
 use common::Bench;
 
-/// Advance one step with every indicator green, waiting out minimum times and `for:` periods by
-/// moving the injected clock (never sleeping).
-fn advance_green(b: &mut Bench) -> (String, Option<u64>) {
-    for _ in 0..10 {
-        let r = b.run(&["advance", "local", "--confirm", "local"]);
-        match r.code {
-            0 => return b.state(),
-            3 => b.minute += 1,
-            other => panic!("advance exited {other}\n{}\n{}", r.stdout, r.stderr),
-        }
-    }
-    panic!("advance stayed gated for 10 minutes: {}", b.status());
-}
-
 #[test]
 fn a_whole_migration_from_planned_to_complete() {
     let mut b = Bench::new();
@@ -39,7 +25,7 @@ fn a_whole_migration_from_planned_to_complete() {
     ];
     let mut last_generation = b.routing_file()["generation"].as_u64().unwrap();
     for (state, step, migrated, consume) in expected {
-        let now = advance_green(&mut b);
+        let now = b.advance_green();
         assert_eq!(now, (state.to_string(), step));
         let doc = b.routing_file();
         assert_eq!(doc["state"], state);
@@ -81,7 +67,7 @@ fn a_rollback_of_a_paused_migration_says_nothing_about_pausing() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    advance_green(&mut b);
+    b.advance_green();
     b.ok(&["pause", "local", "--reason", "looking"], 0);
     let r = b.ok(&["rollback", "local", "--reason", "rehearsal"], 0);
     assert!(!r.stderr.contains("migrate pause"), "{}", r.stderr);
@@ -98,7 +84,7 @@ fn rollback_at_every_state_moves_exactly_one_step_back() {
 
     let mut previous = b.state();
     loop {
-        let now = advance_green(&mut b);
+        let now = b.advance_green();
         if now.0 == "complete" {
             break;
         }
@@ -116,7 +102,7 @@ fn rollback_at_every_state_moves_exactly_one_step_back() {
         let doc = b.routing_file();
         assert_eq!(doc["state"], previous.0.as_str());
         // Climb back up to where we were.
-        assert_eq!(advance_green(&mut b), now);
+        assert_eq!(b.advance_green(), now);
         previous = now;
     }
 }
@@ -126,8 +112,8 @@ fn a_source_that_is_down_holds_and_changes_nothing() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    advance_green(&mut b); // consume_dual
-    advance_green(&mut b); // synthetic: its gate reads the prometheus source
+    b.advance_green(); // consume_dual
+    b.advance_green(); // synthetic: its gate reads the prometheus source
     b.indicators.set_down(true);
     let version = b.status()["version"].as_i64().unwrap();
     let r = b.ok(&["advance", "local", "--json"], 3);
@@ -160,7 +146,7 @@ fn garbage_metrics_hold_with_the_line_number() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    advance_green(&mut b); // consume_dual: its gate reads the scrape source
+    b.advance_green(); // consume_dual: its gate reads the scrape source
     b.indicators.world.lock().unwrap().extra_metrics = "broken{x=\"1\" 3\n".into();
     let r = b.ok(&["advance", "local", "--json"], 3);
     let reason = r.json()["gates"][0]["reason"].as_str().unwrap().to_string();
@@ -173,7 +159,7 @@ fn for_durations_are_honoured_with_injected_time() {
     b.indicators.all_green();
     b.init();
     while b.state().0 != "drain" {
-        advance_green(&mut b);
+        b.advance_green();
     }
     // quiet = max_backoff 2m + visibility_timeout 1m = 3m.
     let r = b.ok(&["advance", "local", "--json"], 3);
@@ -206,7 +192,7 @@ fn minimum_time_is_a_minimum_never_sufficient() {
     b.indicators.all_green();
     b.init();
     while b.state() != ("slices".into(), Some(0)) {
-        advance_green(&mut b);
+        b.advance_green();
     }
     // observe: 1m. Gates pass but the minute has not passed.
     let r = b.ok(&["advance", "local"], 3);
@@ -225,7 +211,7 @@ fn a_failing_guard_blocks_advance() {
     b.indicators.all_green();
     b.init();
     while b.state() != ("slices".into(), Some(0)) {
-        advance_green(&mut b);
+        b.advance_green();
     }
     b.minute += 5;
     b.indicators.set("app_error_ratio_new", 0.2);
@@ -242,8 +228,8 @@ fn dry_run_shows_the_routing_it_would_publish_and_changes_nothing() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    advance_green(&mut b);
-    advance_green(&mut b);
+    b.advance_green();
+    b.advance_green();
     let before = b.status();
     let r = b.ok(&["advance", "local", "--dry-run", "--json"], 0);
     let out = r.json();
@@ -258,7 +244,7 @@ fn dry_run_shows_the_routing_it_would_publish_and_changes_nothing() {
 fn force_needs_a_reason_and_is_journaled() {
     let mut b = Bench::new();
     b.init();
-    advance_green(&mut b); // planned -> consume_dual has no gates
+    b.advance_green(); // planned -> consume_dual has no gates
     // Sources report nothing: the gate fails.
     let r = b.run(&["advance", "local", "--force"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -291,7 +277,7 @@ fn complete_needs_the_name_as_confirmation() {
     b.indicators.all_green();
     b.init();
     while b.state().0 != "disconnect" {
-        advance_green(&mut b);
+        b.advance_green();
     }
     b.minute += 5;
     let r = b.ok(&["advance", "local"], 2);
@@ -308,7 +294,7 @@ fn pause_resume_and_abort() {
     b.indicators.all_green();
     b.init();
     while b.state() != ("slices".into(), Some(1)) {
-        advance_green(&mut b);
+        b.advance_green();
     }
     b.ok(&["pause", "local"], 0);
     b.minute += 5;
@@ -320,7 +306,7 @@ fn pause_resume_and_abort() {
     assert_eq!(b.status()["paused"], true);
     b.ok(&["resume", "local"], 0);
     b.ok(&["resume", "local"], 2);
-    advance_green(&mut b);
+    b.advance_green();
     b.ok(&["abort", "local"], 2); // needs a reason
     b.ok(&["abort", "local", "--reason", "vendor incident"], 0);
     let s = b.status();
@@ -450,7 +436,7 @@ fn status_json_contract() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    advance_green(&mut b);
+    b.advance_green();
     let s = b.status();
     for field in [
         "migration",
@@ -590,7 +576,7 @@ fn the_drain_gate_waits_for_the_old_dead_letters_to_be_closed() {
     std::fs::write(b.path("local.dlq.ndjson"), export).unwrap();
     b.init();
     while b.state().0 != "drain" {
-        advance_green(&mut b);
+        b.advance_green();
     }
     b.minute += 10;
     let r = b.ok(&["advance", "local", "--json"], 3);
@@ -1046,7 +1032,7 @@ fn a_retried_advance_with_from_does_not_move_twice() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    let first = advance_green(&mut b);
+    let first = b.advance_green();
     let from = first.0.clone();
     let second = loop {
         let r = b.run(&["advance", "local", "--from", &from]);
@@ -1100,7 +1086,7 @@ fn a_slice_step_reads_the_same_in_status_history_and_from() {
     b.indicators.all_green();
     b.init();
     while b.state().0 != "slices" {
-        advance_green(&mut b);
+        b.advance_green();
     }
     let shown = b.ok(&["status", "local"], 0).stdout;
     // Where it stands first, then the state line.

@@ -8,26 +8,13 @@ use common::Bench;
 
 const PLAN: &str = include_str!("../../plans/local.yaml");
 
-/// Advance one step with every indicator green, moving the injected clock past minimum times.
-fn advance_green(b: &mut Bench) {
-    for _ in 0..10 {
-        let r = b.run(&["advance", "local", "--confirm", "local"]);
-        match r.code {
-            0 => return,
-            3 => b.minute += 1,
-            other => panic!("advance exited {other}\n{}\n{}", r.stdout, r.stderr),
-        }
-    }
-    panic!("advance stayed gated for 10 minutes: {}", b.status());
-}
-
 /// A bench whose migration is at `slices[step]`.
 fn at_slice_step(step: u64) -> Bench {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
     while b.state() != ("slices".into(), Some(step)) {
-        advance_green(&mut b);
+        b.advance_green();
     }
     b
 }
@@ -137,7 +124,7 @@ fn a_different_slice_total_after_planned_is_refused_and_changes_nothing() {
     let mut b = Bench::new();
     b.indicators.all_green();
     b.init();
-    advance_green(&mut b); // consume_dual
+    b.advance_green(); // consume_dual
     edits(&b, &SIXTEEN_SLICES);
     let before = b.status();
     let r = b.ok(&apply(&b, &["--reason", "more slices"]), 2);
@@ -221,7 +208,7 @@ fn a_gates_held_since_does_not_carry_over_a_plan_apply_that_changes_it() {
     b.indicators.all_green();
     b.init();
     while b.state() != ("slices".into(), Some(0)) {
-        advance_green(&mut b);
+        b.advance_green();
     }
     // Held for 4 minutes of the 5 under the first definition.
     for _ in 0..4 {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use queue_migrate::controller::{Actor, Controller};
+use queue_migrate::daemon::auth::Access;
 use queue_migrate::daemon::{self, Config, DaemonError};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::plan::Resolve;
@@ -14,6 +15,19 @@ use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
 
 use super::{Indicators, MapResolve, T0, daemon_config};
+
+/// The bearer token of a daemon started with [`single_token`].
+pub const TOKEN: &str = "s3cret";
+
+/// Every mutation needs [`TOKEN`].
+pub fn single_token() -> Access {
+    Access::single_token(TOKEN.into())
+}
+
+/// plans/local.yaml with `auto_advance: false`: only the API's (or the CLI's) callers move it.
+pub fn local_by_hand() -> String {
+    include_str!("../../plans/local.yaml").replace("auto_advance: true", "auto_advance: false")
+}
 
 /// A migration `local` (or the plan's own name) registered as the CLI does, by actor `test` at
 /// [`T0`], in a SQLite store of its own directory.
@@ -25,8 +39,20 @@ pub struct DaemonWorld {
 }
 
 impl DaemonWorld {
-    /// `plan` written to `local.yaml` and registered (`init`) at [`T0`].
+    /// `plan` written to `local.yaml` and registered (`init`) at [`T0`], in a store that stamps
+    /// transitions with the writer's instants: the tests' clocks tell the story, as `--now` does
+    /// (`with_writer_clock`).
     pub async fn new(plan: &str) -> DaemonWorld {
+        DaemonWorld::opened(plan, true).await
+    }
+
+    /// [`DaemonWorld::new`] in a store that stamps transitions (the journal's `at`, the step's
+    /// start) on the database's clock, as a store does for a daemon or a command on a real host.
+    pub async fn on_database_clock(plan: &str) -> DaemonWorld {
+        DaemonWorld::opened(plan, false).await
+    }
+
+    async fn opened(plan: &str, writer_clock: bool) -> DaemonWorld {
         let dir = tempfile::tempdir().unwrap();
         let indicators = Indicators::start();
         indicators.all_green();
@@ -35,6 +61,11 @@ impl DaemonWorld {
             .await
             .unwrap()
             .into();
+        let store = if writer_clock {
+            store.with_writer_clock()
+        } else {
+            store
+        };
         let w = DaemonWorld {
             dir,
             indicators,
@@ -76,6 +107,19 @@ impl DaemonWorld {
     /// `tweak`.
     pub async fn start(&self, tweak: impl FnOnce(&mut Config)) -> Running {
         self.start_over(self.store.clone(), tweak).await
+    }
+
+    /// A daemon over this world whose mutations need a token of `access` ([`single_token`],
+    /// a token file), its [`daemon_config`] then changed by `tweak`; returned once it leads.
+    pub async fn start_guarded(&self, access: Access, tweak: impl FnOnce(&mut Config)) -> Running {
+        let d = self
+            .start(|c| {
+                c.access = access;
+                tweak(c);
+            })
+            .await;
+        d.leading().await;
+        d
     }
 
     /// [`DaemonWorld::start`] over another store (one that wraps this world's).

@@ -210,6 +210,9 @@ impl Store for Hooked {
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send {
         self.inner.release_lease(lease, holder)
     }
+    fn clock_ms(&self, writer_ms: i64) -> impl Future<Output = Result<i64>> + Send {
+        self.inner.clock_ms(writer_ms)
+    }
     fn dlq_decisions(&self) -> impl Future<Output = Result<Vec<Disposition>>> + Send {
         self.inner.dlq_decisions()
     }

@@ -63,15 +63,7 @@ pub fn controller<'a, S: queue_migrate::store::Store>(
     fetcher: &'a queue_migrate::indicators::fetch::Fetcher,
     resolve: &'a MapResolve,
 ) -> queue_migrate::controller::Controller<'a, S> {
-    queue_migrate::controller::Controller {
-        store,
-        fetcher,
-        resolve,
-        secrets: queue_migrate::plan::SecretsMode::Deferred,
-        read_only: false,
-        histories: None,
-        round: None,
-    }
+    queue_migrate::controller::Controller::new(store, fetcher, resolve)
 }
 
 /// A daemon's configuration for the in-process tests: fast ticks, the clock `clock` (ms).
@@ -308,6 +300,21 @@ impl Bench {
 
     pub fn init(&self) {
         self.ok(&["init", self.plan.to_str().unwrap()], 0);
+    }
+
+    /// Advance one step with every indicator green (`migrate advance local --confirm local`),
+    /// waiting out minimum times and `for:` periods by moving the injected clock a minute each
+    /// time it is gated (never sleeping), 10 minutes at most: the (state, step) it moved to.
+    pub fn advance_green(&mut self) -> (String, Option<u64>) {
+        for _ in 0..10 {
+            let r = self.run(&["advance", "local", "--confirm", "local"]);
+            match r.code {
+                0 => return self.state(),
+                3 => self.minute += 1,
+                other => panic!("advance exited {other}\n{}\n{}", r.stdout, r.stderr),
+            }
+        }
+        panic!("advance stayed gated for 10 minutes: {}", self.status());
     }
 
     /// The routing file `<name>.routing.json` a plan renamed `name` writes.

@@ -28,9 +28,11 @@ async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, 
     let indicators = Indicators::start();
     indicators.all_green();
     let resolve = Arc::new(MapResolve::of(&indicators));
+    // The tests' instants tell the story (`--now`'s store): the step starts at `T0`.
     let store: AnyStore = SqliteStore::open(dir.join("state.db").to_str().unwrap())
         .await
         .unwrap()
+        .with_writer_clock()
         .into();
     let path = local_plan_named(dir, "local");
     if held {

@@ -24,18 +24,6 @@ const TOKEN: &str = "console-s3cret-of-alice";
 /// carol, a viewer.
 const VIEWER: &str = "console-s3cret-of-carol";
 
-fn advance_green(b: &mut Bench) -> (String, Option<u64>) {
-    for _ in 0..10 {
-        let r = b.run(&["advance", "local"]);
-        match r.code {
-            0 => return b.state(),
-            3 => b.minute += 1,
-            other => panic!("advance exited {other}\n{}\n{}", r.stdout, r.stderr),
-        }
-    }
-    panic!("advance stayed gated for 10 minutes: {}", b.status());
-}
-
 /// `local` in `slices[1]`, its exit gate failing (the error ratio above 0.01, under the guard's
 /// 0.05: held, not breached) after three rounds of different values.
 fn migration_with_history() -> Bench {
@@ -43,7 +31,7 @@ fn migration_with_history() -> Bench {
     b.indicators.all_green();
     b.init();
     while b.state() != ("slices".into(), Some(1)) {
-        advance_green(&mut b);
+        b.advance_green();
     }
     for ratio in [0.02, 0.03, 0.015] {
         b.minute += 1;

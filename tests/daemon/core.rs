@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::daemon_world::DaemonWorld;
+use common::daemon_world::{DaemonWorld, TOKEN, local_by_hand, single_token};
 use common::{T0, daemon_config, local_plan_named};
 use queue_migrate::controller::histories::Histories;
 use queue_migrate::controller::round::RoundBatch;
@@ -144,10 +144,9 @@ async fn a_guard_breach_rolls_back_exactly_one_step_within_a_tick_and_pauses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
-    let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let w = DaemonWorld::new(&local_by_hand()).await;
     let d = w
-        .start(|c| {
-            c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into());
+        .start_guarded(single_token(), |c| {
             // As many places as readers: when one more long-poll is refused, all are parked.
             c.http.max_long_polls = READERS;
         })
@@ -179,7 +178,7 @@ async fn routing_long_poll_answers_within_a_second_of_a_change_or_304() {
     let changed_at = std::time::Instant::now();
     let r = http
         .post(d.url("/v1/migrations/local/pause"))
-        .bearer_auth("s3cret")
+        .bearer_auth(TOKEN)
         .json(&serde_json::json!({ "reason": "window closes" }))
         .send()
         .await
@@ -232,10 +231,8 @@ const READERS: usize = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_need_the_token_reads_do_not() {
-    let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
-    let d = w
-        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
-        .await;
+    let w = DaemonWorld::new(&local_by_hand()).await;
+    let d = w.start_guarded(single_token(), |_| {}).await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
     assert_eq!(http.post(&pause).send().await.unwrap().status(), 401);
@@ -281,19 +278,9 @@ async fn mutations_need_the_token_reads_do_not() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let r = http
-        .post(&pause)
-        .bearer_auth("s3cret")
-        .send()
-        .await
-        .unwrap();
+    let r = http.post(&pause).bearer_auth(TOKEN).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let again = http
-        .post(&pause)
-        .bearer_auth("s3cret")
-        .send()
-        .await
-        .unwrap();
+    let again = http.post(&pause).bearer_auth(TOKEN).send().await.unwrap();
     assert_eq!(again.status(), 409, "already paused");
     let list: serde_json::Value = http
         .get(d.url("/v1/migrations"))
@@ -312,7 +299,7 @@ async fn mutations_need_the_token_reads_do_not() {
     for (from, status) in [("synthetic", 412), ("slices[99]", 400)] {
         let r = http
             .post(&abort)
-            .bearer_auth("s3cret")
+            .bearer_auth(TOKEN)
             .json(&serde_json::json!({ "reason": "retried", "from": from }))
             .send()
             .await
@@ -343,7 +330,7 @@ async fn mutations_need_the_token_reads_do_not() {
     );
     assert_eq!(
         http.post(d.url("/v1/migrations/local/explode"))
-            .bearer_auth("s3cret")
+            .bearer_auth(TOKEN)
             .send()
             .await
             .unwrap()
@@ -764,10 +751,7 @@ async fn kept_scrape_histories_evaluate_as_a_whole_read_of_the_store() {
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
     let whole = w.controller(&fetcher);
-    let kept = Controller {
-        histories: Some(&histories),
-        ..w.controller(&fetcher)
-    };
+    let kept = w.controller(&fetcher).with_histories(&histories);
     let loaded = whole.load("local").await.unwrap();
     let mut compared = 0;
     for round in 1..=40_i64 {
@@ -820,10 +804,7 @@ async fn the_store_drops_aged_scrapes_a_step_at_a_time_and_holds_what_memory_hol
     let (w, t0) = consume_dual_with_counter_gates("").await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
-    let kept = Controller {
-        histories: Some(&histories),
-        ..w.controller(&fetcher)
-    };
+    let kept = w.controller(&fetcher).with_histories(&histories);
     let loaded = kept.load("local").await.unwrap();
     let retention = 20 * 60_000;
     let every = 5_000;
@@ -882,11 +863,10 @@ async fn a_round_asks_the_store_to_delete_only_when_the_kept_history_dropped_scr
         let now = t0 + round * every;
         w.indicators.set("app_done_total", (round * 100) as f64);
         let batch = RoundBatch::default();
-        let c = Controller {
-            histories: Some(&histories),
-            round: Some(&batch),
-            ..w.controller(&fetcher)
-        };
+        let c = w
+            .controller(&fetcher)
+            .with_histories(&histories)
+            .with_round(Some(&batch));
         c.evaluate(&loaded, now, false).await.unwrap();
         let pending = batch.rounds();
         let sources: Vec<_> = pending.iter().flat_map(|r| &r.sources).collect();
@@ -934,10 +914,7 @@ async fn a_scrape_stored_late_with_an_older_instant_is_found_when_the_kept_histo
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
     let whole = w.controller(&fetcher);
-    let kept = Controller {
-        histories: Some(&histories),
-        ..w.controller(&fetcher)
-    };
+    let kept = w.controller(&fetcher).with_histories(&histories);
     let loaded = whole.load("local").await.unwrap();
     let check_after = queue_migrate::controller::histories::rounds_before_check("local", "app");
     let last = i64::from(check_after) + 3;
@@ -987,10 +964,7 @@ async fn a_history_read_whole_holds_what_its_queries_reach_and_evaluates_as_a_ke
     let (w, t0) = consume_dual_with_counter_gates("").await;
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
-    let running = Controller {
-        histories: Some(&histories),
-        ..w.controller(&fetcher)
-    };
+    let running = w.controller(&fetcher).with_histories(&histories);
     let loaded = running.load("local").await.unwrap();
     // 15 minutes of rounds 15 s apart; the counter grows faster and faster, so a window cut
     // short gives another increase.
@@ -1014,10 +988,7 @@ async fn a_history_read_whole_holds_what_its_queries_reach_and_evaluates_as_a_ke
 
     // A restarted daemon: its first round reads the store whole.
     let restarted_histories = Histories::default();
-    let restarted = Controller {
-        histories: Some(&restarted_histories),
-        ..w.controller(&fetcher)
-    };
+    let restarted = w.controller(&fetcher).with_histories(&restarted_histories);
     let now = now + 15_000;
     w.indicators.set("app_done_total", count(62));
     let first = restarted.evaluate(&loaded, now, false).await.unwrap();
@@ -1100,10 +1071,7 @@ async fn a_kept_history_that_passes_its_check_is_kept_not_read_whole() {
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let histories = Histories::default();
     let whole = w.controller(&fetcher);
-    let kept = Controller {
-        histories: Some(&histories),
-        ..w.controller(&fetcher)
-    };
+    let kept = w.controller(&fetcher).with_histories(&histories);
     let loaded = whole.load("local").await.unwrap();
     // Read whole in round 1, then due in the round after its rounds.
     let due = i64::from(queue_migrate::controller::histories::rounds_before_check(
@@ -1717,10 +1685,11 @@ async fn a_daemon_whose_clock_runs_ahead_of_the_database_does_not_pass_observe_a
     const GATE: &str = r#"pass_if: "< 0.01" }"#;
     let held = plan().replacen(GATE, r#"pass_if: "< 0.01", for: 1m }"#, 1);
     assert_ne!(held, plan());
-    let w = DaemonWorld::new(&held).await;
-    // SQLite's clock is this machine's: the step is entered on the database's time.
-    let entered = queue_migrate::time::now_ms();
-    common::enter_first_slice(&w.store, "local", entered).await;
+    let w = DaemonWorld::on_database_clock(&held).await;
+    // SQLite's clock is this machine's: the step is entered on the database's time (the
+    // store's, read in the commit: what the gates' memory of the step is keyed by).
+    common::enter_first_slice(&w.store, "local", queue_migrate::time::now_ms()).await;
+    let entered = w.store.get("local").await.unwrap().entered_at_ms;
     // A daemon on a host whose wall clock reads `ahead_ms` more than the database's.
     let on_host = |ahead_ms: i64| {
         move |c: &mut Config| {

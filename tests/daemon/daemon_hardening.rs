@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::daemon_world::DaemonWorld;
+use common::daemon_world::{DaemonWorld, TOKEN, local_by_hand, single_token};
 use common::hooked::Hooked;
 use common::{Bench, DaemonChild, poll_until};
 use queue_migrate::store::Store;
@@ -55,12 +55,7 @@ fn logged() -> String {
 /// plans/local.yaml (`auto_advance: false`) registered in a fresh SQLite store; the daemon's
 /// environment lacks the variables named in `unset`.
 async fn world(unset: &[&str]) -> DaemonWorld {
-    world_with_plan(
-        &include_str!("../../plans/local.yaml")
-            .replace("auto_advance: true", "auto_advance: false"),
-        unset,
-    )
-    .await
+    world_with_plan(&local_by_hand(), unset).await
 }
 
 /// [`world`] with another plan.
@@ -300,10 +295,7 @@ async fn a_web_page_cannot_drive_a_daemon_without_a_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body() {
     let w = world(&[]).await;
-    let d = w
-        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
-        .await;
-    d.leading().await;
+    let d = w.start_guarded(single_token(), |_| {}).await;
     let http = reqwest::Client::new();
     let pause = d.url("/v1/migrations/local/pause");
     for body in ["{\"reasn\": 1}", "not json"] {
@@ -324,7 +316,7 @@ async fn the_token_is_checked_before_the_body() {
     // With the token, the body's problems are said.
     let r = http
         .post(&pause)
-        .bearer_auth("s3cret")
+        .bearer_auth(TOKEN)
         .header("content-type", "application/json")
         .body("{\"reasn\": 1}")
         .send()
@@ -412,10 +404,7 @@ async fn json_and_metrics_answers_say_nosniff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_is_checked_before_the_body_is_read() {
     let w = world(&[]).await;
-    let d = w
-        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
-        .await;
-    d.leading().await;
+    let d = w.start_guarded(single_token(), |_| {}).await;
     let mut s = TcpStream::connect(d.addr).unwrap();
     s.write_all(
         b"POST /v1/migrations/local/pause HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{\"reason\":",
@@ -447,10 +436,7 @@ async fn the_token_is_checked_before_the_body_is_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_exact_token_is_accepted() {
     let w = world(&[]).await;
-    let d = w
-        .start(|c| c.access = queue_migrate::daemon::auth::Access::single_token("s3cret".into()))
-        .await;
-    d.leading().await;
+    let d = w.start_guarded(single_token(), |_| {}).await;
     let http = reqwest::Client::new();
     for wrong in ["s3cre", "s3cret!", "S3CRET", "x"] {
         let r = http
@@ -464,7 +450,7 @@ async fn only_the_exact_token_is_accepted() {
     assert!(!paused(&w).await);
     let r = http
         .post(d.url("/v1/migrations/local/pause"))
-        .bearer_auth("s3cret")
+        .bearer_auth(TOKEN)
         .send()
         .await
         .unwrap();

@@ -17,4 +17,5 @@ mod daemon_real;
 mod daemon_watch_race;
 mod hardening_input;
 mod secrets_redacted;
+mod skewed_writer;
 mod sources_misbehaving;

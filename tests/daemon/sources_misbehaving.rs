@@ -1008,3 +1008,37 @@ fn the_daemon_holds_on_every_metrics_misbehaviour_and_keeps_ticking() {
         },
     );
 }
+
+/// Issue 44: `status` says why a gate has no data (`cause`), and its standing is `blind` only
+/// when the source could not be read: an empty answer blocks the gate, naming it, while an
+/// error page makes the source's gates blind.
+#[test]
+fn status_names_the_no_data_cause_and_only_a_source_down_is_blind() {
+    let cases: [(PromAnswer, &str, &str); 2] = [
+        (PromAnswer::Empty, "empty", "blocked"),
+        (PromAnswer::Down, "source_down", "blind"),
+    ];
+    for (answer, cause, kind) in cases {
+        let s = match answer {
+            PromAnswer::Empty => Server::start(|c| c.json(&vector(&[]))),
+            PromAnswer::Down => {
+                Server::start(|c| c.answer("503 Service Unavailable", "text/plain", b"down"))
+            }
+        };
+        let b = at_synthetic();
+        let r = b.run_env(&["advance", "local"], &[("QM_PROM_URL", &s.url())]);
+        assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+        let status = b.status();
+        assert_eq!(status["gates"][0]["verdict"], "no_data", "{status}");
+        assert_eq!(status["gates"][0]["cause"], cause, "{status}");
+        assert_eq!(status["standing"]["kind"], kind, "{status}");
+    }
+}
+
+/// What the Prometheus of [`status_names_the_no_data_cause_and_only_a_source_down_is_blind`]
+/// answers.
+#[derive(Clone, Copy)]
+enum PromAnswer {
+    Empty,
+    Down,
+}

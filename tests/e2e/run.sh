@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end migrations against real servers, with faults.
 #
-#   tests/e2e/run.sh [nats] [redis]        (default: both scenarios)
+#   tests/e2e/run.sh [nats] [redis] [kafka] [kafka-nats]        (default: all four)
 #
 # Installs (Debian packages) and starts RabbitMQ, NATS, Redis, PostgreSQL and Prometheus on
 # loopback with scripts/services.sh, builds `migrate` and the example producer and consumer, and
@@ -15,11 +15,25 @@
 #   redis  a producer we cannot change: RabbitMQ -> Redis Streams through two `migrate bridge`
 #          (one forwards, one stands by); state in SQLite. Faults: kill -9 of the active bridge,
 #          of the consumer and of the controller, Redis stopped and restarted, a guard breach.
+#   kafka  the same through the bridge, RabbitMQ -> Kafka (librdkafka's mock cluster,
+#          `qm-kafka-mock`, a process of this scenario's own); the fault on the new side is a
+#          Kafka broker down for 3 s (the mock's control port), not a restart.
+#   kafka-nats  the same with Kafka as the old broker: the producer writes to a Kafka ingress
+#          topic, the bridge forwards to a Kafka topic (old) or NATS JetStream (new), the drain
+#          gate reads the consumer group's lag from Kafka itself (`kafka_lag`); a Kafka broker
+#          down for 3 s.
 #
 # Each fault happens at a milestone of the migration plus a random delay (seeded: E2E_SEED=N to
 # replay). At the end tests/e2e/verify.py checks, from the consumer's database and the journal:
 # every confirmed event applied exactly once, per-order version order, every phase journaled,
-# the rollback, and the old queue empty at disconnect. Logs stay in $E2E_WORK (printed).
+# the rollback, and the old queue empty at disconnect (a Kafka old topic: the drain gate read
+# the group's lag 0 from Kafka for the quiet period, and conservation shows nothing stayed
+# there). Logs stay in $E2E_WORK (printed).
+#
+# E2E_SERVICES=running uses the servers already running ($QM_SERVICES_DIR/env) instead of
+# installing and restarting them (a shared machine): only the Kafka scenarios, whose faults hit
+# their own mock cluster, run that way; their RabbitMQ queues and NATS stream get names of this
+# run (prefix e2e-SEED-), and the RabbitMQ queues are deleted at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -28,23 +42,46 @@ RANDOM=$SEED
 WORK=${E2E_WORK:-$(mktemp -d /tmp/qm-e2e.XXXXXX)}
 mkdir -p "$WORK"
 SCENARIOS=("$@")
-(( ${#SCENARIOS[@]} )) || SCENARIOS=(nats redis)
+(( ${#SCENARIOS[@]} )) || SCENARIOS=(nats redis kafka kafka-nats)
+SERVICES_MODE=${E2E_SERVICES:-fresh}
+KAFKA=
+for s in "${SCENARIOS[@]}"; do
+  case $s in
+    nats|redis)
+      [ "$SERVICES_MODE" = fresh ] || { echo "e2e: $s stops a shared server: not with E2E_SERVICES=$SERVICES_MODE" >&2; exit 2; } ;;
+    kafka|kafka-nats) KAFKA=1 ;;
+    *) echo "e2e: unknown scenario $s (nats, redis, kafka, kafka-nats)" >&2; exit 2 ;;
+  esac
+done
 TIMEOUT=${E2E_TIMEOUT:-420}
 echo "e2e: seed $SEED, work dir $WORK, scenarios ${SCENARIOS[*]}"
 
 # ---- servers ----------------------------------------------------------------------------------
-services=(rabbitmq nats redis postgres prometheus)
-scripts/services.sh install "${services[@]}"
-# Fresh brokers: every scenario starts from empty queues and streams.
-scripts/services.sh stop rabbitmq nats redis >/dev/null 2>&1 || true
-scripts/services.sh start rabbitmq nats redis postgres >/dev/null
+# Names of this run's queues and streams (renamed only on shared servers).
+NS=
+if [ "$SERVICES_MODE" = fresh ]; then
+  services=(rabbitmq nats redis postgres prometheus)
+  # The Kafka scenarios' mock cluster is built here: librdkafka's toolchain.
+  [ -z "$KAFKA" ] || services+=(kafka)
+  scripts/services.sh install "${services[@]}"
+  # Fresh brokers: every scenario starts from empty queues and streams.
+  scripts/services.sh stop rabbitmq nats redis >/dev/null 2>&1 || true
+  scripts/services.sh start rabbitmq nats redis postgres >/dev/null
+else
+  NS=e2e-$SEED-
+fi
 # shellcheck disable=SC1091
 source "${QM_SERVICES_DIR:-/tmp/qm-services}/env"
 export E2E_AMQP_URL=$QM_TEST_AMQP_URL E2E_NATS_URL=$QM_TEST_NATS_URL E2E_REDIS_URL=$QM_TEST_REDIS_URL
 RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
 
 echo "e2e: building migrate and the example apps"
-cargo build --quiet --bin migrate --example producer --example consumer
+if [ -n "$KAFKA" ]; then
+  # The feature set `scripts/services.sh start kafka` builds the mock with: one build of the crate.
+  cargo build --quiet --features kafka --bin migrate --bin qm-kafka-mock --example producer --example consumer
+else
+  cargo build --quiet --bin migrate --example producer --example consumer
+fi
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
 MIGRATE=$BIN/migrate
 EXAMPLES=$BIN/examples
@@ -90,6 +127,10 @@ scrape_configs:
   - {job_name: producer-nats, static_configs: [{targets: ['127.0.0.1:19465']}]}
   - {job_name: consumer-redis, static_configs: [{targets: ['127.0.0.1:19474']}]}
   - {job_name: producer-redis, static_configs: [{targets: ['127.0.0.1:19475']}]}
+  - {job_name: consumer-kafka, static_configs: [{targets: ['127.0.0.1:19484']}]}
+  - {job_name: producer-kafka, static_configs: [{targets: ['127.0.0.1:19485']}]}
+  - {job_name: consumer-kafka-nats, static_configs: [{targets: ['127.0.0.1:19494']}]}
+  - {job_name: producer-kafka-nats, static_configs: [{targets: ['127.0.0.1:19495']}]}
   - {job_name: bridge, static_configs: [{targets: ['127.0.0.1:19476', '127.0.0.1:19477']}]}
 YML
   rm -rf "$WORK/prom"
@@ -151,12 +192,25 @@ start_daemon() { # NAME: a new controller process (a new lease holder)
 queue_depth() { # QUEUE: ready + unacked on RabbitMQ (the management API lags up to ~5 s)
   curl -fsS "$RABBIT_API/queues/%2f/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("messages", 0))'
 }
+# old_drained SPEC QUEUE WHEN: the old queue is empty. A Kafka topic keeps its records: there the
+# drain gate (the consumer group's lag 0 for the quiet period, read from Kafka) let the migration
+# pass, and verify.py's conservation shows nothing confirmed stayed unapplied.
+old_drained() {
+  case $1 in
+    kafka=*) log "old topic $2: the drain gate read the group's lag 0 from Kafka ($3)" ;;
+    *)
+      local depth; depth=$(queue_depth "$2")
+      [ "$depth" = 0 ] || { log "FAILED: the old queue $2 still holds $depth messages ($3)"; return 1; }
+      log "old queue $2 empty ($3)"
+      ;;
+  esac
+}
 ledger_count() { python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from ledger").fetchone()[0])' "$1" 2>/dev/null || echo 0; }
 
 # Stop the producer, wait for the consumer to apply everything confirmed, check the old queue,
 # stop everything, verify.
-finish() { # NAME OLD_QUEUE DIR CONFLICTS
-  local name=$1 old_queue=$2 dir=$3 conflicts=$4
+finish() { # NAME OLD_SPEC OLD_QUEUE DIR CONFLICTS
+  local name=$1 old_spec=$2 old_queue=$3 dir=$4 conflicts=$5
   term producer 30
   local produced i
   produced=$(wc -l <"$dir/produced")
@@ -172,10 +226,8 @@ finish() { # NAME OLD_QUEUE DIR CONFLICTS
   "$MIGRATE" history "$name" --json >"$dir/history.json"
   python3 "$ROOT/tests/e2e/verify.py" --produced "$dir/produced" --db "$dir/consumer.db" \
     --history "$dir/history.json" --conflicts "$conflicts"
-  local depth
-  depth=$(queue_depth "$old_queue")
-  [ "$depth" = 0 ] || { log "FAILED: the old queue $old_queue still holds $depth messages"; return 1; }
-  log "old queue $old_queue empty; scenario passed"
+  old_drained "$old_spec" "$old_queue" "at the end" || return 1
+  log "scenario passed"
 }
 
 # The guard breach: a conflicting duplicate on the new broker; the daemon must roll back one
@@ -221,11 +273,9 @@ scenario_nats() {
   wait_for_state $name "reached('drain')" 180
   jitter; restart_consumer
   wait_for_state $name "reached('disconnect')" 120
-  local depth; depth=$(queue_depth e2e-orders-nats)
-  [ "$depth" = 0 ] || { log "FAILED: old queue holds $depth at disconnect"; return 1; }
-  log "old queue empty at disconnect"
+  old_drained "rabbitmq=" e2e-orders-nats "at disconnect" || return 1
   wait_for_state $name "state == 'complete'" 120
-  finish $name e2e-orders-nats "$dir" 1
+  finish $name "rabbitmq=" e2e-orders-nats "$dir" 1
   unset MIGRATE_STATE
 }
 
@@ -241,24 +291,28 @@ active_bridge() { # which of bridge1/bridge2 forwards now (empty if none)
   done
 }
 
-scenario_redis() {
-  local dir=$WORK/redis name=e2e-redis
+# A producer we cannot change, through two `migrate bridge` (one forwards, one stands by); state
+# in SQLite. Faults: kill -9 of the controller, of the active bridge and of the consumer, a guard
+# breach, and FAULT (a broker of the scenario's own).
+bridge_scenario() { # TAG OLD_SPEC NEW_SPEC NEW_QUEUE PORT FAULT
+  local tag=$1 old_spec=$2 new_spec=$3 new_queue=$4 port=$5 fault=$6
+  local dir=$WORK/$tag name=e2e-$tag old_queue=${NS}e2e-orders-$tag
   mkdir -p "$dir"
-  cp tests/e2e/plans/redis.yaml "$dir/plan.yaml"
+  named <"tests/e2e/plans/$tag.yaml" >"$dir/plan.yaml"
   export MIGRATE_STATE=$dir/state.db
   "$MIGRATE" init "$dir/plan.yaml" >/dev/null
-  local old=(--old "rabbitmq=$E2E_AMQP_URL" --old-queue e2e-orders-redis)
-  local new=(--new "redis=$E2E_REDIS_URL" --new-queue e2e-orders-redis)
+  local old=(--old "$old_spec" --old-queue "$old_queue")
+  local new=(--new "$new_spec" --new-queue "$new_queue")
   start_daemon $name
   start_bridge 1 $name
   sleep 1
   start_bridge 2 $name
-  CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics 127.0.0.1:19474
+  CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics "127.0.0.1:$port"
     --visibility-timeout 3s)
   start_consumer
-  spawn producer "$EXAMPLES/producer" --old "rabbitmq=$E2E_AMQP_URL" \
-    --ingress e2e-orders-redis.ingress --rate 40 --count 0 --aggregates 30 \
-    --log "$dir/produced" --metrics 127.0.0.1:19475 --producer legacy-checkout
+  spawn producer "$EXAMPLES/producer" --old "$old_spec" \
+    --ingress "$old_queue.ingress" --rate 40 --count 0 --aggregates 30 \
+    --log "$dir/produced" --metrics "127.0.0.1:$(( port + 1 ))" --producer legacy-checkout
 
   wait_for_state $name "reached('synthetic')" 90
   jitter; log "fault: kill -9 the controller"; kill9 daemon
@@ -269,25 +323,89 @@ scenario_redis() {
   log "fault: kill -9 the active bridge (${active:-none})"
   if [ -n "$active" ]; then kill9 "$active"; sleep 1; start_bridge "${active#bridge}" $name; fi
   wait_for_state $name "state == 'slices' and step >= 1" 120
-  jitter; breach_and_resume $name "redis=$E2E_REDIS_URL" e2e-orders-redis
+  jitter; breach_and_resume $name "$new_spec" "$new_queue"
   wait_for_state $name "reached('slices', 1) and paused == 'running'" 120
-  jitter; log "fault: Redis stopped for 3 s and restarted (append-only file kept)"
-  scripts/services.sh stop redis >/dev/null; sleep 3; scripts/services.sh restart redis >/dev/null
+  jitter; "$fault"
   wait_for_state $name "reached('drain')" 180
   jitter; restart_consumer
   wait_for_state $name "reached('disconnect')" 120
-  local depth; depth=$(queue_depth e2e-orders-redis)
-  [ "$depth" = 0 ] || { log "FAILED: old queue holds $depth at disconnect"; return 1; }
-  log "old queue empty at disconnect"
+  old_drained "$old_spec" "$old_queue" "at disconnect" || return 1
   wait_for_state $name "state == 'complete'" 120
-  finish $name e2e-orders-redis "$dir" 1
+  finish $name "$old_spec" "$old_queue" "$dir" 1
   unset MIGRATE_STATE
+}
+
+# The plan with this run's queue and stream names (unchanged on fresh servers).
+named() { sed -e "s/e2e-orders-/${NS}e2e-orders-/g" -e "s/E2E_ORDERS/${NS//-/_}E2E_ORDERS/g"; }
+
+fault_redis() {
+  log "fault: Redis stopped for 3 s and restarted (append-only file kept)"
+  scripts/services.sh stop redis >/dev/null; sleep 3; scripts/services.sh restart redis >/dev/null
+}
+
+scenario_redis() {
+  bridge_scenario redis "rabbitmq=$E2E_AMQP_URL" "redis=$E2E_REDIS_URL" e2e-orders-redis 19474 fault_redis
+}
+
+# ---- Kafka: librdkafka's mock cluster, a process of each Kafka scenario -------------------------
+start_kafka() { # TOPIC...: a new mock cluster of 3 brokers with these topics of 3 partitions
+  kill9 kafka
+  : >"$WORK/kafka.log"
+  local args=() t i
+  for t in "$@"; do args+=(--topic "$t:3"); done
+  spawn kafka "$BIN/qm-kafka-mock" --brokers 3 "${args[@]}"
+  for i in $(seq 100); do grep -q '^control=' "$WORK/kafka.log" && break; sleep 0.1; done
+  KAFKA_CONTROL=$(sed -n 's/^control=//p' "$WORK/kafka.log")
+  [ -n "$KAFKA_CONTROL" ] || { echo "e2e: qm-kafka-mock did not start; see $WORK/kafka.log" >&2; exit 1; }
+  E2E_KAFKA_URL=kafka://$(sed -n 's/^bootstrap=//p' "$WORK/kafka.log")
+  export E2E_KAFKA_URL
+}
+kafka_control() { # COMMAND: one line to the mock's control port; it must answer ok
+  local answer
+  exec 9<>"/dev/tcp/${KAFKA_CONTROL%:*}/${KAFKA_CONTROL##*:}"
+  echo "$1" >&9
+  read -r answer <&9
+  exec 9<&- 9>&-
+  [ "$answer" = ok ] || { log "FAILED: kafka control: $1: $answer"; return 1; }
+}
+fault_kafka() {
+  log "fault: Kafka broker 1 down for 3 s, then up (the mock moves no partition leader meanwhile)"
+  kafka_control "down 1"; sleep 3; kafka_control "up 1"
+}
+# The scenario's topics: the ingress, the old queue and its dead letters (a Kafka old side), the
+# new queue (a Kafka new side).
+kafka_topics() { # TAG
+  local q=${NS}e2e-orders-$1
+  echo "$q" "$q.ingress" "$q.dlq"
+}
+
+scenario_kafka() {
+  start_kafka $(kafka_topics kafka)
+  bridge_scenario kafka "rabbitmq=$E2E_AMQP_URL" "kafka=$E2E_KAFKA_URL" "${NS}e2e-orders-kafka" 19484 fault_kafka
+  kill9 kafka
+}
+
+scenario_kafka_nats() {
+  start_kafka $(kafka_topics kafka-nats)
+  bridge_scenario kafka-nats "kafka=$E2E_KAFKA_URL" "nats=$E2E_NATS_URL" "${NS//-/_}E2E_ORDERS_KN" 19494 fault_kafka
+  kill9 kafka
+}
+
+# On shared servers, this run's RabbitMQ queues go at the end.
+drop_queues() {
+  [ -n "$NS" ] || return 0
+  local q
+  for q in $(curl -fsS "$RABBIT_API/queues/%2f" | python3 -c 'import json,sys; print(" ".join(q["name"] for q in json.load(sys.stdin)))'); do
+    case $q in "$NS"*) curl -fsS -X DELETE "$RABBIT_API/queues/%2f/$q" >/dev/null || true ;; esac
+  done
 }
 
 start_prometheus
 for SCENARIO in "${SCENARIOS[@]}"; do
   T0=$SECONDS
   log "starting"
-  "scenario_$SCENARIO"
+  "scenario_${SCENARIO//-/_}"
+  log "passed in $(( SECONDS - T0 ))s"
 done
+drop_queues
 echo "e2e: all scenarios passed (seed $SEED)"

@@ -44,8 +44,9 @@ pub struct TriageArgs {
     #[arg(long, default_value = "v1", value_parser = parse_version)]
     pub signature_version: SignatureVersion,
     /// Read the dead-letter queue of this migration's old broker (`brokers.old.dead_letter` in its
-    /// plan) without consuming it, instead of FILE. NATS JetStream and Redis Streams can; RabbitMQ
-    /// cannot (export it to a file with a shovel first).
+    /// plan) without consuming it, instead of FILE. NATS JetStream, Redis Streams and Kafka (a
+    /// dead-letter topic: its partitions read without joining a group or committing) can;
+    /// RabbitMQ cannot (export it to a file with a shovel first).
     #[arg(long, value_name = "MIGRATION", conflicts_with = "file")]
     pub from_broker: Option<String>,
     /// With --from-broker: read at most this many messages, oldest first.

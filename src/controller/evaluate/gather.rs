@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use crate::controller::histories::{Histories, Taken, prune_from};
 use crate::controller::loaded::Loaded;
-use crate::gate::Observation;
+use crate::gate::{NoDataCause, Observation, Unread};
+use crate::indicators::exposition::Exposition;
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::history::{History, Point};
 use crate::indicators::query::{Query, parse_query};
@@ -23,7 +24,7 @@ use super::judge::{Item, Reading};
 const MIN_KEEP_MS: i64 = 10 * 60 * 1000;
 
 /// What a scrape source gave this round: its history, or why it is unusable.
-pub(super) type Scraped = Result<History, String>;
+pub(super) type Scraped = Result<History, Unread>;
 
 /// A scrape source whose history may be kept for the next round.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,7 +104,7 @@ pub(super) async fn gather<S: Store>(
                 note: None,
             },
         };
-        if let Observation::Unavailable(why) = &mut reading.observation {
+        if let Observation::Unavailable(Unread { why, .. }) = &mut reading.observation {
             *why = crate::outgoing::text(
                 why,
                 &known,
@@ -131,21 +132,7 @@ async fn scrape_sources<S: Store>(
     now_ms: i64,
     histories: Option<&Histories>,
 ) -> Result<Scrapes, StoreError> {
-    let mut queries: HashMap<&str, Vec<Query>> = HashMap::new();
-    for item in items {
-        if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
-            let entry = queries.entry(item.source()).or_default();
-            entry.extend(
-                step_queries(
-                    item,
-                    now_ms,
-                    crate::judge::counting_from(rec.entered_at_ms, rec.updated_at_ms),
-                )
-                .iter()
-                .filter_map(|q| parse_query(q).ok()),
-            );
-        }
-    }
+    let queries = scrape_queries(plan, rec, items, now_ms);
     let mut out = HashMap::new();
     let mut taken = Vec::new();
     let mut kept = Vec::new();
@@ -160,7 +147,10 @@ async fn scrape_sources<S: Store>(
             Err(why) => {
                 out.insert(
                     source.to_string(),
-                    Err(format!("source {source} ({}): {why}", secret.redacted())),
+                    Err(Unread::down(format!(
+                        "source {source} ({}): {why}",
+                        secret.redacted()
+                    ))),
                 );
                 continue;
             }
@@ -175,21 +165,7 @@ async fn scrape_sources<S: Store>(
             .max()
             .unwrap_or(0);
         let samples_from_ms = now_ms.saturating_sub(reach_ms);
-        let taken_history = histories
-            .and_then(|h| h.take(&rec.name, source))
-            .filter(|t| t.samples_from_ms <= samples_from_ms);
-        let kept_history = match taken_history {
-            // Checked: kept on when the store holds no scrape through its instant that it lacks
-            // (another process's, stored late), else read whole.
-            Some(t) if t.due(&rec.name, source) => {
-                let stored = store
-                    .scrape_instants_through(&rec.name, source, t.through_ms)
-                    .await?;
-                (stored == t.history.instants_through(t.through_ms))
-                    .then_some(Taken { rounds: 0, ..t })
-            }
-            kept => kept,
-        };
+        let kept_history = kept_history(store, histories, rec, source, samples_from_ms).await?;
         let (history, after_ms, rounds, holds_from_ms) = match kept_history {
             Some(t) => (t.history, t.through_ms, t.rounds + 1, t.samples_from_ms),
             None => (History::new(), i64::MIN, 0, samples_from_ms),
@@ -207,50 +183,19 @@ async fn scrape_sources<S: Store>(
             // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
             // next to it names what to check.
             Err(why) => Err(format!("source {}: {why}", named(source, secret))),
-            Ok(parsed) => {
-                if let Some(first) = parsed.errors.first() {
-                    let more = parsed.errors.len() - 1;
-                    Err(format!(
-                        "source {source}: unreadable metrics, {first}{}",
-                        if more > 0 {
-                            format!(" (and {more} more lines)")
-                        } else {
-                            String::new()
-                        }
-                    ))
-                } else {
-                    let selectors: Vec<_> = qs.iter().flat_map(Query::selectors).collect();
-                    history.record(now_ms, &parsed.samples, &selectors);
-                    let keep_from = prune_from(
-                        &rec.name,
-                        source,
-                        now_ms.saturating_sub(keep_ms.saturating_mul(2)),
-                    );
-                    // The store holds the instants the history holds (a history read whole
-                    // holds every stored instant), so it has something to delete only when
-                    // the history dropped something.
-                    let pruned = history.prune(keep_from) > 0;
-                    // A NaN sample (legal in the exposition: a summary with no observations) is
-                    // read this round from memory, where a query makes it "no data"; it is not
-                    // kept (a query reads a missing sample the same way).
-                    let points: Vec<StoredPoint> = history
-                        .points_at(now_ms)
-                        .filter(|p| !p.value.is_nan())
-                        .map(to_stored)
-                        .collect();
-                    taken.push(SourcePoints {
-                        source: source.to_string(),
-                        points,
-                        scrape_times: vec![now_ms],
-                        keep_from_ms: pruned.then_some(keep_from),
-                    });
-                    Ok(history)
-                }
-            }
+            Ok(parsed) => fold_scrape(history, parsed, &qs, rec, source, now_ms, keep_ms).map(
+                |(history, points)| {
+                    taken.push(points);
+                    history
+                },
+            ),
         };
-        // A line of the scraped text quoted in the reason may echo a credential of the URL.
-        let scraped =
-            scraped.map_err(|why| crate::redact::known(&why, crate::outgoing::forms(url)));
+        // A line of the scraped text quoted in the reason may echo a credential of the URL. A
+        // scrape that gave no usable metrics at all leaves every gate of the source without
+        // data: the source is down for them.
+        let scraped = scraped.map_err(|why: String| {
+            Unread::down(crate::redact::known(&why, crate::outgoing::forms(url)))
+        });
         out.insert(source.to_string(), scraped);
         kept.push(KeptSource {
             source: source.to_string(),
@@ -263,6 +208,105 @@ async fn scrape_sources<S: Store>(
         taken,
         kept,
     })
+}
+
+/// Each scrape source the items use, with the queries its items ask this round.
+fn scrape_queries<'i>(
+    plan: &Plan,
+    rec: &MigrationRecord,
+    items: &'i [Item<'_>],
+    now_ms: i64,
+) -> HashMap<&'i str, Vec<Query>> {
+    let mut queries: HashMap<&str, Vec<Query>> = HashMap::new();
+    for item in items {
+        if let Some(Source::Scrape { .. }) = plan.sources.get(item.source()) {
+            let entry = queries.entry(item.source()).or_default();
+            entry.extend(
+                step_queries(
+                    item,
+                    now_ms,
+                    crate::judge::counting_from(rec.entered_at_ms, rec.updated_at_ms),
+                )
+                .iter()
+                .filter_map(|q| parse_query(q).ok()),
+            );
+        }
+    }
+    queries
+}
+
+/// The source's history kept from the last round, when it holds every sample from
+/// `samples_from_ms` on; a due one is checked: kept on when the store holds no scrape through
+/// its instant that it lacks (another process's, stored late), else read whole (`None`).
+async fn kept_history<S: Store>(
+    store: &S,
+    histories: Option<&Histories>,
+    rec: &MigrationRecord,
+    source: &str,
+    samples_from_ms: i64,
+) -> Result<Option<Taken>, StoreError> {
+    let taken_history = histories
+        .and_then(|h| h.take(&rec.name, source))
+        .filter(|t| t.samples_from_ms <= samples_from_ms);
+    Ok(match taken_history {
+        Some(t) if t.due(&rec.name, source) => {
+            let stored = store
+                .scrape_instants_through(&rec.name, source, t.through_ms)
+                .await?;
+            (stored == t.history.instants_through(t.through_ms)).then_some(Taken { rounds: 0, ..t })
+        }
+        kept => kept,
+    })
+}
+
+/// Folds a scrape that parsed into the source's history: the samples the queries select
+/// recorded at `now_ms`, what is older than twice `keep_ms` pruned, and the points to store;
+/// an unreadable line makes the whole scrape an error.
+fn fold_scrape(
+    mut history: History,
+    parsed: &Exposition,
+    qs: &[Query],
+    rec: &MigrationRecord,
+    source: &str,
+    now_ms: i64,
+    keep_ms: i64,
+) -> Result<(History, SourcePoints), String> {
+    if let Some(first) = parsed.errors.first() {
+        let more = parsed.errors.len() - 1;
+        return Err(format!(
+            "source {source}: unreadable metrics, {first}{}",
+            if more > 0 {
+                format!(" (and {more} more lines)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let selectors: Vec<_> = qs.iter().flat_map(Query::selectors).collect();
+    history.record(now_ms, &parsed.samples, &selectors);
+    let keep_from = prune_from(
+        &rec.name,
+        source,
+        now_ms.saturating_sub(keep_ms.saturating_mul(2)),
+    );
+    // The store holds the instants the history holds (a history read whole holds every stored
+    // instant), so it has something to delete only when the history dropped something.
+    let pruned = history.prune(keep_from) > 0;
+    // A NaN sample (legal in the exposition: a summary with no observations) is read this round
+    // from memory, where a query makes it "no data"; it is not kept (a query reads a missing
+    // sample the same way).
+    let points: Vec<StoredPoint> = history
+        .points_at(now_ms)
+        .filter(|p| !p.value.is_nan())
+        .map(to_stored)
+        .collect();
+    let points = SourcePoints {
+        source: source.to_string(),
+        points,
+        scrape_times: vec![now_ms],
+        keep_from_ms: pruned.then_some(keep_from),
+    };
+    Ok((history, points))
 }
 
 /// Ask the phase's Prometheus queries ahead of its gates, a few per request: a round's fetcher
@@ -339,8 +383,8 @@ async fn observe(
             _,
         ) => match tokio::join!(read(new), read(old)) {
             (Ok(new), Ok(old)) => Observation::Pair { new, old },
-            (Err(e), _) => Observation::Unavailable(format!("new side: {e}")),
-            (_, Err(e)) => Observation::Unavailable(format!("old side: {e}")),
+            (Err(e), _) => Observation::Unavailable(e.map(|e| format!("new side: {e}"))),
+            (_, Err(e)) => Observation::Unavailable(e.map(|e| format!("old side: {e}"))),
         },
         other => match read(other.queries().first().copied().unwrap_or_default()).await {
             Ok(v) => Observation::Value(v),
@@ -358,7 +402,8 @@ fn named(source: &str, url: &crate::plan::Secret) -> String {
     }
 }
 
-/// One number from one source, or why not.
+/// One number from one source, or why not: the source down (unreachable, an HTTP error, a URL
+/// not resolvable here), or its answer with no series, too few samples or no usable number.
 async fn read_one(
     fetcher: &Fetcher,
     plan: &Plan,
@@ -366,47 +411,54 @@ async fn read_one(
     scraped: &HashMap<String, Scraped>,
     query: &str,
     now_ms: i64,
-) -> Result<f64, String> {
+) -> Result<f64, Unread> {
+    let unusable = |why: String| Unread::new(NoDataCause::Unusable, why);
+    let unresolved =
+        |url: &crate::plan::Secret, why| format!("source {source} ({}): {why}", url.redacted());
     match plan.sources.get(source) {
-        None => Err(format!("unknown source {source}")),
+        None => Err(unusable(format!("unknown source {source}"))),
         Some(Source::Prometheus { url, .. }) => {
             let value = url
                 .value()
-                .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;
+                .map_err(|why| Unread::down(unresolved(url, why)))?;
             fetcher
                 .prometheus(value, query, now_ms)
                 .await
-                .map_err(|e| format!("source {}: {e}", named(source, url)))
+                .map_err(|e| Unread::new(e.cause(), format!("source {}: {e}", named(source, url))))
         }
-        Some(Source::DeadLetters { .. }) => Err(format!(
+        Some(Source::DeadLetters { .. }) => Err(unusable(format!(
             "source {source}: a dead-letter export is read by its own gate"
-        )),
+        ))),
         Some(Source::KafkaLag { url, group, topics }) => {
             use crate::indicators::kafka_lag;
             let value = url
                 .value()
-                .map_err(|why| format!("source {source} ({}): {why}", url.redacted()))?;
+                .map_err(|why| Unread::down(unresolved(url, why)))?;
             let lags = kafka_lag::read(value, group, topics)
                 .await
-                .map_err(|e| format!("source {}: {e}", named(source, url)))?;
+                .map_err(|e| Unread::down(format!("source {}: {e}", named(source, url))))?;
             kafka_lag::evaluate(query, &kafka_lag::samples(group, &lags), now_ms)
-                .map_err(|e| format!("source {source}: {e}"))
+                .map_err(|e| e.map(|why| format!("source {source}: {why}")))
         }
         Some(Source::Scrape { .. }) => {
             let history = scraped
                 .get(source)
-                .ok_or_else(|| format!("source {source} was not scraped"))?
+                .ok_or_else(|| Unread::down(format!("source {source} was not scraped")))?
                 .as_ref()
                 .map_err(Clone::clone)?;
             let text = query;
-            let query = parse_query(text).map_err(|e| e.to_string())?;
+            let query = parse_query(text).map_err(|e| unusable(e.to_string()))?;
             query
                 .evaluate(history, now_ms)
                 .map(|r| r.value)
-                .map_err(|e| match e.reason.as_str() {
-                    // The query language says only "NaN": say what it is and where it came from.
-                    "NaN" => format!("source {source}: not a finite number: `{text}` read NaN"),
-                    reason => format!("source {source}: {reason}"),
+                .map_err(|e| {
+                    let why = match e.reason.as_str() {
+                        // The query language says only "NaN": say what it is and where it came
+                        // from.
+                        "NaN" => format!("source {source}: not a finite number: `{text}` read NaN"),
+                        reason => format!("source {source}: {reason}"),
+                    };
+                    Unread::new(e.cause, why)
                 })
         }
     }
@@ -427,10 +479,10 @@ async fn dead_letters<S: Store>(store: &S, plan: &Plan, item: &Item<'_>) -> Opti
     let file = match std::fs::File::open(export) {
         Ok(f) => f,
         Err(e) => {
-            return Some(Reading::unavailable(format!(
+            return Some(Reading::unavailable(Unread::down(format!(
                 "source {source}: cannot read the dead-letter export {}: {e}",
                 export.display()
-            )));
+            ))));
         }
     };
     let report = match crate::dlq::triage::triage_reader(
@@ -439,7 +491,9 @@ async fn dead_letters<S: Store>(store: &S, plan: &Plan, item: &Item<'_>) -> Opti
     ) {
         Ok(r) => r,
         Err(e) => {
-            return Some(Reading::unavailable(format!("source {source}: {e}")));
+            return Some(Reading::unavailable(Unread::down(format!(
+                "source {source}: {e}"
+            ))));
         }
     };
     let queue = plan.brokers.old.dead_letter.as_deref();
@@ -449,9 +503,9 @@ async fn dead_letters<S: Store>(store: &S, plan: &Plan, item: &Item<'_>) -> Opti
             .filter(|d| queue.is_none_or(|q| d.queue == q))
             .collect(),
         Err(e) => {
-            return Some(Reading::unavailable(format!(
+            return Some(Reading::unavailable(Unread::down(format!(
                 "source {source}: decisions: {e}"
-            )));
+            ))));
         }
     };
     let reading = crate::dlq::gate::evaluate(&report, &decisions);

@@ -105,7 +105,7 @@ pub(crate) struct Reading {
 
 impl Reading {
     /// No usable number, and why.
-    pub(crate) fn unavailable(why: String) -> Reading {
+    pub(crate) fn unavailable(why: gate::Unread) -> Reading {
         Reading {
             observation: Observation::Unavailable(why),
             note: None,
@@ -282,6 +282,7 @@ mod tests {
             samples,
             verdict: "hold".into(),
             reason: String::new(),
+            no_data_cause: None,
             held_since_ms: None,
             peak: None,
             at_ms: 2_000,
@@ -389,7 +390,9 @@ mod tests {
             "{}",
             on_number.reason
         );
-        let unavailable = noted(Observation::Unavailable("export unreadable".into()));
+        let unavailable = noted(Observation::Unavailable(gate::Unread::down(
+            "export unreadable",
+        )));
         assert_eq!(unavailable.verdict, Verdict::NoData);
         assert_eq!(unavailable.reason, "export unreadable");
     }

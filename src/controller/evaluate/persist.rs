@@ -37,6 +37,7 @@ fn rows(rec: &MigrationRecord, reports: &[GateReport], now_ms: i64) -> Vec<GateR
             verdict: r.eval.verdict.as_str().to_string(),
             // Every stored text bounded (the one text rule's cap).
             reason: crate::outgoing::cap(&r.eval.reason, crate::outgoing::REASON_MAX).into_owned(),
+            no_data_cause: r.eval.cause.map(|c| c.as_str().to_string()),
             held_since_ms: r.eval.memory.held_since_ms,
             peak: r.eval.memory.peak,
             at_ms: now_ms,

@@ -264,10 +264,17 @@ fn query_html(data: Option<&GateData>) -> String {
 
 /// What a refresh replaces below the actions.
 fn migration_main(d: &Detail) -> String {
-    let v = &d.view;
     let mut out = String::new();
+    ladder_section(&mut out, d);
+    gates_section(&mut out, d);
+    journal_section(&mut out, d);
+    routing_section(&mut out, d);
+    out
+}
 
-    // The ladder: a step the migration was in shows its charts when chosen.
+/// The ladder: a step the migration was in shows its charts when chosen.
+fn ladder_section(out: &mut String, d: &Detail) {
+    let v = &d.view;
     out.push_str("<section aria-labelledby=\"ladder-h\"><h2 id=\"ladder-h\">Ladder</h2>\n<ol class=\"ladder\">");
     for r in &d.rungs {
         let (class, current) = match r.at {
@@ -307,8 +314,11 @@ fn migration_main(d: &Detail) -> String {
         );
     }
     out.push_str("</section>\n");
+}
 
-    // The gates.
+/// The gates of the step, with the charts of the step the ladder chose.
+fn gates_section(out: &mut String, d: &Detail) {
+    let v = &d.view;
     out.push_str("<section aria-labelledby=\"gates-h\"><h2 id=\"gates-h\">Gates</h2>\n");
     if v.gates.is_empty() {
         out.push_str("<p>No gates in this state.</p>\n");
@@ -348,8 +358,10 @@ fn migration_main(d: &Detail) -> String {
     }
     out.push_str(&charts(&d.charts));
     out.push_str("</section>\n");
+}
 
-    // The journal, newest first.
+/// The journal, newest first, a page at a time.
+fn journal_section(out: &mut String, d: &Detail) {
     out.push_str(
         "<section aria-labelledby=\"journal-h\"><h2 id=\"journal-h\">Journal</h2>\n<div class=\"scroll\"><table class=\"journal\" id=\"journal\">\n\
          <thead><tr><th scope=\"col\">#</th><th scope=\"col\">At</th><th scope=\"col\">Command</th><th scope=\"col\">From → to</th>\
@@ -389,8 +401,11 @@ fn migration_main(d: &Detail) -> String {
         );
     }
     out.push_str("</section>\n");
+}
 
-    // The routing document.
+/// The routing document, and when the page was read.
+fn routing_section(out: &mut String, d: &Detail) {
+    let v = &d.view;
     let _ = writeln!(
         out,
         "<section aria-labelledby=\"routing-h\"><h2 id=\"routing-h\">Routing document</h2>\n\
@@ -408,7 +423,6 @@ fn migration_main(d: &Detail) -> String {
         "<p class=\"updated\" id=\"updated\" aria-live=\"polite\">Read {}</p>",
         when(crate::time::now_ms())
     );
-    out
 }
 
 /// A chart per gate of the step the ladder chose.

@@ -342,13 +342,7 @@ fn label_set(
         let quoted_at = pos;
         let quoted;
         let (name, after_name) = if bytes.get(pos) == Some(&b'"') {
-            let (text, after) = quoted_value(line, pos, "").map_err(|f| Fail {
-                pos: f.pos,
-                message: f
-                    .message
-                    .replace("value of label \"\"", "quoted name")
-                    .replace("the quoted name", "a quoted name"),
-            })?;
+            let (text, after) = quoted_name(line, pos)?;
             quoted = text;
             let next = skip_blanks(bytes, after);
             if bytes.get(next) != Some(&b'=') {
@@ -395,38 +389,7 @@ fn label_set(
             label_name(line, pos)
         };
         first = false;
-        if name.is_empty() {
-            return Err(Fail::new(
-                pos,
-                format!(
-                    "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*) or '}}', found {}",
-                    char_at(line, pos)
-                ),
-            ));
-        }
-        if name == "__name__" {
-            return Err(Fail::new(pos, "the label name \"__name__\" is reserved"));
-        }
-        pos = skip_blanks(bytes, after_name);
-        if bytes.get(pos) != Some(&b'=') {
-            return Err(Fail::new(
-                pos,
-                format!(
-                    "expected '=' after label name {name:?}, found {}",
-                    char_at(line, pos)
-                ),
-            ));
-        }
-        pos = skip_blanks(bytes, pos + 1);
-        if bytes.get(pos) != Some(&b'"') {
-            return Err(Fail::new(
-                pos,
-                format!(
-                    "expected '\"' to open the value of label {name:?}, found {}",
-                    char_at(line, pos)
-                ),
-            ));
-        }
+        pos = value_opening(line, pos, name, after_name)?;
         let (value, after_value) = quoted_value(line, pos, name)?;
         out.push((name.to_owned(), value));
         pos = skip_blanks(bytes, after_value);
@@ -445,6 +408,56 @@ fn label_set(
             }
         }
     }
+}
+
+/// The quoted label or metric name opening with `"` at `pos`, and the position after it.
+fn quoted_name(line: &str, pos: usize) -> Result<(String, usize), Fail> {
+    quoted_value(line, pos, "").map_err(|f| Fail {
+        pos: f.pos,
+        message: f
+            .message
+            .replace("value of label \"\"", "quoted name")
+            .replace("the quoted name", "a quoted name"),
+    })
+}
+
+/// Where the value of the label `name` (read at `pos`, ending at `after_name`) opens: the
+/// position of its `"`, past the `=`; the name must be usable.
+fn value_opening(line: &str, mut pos: usize, name: &str, after_name: usize) -> Result<usize, Fail> {
+    let bytes = line.as_bytes();
+    if name.is_empty() {
+        return Err(Fail::new(
+            pos,
+            format!(
+                "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*) or '}}', found {}",
+                char_at(line, pos)
+            ),
+        ));
+    }
+    if name == "__name__" {
+        return Err(Fail::new(pos, "the label name \"__name__\" is reserved"));
+    }
+    pos = skip_blanks(bytes, after_name);
+    if bytes.get(pos) != Some(&b'=') {
+        return Err(Fail::new(
+            pos,
+            format!(
+                "expected '=' after label name {name:?}, found {}",
+                char_at(line, pos)
+            ),
+        ));
+    }
+    pos = skip_blanks(bytes, pos + 1);
+    if bytes.get(pos) != Some(&b'"') {
+        return Err(Fail::new(
+            pos,
+            format!(
+                "expected '\"' to open the value of label {name:?}, found {}",
+                char_at(line, pos)
+            ),
+        ));
+    }
+    Ok(pos)
 }
 
 /// The first label name that appears twice, if any.

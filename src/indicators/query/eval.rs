@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::indicators::cause::NoDataCause;
 use crate::indicators::history::History;
 use crate::indicators::selector::Selector;
 
@@ -21,11 +22,14 @@ pub struct Reading {
 #[error("no data: {reason}")]
 pub struct NoData {
     pub reason: String,
+    /// Which kind of no data: no series, too few samples, not a number, a stale scrape.
+    pub cause: NoDataCause,
 }
 
-fn no_data(reason: impl Into<String>) -> NoData {
+fn no_data(cause: NoDataCause, reason: impl Into<String>) -> NoData {
     NoData {
         reason: reason.into(),
+        cause,
     }
 }
 
@@ -35,12 +39,15 @@ fn count(n: usize) -> u32 {
 
 fn check_finite(value: f64) -> Result<f64, NoData> {
     if value.is_nan() {
-        Err(no_data("NaN"))
+        Err(no_data(NoDataCause::Unusable, "NaN"))
     } else if value.is_infinite() {
-        Err(no_data(format!(
-            "not a finite number ({})",
-            if value > 0.0 { "+Inf" } else { "-Inf" }
-        )))
+        Err(no_data(
+            NoDataCause::Unusable,
+            format!(
+                "not a finite number ({})",
+                if value > 0.0 { "+Inf" } else { "-Inf" }
+            ),
+        ))
     } else {
         Ok(value)
     }
@@ -52,14 +59,17 @@ impl Query {
     /// [`STALENESS`] old.
     pub fn evaluate(&self, history: &History, now_ms: i64) -> Result<Reading, NoData> {
         let Some((latest, latest_ms)) = history.latest_scrape(now_ms) else {
-            return Err(no_data("no scrape recorded yet"));
+            return Err(no_data(
+                NoDataCause::TooFewSamples,
+                "no scrape recorded yet",
+            ));
         };
         let age_ms = now_ms.saturating_sub(latest_ms);
         if age_ms > crate::time::millis(STALENESS) {
-            return Err(no_data(format!(
-                "stale: last scrape {} s ago",
-                age_ms / 1000
-            )));
+            return Err(no_data(
+                NoDataCause::SourceDown,
+                format!("stale: last scrape {} s ago", age_ms / 1000),
+            ));
         }
         let a = self.numerator.evaluate(history, latest, now_ms)?;
         let Some(den) = &self.denominator else {
@@ -67,7 +77,7 @@ impl Query {
         };
         let b = den.evaluate(history, latest, now_ms)?;
         if b.value == 0.0 {
-            return Err(no_data("division by zero"));
+            return Err(no_data(NoDataCause::Unusable, "division by zero"));
         }
         Ok(Reading {
             value: check_finite(a.value / b.value)?,
@@ -88,9 +98,10 @@ impl Operand {
                     .filter_map(|s| s.value(latest))
                     .collect();
                 if values.is_empty() {
-                    return Err(no_data(format!(
-                        "no series matching `{sel}` in the latest scrape"
-                    )));
+                    return Err(no_data(
+                        NoDataCause::Empty,
+                        format!("no series matching `{sel}` in the latest scrape"),
+                    ));
                 }
                 let n = values.len();
                 (values, n)
@@ -167,16 +178,22 @@ fn range_values(
         });
     }
     if !any_series {
-        return Err(no_data(format!(
-            "no series matching `{selector}` in the last {}",
-            window_text(window)
-        )));
+        return Err(no_data(
+            NoDataCause::Empty,
+            format!(
+                "no series matching `{selector}` in the last {}",
+                window_text(window)
+            ),
+        ));
     }
     if values.is_empty() {
-        return Err(no_data(format!(
-            "not enough samples (have {most_points}, need 2 within {})",
-            window_text(window)
-        )));
+        return Err(no_data(
+            NoDataCause::TooFewSamples,
+            format!(
+                "not enough samples (have {most_points}, need 2 within {})",
+                window_text(window)
+            ),
+        ));
     }
     Ok((values, used))
 }
@@ -258,6 +275,45 @@ mod tests {
         )];
         let h = history_for(&query, &scrapes);
         assert_eq!(query.evaluate(&h, MIN).map(|r| r.value), Ok(2.0));
+    }
+
+    /// Issue 44: no data says which kind, so a gate on a source that answers is never called
+    /// blind: a window with one sample is too few samples, no series is empty, a division by
+    /// zero is no usable number, a scrape gone stale is the source down.
+    #[test]
+    fn no_data_says_its_cause() {
+        let one = |at: i64| (at, vec![sample("c_total", &[], 1.0)]);
+        let cases = [
+            (
+                "increase(c_total[1h])",
+                vec![one(MIN)],
+                MIN,
+                NoDataCause::TooFewSamples,
+            ),
+            ("c_total", vec![], MIN, NoDataCause::TooFewSamples),
+            ("other_total", vec![one(MIN)], MIN, NoDataCause::Empty),
+            (
+                "rate(other_total[5m])",
+                vec![one(MIN)],
+                MIN,
+                NoDataCause::Empty,
+            ),
+            (
+                "c_total / zero",
+                vec![(
+                    MIN,
+                    vec![sample("c_total", &[], 1.0), sample("zero", &[], 0.0)],
+                )],
+                MIN,
+                NoDataCause::Unusable,
+            ),
+            ("c_total", vec![one(MIN)], 60 * MIN, NoDataCause::SourceDown),
+        ];
+        for (text, scrapes, now, cause) in cases {
+            let query = q(text);
+            let got = query.evaluate(&history_for(&query, &scrapes), now);
+            assert_eq!(got.map_err(|e| e.cause), Err(cause), "{text}");
+        }
     }
 
     /// One evaluation case: query, scrapes, evaluation time, expected outcome.

@@ -191,7 +191,10 @@ pub(super) fn simulate(s: &Scenario, quantile: f64) -> Result<Report, SimulateEr
                 histogram_quantile(quantile, &le, &wo),
             ) {
                 (Some(new), Some(old)) => Observation::Pair { new, old },
-                _ => Observation::Unavailable("no observations in the window".into()),
+                _ => Observation::Unavailable(crate::gate::Unread::new(
+                    crate::gate::NoDataCause::Empty,
+                    "no observations in the window",
+                )),
             };
             t.threshold(&threshold, &observation, now_ms, early);
         }

@@ -14,18 +14,90 @@ use queue_migrate::brokers::{
 
 use super::{BINARY, queue, stamped};
 
-fn bootstrap() -> String {
+pub(crate) fn bootstrap() -> String {
     super::common::server_url("QM_TEST_KAFKA_BOOTSTRAP")
 }
 
 /// Creates `topic` with `partitions` partitions through the mock's control port.
-fn create_topic(topic: &str, partitions: u32) {
+pub(crate) fn create_topic(topic: &str, partitions: u32) {
     let control = super::common::server_url("QM_TEST_KAFKA_CONTROL");
-    let mut stream = std::net::TcpStream::connect(&control).unwrap();
-    writeln!(stream, "topic {topic} {partitions}").unwrap();
+    command(&control, &format!("topic {topic} {partitions}"));
+}
+
+/// Sends `line` to the mock's control port at `control` and insists on `ok`.
+fn command(control: &str, line: &str) {
+    let mut stream = std::net::TcpStream::connect(control).unwrap();
+    writeln!(stream, "{line}").unwrap();
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer).unwrap();
-    assert_eq!(answer.trim(), "ok", "topic {topic}");
+    assert_eq!(answer.trim(), "ok", "{line}");
+}
+
+/// A mock cluster of the test's own (`qm-kafka-mock`, three brokers), for the faults the shared
+/// one must not see: a broker taken down. Killed when dropped.
+pub(crate) struct OwnCluster {
+    child: std::process::Child,
+    pub bootstrap: String,
+    control: String,
+}
+
+impl OwnCluster {
+    /// Starts one with the topics `(name, partitions)`.
+    pub(crate) fn start(topics: &[(&str, u32)]) -> OwnCluster {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qm-kafka-mock"));
+        for (name, partitions) in topics {
+            cmd.args(["--topic", &format!("{name}:{partitions}")]);
+        }
+        let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut value = |name: &str| {
+            let line = lines.next().unwrap().unwrap();
+            line.strip_prefix(&format!("{name}="))
+                .unwrap_or_else(|| panic!("qm-kafka-mock printed {line:?}"))
+                .to_string()
+        };
+        let bootstrap = value("bootstrap");
+        let control = value("control");
+        OwnCluster {
+            child,
+            bootstrap,
+            control,
+        }
+    }
+
+    /// The broker id leading `partition` of `topic`.
+    pub(crate) fn leader(&self, topic: &str, partition: i32) -> i32 {
+        use rdkafka::consumer::{BaseConsumer, Consumer as _};
+        let client: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .unwrap();
+        let metadata = client
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .unwrap();
+        let t = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .unwrap();
+        let p = t.partitions().iter().find(|p| p.id() == partition).unwrap();
+        p.leader()
+    }
+
+    /// Broker `id` stops (`false`) or resumes (`true`) answering.
+    pub(crate) fn set_up(&self, id: i32, up: bool) {
+        command(
+            &self.control,
+            &format!("{} {id}", if up { "up" } else { "down" }),
+        );
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A topic of this run, made with `partitions` partitions.
@@ -96,24 +168,45 @@ async fn round_trip_keeps_payload_headers_and_the_key() {
     s.release().await.unwrap();
 
     // The record key is the slice key, as Kafka itself sees it (a raw consumer, no headers read).
+    let keys: BTreeSet<String> = records(&t, 5).into_iter().map(|r| r.key).collect();
+    let want: BTreeSet<String> = (0..5).map(|n| format!("order-{n}")).collect();
+    assert_eq!(keys, want);
+}
+
+/// A record as Kafka itself holds it: where it is, its record key, its payload.
+pub(crate) struct Record {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: String,
+    pub payload: Vec<u8>,
+}
+
+/// The first `want` records of `topic` (or what came within 20 s), read by a raw consumer of a
+/// group of its own (no header read, nothing of the adapter's), by partition and offset.
+pub(crate) fn records(topic: &str, want: usize) -> Vec<Record> {
     use rdkafka::Message as _;
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     let raw: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
-        .set("group.id", "raw-reader")
+        .set("group.id", format!("raw-reader-{topic}"))
         .set("auto.offset.reset", "earliest")
         .create()
         .unwrap();
-    raw.subscribe(&[&t]).unwrap();
+    raw.subscribe(&[topic]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut keys = BTreeSet::new();
-    while keys.len() < 5 && Instant::now() < deadline {
+    let mut out = Vec::new();
+    while out.len() < want && Instant::now() < deadline {
         if let Some(Ok(m)) = raw.poll(Duration::from_millis(200)) {
-            keys.insert(String::from_utf8(m.key().unwrap().to_vec()).unwrap());
+            out.push(Record {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap(),
+                payload: m.payload().unwrap_or_default().to_vec(),
+            });
         }
     }
-    let want: BTreeSet<String> = (0..5).map(|n| format!("order-{n}")).collect();
-    assert_eq!(keys, want);
+    out.sort_by_key(|r| (r.partition, r.offset));
+    out
 }
 
 /// A record published without `x-qm-key` but with a Kafka key (a producer that is not ours)

@@ -3,34 +3,14 @@
 //! proxy's identity header believed only from the trusted addresses.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use queue_migrate::daemon::auth::{Access, TokenFile, TokenSource};
 
-use super::plan;
-use crate::common::daemon_world::{DaemonWorld, Running};
+use crate::common::daemon_world::{DaemonWorld, Running, local_by_hand};
 
 const ALICE: &str = "alice-token-0123456789";
 const CAROL: &str = "carol-token-0123456789";
 const BOB: &str = "bob-token-0123456789ab";
-
-async fn leading(d: &Running, http: &reqwest::Client) {
-    for _ in 0..200 {
-        let h: serde_json::Value = http
-            .get(d.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if h["leader"] == true {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no lease");
-}
 
 async fn post(
     http: &reqwest::Client,
@@ -77,7 +57,7 @@ fn file_access(path: &std::path::Path) -> Access {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_file_names_who_acts_and_what_their_role_allows() {
-    let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let w = DaemonWorld::new(&local_by_hand()).await;
     let path = w.dir.path().join("tokens");
     std::fs::write(
         &path,
@@ -85,9 +65,8 @@ async fn a_token_file_names_who_acts_and_what_their_role_allows() {
     )
     .unwrap();
     let access = file_access(&path);
-    let d = w.start(|c| c.access = access).await;
+    let d = w.start_guarded(access, |_| {}).await;
     let http = reqwest::Client::new();
-    leading(&d, &http).await;
     let pause = d.url("/v1/migrations/local/pause");
     let resume = d.url("/v1/migrations/local/resume");
 
@@ -162,7 +141,7 @@ async fn a_token_file_names_who_acts_and_what_their_role_allows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_identity_header_is_ignored_from_an_untrusted_peer() {
-    let w = DaemonWorld::new(&plan().replace("auto_advance: true", "auto_advance: false")).await;
+    let w = DaemonWorld::new(&local_by_hand()).await;
     let path = w.dir.path().join("tokens");
     std::fs::write(&path, format!("alice operator {ALICE}\ndan operator -\n")).unwrap();
     let http = reqwest::Client::new();
@@ -172,8 +151,7 @@ async fn the_identity_header_is_ignored_from_an_untrusted_peer() {
     let mut access = file_access(&path);
     access.identity_header = Some("x-forwarded-user".parse().unwrap());
     access.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()];
-    let d = w.start(|c| c.access = access).await;
-    leading(&d, &http).await;
+    let d = w.start_guarded(access, |_| {}).await;
     let pause = d.url("/v1/migrations/local/pause");
     let (status, body) = post(&http, &pause, None, user).await;
     assert_eq!(status, 401, "{body}");
@@ -184,8 +162,7 @@ async fn the_identity_header_is_ignored_from_an_untrusted_peer() {
     let mut access = file_access(&path);
     access.identity_header = Some("x-forwarded-user".parse().unwrap());
     access.trusted_proxies = vec!["127.0.0.1".parse::<std::net::IpAddr>().unwrap().into()];
-    let d = w.start(|c| c.access = access).await;
-    leading(&d, &http).await;
+    let d = w.start_guarded(access, |_| {}).await;
     let pause = d.url("/v1/migrations/local/pause");
     let (status, body) = post(&http, &pause, None, user).await;
     assert_eq!(status, 200, "{body}");

@@ -42,6 +42,7 @@ fn guard(verdict: Verdict) -> GateView {
         reason: "0.2 < 0.05 is false".into(),
         evaluated_at: None,
         soak: None,
+        cause: None,
     }
 }
 

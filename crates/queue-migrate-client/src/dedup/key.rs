@@ -15,7 +15,7 @@
 //!   Redis key).
 //!
 //! ```
-//! use queue_migrate::dedup::BusinessKey;
+//! use queue_migrate_client::dedup::BusinessKey;
 //!
 //! let key = BusinessKey::new("order.paid", "tenant:7/4711", "evt-9")?;
 //! assert_eq!(key.as_str(), r"order.paid:tenant\:7/4711:evt-9");
@@ -23,7 +23,7 @@
 //! assert_eq!(key.aggregate(), "tenant:7/4711");
 //! // What to send to a service the effect calls, as its Idempotency-Key.
 //! assert_eq!(key.idempotency_key(), key.as_str());
-//! # Ok::<(), queue_migrate::dedup::key::KeyError>(())
+//! # Ok::<(), queue_migrate_client::dedup::key::KeyError>(())
 //! ```
 
 use std::fmt;
@@ -33,6 +33,7 @@ pub const MAX_KEY_LEN: usize = 1024;
 
 /// Errors of building or parsing a business key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// A part of the identity is empty.
     #[error("business key: the {0} is empty")]

@@ -2,8 +2,8 @@
 //! and followers that keep the document current from the daemon (HTTP long-poll) or a file.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), queue_migrate::router::RouterError> {
-//! use queue_migrate::router::Router;
+//! # async fn demo() -> Result<(), queue_migrate_client::router::RouterError> {
+//! use queue_migrate_client::router::Router;
 //! let router = Router::new();
 //! let _follower = router.follow_http("http://127.0.0.1:8080", "orders", None)?;
 //! let route = router.route("order-4711"); // never waits, never fails
@@ -32,28 +32,34 @@
 #![warn(missing_docs)]
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use reqwest::header::{ETAG, IF_NONE_MATCH};
-use reqwest::{StatusCode, Url};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use hot::Hot;
+
 use crate::routing::{BrokerNames, Route, RoutingDocument, Side};
 use crate::stamp::{HEADER_BROKER, RouteStamp, StampError};
 use crate::time::Millis;
+use url::Url;
+
+mod hot;
+mod http;
 
 /// The slice count of the safe default, before any document (the plan's default).
 pub const DEFAULT_SLICES: u32 = 128;
 /// The largest routing document read (the real one is a few hundred bytes).
 pub const MAX_DOCUMENT_BYTES: usize = 1 << 20;
+/// What the HTTP follower says it is.
+const USER_AGENT: &str = concat!("queue-migrate-router/", env!("CARGO_PKG_VERSION"));
 
 /// Errors of the router and its followers.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RouterError {
     /// The document is incoherent; the current one is kept.
     #[error("routing document rejected: {0}")]
@@ -116,6 +122,7 @@ pub enum RouterError {
 
 /// What [`Router::offer`] did with a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Offer {
     /// The document is now current; `previous` is the generation it replaced (0: the default).
     Accepted {
@@ -131,6 +138,7 @@ pub enum Offer {
 
 /// How a follower is doing, for health checks ("routing stale for 10 minutes").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FollowStatus {
     /// Documents accepted from this follower's source.
     pub accepted: u64,
@@ -138,124 +146,6 @@ pub struct FollowStatus {
     pub consecutive_failures: u32,
     /// The last failure, if the source is failing now.
     pub last_error: Option<String>,
-}
-
-/// What `route` needs of the current document, readable without touching the document: two
-/// slots that the (one, serialised) writer fills in turn, and the number of the last filled.
-///
-/// Document number `n` goes into `slots[n % 2]`, whose `seq` is `2n + 1` while it is written and
-/// `2n + 2` once it holds number `n`; then `current` becomes `n`. A writer therefore only ever
-/// writes the slot readers are not sent to, and a reader that still read the older slot while the
-/// writer came back to it sees `seq` moved on and starts again from `current`. Everything sits in
-/// one cache line, so a read touches one line and a swap dirties it once.
-#[repr(align(64))]
-struct Hot {
-    current: AtomicU64,
-    slots: [Slot; 2],
-}
-
-/// One document's numbers and the sequence word that says which document they are.
-struct Slot {
-    seq: AtomicU64,
-    generation: AtomicU64,
-    /// `slices_total << 32 | slices_migrated`.
-    slices: AtomicU64,
-}
-
-impl Slot {
-    fn new(seq: u64, generation: u64, slices: u64) -> Slot {
-        Slot {
-            seq: AtomicU64::new(seq),
-            generation: AtomicU64::new(generation),
-            slices: AtomicU64::new(slices),
-        }
-    }
-}
-
-/// A slot's `seq` while document `number` is written into it.
-fn filling(number: u64) -> u64 {
-    number.wrapping_mul(2).wrapping_add(1)
-}
-
-/// A slot's `seq` once it holds document `number`.
-fn filled(number: u64) -> u64 {
-    number.wrapping_mul(2).wrapping_add(2)
-}
-
-impl Hot {
-    /// The safe default, as document number 0: generation 0, no slice migrated.
-    fn new(default_slices: u32) -> Hot {
-        Hot {
-            current: AtomicU64::new(0),
-            slots: [
-                Slot::new(filled(0), 0, u64::from(default_slices) << 32),
-                Slot::new(0, 0, 0),
-            ],
-        }
-    }
-
-    /// `(generation, slices_total, slices_migrated)` of the current document.
-    ///
-    /// Lock-free: it reads again only if the writer filled the slot it was reading meanwhile,
-    /// that is if at least one newer document was stored. Successive reads by one thread never
-    /// go back to an older document: each answers the number it read from `current`.
-    #[inline]
-    fn read(&self) -> (u64, u32, u32) {
-        loop {
-            if let Some(words) = self.try_read() {
-                return words;
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// One attempt: `None` if the slot `current` named was being rewritten meanwhile.
-    #[inline]
-    fn try_read(&self) -> Option<(u64, u32, u32)> {
-        let number = self.current.load(Ordering::Acquire);
-        let slot = &self.slots[(number & 1) as usize];
-        let holding = filled(number);
-        // Acquire pairs with the writer's release of `current`: the loads below see document
-        // `number`'s words or a later fill's, and the check of `seq` after them tells which.
-        let generation = slot.generation.load(Ordering::Relaxed);
-        let slices = slot.slices.load(Ordering::Relaxed);
-        // Orders the loads of the words before the load of `seq`: if that one still sees
-        // `holding`, no store of the words by a later fill of this slot was read.
-        fence(Ordering::Acquire);
-        if slot.seq.load(Ordering::Relaxed) != holding {
-            return None;
-        }
-        Some((generation, (slices >> 32) as u32, slices as u32))
-    }
-
-    /// Store a document's numbers as the next number. Callers hold `Inner::write`: there is one
-    /// writer at a time.
-    fn write(&self, doc: &RoutingDocument) {
-        let number = self.fill(doc);
-        self.publish(number);
-    }
-
-    /// Write `doc`'s numbers into the slot readers are not sent to, as the next number, and
-    /// return that number. Readers go on answering the current document until [`Hot::publish`].
-    fn fill(&self, doc: &RoutingDocument) -> u64 {
-        let number = self.current.load(Ordering::Relaxed).wrapping_add(1);
-        let slot = &self.slots[(number & 1) as usize];
-        slot.seq.store(filling(number), Ordering::Relaxed);
-        // A reader that sees any of the stores below sees the odd `seq` too.
-        fence(Ordering::Release);
-        slot.generation.store(doc.generation, Ordering::Relaxed);
-        slot.slices.store(
-            (u64::from(doc.slices_total) << 32) | u64::from(doc.slices_migrated),
-            Ordering::Relaxed,
-        );
-        slot.seq.store(filled(number), Ordering::Release);
-        number
-    }
-
-    /// Send readers to the slot filled with `number`.
-    fn publish(&self, number: u64) {
-        self.current.store(number, Ordering::Release);
-    }
 }
 
 struct Inner {
@@ -309,15 +199,15 @@ impl Router {
     /// side name until the daemon answers.
     ///
     /// ```
-    /// use queue_migrate::router::Router;
-    /// use queue_migrate::routing::Side;
+    /// use queue_migrate_client::router::Router;
+    /// use queue_migrate_client::routing::Side;
     ///
     /// let router = Router::for_brokers(128, "rabbitmq", "nats");
     /// let route = router.route("order-0"); // no document yet: old, generation 0
     /// assert_eq!(route.target, Side::Old);
     /// let stamp = router.stamp(&route, "checkout", 1_764_460_800_123)?;
     /// assert_eq!(stamp.broker, "rabbitmq");
-    /// # Ok::<(), queue_migrate::stamp::StampError>(())
+    /// # Ok::<(), queue_migrate_client::stamp::StampError>(())
     /// ```
     pub fn for_brokers(slices: u32, old: impl Into<String>, new: impl Into<String>) -> Router {
         Router::build(
@@ -501,7 +391,7 @@ impl Router {
         self.follow_http_tuned(base_url, migration, token, HttpFollow::default())
     }
 
-    /// [`Router::follow_http`] with explicit timings and, optionally, the caller's HTTP client.
+    /// [`Router::follow_http`] with explicit timings.
     ///
     /// # Errors
     /// As [`Router::follow_http`].
@@ -514,18 +404,7 @@ impl Router {
     ) -> Result<FollowerHandle, RouterError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
         let url = routing_url(base_url, migration, options.wait)?;
-        let client = match options.client.clone() {
-            Some(c) => c,
-            None => {
-                // The tree's one crypto provider (ring); harmless if one is installed already.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::Client::builder()
-                    .connect_timeout(Duration::from_secs(10))
-                    .user_agent(concat!("queue-migrate-router/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|e| RouterError::Client(e.to_string()))?
-            }
-        };
+        let client = http::Client::for_url(&url).map_err(RouterError::Client)?;
         let (status_tx, status) = watch::channel(FollowStatus::default());
         let router = self.clone();
         let migration = migration.to_string();
@@ -591,8 +470,6 @@ pub struct HttpFollow {
     /// Least time between two requests that brought nothing new (guards against a server or
     /// proxy that answers at once instead of holding); default 1 s.
     pub min_interval: Duration,
-    /// The HTTP client to use (default: one built here, rustls with ring).
-    pub client: Option<reqwest::Client>,
 }
 
 impl Default for HttpFollow {
@@ -603,7 +480,6 @@ impl Default for HttpFollow {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(30),
             min_interval: Duration::from_secs(1),
-            client: None,
         }
     }
 }
@@ -821,7 +697,7 @@ fn routing_url(base: &str, migration: &str, wait: Duration) -> Result<Url, Route
 }
 
 struct Poll {
-    client: reqwest::Client,
+    client: http::Client,
     url: Url,
     token: Option<String>,
     migration: String,
@@ -836,43 +712,36 @@ impl Poll {
     ) -> Result<Option<RoutingDocument>, RouterError> {
         // As shown in errors and logs: credentials in the daemon's URL masked.
         let url = &crate::redact::url(self.url.as_str());
-        let mut request = self.client.get(self.url.clone()).timeout(self.timeout);
-        if let Some(doc) = current {
-            request = request.header(IF_NONE_MATCH, format!("\"{}\"", doc.generation));
-        }
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let unreachable = |e: reqwest::Error| RouterError::Unreachable {
-            url: url.to_string(),
-            reason: describe(&e),
-        };
-        let mut response = request.send().await.map_err(unreachable)?;
-        match response.status() {
-            StatusCode::NOT_MODIFIED => return Ok(None),
-            StatusCode::OK => {}
-            other => {
-                return Err(RouterError::Status {
+        let validator = current.map(|doc| format!("\"{}\"", doc.generation));
+        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("User-Agent", USER_AGENT), ("Accept", "application/json")];
+        headers.extend(validator.as_deref().map(|v| ("If-None-Match", v)));
+        headers.extend(bearer.as_deref().map(|v| ("Authorization", v)));
+        let answer = self
+            .client
+            .get(&self.url, &headers, self.timeout, MAX_DOCUMENT_BYTES)
+            .await
+            .map_err(|failure| match failure {
+                http::Failure::Unreachable(reason) => RouterError::Unreachable {
                     url: url.to_string(),
-                    status: other.as_u16(),
-                });
-            }
-        }
-        let etag = response
-            .headers()
-            .get(ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
-            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-                return Err(RouterError::Malformed {
+                    reason: crate::redact::text(&reason),
+                },
+                http::Failure::TooLarge => RouterError::Malformed {
                     source_name: url.to_string(),
                     reason: format!("larger than {MAX_DOCUMENT_BYTES} bytes"),
+                },
+            })?;
+        match answer.status {
+            304 => return Ok(None),
+            200 => {}
+            status => {
+                return Err(RouterError::Status {
+                    url: url.to_string(),
+                    status,
                 });
             }
-            body.extend_from_slice(&chunk);
         }
+        let (etag, body) = (answer.etag, answer.body);
         let doc: RoutingDocument =
             serde_json::from_slice(&body).map_err(|e| RouterError::Malformed {
                 source_name: url.to_string(),
@@ -894,19 +763,11 @@ impl Poll {
     }
 }
 
-/// The error and its causes in one line (reqwest's Display stops at the outermost).
-/// A client error and its sources, redacted ([`crate::redact::error`]: reqwest quotes the URL,
-/// credentials included).
-fn describe(e: &reqwest::Error) -> String {
-    let mut out = crate::redact::error(e);
-    if e.is_timeout() {
-        out.push_str(" (timed out)");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::hot::filling;
     use super::*;
     use crate::slice::slice_of;
 

@@ -32,7 +32,7 @@ const ONE_BLOCK: usize = 55;
 /// The slice of `key` among `slices` (a `slices` of 0 is treated as 1).
 ///
 /// ```
-/// use queue_migrate::slice::slice_of;
+/// use queue_migrate_client::slice::slice_of;
 ///
 /// assert_eq!(slice_of("order-0", 128), 8); // tests/fixtures/vectors/slices.jsonl
 /// assert_eq!(slice_of("order-0", 1000), 272);

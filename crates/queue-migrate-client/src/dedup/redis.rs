@@ -26,9 +26,9 @@
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use queue_migrate::dedup::redis::RedisDedup;
-//! use queue_migrate::dedup::{Begin, BusinessKey, LeaseDedup, PayloadHash};
-//! use queue_migrate::time;
+//! use queue_migrate_client::dedup::redis::RedisDedup;
+//! use queue_migrate_client::dedup::{Begin, BusinessKey, LeaseDedup, PayloadHash};
+//! use queue_migrate_client::time;
 //!
 //! let dedup = RedisDedup::connect("redis://127.0.0.1:6379").await?
 //!     .with_prefix(format!("qm:doc:{}:", time::now_ms()));
@@ -93,6 +93,7 @@ return 0
 
 /// Errors of the Redis mode.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RedisDedupError {
     /// Redis failed or could not be reached: retry the message later.
     #[error("dedup redis error: {0}")]

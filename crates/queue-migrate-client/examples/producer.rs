@@ -2,13 +2,15 @@
 //! aggregate key, stamp it, count it. `producer ROUTING_FILE` or `producer http://DAEMON:8480`.
 use std::time::Duration;
 
-use queue_migrate::router::Router;
-use queue_migrate::stamp::PublishedCounter;
-use queue_migrate::time;
+use queue_migrate_client::router::Router;
+use queue_migrate_client::stamp::PublishedCounter;
+use queue_migrate_client::time;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let source = std::env::args().nth(1).ok_or("usage: producer ROUTING_FILE | DAEMON_URL")?;
+    let source = std::env::args()
+        .nth(1)
+        .ok_or("usage: producer ROUTING_FILE | DAEMON_URL")?;
     // The plan's `slices` and broker names: one `broker` label from the first message on.
     let router = Router::for_brokers(128, "rabbitmq", "nats");
     let _follower = if source.starts_with("http") {
@@ -26,7 +28,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let stamp = router.stamp(&route, "checkout", time::now_ms())?;
         // publish(route.target, stamp.headers(), body).await?;  (your broker client)
         published.record(&stamp);
-        println!("{order} slice {} -> {} ({})", route.slice, stamp.broker, stamp.side);
+        println!(
+            "{order} slice {} -> {} ({})",
+            route.slice, stamp.broker, stamp.side
+        );
     }
     print!("{}", published.render());
     Ok(())

@@ -7,7 +7,7 @@
 //! older.
 //!
 //! ```
-//! use queue_migrate::routing::{RoutingDocument, Side};
+//! use queue_migrate_client::routing::{RoutingDocument, Side};
 //!
 //! let doc: RoutingDocument = serde_json::from_str(r#"{
 //!     "migration": "orders", "generation": 7, "state": "slices", "step": 1, "paused": false,
@@ -130,9 +130,11 @@ impl RoutingDocument {
     }
 }
 
-/// A document of migration `orders` in `slices[0]`, 128 slices, for the crate's tests.
-#[cfg(test)]
-pub(crate) fn sample_document(generation: u64, migrated: u32) -> RoutingDocument {
+/// A document of migration `orders` in `slices[0]`, 128 slices, for the tests of this crate and
+/// of `queue-migrate` (feature `test-fixtures`; not part of the API).
+#[cfg(any(test, feature = "test-fixtures"))]
+#[doc(hidden)]
+pub fn sample_document(generation: u64, migrated: u32) -> RoutingDocument {
     RoutingDocument {
         migration: "orders".into(),
         generation,

@@ -25,6 +25,7 @@ pub const CONSUMER_METRIC: &str = "queue_migrate_consumer_messages_total";
 
 /// Errors of the consumer metrics.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MetricsError {
     /// A metric name that Prometheus would reject.
     #[error("invalid metric name {0:?}: expected [a-zA-Z_:][a-zA-Z0-9_:]*")]

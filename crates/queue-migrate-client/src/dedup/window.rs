@@ -26,9 +26,9 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use queue_migrate::dedup::window::WindowDedup;
-//! use queue_migrate::dedup::{BusinessKey, PayloadHash, Processed, process_once};
-//! use queue_migrate::time;
+//! use queue_migrate_client::dedup::window::WindowDedup;
+//! use queue_migrate_client::dedup::{BusinessKey, PayloadHash, Processed, process_once};
+//! use queue_migrate_client::time;
 //!
 //! let dedup = WindowDedup::new(Duration::from_secs(600), 100_000); // 10 minutes, 100k keys
 //! let key = BusinessKey::new("order.paid", "4711", "v3")?;
@@ -56,6 +56,7 @@ use super::{Begin, BusinessKey, DEFAULT_LEASE, Lease, LeaseDedup, Millis, Payloa
 
 /// Errors of the window mode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WindowError {
     /// Every slot holds a live lease: retry the message later (or raise the capacity).
     #[error("dedup window full: {capacity} keys, all being processed")]

@@ -12,8 +12,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use queue_migrate::dedup::pool::{self, PoolSettings};
-//! use queue_migrate::dedup::sqlx; // the sqlx this crate uses
+//! use queue_migrate_client::dedup::pool::{self, PoolSettings};
+//! use queue_migrate_client::dedup::sqlx; // the sqlx this crate uses
 //!
 //! let dir = tempfile::tempdir()?;
 //! let pool = pool::sqlite(dir.path().join("consumer.db"), PoolSettings::default()).await?;

@@ -68,6 +68,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Errors of the generic helper [`process_once`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProcessError<S, E> {
     /// The dedup store failed before anything was applied: retry the message later.
     #[error("dedup store: {0}")]

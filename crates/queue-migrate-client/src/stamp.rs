@@ -59,6 +59,7 @@ pub const PUBLISHED_METRIC: &str = "queue_migrate_published_total";
 
 /// Errors of reading or building a route stamp or a producer counter.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StampError {
     /// A field of the stamp is absent (`field` is the header name or `route.<name>`).
     #[error("route stamp: {field} is missing")]
@@ -186,14 +187,14 @@ impl RouteStamp {
     /// `at_ms` (a negative instant, a clock before 1970, is stamped as 0).
     ///
     /// ```
-    /// use queue_migrate::routing::Route;
-    /// use queue_migrate::stamp::RouteStamp;
+    /// use queue_migrate_client::routing::Route;
+    /// use queue_migrate_client::stamp::RouteStamp;
     ///
     /// let route = Route::of("order-0", 128, 32, 7); // slice 8 < 32: new
     /// let stamp = RouteStamp::new(&route, "nats", "checkout", 1_764_460_800_123)?;
     /// assert_eq!(stamp.headers()[1], ("x-qm-route", "new".to_string()));
     /// assert_eq!(RouteStamp::from_headers(stamp.headers())?, stamp);
-    /// # Ok::<(), queue_migrate::stamp::StampError>(())
+    /// # Ok::<(), queue_migrate_client::stamp::StampError>(())
     /// ```
     ///
     /// # Errors

@@ -3,7 +3,7 @@
 //! dependencies.
 //!
 //! ```
-//! use queue_migrate::metrics_text::{self, Kind};
+//! use queue_migrate_client::metrics_text::{self, Kind};
 //!
 //! let mut out = String::new();
 //! metrics_text::family(&mut out, "jobs_total", Kind::Counter, "Jobs run.");
@@ -55,7 +55,7 @@ pub fn family(out: &mut String, name: &str, kind: Kind, help: &str) {
 }
 
 /// `# HELP name help`.
-pub fn help_line(out: &mut String, name: &str, help: &str) {
+fn help_line(out: &mut String, name: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
 }
 

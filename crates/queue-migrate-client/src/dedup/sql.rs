@@ -5,8 +5,8 @@
 //!
 //! ```no_run
 //! # async fn demo(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
-//! use queue_migrate::dedup::sql::{self, Claim, VersionCheck};
-//! use queue_migrate::dedup::{BusinessKey, PayloadHash};
+//! use queue_migrate_client::dedup::sql::{self, Claim, VersionCheck};
+//! use queue_migrate_client::dedup::{BusinessKey, PayloadHash};
 //! # let now_ms = 0; let payload = serde_json::json!({});
 //! let key = BusinessKey::new("order.paid", "4711", "evt-9")?;
 //! let hash = PayloadHash::of_json(&payload);
@@ -179,6 +179,7 @@ const SELECT_VERSION: &str = "SELECT version FROM qm_aggregate_versions WHERE ag
 
 /// Errors of the durable mode.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SqlDedupError {
     /// The database failed (see [`SqlDedupError::is_retryable`]).
     #[error("dedup database error: {0}")]
@@ -671,10 +672,10 @@ pub async fn claim<DB: DedupDatabase>(
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use queue_migrate::dedup::sql::{self, Verdict, Versioned};
-/// use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, PayloadHash, pool};
-/// use queue_migrate::stamp::RouteLabel;
-/// use queue_migrate::time;
+/// use queue_migrate_client::dedup::sql::{self, Verdict, Versioned};
+/// use queue_migrate_client::dedup::{BusinessKey, ConsumerMetrics, PayloadHash, pool};
+/// use queue_migrate_client::stamp::RouteLabel;
+/// use queue_migrate_client::time;
 ///
 /// let dir = tempfile::tempdir()?;
 /// let pool = pool::sqlite(dir.path().join("consumer.db"), pool::PoolSettings::default()).await?;

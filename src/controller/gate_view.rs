@@ -1,0 +1,73 @@
+//! A gate as `status` shows it ([`GateView`]): from a fresh evaluation ([`GateReport::view`]) or
+//! from the store (`Controller::last_gates`), with the words every view uses for a gate not yet
+//! evaluated in its step.
+
+use serde::Serialize;
+
+use super::evaluate::GateReport;
+use crate::gate::{self, Verdict};
+use crate::plan::GateKind;
+use crate::store::GateRecord;
+
+/// The reason every view gives for a gate with no evaluation in the step (the CLI adds, once
+/// under its table, [`not_evaluated_advice`]).
+pub const AWAITING_FIRST_EVALUATION: &str = "awaiting first evaluation";
+
+/// What `status` prints once under its table when a gate awaits its first evaluation: what
+/// shows it now and what records it (a dry run records nothing: it cannot be what makes the
+/// gate appear here).
+pub fn not_evaluated_advice(name: &str) -> String {
+    format!(
+        "not evaluated yet in this step: `migrate advance {name} --dry-run` shows it now and \
+         records nothing; it is recorded by a running daemon's next round, or by \
+         `migrate advance {name}` (which also moves on if every exit gate passes)"
+    )
+}
+
+/// How far a stored soaking gate was when evaluated: since its held-since mark, of its `for:`.
+pub(super) fn stored_soak(r: &GateRecord, need: std::time::Duration) -> Option<gate::Soak> {
+    Some(gate::Soak {
+        held_ms: r.at_ms.saturating_sub(r.held_since_ms?).max(0),
+        need_ms: crate::time::millis(need),
+    })
+}
+
+/// A gate as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateView {
+    pub phase: String,
+    pub name: String,
+    pub kind: GateKind,
+    /// The source the gate reads (empty when the plan no longer names the gate).
+    pub source: String,
+    pub verdict: Verdict,
+    pub value: Option<f64>,
+    pub reason: String,
+    /// `None`: awaiting its first evaluation in the step.
+    pub evaluated_at: Option<String>,
+    /// Soaking: how long the condition has held of what its `for:` asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<gate::Soak>,
+    /// No data: why (`source_down`, `empty`, `too_few_samples`, `unusable`); absent for the
+    /// other verdicts and for evaluations stored before the cause was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<gate::NoDataCause>,
+}
+
+impl GateReport {
+    /// The same gate as `status` shows it.
+    pub fn view(&self) -> GateView {
+        GateView {
+            phase: self.phase.clone(),
+            name: self.name.clone(),
+            kind: self.kind,
+            source: self.source.clone(),
+            verdict: self.eval.verdict,
+            value: self.eval.value,
+            reason: self.eval.reason.clone(),
+            evaluated_at: Some(crate::time::rfc3339(self.evaluated_at_ms)),
+            soak: self.eval.soak,
+            cause: self.eval.cause,
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Why a source gave a gate no usable number, as the source adapters know it: the source could
+//! not be read at all, or it answered with no series, with too few samples yet, or with
+//! something that is not one usable number. A gate's NO DATA verdict carries it
+//! ([`crate::gate::Evaluation::cause`]), the store keeps it with the evaluation, and
+//! [`crate::standing`] calls a migration blind only when its source is down.
+//!
+//! Pure, and a leaf: the gate, the store and the adapters all name it.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a gate has no data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoDataCause {
+    /// The source could not be read: unreachable, timed out, an HTTP error, an answer that is
+    /// not metrics at all, a scrape gone stale, a URL not resolvable on this machine.
+    SourceDown,
+    /// The source answered: the query matched no series.
+    Empty,
+    /// The source answered, with too few samples for the query yet (a `rate()`/`increase()`
+    /// window holding one sample, a gate's `min_samples` not reached): only time helps.
+    TooFewSamples,
+    /// The source answered with something that is not one usable number: NaN or ±Inf, a
+    /// division by zero, several series, a query the source refused.
+    Unusable,
+}
+
+impl NoDataCause {
+    /// Every cause, in the order the docs list them.
+    pub const ALL: [NoDataCause; 4] = [
+        NoDataCause::SourceDown,
+        NoDataCause::Empty,
+        NoDataCause::TooFewSamples,
+        NoDataCause::Unusable,
+    ];
+
+    /// As stored and served: `source_down`, `empty`, `too_few_samples`, `unusable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoDataCause::SourceDown => "source_down",
+            NoDataCause::Empty => "empty",
+            NoDataCause::TooFewSamples => "too_few_samples",
+            NoDataCause::Unusable => "unusable",
+        }
+    }
+
+    /// One of the stored names; `None` for anything else (a row written by a later version).
+    pub fn parse(s: &str) -> Option<NoDataCause> {
+        NoDataCause::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// In the words of a sentence: `the query returned no series`.
+    pub fn text(self) -> &'static str {
+        match self {
+            NoDataCause::SourceDown => "source unreachable",
+            NoDataCause::Empty => "the query returned no series",
+            NoDataCause::TooFewSamples => "too few samples yet",
+            NoDataCause::Unusable => "the source answered with no usable number",
+        }
+    }
+}
+
+/// A reading that gave no usable number: why, as a cause and as a sentence (naming the source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unread {
+    pub cause: NoDataCause,
+    pub why: String,
+}
+
+impl Unread {
+    pub fn new(cause: NoDataCause, why: impl Into<String>) -> Unread {
+        Unread {
+            cause,
+            why: why.into(),
+        }
+    }
+
+    /// The source could not be read.
+    pub fn down(why: impl Into<String>) -> Unread {
+        Unread::new(NoDataCause::SourceDown, why)
+    }
+
+    /// The same cause, its sentence rewritten by `f` (a prefix naming the source or the side).
+    #[must_use]
+    pub fn map(self, f: impl FnOnce(String) -> String) -> Unread {
+        Unread {
+            cause: self.cause,
+            why: f(self.why),
+        }
+    }
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_reads_back_from_its_stored_name() {
+        for c in NoDataCause::ALL {
+            assert_eq!(NoDataCause::parse(c.as_str()), Some(c));
+            assert_eq!(
+                serde_json::to_value(c).ok(),
+                Some(serde_json::Value::String(c.as_str().into()))
+            );
+        }
+        assert_eq!(NoDataCause::parse("hold"), None);
+    }
+}
