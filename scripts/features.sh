@@ -33,8 +33,10 @@ for set in "${CLIENT_SETS[@]}"; do
 done
 
 # What the client links, with every feature: no CLI, no HTTP server, no broker client, no Kafka.
-if cargo tree --quiet -p queue-migrate-client --edges normal --all-features --prefix none |
-  grep -E '^(clap|axum|hyper|lapin|async-nats|rdkafka) '; then
+# hyper itself is in (reqwest's client, the router's long-poll) but not its server, nor HTTP/2
+# (h2): the crate names, then hyper's and hyper-util's features.
+if cargo tree --quiet -p queue-migrate-client --edges normal,features --all-features --prefix none |
+  grep -E '^((clap|axum|h2|lapin|async-nats|rdkafka) |hyper(-util)? feature "(server|http2)")'; then
   echo "queue-migrate-client pulls in a dependency of the controller, the CLI or a broker (above)" >&2
   exit 1
 fi

@@ -49,6 +49,10 @@ use url::Url;
 
 mod hot;
 mod http;
+#[cfg(test)]
+mod tests_http;
+
+pub use http::ProxyChoice;
 
 /// The slice count of the safe default, before any document (the plan's default).
 pub const DEFAULT_SLICES: u32 = 128;
@@ -380,8 +384,13 @@ impl Router {
     /// brings a document (accepted if newer), a 304 means no change; a failure keeps the last good
     /// document and retries after 1 s, doubling up to 30 s. See [`HttpFollow`] to tune.
     ///
+    /// The requests go through the proxy the environment names (`HTTP_PROXY` for an `http://`
+    /// daemon, `HTTPS_PROXY` for an `https://` one, `ALL_PROXY`, minus the hosts `NO_PROXY`
+    /// lists), read once when the follower starts; [`HttpFollow::proxy`] chooses otherwise.
+    ///
     /// # Errors
-    /// The URL cannot be a base, no tokio runtime, or the HTTP client cannot be built.
+    /// The URL cannot be a base, no tokio runtime, or the HTTP client cannot be built (the
+    /// platform's TLS verifier, a proxy URL that is not one).
     pub fn follow_http(
         &self,
         base_url: &str,
@@ -404,7 +413,9 @@ impl Router {
     ) -> Result<FollowerHandle, RouterError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
         let url = routing_url(base_url, migration, options.wait)?;
-        let client = http::Client::for_url(&url).map_err(RouterError::Client)?;
+        let https = url.scheme() == "https";
+        let client =
+            http::Client::new(USER_AGENT, &options.proxy, https).map_err(RouterError::Client)?;
         let (status_tx, status) = watch::channel(FollowStatus::default());
         let router = self.clone();
         let migration = migration.to_string();
@@ -470,6 +481,9 @@ pub struct HttpFollow {
     /// Least time between two requests that brought nothing new (guards against a server or
     /// proxy that answers at once instead of holding); default 1 s.
     pub min_interval: Duration,
+    /// The proxy; default [`ProxyChoice::Environment`]: `HTTP_PROXY` / `HTTPS_PROXY` /
+    /// `ALL_PROXY` and `NO_PROXY` as they are when the follower starts.
+    pub proxy: ProxyChoice,
 }
 
 impl Default for HttpFollow {
@@ -480,6 +494,7 @@ impl Default for HttpFollow {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(30),
             min_interval: Duration::from_secs(1),
+            proxy: ProxyChoice::Environment,
         }
     }
 }
@@ -714,7 +729,7 @@ impl Poll {
         let url = &crate::redact::url(self.url.as_str());
         let validator = current.map(|doc| format!("\"{}\"", doc.generation));
         let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let mut headers = vec![("User-Agent", USER_AGENT), ("Accept", "application/json")];
+        let mut headers = vec![("Accept", "application/json")];
         headers.extend(validator.as_deref().map(|v| ("If-None-Match", v)));
         headers.extend(bearer.as_deref().map(|v| ("Authorization", v)));
         let answer = self
