@@ -28,7 +28,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ProxyChoice {
-    /// As the environment says when the follower starts (as curl reads it): `HTTP_PROXY` for an
+    /// As the environment says when the follower starts: `HTTP_PROXY` for an
     /// `http://` daemon, `HTTPS_PROXY` for an `https://` one (tunnelled by `CONNECT`), else
     /// `ALL_PROXY`, each also in lower case; no proxy for a host `NO_PROXY` (or `no_proxy`)
     /// lists. `HTTP_PROXY` is ignored when `REQUEST_METHOD` is set (a CGI program, whose

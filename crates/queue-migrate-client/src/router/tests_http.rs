@@ -154,6 +154,27 @@ async fn follow_once(base: &str, options: HttpFollow) -> (Router, FollowerHandle
     (router, handle)
 }
 
+/// Follow `base` with no proxy until the first failure (or 10 s).
+async fn follow_until_failure(base: &str) -> (Router, FollowerHandle) {
+    let router = Router::new();
+    let direct = HttpFollow {
+        proxy: ProxyChoice::Direct,
+        ..HttpFollow::default()
+    };
+    let handle = router
+        .follow_http_tuned(base, "orders", None, direct)
+        .unwrap();
+    let mut status = handle.watch_status();
+    let failed = tokio::time::timeout(
+        Duration::from_secs(10),
+        status.wait_for(|s| s.consecutive_failures > 0),
+    )
+    .await
+    .is_ok();
+    assert!(failed, "{:?}", handle.status());
+    (router, handle)
+}
+
 #[tokio::test]
 async fn the_follower_reaches_the_daemon_through_the_proxy_it_is_given() {
     let (base, daemon) = daemon(document()).await;
@@ -269,21 +290,7 @@ async fn a_body_over_the_cap_is_refused_with_or_without_its_length() {
         let mut big = document();
         big.resize(MAX_DOCUMENT_BYTES + 1, b' ');
         let (base, _daemon) = daemon_framed(big, length).await;
-        let router = Router::new();
-        let direct = HttpFollow {
-            proxy: ProxyChoice::Direct,
-            ..HttpFollow::default()
-        };
-        let handle = router
-            .follow_http_tuned(&base, "orders", None, direct)
-            .unwrap();
-        let mut status = handle.watch_status();
-        let failed = tokio::time::timeout(
-            Duration::from_secs(10),
-            status.wait_for(|s| s.consecutive_failures > 0),
-        )
-        .await;
-        assert!(failed.is_ok(), "{:?}", handle.status());
+        let (router, handle) = follow_until_failure(&base).await;
         let error = handle.status().last_error.unwrap_or_default();
         assert!(error.contains("larger than"), "length {length}: {error}");
         assert_eq!(router.generation(), 0);
@@ -337,21 +344,7 @@ async fn an_https_daemon_gets_tls_not_plain_http() {
         let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
         bytes
     });
-    let router = Router::new();
-    let direct = HttpFollow {
-        proxy: ProxyChoice::Direct,
-        ..HttpFollow::default()
-    };
-    let handle = router
-        .follow_http_tuned(&base, "orders", None, direct)
-        .unwrap();
-    let mut status = handle.watch_status();
-    let failed = tokio::time::timeout(
-        Duration::from_secs(10),
-        status.wait_for(|s| s.consecutive_failures > 0),
-    )
-    .await;
-    assert!(failed.is_ok(), "{:?}", handle.status());
+    let (router, _handle) = follow_until_failure(&base).await;
     // A handshake record (0x16) of TLS 1.x (0x03 0x0N).
     assert_eq!(first.await.unwrap()[..2], [0x16, 0x03]);
     assert_eq!(router.generation(), 0);
