@@ -349,3 +349,22 @@ async fn an_https_daemon_gets_tls_not_plain_http() {
     assert_eq!(first.await.unwrap()[..2], [0x16, 0x03]);
     assert_eq!(router.generation(), 0);
 }
+
+#[tokio::test]
+async fn a_proxy_url_that_is_not_one_is_refused_without_its_credentials() {
+    let options = HttpFollow {
+        proxy: ProxyChoice::Through {
+            url: "http://user:s3cret@[not-a-host".into(),
+            no_proxy: None,
+        },
+        ..HttpFollow::default()
+    };
+    let refused = Router::new().follow_http_tuned("http://127.0.0.1:9", "orders", None, options);
+    match refused {
+        Err(RouterError::Client(message)) => {
+            assert!(!message.contains("s3cret"), "{message}");
+            assert!(message.starts_with("proxy http://***@"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
