@@ -55,41 +55,58 @@ async fn read_head(stream: &mut TcpStream) -> Option<String> {
     String::from_utf8(head).ok()
 }
 
-/// A daemon stand-in answering `body` as a generation-1 document (with its `Content-Length`, or
-/// up to the connection's end if `length` is false), then holding conditional requests for 30 s
-/// before a 304; one request per connection.
-async fn daemon_framed(body: Vec<u8>, length: bool) -> (String, Arc<Seen>) {
+/// A tiny server on 127.0.0.1:0 (its `http://` URL): each connection's request head is
+/// counted, then `answer` is given the head and the connection.
+async fn serve<F, A>(answer: F) -> (String, Arc<Seen>)
+where
+    F: Fn(String, TcpStream) -> A + Send + Sync + 'static,
+    A: Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+    let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Seen::default());
     let counted = Arc::clone(&seen);
+    let answer = Arc::new(answer);
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
-            let (seen, body) = (Arc::clone(&counted), body.clone());
+            let (seen, answer) = (Arc::clone(&counted), Arc::clone(&answer));
             tokio::spawn(async move {
                 let Some(head) = read_head(&mut stream).await else {
                     return;
                 };
                 seen.saw(&head);
-                if head.to_ascii_lowercase().contains("if-none-match: \"1\"") {
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                    let _ = stream
-                        .write_all(b"HTTP/1.1 304 Not Modified\r\nConnection: close\r\n\r\n")
-                        .await;
-                    return;
-                }
-                let length = match length {
-                    true => format!("Content-Length: {}\r\n", body.len()),
-                    false => String::new(),
-                };
-                let head =
-                    format!("HTTP/1.1 200 OK\r\nETag: \"1\"\r\n{length}Connection: close\r\n\r\n");
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.write_all(&body).await;
+                answer(head, stream).await;
             });
         }
     });
-    (base, seen)
+    (url, seen)
+}
+
+/// A daemon stand-in answering `body` as a generation-1 document (with its `Content-Length`, or
+/// up to the connection's end if `length` is false), then holding conditional requests for 30 s
+/// before a 304; one request per connection.
+async fn daemon_framed(body: Vec<u8>, length: bool) -> (String, Arc<Seen>) {
+    serve(move |head, mut stream| {
+        let body = body.clone();
+        async move {
+            if head.to_ascii_lowercase().contains("if-none-match: \"1\"") {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 304 Not Modified\r\nConnection: close\r\n\r\n")
+                    .await;
+                return;
+            }
+            let length = match length {
+                true => format!("Content-Length: {}\r\n", body.len()),
+                false => String::new(),
+            };
+            let head =
+                format!("HTTP/1.1 200 OK\r\nETag: \"1\"\r\n{length}Connection: close\r\n\r\n");
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+        }
+    })
+    .await
 }
 
 async fn daemon(body: Vec<u8>) -> (String, Arc<Seen>) {
@@ -99,38 +116,25 @@ async fn daemon(body: Vec<u8>) -> (String, Arc<Seen>) {
 /// A forward proxy for `http://` targets: it reads `GET http://host:port/path HTTP/1.1`, sends
 /// `GET /path HTTP/1.1` with the same headers to `host:port`, and copies the answer back.
 async fn proxy() -> (String, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Seen::default());
-    let counted = Arc::clone(&seen);
-    tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            let seen = Arc::clone(&counted);
-            tokio::spawn(async move {
-                let Some(head) = read_head(&mut client).await else {
-                    return;
-                };
-                seen.saw(&head);
-                let (line, headers) = head.split_once("\r\n").unwrap_or_default();
-                let mut words = line.split(' ');
-                let (method, target) = (words.next().unwrap_or_default(), words.next());
-                let Some(rest) = target.and_then(|t| t.strip_prefix("http://")) else {
-                    let _ = client.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
-                    return;
-                };
-                let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-                let Ok(mut upstream) = TcpStream::connect(authority).await else {
-                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
-                    return;
-                };
-                let forwarded = format!("{method} {path} HTTP/1.1\r\n{headers}");
-                if upstream.write_all(forwarded.as_bytes()).await.is_ok() {
-                    let _ = tokio::io::copy(&mut upstream, &mut client).await;
-                }
-            });
+    serve(|head, mut client| async move {
+        let (line, headers) = head.split_once("\r\n").unwrap_or_default();
+        let mut words = line.split(' ');
+        let (method, target) = (words.next().unwrap_or_default(), words.next());
+        let Some(rest) = target.and_then(|t| t.strip_prefix("http://")) else {
+            let _ = client.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            return;
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let Ok(mut upstream) = TcpStream::connect(authority).await else {
+            let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+            return;
+        };
+        let forwarded = format!("{method} {path} HTTP/1.1\r\n{headers}");
+        if upstream.write_all(forwarded.as_bytes()).await.is_ok() {
+            let _ = tokio::io::copy(&mut upstream, &mut client).await;
         }
-    });
-    (url, seen)
+    })
+    .await
 }
 
 fn document() -> Vec<u8> {
@@ -152,6 +156,17 @@ async fn follow_once(base: &str, options: HttpFollow) -> (Router, FollowerHandle
     .await;
     assert!(arrived.is_ok(), "no document: {:?}", handle.status());
     (router, handle)
+}
+
+/// The follower's options with the proxy `url`, except to the hosts `no_proxy` lists.
+fn through_proxy(url: String, no_proxy: Option<&str>) -> HttpFollow {
+    HttpFollow {
+        proxy: ProxyChoice::Through {
+            url,
+            no_proxy: no_proxy.map(str::to_string),
+        },
+        ..HttpFollow::default()
+    }
 }
 
 /// Follow `base` with no proxy until the first failure (or 10 s).
@@ -179,14 +194,7 @@ async fn follow_until_failure(base: &str) -> (Router, FollowerHandle) {
 async fn the_follower_reaches_the_daemon_through_the_proxy_it_is_given() {
     let (base, daemon) = daemon(document()).await;
     let (proxy, through) = proxy().await;
-    let options = HttpFollow {
-        proxy: ProxyChoice::Through {
-            url: proxy,
-            no_proxy: None,
-        },
-        ..HttpFollow::default()
-    };
-    let (router, _handle) = follow_once(&base, options).await;
+    let (router, _handle) = follow_once(&base, through_proxy(proxy, None)).await;
     assert_eq!(router.route("order-0").target, Side::New);
     assert!(through.requests() >= 1);
     assert_eq!(daemon.requests(), through.requests());
@@ -201,13 +209,7 @@ async fn the_follower_reaches_the_daemon_through_the_proxy_it_is_given() {
 async fn a_host_no_proxy_lists_is_reached_directly() {
     let (base, daemon) = daemon(document()).await;
     let (proxy, through) = proxy().await;
-    let options = HttpFollow {
-        proxy: ProxyChoice::Through {
-            url: proxy,
-            no_proxy: Some("example.org, 127.0.0.1".into()),
-        },
-        ..HttpFollow::default()
-    };
+    let options = through_proxy(proxy, Some("example.org, 127.0.0.1"));
     let _follower = follow_once(&base, options).await;
     assert!(daemon.requests() >= 1);
     assert_eq!(through.requests(), 0);
