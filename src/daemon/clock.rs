@@ -17,7 +17,8 @@ use crate::time::{Clock, DbClock, Millis};
 ///   retention and the probes read: the database's clock as above, or the instant `--now` fixes,
 ///   or a simulated clock (the demo, tests).
 /// - [`DaemonClock::wall_ms`]: this host's wall clock, read only to measure how far it is from
-///   the database's ([`super::Shared::note_skew`]); nothing is decided on it.
+///   the database's (the `queue_migrate_clock_skew_seconds` metric and its warning); nothing is
+///   decided on it.
 /// - [`DaemonClock::monotonic`]: the monotonic clock, for the instant a lease question is sent
 ///   (what a [`DbClock`] sample is anchored to).
 ///

@@ -3,7 +3,8 @@
 //! - a loop that ticks every `interval`: for each migration, evaluate the current phase's gates and
 //!   guards, act on a breach at once, advance when every exit gate passes ([`tick`]);
 //! - a lease in the store so that exactly one daemon per store acts; the others stand by, serve
-//!   read-only API calls and take over when the lease expires (the policy of [`LeaseKeeper`]);
+//!   read-only API calls and take over when the lease expires (the policy of
+//!   [`LeaseKeeper`](crate::store::lease_keeper::LeaseKeeper));
 //! - a watcher that notices changes made by others (the CLI) within a poll (25 ms) and publishes
 //!   their routing to long-polling producers ([`hub`]);
 //! - the HTTP API and `/metrics` ([`server`]), webhooks ([`notify`]).
@@ -274,6 +275,8 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// ([`RoundBatch`]): a transition made during the round is committed at once, with its gates in
 /// its journal entry; if that last commit fails, the next round goes on from the memory of the
 /// round before.
+///
+/// [`Fetcher::for_round`]: crate::indicators::fetch::Fetcher::for_round
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     // Every write of the round proves the epoch it started under.
     let epoch = shared.store.fence().epoch();

@@ -55,7 +55,7 @@ pub struct Config {
     pub clock: super::DaemonClock,
     /// The HTTP server's limits and timeouts.
     pub http: super::http::Limits,
-    /// Delete what is older than this, in batches after the leader's rounds ([`retention`]);
+    /// Delete what is older than this, in batches after the leader's rounds ([`super::retention`]);
     /// `None`: keep everything.
     pub retain: Option<Duration>,
     /// A local clock further than this from the database's is warned about (at start and when
