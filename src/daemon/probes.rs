@@ -265,11 +265,7 @@ fn probe_message(plan: &Plan, run: i64, generation: u64, seq: Option<u32>, at_ms
             "probe-idempotency".to_string(),
         ),
     };
-    let route = Route {
-        target: Side::New,
-        slice: slice_of(&key, plan.slices),
-        generation,
-    };
+    let route = Route::new(Side::New, slice_of(&key, plan.slices), generation);
     let payload = serde_json::json!({
         "probe": kind.as_str(),
         "migration": plan.name,
