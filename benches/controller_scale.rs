@@ -320,10 +320,9 @@ fn config() -> Config {
         read_only_api: false,
         allowed_hosts: Vec::new(),
         confirm_complete: vec![],
-        clock: Arc::new(queue_migrate::time::now_ms),
+        clock: queue_migrate::daemon::DaemonClock::simulated(Arc::new(queue_migrate::time::now_ms)),
         http: queue_migrate::daemon::http::Limits::default(),
         retain: None,
-        db_clock: queue_migrate::time::DbClock::default(),
         max_clock_skew: std::time::Duration::from_secs(2),
     }
 }

@@ -169,11 +169,7 @@ impl ArcSwapRouter {
     fn route(&self, key: &str) -> Route {
         match &*self.doc.load() {
             Some(doc) => doc.route(key),
-            None => Route {
-                target: Side::Old,
-                slice: slice_of(key, SLICES),
-                generation: 0,
-            },
+            None => Route::new(Side::Old, slice_of(key, SLICES), 0),
         }
     }
 

@@ -1,8 +1,9 @@
 //! Instants: the client's clock type ([`Millis`], [`now_ms`], [`millis`]: the client library's
-//! `time`, re-exported), the clocks the daemon and the demo pass around ([`Clock`], [`DbClock`]),
-//! and the text forms people read and write: durations (`30d 1h 10m`), instants as JS writes them
-//! (`2026-03-02T10:15:00.000Z`, the dead-letter envelope's form: [`parse_timestamp`],
-//! [`format_timestamp`]), and RFC 3339 and `1h 30m` (feature `controller`, with `humantime`).
+//! `time`, re-exported), what the daemon's one clock (`daemon::DaemonClock`) is made of
+//! ([`Clock`], [`DbClock`]; the bridge follows a [`DbClock`] too), and the text forms people read
+//! and write: durations (`30d 1h 10m`), instants as JS writes them (`2026-03-02T10:15:00.000Z`,
+//! the dead-letter envelope's form: [`parse_timestamp`], [`format_timestamp`]), and RFC 3339 and
+//! `1h 30m` (feature `controller`, with `humantime`).
 //!
 //! Time is an input: only the edges (a binary, a service's handler) read the clock, through
 //! [`now_ms`], and pass the instant down.
@@ -59,12 +60,6 @@ impl DbClock {
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = (db_ms, asked);
-    }
-
-    /// As a [`Clock`].
-    pub fn clock(&self) -> Clock {
-        let me = self.clone();
-        std::sync::Arc::new(move || me.now_ms())
     }
 }
 

@@ -284,7 +284,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         None => None,
     };
     // Gates measure `observe` and `for:` on the database's clock, as the store stamps.
-    let (clock, db_clock) = daemon::clocks(crate::time::now_ms(), fixed);
+    let clock = daemon::DaemonClock::on_host(std::sync::Arc::new(ctx.host_clock), fixed);
     let config = Config {
         interval: args.interval,
         source_timeout: ctx.global.source_timeout,
@@ -303,7 +303,6 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
             Retention::Keep(d) => Some(d),
             Retention::Forever => None,
         },
-        db_clock,
         max_clock_skew: args.max_clock_skew,
     };
     daemon::check_listener(addr, &config).map_err(|e| CliError::input(e.to_string()))?;

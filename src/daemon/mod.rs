@@ -3,7 +3,8 @@
 //! - a loop that ticks every `interval`: for each migration, evaluate the current phase's gates and
 //!   guards, act on a breach at once, advance when every exit gate passes ([`tick`]);
 //! - a lease in the store so that exactly one daemon per store acts; the others stand by, serve
-//!   read-only API calls and take over when the lease expires (the policy of [`LeaseKeeper`]);
+//!   read-only API calls and take over when the lease expires (the policy of
+//!   [`LeaseKeeper`](crate::store::lease_keeper::LeaseKeeper));
 //! - a watcher that notices changes made by others (the CLI) within a poll (25 ms) and publishes
 //!   their routing to long-polling producers ([`hub`]);
 //! - the HTTP API and `/metrics` ([`server`]), webhooks ([`notify`]).
@@ -12,6 +13,7 @@
 //! when they want.
 
 pub mod auth;
+mod clock;
 pub mod console;
 pub mod guard;
 pub mod http;
@@ -42,9 +44,8 @@ use crate::plan::Resolve;
 use crate::store::fence::{self, FenceCell};
 use crate::store::lease_keeper::Renewal;
 use crate::store::{Fleet, Store};
-pub use shared::{
-    Clock, Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, clocks, read_whole_fleet,
-};
+pub use clock::DaemonClock;
+pub use shared::{Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, read_whole_fleet};
 
 /// Mutating API calls on a non-loopback address need a token (unless the API is read-only).
 ///
@@ -128,6 +129,8 @@ pub async fn run<S: Store + Clone + 'static>(
             () = &mut shutdown => break,
             _ = ticks.tick() => {
                 let leading = shared.is_leader();
+                // How long the tick took, for `/metrics`: a duration in this process, not an
+                // instant (see `DaemonClock`).
                 let started = std::time::Instant::now();
                 if leading {
                     tick_all(&shared).await;
@@ -167,10 +170,10 @@ pub async fn run<S: Store + Clone + 'static>(
 /// Renew (or take) the lease and note until when it is ours. A store that does not answer
 /// within a third of the lease period is a failed renewal (the next one is due then).
 async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
-    let clock = &shared.config.db_clock;
-    let asked = std::time::Instant::now();
-    let wall = crate::time::now_ms();
-    let now = clock.now_ms();
+    let clock = &shared.config.clock;
+    let asked = clock.monotonic();
+    let wall = clock.wall_ms();
+    let now = clock.lease_ms();
     let keeper = shared.lease_keeper();
     let had = shared.lease_until.load(Ordering::SeqCst) > now;
     match keeper.renew(now, keeper.renew_every()).await {
@@ -228,7 +231,7 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let until = shared
         .lease_keeper()
         .acts_until(shared.lease_until.load(Ordering::SeqCst));
-    let wait = until.saturating_sub(shared.config.db_clock.now_ms());
+    let wait = until.saturating_sub(shared.config.clock.lease_ms());
     if let Ok(wait) = u64::try_from(wait) {
         tokio::time::sleep(Duration::from_millis(wait + 1)).await;
     }
@@ -272,6 +275,8 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// ([`RoundBatch`]): a transition made during the round is committed at once, with its gates in
 /// its journal entry; if that last commit fails, the next round goes on from the memory of the
 /// round before.
+///
+/// [`Fetcher::for_round`]: crate::indicators::fetch::Fetcher::for_round
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
     // Every write of the round proves the epoch it started under.
     let epoch = shared.store.fence().epoch();

@@ -135,7 +135,7 @@ impl ProbeRuns {
         probes: Probes,
         run: i64,
         generation: u64,
-        clock: crate::time::Clock,
+        clock: super::DaemonClock,
         progress: Arc<Progress>,
         leading: Leading,
     ) -> JoinHandle<()> {
@@ -265,11 +265,7 @@ fn probe_message(plan: &Plan, run: i64, generation: u64, seq: Option<u32>, at_ms
             "probe-idempotency".to_string(),
         ),
     };
-    let route = Route {
-        target: Side::New,
-        slice: slice_of(&key, plan.slices),
-        generation,
-    };
+    let route = Route::new(Side::New, slice_of(&key, plan.slices), generation);
     let payload = serde_json::json!({
         "probe": kind.as_str(),
         "migration": plan.name,
@@ -323,7 +319,7 @@ async fn send_run(
     probes: Probes,
     run: i64,
     generation: u64,
-    clock: crate::time::Clock,
+    clock: super::DaemonClock,
     counters: Arc<Counters>,
     progress: Arc<Progress>,
     connector: Connector,
@@ -353,7 +349,7 @@ async fn send_run(
     // A resumed run goes on from its first probe not confirmed (one cut short by the lease may be
     // sent twice: same key, dedup absorbs it).
     while progress.repeats.load(Ordering::SeqCst) < probes.repeat {
-        let m = probe_message(&plan, run, generation, None, clock());
+        let m = probe_message(&plan, run, generation, None, clock.gates_ms());
         if !publish(&sink, &queue, &m, &counters, &leading).await {
             return lost(&plan);
         }
@@ -363,13 +359,13 @@ async fn send_run(
     // Paced from where this session of the run starts: one resumed after a pause or a lease gap
     // goes on at its rate, not with a burst of every probe the gap made due.
     let mut sent = progress.latency.load(Ordering::SeqCst);
-    let (base, since) = (sent, clock());
+    let (base, since) = (sent, clock.gates_ms());
     while sent < probes.count {
-        let due =
-            (base + probe::due(probes.rate, probes.count - base, clock() - since)).max(sent + 1);
+        let due = (base + probe::due(probes.rate, probes.count - base, clock.gates_ms() - since))
+            .max(sent + 1);
         while sent < due {
             sent += 1;
-            let m = probe_message(&plan, run, generation, Some(sent), clock());
+            let m = probe_message(&plan, run, generation, Some(sent), clock.gates_ms());
             if !publish(&sink, &queue, &m, &counters, &leading).await {
                 return lost(&plan);
             }
@@ -463,7 +459,7 @@ mod tests {
         dir: &std::path::Path,
         probes: &str,
         fake: Option<Arc<FakeBroker>>,
-        clock: super::super::Clock,
+        clock: crate::time::Clock,
     ) -> Arc<Shared<crate::store::sqlite::SqliteStore>> {
         use crate::machine::Snapshot;
         use crate::store::{Commit, NewMigration};
@@ -524,10 +520,9 @@ mod tests {
             read_only_api: false,
             allowed_hosts: Vec::new(),
             confirm_complete: vec![],
-            clock,
+            clock: super::super::DaemonClock::simulated(clock),
             http: crate::daemon::http::Limits::default(),
             retain: None,
-            db_clock: crate::time::DbClock::default(),
             max_clock_skew: std::time::Duration::from_secs(2),
         };
         let mut shared =
@@ -578,7 +573,7 @@ mod tests {
         // 300 ms of the daemon's margin, and nothing tells the run but the lease itself.
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
         shared.lease_until.store(
-            shared.config.db_clock.now_ms() + margin + 300,
+            shared.config.clock.lease_ms() + margin + 300,
             std::sync::atomic::Ordering::SeqCst,
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(6);
@@ -625,7 +620,7 @@ mod tests {
         // sees it before its next probe and stops by itself (nothing calls stop_all).
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
         shared.lease_until.store(
-            shared.config.db_clock.now_ms() + margin,
+            shared.config.clock.lease_ms() + margin,
             std::sync::atomic::Ordering::SeqCst,
         );
         assert!(!shared.is_leader());
@@ -808,7 +803,7 @@ mod tests {
         let fake = Arc::new(FakeBroker::default());
         // The daemon's clock follows tokio's, so that paused time moves it too.
         let (start_ms, start) = (crate::time::now_ms(), tokio::time::Instant::now());
-        let clock: super::super::Clock = Arc::new(move || {
+        let clock: crate::time::Clock = Arc::new(move || {
             start_ms + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
         });
         let shared = daemon_clocked(

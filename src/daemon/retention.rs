@@ -119,9 +119,8 @@ mod tests {
             confirm_complete: vec![],
             http: crate::daemon::http::Limits::default(),
             // Ten minutes after the rows, with a one-minute retention.
-            clock: Arc::new(|| 600_000),
+            clock: crate::daemon::DaemonClock::simulated(Arc::new(|| 600_000)),
             retain: Some(Duration::from_secs(60)),
-            db_clock: crate::time::DbClock::default(),
             max_clock_skew: std::time::Duration::from_secs(2),
         };
         let shared: Arc<Shared<AnyStore>> =

@@ -6,7 +6,7 @@
 //! Mutations: `POST /v1/migrations/{name}/{advance|rollback|pause|resume|abort}` with
 //! `{"reason": "...", "force": false, "confirm": "NAME"}` and `Authorization: Bearer <token>`,
 //! answered only by the active controller. Without a token a mutation must also come from this
-//! machine and not from a web page ([`cross_site`]).
+//! machine and not from a web page (`cross_site`).
 
 use std::sync::Arc;
 

@@ -22,25 +22,6 @@ use tokio::sync::watch;
 /// The name of the lease every daemon of a store competes for.
 pub const LEASE: &str = "controller";
 
-pub use crate::time::Clock;
-
-/// The two clocks of a daemon on a host whose wall clock reads `wall_ms` now: the database's
-/// clock as the daemon follows it ([`Config::db_clock`], sampled at every lease attempt, the
-/// host's clock until the first) and the clock its gates read ([`Config::clock`]): that one,
-/// so that `observe`, `min_duration` and `for:` are measured on the database's clock whatever
-/// the host's says (issue 42), or the instant `fixed` (`--now`) when given.
-pub fn clocks(
-    wall_ms: crate::time::Millis,
-    fixed: Option<crate::time::Millis>,
-) -> (Clock, crate::time::DbClock) {
-    let db_clock = crate::time::DbClock::starting_at(wall_ms);
-    let clock: Clock = match fixed {
-        Some(at) => Arc::new(move || at),
-        None => db_clock.clock(),
-    };
-    (clock, db_clock)
-}
-
 /// How the daemon runs.
 #[derive(Clone)]
 pub struct Config {
@@ -69,16 +50,14 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Migrations the operator confirmed may enter `complete` unattended.
     pub confirm_complete: Vec<String>,
-    /// The clock gates are evaluated against.
-    pub clock: Clock,
+    /// Every reading of time the daemon makes: the gates' clock, the database's clock the lease
+    /// is measured on (sampled at every lease renewal), the host's wall clock for the skew.
+    pub clock: super::DaemonClock,
     /// The HTTP server's limits and timeouts.
     pub http: super::http::Limits,
-    /// Delete what is older than this, in batches after the leader's rounds ([`retention`]);
+    /// Delete what is older than this, in batches after the leader's rounds ([`super::retention`]);
     /// `None`: keep everything.
     pub retain: Option<Duration>,
-    /// The database's clock as this daemon follows it (sampled at every lease renewal): what
-    /// the lease is measured on, and the gates when `clock` reads it.
-    pub db_clock: crate::time::DbClock,
     /// A local clock further than this from the database's is warned about (at start and when
     /// that changes) .
     pub max_clock_skew: Duration,
@@ -94,6 +73,7 @@ impl std::fmt::Debug for Config {
             .field("confirm_complete", &self.confirm_complete)
             .field("http", &self.http)
             .field("retain", &self.retain)
+            .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }
@@ -257,7 +237,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             return true;
         }
         self.lease_keeper().acts(
-            self.config.db_clock.now_ms(),
+            self.config.clock.lease_ms(),
             self.lease_until.load(Ordering::SeqCst),
         )
     }
@@ -272,8 +252,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
         )
     }
 
+    /// Now, as the gates read it ([`super::DaemonClock::gates_ms`]): what a round, the API's
+    /// views, the webhooks and the retention are told in.
     pub fn now_ms(&self) -> i64 {
-        (self.config.clock)()
+        self.config.clock.gates_ms()
     }
 
     pub(super) fn actor(&self, reason: &str) -> Actor {
@@ -445,7 +427,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     pub fn store_works(&self) -> bool {
         let at = self.store_ok_at.load(Ordering::SeqCst);
         let ttl = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-        at > 0 && self.config.db_clock.now_ms() - at <= ttl
+        at > 0 && self.config.clock.lease_ms() - at <= ttl
     }
 
     /// Say (log, metric) whether this daemon leads now, when that changed: `lost the lease` as

@@ -14,7 +14,7 @@ use super::view::{self, Event, Frame, View, thousands};
 use super::world::{Fault, Settings, World, WorldError};
 use crate::controller::views::EntryView;
 use crate::controller::{Actor, Controller, ControllerError};
-use crate::daemon::{self, Config, DaemonError, Shared};
+use crate::daemon::{self, Config, DaemonClock, DaemonError, Shared};
 use crate::machine::{Command, State};
 use crate::plan::Resolve;
 use crate::store::any::AnyStore;
@@ -145,6 +145,17 @@ struct FaultState {
     restart_told: bool,
     /// The outage's last progress event.
     told_at: Option<i64>,
+}
+
+impl FaultState {
+    /// Every fault's start: armed the first time the migration is in `step`, to strike `delay_ms`
+    /// later. Answers when it strikes (struck already or not yet) until it is over.
+    fn arm(&mut self, state: &State, step: State, now: i64, delay_ms: i64) -> Option<i64> {
+        if self.struck_at.is_none() && *state == step {
+            self.struck_at = Some(now + delay_ms);
+        }
+        self.struck_at.filter(|_| !self.over)
+    }
 }
 
 /// What the fault did, for the report.
@@ -349,10 +360,9 @@ fn demo_config(clock: Arc<AtomicI64>) -> Config {
         read_only_api: true,
         allowed_hosts: Vec::new(),
         confirm_complete: vec!["demo".into()],
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        clock: DaemonClock::simulated(Arc::new(move || clock.load(Ordering::SeqCst))),
         http: crate::daemon::http::Limits::default(),
         retain: None,
-        db_clock: crate::time::DbClock::default(),
         max_clock_skew: std::time::Duration::from_secs(2),
     }
 }
@@ -558,8 +568,8 @@ async fn bad_deploy(
     told: &mut Vec<Event>,
     now: i64,
 ) -> Result<(), DemoError> {
-    if fs.struck_at.is_none() && *state == State::Slices(2) {
-        fs.struck_at = Some(now);
+    // Strikes as the step begins: once (active from then on).
+    if fs.arm(state, State::Slices(2), now, 0).is_some() && fs.active_from.is_none() {
         fs.active_from = Some(now);
         world.bad_deploy = true;
         told.push(Event::new(
@@ -614,12 +624,9 @@ fn consumer_crash(
     told: &mut Vec<Event>,
     now: i64,
 ) {
-    if fs.struck_at.is_none() && *state == State::Slices(1) {
-        fs.struck_at = Some(now + 30 * 60_000);
-    }
-    if let Some(at) = fs.struck_at
-        && !fs.over
-        && now >= at
+    if fs
+        .arm(state, State::Slices(1), now, 30 * 60_000)
+        .is_some_and(|at| now >= at)
     {
         world.crash_pending = true;
         fs.over = true;
@@ -668,12 +675,7 @@ fn broker_outage(
     told: &mut Vec<Event>,
     now: i64,
 ) {
-    if fs.struck_at.is_none() && *state == State::Slices(1) {
-        fs.struck_at = Some(now + 10 * 60_000);
-    }
-    if let Some(at) = fs.struck_at
-        && !fs.over
-    {
+    if let Some(at) = fs.arm(state, State::Slices(1), now, 10 * 60_000) {
         let down = now >= at && now < at + 90 * 60_000;
         let waiting = thousands(world.outboxed() as u64);
         if down && !world.new.down {

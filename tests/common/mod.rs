@@ -80,10 +80,11 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         read_only_api: false,
         allowed_hosts: Vec::new(),
         confirm_complete: vec![],
-        clock: Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)),
+        clock: queue_migrate::daemon::DaemonClock::simulated(Arc::new(move || {
+            clock.load(std::sync::atomic::Ordering::SeqCst)
+        })),
         http: queue_migrate::daemon::http::Limits::default(),
         retain: None,
-        db_clock: queue_migrate::time::DbClock::default(),
         max_clock_skew: std::time::Duration::from_secs(2),
     }
 }

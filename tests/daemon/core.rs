@@ -407,10 +407,9 @@ async fn refuses_mutations_on_a_public_address_without_a_token() {
         read_only_api: false,
         allowed_hosts: Vec::new(),
         confirm_complete: vec![],
-        clock: Arc::new(|| T0 * 1000),
+        clock: daemon::DaemonClock::simulated(Arc::new(|| T0 * 1000)),
         http: daemon::http::Limits::default(),
         retain: None,
-        db_clock: queue_migrate::time::DbClock::default(),
         max_clock_skew: std::time::Duration::from_secs(2),
     };
     let resolve: Arc<dyn Resolve + Send + Sync> = w.resolve.clone();
@@ -1679,7 +1678,7 @@ async fn a_for_gate_does_not_pass_over_a_long_gap_between_rounds() {
 /// Issue 42: a daemon whose host clock ran 2 minutes ahead of the database's passed `observe:
 /// 1m` and `for: 1m` within seconds of taking over a step entered, and a gate held since, on the
 /// database's clock. Its gates read the database's clock as it follows it
-/// ([`daemon::clocks`]: sampled at every lease attempt), whatever the host's clock says.
+/// ([`daemon::DaemonClock`]: sampled at every lease attempt), whatever the host's clock says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_whose_clock_runs_ahead_of_the_database_does_not_pass_observe_and_for_early() {
     const GATE: &str = r#"pass_if: "< 0.01" }"#;
@@ -1693,7 +1692,10 @@ async fn a_daemon_whose_clock_runs_ahead_of_the_database_does_not_pass_observe_a
     // A daemon on a host whose wall clock reads `ahead_ms` more than the database's.
     let on_host = |ahead_ms: i64| {
         move |c: &mut Config| {
-            (c.clock, c.db_clock) = daemon::clocks(queue_migrate::time::now_ms() + ahead_ms, None);
+            c.clock = daemon::DaemonClock::on_host(
+                Arc::new(move || queue_migrate::time::now_ms() + ahead_ms),
+                None,
+            );
         }
     };
     let memory = || first_slice_gate_memory(&w, entered);

@@ -484,10 +484,7 @@ macro_rules! suite {
                         let key = BusinessKey::new("order.paid", "4711", &version.to_string())
                             .unwrap();
                         let hash = PayloadHash::of_json(&payload);
-                        let versioned = Some(sql::Versioned {
-                            aggregate: "order:4711",
-                            version,
-                        });
+                        let versioned = Some(sql::Versioned::new("order:4711", version));
                         let mut tx = pool.begin_with($begin).await.unwrap();
                         let verdict = sql::admit(&mut tx, &key, &hash, versioned, HOUR)
                             .await

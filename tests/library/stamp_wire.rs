@@ -24,11 +24,7 @@ fn block_after(docs: &str, marker: &str) -> String {
 }
 
 fn documented() -> RouteStamp {
-    let route = Route {
-        target: Side::New,
-        slice: 8,
-        generation: 7,
-    };
+    let route = Route::new(Side::New, 8, 7);
     RouteStamp::new(&route, "nats", "checkout", 1_764_460_800_123).unwrap()
 }
 

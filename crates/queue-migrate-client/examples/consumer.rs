@@ -22,10 +22,7 @@ async fn handle(
     let key = BusinessKey::new("order.paid", order, &version.to_string())?;
     let hash = PayloadHash::of_json(payload); // without the `route` stamp field
     let aggregate = format!("order:{order}");
-    let versioned = Versioned {
-        aggregate: &aggregate,
-        version,
-    };
+    let versioned = Versioned::new(&aggregate, version);
 
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?; // PostgreSQL: pool.begin()
     let verdict = sql::admit(&mut tx, &key, &hash, Some(versioned), time::now_ms()).await?;

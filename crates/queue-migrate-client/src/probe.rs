@@ -30,6 +30,7 @@ pub const HEADER_PROBE: &str = "x-qm-probe";
 
 /// The two kinds of probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ProbeKind {
     /// Measures publish-to-consume time by route.
     Latency,
@@ -68,6 +69,7 @@ impl ProbeKind {
 
 /// A recognised probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Probe {
     /// Its kind.
     pub kind: ProbeKind,

@@ -83,6 +83,7 @@ pub struct RoutingDocument {
 
 /// Where one message goes, and under which generation that was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Route {
     /// The broker the message goes to.
     pub target: Side,
@@ -93,6 +94,16 @@ pub struct Route {
 }
 
 impl Route {
+    /// A route as decided elsewhere: to `target`, the key's `slice`, under `generation` (a
+    /// message's route read back from its stamp, a test's). [`Route::of`] decides one.
+    pub fn new(target: Side, slice: u32, generation: u64) -> Route {
+        Route {
+            target,
+            slice,
+            generation,
+        }
+    }
+
     /// The route of `key` under a document of `generation` that splits keys into `slices_total`
     /// slices, the first `slices_migrated` of which go to new.
     #[inline]

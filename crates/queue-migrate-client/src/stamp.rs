@@ -95,6 +95,7 @@ pub enum StampError {
 /// by the bridge on behalf of a producer that could not be changed), or `replay` (a dead letter
 /// republished by `migrate dlq replay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum RouteLabel {
     /// Published by a producer straight to the old broker.
     Old,
@@ -166,6 +167,7 @@ impl fmt::Display for RouteLabel {
 
 /// The route stamp of one published message.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct RouteStamp {
     /// The broker the message was published to (its name in the routing document).
     pub broker: String,

@@ -34,6 +34,7 @@ pub enum MetricsError {
 
 /// What became of one delivered message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The effect was applied (and its key committed or completed).
     Processed,

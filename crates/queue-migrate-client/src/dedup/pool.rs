@@ -33,6 +33,7 @@ use super::sql::SqlDedupError;
 
 /// How to open the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolSettings {
     /// Connections in the pool (at least 1). Default 4.
     pub max_connections: u32,
@@ -54,6 +55,32 @@ impl Default for PoolSettings {
             acquire_timeout: Duration::from_secs(30),
             ensure_schema: true,
         }
+    }
+}
+
+impl PoolSettings {
+    /// With `n` connections in the pool (at least 1).
+    pub fn with_max_connections(mut self, n: u32) -> PoolSettings {
+        self.max_connections = n;
+        self
+    }
+
+    /// With this SQLite busy timeout (ignored by PostgreSQL).
+    pub fn with_busy_timeout(mut self, timeout: Duration) -> PoolSettings {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// With this wait for a free connection.
+    pub fn with_acquire_timeout(mut self, timeout: Duration) -> PoolSettings {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Creating the dedup tables if missing (`true`, the default) or not.
+    pub fn with_ensure_schema(mut self, ensure: bool) -> PoolSettings {
+        self.ensure_schema = ensure;
+        self
     }
 }
 

@@ -324,11 +324,19 @@ impl From<Claim> for Verdict {
 /// An event's aggregate and its version, for [`admit`]'s order check (versions increase strictly
 /// per aggregate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Versioned<'a> {
     /// The aggregate (`order:4711`).
     pub aggregate: &'a str,
     /// The event's version within it.
     pub version: i64,
+}
+
+impl<'a> Versioned<'a> {
+    /// Version `version` of `aggregate`.
+    pub fn new(aggregate: &'a str, version: i64) -> Versioned<'a> {
+        Versioned { aggregate, version }
+    }
 }
 
 mod sealed {
@@ -393,6 +401,7 @@ pub trait DedupDatabase: sqlx::Database + sealed::Sealed {
 /// What one step of a purge did.
 #[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PurgeStep {
     /// Keys deleted.
     pub deleted: u64,
@@ -683,7 +692,7 @@ pub async fn claim<DB: DedupDatabase>(
 /// let payload = serde_json::json!({"orderId": "4711", "version": 3, "amount": 10});
 /// let key = BusinessKey::new("order.paid", "4711", "v3")?;
 /// let hash = PayloadHash::of_json(&payload);
-/// let versioned = Versioned { aggregate: "order:4711", version: 3 };
+/// let versioned = Versioned::new("order:4711", 3);
 ///
 /// for delivery in 0..2 {
 ///     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;

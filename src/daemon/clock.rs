@@ -1,0 +1,123 @@
+//! The daemon's one clock ([`DaemonClock`]): every instant the daemon reads comes from it, each
+//! reading named by what it is for.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::time::{Clock, DbClock, Millis};
+
+/// Every reading of time the daemon makes, built once where the daemon is configured
+/// ([`super::Config::clock`]) and passed in. Time that matters is the database's or monotonic
+/// (issue 42):
+///
+/// - [`DaemonClock::lease_ms`]: the database's clock as this daemon follows it ([`DbClock`]:
+///   sampled at every lease attempt, [`DaemonClock::sample`]; the monotonic clock in between).
+///   What the lease, and whether the store still answers, are measured on.
+/// - [`DaemonClock::gates_ms`]: what the gates, the rounds, the API's "now", the webhooks, the
+///   retention and the probes read: the database's clock as above, or the instant `--now` fixes,
+///   or a simulated clock (the demo, tests).
+/// - [`DaemonClock::wall_ms`]: this host's wall clock, read only to measure how far it is from
+///   the database's (the `queue_migrate_clock_skew_seconds` metric and its warning); nothing is
+///   decided on it.
+/// - [`DaemonClock::monotonic`]: the monotonic clock, for the instant a lease question is sent
+///   (what a [`DbClock`] sample is anchored to).
+///
+/// What measures a duration inside the process by [`Instant::now`] and `elapsed` (how long a tick
+/// took, for `/metrics`; the HTTP server's idle timer on tokio's clock) reads no instant that is
+/// compared with another process's, and stays where it measures.
+#[derive(Clone)]
+pub struct DaemonClock {
+    /// The database's clock as this daemon follows it.
+    db: DbClock,
+    /// What the gates read when not the database's clock: `--now`, or a simulated clock.
+    gates: Option<Clock>,
+    /// This host's wall clock.
+    wall: Clock,
+}
+
+impl std::fmt::Debug for DaemonClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonClock")
+            .field("db", &self.db)
+            .field("gates", &self.gates.as_ref().map(|_| "fixed or simulated"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl DaemonClock {
+    /// The clock of a daemon on a host whose wall clock is `wall`: the database's clock follows
+    /// `wall` until the first lease attempt samples it; the gates read the database's clock (so
+    /// that `observe`, `min_duration` and `for:` are measured on it whatever the host's says,
+    /// issue 42), or the instant `fixed` (`--now`) when given.
+    pub fn on_host(wall: Clock, fixed: Option<Millis>) -> DaemonClock {
+        let db = DbClock::starting_at(wall());
+        let gates: Option<Clock> = fixed.map(|at| Arc::new(move || at) as Clock);
+        DaemonClock { db, gates, wall }
+    }
+
+    /// The clock of a daemon whose gates read `gates` (a simulated clock: the demo's, a test's);
+    /// the lease runs on the database's clock as [`DaemonClock::on_host`] on this host's wall
+    /// clock.
+    pub fn simulated(gates: Clock) -> DaemonClock {
+        DaemonClock {
+            gates: Some(gates),
+            ..DaemonClock::on_host(Arc::new(crate::time::now_ms), None)
+        }
+    }
+
+    /// Now, for the gates, the rounds, the API and whatever the migrations' story is told in.
+    pub fn gates_ms(&self) -> Millis {
+        match &self.gates {
+            Some(clock) => clock(),
+            None => self.db.now_ms(),
+        }
+    }
+
+    /// Now on the database's clock as this daemon follows it: what the lease is measured on.
+    pub fn lease_ms(&self) -> Millis {
+        self.db.now_ms()
+    }
+
+    /// This host's wall clock: only to measure its skew from the database's.
+    pub fn wall_ms(&self) -> Millis {
+        (self.wall)()
+    }
+
+    /// The monotonic clock now: the instant a question to the database is sent.
+    pub fn monotonic(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// The database said `db_ms` no earlier than `asked` (a [`DaemonClock::monotonic`] reading
+    /// taken when the question was sent): the database's clock follows it from now on.
+    pub fn sample(&self, db_ms: Millis, asked: Instant) {
+        self.db.sample(db_ms, asked);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gates_read_the_database_clock_unless_fixed_or_simulated() {
+        let ahead: Clock = Arc::new(|| crate::time::now_ms() + 120_000);
+        let host = DaemonClock::on_host(ahead.clone(), None);
+        // Before the first sample, the database's clock is the host's.
+        assert!((host.lease_ms() - ahead()).abs() < 1_000);
+        // Sampled: the gates and the lease follow the database, the wall clock stays the host's.
+        host.sample(1_000_000, Instant::now());
+        assert!((host.gates_ms() - 1_000_000).abs() < 1_000);
+        assert!((host.lease_ms() - 1_000_000).abs() < 1_000);
+        assert!(host.wall_ms() > 1_700_000_000_000);
+        // `--now`: the gates read the fixed instant; the lease still the database's clock.
+        let fixed = DaemonClock::on_host(ahead, Some(42));
+        fixed.sample(1_000_000, Instant::now());
+        assert_eq!(fixed.gates_ms(), 42);
+        assert!((fixed.lease_ms() - 1_000_000).abs() < 1_000);
+        // A simulated clock: the gates read it.
+        let simulated = DaemonClock::simulated(Arc::new(|| 7));
+        assert_eq!(simulated.gates_ms(), 7);
+        assert!(simulated.lease_ms() > 1_700_000_000_000);
+    }
+}
