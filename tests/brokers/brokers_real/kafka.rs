@@ -199,8 +199,8 @@ pub(crate) fn records(topic: &str, want: usize) -> Vec<Record> {
 
 /// The first `want` records of `topic` on the cluster at `bootstrap` (or what came within
 /// 20 s), read by a raw consumer (no header read, nothing of the adapter's) with every
-/// partition *assigned* from its first offset, so no consumer group is joined (one server under
-/// test, Tansu, delivers nothing to a group member), by partition and offset.
+/// partition *assigned* from its first offset, so no consumer group is joined nor committed to,
+/// by partition and offset.
 pub(crate) fn records_at(bootstrap: &str, topic: &str, want: usize) -> Vec<Record> {
     use rdkafka::Message as _;
     use rdkafka::consumer::{BaseConsumer, Consumer as _};

@@ -1,11 +1,11 @@
 //! The adapter's contract on any Kafka-protocol server, where that server is faithful: bodies
 //! taking a [`Server`], run here on librdkafka's mock cluster and in `brokers_real::tansu` on
 //! Tansu. What they read goes through partitions *assigned* (the adapter's `browse`, the raw
-//! reader [`records_at`]), never a consumer group: Tansu 0.6.0 delivers nothing to a group
-//! member (pinned in `brokers_real::tansu`); the group tests stay in `brokers_real::kafka`, on
-//! the mock. Every record is published on its own (the adapter awaits each confirmation), so
-//! each is a batch of one: Tansu's high watermark is right for those and wrong for a batch of
-//! several (pinned there too), and `browse` reads up to the high watermark.
+//! reader [`records_at`]), which joins no group; the group tests (commit, rebalance, lag) stay in
+//! `brokers_real::kafka`, on the mock, whose faults they need. Every record is published on its
+//! own (the adapter awaits each confirmation), so each is a batch of one: Tansu's high watermark
+//! is right for those and wrong for a batch of several (pinned in `brokers_real::tansu`), and
+//! `browse` reads up to the high watermark.
 
 use std::collections::{BTreeMap, BTreeSet};
 
