@@ -9,7 +9,7 @@
 #   scripts/services.sh restart [SERVICE...]   stop, then start again keeping the data (nats,
 #                                              redis: what a broker restart test needs)
 #
-# SERVICE: postgres redis nats rabbitmq etcd prometheus kafka; none named means all of them.
+# SERVICE: postgres redis nats rabbitmq etcd prometheus kafka tansu; none named means all of them.
 # State, data, logs and pids live in ${QM_SERVICES_DIR:-/tmp/qm-services}; every start of a
 # service that is not running begins from empty data (these are throwaway servers).
 # "$QM_SERVICES_DIR/env" holds `export QM_TEST_...=...` lines for the services that were started.
@@ -28,11 +28,17 @@
 #               built here with `cargo build --features kafka` (install: the C toolchain and zlib
 #               librdkafka's bundled build needs); QM_TEST_KAFKA_BOOTSTRAP, and
 #               QM_TEST_KAFKA_CONTROL (its control port: `topic NAME PARTITIONS`, `down ID`, `up ID`)
+#   tansu       Tansu 0.6.0, a second Kafka-protocol broker (Apache-2.0, Rust): one broker on
+#               127.0.0.1:${QM_TANSU_PORT:-19092}, in-memory storage; QM_TEST_TANSU_BOOTSTRAP. Install:
+#               `cargo install --locked tansu@0.6.0 --features dynostore` when `tansu` is not on
+#               PATH (about 8 minutes on 2 cores, once; a C compiler for aws-lc, zstd, lz4)
 set -euo pipefail
 
 SVC=${QM_SERVICES_DIR:-/tmp/qm-services}
 PG=/usr/lib/postgresql/15/bin
-ALL=(postgres redis nats rabbitmq etcd prometheus kafka)
+ALL=(postgres redis nats rabbitmq etcd prometheus kafka tansu)
+TANSU_PORT=${QM_TANSU_PORT:-19092}
+TANSU_VERSION=0.6.0
 
 usage() {
   echo "usage: $0 install|start|stop|restart [SERVICE...]   (SERVICE: ${ALL[*]}; default: all)" >&2
@@ -105,6 +111,7 @@ packages() {
     etcd) echo "etcd-server etcd-client curl" ;;
     prometheus) echo "prometheus curl" ;;
     kafka) echo "gcc libc6-dev make pkg-config zlib1g-dev" ;;
+    tansu) echo "gcc g++ libc6-dev make" ;;
   esac
 }
 
@@ -117,6 +124,7 @@ binary() {
     etcd) echo etcd ;;
     prometheus) echo prometheus ;;
     kafka) echo cargo ;;
+    tansu) echo tansu ;;
   esac
 }
 
@@ -148,6 +156,7 @@ urls() {
       echo "QM_TEST_KAFKA_BOOTSTRAP=$(sed -n 's/^bootstrap=//p' "$SVC/kafka.log")"
       echo "QM_TEST_KAFKA_CONTROL=$(sed -n 's/^control=//p' "$SVC/kafka.log")"
       ;;
+    tansu) echo "QM_TEST_TANSU_BOOTSTRAP=127.0.0.1:$TANSU_PORT" ;;
   esac
 }
 
@@ -238,12 +247,32 @@ start_kafka() {
   bg kafka "$bin" --brokers 3
 }
 
+# Tansu keeps everything in memory: each start is an empty cluster.
+start_tansu() {
+  local url="tcp://127.0.0.1:$TANSU_PORT"
+  bg tansu tansu broker --listener-url "$url" --advertised-listener-url "$url" \
+    --storage-engine memory://tansu/
+}
+
+# cargo_install_tansu: the broker from crates.io, when no `tansu` is on PATH
+cargo_install_tansu() {
+  if command -v tansu >/dev/null; then
+    log "tansu installed already: $(command -v tansu)"
+    return 0
+  fi
+  log "tansu: cargo install --locked tansu@$TANSU_VERSION --features dynostore (about 8 minutes on 2 cores)"
+  SECONDS=0
+  cargo install --quiet --locked "tansu@$TANSU_VERSION" --features dynostore
+  log "tansu installed (${SECONDS}s)"
+}
+
 ready() {
   case $1 in
     postgres) wait_for postgres 30 "$PG/pg_isready" -q -h 127.0.0.1 -p 5432 ;;
     redis) wait_for redis 30 sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG' ;;
     nats) wait_for nats 30 curl -fsS 'http://127.0.0.1:8222/healthz?js-enabled-only=true' ;;
     kafka) wait_for kafka 30 grep -q '^control=' "$SVC/kafka.log" ;;
+    tansu) wait_for tansu 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$TANSU_PORT" ;;
     etcd) wait_for etcd 30 sh -c 'curl -fsS http://127.0.0.1:2379/health | grep -q "\"health\":\"true\""' ;;
     rabbitmq)
       wait_for rabbitmq 120 sh -c 'curl -fsS -u guest:guest http://127.0.0.1:15672/api/overview && curl -fsS http://127.0.0.1:15692/metrics'
@@ -289,9 +318,15 @@ cmd_install() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if (( ${#missing[@]} == 0 )); then
-    log "installed already: $*"
-    return 0
+    log "packages installed already: $*"
+  else
+    apt_install "${missing[@]}"
   fi
+  if [[ " $* " == *" tansu "* ]]; then cargo_install_tansu; fi
+}
+
+# apt_install PACKAGE...: from Debian, without starting what they install
+apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   # Keep the packages' postinst scripts from starting the services (no systemd here anyway).
   if [ ! -e /usr/sbin/policy-rc.d ]; then
@@ -300,8 +335,8 @@ cmd_install() {
   fi
   SECONDS=0
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  log "installed ${missing[*]} (${SECONDS}s)"
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  log "installed $* (${SECONDS}s)"
 }
 
 cmd_start() {
@@ -349,7 +384,7 @@ cmd_stop() {
   [ -d "$SVC" ] || return 0
   local s
   # prometheus first (it scrapes the others), rabbitmq's epmd last
-  for s in prometheus kafka etcd redis nats postgres rabbitmq; do
+  for s in prometheus kafka tansu etcd redis nats postgres rabbitmq; do
     [[ " $* " == *" $s "* ]] || continue
     stop_one "$s"
   done

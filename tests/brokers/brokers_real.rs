@@ -24,6 +24,10 @@ use queue_migrate::brokers::{
 #[cfg(feature = "kafka")]
 pub(crate) mod kafka;
 
+/// The Kafka adapter on Tansu, a second Kafka-protocol implementation (`QM_TEST_TANSU_BOOTSTRAP`).
+#[cfg(feature = "kafka")]
+mod tansu;
+
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn env_var(kind: Kind) -> &'static str {

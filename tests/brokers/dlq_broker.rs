@@ -46,7 +46,7 @@ fn timed_out(payload: &str, dead_lettered_at: &str) -> String {
     .to_string()
 }
 
-fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
+pub(crate) fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
     let plan = include_str!("../../plans/local.yaml").replace(
         OLD_BROKER_LINE,
         &format!(
@@ -80,7 +80,7 @@ fn queue_migrate_time_ms() -> u128 {
 }
 
 /// Two timeouts and a validation error, oldest first: two groups when triaged.
-fn three_dead_letters() -> [String; 3] {
+pub(crate) fn three_dead_letters() -> [String; 3] {
     [
         envelope(
             "TimeoutError",

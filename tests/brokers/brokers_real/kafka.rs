@@ -2,7 +2,8 @@
 //! `qm-kafka-mock` (`scripts/services.sh start kafka` exports `QM_TEST_KAFKA_BOOTSTRAP` and
 //! `QM_TEST_KAFKA_CONTROL`). Topics are made through the mock's control port (the mock answers
 //! CreateTopics with an error: [`the_mock_refuses_create_topics`] pins that gap, so the day it
-//! is closed the docs are corrected rather than a test passing for the wrong reason).
+//! is closed the docs are corrected rather than a test passing for the wrong reason). The
+//! bodies of [`contract`] run here and on Tansu (`brokers_real::tansu`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -13,6 +14,9 @@ use queue_migrate::brokers::{
 };
 
 use super::{BINARY, queue, stamped};
+
+/// The contract's bodies over any Kafka-protocol server (the mock here, Tansu beside).
+pub(crate) mod contract;
 
 pub(crate) fn bootstrap() -> String {
     super::common::server_url("QM_TEST_KAFKA_BOOTSTRAP")
@@ -67,21 +71,9 @@ impl OwnCluster {
 
     /// The broker id leading `partition` of `topic`.
     pub(crate) fn leader(&self, topic: &str, partition: i32) -> i32 {
-        use rdkafka::consumer::{BaseConsumer, Consumer as _};
-        let client: BaseConsumer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()
-            .unwrap();
-        let metadata = client
-            .fetch_metadata(Some(topic), Duration::from_secs(10))
-            .unwrap();
-        let t = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .unwrap();
-        let p = t.partitions().iter().find(|p| p.id() == partition).unwrap();
-        p.leader()
+        let all = partitions_of(&self.bootstrap, topic);
+        let (_, leader) = all.into_iter().find(|(id, _)| *id == partition).unwrap();
+        leader
     }
 
     /// Broker `id` stops (`false`) or resumes (`true`) answering.
@@ -98,6 +90,25 @@ impl Drop for OwnCluster {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `(id, leader)` of each partition of `topic` as the cluster at `bootstrap` describes it;
+/// none when it does not know the topic.
+pub(crate) fn partitions_of(bootstrap: &str, topic: &str) -> Vec<(i32, i32)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    let client: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .unwrap();
+    let metadata = client
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let known = metadata.topics().iter();
+    known
+        .filter(|t| t.name() == topic && t.error().is_none())
+        .flat_map(|t| t.partitions().iter().map(|p| (p.id(), p.leader())))
+        .collect()
 }
 
 /// A topic of this run, made with `partitions` partitions.
@@ -181,18 +192,32 @@ pub(crate) struct Record {
     pub payload: Vec<u8>,
 }
 
-/// The first `want` records of `topic` (or what came within 20 s), read by a raw consumer of a
-/// group of its own (no header read, nothing of the adapter's), by partition and offset.
+/// The first `want` records of `topic` on the shared mock (see [`records_at`]).
 pub(crate) fn records(topic: &str, want: usize) -> Vec<Record> {
+    records_at(&bootstrap(), topic, want)
+}
+
+/// The first `want` records of `topic` on the cluster at `bootstrap` (or what came within
+/// 20 s), read by a raw consumer (no header read, nothing of the adapter's) with every
+/// partition *assigned* from its first offset, so no consumer group is joined nor committed to,
+/// by partition and offset.
+pub(crate) fn records_at(bootstrap: &str, topic: &str, want: usize) -> Vec<Record> {
     use rdkafka::Message as _;
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     let raw: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
+        // librdkafka assigns nothing without a group id; this one is never joined.
         .set("group.id", format!("raw-reader-{topic}"))
-        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
         .create()
         .unwrap();
-    raw.subscribe(&[topic]).unwrap();
+    let mut list = rdkafka::TopicPartitionList::new();
+    for (p, _) in partitions_of(bootstrap, topic) {
+        list.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    assert!(list.count() > 0, "no partition of {topic} in the metadata");
+    raw.assign(&list).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut out = Vec::new();
     while out.len() < want && Instant::now() < deadline {
@@ -209,25 +234,31 @@ pub(crate) fn records(topic: &str, want: usize) -> Vec<Record> {
     out
 }
 
+/// Publishes, as a producer that is not ours would, the record `{}` keyed `customer-9` with no
+/// header to `topic` on the cluster at `bootstrap`.
+pub(crate) async fn send_foreign(bootstrap: &str, topic: &str) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    producer
+        .send(
+            FutureRecord::to(topic).key("customer-9").payload("{}"),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+}
+
 /// A record published without `x-qm-key` but with a Kafka key (a producer that is not ours)
 /// is read with the key as `x-qm-key`, so the slice router can place it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
 async fn a_foreign_records_key_becomes_the_slice_key() {
-    use rdkafka::producer::{FutureProducer, FutureRecord};
     let adapter = connect().await;
     let t = topic("kafka-foreign-key", 1);
-    let producer: FutureProducer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
-    producer
-        .send(
-            FutureRecord::to(&t).key("customer-9").payload("{}"),
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+    send_foreign(&bootstrap(), &t).await;
     let mut s = adapter
         .subscribe(&t, &options("foreign", "f-1"))
         .await
@@ -237,19 +268,25 @@ async fn a_foreign_records_key_becomes_the_slice_key() {
     assert_eq!(d.message.header(HEADER_DEDUP_KEY), None);
 }
 
+/// Publishes `per_key` records of each of `keys` keys (`key-K`), round robin, one at a time:
+/// record `n` (payload `kK#n`) is the `n`th published.
+pub(crate) async fn publish_keyed(adapter: &Adapter, topic: &str, keys: usize, per_key: usize) {
+    for i in 0..per_key {
+        for k in 0..keys {
+            let m = Message::new(format!("k{k}#{}", i * keys + k))
+                .with_header(HEADER_KEY, format!("key-{k}"));
+            adapter.publish(topic, &m).await.unwrap();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
 async fn per_key_order_is_kept_across_partitions() {
     let adapter = connect().await;
     let t = topic("kafka-order", 3);
     let (keys, per_key) = (10, 30);
-    for i in 0..per_key {
-        for k in 0..keys {
-            let m = Message::new(format!("k{k}#{}", i * keys + k))
-                .with_header(HEADER_KEY, format!("key-{k}"));
-            adapter.publish(&t, &m).await.unwrap();
-        }
-    }
+    publish_keyed(&adapter, &t, keys, per_key).await;
     let mut s = adapter
         .subscribe(&t, &options("order", "order-1"))
         .await
