@@ -27,7 +27,8 @@
 #   kafka       librdkafka's mock cluster (3 brokers, random loopback ports) in `qm-kafka-mock`,
 #               built here with `cargo build --features kafka` (install: the C toolchain and zlib
 #               librdkafka's bundled build needs); QM_TEST_KAFKA_BOOTSTRAP, and
-#               QM_TEST_KAFKA_CONTROL (its control port: `topic NAME PARTITIONS`, `down ID`, `up ID`)
+#               QM_TEST_KAFKA_CONTROL (its control port: `topic NAME PARTITIONS`,
+#               `leader TOPIC PARTITION ID`, `down ID`, `up ID`)
 #   tansu       Tansu 0.6.0, a second Kafka-protocol broker (Apache-2.0, Rust): one broker on
 #               127.0.0.1:${QM_TANSU_PORT:-19092}, in-memory storage; QM_TEST_TANSU_BOOTSTRAP. Install:
 #               `cargo install --locked tansu@0.6.0 --features dynostore` when `tansu` is not on

@@ -16,8 +16,10 @@
 //! The control port takes one command per line and answers `ok` or `error: ...`:
 //! `topic NAME PARTITIONS` (creates a topic: the mock answers the CreateTopics request with an
 //! error, so tests create theirs here or let the first produce create it with the mock's default
-//! of 4 partitions), `down BROKER_ID` and `up BROKER_ID` (a broker stops or resumes answering:
-//! the "Kafka broker down" fault).
+//! of 4 partitions), `leader TOPIC PARTITION BROKER_ID` (moves a partition's leadership: the mock
+//! places leaders at random, so a test that needs two partitions on two brokers says so), `down
+//! BROKER_ID` and `up BROKER_ID` (a broker stops or resumes answering: the "Kafka broker down"
+//! fault).
 //!
 //! # Gaps of the mock (what tests must not lean on)
 //! Not the Admin API (CreateTopics, DeleteTopics); no persistence (a restart is an empty cluster);
@@ -127,10 +129,13 @@ fn command(
         ["topic", name, parts] => cluster
             .create_topic(name, number(parts)?, replicas)
             .map_err(|e| e.to_string()),
+        ["leader", topic, partition, id] => cluster
+            .partition_leader(topic, number(partition)?, Some(number(id)?))
+            .map_err(|e| e.to_string()),
         ["down", id] => cluster.broker_down(number(id)?).map_err(|e| e.to_string()),
         ["up", id] => cluster.broker_up(number(id)?).map_err(|e| e.to_string()),
         _ => Err(format!(
-            "unknown command {line:?}: topic NAME PARTITIONS | down ID | up ID"
+            "unknown command {line:?}: topic NAME PARTITIONS | leader TOPIC PARTITION ID | down ID | up ID"
         )),
     }
 }

@@ -76,6 +76,12 @@ impl OwnCluster {
         leader
     }
 
+    /// Partition `partition` of `topic` is led by broker `id` from now on (the mock places
+    /// leaders at random: two partitions share one about a third of the time).
+    pub(crate) fn set_leader(&self, topic: &str, partition: i32, id: i32) {
+        command(&self.control, &format!("leader {topic} {partition} {id}"));
+    }
+
     /// Broker `id` stops (`false`) or resumes (`true`) answering.
     pub(crate) fn set_up(&self, id: i32, up: bool) {
         command(
