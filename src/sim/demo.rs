@@ -307,8 +307,7 @@ async fn start_daemon(
 ) -> Result<(AnyStore, Arc<Shared<AnyStore>>), DemoError> {
     let store: AnyStore = SqliteStore::open(&dir.join("state.db").display().to_string())
         .await?
-        .with_writer_clock()
-        .into();
+        .with_writer_clock();
     let config = demo_config(clock.clone());
     let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve)?;
     shared.leader.store(true, Ordering::SeqCst);

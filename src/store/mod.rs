@@ -1,7 +1,8 @@
 //! The state store: migrations, the append-only journal, gate evaluations, scrape history.
 //!
-//! One trait, [`Store`], with one sqlx backend per database ([`sqlite`], [`postgres`]; [`any`] picks one from the state URL), each with its own
-//! schema under `migrations/<database>/`. Every write that changes a migration is conditional on
+//! One trait, [`Store`], on one SQL store ([`SqlStore`]) over either database, each query
+//! written once (`store/sql_store.rs`; [`any::open`] picks the database from the state URL),
+//! each database with its own schema under `migrations/<database>/` ([`sqlite`], [`postgres`]). Every write that changes a migration is conditional on
 //! the version the caller read (optimistic concurrency): two controllers racing on one migration
 //! never both apply, the loser gets [`StoreError::Conflict`].
 //!
@@ -15,25 +16,28 @@
 //!   migration no longer has (a `plan apply` committed meanwhile) writes no gate memory
 //!   ([`Store::record_rounds`]).
 
+#[macro_use]
+mod sql;
 pub mod any;
+mod dialect;
 pub mod dispositions;
-mod dispositions_postgres;
-mod dispositions_sqlite;
+mod dispositions_sql;
 mod error;
 pub mod fence;
 pub mod lease_keeper;
 mod memory;
 mod pg_session;
 pub mod postgres;
-mod postgres_rows;
 pub mod retention;
 mod scrape_text;
 mod scrapes;
+mod sql_rows;
+mod sql_store;
 pub mod sqlite;
 mod sqlite_bits;
-mod sqlite_rows;
 
 pub use error::{Result, StoreError};
+pub use sql::SqlStore;
 
 use std::future::Future;
 

@@ -49,19 +49,12 @@ impl Backend {
     /// A store on this database whose schema goes only up to `sqlite` or `postgres` (this
     /// backend's version): what an older release left behind, for tests of upgrades.
     async fn open_at_version(&self, sqlite: i64, postgres: i64) -> AnyStore {
-        if self.kind == "postgres" {
-            AnyStore::Postgres(
-                postgres::PgStore::open_at_version(&self.url, postgres)
-                    .await
-                    .unwrap(),
-            )
+        let version = if self.kind == "postgres" {
+            postgres
         } else {
-            AnyStore::Sqlite(
-                sqlite::SqliteStore::open_at_version(&self.url, sqlite)
-                    .await
-                    .unwrap(),
-            )
-        }
+            sqlite
+        };
+        AnyStore::open_at_version(&self.url, version).await.unwrap()
     }
 
     /// Run SQL on the database behind the store's back.

@@ -83,8 +83,7 @@ async fn the_backtest_makes_the_live_controllers_transitions_at_the_same_instant
     let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
         .await
         .unwrap()
-        .with_writer_clock()
-        .into();
+        .with_writer_clock();
     let path = dir.path().join("agree.yaml");
     std::fs::write(&path, PLAN).unwrap();
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();

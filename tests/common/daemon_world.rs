@@ -59,8 +59,7 @@ impl DaemonWorld {
         let resolve = Arc::new(MapResolve::of(&indicators));
         let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
             .await
-            .unwrap()
-            .into();
+            .unwrap();
         let store = if writer_clock {
             store.with_writer_clock()
         } else {

@@ -32,8 +32,7 @@ async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, 
     let store: AnyStore = SqliteStore::open(dir.join("state.db").to_str().unwrap())
         .await
         .unwrap()
-        .with_writer_clock()
-        .into();
+        .with_writer_clock();
     let path = local_plan_named(dir, "local");
     if held {
         let yaml = std::fs::read_to_string(&path).unwrap();

@@ -36,8 +36,7 @@ async fn a_command_between_the_fleet_read_and_the_loads_is_neither_undone_nor_mi
     let resolve = Arc::new(MapResolve::of(&indicators));
     let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
         .await
-        .unwrap()
-        .into();
+        .unwrap();
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let actor = Actor {
         name: "alice".into(),

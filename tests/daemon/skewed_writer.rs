@@ -93,7 +93,7 @@ async fn cli_transition_on_a_skewed_host_stamps_entered_at_with_database_time() 
     )
     .await
     .unwrap();
-    scenario(store.into(), dir.path()).await;
+    scenario(store, dir.path()).await;
 }
 
 #[test]
@@ -121,7 +121,7 @@ where
             let store = queue_migrate::store::postgres::PgStore::open(&db.url)
                 .await
                 .unwrap();
-            body(store.into(), db.url.clone(), dir).await;
+            body(store, db.url.clone(), dir).await;
         });
     db.drop_database();
 }
@@ -189,7 +189,7 @@ async fn advance_on_a_host_ahead_does_not_pass_observe_early() {
     let store = queue_migrate::store::sqlite::SqliteStore::open(state)
         .await
         .unwrap();
-    advance_ahead(store.into(), state, dir.path()).await;
+    advance_ahead(store, state, dir.path()).await;
 }
 
 #[test]

@@ -1,17 +1,25 @@
-//! [`DispositionStore`] on PostgreSQL (`migrations/postgres/0008_dlq.sql`): the same semantics
-//! as the SQLite one.
+//! [`DispositionStore`] on the [`SqlStore`] (SQLite: `migrations/sqlite/0002_dlq.sql`,
+//! `0010_dlq_replays.sql`; PostgreSQL: `migrations/postgres/0008_dlq.sql`), each statement
+//! written once.
 
 use std::collections::HashMap;
 
 use sqlx::Row;
-use sqlx::postgres::PgRow;
 
 use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
-use super::postgres::PgStore;
-use super::{Result, Store, StoreError};
+use super::sql::{Begin, SqlStore, Tx};
+use super::{Result, StoreError};
 use crate::dlq::disposition::{Action, CloseReason, Disposition};
 
-fn disposition_row(row: &PgRow) -> Result<Disposition> {
+/// A decision as stored (the same columns on both backends).
+fn disposition_row<R: Row>(row: &R) -> Result<Disposition>
+where
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> &'r str: sqlx::ColumnIndex<R>,
+{
     let action: String = row.try_get("action")?;
     let reason: Option<String> = row.try_get("reason")?;
     let action = match (action.as_str(), reason.as_deref()) {
@@ -44,33 +52,50 @@ fn disposition_row(row: &PgRow) -> Result<Disposition> {
     })
 }
 
-impl DispositionStore for PgStore {
+/// The group's latest decision, `$1`..`$4` queue, class, version, signature.
+const LATEST_OF_GROUP: &str = "SELECT id, action, reason FROM dlq_dispositions \
+     WHERE queue = $1 AND error_class = $2 AND consumer_version = $3 AND signature = $4 \
+     ORDER BY decided_at DESC, id DESC LIMIT 1";
+
+/// Two closes of one group at once, one after the other: PostgreSQL takes a lock on the group
+/// for the transaction (SQLite's `BEGIN IMMEDIATE` already runs one writer at a time).
+async fn lock_group(tx: &mut Tx, d: &Disposition) -> Result<()> {
+    if let Tx::Postgres(c) = tx {
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) \
+             || $3 || chr(31) || $4, 42))",
+        )
+        .bind(&d.queue)
+        .bind(&d.error_class)
+        .bind(&d.consumer_version)
+        .bind(&d.signature)
+        .execute(&mut **c)
+        .await?;
+    }
+    Ok(())
+}
+
+impl DispositionStore for SqlStore {
     async fn record(&self, d: &Disposition) -> Result<i64> {
-        let fence = self.fence().demand("a dead-letter decision")?;
-        let mut tx = self.pool().begin().await?;
-        // Two closes of one group at once: one after the other.
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3 || chr(31) || $4, 42))")
+        let what = "a dead-letter decision";
+        let fence = self.fence.demand(what)?;
+        let mut tx = self.begin(Begin::Write).await?;
+        lock_group(&mut tx, d).await?;
+        let latest = in_tx!(&mut tx, c => sqlx::query(LATEST_OF_GROUP)
             .bind(&d.queue)
             .bind(&d.error_class)
             .bind(&d.consumer_version)
             .bind(&d.signature)
-            .execute(&mut *tx)
-            .await?;
-        let latest = sqlx::query(super::dispositions::LATEST_OF_GROUP_PG)
-            .bind(&d.queue)
-            .bind(&d.error_class)
-            .bind(&d.consumer_version)
-            .bind(&d.signature)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut *c)
             .await?
             .map(|r| {
                 Ok::<_, StoreError>((r.try_get("id")?, r.try_get("action")?, r.try_get("reason")?))
             })
-            .transpose()?;
+            .transpose()?);
         if let Some(refused) = super::dispositions::already_closed(d, latest) {
             return Err(refused);
         }
-        let row = sqlx::query(
+        let id: i64 = in_tx!(&mut tx, c => sqlx::query(
             "INSERT INTO dlq_dispositions (queue, signature, signature_version, error_class, \
              consumer_version, action, reason, affected_count, first_seen, last_seen, decided_by, \
              decided_at, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
@@ -89,48 +114,44 @@ impl DispositionStore for PgStore {
         .bind(&d.decided_by)
         .bind(d.decided_at_ms)
         .bind(&d.note)
-        .fetch_one(&mut *tx)
-        .await?;
-        let id = row.try_get("id")?;
-        super::fence::prove_pg(
-            &mut tx,
-            &self.fence(),
-            fence.as_ref(),
-            "a dead-letter decision",
-        )
-        .await?;
-        tx.commit().await?;
+        .fetch_one(&mut *c)
+        .await?
+        .try_get("id")?);
+        self.prove_and_commit(tx, fence.as_ref(), what).await?;
         Ok(id)
     }
 
     async fn list(&self) -> Result<Vec<Disposition>> {
-        sqlx::query("SELECT * FROM dlq_dispositions ORDER BY decided_at, id")
-            .fetch_all(self.pool())
+        on!(&self.db, p => sqlx::query("SELECT * FROM dlq_dispositions ORDER BY decided_at, id")
+            .fetch_all(p)
             .await?
             .iter()
             .map(disposition_row)
-            .collect()
+            .collect())
     }
 
     async fn purge_before(&self, before_ms: i64) -> Result<Purged> {
-        let mut tx = self.pool().begin().await?;
-        let d = sqlx::query("DELETE FROM dlq_dispositions WHERE decided_at < $1")
-            .bind(before_ms)
-            .execute(&mut *tx)
-            .await?;
-        let s = sqlx::query("DELETE FROM dlq_signatures WHERE last_seen_at < $1")
-            .bind(before_ms)
-            .execute(&mut *tx)
-            .await?;
-        let r = sqlx::query("DELETE FROM dlq_replays WHERE dead_lettered_ms < $1")
-            .bind(before_ms)
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.begin(Begin::Plain).await?;
+        let mut deleted = [0; 3];
+        for (n, sql) in [
+            "DELETE FROM dlq_dispositions WHERE decided_at < $1",
+            "DELETE FROM dlq_signatures WHERE last_seen_at < $1",
+            "DELETE FROM dlq_replays WHERE dead_lettered_ms < $1",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            deleted[n] = in_tx!(&mut tx, c => sqlx::query(sql)
+                .bind(before_ms)
+                .execute(&mut *c)
+                .await?
+                .rows_affected());
+        }
         tx.commit().await?;
         Ok(Purged {
-            dispositions: d.rows_affected(),
-            signatures: s.rows_affected(),
-            replays: r.rows_affected(),
+            dispositions: deleted[0],
+            signatures: deleted[1],
+            replays: deleted[2],
         })
     }
 
@@ -139,24 +160,25 @@ impl DispositionStore for PgStore {
         seen: &[SeenSignature],
         now_ms: i64,
     ) -> Result<HashMap<String, i64>> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin(Begin::Plain).await?;
         let mut first_seen = HashMap::with_capacity(seen.len());
         for s in seen {
-            let at: i64 = sqlx::query(
+            let sql = tx.dialect().sql(
                 "INSERT INTO dlq_signatures (queue, signature, error_class, consumer_version, \
                  first_seen_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $5) \
                  ON CONFLICT (queue, signature) DO UPDATE SET last_seen_at = \
-                 GREATEST(dlq_signatures.last_seen_at, excluded.last_seen_at) \
+                 {greatest}(dlq_signatures.last_seen_at, excluded.last_seen_at) \
                  RETURNING first_seen_at",
-            )
-            .bind(&s.queue)
-            .bind(&s.signature)
-            .bind(&s.error_class)
-            .bind(&s.consumer_version)
-            .bind(now_ms)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("first_seen_at")?;
+            );
+            let at: i64 = in_tx!(&mut tx, c => sqlx::query(sql)
+                .bind(&s.queue)
+                .bind(&s.signature)
+                .bind(&s.error_class)
+                .bind(&s.consumer_version)
+                .bind(now_ms)
+                .fetch_one(&mut *c)
+                .await?
+                .try_get("first_seen_at")?);
             first_seen.insert(s.signature.clone(), at);
         }
         tx.commit().await?;
@@ -164,10 +186,10 @@ impl DispositionStore for PgStore {
     }
 
     async fn claim_replay(&self, c: &ReplayClaim, retake_in_doubt: bool) -> Result<Claim> {
-        // The insert takes a free entry, the conditional update an entry in doubt when asked
-        // to (both lock the row: a racing claim waits, then finds it taken); a row that
-        // neither touched is read back as it is.
-        let taken = sqlx::query(
+        // One statement: the insert takes a free entry, the conditional update an entry in
+        // doubt when asked to (PostgreSQL: both lock the row, a racing claim waits, then finds
+        // it taken); a row that neither touched is read back as it is.
+        let taken = on!(&self.db, p => sqlx::query(
             "INSERT INTO dlq_replays (queue, destination, entry, state, run, dead_lettered_at, \
              dead_lettered_ms, at) VALUES ($1, $2, $3, 'sending', $4, $5, $6, $7) \
              ON CONFLICT (queue, destination, entry) DO UPDATE SET run = excluded.run, \
@@ -181,20 +203,21 @@ impl DispositionStore for PgStore {
         .bind(c.dead_lettered_ms)
         .bind(c.at_ms)
         .bind(retake_in_doubt)
-        .execute(self.pool())
-        .await?;
-        if taken.rows_affected() == 1 {
+        .execute(p)
+        .await?
+        .rows_affected());
+        if taken == 1 {
             return Ok(Claim::Taken);
         }
-        let state: String = sqlx::query(
+        let state: String = on!(&self.db, p => sqlx::query(
             "SELECT state FROM dlq_replays WHERE queue = $1 AND destination = $2 AND entry = $3",
         )
         .bind(&c.queue)
         .bind(&c.destination)
         .bind(&c.entry)
-        .fetch_one(self.pool())
+        .fetch_one(p)
         .await?
-        .try_get("state")?;
+        .try_get("state")?);
         match state.as_str() {
             "sent" => Ok(Claim::Sent),
             "sending" => Ok(Claim::InDoubt),
@@ -203,24 +226,22 @@ impl DispositionStore for PgStore {
     }
 
     async fn settle_replay(&self, c: &ReplayClaim, sent: bool) -> Result<bool> {
-        let done = if sent {
-            sqlx::query(
-                "UPDATE dlq_replays SET state = 'sent', at = $1 \
-                 WHERE queue = $2 AND destination = $3 AND entry = $4 AND run = $5",
-            )
-            .bind(c.at_ms)
+        let sql = if sent {
+            "UPDATE dlq_replays SET state = 'sent', at = $5 \
+             WHERE queue = $1 AND destination = $2 AND entry = $3 AND run = $4"
         } else {
-            sqlx::query(
-                "DELETE FROM dlq_replays WHERE queue = $1 AND destination = $2 AND entry = $3 \
-                 AND run = $4 AND state = 'sending'",
-            )
-        }
-        .bind(&c.queue)
-        .bind(&c.destination)
-        .bind(&c.entry)
-        .bind(&c.run)
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+            "DELETE FROM dlq_replays WHERE queue = $1 AND destination = $2 AND entry = $3 \
+             AND run = $4 AND state = 'sending'"
+        };
+        let done = on!(&self.db, p => {
+            let q = sqlx::query(sql)
+                .bind(&c.queue)
+                .bind(&c.destination)
+                .bind(&c.entry)
+                .bind(&c.run);
+            let q = if sent { q.bind(c.at_ms) } else { q };
+            q.execute(p).await?.rows_affected()
+        });
+        Ok(done == 1)
     }
 }
