@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use super::Result;
-use crate::dlq::disposition::Disposition;
+use super::dlq_rows::Disposition;
 
 /// A signature seen in a queue (for the "never seen before" signal).
 #[derive(Debug, Clone, PartialEq, Eq)]

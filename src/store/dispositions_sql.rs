@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use sqlx::Row;
 
 use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
+use super::dlq_rows::{Action, CloseReason, Disposition};
 use super::sql::{Begin, SqlStore, Tx};
 use super::{Result, StoreError};
-use crate::dlq::disposition::{Action, CloseReason, Disposition};
 
 /// A decision as stored (the same columns on both backends).
 fn disposition_row<R: Row>(row: &R) -> Result<Disposition>

@@ -22,6 +22,7 @@ pub mod any;
 mod dialect;
 pub mod dispositions;
 mod dispositions_sql;
+pub mod dlq_rows;
 mod error;
 pub mod fence;
 pub mod lease_keeper;
@@ -632,9 +633,7 @@ pub trait Store: Send + Sync {
     /// The dead-letter decisions recorded in this store (oldest first), for the drain gate
     /// (what [`dispositions::DispositionStore::list`] answers). No default: a backend that
     /// answered "none" would hold the drain gate on groups the team closed.
-    fn dlq_decisions(
-        &self,
-    ) -> impl Future<Output = Result<Vec<crate::dlq::disposition::Disposition>>> + Send;
+    fn dlq_decisions(&self) -> impl Future<Output = Result<Vec<dlq_rows::Disposition>>> + Send;
     /// Delete, oldest first, at most `prune.batch` rows of each table that retention may
     /// shorten, of the rows [`retention`] allows (never the journal, nor the memory of the step a
     /// migration is in, nor the scrapes of a migration still evaluated); answer how many went.

@@ -631,7 +631,7 @@ impl Store for SqlStore {
         self.fence.clone()
     }
 
-    async fn dlq_decisions(&self) -> Result<Vec<crate::dlq::disposition::Disposition>> {
+    async fn dlq_decisions(&self) -> Result<Vec<super::dlq_rows::Disposition>> {
         super::dispositions::DispositionStore::list(self).await
     }
 
