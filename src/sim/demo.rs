@@ -17,9 +17,10 @@ use crate::controller::{Actor, Controller, ControllerError};
 use crate::daemon::{self, Config, DaemonError, Shared};
 use crate::machine::{Command, State};
 use crate::plan::Resolve;
+use crate::store::StoreError;
 use crate::store::any::AnyStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Store, StoreError};
+use crate::store::traits::*;
 
 /// The plan the demo runs.
 pub const PLAN: &str = include_str!("../../plans/demo.yaml");

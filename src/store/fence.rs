@@ -1,7 +1,7 @@
 //! Fencing tokens: a write made as the holder of a lease commits only while that lease is still
 //! held, by the same holder, with the same epoch, unexpired on the database's clock.
 //!
-//! A daemon arms its store with a [`FenceCell`] ([`super::Store::fenced`]) and sets the epoch
+//! A daemon arms its store with a [`FenceCell`] ([`super::LeaseStore::fenced`]) and sets the epoch
 //! its lease renewals answer. Every write the store then makes (transitions and their journal,
 //! round batches, publish marks, retention deletes, dead-letter decisions) runs, in its own
 //! transaction, a conditional write against the lease row ([`PROVE_PG`], [`PROVE_SQLITE`], run by `Tx::prove` of the SQL store); when

@@ -1,6 +1,6 @@
 //! The PostgreSQL side of the [`SqlStore`], for a team sharing one store: connecting, its
 //! schema (`migrations/postgres/`), a daemon's session limits, and the statements only
-//! PostgreSQL spells this way (see [`super::sql::Statements`]).
+//! PostgreSQL spells this way (see `Statements` in `store/sql.rs`).
 //!
 //! Same semantics as SQLite: every transition is one transaction, conditional on the version
 //! the caller read (`UPDATE ... WHERE version = $n`, a loser gets [`StoreError::Conflict`]);

@@ -138,7 +138,7 @@ pub(crate) struct Statements {
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pub(crate) db: Db,
-    /// The fence of its writes ([`super::Store::fenced`]).
+    /// The fence of its writes ([`super::LeaseStore::fenced`]).
     pub(crate) fence: FenceCell,
     /// Journal times from the writer (`--now`, the demo's simulated clock), not the database.
     pub(crate) writer_clock: bool,

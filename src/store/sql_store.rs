@@ -11,9 +11,10 @@ use super::retention::{Prune, Pruned};
 use super::sql::{Begin, SqlStore, Tx, count};
 use super::sql_rows::{Rows, gate_row, journal_row, migration_row};
 use super::{
-    Commit, Fleet, GateKey, GateRecord, JournalEntry, JournalRow, Lease, MigrationRecord,
-    NewMigration, PlanReplace, Result, RoundRecord, SourceRows, Store, StoreError, StoredPoint,
-    StoredSeries, memory, memory::Table, samples_after, scrapes, step_of,
+    Commit, DecisionStore, EvaluationStore, Fleet, GateKey, GateRecord, JournalEntry, JournalRow,
+    JournalStore, Lease, LeaseStore, MigrationRecord, NewMigration, PlanReplace, Result,
+    RoundRecord, ScrapeStore, SourceRows, StoreError, StoredPoint, StoredSeries, memory,
+    memory::Table, samples_after, scrapes, step_of,
 };
 use crate::machine::State;
 
@@ -220,7 +221,7 @@ impl SqlStore {
         Ok(deleted)
     }
 
-    /// One count of [`Store::prunable`] (`$1` before, `$2` the migration, `$3` the state).
+    /// One count of [`EvaluationStore::prunable`] (`$1` before, `$2` the migration, `$3` the state).
     async fn retained(&self, sql: &'static str, prune: &Prune, state: Option<&str>) -> Result<u64> {
         let (before, name) = (prune.before_ms, prune.migration.as_deref());
         let n: i64 = on!(&self.db, p => {
@@ -235,7 +236,7 @@ impl SqlStore {
     }
 }
 
-impl Store for SqlStore {
+impl JournalStore for SqlStore {
     async fn create(&self, new: &NewMigration) -> Result<MigrationRecord> {
         let mut tx = self.begin(Begin::Write).await?;
         let at = self.journal_at(&mut tx, new.now_ms).await?;
@@ -440,52 +441,6 @@ impl Store for SqlStore {
         Ok(page)
     }
 
-    async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
-        let what = "a round's evaluations";
-        let fence = self.fence.demand(what)?;
-        let mut tx = self.begin(Begin::Write).await?;
-        insert_evaluations(&mut tx, rounds).await?;
-        dialect::insert_points(&mut tx, &SourceRows::of(rounds)).await?;
-        self.prove_and_commit(tx, fence.as_ref(), what).await
-    }
-
-    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
-        self.record_round(name, records, &[]).await
-    }
-
-    async fn latest_evaluations(
-        &self,
-        name: &str,
-        step_entered_ms: i64,
-        gates: &[GateKey<'_>],
-    ) -> Result<Vec<GateRecord>> {
-        let sql = self.dialect().statements().latest_evaluations;
-        on!(&self.db, p => memory::named(
-            sqlx::query(sql)
-                .bind(name)
-                .bind(step_entered_ms)
-                .fetch_all(p)
-                .await?
-                .iter()
-                .map(gate_row),
-            gates,
-        ))
-    }
-
-    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
-        on!(&self.db, p => sqlx::query(
-            "SELECT * FROM (SELECT *, CAST(0 AS BIGINT) AS revision FROM gate_evaluations \
-             WHERE migration = $1 ORDER BY id DESC LIMIT $2) AS newest ORDER BY id",
-        )
-        .bind(name)
-        .bind(i64::from(limit))
-        .fetch_all(p)
-        .await?
-        .iter()
-        .map(gate_row)
-        .collect())
-    }
-
     async fn mark_published(&self, name: &str, generation: i64) -> Result<()> {
         let what = "a publish mark";
         let fence = self.fence.demand(what)?;
@@ -550,6 +505,90 @@ impl Store for SqlStore {
         .counts())
     }
 
+    async fn clock_ms(&self, writer_ms: i64) -> Result<i64> {
+        if self.writer_clock {
+            return Ok(writer_ms);
+        }
+        let sql = match self.dialect() {
+            super::sql::Dialect::Sqlite => super::fence::SELECT_NOW_SQLITE,
+            super::sql::Dialect::Postgres => super::fence::SELECT_NOW_PG,
+        };
+        Ok(on!(&self.db, p => sqlx::query_scalar(sql).fetch_one(p).await?))
+    }
+}
+
+impl EvaluationStore for SqlStore {
+    async fn record_rounds(&self, rounds: &[RoundRecord]) -> Result<()> {
+        let what = "a round's evaluations";
+        let fence = self.fence.demand(what)?;
+        let mut tx = self.begin(Begin::Write).await?;
+        insert_evaluations(&mut tx, rounds).await?;
+        dialect::insert_points(&mut tx, &SourceRows::of(rounds)).await?;
+        self.prove_and_commit(tx, fence.as_ref(), what).await
+    }
+
+    async fn record_evaluations(&self, name: &str, records: &[GateRecord]) -> Result<()> {
+        self.record_round(name, records, &[]).await
+    }
+
+    async fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+        gates: &[GateKey<'_>],
+    ) -> Result<Vec<GateRecord>> {
+        let sql = self.dialect().statements().latest_evaluations;
+        on!(&self.db, p => memory::named(
+            sqlx::query(sql)
+                .bind(name)
+                .bind(step_entered_ms)
+                .fetch_all(p)
+                .await?
+                .iter()
+                .map(gate_row),
+            gates,
+        ))
+    }
+
+    async fn evaluation_history(&self, name: &str, limit: u32) -> Result<Vec<GateRecord>> {
+        on!(&self.db, p => sqlx::query(
+            "SELECT * FROM (SELECT *, CAST(0 AS BIGINT) AS revision FROM gate_evaluations \
+             WHERE migration = $1 ORDER BY id DESC LIMIT $2) AS newest ORDER BY id",
+        )
+        .bind(name)
+        .bind(i64::from(limit))
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(gate_row)
+        .collect())
+    }
+
+    async fn prune(&self, prune: &Prune) -> Result<Pruned> {
+        let s = self.dialect().statements();
+        Ok(Pruned {
+            gate_evaluations: self.retain(s.retain_evaluations, prune, None).await?,
+            gate_memory: self.retain(s.retain_memory, prune, None).await?,
+            scrapes: self
+                .retain(s.retain_scrapes, prune, Some(State::Complete.name()))
+                .await?,
+        })
+    }
+
+    async fn prunable(&self, prune: &Prune) -> Result<Pruned> {
+        let s = self.dialect().statements();
+        let done = Some(State::Complete.name());
+        Ok(Pruned {
+            gate_evaluations: self
+                .retained(s.retained_evaluations_count, prune, None)
+                .await?,
+            gate_memory: self.retained(s.retained_memory_count, prune, None).await?,
+            scrapes: self.retained(s.retained_scrapes_count, prune, done).await?,
+        })
+    }
+}
+
+impl LeaseStore for SqlStore {
     async fn acquire_lease(
         &self,
         lease: &str,
@@ -609,17 +648,6 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn clock_ms(&self, writer_ms: i64) -> Result<i64> {
-        if self.writer_clock {
-            return Ok(writer_ms);
-        }
-        let sql = match self.dialect() {
-            super::sql::Dialect::Sqlite => super::fence::SELECT_NOW_SQLITE,
-            super::sql::Dialect::Postgres => super::fence::SELECT_NOW_PG,
-        };
-        Ok(on!(&self.db, p => sqlx::query_scalar(sql).fetch_one(p).await?))
-    }
-
     fn fenced(&self, cell: FenceCell) -> SqlStore {
         SqlStore {
             fence: cell,
@@ -630,11 +658,9 @@ impl Store for SqlStore {
     fn fence(&self) -> FenceCell {
         self.fence.clone()
     }
+}
 
-    async fn dlq_decisions(&self) -> Result<Vec<super::dlq_rows::Disposition>> {
-        super::dispositions::DispositionStore::list(self).await
-    }
-
+impl ScrapeStore for SqlStore {
     async fn scrape_instants_through(
         &self,
         name: &str,
@@ -691,27 +717,10 @@ impl Store for SqlStore {
         dialect::insert_points(&mut tx, &[one]).await?;
         self.prove_and_commit(tx, fence.as_ref(), what).await
     }
+}
 
-    async fn prune(&self, prune: &Prune) -> Result<Pruned> {
-        let s = self.dialect().statements();
-        Ok(Pruned {
-            gate_evaluations: self.retain(s.retain_evaluations, prune, None).await?,
-            gate_memory: self.retain(s.retain_memory, prune, None).await?,
-            scrapes: self
-                .retain(s.retain_scrapes, prune, Some(State::Complete.name()))
-                .await?,
-        })
-    }
-
-    async fn prunable(&self, prune: &Prune) -> Result<Pruned> {
-        let s = self.dialect().statements();
-        let done = Some(State::Complete.name());
-        Ok(Pruned {
-            gate_evaluations: self
-                .retained(s.retained_evaluations_count, prune, None)
-                .await?,
-            gate_memory: self.retained(s.retained_memory_count, prune, None).await?,
-            scrapes: self.retained(s.retained_scrapes_count, prune, done).await?,
-        })
+impl DecisionStore for SqlStore {
+    async fn dlq_decisions(&self) -> Result<Vec<super::dlq_rows::Disposition>> {
+        super::dispositions::DispositionStore::list(self).await
     }
 }

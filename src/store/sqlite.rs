@@ -1,6 +1,6 @@
 //! The SQLite side of the [`SqlStore`]: opening a database file (WAL mode), its schema
-//! (`migrations/sqlite/`), and the statements only SQLite spells this way (see
-//! [`super::sql::Statements`]).
+//! (`migrations/sqlite/`), and the statements only SQLite spells this way (see `Statements`
+//! in `store/sql.rs`).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -136,7 +136,7 @@ pub(super) fn pool_options() -> SqlitePoolOptions {
 pub(super) const LATEST_EVALUATIONS: &str = "SELECT * FROM gate_memory WHERE migration = ? \
      AND step_entered = ? ORDER BY at, gate, kind";
 
-/// Each migration's gate memory of the step it is in (see [`Store::fleet`]): one seek per
+/// Each migration's gate memory of the step it is in (see [`JournalStore::fleet`]): one seek per
 /// migration (`CROSS JOIN` keeps `migrations` the outer loop in SQLite, where scanning the memory
 /// of every step ever entered would read more).
 pub(super) const FLEET_MEMORY: &str = "SELECT g.* FROM migrations m CROSS JOIN gate_memory g \

@@ -299,7 +299,7 @@ fn commit(
     }
 }
 
-/// `rows` as [`Store::latest_evaluations`] orders them: by evaluation time, then gate and kind.
+/// `rows` as [`EvaluationStore::latest_evaluations`] orders them: by evaluation time, then gate and kind.
 fn by_time(rows: &[GateRecord]) -> Vec<GateRecord> {
     let mut v = rows.to_vec();
     v.sort_by(|a, b| (a.at_ms, &a.gate, &a.kind).cmp(&(b.at_ms, &b.gate, &b.kind)));
@@ -351,7 +351,7 @@ fn point(series: &str, at_ms: i64, value: f64) -> StoredPoint {
     }
 }
 
-/// [`Store::latest_evaluations`] without the rows' revisions: what the scenarios that do not
+/// [`EvaluationStore::latest_evaluations`] without the rows' revisions: what the scenarios that do not
 /// race two writers compare with the records they wrote.
 trait LatestUnrevised {
     async fn latest_unrevised(

@@ -15,9 +15,9 @@ use queue_migrate::controller::Actor;
 use queue_migrate::daemon::{self, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::State;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 
 const PLAN: &str = r#"
 version: 1

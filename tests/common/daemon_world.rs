@@ -10,9 +10,9 @@ use queue_migrate::daemon::auth::Access;
 use queue_migrate::daemon::{self, Config, DaemonError};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::plan::Resolve;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 
 use super::{Indicators, MapResolve, T0, daemon_config};
 

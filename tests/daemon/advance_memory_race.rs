@@ -17,7 +17,8 @@ use queue_migrate::controller::{Actor, AdvanceOptions, ControllerError};
 use queue_migrate::machine::{Snapshot, State};
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
-use queue_migrate::store::{Commit, GateRecord, RoundRecord, Store, StoreError};
+use queue_migrate::store::traits::*;
+use queue_migrate::store::{Commit, GateRecord, RoundRecord, StoreError};
 
 const GATE: &str = "error ratio low";
 const MINUTE: i64 = 60_000;

@@ -16,9 +16,9 @@ use queue_migrate::controller::Actor;
 use queue_migrate::daemon::Shared;
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::Command;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 use serde_json::json;
 
 fn routing_generation(dir: &std::path::Path, name: &str) -> i64 {

@@ -16,8 +16,8 @@ use queue_migrate::cli::{Cli, run_on_host_clock};
 use queue_migrate::controller::{Actor, AdvanceOptions};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::State;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
+use queue_migrate::store::traits::*;
 use queue_migrate::time::now_ms;
 
 /// How far off the skewed host's clock is, either way.
