@@ -40,7 +40,8 @@ use queue_migrate::daemon::{self, Config, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::plan::{PhaseKind, SystemResolve};
 use queue_migrate::store::any;
-use queue_migrate::store::{GateRecord, SourcePoints, Store, StoredPoint};
+use queue_migrate::store::traits::*;
+use queue_migrate::store::{GateRecord, SourcePoints, StoredPoint};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

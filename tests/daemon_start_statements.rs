@@ -19,8 +19,8 @@ use common::{MapResolve, Postgres, T0, controller, daemon_config, local_plan_nam
 use queue_migrate::controller::Actor;
 use queue_migrate::daemon::Shared;
 use queue_migrate::indicators::fetch::Fetcher;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::{self, AnyStore};
+use queue_migrate::store::traits::*;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};

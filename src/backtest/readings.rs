@@ -17,7 +17,7 @@ use crate::indicators::fetch::Fetcher;
 use crate::indicators::history::History;
 use crate::indicators::query::parse_query;
 use crate::plan::{Plan, Source};
-use crate::store::Store;
+use crate::store::traits::*;
 
 use super::table::{Instants, Reading, Readings, decode_range, scrape_readings};
 

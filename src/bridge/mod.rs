@@ -58,8 +58,8 @@ use crate::plan::BridgeKey;
 use crate::router::Router;
 use crate::routing::Side;
 use crate::stamp::{HEADER_PRODUCER, RouteStamp};
-use crate::store::Store;
 use crate::store::lease_keeper::{LeaseKeeper, LeaseStore, Renewal};
+use crate::store::traits::*;
 
 use metrics::BridgeMetrics;
 use order::KeyedQueue;

@@ -4,8 +4,9 @@
 use crate::controller::{Actor, Controller};
 use crate::indicators::fetch::Fetcher;
 use crate::plan::{SecretsMode, SystemResolve};
+use crate::store::StoreError;
 use crate::store::any::AnyStore;
-use crate::store::{Store, StoreError};
+use crate::store::traits::*;
 
 use super::error::CliError;
 use super::options::Global;

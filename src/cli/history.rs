@@ -9,7 +9,7 @@ use clap::Args;
 use super::fit::{self, wrap};
 use super::{CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::EntryView;
-use crate::store::Store;
+use crate::store::traits::*;
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {

@@ -11,8 +11,8 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{CliError, CliResult, Ctx, nonzero_duration, print_json, to_stdout};
-use crate::store::Store;
 use crate::store::retention::{Prune, Pruned};
+use crate::store::traits::*;
 
 /// Rows one statement of `migrate prune` deletes at most, per table.
 pub const BATCH: i64 = 5_000;

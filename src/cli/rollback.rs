@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{CliResult, Ctx, transition};
 use crate::machine::Command;
-use crate::store::Store;
+use crate::store::traits::*;
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {

@@ -12,7 +12,7 @@ use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
 use crate::plan::Threshold;
 use crate::standing::Pause;
-use crate::store::Store;
+use crate::store::traits::*;
 use crate::time::rfc3339;
 
 #[derive(Debug, Args)]

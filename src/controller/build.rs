@@ -11,7 +11,7 @@ use super::histories::Histories;
 use super::round::RoundBatch;
 use crate::indicators::fetch::Fetcher;
 use crate::plan::{Resolve, SecretsMode};
-use crate::store::Store;
+use crate::store::traits::*;
 
 impl<'a, S: Store> Controller<'a, S> {
     /// A controller as the CLI's commands act: it writes, a stored plan's secret that does not

@@ -10,7 +10,7 @@ use super::plans::PlanCache;
 use super::publish;
 use crate::plan::Plan;
 use crate::router::Router;
-use crate::store::Store;
+use crate::store::traits::*;
 
 /// Read migration `name` from `store` every `every` and offer its routing document to `router`,
 /// until the returned task is aborted. Documents are built from the stored plan, compiled again

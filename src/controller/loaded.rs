@@ -11,7 +11,7 @@ pub struct Loaded {
     pub plan: Plan,
     pub ladder: Ladder,
     /// The memory of the gates of the record's step, when it was read with the record (a
-    /// daemon's round reads the fleet's at once: [`crate::store::Store::fleet`]); `None` reads it from the
+    /// daemon's round reads the fleet's at once: [`crate::store::JournalStore::fleet`]); `None` reads it from the
     /// store when the gates are evaluated.
     pub memory: Option<Vec<GateRecord>>,
 }

@@ -196,7 +196,7 @@ impl<S: Store> Controller<'_, S> {
         self.load_by_name(name, Some(plans)).await
     }
 
-    /// A migration as a daemon's round read it with the rest of the fleet ([`Store::fleet`]):
+    /// A migration as a daemon's round read it with the rest of the fleet ([`crate::store::JournalStore::fleet`]):
     /// its record and its step's gate memory, its plan compiled by `plans`. One whose routing is
     /// behind is read again from the store and re-published, as [`Controller::load_cached`]
     /// does: what is published comes from the record as it is now, never from an older read.

@@ -266,7 +266,7 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// round's instant. That is what each migration would have read by itself at that instant; a
 /// failing source is a hold, with that source's reason, for each migration reading it.
 ///
-/// The round starts from one read of the fleet ([`Store::fleet`]): every record and the gate
+/// The round starts from one read of the fleet ([`crate::store::JournalStore::fleet`]): every record and the gate
 /// memory of its step, in two statements instead of two per migration. A migration that another
 /// process moves during the round is a conflict when its tick commits a transition (the next
 /// round reads it afresh), as for two commands racing.

@@ -390,7 +390,7 @@ mod tests {
     use crate::machine::State;
     use crate::plan::PhaseKind;
     use crate::stamp::RouteStamp;
-    use crate::store::Store;
+    use crate::store::traits::*;
 
     fn plan() -> Plan {
         let yaml = include_str!("../../plans/local.yaml").replace(

@@ -9,7 +9,7 @@ use super::Shared;
 use super::probes::{Leading, ProbeRuns, Run};
 use crate::machine::State;
 use crate::plan::PhaseKind;
-use crate::store::Store;
+use crate::store::traits::*;
 
 impl ProbeRuns {
     /// Start the runs that should be running (and resume those stopped with the lease or by a

@@ -48,8 +48,8 @@ pub struct Retention {
 mod tests {
     use super::*;
     use crate::daemon::Shared;
-    use crate::store::Store;
     use crate::store::retention::Prune;
+    use crate::store::traits::*;
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 

@@ -152,7 +152,7 @@ pub struct Shared<S: Store> {
     /// Flips to true when the daemon stops: long-polls answer at once.
     pub stopping: watch::Sender<bool>,
     pub(super) memo: Mutex<HashMap<String, Memo>>,
-    /// The store's [`Store::generations_mark`] when the watcher last compared every migration.
+    /// The store's [`crate::store::JournalStore::generations_mark`] when the watcher last compared every migration.
     pub(super) watch_mark: Mutex<Option<(i64, i64)>>,
     pub(super) watch_polls: AtomicU64,
     /// Each migration's compiled plan, kept while its stored plan (and what it reads) is unchanged.
@@ -445,7 +445,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     }
 
     /// Every migration in the store whose generation moved since readers last saw it. Most calls
-    /// read one row ([`Store::generations_mark`]) and stop there when nothing moved; every
+    /// read one row ([`crate::store::JournalStore::generations_mark`]) and stop there when nothing moved; every
     /// [`WHOLE_WATCH_EVERY`]th call compares every migration regardless. When a good part of the
     /// fleet moved (all of it when the daemon starts: see [`read_whole_fleet`]), those are loaded
     /// from one read of every record instead of one read each; a routing left behind is still

@@ -3,7 +3,7 @@
 
 use crate::controller::{Controller, GateReport, Loaded};
 use crate::standing::{Pause, Standing};
-use crate::store::Store;
+use crate::store::traits::*;
 
 use super::Shared;
 use super::notify::EventKind;

@@ -38,7 +38,7 @@ pub enum Action {
 pub enum Read<'a> {
     /// The store, now.
     Store(&'a str),
-    /// A round's read of the fleet ([`Store::fleet`]): the record and its step's gate memory.
+    /// A round's read of the fleet ([`crate::store::JournalStore::fleet`]): the record and its step's gate memory.
     /// A decision made on it commits only if the migration did not change since (a conflict
     /// otherwise, as for any command), and a routing left behind is re-published from the
     /// store, not from this read.

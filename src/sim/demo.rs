@@ -17,9 +17,10 @@ use crate::controller::{Actor, Controller, ControllerError};
 use crate::daemon::{self, Config, DaemonClock, DaemonError, Shared};
 use crate::machine::{Command, State};
 use crate::plan::Resolve;
+use crate::store::StoreError;
 use crate::store::any::AnyStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Store, StoreError};
+use crate::store::traits::*;
 
 /// The plan the demo runs.
 pub const PLAN: &str = include_str!("../../plans/demo.yaml");
@@ -318,8 +319,7 @@ async fn start_daemon(
 ) -> Result<(AnyStore, Arc<Shared<AnyStore>>), DemoError> {
     let store: AnyStore = SqliteStore::open(&dir.join("state.db").display().to_string())
         .await?
-        .with_writer_clock()
-        .into();
+        .with_writer_clock();
     let config = demo_config(clock.clone());
     let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve)?;
     shared.leader.store(true, Ordering::SeqCst);

@@ -1,11 +1,8 @@
 //! Dead-letter decisions, seen signatures and the replay ledger in the state store: the trait
 //! and its types, nothing else.
 //!
-//! [`DispositionStore`] is its own trait beside [`super::Store`]. Each backend implements it in a
-//! file of its own (`store/dispositions_sqlite.rs` on `migrations/sqlite/0002_dlq.sql` and
-//! `0010_dlq_replays.sql`, `store/dispositions_postgres.rs` on
-//! `migrations/postgres/0008_dlq.sql`); [`super::any::AnyStore`] delegates to the backend it
-//! holds. No method has a default: a backend that cannot keep decisions does not compile, rather
+//! [`DispositionStore`] is its own trait beside [`super::Store`], implemented once for both
+//! databases in `store/dispositions_sql.rs`. No method has a default: a backend that cannot keep decisions does not compile, rather
 //! than answering "no decisions" (which would keep the drain gate closed for good) or forgetting
 //! what a replay sent. Both traits have a `list`: where both are in scope, call
 //! `DispositionStore::list(&store)`.
@@ -14,7 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use super::Result;
-use crate::dlq::disposition::Disposition;
+use super::dlq_rows::Disposition;
 
 /// A signature seen in a queue (for the "never seen before" signal).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,15 +109,6 @@ pub trait DispositionStore: Send + Sync {
 
 /// The group's latest decision, as [`latest_of_group`] reads it: `(id, action, reason)`.
 pub(crate) type Latest = Option<(i64, String, Option<String>)>;
-
-/// The group's latest decision, `?1`..`?4` (`$1`..`$4`) queue, class, version, signature.
-pub(crate) const LATEST_OF_GROUP_SQLITE: &str = "SELECT id, action, reason FROM dlq_dispositions \
-     WHERE queue = ?1 AND error_class = ?2 AND consumer_version = ?3 AND signature = ?4 \
-     ORDER BY decided_at DESC, id DESC LIMIT 1";
-/// [`LATEST_OF_GROUP_SQLITE`] on PostgreSQL.
-pub(crate) const LATEST_OF_GROUP_PG: &str = "SELECT id, action, reason FROM dlq_dispositions \
-     WHERE queue = $1 AND error_class = $2 AND consumer_version = $3 AND signature = $4 \
-     ORDER BY decided_at DESC, id DESC LIMIT 1";
 
 /// Why `d` is not recorded: it closes a group whose latest decision is already that close (one
 /// decision per group and queue, whoever closes it twice at once).

@@ -1,10 +1,10 @@
 //! Fencing tokens: a write made as the holder of a lease commits only while that lease is still
 //! held, by the same holder, with the same epoch, unexpired on the database's clock.
 //!
-//! A daemon arms its store with a [`FenceCell`] ([`super::Store::fenced`]) and sets the epoch
+//! A daemon arms its store with a [`FenceCell`] ([`super::LeaseStore::fenced`]) and sets the epoch
 //! its lease renewals answer. Every write the store then makes (transitions and their journal,
 //! round batches, publish marks, retention deletes, dead-letter decisions) runs, in its own
-//! transaction, a conditional write against the lease row ([`PROVE_PG`], [`PROVE_SQLITE`]); when
+//! transaction, a conditional write against the lease row ([`PROVE_PG`], [`PROVE_SQLITE`], run by `Tx::prove` of the SQL store); when
 //! it changes no row the transaction is rolled back and the write is refused
 //! ([`StoreError::Fenced`]), logged at WARN with the word "fenced" and counted
 //! ([`FenceCell::refused`]). A store without a cell (the CLI) is not fenced.
@@ -149,54 +149,5 @@ impl FenceCell {
             holder,
             epoch,
         }
-    }
-}
-
-/// Prove `fence` on PostgreSQL, inside the caller's transaction (the last statement before
-/// its commit).
-///
-/// # Errors
-/// [`StoreError::Fenced`] (logged, counted on `cell`) when the lease row did not match.
-pub async fn prove_pg(
-    conn: &mut sqlx::PgConnection,
-    cell: &FenceCell,
-    fence: Option<&Fence>,
-    what: &str,
-) -> Result<()> {
-    let Some(f) = fence else { return Ok(()) };
-    let done = sqlx::query(PROVE_PG)
-        .bind(&f.lease)
-        .bind(&f.holder)
-        .bind(f.epoch)
-        .execute(conn)
-        .await?;
-    if done.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(cell.refuse(what, Some(f.epoch)))
-    }
-}
-
-/// [`prove_pg`] on SQLite.
-///
-/// # Errors
-/// [`StoreError::Fenced`] (logged, counted on `cell`) when the lease row did not match.
-pub async fn prove_sqlite(
-    conn: &mut sqlx::SqliteConnection,
-    cell: &FenceCell,
-    fence: Option<&Fence>,
-    what: &str,
-) -> Result<()> {
-    let Some(f) = fence else { return Ok(()) };
-    let done = sqlx::query(PROVE_SQLITE)
-        .bind(&f.lease)
-        .bind(&f.holder)
-        .bind(f.epoch)
-        .execute(conn)
-        .await?;
-    if done.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(cell.refuse(what, Some(f.epoch)))
     }
 }

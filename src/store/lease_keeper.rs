@@ -28,7 +28,7 @@ use super::{Lease, Store, StoreError};
 
 /// What a [`LeaseKeeper`] needs of a store: the two lease calls of [`Store`].
 pub trait LeaseStore: Send + Sync {
-    /// See [`Store::acquire_lease`].
+    /// See [`LeaseStore::acquire_lease`].
     fn acquire_lease(
         &self,
         lease: &str,
@@ -36,7 +36,7 @@ pub trait LeaseStore: Send + Sync {
         now_ms: i64,
         ttl_ms: i64,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
-    /// See [`Store::release_lease`].
+    /// See [`LeaseStore::release_lease`].
     fn release_lease(
         &self,
         lease: &str,
@@ -52,7 +52,7 @@ impl<S: Store> LeaseStore for S {
         now_ms: i64,
         ttl_ms: i64,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send {
-        Store::acquire_lease(self, lease, holder, now_ms, ttl_ms)
+        super::LeaseStore::acquire_lease(self, lease, holder, now_ms, ttl_ms)
     }
 
     fn release_lease(
@@ -60,7 +60,7 @@ impl<S: Store> LeaseStore for S {
         lease: &str,
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        Store::release_lease(self, lease, holder)
+        super::LeaseStore::release_lease(self, lease, holder)
     }
 }
 

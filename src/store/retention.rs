@@ -1,4 +1,4 @@
-//! Retention: what [`Store::prune`](super::Store::prune) may delete, and what it never does.
+//! Retention: what [`EvaluationStore::prune`](super::EvaluationStore::prune) may delete, and what it never does.
 //!
 //! Three tables grow with time: the gate evaluations (one row per gate per tick), the gates'
 //! memory (one row per gate per step entered) and the scrapes (one row per source per tick).

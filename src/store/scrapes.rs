@@ -83,7 +83,7 @@ pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a
 /// A source's history as a backend reads it: `text`, its scrapes joined by the database (NULL
 /// when none is within reach), and `times`, its scrape instants in any order when they were read
 /// apart, first (a read whose samples reach less far back than its instants), as
-/// [`super::Store::load_series_after`] answers them: the series of [`series_of`] and the
+/// [`super::ScrapeStore::load_series_after`] answers them: the series of [`series_of`] and the
 /// instants oldest first, each once: those of `times` and those of the scrapes in `text` (every
 /// stored scrape is a row, one that kept no sample too, and one committed between the two reads).
 ///

@@ -49,19 +49,12 @@ impl Backend {
     /// A store on this database whose schema goes only up to `sqlite` or `postgres` (this
     /// backend's version): what an older release left behind, for tests of upgrades.
     async fn open_at_version(&self, sqlite: i64, postgres: i64) -> AnyStore {
-        if self.kind == "postgres" {
-            AnyStore::Postgres(
-                postgres::PgStore::open_at_version(&self.url, postgres)
-                    .await
-                    .unwrap(),
-            )
+        let version = if self.kind == "postgres" {
+            postgres
         } else {
-            AnyStore::Sqlite(
-                sqlite::SqliteStore::open_at_version(&self.url, sqlite)
-                    .await
-                    .unwrap(),
-            )
-        }
+            sqlite
+        };
+        AnyStore::open_at_version(&self.url, version).await.unwrap()
     }
 
     /// Run SQL on the database behind the store's back.
@@ -306,7 +299,7 @@ fn commit(
     }
 }
 
-/// `rows` as [`Store::latest_evaluations`] orders them: by evaluation time, then gate and kind.
+/// `rows` as [`EvaluationStore::latest_evaluations`] orders them: by evaluation time, then gate and kind.
 fn by_time(rows: &[GateRecord]) -> Vec<GateRecord> {
     let mut v = rows.to_vec();
     v.sort_by(|a, b| (a.at_ms, &a.gate, &a.kind).cmp(&(b.at_ms, &b.gate, &b.kind)));
@@ -358,7 +351,7 @@ fn point(series: &str, at_ms: i64, value: f64) -> StoredPoint {
     }
 }
 
-/// [`Store::latest_evaluations`] without the rows' revisions: what the scenarios that do not
+/// [`EvaluationStore::latest_evaluations`] without the rows' revisions: what the scenarios that do not
 /// race two writers compare with the records they wrote.
 trait LatestUnrevised {
     async fn latest_unrevised(

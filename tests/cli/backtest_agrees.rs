@@ -15,9 +15,9 @@ use queue_migrate::controller::Actor;
 use queue_migrate::daemon::{self, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::State;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 
 const PLAN: &str = r#"
 version: 1
@@ -83,8 +83,7 @@ async fn the_backtest_makes_the_live_controllers_transitions_at_the_same_instant
     let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
         .await
         .unwrap()
-        .with_writer_clock()
-        .into();
+        .with_writer_clock();
     let path = dir.path().join("agree.yaml");
     std::fs::write(&path, PLAN).unwrap();
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();

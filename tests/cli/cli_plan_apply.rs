@@ -246,8 +246,8 @@ fn a_gates_held_since_does_not_carry_over_a_plan_apply_that_changes_it() {
 fn a_plan_applied_from_another_directory_resolves_relative_files_next_to_it() {
     use queue_migrate::controller::plans::compile_stored;
     use queue_migrate::plan::SecretsMode;
-    use queue_migrate::store::Store;
     use queue_migrate::store::sqlite::SqliteStore;
+    use queue_migrate::store::traits::*;
 
     let secret = PLAN.replace(
         r#"url: "nats://127.0.0.1:4222""#,

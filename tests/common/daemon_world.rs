@@ -10,9 +10,9 @@ use queue_migrate::daemon::auth::Access;
 use queue_migrate::daemon::{self, Config, DaemonError};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::plan::Resolve;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 
 use super::{Indicators, MapResolve, T0, daemon_config};
 
@@ -59,8 +59,7 @@ impl DaemonWorld {
         let resolve = Arc::new(MapResolve::of(&indicators));
         let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
             .await
-            .unwrap()
-            .into();
+            .unwrap();
         let store = if writer_clock {
             store.with_writer_clock()
         } else {

@@ -12,9 +12,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use queue_migrate::dlq::disposition::Disposition;
 use queue_migrate::store::any::AnyStore;
+use queue_migrate::store::traits::*;
 use queue_migrate::store::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
-    PlanReplace, Result, RoundRecord, Store, StoreError, StoredPoint, StoredSeries,
+    PlanReplace, Result, RoundRecord, StoreError, StoredPoint, StoredSeries,
 };
 
 /// What a hooked `list` runs after its read.
@@ -69,7 +70,7 @@ impl Hooked {
     }
 }
 
-impl Store for Hooked {
+impl JournalStore for Hooked {
     async fn list(&self) -> Result<Vec<MigrationRecord>> {
         self.away().await?;
         let read = self.inner.list().await;
@@ -83,17 +84,21 @@ impl Store for Hooked {
         }
         read
     }
+
     fn create(&self, new: &NewMigration) -> impl Future<Output = Result<MigrationRecord>> + Send {
         self.inner.create(new)
     }
+
     async fn get(&self, name: &str) -> Result<MigrationRecord> {
         self.away().await?;
         self.inner.get(name).await
     }
+
     async fn fleet(&self) -> Result<Fleet> {
         self.away().await?;
         self.inner.fleet().await
     }
+
     async fn commit(&self, name: &str, commit: &Commit) -> Result<MigrationRecord> {
         let race = self
             .before_commits
@@ -114,6 +119,7 @@ impl Store for Hooked {
         }
         committed
     }
+
     fn replace_plan(
         &self,
         name: &str,
@@ -121,34 +127,11 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<MigrationRecord>> + Send {
         self.inner.replace_plan(name, replace)
     }
+
     fn journal(&self, name: &str) -> impl Future<Output = Result<Vec<JournalEntry>>> + Send {
         self.inner.journal(name)
     }
-    fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send {
-        self.inner.record_rounds(rounds)
-    }
-    fn record_evaluations(
-        &self,
-        name: &str,
-        records: &[GateRecord],
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.inner.record_evaluations(name, records)
-    }
-    fn latest_evaluations(
-        &self,
-        name: &str,
-        step_entered_ms: i64,
-        gates: &[GateKey<'_>],
-    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
-        self.inner.latest_evaluations(name, step_entered_ms, gates)
-    }
-    fn evaluation_history(
-        &self,
-        name: &str,
-        limit: u32,
-    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
-        self.inner.evaluation_history(name, limit)
-    }
+
     fn mark_published(
         &self,
         name: &str,
@@ -156,6 +139,7 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<()>> + Send {
         self.inner.mark_published(name, generation)
     }
+
     fn note_publish_error(
         &self,
         name: &str,
@@ -164,26 +148,68 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<()>> + Send {
         self.inner.note_publish_error(name, generation, error)
     }
+
     async fn generations(&self) -> Result<Vec<(String, i64)>> {
         self.away().await?;
         self.inner.generations().await
     }
+
+    async fn generations_mark(&self) -> Result<(i64, i64)> {
+        self.away().await?;
+        self.inner.generations_mark().await
+    }
+
+    fn clock_ms(&self, writer_ms: i64) -> impl Future<Output = Result<i64>> + Send {
+        self.inner.clock_ms(writer_ms)
+    }
+}
+
+impl EvaluationStore for Hooked {
+    fn record_rounds(&self, rounds: &[RoundRecord]) -> impl Future<Output = Result<()>> + Send {
+        self.inner.record_rounds(rounds)
+    }
+
+    fn record_evaluations(
+        &self,
+        name: &str,
+        records: &[GateRecord],
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.inner.record_evaluations(name, records)
+    }
+
+    fn latest_evaluations(
+        &self,
+        name: &str,
+        step_entered_ms: i64,
+        gates: &[GateKey<'_>],
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
+        self.inner.latest_evaluations(name, step_entered_ms, gates)
+    }
+
+    fn evaluation_history(
+        &self,
+        name: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send {
+        self.inner.evaluation_history(name, limit)
+    }
+
     fn prune(
         &self,
         prune: &queue_migrate::store::retention::Prune,
     ) -> impl Future<Output = Result<queue_migrate::store::retention::Pruned>> + Send {
         self.inner.prune(prune)
     }
+
     fn prunable(
         &self,
         prune: &queue_migrate::store::retention::Prune,
     ) -> impl Future<Output = Result<queue_migrate::store::retention::Pruned>> + Send {
         self.inner.prunable(prune)
     }
-    async fn generations_mark(&self) -> Result<(i64, i64)> {
-        self.away().await?;
-        self.inner.generations_mark().await
-    }
+}
+
+impl LeaseStore for Hooked {
     async fn acquire_lease(
         &self,
         lease: &str,
@@ -207,15 +233,13 @@ impl Store for Hooked {
             .acquire_lease(lease, holder, now_ms, ttl_ms)
             .await
     }
+
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send {
         self.inner.release_lease(lease, holder)
     }
-    fn clock_ms(&self, writer_ms: i64) -> impl Future<Output = Result<i64>> + Send {
-        self.inner.clock_ms(writer_ms)
-    }
-    fn dlq_decisions(&self) -> impl Future<Output = Result<Vec<Disposition>>> + Send {
-        self.inner.dlq_decisions()
-    }
+}
+
+impl ScrapeStore for Hooked {
     fn load_series_after(
         &self,
         name: &str,
@@ -226,6 +250,7 @@ impl Store for Hooked {
         self.inner
             .load_series_after(name, source, after_ms, samples_from_ms)
     }
+
     fn scrape_instants_through(
         &self,
         name: &str,
@@ -234,6 +259,7 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<(i64, i64)>> + Send {
         self.inner.scrape_instants_through(name, source, through_ms)
     }
+
     fn save_points(
         &self,
         name: &str,
@@ -244,5 +270,11 @@ impl Store for Hooked {
     ) -> impl Future<Output = Result<()>> + Send {
         self.inner
             .save_points(name, source, points, scrape_times, keep_from_ms)
+    }
+}
+
+impl DecisionStore for Hooked {
+    fn dlq_decisions(&self) -> impl Future<Output = Result<Vec<Disposition>>> + Send {
+        self.inner.dlq_decisions()
     }
 }

@@ -17,7 +17,8 @@ use queue_migrate::controller::{Actor, AdvanceOptions, ControllerError};
 use queue_migrate::machine::{Snapshot, State};
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
-use queue_migrate::store::{Commit, GateRecord, RoundRecord, Store, StoreError};
+use queue_migrate::store::traits::*;
+use queue_migrate::store::{Commit, GateRecord, RoundRecord, StoreError};
 
 const GATE: &str = "error ratio low";
 const MINUTE: i64 = 60_000;
@@ -32,8 +33,7 @@ async fn in_slices(dir: &std::path::Path, held: bool) -> (AnyStore, Indicators, 
     let store: AnyStore = SqliteStore::open(dir.join("state.db").to_str().unwrap())
         .await
         .unwrap()
-        .with_writer_clock()
-        .into();
+        .with_writer_clock();
     let path = local_plan_named(dir, "local");
     if held {
         let yaml = std::fs::read_to_string(&path).unwrap();

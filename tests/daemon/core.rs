@@ -19,7 +19,8 @@ use queue_migrate::daemon::{self, Config, DaemonError, Shared};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, Snapshot, State};
 use queue_migrate::plan::{Check, Resolve};
-use queue_migrate::store::{Commit, Fleet, Store, any::AnyStore};
+use queue_migrate::store::traits::*;
+use queue_migrate::store::{Commit, Fleet, any::AnyStore};
 use serde_json::json;
 
 fn plan() -> String {

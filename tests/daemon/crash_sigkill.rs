@@ -33,8 +33,9 @@ use std::time::{Duration, Instant};
 
 use common::{Bench, DaemonChild, Postgres, fast_local_plan, poll_until};
 use queue_migrate::controller::views::EntryView;
+use queue_migrate::store::MigrationRecord;
 use queue_migrate::store::any::AnyStore;
-use queue_migrate::store::{MigrationRecord, Store};
+use queue_migrate::store::traits::*;
 use serde_json::Value;
 
 /// The rungs of plans/local.yaml, as the journal names them.

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use common::daemon_world::{DaemonWorld, TOKEN, local_by_hand, single_token};
 use common::hooked::Hooked;
 use common::{Bench, DaemonChild, poll_until};
-use queue_migrate::store::Store;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 
 /// Every line this test binary's daemons logged (one global subscriber for the binary).
 fn log() -> &'static Mutex<Vec<u8>> {

@@ -16,9 +16,9 @@ use queue_migrate::controller::Actor;
 use queue_migrate::daemon::Shared;
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::Command;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
 use queue_migrate::store::sqlite::SqliteStore;
+use queue_migrate::store::traits::*;
 use serde_json::json;
 
 fn routing_generation(dir: &std::path::Path, name: &str) -> i64 {
@@ -36,8 +36,7 @@ async fn a_command_between_the_fleet_read_and_the_loads_is_neither_undone_nor_mi
     let resolve = Arc::new(MapResolve::of(&indicators));
     let store: AnyStore = SqliteStore::open(dir.path().join("state.db").to_str().unwrap())
         .await
-        .unwrap()
-        .into();
+        .unwrap();
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let actor = Actor {
         name: "alice".into(),

@@ -16,8 +16,8 @@ use queue_migrate::cli::{Cli, run_on_host_clock};
 use queue_migrate::controller::{Actor, AdvanceOptions};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::State;
-use queue_migrate::store::Store;
 use queue_migrate::store::any::AnyStore;
+use queue_migrate::store::traits::*;
 use queue_migrate::time::now_ms;
 
 /// How far off the skewed host's clock is, either way.
@@ -93,7 +93,7 @@ async fn cli_transition_on_a_skewed_host_stamps_entered_at_with_database_time() 
     )
     .await
     .unwrap();
-    scenario(store.into(), dir.path()).await;
+    scenario(store, dir.path()).await;
 }
 
 #[test]
@@ -121,7 +121,7 @@ where
             let store = queue_migrate::store::postgres::PgStore::open(&db.url)
                 .await
                 .unwrap();
-            body(store.into(), db.url.clone(), dir).await;
+            body(store, db.url.clone(), dir).await;
         });
     db.drop_database();
 }
@@ -189,7 +189,7 @@ async fn advance_on_a_host_ahead_does_not_pass_observe_early() {
     let store = queue_migrate::store::sqlite::SqliteStore::open(state)
         .await
         .unwrap();
-    advance_ahead(store.into(), state, dir.path()).await;
+    advance_ahead(store, state, dir.path()).await;
 }
 
 #[test]

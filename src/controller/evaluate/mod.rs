@@ -26,7 +26,7 @@ pub use report::GateReport;
 /// Evaluate every gate of the migration's current phase at `now_ms`.
 /// The evaluations (and their memory) are stored as `recording` says; a dry run only reads.
 /// The gates' memory is [`Loaded::memory`] when it was read with the record
-/// ([`Store::fleet`]), else read from the store.
+/// ([`crate::store::JournalStore::fleet`]), else read from the store.
 ///
 /// # Errors
 /// Only store failures: a source that fails makes its gates hold, it is not an error.

@@ -15,7 +15,7 @@ use super::super::Shared;
 use super::super::auth::{Access, Principal, Refusal, Role, Via, is_json};
 use crate::controller::Controller;
 use crate::machine::State as Rung;
-use crate::store::Store;
+use crate::store::traits::*;
 
 fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()

@@ -2,9 +2,9 @@
 //! signatures and the replay ledger read back the same on SQLite and on PostgreSQL.
 
 use super::{Backend, new_migration, on_postgres, on_sqlite};
-use crate::dlq::disposition::{Action, CloseReason, Disposition};
-use crate::store::Store;
 use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim, SeenSignature};
+use crate::store::dlq_rows::{Action, CloseReason, Disposition};
+use crate::store::traits::*;
 
 fn decision(action: Action, at: i64) -> Disposition {
     Disposition {

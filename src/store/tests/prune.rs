@@ -1,4 +1,4 @@
-//! Retention ([`Store::prune`], [`Store::prunable`]) on every backend: what goes, and what never
+//! Retention ([`EvaluationStore::prune`], [`EvaluationStore::prunable`]) on every backend: what goes, and what never
 //! does (the journal, the memory of the step a migration is in, the scrapes of a migration still
 //! evaluated).
 

@@ -1,0 +1,296 @@
+//! The SQL store: one [`SqlStore`] over either database, each query written once.
+//!
+//! A store holds a pool of one backend ([`Db`]); a write holds a transaction of it ([`Tx`]). A
+//! statement is written once, with numbered placeholders (`$1`, which sqlx-sqlite reads as
+//! PostgreSQL does), inside [`on!`] (on the pool) or [`in_tx!`] (in a transaction): the macro
+//! runs it on whichever backend the store holds. What the databases spell differently (the
+//! database clock, `GREATEST`/`MAX`, `COLLATE "C"`, `FOR UPDATE`, how a transaction begins and
+//! how many rows a multi-row insert takes) comes from the [`Dialect`]; the few statements that
+//! differ as a whole (arrays against JSON, `USING` against `rowid`) are in [`super::dialect`].
+//!
+//! # Guarantees
+//! Each backend runs the statements it ran when each had its own file: same schema
+//! (`migrations/<database>/`), same transactions (`BEGIN IMMEDIATE` on SQLite for every write,
+//! `FOR UPDATE`/`FOR SHARE` row locks on PostgreSQL), same answers and errors.
+
+use super::Result;
+use super::fence::{Fence, FenceCell};
+
+/// `on!(pool, p => expr)`: `expr` with `p` the pool of whichever backend `pool` (a `&Db`) holds.
+macro_rules! on {
+    ($db:expr, $p:ident => $e:expr) => {
+        match $db {
+            $crate::store::sql::Db::Sqlite($p) => $e,
+            $crate::store::sql::Db::Postgres($p) => $e,
+        }
+    };
+}
+
+/// `in_tx!(tx, c => expr)`: `expr` with `c` the connection (`&mut`) of whichever backend's
+/// transaction `tx` (a `&mut Tx`) is.
+macro_rules! in_tx {
+    ($tx:expr, $c:ident => $e:expr) => {
+        match $tx {
+            $crate::store::sql::Tx::Sqlite(t) => {
+                let $c = &mut **t;
+                $e
+            }
+            $crate::store::sql::Tx::Postgres(t) => {
+                let $c = &mut **t;
+                $e
+            }
+        }
+    };
+}
+
+/// The pool of one backend.
+#[derive(Debug, Clone)]
+pub(crate) enum Db {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+/// A transaction of one backend.
+pub(crate) enum Tx {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+/// How a transaction begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Begin {
+    /// A write: `BEGIN IMMEDIATE` on SQLite (no other writer until it ends), `BEGIN` on
+    /// PostgreSQL (its statements lock the rows they need).
+    Write,
+    /// A plain `BEGIN` on both.
+    Plain,
+    /// Reads that must see one snapshot: a read transaction of the WAL on SQLite, `REPEATABLE
+    /// READ, READ ONLY` on PostgreSQL.
+    Snapshot,
+}
+
+/// What the two databases spell differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The database's clock now, in ms since the epoch, as an SQL expression.
+    pub fn now_ms(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => super::fence::NOW_MS_SQLITE,
+            Dialect::Postgres => super::fence::NOW_MS_PG,
+        }
+    }
+
+    /// Rows per multi-row INSERT. SQLite: sqlx keeps the statements it prepared on each
+    /// connection of the pool, and a statement's compiled program grows with its rows; 50 rows
+    /// keep those small while already spreading a statement's fixed cost (the round's commit
+    /// moved from 500 to 50 together with the daemon's arena cap, measured together:
+    /// BENCHMARKS.md, seventh pass). PostgreSQL allows 65,535 parameters per statement: at
+    /// most 17 per row, 1,000 rows.
+    pub fn rows_per_insert(self) -> usize {
+        match self {
+            Dialect::Sqlite => 50,
+            Dialect::Postgres => 1_000,
+        }
+    }
+
+    /// `text` with its dialect's words: `{greatest}` (of two values), `{c}` (text ordered
+    /// bytewise, as SQLite orders it, whatever the database's collation), `{for_update}` (the
+    /// row locked for the transaction; SQLite's write transactions lock the whole file),
+    /// `{now}` ([`Dialect::now_ms`]).
+    pub fn sql(self, text: &'static str) -> sqlx::AssertSqlSafe<String> {
+        let (greatest, c, for_update) = match self {
+            Dialect::Sqlite => ("MAX", "", ""),
+            Dialect::Postgres => ("GREATEST", " COLLATE \"C\"", " FOR UPDATE"),
+        };
+        sqlx::AssertSqlSafe(
+            text.replace("{greatest}", greatest)
+                .replace("{c}", c)
+                .replace("{for_update}", for_update)
+                .replace("{now}", self.now_ms()),
+        )
+    }
+}
+
+/// The statements of one database that the other spells differently.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Statements {
+    /// The memory of every gate of a migration in one step (`$1`, `$2`), oldest first.
+    pub latest_evaluations: &'static str,
+    /// Each migration's gate memory of the step it is in.
+    pub fleet_memory: &'static str,
+    /// What a prune may delete: `$1` before, `$2` the migration or NULL, `$3` the batch, `$4`
+    /// the state of migrations never evaluated again (scrapes); and the counts of the same
+    /// (the state then `$3`).
+    pub retain_evaluations: &'static str,
+    pub retained_evaluations_count: &'static str,
+    pub retain_memory: &'static str,
+    pub retained_memory_count: &'static str,
+    pub retain_scrapes: &'static str,
+    pub retained_scrapes_count: &'static str,
+}
+
+/// The SQL store, on SQLite or PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pub(crate) db: Db,
+    /// The fence of its writes ([`super::LeaseStore::fenced`]).
+    pub(crate) fence: FenceCell,
+    /// Journal times from the writer (`--now`, the demo's simulated clock), not the database.
+    pub(crate) writer_clock: bool,
+}
+
+impl SqlStore {
+    /// A store on `db`, unfenced, on the database's clock.
+    pub(crate) fn on(db: Db) -> SqlStore {
+        SqlStore {
+            db,
+            fence: FenceCell::default(),
+            writer_clock: false,
+        }
+    }
+
+    /// What its database spells differently.
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self.db {
+            Db::Sqlite(_) => Dialect::Sqlite,
+            Db::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The backend's name: `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self.db {
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
+    }
+
+    /// This store, stamping the journal, the step's start and the last update of what it
+    /// commits with the writer's instants (a simulated clock: the demo, `--now`, a test that
+    /// injects one) instead of the database's clock.
+    #[must_use]
+    pub fn with_writer_clock(mut self) -> SqlStore {
+        self.writer_clock = true;
+        self
+    }
+
+    /// A transaction begun as `how` says.
+    pub(crate) async fn begin(&self, how: Begin) -> Result<Tx> {
+        Ok(match (&self.db, how) {
+            (Db::Sqlite(p), Begin::Write) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+            (Db::Sqlite(p), _) => Tx::Sqlite(p.begin().await?),
+            (Db::Postgres(p), Begin::Snapshot) => Tx::Postgres(
+                p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .await?,
+            ),
+            (Db::Postgres(p), _) => Tx::Postgres(p.begin().await?),
+        })
+    }
+
+    /// The instant a journal entry written now carries: the database's (read in `tx`), unless
+    /// the writer's.
+    pub(crate) async fn journal_at(&self, tx: &mut Tx, writer_ms: i64) -> Result<i64> {
+        if self.writer_clock {
+            Ok(writer_ms)
+        } else {
+            tx.db_now().await
+        }
+    }
+
+    /// Prove `fence` in `tx` ([`Tx::prove`]) and commit: what every fenced write ends with.
+    pub(crate) async fn prove_and_commit(
+        &self,
+        mut tx: Tx,
+        fence: Option<&Fence>,
+        what: &str,
+    ) -> Result<()> {
+        tx.prove(&self.fence, fence, what).await?;
+        tx.commit().await
+    }
+}
+
+impl Tx {
+    /// Commit it.
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await?,
+            Tx::Postgres(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+
+    /// What its database spells differently.
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Tx::Sqlite(_) => Dialect::Sqlite,
+            Tx::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The database's clock now, in ms since the epoch (in this transaction).
+    pub(crate) async fn db_now(&mut self) -> Result<i64> {
+        let sql = match self.dialect() {
+            Dialect::Sqlite => super::fence::SELECT_NOW_SQLITE,
+            Dialect::Postgres => super::fence::SELECT_NOW_PG,
+        };
+        Ok(in_tx!(self, c => sqlx::query_scalar(sql).fetch_one(&mut *c).await?))
+    }
+
+    /// The proof of `fence` ([`super::fence`]): a conditional write against the lease row, the
+    /// last statement before the commit; the write is refused (`cell` counts it) when it
+    /// changes no row. Nothing without a fence.
+    pub(crate) async fn prove(
+        &mut self,
+        cell: &FenceCell,
+        fence: Option<&Fence>,
+        what: &str,
+    ) -> Result<()> {
+        let Some(f) = fence else { return Ok(()) };
+        let sql = match self.dialect() {
+            Dialect::Sqlite => super::fence::PROVE_SQLITE,
+            Dialect::Postgres => super::fence::PROVE_PG,
+        };
+        let done = in_tx!(self, c => sqlx::query(sql)
+            .bind(&f.lease)
+            .bind(&f.holder)
+            .bind(f.epoch)
+            .execute(&mut *c)
+            .await?
+            .rows_affected());
+        if done == 1 {
+            Ok(())
+        } else {
+            Err(cell.refuse(what, Some(f.epoch)))
+        }
+    }
+}
+
+/// A schema: `(version, description, SQL)` of each migration, in order.
+pub(crate) type Schema = [(i64, &'static str, &'static str)];
+
+/// What applies the migrations of `schema` a database lacks.
+pub(crate) fn migrator(schema: &Schema) -> sqlx::migrate::Migrator {
+    let migrations = schema
+        .iter()
+        .map(|(version, description, sql)| {
+            sqlx::migrate::Migration::new(
+                *version,
+                std::borrow::Cow::Borrowed(*description),
+                sqlx::migrate::MigrationType::Simple,
+                sqlx::SqlSafeStr::into_sql_str(*sql),
+                false,
+            )
+        })
+        .collect();
+    sqlx::migrate::Migrator::with_migrations(migrations)
+}
+
+/// A count read back as the number of rows it is.
+pub(crate) fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
