@@ -13,26 +13,13 @@ use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use queue_migrate::router::{HttpFollow, Router};
-use queue_migrate::routing::{BrokerNames, RoutingDocument, Side};
+use queue_migrate::routing::{RoutingDocument, Side};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+/// The crate's shared fixture: migration `orders` in `slices[0]`, 128 slices.
 fn doc(generation: u64, migrated: u32) -> RoutingDocument {
-    RoutingDocument {
-        migration: "orders".into(),
-        generation,
-        state: "slices".into(),
-        step: Some(0),
-        paused: false,
-        slices_total: 128,
-        slices_migrated: migrated,
-        consume: vec![Side::Old, Side::New],
-        brokers: BrokerNames {
-            old: "rabbitmq".into(),
-            new: "nats".into(),
-        },
-        updated_at: "2026-11-30T00:00:00Z".into(),
-    }
+    queue_migrate::routing::sample_document(generation, migrated)
 }
 
 /// One request as the stand-in saw it.
