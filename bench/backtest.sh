@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The week of tests/cli/backtest_prometheus.rs: a daily peak, a deploy, an error spike.
+# The week of tests/integration/cli/backtest_prometheus.rs: a daily peak, a deploy, an error spike.
 python3 - "$work/week.om" <<'EOF'
 import sys
 monday, minute, hour, day = 1793577600, 60, 3600, 86400

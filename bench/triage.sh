@@ -49,7 +49,7 @@ read -r big_wall big_rss big_cpu < <(measure big /dev/null "$MIGRATE" dlq triage
 # Same groups and counts on both sides, after two documented representation differences: where
 # JS holds a lone surrogate (a cut inside an emoji) we hold the text \udXXX; and node's readline
 # decodes a non-UTF-8 line lossily (U+FFFD) and keeps it, where we skip it as not an envelope.
-# (tests/brokers/dlq_triage_seed.rs compares everything, samples and spans included, with the article's
+# (tests/integration/brokers/dlq_triage_seed.rs compares everything, samples and spans included, with the article's
 # code.)
 node -e '
   const fs = require("fs");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the tests that look at the project as a person does need, from Debian's packages, as root:
-#   chromium  headless Chromium: tests/daemon/console.rs loads the daemon's web console, clicks, and
+#   chromium  headless Chromium: tests/integration/daemon/console.rs loads the daemon's web console, clicks, and
 #             takes screenshots (--headless --no-sandbox; no browser download of its own)
-#   tmux      a real pseudo-terminal: tests/cli/demo_tty.rs runs `migrate demo` in 80 columns
+#   tmux      a real pseudo-terminal: tests/integration/cli/demo_tty.rs runs `migrate demo` in 80 columns
 #   nodejs    runs tests/console/drive.mjs, which drives Chromium through the DevTools protocol
 #             (over a pipe: Node 18 or later, no package)
 #

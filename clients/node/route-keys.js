@@ -2,7 +2,7 @@
 // node clients/node/route-keys.js DAEMON_URL MIGRATION SLICES OLD_NAME NEW_NAME
 // Follows the daemon's routing document; for each stdin line {"keys": [...], "generation": G}
 // waits (up to 10 s) until the document of generation >= G arrived, then prints one line:
-// {"generation": g, "routes": [[target, slice, broker], ...]}. What tests/library/clients.rs compares
+// {"generation": g, "routes": [[target, slice, broker], ...]}. What tests/integration/library/clients.rs compares
 // with the Rust Router and the Python module.
 const readline = require('node:readline');
 const { Router } = require('./queue-migrate');

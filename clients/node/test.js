@@ -1,7 +1,7 @@
 'use strict';
 // node clients/node/test.js: the module against the slice vectors (tests/fixtures/vectors), the
 // stamp examples of docs/routing.md, the Router's document rules and the file follower.
-// Exits non-zero on the first failure. Run by tests/library/clients.rs (cargo test) and by hand.
+// Exits non-zero on the first failure. Run by tests/integration/library/clients.rs (cargo test) and by hand.
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');

@@ -2,7 +2,7 @@
 
 Follows the daemon's routing document; for each stdin line {"keys": [...], "generation": G}
 waits (up to 10 s) until the document of generation >= G arrived, then prints one line:
-{"generation": g, "routes": [[target, slice, broker], ...]}. What tests/library/clients.rs compares with
+{"generation": g, "routes": [[target, slice, broker], ...]}. What tests/integration/library/clients.rs compares with
 the Rust Router and the Node.js module."""
 
 import json

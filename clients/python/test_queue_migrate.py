@@ -1,6 +1,6 @@
 """python3 clients/python/test_queue_migrate.py [VECTORS]: the module against the slice vectors
 (tests/fixtures/vectors), the stamp examples of docs/routing.md, the Router's document rules and
-the file follower. Exits non-zero on the first failure. Run by tests/library/clients.rs (cargo test)."""
+the file follower. Exits non-zero on the first failure. Run by tests/integration/library/clients.rs (cargo test)."""
 
 import json
 import os

@@ -11,7 +11,7 @@
 //!   the topic's own group takes partitions from its consumers and its commits move them past
 //!   what triage read; a group of its own joins, shows in the cluster's group list, and starts
 //!   from its commits rather than the first record kept. `kafka_dead_letters_are_triaged_without_being_consumed`
-//!   (tests/brokers/dlq_broker/kafka.rs) checks that neither that group nor the topic's own
+//!   (tests/integration/brokers/dlq_broker/kafka.rs) checks that neither that group nor the topic's own
 //!   has an offset afterwards.
 //! - A snapshot: each partition is read from its low watermark up to the high watermark read at
 //!   the start; records appended meanwhile are not read (the next triage sees them).

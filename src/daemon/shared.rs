@@ -339,6 +339,11 @@ impl<S: Store + Clone + 'static> Shared<S> {
         }
     }
 
+    /// The daemon's compiled plans, kept while unchanged ([`Controller::load_cached`]).
+    pub fn plans(&self) -> &PlanCache {
+        &self.plans
+    }
+
     /// Load and observe one migration (after a change).
     pub(super) async fn refresh(&self, c: &Controller<'_, S>, name: &str) {
         self.refresh_from(c, name, None).await;

@@ -6,7 +6,7 @@
 //! read, whatever the number of lines; invalid lines are counted, and the first
 //! [`TriageOptions::max_line_errors`] of them kept with their line numbers.
 //!
-//! What equals the seed, exactly (checked against node in `tests/brokers/dlq_triage_seed.rs`):
+//! What equals the seed, exactly (checked against node in `tests/integration/brokers/dlq_triage_seed.rs`):
 //! - `count`; `sample` is the first envelope of the group;
 //! - `firstSeen` / `lastSeen` are the smallest / largest `firstAttemptAt` **compared as
 //!   strings**, as the seed's `<` and `>` do (for the UTC `...Z` instants the builder writes,

@@ -230,7 +230,7 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         clock.store(world.now_ms, Ordering::SeqCst);
         daemon::tick_all(&shared).await;
         let c = shared.controller(false);
-        let loaded = c.load("demo").await?;
+        let loaded = c.load_cached("demo", shared.plans()).await?;
         let record = &loaded.record;
         let doc = crate::controller::publish::document(&loaded.plan, record);
         world.follow(doc.clone());

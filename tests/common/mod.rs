@@ -330,7 +330,7 @@ pub fn exists(p: &Path) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Helpers for tests/daemon/crash_sigkill.rs and tests/daemon/sources_misbehaving.rs: a `migrate` command that
+// Helpers for tests/integration/daemon/crash_sigkill.rs and tests/integration/daemon/sources_misbehaving.rs: a `migrate` command that
 // can be spawned (and killed), extra environment for one run, a plan that runs in seconds of real
 // time, a `migrate run` child with its address, a blocking GET, and a poll with a deadline.
 
@@ -387,7 +387,7 @@ impl Bench {
 }
 
 /// plans/local.yaml made to run in seconds of real time: no minimum times, a 2 s drain quiet
-/// period (the same edits as tests/daemon/daemon_real.rs's `fast_plan`).
+/// period (the same edits as tests/integration/daemon/daemon_real.rs's `fast_plan`).
 pub fn fast_local_plan() -> String {
     include_str!("../../plans/local.yaml")
         .replace("observe: 1m", "observe: 0s")

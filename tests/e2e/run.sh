@@ -78,9 +78,9 @@ RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
 echo "e2e: building migrate and the example apps"
 if [ -n "$KAFKA" ]; then
   # The feature set `scripts/services.sh start kafka` builds the mock with: one build of the crate.
-  cargo build --quiet --features kafka --bin migrate --bin qm-kafka-mock --example producer --example consumer
+  cargo build --quiet --features kafka --bin migrate --bin qm-kafka-mock --example broker_producer --example broker_consumer
 else
-  cargo build --quiet --bin migrate --example producer --example consumer
+  cargo build --quiet --bin migrate --example broker_producer --example broker_consumer
 fi
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
 MIGRATE=$BIN/migrate
@@ -178,7 +178,7 @@ PY
     sleep 0.5
   done
 }
-start_consumer() { spawn consumer "$EXAMPLES/consumer" "${CONSUMER[@]}"; }
+start_consumer() { spawn consumer "$EXAMPLES/broker_consumer" "${CONSUMER[@]}"; }
 restart_consumer() {
   log "fault: kill -9 the consumer"
   kill9 consumer
@@ -234,7 +234,7 @@ finish() { # NAME OLD_SPEC OLD_QUEUE DIR CONFLICTS
 # step and pause; once the guard's window has passed, resume.
 breach_and_resume() { # NAME NEW_SPEC NEW_QUEUE
   local step; step=$(status_field "$1" | cut -d' ' -f2)
-  "$EXAMPLES/producer" --old "rabbitmq=$E2E_AMQP_URL" --new "$2" --new-queue "$3" \
+  "$EXAMPLES/broker_producer" --old "rabbitmq=$E2E_AMQP_URL" --new "$2" --new-queue "$3" \
     --inject-conflict >>"$WORK/inject.log" 2>&1
   log "conflict injected at slices[$step]; waiting for the guard to roll back one step"
   wait_for_state "$1" "state == 'slices' and step == $step - 1 and paused == 'paused'" 60
@@ -256,7 +256,7 @@ scenario_nats() {
   CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics 127.0.0.1:19464
     --visibility-timeout 3s)
   start_consumer
-  spawn producer "$EXAMPLES/producer" --migration $name --daemon http://127.0.0.1:18480 \
+  spawn producer "$EXAMPLES/broker_producer" --migration $name --daemon http://127.0.0.1:18480 \
     "${old[@]}" "${new[@]}" --slices 16 --rate 40 --count 0 --aggregates 30 \
     --log "$dir/produced" --metrics 127.0.0.1:19465 --producer checkout
 
@@ -310,7 +310,7 @@ bridge_scenario() { # TAG OLD_SPEC NEW_SPEC NEW_QUEUE PORT FAULT
   CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics "127.0.0.1:$port"
     --visibility-timeout 3s)
   start_consumer
-  spawn producer "$EXAMPLES/producer" --old "$old_spec" \
+  spawn producer "$EXAMPLES/broker_producer" --old "$old_spec" \
     --ingress "$old_queue.ingress" --rate 40 --count 0 --aggregates 30 \
     --log "$dir/produced" --metrics "127.0.0.1:$(( port + 1 ))" --producer legacy-checkout
 

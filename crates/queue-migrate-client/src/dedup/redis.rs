@@ -20,7 +20,7 @@
 //! - Redis TTLs run on the server's clock; the `now_ms` arguments are ignored.
 //! - Durability is Redis's: without AOF/replication, a Redis restart forgets completed keys.
 //!
-//! Compiled, not run here (it needs a Redis server; `tests/library/dedup_redis.rs` runs the same steps
+//! Compiled, not run here (it needs a Redis server; `tests/integration/library/dedup_redis.rs` runs the same steps
 //! against a real one):
 //!
 //! ```no_run

@@ -47,7 +47,7 @@ fn timed_out(payload: &str, dead_lettered_at: &str) -> String {
 }
 
 pub(crate) fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
-    let plan = include_str!("../../plans/local.yaml").replace(
+    let plan = include_str!("../../../plans/local.yaml").replace(
         OLD_BROKER_LINE,
         &format!(
             "old: {{ name: old, kind: {kind}, url: \"{url}\", queue: local, dead_letter: {dlq} }}"

@@ -157,7 +157,7 @@ fn plan_over_one_mib_is_refused_naming_its_size_and_the_cap() {
 /// `Duration::from_secs_f64`.
 #[test]
 fn plan_probe_rate_that_cannot_be_paced_is_refused_with_its_path() {
-    let yaml = include_str!("../../plans/local.yaml").replacen(
+    let yaml = include_str!("../../../plans/local.yaml").replacen(
         "  synthetic:\n    min_duration: 0s\n",
         "  synthetic:\n    min_duration: 0s\n    probes: { rate: 1e-20, count: 3 }\n",
         1,

@@ -168,7 +168,7 @@ const SECRETS: &[&str] = &[
 /// that records, one that refuses (inline password and token). Holds are announced after 1 s.
 fn leaky_plan(hook: &str) -> String {
     let down = refused_port();
-    include_str!("../../plans/local.yaml")
+    include_str!("../../../plans/local.yaml")
         .replace(
             "app: { scrape: \"${QM_SCRAPE_URL}\" }",
             &format!(
@@ -413,7 +413,7 @@ const OLD_HOOK_TOKEN: &str = "0ldH00kT0k3n";
 const NEW_HOOK_TOKEN: &str = "N3wH00kT0k3n";
 
 fn plan_with(password: &str, token: &str) -> String {
-    include_str!("../../plans/local.yaml")
+    include_str!("../../../plans/local.yaml")
         .replace(
             "url: \"amqp://127.0.0.1:5672/%2f\"",
             &format!("url: \"amqp://guest:{password}@127.0.0.1:5672/%2f\""),
@@ -632,7 +632,7 @@ const SLACK_PATH: &str = "services/T000/B000/SlackPathS3cret";
 /// journaled in clear; `plan check` said nothing of the inline webhook path.
 #[test]
 fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
-    let old_plan = include_str!("../../plans/local.yaml")
+    let old_plan = include_str!("../../../plans/local.yaml")
         .replace(
             "url: \"amqp://127.0.0.1:5672/%2f\"",
             "url: 'amqp://rabbit:Quot''edPassw0rd@127.0.0.1:5672/%2f'",
@@ -643,7 +643,7 @@ fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
                 "routing: {{ file: local.routing.json }}\nnotify:\n  webhooks:\n    - {{ url: \"http://127.0.0.1:9/{SLACK_PATH}\" }}"
             ),
         );
-    let new_plan = include_str!("../../plans/local.yaml")
+    let new_plan = include_str!("../../../plans/local.yaml")
         .replace(
             "url: \"amqp://127.0.0.1:5672/%2f\"",
             "url: \"amqp://rabbit:Dbl\\\"QuotedPw9@127.0.0.1:5672/%2f\"",
@@ -723,12 +723,12 @@ fn plan_apply_masks_quoted_passwords_and_webhook_paths_by_the_parsed_plan() {
 /// terminal's title, erase the line) and a credential, and the migration in `synthetic`, its
 /// source the server of `port` (ESC sequences and a password in its error page).
 fn hostile_names_bench(port: u16) -> (Bench, String) {
-    let plan = include_str!("../../plans/local.yaml").replacen(
+    let plan = include_str!("../../../plans/local.yaml").replacen(
         "name: probe ok,",
         r#"name: "\e]0;owned\a\e[2Kprobe ok via http://gateusr:G4tePassw0rd@gate.example/","#,
         1,
     );
-    assert_ne!(plan, include_str!("../../plans/local.yaml"));
+    assert_ne!(plan, include_str!("../../../plans/local.yaml"));
     let b = Bench::with_plan(&plan);
     b.indicators.all_green();
     b.init();

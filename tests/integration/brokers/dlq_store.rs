@@ -513,7 +513,7 @@ fn the_dead_letter_story(d: DlqBench) {
         new.declare(&old_queue).await.unwrap();
         new
     });
-    let yaml = include_str!("../../plans/local.yaml")
+    let yaml = include_str!("../../../plans/local.yaml")
         .replace(
             OLD_BROKER_LINE,
             &format!("old: {{ name: rabbitmq, kind: rabbitmq, url: \"{amqp}\", queue: {old_queue}, dead_letter: {old_queue}.dlq }}"),

@@ -21,7 +21,7 @@
 //! key turns it into a blocked duplicate.
 //!
 //! ```text
-//! cargo run --example consumer -- --db /tmp/consumer.db \
+//! cargo run --example broker_consumer -- --db /tmp/consumer.db \
 //!     --old rabbitmq=amqp://guest:guest@127.0.0.1:5672/%2f --old-queue orders \
 //!     --new nats=nats://127.0.0.1:4222 --new-queue ORDERS --metrics 127.0.0.1:9464
 //! ```

@@ -270,7 +270,7 @@ fn status_watch_redraws_in_place_as_the_migration_moves() {
 #[ignore = "needs tmux (scripts/ui_tools.sh install)"]
 fn status_watch_80x24_with_three_unevaluated_gates_keeps_its_footer() {
     let gate = "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }";
-    let plan = include_str!("../../plans/local.yaml").replace(
+    let plan = include_str!("../../../plans/local.yaml").replace(
         gate,
         &format!(
             "{gate}\n{}\n{}",

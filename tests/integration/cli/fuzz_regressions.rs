@@ -49,42 +49,42 @@ fn plan_crash_issue_31_seeds_are_refused_at_their_bounds() {
     let seeds: &[(&str, &str, &str)] = &[
         (
             "alias-bomb",
-            include_str!("../../fuzz/corpus/plan/alias-bomb.yaml"),
+            include_str!("../../../fuzz/corpus/plan/alias-bomb.yaml"),
             "aliases (*name) are expanded",
         ),
         (
             "alias-of-long-text",
-            include_str!("../../fuzz/corpus/plan/alias-of-long-text.yaml"),
+            include_str!("../../../fuzz/corpus/plan/alias-of-long-text.yaml"),
             "",
         ),
         (
             "deep-flow",
-            include_str!("../../fuzz/corpus/plan/deep-flow.yaml"),
+            include_str!("../../../fuzz/corpus/plan/deep-flow.yaml"),
             "levels deep|block style",
         ),
         (
             "deep-flow-after-syntax-error",
-            include_str!("../../fuzz/corpus/plan/deep-flow-after-syntax-error.yaml"),
+            include_str!("../../../fuzz/corpus/plan/deep-flow-after-syntax-error.yaml"),
             "levels deep|block style",
         ),
         (
             "deep-block",
-            include_str!("../../fuzz/corpus/plan/deep-block.yaml"),
+            include_str!("../../../fuzz/corpus/plan/deep-block.yaml"),
             "levels deep",
         ),
         (
             "long-keys",
-            include_str!("../../fuzz/corpus/plan/long-keys.yaml"),
+            include_str!("../../../fuzz/corpus/plan/long-keys.yaml"),
             "",
         ),
         (
             "probe-rate-1e-20",
-            include_str!("../../fuzz/corpus/plan/probe-rate-1e-20.yaml"),
+            include_str!("../../../fuzz/corpus/plan/probe-rate-1e-20.yaml"),
             "phases.synthetic.probes.rate",
         ),
         (
             "duration-past-ten-years",
-            include_str!("../../fuzz/corpus/plan/duration-past-ten-years.yaml"),
+            include_str!("../../../fuzz/corpus/plan/duration-past-ten-years.yaml"),
             "10 years",
         ),
     ];
@@ -108,7 +108,7 @@ fn plan_crash_issue_31_seeds_are_refused_at_their_bounds() {
 #[test]
 fn envelope_crash_over_long_line_is_skipped_under_a_cap() {
     use queue_migrate::dlq::lines::{Content, LineReader};
-    let line = include_bytes!("../../fuzz/corpus/envelope/over-long-line.jsonl");
+    let line = include_bytes!("../../../fuzz/corpus/envelope/over-long-line.jsonl");
     let body = line.strip_suffix(b"\n").unwrap_or(line);
     assert!(DeadLetter::from_line(body).is_ok());
     let twice = [&line[..], &line[..]].concat();

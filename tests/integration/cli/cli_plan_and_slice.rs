@@ -39,7 +39,7 @@ fn shipped_plans_check_and_print_derived_values() {
 fn a_bad_plan_reports_every_error_with_its_line_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
-    let yaml = include_str!("../../plans/local.yaml")
+    let yaml = include_str!("../../../plans/local.yaml")
         .replace("steps: [1, 4, 8]", "steps: [4, 1, 8]")
         .replace("max_backoff: 2m", "max_backoff: 2 parsecs")
         .replace(

@@ -556,7 +556,7 @@ fn concurrent_commands_never_both_apply() {
 
 #[test]
 fn the_drain_gate_waits_for_the_old_dead_letters_to_be_closed() {
-    let yaml = include_str!("../../plans/local.yaml")
+    let yaml = include_str!("../../../plans/local.yaml")
         .replace(
             "  app: { scrape: \"${QM_SCRAPE_URL}\" }",
             "  app: { scrape: \"${QM_SCRAPE_URL}\" }\n  old_dlq: { dead_letters: local.dlq.ndjson }",
@@ -718,7 +718,7 @@ fn routing_into_a_full_disk_says_cannot_write_and_exits_1() {
 /// plans/local.yaml whose broker URLs are `${OLD_BROKER_URL}` and `${NEW_BROKER_URL}` (passwords
 /// the on-call machine does not have), renamed `name`.
 fn plan_with_broker_secrets(name: &str) -> String {
-    include_str!("../../plans/local.yaml")
+    include_str!("../../../plans/local.yaml")
         .replacen("name: local", &format!("name: {name}"), 1)
         .replacen("local.routing.json", &format!("{name}.routing.json"), 1)
         .replacen("\"amqp://127.0.0.1:5672/%2f\"", "\"${OLD_BROKER_URL}\"", 1)
@@ -912,7 +912,7 @@ fn status_lists_every_migration_when_one_stored_plan_cannot_resolve_here() {
 
 #[test]
 fn a_transition_whose_etcd_endpoint_is_not_set_here_commits_and_reports_the_publisher_behind() {
-    let yaml = include_str!("../../plans/local.yaml").replacen(
+    let yaml = include_str!("../../../plans/local.yaml").replacen(
         "routing: { file: local.routing.json }",
         "routing:\n  file: local.routing.json\n  etcd: { endpoint: \"${QM_ETCD_URL}\", key: /qm/local/routing }",
         1,
@@ -960,7 +960,7 @@ fn columns(text: &str, needle: &str) -> Vec<usize> {
 #[test]
 fn tables_stay_aligned_with_cells_longer_than_28_characters() {
     let name = "orders-eu-west-1-checkout-to-nats-2026";
-    let plan = include_str!("../../plans/local.yaml")
+    let plan = include_str!("../../../plans/local.yaml")
         .replace("name: local\n", &format!("name: {name}\n"))
         .replace(
             "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }",
@@ -1110,7 +1110,7 @@ fn a_slice_step_reads_the_same_in_status_history_and_from() {
 #[test]
 fn status_at_columns_80_prints_no_line_over_80_characters() {
     let name = "orders-eu-west-1-checkout-to-nats-2026";
-    let plan = include_str!("../../plans/local.yaml")
+    let plan = include_str!("../../../plans/local.yaml")
         .replace("name: local\n", &format!("name: {name}\n"))
         .replace(
             "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }",

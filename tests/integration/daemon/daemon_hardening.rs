@@ -657,7 +657,7 @@ async fn a_plan_that_does_not_compile_here_is_reported_on_its_routing_and_in_sta
 /// rounded down to whole seconds).
 #[test]
 fn the_banner_says_the_interval_given() {
-    let bench = Bench::with_plan(include_str!("../../plans/local.yaml"));
+    let bench = Bench::with_plan(include_str!("../../../plans/local.yaml"));
     bench.indicators.all_green();
     bench.init();
     let cmd = bench.command(&[
@@ -694,7 +694,7 @@ fn the_banner_says_the_interval_given() {
 #[test]
 fn a_flood_of_idle_connections_under_a_low_descriptor_limit_does_not_stop_the_guards() {
     let bench = Bench::with_plan(
-        &include_str!("../../plans/local.yaml")
+        &include_str!("../../../plans/local.yaml")
             .replace("\"${QM_SCRAPE_URL}\"", "\"file:scrape-url\""),
     );
     bench.indicators.all_green();
@@ -782,7 +782,7 @@ async fn a_reason_with_a_newline_is_one_line_in_the_log_and_the_webhook_text() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let yaml = include_str!("../../plans/local.yaml")
+    let yaml = include_str!("../../../plans/local.yaml")
         .replace("auto_advance: true", "auto_advance: false")
         .replace(
             "routing: { file: local.routing.json }",

@@ -54,12 +54,15 @@ async fn declare_creates_the_topic_with_the_urls_partitions() {
 async fn dead_letters_are_triaged_by_another_process() {
     let adapter = Server::Tansu.adapter(3).await;
     let dlq = Server::Tansu.topic(&adapter, "tansu-dlq", 3).await;
-    for (i, line) in crate::dlq_broker::three_dead_letters().iter().enumerate() {
+    for (i, line) in crate::brokers::dlq_broker::three_dead_letters()
+        .iter()
+        .enumerate()
+    {
         let m = Message::new(line.as_bytes().to_vec()).with_header(HEADER_KEY, format!("k{i}"));
         adapter.publish(&dlq, &m).await.unwrap();
     }
     let url = format!("kafka://{}", Server::Tansu.bootstrap());
-    let bench = crate::dlq_broker::bench_for("kafka", &url, &dlq);
+    let bench = crate::brokers::dlq_broker::bench_for("kafka", &url, &dlq);
     let args: Vec<&str> = "dlq triage --from-broker local --format json"
         .split(' ')
         .collect();

@@ -502,7 +502,7 @@ async fn the_lag_source_rises_drains_and_the_drain_gate_waits_for_its_for() {
     let adapter = connect().await;
     let t = topic("kafka-lag", 3);
     let group = format!("{t}-consumer");
-    let yaml = include_str!("../../../plans/events-kafka-to-nats.yaml")
+    let yaml = include_str!("../../../../plans/events-kafka-to-nats.yaml")
         .replace("topics: [events]", &format!("topics: [{t}]"))
         .replace("topic=\"events\"", &format!("topic=\"{t}\""))
         .replace("group: events-consumer", &format!("group: {group}"));

@@ -1,11 +1,7 @@
 //! `migrate run`: the controller loop, its API, console and logs, hardening against hostile input,
 //! misbehaving sources, failover on real stores, SIGKILL in the middle of transitions.
 //!
-//! One test binary for the area (ripgrep's habit: a module per topic, `tests/common` compiled
-//! once). Filter a topic by its module: `cargo test --test daemon -- core::`.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! Filter a topic by its path: `cargo test --test integration -- daemon::core::`.
 
 mod advance_memory_race;
 mod console;

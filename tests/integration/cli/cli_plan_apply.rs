@@ -6,7 +6,7 @@ use crate::common;
 
 use common::Bench;
 
-const PLAN: &str = include_str!("../../plans/local.yaml");
+const PLAN: &str = include_str!("../../../plans/local.yaml");
 
 /// A bench whose migration is at `slices[step]`.
 fn at_slice_step(step: u64) -> Bench {

@@ -15,7 +15,7 @@ use common::Indicators;
 
 /// A plan that runs in seconds of real time: no minimum times, a 2 s quiet period.
 fn fast_plan(extra_routing: &str) -> String {
-    include_str!("../../plans/local.yaml")
+    include_str!("../../../plans/local.yaml")
         .replace("observe: 1m", "observe: 0s")
         .replace("retain: 2m", "retain: 0s")
         .replace("max_backoff: 2m", "max_backoff: 1s")

@@ -17,10 +17,10 @@
 //! consumer's database. SIGTERM stops it between two events.
 //!
 //! ```text
-//! cargo run --example producer -- --migration orders --daemon http://127.0.0.1:8480 \
+//! cargo run --example broker_producer -- --migration orders --daemon http://127.0.0.1:8480 \
 //!     --old rabbitmq=amqp://guest:guest@127.0.0.1:5672/%2f --old-queue orders \
 //!     --new nats=nats://127.0.0.1:4222 --new-queue ORDERS --rate 50 --count 1000
-//! cargo run --example producer -- --old rabbitmq=amqp://... --ingress orders.ingress --count 1000
+//! cargo run --example broker_producer -- --old rabbitmq=amqp://... --ingress orders.ingress --count 1000
 //! ```
 
 mod support;

@@ -13,7 +13,7 @@ use super::{
     DlqBench, bench_for, drain_rabbitmq, envelope, on_store, three_dead_letters, timed_out, unique,
     url,
 };
-use crate::brokers_real::kafka::{OwnCluster, bootstrap, create_topic, records};
+use crate::brokers::brokers_real::kafka::{OwnCluster, bootstrap, create_topic, records};
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]

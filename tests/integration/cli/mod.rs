@@ -1,11 +1,7 @@
 //! The `migrate` binary as a person runs it: plans, status, history, the demo (also in tmux), the
 //! backtest, the deployment manifests, the exposition parser and the fuzzers' regressions.
 //!
-//! One test binary for the area (ripgrep's habit: a module per topic, `tests/common` compiled
-//! once). Filter a topic by its module: `cargo test --test cli -- cli_migration::`.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! Filter a topic by its path: `cargo test --test integration -- cli::cli_migration::`.
 
 mod backtest_agrees;
 mod backtest_prometheus;

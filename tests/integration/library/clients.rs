@@ -64,9 +64,9 @@ fn the_python_client_passes_its_tests_against_the_vectors_and_the_docs() {
     run_own_tests("python3", "clients/python/test_queue_migrate.py");
 }
 
-/// plans/local.yaml in seconds of real time (as tests/daemon/daemon_real.rs runs it).
+/// plans/local.yaml in seconds of real time (as tests/integration/daemon/daemon_real.rs runs it).
 fn fast_plan() -> String {
-    include_str!("../../plans/local.yaml")
+    include_str!("../../../plans/local.yaml")
         .replace("observe: 1m", "observe: 0s")
         .replace("retain: 2m", "retain: 0s")
         .replace("max_backoff: 2m", "max_backoff: 1s")

@@ -11,7 +11,7 @@ use queue_migrate::brokers::{Adapter, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Subscr
 use queue_migrate::probe::{Probe, ProbeKind};
 use queue_migrate::stamp::{RouteLabel, RouteStamp};
 
-use crate::brokers_real::kafka::{bootstrap, create_topic, records};
+use crate::brokers::brokers_real::kafka::{bootstrap, create_topic, records};
 use crate::common::dlq_bench::NEW_BROKER_LINE;
 use crate::common::{Bench, DaemonChild};
 
@@ -25,7 +25,7 @@ fn the_daemons_probes_reach_a_kafka_topic_keyed_and_stamped() {
         queue_migrate::time::now_ms()
     );
     create_topic(&topic, 3);
-    let plan = include_str!("../../plans/local.yaml")
+    let plan = include_str!("../../../plans/local.yaml")
         .replace(
             NEW_BROKER_LINE,
             &format!("new: {{ name: kafka, kind: kafka, url: \"{kafka}\", queue: {topic} }}"),

@@ -24,7 +24,7 @@ use queue_migrate::store::{Commit, Fleet, any::AnyStore};
 use serde_json::json;
 
 fn plan() -> String {
-    include_str!("../../plans/local.yaml").to_string()
+    include_str!("../../../plans/local.yaml").to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,11 +1,7 @@
 //! The broker adapters' contract on real servers, the bridge, and dead letters (store, triage,
 //! replay, the broker story).
 //!
-//! One test binary for the area (ripgrep's habit: a module per topic, `tests/common` compiled
-//! once). Filter a topic by its module: `cargo test --test brokers -- brokers_real::`.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! Filter a topic by its path: `cargo test --test integration -- brokers::brokers_real::`.
 
 mod bridge_properties_real;
 mod bridge_real;
