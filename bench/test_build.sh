@@ -5,8 +5,11 @@
 #   2. `cargo test --no-run` after touching src/lib.rs (the application crate's root);
 #   3. the same after touching a file of the client crate, where the tree has one.
 # Run it on an idle machine; each tree's target directory is made anew under /tmp.
+# Cargo's defaults (incremental builds of the workspace's crates, as the README's `cargo test` runs
+# on a developer's machine) unless CARGO_INCREMENTAL=0 is set (as .ci/run does).
 set -u
-export CARGO_INCREMENTAL=0 CARGO_TERM_COLOR=never
+export CARGO_TERM_COLOR=never
+echo "CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-unset, cargo defaults}; $(nproc) cores; $(date -u +%FT%TZ)"
 secs() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; local rc=$?; e=$(date +%s.%N); printf '%.1f s (rc %d)' "$(echo "$e - $s" | bc)" "$rc"; }
 for w in "${BEFORE:-/work/wt/before}" "${AFTER:-/work/wt/after}"; do
   cd "$w" || exit 1
