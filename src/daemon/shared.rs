@@ -272,9 +272,22 @@ impl<S: Store + Clone + 'static> Shared<S> {
         }
     }
 
-    /// Send an event to the plan's webhooks.
+    /// Send an event to the plan's webhooks, under the epoch its decision was made under.
     pub(super) fn event(
         &self,
+        loaded: &Loaded,
+        kind: EventKind,
+        text: String,
+        details: serde_json::Value,
+    ) {
+        let epoch = self.store.fence().decided_under();
+        self.event_under(epoch, loaded, kind, text, details);
+    }
+
+    /// [`Shared::event`] under `epoch`, read before the awaits that led to it.
+    fn event_under(
+        &self,
+        epoch: Option<i64>,
         loaded: &Loaded,
         kind: EventKind,
         text: String,
@@ -284,7 +297,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             &loaded.plan.notify.webhooks,
             Event {
                 idempotency_key: idempotency_key(&loaded.record, kind, &details, self.now_ms()),
-                epoch: self.store.fence().epoch(),
+                epoch,
                 event: kind,
                 migration: loaded.record.name.clone(),
                 state: loaded.record.state.name().to_string(),
@@ -308,7 +321,11 @@ impl<S: Store + Clone + 'static> Shared<S> {
             m.generation = Some(previous.map_or(generation, |p| p.max(generation)));
             previous
         });
-        if !self.is_leader() {
+        // The epoch is read with the leadership, before the journal read: a leader paused
+        // there may have lost the lease by its end, and its commit went through under this one.
+        let fence = self.store.fence();
+        let epoch = fence.decided_under();
+        if !self.is_leader() || (fence.is_armed() && epoch.is_none()) {
             return;
         }
         if let Some(prev) = previous
@@ -329,7 +346,8 @@ impl<S: Store + Clone + 'static> Shared<S> {
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default()
             );
-            self.event(
+            self.event_under(
+                epoch,
                 loaded,
                 EventKind::Transition,
                 text,

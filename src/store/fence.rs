@@ -105,6 +105,17 @@ impl FenceCell {
             .and_then(|a| *a.epoch.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// The epoch a decision being made now is made under: the round's ([`in_round`]) when
+    /// inside one, else the one held now. What an event about that decision carries: a round
+    /// whose commit went through before the lease was lost announces it under the epoch that
+    /// commit proved, not under none.
+    pub fn decided_under(&self) -> Option<i64> {
+        self.0.as_ref()?;
+        ROUND_EPOCH
+            .try_with(|e| *e)
+            .unwrap_or_else(|_| self.epoch())
+    }
+
     /// How many writes were refused since the cell was armed.
     pub fn refused(&self) -> u64 {
         self.0
@@ -149,5 +160,28 @@ impl FenceCell {
             holder,
             epoch,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_decision_is_made_under_the_epoch_its_round_started_with() {
+        assert_eq!(FenceCell::default().decided_under(), None);
+        let cell = FenceCell::armed("controller", "a");
+        cell.set_epoch(Some(3));
+        assert_eq!(cell.decided_under(), Some(3));
+        in_round(Some(3), async {
+            // The lease lost, or held again under another epoch, during the round.
+            cell.set_epoch(None);
+            assert_eq!(cell.decided_under(), Some(3));
+            cell.set_epoch(Some(4));
+            assert_eq!(cell.decided_under(), Some(3));
+            assert!(cell.demand("a write").is_err());
+        })
+        .await;
+        assert_eq!(cell.decided_under(), Some(4));
     }
 }

@@ -504,6 +504,78 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
     d.stop().await;
 }
 
+/// Regression (the Jepsen suite's pause-mid-commit): a leader paused between its commit and the
+/// journal read that announces it lost the lease meanwhile, and announced the transition, which
+/// had committed under its epoch, with no epoch at all. It carries the epoch of the round that
+/// decided it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transition_announced_after_the_lease_was_lost_carries_the_epoch_it_was_decided_under() {
+    use queue_migrate::store::fence::{FenceCell, in_round};
+    let (yaml, got) = webhook_receiver(&plan()).await;
+    let w = DaemonWorld::new(&yaml).await;
+    let cell = FenceCell::armed("controller", "a");
+    let clock = Arc::new(AtomicI64::new(T0 * 1000));
+    let shared = Shared::new(
+        w.store.clone().fenced(cell.clone()),
+        daemon_config(clock.clone()),
+        w.resolve.clone(),
+    )
+    .unwrap();
+    shared.leader.store(true, Ordering::SeqCst);
+    cell.set_epoch(Some(7));
+    let now = T0 * 1000;
+    // The round's first sight of the migration: not news. (Its writes are refused: no lease
+    // row proves epoch 7. What matters here is what it announces.)
+    let _ = in_round(
+        Some(7),
+        tick_in_round(&shared, &shared.fetcher, None, Read::Store("local"), now),
+    )
+    .await;
+    // A transition commits; the lease is lost before the round that committed it announces it.
+    let actor = Actor {
+        name: "alice".into(),
+        reason: None,
+    };
+    w.controller(&Fetcher::new(Duration::from_secs(2)).unwrap())
+        .advance("local", &AdvanceOptions::default(), &actor, now + 1_000)
+        .await
+        .unwrap();
+    cell.set_epoch(None);
+    let _ = in_round(
+        Some(7),
+        tick_in_round(
+            &shared,
+            &shared.fetcher,
+            None,
+            Read::Store("local"),
+            now + 2_000,
+        ),
+    )
+    .await;
+    let transition = || {
+        got.lock()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"] == "transition")
+            .cloned()
+    };
+    for _ in 0..400 {
+        if transition().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let event = transition().expect("the committed transition is announced");
+    assert_eq!(event["epoch"], 7, "{event}");
+    assert!(
+        event["idempotency_key"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:"),
+        "{event}"
+    );
+}
+
 /// Issue 44: a `standing` webhook is posted when where a migration stands changes kind, and
 /// never for the first standing a daemon sees (a start or a restart is not news). Each pause
 /// below is made while no daemon runs, so a `needs_person` event could only be a first sight.
