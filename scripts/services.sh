@@ -25,8 +25,8 @@
 #   etcd        etcd 3.4, client 2379 (+ v3 JSON gateway), peer 2380, metrics 2381
 #   prometheus  Prometheus 2.42, port 9090, scrapes itself and RabbitMQ every second
 #   kafka       librdkafka's mock cluster (3 brokers, random loopback ports) in `qm-kafka-mock`,
-#               built here with `cargo build --features kafka` (install: the C toolchain and zlib
-#               librdkafka's bundled build needs); QM_TEST_KAFKA_BOOTSTRAP, and
+#               built here with `cargo build --all-features` (the build .ci/run tests; install:
+#               the C toolchain and zlib librdkafka's bundled build needs); QM_TEST_KAFKA_BOOTSTRAP, and
 #               QM_TEST_KAFKA_CONTROL (its control port: `topic NAME PARTITIONS`,
 #               `leader TOPIC PARTITION ID`, `down ID`, `up ID`)
 #   tansu       Tansu 0.6.0, a second Kafka-protocol broker (Apache-2.0, Rust): one broker on
@@ -242,7 +242,7 @@ start_kafka() {
   local bin=${QM_KAFKA_MOCK:-}
   if [ -z "$bin" ]; then
     local root; root=$(cd "$(dirname "$0")/.." && pwd)
-    (cd "$root" && cargo build --quiet --features kafka --bin qm-kafka-mock)
+    (cd "$root" && cargo build --quiet --all-features --bin qm-kafka-mock)
     bin="${CARGO_TARGET_DIR:-$root/target}/debug/qm-kafka-mock"
   fi
   bg kafka "$bin" --brokers 3

@@ -77,8 +77,9 @@ RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
 
 echo "e2e: building migrate and the example apps"
 if [ -n "$KAFKA" ]; then
-  # The feature set `scripts/services.sh start kafka` builds the mock with: one build of the crate.
-  cargo build --quiet --features kafka --bin migrate --bin qm-kafka-mock --example broker_producer --example broker_consumer
+  # The feature set `scripts/services.sh start kafka` builds the mock with, and .ci/run's
+  # `cargo test --all-features`: one build of the crate.
+  cargo build --quiet --all-features --bin migrate --bin qm-kafka-mock --example broker_producer --example broker_consumer
 else
   cargo build --quiet --bin migrate --example broker_producer --example broker_consumer
 fi
