@@ -58,7 +58,8 @@ use crate::plan::BridgeKey;
 use crate::router::Router;
 use crate::routing::Side;
 use crate::stamp::{HEADER_PRODUCER, RouteStamp};
-use crate::store::lease_keeper::{LeaseKeeper, LeaseStore, Renewal};
+use crate::store::LeaseStore;
+use crate::store::lease_keeper::{LeaseKeeper, Renewal};
 use crate::store::traits::*;
 
 use metrics::BridgeMetrics;

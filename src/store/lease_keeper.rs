@@ -21,48 +21,9 @@
 //!   database's clock as they follow it: [`crate::time::DbClock`]); only tokio's clock bounds a
 //!   renewal. SQL stores take, renew and expire leases on the database's clock in the statement.
 
-use std::future::Future;
 use std::time::Duration;
 
-use super::{Lease, Store, StoreError};
-
-/// What a [`LeaseKeeper`] needs of a store: the two lease calls of [`Store`].
-pub trait LeaseStore: Send + Sync {
-    /// See [`LeaseStore::acquire_lease`].
-    fn acquire_lease(
-        &self,
-        lease: &str,
-        holder: &str,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
-    /// See [`LeaseStore::release_lease`].
-    fn release_lease(
-        &self,
-        lease: &str,
-        holder: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-}
-
-impl<S: Store> LeaseStore for S {
-    fn acquire_lease(
-        &self,
-        lease: &str,
-        holder: &str,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> impl Future<Output = Result<Lease, StoreError>> + Send {
-        super::LeaseStore::acquire_lease(self, lease, holder, now_ms, ttl_ms)
-    }
-
-    fn release_lease(
-        &self,
-        lease: &str,
-        holder: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        super::LeaseStore::release_lease(self, lease, holder)
-    }
-}
+use super::{Lease, LeaseStore, StoreError};
 
 /// What asking for the lease answered.
 #[derive(Debug)]

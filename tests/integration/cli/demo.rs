@@ -9,7 +9,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// tests that read it (a whole simulated migration takes 8-30 s in a debug build): the exit code
 /// and the report.
 fn demo(args: &[&str]) -> (i32, serde_json::Value) {
-    type Runs = Mutex<HashMap<String, Arc<OnceLock<(i32, serde_json::Value)>>>>;
+    let (code, stdout) = demo_output(args);
+    let report: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}):\n{stdout}"));
+    (code, report)
+}
+
+/// The exit code and the standard output of the shared run of `migrate demo --json ARGS`.
+fn demo_output(args: &[&str]) -> (i32, String) {
+    type Runs = Mutex<HashMap<String, Arc<OnceLock<(i32, String)>>>>;
     static RUNS: OnceLock<Runs> = OnceLock::new();
     let run = RUNS
         .get_or_init(Runs::default)
@@ -21,8 +29,9 @@ fn demo(args: &[&str]) -> (i32, serde_json::Value) {
     run.get_or_init(|| run_demo(args)).clone()
 }
 
-/// A run of `migrate demo --json ARGS`.
-fn run_demo(args: &[&str]) -> (i32, serde_json::Value) {
+/// A run of `migrate demo --json ARGS`: its exit code and standard output (its standard error
+/// after it when that is not JSON, for the failure's message).
+fn run_demo(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
         .arg("demo")
         .arg("--json")
@@ -30,14 +39,11 @@ fn run_demo(args: &[&str]) -> (i32, serde_json::Value) {
         .env_remove("MIGRATE_STATE")
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not a JSON report ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report)
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if serde_json::from_str::<serde_json::Value>(&text).is_err() {
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    (out.status.code().unwrap_or(-1), text)
 }
 
 fn assert_invariants(code: i32, r: &serde_json::Value) {
@@ -83,9 +89,11 @@ fn seed_1_completes_with_every_invariant() {
     assert!(r["redeliveries"].as_i64().unwrap() > 0);
 }
 
+/// Seed 5's run is also one of the three that `demo_json_prints_the_routes_in_the_same_order_on_every_run`
+/// compares.
 #[test]
-fn seed_7_completes_with_every_invariant() {
-    let (code, r) = demo(&["--seed", "7"]);
+fn seed_5_completes_with_every_invariant() {
+    let (code, r) = demo(&["--seed", "5"]);
     assert_invariants(code, &r);
 }
 
@@ -154,17 +162,13 @@ fn broker_outage_holds_the_gates_advances_nothing_and_loses_nothing() {
 
 /// The same seed gives the same run, to the byte: the JSON report of three runs of a seed is the
 /// same text (but the temporary plan path's process id). Regression: the routes' counts were a
-/// `HashMap`, printed in a different order from one process to the next.
+/// `HashMap`, printed in a different order from one process to the next. The first of the three
+/// is the run `seed_5_completes_with_every_invariant` reads.
 #[test]
 fn demo_json_prints_the_routes_in_the_same_order_on_every_run() {
-    let text = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
-            .args(["demo", "--json", "--seed", "5"])
-            .env_remove("MIGRATE_STATE")
-            .output()
-            .unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
-        // The init entry names the temporary plan path, which holds the process id.
+    let args = ["--seed", "5"];
+    // The init entry names the temporary plan path, which holds the process id.
+    let without_pid = |text: String| {
         let marker = "queue-migrate-demo-";
         match text.find(marker) {
             Some(at) => {
@@ -175,12 +179,12 @@ fn demo_json_prints_the_routes_in_the_same_order_on_every_run() {
             None => text,
         }
     };
-    let first = text();
+    let first = without_pid(demo_output(&args).1);
     let new = first.find("\"new\":").expect("a count for the new route");
     let old = first.find("\"old\":").expect("a count for the old route");
     assert!(new < old, "routes in name order:\n{first}");
     for _ in 0..2 {
-        assert_eq!(text(), first);
+        assert_eq!(without_pid(run_demo(&args).1), first);
     }
 }
 
