@@ -44,7 +44,8 @@ pub struct Event {
     pub text: String,
     pub at: String,
     pub details: serde_json::Value,
-    /// The lease epoch of the daemon that sent it (`null`: none): of two senders of one event,
+    /// The lease epoch the sending daemon decided it under (`null`: none): its round's, even if
+    /// the lease was lost between the commit and the announcement; of two senders of one event,
     /// the higher epoch is the later leader.
     pub epoch: Option<i64>,
     /// The same for every delivery of one event, whoever sends it (a transition's:
