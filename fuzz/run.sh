@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz every target for a while: fuzz/run.sh [SECONDS_PER_TARGET] (default 20).
+# fuzz/run.sh --build-only builds the targets and stops (.ci/run builds them early, on idle CPU).
 #
 # Installs cargo-fuzz when it is missing, builds all targets once (release, debug assertions and
 # overflow checks on, AddressSanitizer), then runs each target in turn for SECONDS_PER_TARGET
@@ -15,9 +16,12 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 
+build_only=
 seconds="${1:-20}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-  echo "usage: fuzz/run.sh [SECONDS_PER_TARGET]" >&2
+if [ "$seconds" = --build-only ]; then
+  build_only=1
+elif ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "usage: fuzz/run.sh [SECONDS_PER_TARGET | --build-only]" >&2
   exit 2
 fi
 read -r -a targets <<< "${QM_FUZZ_TARGETS:-plan exposition promql envelope}"
@@ -58,6 +62,11 @@ else
   for t in "${targets[@]}"; do
     "${cargo_fuzz[@]}" build "${build_flags[@]}" "$t"
   done
+fi
+
+if [ -n "$build_only" ]; then
+  echo "== built ${targets[*]}"
+  exit 0
 fi
 
 mkdir -p "$here/target/logs"
