@@ -72,6 +72,11 @@
 //!
 //! [`slice`]: mod@slice
 
+// The unit tests too run two threads per core (tests/integration/main.rs).
+#[cfg(test)]
+#[path = "../tests/common/test_threads.rs"]
+mod test_threads;
+
 pub mod oneline;
 pub mod outgoing;
 pub mod time;

@@ -17,20 +17,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-/// Unless `RUST_TEST_THREADS` or `--test-threads` says otherwise, two test threads per core:
-/// most of these tests wait on a child process, a daemon's tick or a timer rather than compute,
-/// and with one thread per core the cores idled a third of the run (`cargo test` on 2 cores:
-/// 128.6 s with 2 threads, 88.0 s with 4; BENCHMARKS.md). libtest reads the variable when it
-/// starts running tests, after this constructor.
-#[ctor::ctor(unsafe)]
-fn two_test_threads_per_core() {
-    if std::env::var_os("RUST_TEST_THREADS").is_none() {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        // SAFETY: constructors run before `main`, while this process has one thread: nothing
-        // reads the environment concurrently.
-        unsafe { std::env::set_var("RUST_TEST_THREADS", (2 * cores).to_string()) };
-    }
-}
+/// Two test threads per core (`cargo test` on 2 cores: this binary 128.6 s with 2 threads, 88.0 s
+/// with 4).
+#[path = "../common/test_threads.rs"]
+mod test_threads;
 
 mod brokers;
 mod cli;

@@ -328,3 +328,50 @@ fn demo_text_report_has_the_fault_window_and_ends_with_a_verdict() {
         "{last}"
     );
 }
+
+/// Every frame's state and standing, as the live view would print them.
+#[derive(Default)]
+struct Standings(Vec<(String, String)>);
+
+impl queue_migrate::sim::view::View for Standings {
+    fn frame(&mut self, f: &queue_migrate::sim::view::Frame<'_>) {
+        self.0.push((f.state.clone(), f.standing.sentence()));
+    }
+    fn event(&mut self, _: &queue_migrate::sim::view::Event) {}
+}
+
+/// Regression (issue 44): entering `disconnect`, its gate's `increase(...[1h])` window held
+/// one sample of the world's perfectly reachable `/metrics`, and the view said "blind:
+/// source world unreachable". Too few samples only takes time: the view says it waits for
+/// data, and no frame of the run calls a source blind (the demo has no outage without
+/// `--fault`). In process, to read the frames; here rather than among the unit tests, where it
+/// ran alone for the last 9 s of their run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_disconnect_with_too_few_samples_is_not_blind() {
+    use queue_migrate::sim::demo::{Options, run};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        seed: 1,
+        fault: None,
+        dir: dir.path().to_path_buf(),
+        speed: None,
+    };
+    let mut view = Standings::default();
+    let report = run(&opts, &mut view).await.unwrap();
+    assert!(report.ok, "{:?}", report.violations);
+    let disconnect: Vec<&(String, String)> =
+        view.0.iter().filter(|(s, _)| s == "disconnect").collect();
+    assert!(!disconnect.is_empty(), "the run went through disconnect");
+    let blind: Vec<&(String, String)> = view
+        .0
+        .iter()
+        .filter(|(_, s)| s.starts_with("blind"))
+        .collect();
+    assert!(blind.is_empty(), "no source is down in the demo: {blind:?}");
+    assert!(
+        disconnect
+            .iter()
+            .any(|(_, s)| s.starts_with("waiting for data: no producer on old for 1h")),
+        "{disconnect:?}"
+    );
+}
