@@ -26,9 +26,9 @@
 #   prometheus  Prometheus 2.42, port 9090, scrapes itself and RabbitMQ every second
 #   kafka       librdkafka's mock cluster (3 brokers, random loopback ports) in `qm-kafka-mock`,
 #               built here with `cargo build --all-features` (the build .ci/run tests; install:
-#               the C toolchain and zlib librdkafka's bundled build needs); QM_TEST_KAFKA_BOOTSTRAP, and
-#               QM_TEST_KAFKA_CONTROL (its control port: `topic NAME PARTITIONS`,
-#               `leader TOPIC PARTITION ID`, `down ID`, `up ID`)
+#               the C toolchain and zlib librdkafka's bundled build needs);
+#               QM_TEST_KAFKA_BOOTSTRAP, and QM_TEST_KAFKA_CONTROL (its control port:
+#               `topic NAME PARTITIONS`, `leader TOPIC PARTITION ID`, `down ID`, `up ID`)
 #   tansu       Tansu 0.6.0, a second Kafka-protocol broker (Apache-2.0, Rust): one broker on
 #               127.0.0.1:${QM_TANSU_PORT:-19092}, in-memory storage; QM_TEST_TANSU_BOOTSTRAP. Install:
 #               `cargo install --locked tansu@0.6.0 --features dynostore` when `tansu` is not on
