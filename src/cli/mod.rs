@@ -155,10 +155,13 @@ pub enum Cmd {
 }
 
 impl Cli {
-    /// Tokio worker threads for the command: the bridge's `--threads`, two for everything else.
+    /// Tokio worker threads for the command: the bridge's `--threads`; one for the demo (a single
+    /// simulated world whose every step waits on SQLite's worker thread: a second worker only
+    /// adds wake-ups); two for everything else.
     pub fn worker_threads(&self) -> usize {
         match &self.command {
             Cmd::Bridge(a) => usize::from(a.threads),
+            Cmd::Demo(_) => 1,
             _ => 2,
         }
     }
@@ -449,6 +452,7 @@ mod tests {
             Some(3)
         );
         assert_eq!(threads(&["migrate", "run"]), Some(2));
+        assert_eq!(threads(&["migrate", "demo"]), Some(1));
         assert_eq!(
             threads(&["migrate", "bridge", "orders", "--threads", "0"]),
             None
