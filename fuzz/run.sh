@@ -10,7 +10,8 @@
 #
 # cargo-fuzz needs nightly rustc flags: it uses `cargo +nightly` when rustup has a nightly
 # toolchain, otherwise the default toolchain with RUSTC_BOOTSTRAP=1. Set QM_FUZZ_TARGETS to run
-# only some targets (e.g. QM_FUZZ_TARGETS="plan envelope").
+# only some targets (e.g. QM_FUZZ_TARGETS="plan envelope"), QM_FUZZ_JOBS=N to run N targets at
+# a time.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -25,6 +26,10 @@ elif ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 read -r -a targets <<< "${QM_FUZZ_TARGETS:-plan exposition promql envelope}"
+if ! [[ "${QM_FUZZ_JOBS:-1}" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz/run.sh: QM_FUZZ_JOBS must be a whole number of targets at a time, not '$QM_FUZZ_JOBS'" >&2
+  exit 2
+fi
 
 # Largest input per target: plans are small files; the others are HTTP bodies or export lines.
 max_len() {
@@ -70,19 +75,19 @@ if [ -n "$build_only" ]; then
 fi
 
 mkdir -p "$here/target/logs"
-failed=()
-for t in "${targets[@]}"; do
-  grown="$here/target/corpus/$t"
-  seeds="$here/corpus/$t"
+# Fuzz target $1 for $seconds; its summary (or its crash) on stdout; non-zero when it crashed.
+fuzz_one() {
+  local t=$1
+  local grown="$here/target/corpus/$t"
+  local seeds="$here/corpus/$t"
   if [ ! -d "$seeds" ]; then
     # libFuzzer exits 1 on a missing corpus directory, which would read as a crash.
-    echo "!! $t: no seed directory $seeds (the seeds are committed: is this a partial checkout?)" >&2
-    failed+=("$t")
-    continue
+    echo "!! $t: no seed directory $seeds (the seeds are committed: is this a partial checkout?)"
+    return 1
   fi
   mkdir -p "$grown" "$here/artifacts/$t"
-  log="$here/target/logs/$t.log"
-  dict=()
+  local log="$here/target/logs/$t.log"
+  local dict=()
   if [ -f "$here/dict/$t.dict" ]; then
     dict=(-dict="$here/dict/$t.dict")
   fi
@@ -93,12 +98,30 @@ for t in "${targets[@]}"; do
     -print_final_stats=1 "${dict[@]}" > "$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" | tail -n 2 || true
   else
-    failed+=("$t")
     tail -n 40 "$log"
+    local artifact
     artifact="$(grep -oE 'Test unit written to [^ ]+' "$log" | tail -n 1 | sed 's/.* written to //' || true)"
     echo "!! $t crashed; input: ${artifact:-see $here/artifacts/$t/}"
     echo "!! reproduce: (cd fuzz && ${cargo_fuzz[*]} run ${build_flags[*]} $t ${artifact:-ARTIFACT})"
+    return 1
   fi
+}
+
+# QM_FUZZ_JOBS targets at a time (default 1; .ci/run uses one per core), each one's summary
+# printed whole, in the targets' order.
+jobs="${QM_FUZZ_JOBS:-1}"
+failed=()
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  pids=()
+  for t in "${batch[@]}"; do
+    fuzz_one "$t" > "$here/target/logs/$t.summary" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${!batch[@]}"; do
+    wait "${pids[$k]}" || failed+=("${batch[$k]}")
+    cat "$here/target/logs/${batch[$k]}.summary"
+  done
 done
 
 if [ "${#failed[@]}" -gt 0 ]; then
