@@ -425,6 +425,35 @@ pub fn answering_server(
     port
 }
 
+/// How often [`poll_until`] and [`poll_until_async`] look.
+const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// What a poll waits for and how long it may: panics once that is spent.
+struct PollBudget<'a> {
+    what: &'a str,
+    timeout: std::time::Duration,
+    start: std::time::Instant,
+}
+
+impl<'a> PollBudget<'a> {
+    fn new(what: &'a str, timeout: std::time::Duration) -> Self {
+        PollBudget {
+            what,
+            timeout,
+            start: std::time::Instant::now(),
+        }
+    }
+
+    fn check(&self) {
+        if self.start.elapsed() >= self.timeout {
+            panic!(
+                "timed out after {:?} waiting for {}",
+                self.timeout, self.what
+            );
+        }
+    }
+}
+
 /// Poll `f` every 20 ms until it is true; panic with `what` after `timeout`. Returns how long it
 /// took.
 pub fn poll_until(
@@ -432,16 +461,26 @@ pub fn poll_until(
     timeout: std::time::Duration,
     mut f: impl FnMut() -> bool,
 ) -> std::time::Duration {
-    let start = std::time::Instant::now();
-    loop {
-        if f() {
-            return start.elapsed();
-        }
-        if start.elapsed() >= timeout {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let budget = PollBudget::new(what, timeout);
+    while !f() {
+        budget.check();
+        std::thread::sleep(POLL_EVERY);
     }
+    budget.start.elapsed()
+}
+
+/// [`poll_until`] for async tests: sleeping on the runtime's timer instead of blocking its thread.
+pub async fn poll_until_async(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> bool,
+) -> std::time::Duration {
+    let budget = PollBudget::new(what, timeout);
+    while !f() {
+        budget.check();
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    budget.start.elapsed()
 }
 
 /// A blocking `GET` over std: `(status, body)`, `None` when nothing usable came back.

@@ -222,24 +222,7 @@ async fn replay_to_a_broker_that_is_down(d: DlqBench) {
     let failed = keys.len() - want_old.len();
     assert!(failed <= 10, "every failure is named on stderr");
     let r = bench.ok(
-        &[
-            "dlq",
-            "replay",
-            "export.ndjson",
-            "--migration",
-            "local",
-            "--key-field",
-            "orderId",
-            "--no-dedup-key",
-            "--canary",
-            "0",
-            "--rate",
-            "1000",
-            "--by",
-            "ana",
-            "--queue",
-            "local.dlq",
-        ],
+        &replay_at_once(&["--key-field", "orderId", "--no-dedup-key"]),
         1,
     );
     assert!(
@@ -336,21 +319,7 @@ async fn replay_where_keys_route(d: DlqBench) {
     let want_old: Vec<&String> = keys.iter().filter(|k| !on_new(k)).collect();
     assert!(!want_new.is_empty() && !want_old.is_empty());
 
-    let mut args = vec![
-        "dlq",
-        "replay",
-        "export.ndjson",
-        "--migration",
-        "local",
-        "--canary",
-        "0",
-        "--rate",
-        "1000",
-        "--by",
-        "ana",
-        "--queue",
-        "local.dlq",
-    ];
+    let mut args = replay_at_once(&[]);
     let refused = bench.ok(&args, 2);
     assert!(
         refused.stderr.contains("--dedup-key") && refused.stderr.contains("--no-dedup-key"),
@@ -411,4 +380,26 @@ async fn replay_where_keys_route(d: DlqBench) {
             assert_eq!(stamp.producer, "migrate-dlq-replay");
         }
     }
+}
+
+/// `migrate dlq replay` of `export.ndjson` from `local.dlq` to migration `local` by ana, at once
+/// (no canary, no pacing to speak of), then `extra`.
+fn replay_at_once<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "dlq",
+        "replay",
+        "export.ndjson",
+        "--migration",
+        "local",
+        "--canary",
+        "0",
+        "--rate",
+        "1000",
+        "--by",
+        "ana",
+        "--queue",
+        "local.dlq",
+    ];
+    args.extend_from_slice(extra);
+    args
 }

@@ -477,16 +477,17 @@ async fn webhooks_hear_transitions_breaches_and_ready() {
             .map(|e| e["event"].as_str().unwrap().to_string())
             .collect()
     };
-    for _ in 0..400 {
-        let kinds = kinds_heard();
-        if ["transition", "breach", "ready_to_advance"]
-            .iter()
-            .all(|k| kinds.iter().any(|heard| heard == k))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    common::poll_until_async(
+        "a transition, a breach and a ready_to_advance webhook",
+        Duration::from_secs(10),
+        || {
+            let kinds = kinds_heard();
+            ["transition", "breach", "ready_to_advance"]
+                .iter()
+                .all(|k| kinds.iter().any(|heard| heard == k))
+        },
+    )
+    .await;
     let events = got.lock().unwrap().clone();
     let kinds = kinds_heard();
     assert!(kinds.iter().any(|k| k == "transition"), "{kinds:?}");
@@ -559,12 +560,12 @@ async fn a_transition_announced_after_the_lease_was_lost_carries_the_epoch_it_wa
             .find(|e| e["event"] == "transition")
             .cloned()
     };
-    for _ in 0..400 {
-        if transition().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    common::poll_until_async(
+        "the committed transition's webhook",
+        Duration::from_secs(10),
+        || transition().is_some(),
+    )
+    .await;
     let event = transition().expect("the committed transition is announced");
     assert_eq!(event["epoch"], 7, "{event}");
     assert!(
@@ -597,13 +598,8 @@ async fn a_standing_webhook_is_posted_on_a_change_not_on_the_first_standing_a_da
             .collect()
     };
     let wait_standings = |n: usize| async move {
-        for _ in 0..400 {
-            if standings().len() >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("{} standing events, waited for {n}", standings().len());
+        let what = format!("{n} standing events");
+        common::poll_until_async(&what, Duration::from_secs(10), || standings().len() >= n).await;
     };
     for run in 0..2 {
         let before = standings().len();
@@ -664,13 +660,8 @@ async fn an_alert_only_breach_is_announced_again_after_the_guard_passed() {
             .count()
     };
     let wait_breaches = |n: usize| async move {
-        for _ in 0..400 {
-            if breaches() >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("{} breach events, waited for {n}", breaches());
+        let what = format!("{n} breach events");
+        common::poll_until_async(&what, Duration::from_secs(10), || breaches() >= n).await;
     };
     // Failing for many ticks, its reading changing: one announcement for the episode.
     w.indicators.set("app_error_ratio_new", 0.2);

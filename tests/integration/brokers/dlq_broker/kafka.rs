@@ -10,8 +10,8 @@ use queue_migrate::brokers::{Adapter, BROWSE_GROUP, HEADER_KEY, Kind, Message, g
 use queue_migrate::stamp::{RouteLabel, RouteStamp};
 
 use super::{
-    DlqBench, bench_for, drain_rabbitmq, envelope, on_store, three_dead_letters, timed_out, unique,
-    url,
+    DlqBench, bench_for, drain_rabbitmq, envelope, on_store, replay_at_once, three_dead_letters,
+    timed_out, unique, url,
 };
 use crate::brokers::brokers_real::kafka::{OwnCluster, bootstrap, create_topic, records};
 
@@ -119,9 +119,7 @@ async fn replay_to_kafka(d: DlqBench) {
     std::fs::write(bench.path("export.ndjson"), lines.join("\n") + "\n").unwrap();
     let want_new = sent.iter().filter(|(k, _)| on_new(k)).count();
     let want_old = sent.len() - want_new;
-    let mut args: Vec<&str> = REPLAY_AT_ONCE.to_vec();
-    args.retain(|a| *a != "--no-dedup-key");
-    args.extend(["--dedup-key", "order.paid:{orderId}:{n}"]);
+    let args = replay_at_once(&["--dedup-key", "order.paid:{orderId}:{n}"]);
     let r = bench.ok(&args, 0);
     assert!(
         r.stdout.contains(&format!(
@@ -198,7 +196,7 @@ async fn replay_in_doubt_on_kafka(d: DlqBench) {
     let cluster = OwnCluster::start(&[(&topic, 1)]);
     let kafka = format!("kafka://{}", cluster.bootstrap);
     let (bench, key) = one_dead_letter_for_kafka(d, &kafka, &topic, 0).await;
-    let args = REPLAY_AT_ONCE;
+    let args = replay_at_once(&["--no-dedup-key"]);
     let leader = cluster.leader(&topic, 0);
     cluster.set_up(leader, false);
     let r = bench.ok(&args, 1);
@@ -290,7 +288,7 @@ async fn replay_refused_by_kafka(d: DlqBench) {
     create_topic(&topic, 1);
     // 2 MB: over librdkafka's default message.max.bytes (1 MB).
     let (bench, _) = one_dead_letter_for_kafka(d, &kafka, &topic, 2_000_000).await;
-    let args = REPLAY_AT_ONCE;
+    let args = replay_at_once(&["--no-dedup-key"]);
     for run in ["first", "again"] {
         let r = bench.ok(&args, 1);
         assert!(
@@ -305,25 +303,6 @@ async fn replay_refused_by_kafka(d: DlqBench) {
         );
     }
 }
-
-/// `migrate dlq replay` of `export.ndjson` to migration `local`, at once (no canary, no pacing to
-/// speak of), without dedup keys.
-const REPLAY_AT_ONCE: [&str; 14] = [
-    "dlq",
-    "replay",
-    "export.ndjson",
-    "--migration",
-    "local",
-    "--no-dedup-key",
-    "--canary",
-    "0",
-    "--rate",
-    "1000",
-    "--by",
-    "ana",
-    "--queue",
-    "local.dlq",
-];
 
 /// A migration from a RabbitMQ queue of this run to the Kafka `topic` at `kafka`, half its slices
 /// on the new side, and `export.ndjson` holding one dead letter whose key routes to Kafka (its
