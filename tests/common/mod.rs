@@ -397,6 +397,22 @@ pub fn fast_local_plan() -> String {
         .replace("max_redelivery_delay: 2m", "max_redelivery_delay: 1s")
 }
 
+/// A port on 127.0.0.1 that refuses connections and stays this test process's: a socket bound
+/// to it, never listening, held until the process ends (as the tests' servers are), so that no
+/// other test's server is given the port while a client here still tries it. Was: bound, then
+/// closed, and `sources_misbehaving`'s redirect server, given the port next, counted the polls
+/// of `secrets_redacted`'s daemon as its own requests (15 instead of 2).
+pub fn refused_port() -> u16 {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    static HELD: Mutex<Vec<tokio::net::TcpSocket>> = Mutex::new(Vec::new());
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(socket);
+    port
+}
+
 /// A server on loopback that answers every request with what `answer` makes of the request's
 /// head (request line and headers, as sent): the status (`401 Unauthorized`), the content type
 /// and the body; the connection is closed after each answer. Its port.

@@ -913,13 +913,10 @@ async fn concurrent_publishes_are_all_confirmed(kind: Kind, url: &str) {
 }
 
 /// A broker that is not there is an error (with the password removed), not a hang. Needs no
-/// server: the port was just closed.
+/// server: the port refuses.
 #[tokio::test]
 async fn unreachable_broker_is_a_connect_error() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = crate::common::refused_port();
     for (kind, url) in [
         (
             Kind::RabbitMq,

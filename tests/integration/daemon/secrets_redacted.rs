@@ -14,13 +14,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Bench, DaemonChild, Run, http_get, poll_until};
-
-/// A port on 127.0.0.1 where nothing listens (bound, then closed).
-fn refused_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+use common::{Bench, DaemonChild, Run, http_get, poll_until, refused_port};
 
 /// Fail with `place` when any 6-byte piece of any of `secrets` appears in `text` (no byte of a
 /// secret may be shown: a piece is as bad as the whole).
@@ -797,4 +791,18 @@ fn the_console_page_shows_no_control_character_and_no_credential() {
     assert_no_secret("the console page", &page, HOSTILE_SECRETS);
     assert_printable("the console page", &page);
     d.kill9();
+}
+
+/// Regression: `refused_port` bound a port and closed it, and another test's server could be
+/// given it while a daemon here still polled it (`the_body_of_an_answer_reached_through_a_redirect_is_not_quoted`
+/// counted 15 requests instead of 2). The port refuses, and no server can take it.
+#[test]
+fn a_refused_port_refuses_and_no_server_of_another_test_can_take_it() {
+    let port = refused_port();
+    let err = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    assert!(
+        TcpListener::bind(("127.0.0.1", port)).is_err(),
+        "a server could listen on the refused port {port}"
+    );
 }

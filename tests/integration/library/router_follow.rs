@@ -221,11 +221,7 @@ async fn keeps_the_last_good_document_and_backs_off_while_the_daemon_fails() {
 
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_daemon_leaves_the_safe_default() {
-    // A port nobody listens on.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = crate::common::refused_port();
     let router = Router::with_default_slices(128);
     let handle = router
         .follow_http_tuned(
