@@ -72,7 +72,9 @@
 //!
 //! [`slice`]: mod@slice
 
-// The unit tests too run two threads per core (tests/integration/main.rs).
+// The unit tests run two threads per core: they mostly compute (tests/common/test_threads.rs).
+#[cfg(test)]
+const TEST_THREADS_PER_CORE: usize = 2;
 #[cfg(test)]
 #[path = "../tests/common/test_threads.rs"]
 mod test_threads;

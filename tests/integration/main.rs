@@ -17,8 +17,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-/// Two test threads per core (`cargo test` on 2 cores: this binary 128.6 s with 2 threads, 88.0 s
-/// with 4).
+/// Three test threads per core: most tests here wait rather than compute, and the longest of them
+/// (a daemon killed again and again, secrets hunted in every output) come late in libtest's
+/// alphabetical order; `cargo test` on 2 cores: this binary 128.6 s with 2 threads, 86.9 s with
+/// 4, 82.2 and 78.6 s with 6 (BENCHMARKS.md, "Test binaries").
+const TEST_THREADS_PER_CORE: usize = 3;
 #[path = "../common/test_threads.rs"]
 mod test_threads;
 
