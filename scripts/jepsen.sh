@@ -11,8 +11,8 @@
 # root (runuser, ip netns, iptables). When network namespaces or iptables are refused, the
 # partition scenario prints "skipped: <reason>" and the others run.
 #
-# Exits 1 when any check found a violation. The work dir (JEPSEN_WORK, default a new /tmp dir)
-# keeps each daemon's log and report.json; the seed is printed (--seed N replays the random
+# Exits 1 when any check found a violation. The work dir (JEPSEN_WORK, default a new /tmp dir,
+# removed when every check passed) keeps each daemon's log and report.json; the seed is printed (--seed N replays the random
 # instants). Everything the suite started is stopped on exit, the namespace deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,9 +34,12 @@ fi
 cargo build --all-features --bin migrate
 target_dir=${CARGO_TARGET_DIR:-target}
 
+# A work dir of its own goes when every check passed (about 150 MB: a PostgreSQL and the logs);
+# one named by JEPSEN_WORK, or one of a failed run, stays.
 WORK=${JEPSEN_WORK:-$(mktemp -d /tmp/qm-jepsen.XXXXXX)}
 mkdir -p "$WORK"
 py=""
+passed=""
 cleanup() {
   # The driver stops its daemons, its PostgreSQL and the namespace itself; this is for a driver
   # killed before it could.
@@ -52,6 +55,7 @@ cleanup() {
   fi
   ip netns del qmjepsen 2>/dev/null || true
   ip link del qmjh0 2>/dev/null || true
+  if [ -n "$passed" ] && [ -z "${JEPSEN_WORK:-}" ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT INT TERM
 
@@ -62,5 +66,10 @@ py=$!
 rc=0
 wait "$py" || rc=$?
 py=""
-echo "jepsen: wall time $(( SECONDS - start )) s, logs and report in $WORK"
+if (( rc == 0 )) && [ -z "${JEPSEN_WORK:-}" ]; then
+  passed=1
+  echo "jepsen: wall time $(( SECONDS - start )) s; passed, its work dir removed (JEPSEN_WORK=DIR keeps the logs)"
+else
+  echo "jepsen: wall time $(( SECONDS - start )) s, logs and report in $WORK"
+fi
 exit "$rc"

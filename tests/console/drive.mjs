@@ -23,11 +23,25 @@ const browser = spawn(chromium, [
 ], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
 let browserLog = "";
 browser.stderr.on("data", d => { browserLog += d; });
+// Ends the run with `code`: Chromium asked to close (Browser.close: killed, its helper processes
+// would go on writing to the profile, and its socket dir in /tmp would stay), killed if it has not
+// within 5 s, waited for, then its profile removed. The promise never settles: the process exits.
+function finish(code) {
+  return new Promise(() => {
+    browser.removeAllListeners("exit");
+    const done = () => {
+      try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch {}
+      process.exit(code);
+    };
+    if (browser.exitCode !== null || browser.signalCode !== null) return done();
+    browser.once("exit", done);
+    setTimeout(() => { try { browser.kill("SIGKILL"); } catch { done(); } }, 5000);
+    try { toBrowser.write(JSON.stringify({ id: 0, method: "Browser.close" }) + "\0"); } catch {}
+  });
+}
 function fail(message) {
   process.stdout.write(JSON.stringify({ error: message, browser: browserLog.slice(-2000) }) + "\n");
-  try { browser.kill("SIGKILL"); } catch {}
-  try { rmSync(profile, { recursive: true, force: true }); } catch {}
-  process.exit(1);
+  finish(1);
 }
 setTimeout(() => fail("timed out"), 120000).unref();
 browser.on("exit", code => fail("chromium exited (" + code + ")"));
@@ -97,10 +111,7 @@ if (mode === "complete") {
   result.result_after_click = await js("document.getElementById('action-result').textContent");
   await shot("console-complete-desktop.png", 1280, 900, false);
   process.stdout.write(JSON.stringify(result) + "\n");
-  browser.removeAllListeners("exit");
-  browser.kill("SIGKILL");
-  try { rmSync(profile, { recursive: true, force: true }); } catch {}
-  process.exit(0);
+  await finish(0);
 }
 
 // The fleet.
@@ -234,7 +245,4 @@ result.viewer = await js(`({ note: document.getElementById('viewer-note').textCo
 await shot("console-viewer-desktop.png", 1280, 900, false);
 
 process.stdout.write(JSON.stringify(result) + "\n");
-browser.removeAllListeners("exit");
-browser.kill("SIGKILL");
-try { rmSync(profile, { recursive: true, force: true }); } catch {}
-process.exit(0);
+await finish(0);

@@ -28,7 +28,8 @@
 # every confirmed event applied exactly once, per-order version order, every phase journaled,
 # the rollback, and the old queue empty at disconnect (a Kafka old topic: the drain gate read
 # the group's lag 0 from Kafka for the quiet period, and conservation shows nothing stayed
-# there). Logs stay in $E2E_WORK (printed).
+# there). Logs stay in $E2E_WORK (printed) when it is set or the run failed; a passing run's
+# own work dir is removed.
 #
 # E2E_SERVICES=running uses the servers already running ($QM_SERVICES_DIR/env) instead of
 # installing and restarting them (a shared machine): only the Kafka scenarios, whose faults hit
@@ -106,10 +107,18 @@ term() { # NAME [TIMEOUT_S]
   fi
   wait "${PIDS[$1]}" 2>/dev/null || true
 }
+# On the way out: every process of the run; the work dir too when the run passed and the dir is
+# its own (E2E_WORK=DIR keeps one; a failed run's stays, printed).
+passed=""
 cleanup() {
   local n
   for n in "${!PIDS[@]}"; do kill -9 "${PIDS[$n]}" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ -n "$passed" ] && [ -z "${E2E_WORK:-}" ]; then
+    rm -rf "$WORK"
+  else
+    echo "e2e: logs in $WORK" >&2
+  fi
 }
 trap cleanup EXIT
 jitter() { sleep "$(( RANDOM % 3 )).$(( RANDOM % 10 ))"; }
@@ -409,4 +418,5 @@ for SCENARIO in "${SCENARIOS[@]}"; do
   log "passed in $(( SECONDS - T0 ))s"
 done
 drop_queues
+passed=1
 echo "e2e: all scenarios passed (seed $SEED)"
