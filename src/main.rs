@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use queue_migrate::cli::{Cli, LogFormat, run};
+use queue_migrate::cli::{Cli, LogFormat, RuntimeShape, run};
 
 /// The longest error message printed, in bytes (a plan's many errors fit; a source's
 /// megabytes do not).
@@ -18,11 +18,15 @@ fn main() -> ExitCode {
     if let Some(arenas) = cli.malloc_arenas() {
         cap_malloc_arenas(arenas);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cli.worker_threads())
-        .enable_all()
-        .build()
-    {
+    let mut builder = match cli.runtime_shape() {
+        RuntimeShape::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        RuntimeShape::Workers(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("migrate: cannot start the async runtime: {e}");

@@ -154,15 +154,24 @@ pub enum Cmd {
     Slice(slice::SliceArgs),
 }
 
+/// The async runtime a command runs on ([`Cli::runtime_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeShape {
+    /// Every task on the thread that runs the command.
+    CurrentThread,
+    /// That many worker threads.
+    Workers(usize),
+}
+
 impl Cli {
-    /// Tokio worker threads for the command: the bridge's `--threads`; one for the demo (a single
-    /// simulated world whose every step waits on SQLite's worker thread: a second worker only
-    /// adds wake-ups); two for everything else.
-    pub fn worker_threads(&self) -> usize {
+    /// The async runtime for the command: the bridge's `--threads` workers; the demo on the
+    /// thread that runs it (a single simulated world whose every step waits on SQLite's thread:
+    /// any worker thread only adds wake-ups); two workers for everything else.
+    pub fn runtime_shape(&self) -> RuntimeShape {
         match &self.command {
-            Cmd::Bridge(a) => usize::from(a.threads),
-            Cmd::Demo(_) => 1,
-            _ => 2,
+            Cmd::Bridge(a) => RuntimeShape::Workers(usize::from(a.threads)),
+            Cmd::Demo(_) => RuntimeShape::CurrentThread,
+            _ => RuntimeShape::Workers(2),
         }
     }
 
@@ -443,16 +452,20 @@ mod tests {
     }
 
     #[test]
-    fn the_bridge_runs_on_its_threads_flag_and_everything_else_on_two() {
+    fn the_bridge_runs_on_its_threads_flag_the_demo_on_its_own_thread_and_the_rest_on_two() {
         let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
-        let threads = |args: &[&str]| parse(args).map(|c| c.worker_threads()).ok();
-        assert_eq!(threads(&["migrate", "bridge", "orders"]), Some(1));
+        let threads = |args: &[&str]| parse(args).map(|c| c.runtime_shape()).ok();
+        let workers = |n| Some(RuntimeShape::Workers(n));
+        assert_eq!(threads(&["migrate", "bridge", "orders"]), workers(1));
         assert_eq!(
             threads(&["migrate", "bridge", "orders", "--threads", "3"]),
-            Some(3)
+            workers(3)
         );
-        assert_eq!(threads(&["migrate", "run"]), Some(2));
-        assert_eq!(threads(&["migrate", "demo"]), Some(1));
+        assert_eq!(threads(&["migrate", "run"]), workers(2));
+        assert_eq!(
+            threads(&["migrate", "demo"]),
+            Some(RuntimeShape::CurrentThread)
+        );
         assert_eq!(
             threads(&["migrate", "bridge", "orders", "--threads", "0"]),
             None

@@ -195,6 +195,8 @@ impl World {
             .synchronous(sqlx::sqlite::SqliteSynchronous::Normal);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
+            // A ping before each message's transaction would only wake SQLite's thread.
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         sql::ensure_schema(&pool).await?;

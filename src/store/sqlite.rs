@@ -126,9 +126,12 @@ fn create_private(url: &str, path: &std::path::Path) {
 }
 
 /// The store's pool: a few connections, each with the SQL function of [`super::sqlite_bits`].
+/// No ping before each acquire: SQLite's "connection" is a thread of this process, which the ping
+/// only wakes (a round trip that checks nothing).
 pub(super) fn pool_options() -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(4)
+        .test_before_acquire(false)
         .after_connect(|conn, _| Box::pin(super::sqlite_bits::register(conn)))
 }
 

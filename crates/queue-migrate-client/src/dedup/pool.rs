@@ -85,7 +85,9 @@ impl PoolSettings {
 }
 
 /// Open (creating it if missing) the SQLite database at `path` in WAL mode with the busy timeout
-/// and pool size of `settings`, and create the dedup tables unless told not to.
+/// and pool size of `settings`, and create the dedup tables unless told not to. A connection is not
+/// pinged before each use: SQLite's is a thread of this process, and the ping a round trip to it
+/// that checks nothing.
 ///
 /// # Errors
 /// The file cannot be opened or created, or the schema cannot be applied.
@@ -102,6 +104,7 @@ pub async fn sqlite(
     let pool = SqlitePoolOptions::new()
         .max_connections(settings.max_connections.max(1))
         .acquire_timeout(settings.acquire_timeout)
+        .test_before_acquire(false)
         .connect_with(options)
         .await?;
     if settings.ensure_schema {
