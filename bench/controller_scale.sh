@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Controller scale: N active migrations (default 1000) with ten gates each, against one scrape
-# endpoint (benches/controller_scale.rs `serve`, its own process) and one real Prometheus.
+# endpoint (crates/queue-migrate-bench/benches/controller_scale.rs `serve`, its own process) and
+# one real Prometheus.
 #
 #   bench/controller_scale.sh                   # 1000 migrations
 #   MIGRATIONS=100 TICKS=3 RUN_SECONDS=30 bench/controller_scale.sh
@@ -60,7 +61,7 @@ fi
 if [ -z "${HELPER:-}" ]; then
   cargo build --release --bin migrate >&2
   MIGRATE="$CARGO_TARGET_DIR/release/migrate"
-  HELPER=$(cargo bench --bench controller_scale --no-run --message-format=json 2>/dev/null |
+  HELPER=$(cargo bench -p queue-migrate-bench --bench controller_scale --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
@@ -162,7 +163,7 @@ for fleet in $FLEETS; do
   "$HELPER" setup "$state" "$MIGRATIONS" "$PROM" "$SCRAPE" "$fleet"
   if [ "$AGE" -gt 0 ]; then age_steps "$work/$fleet.db" "$AGE"; fi
   echo
-  echo "Fleet '$fleet': in-process daemon::tick_all, $TICKS rounds (benches/controller_scale.rs ticks):"
+  echo "Fleet '$fleet': in-process daemon::tick_all, $TICKS rounds (the controller_scale bench: ticks):"
   echo
   "$HELPER" ticks "$state" "$TICKS"
   if [ -n "$BASE_HELPER" ]; then
@@ -182,7 +183,7 @@ for fleet in $FLEETS; do
   fi
   if [ "$COMPARE" -gt 0 ]; then
     echo
-    echo "Fleet '$fleet': one migration after the other against daemon::tick_all, alternating (benches/controller_scale.rs compare):"
+    echo "Fleet '$fleet': one migration after the other against daemon::tick_all, alternating (the controller_scale bench: compare):"
     echo
     "$HELPER" compare "$state" "$COMPARE"
   fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Durable dedup throughput (queue_migrate::dedup::sql) on SQLite (WAL) and PostgreSQL, against one
 # bare single-row insert transaction per message, and with several messages per transaction.
-# See benches/dedup.rs for the workloads.
+# See crates/queue-migrate-bench/benches/dedup.rs for the workloads.
 #
 #   bench/dedup.sh                              # 2000 messages x 3 rounds, batches 1, 10, 100
 #   QM_DEDUP_MESSAGES=500 QM_DEDUP_ROUNDS=1 bench/dedup.sh
@@ -17,6 +17,6 @@ if [ -z "${QM_TEST_POSTGRES_URL:-}" ] && [ -f /tmp/qm-services/env ]; then
 fi
 export QM_TEST_POSTGRES_URL QM_DEDUP_RUN=1
 echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg); SQLite file in ${TMPDIR:-/tmp} ($(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $2}'))"
-cargo bench --bench dedup 2>/dev/null
+cargo bench -p queue-migrate-bench --bench dedup 2>/dev/null
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

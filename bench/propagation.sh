@@ -3,7 +3,7 @@
 # from a committed transition to the last producer holding the new generation, over a few dozen
 # transitions, through the API and through the CLI (which writes the store; the daemon's watcher
 # notices). The producers are the library's Router (follow_http), tokio tasks in one client
-# process (benches/propagation.rs).
+# process (crates/queue-migrate-bench/benches/propagation.rs).
 #
 #   bench/propagation.sh                        # 1000 producers, 40 API + 20 CLI transitions
 #   CLIENTS=200 TRANSITIONS=10 CLI_TRANSITIONS=5 bench/propagation.sh
@@ -26,7 +26,7 @@ if [ -z "${MIGRATE:-}" ]; then
   cargo build --release --bin migrate >&2
   MIGRATE="$CARGO_TARGET_DIR/release/migrate"
 fi
-[ -n "${CLIENT:-}" ] || CLIENT=$(cargo bench --bench propagation --no-run --message-format=json 2>/dev/null |
+[ -n "${CLIENT:-}" ] || CLIENT=$(cargo bench -p queue-migrate-bench --bench propagation --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

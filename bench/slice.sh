@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The producer's hot path: slice_of and Router::route (criterion, benches/slice.rs) against seed
-# 000's function in Node.js (bench/slice_node.js) on the same 1,024 keys, with a check that both
+# The producer's hot path: slice_of and Router::route (criterion,
+# crates/queue-migrate-bench/benches/slice.rs) against seed 000's function in Node.js (bench/slice_node.js) on the same 1,024 keys, with a check that both
 # give the same slices; then instructions per call under callgrind (deterministic, whatever the
 # load of the machine).
 #
@@ -8,7 +8,8 @@
 #   SLICE=path/to/slice-bench-binary bench/slice.sh   # built already: nothing is built
 #
 # Needs node and valgrind. Prints the figures and the ratios. The route_arcswap rows are the
-# baseline of the same run: Router::route's read path before its sequence lock (benches/slice.rs).
+# baseline of the same run: Router::route's read path before its sequence lock
+# (crates/queue-migrate-bench/benches/slice.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -21,7 +22,7 @@ echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), sh
 if [ -n "${SLICE:-}" ]; then
   "$SLICE" --bench --warm-up-time 2 --measurement-time 6 2>/dev/null | tee "$work/rust.out"
 else
-  cargo bench --bench slice -- --warm-up-time 2 --measurement-time 6 2>/dev/null | tee "$work/rust.out"
+  cargo bench -p queue-migrate-bench --bench slice -- --warm-up-time 2 --measurement-time 6 2>/dev/null | tee "$work/rust.out"
 fi
 node bench/slice_node.js > "$work/node.json"
 echo "node: $(cat "$work/node.json")"
@@ -56,7 +57,7 @@ EOF
 
 if command -v valgrind >/dev/null; then
   exe=${SLICE:-}
-  [ -n "$exe" ] || exe=$(cargo bench --bench slice --no-run --message-format=json 2>/dev/null |
+  [ -n "$exe" ] || exe=$(cargo bench -p queue-migrate-bench --bench slice --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

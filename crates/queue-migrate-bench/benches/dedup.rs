@@ -1,7 +1,8 @@
 //! Durable dedup throughput: claims per second with `queue_migrate::dedup::sql`, against the
 //! ceiling of the same database doing one bare single-row insert transaction per message, and
 //! what several messages per transaction give. Run by `bench/dedup.sh` (or
-//! `cargo bench --bench dedup`); under `cargo test` it only says so and exits.
+//! `cargo bench -p queue-migrate-bench --bench dedup`); under `cargo test` it only says so and
+//! exits.
 //!
 //! One connection, one message after the other (a consumer's loop), fresh keys every round.
 //! Each workload reports its wall-clock rate and its CPU time per message (this process, which
@@ -26,7 +27,7 @@
 //! `QM_DEDUP_SQLITE_SYNC` (`full,normal`: SQLite `synchronous` settings to run), and
 //! `QM_TEST_POSTGRES_URL` (PostgreSQL is skipped without it).
 
-mod support;
+use queue_migrate_bench as support;
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -421,7 +422,10 @@ fn main() {
     let run =
         std::env::args().any(|a| a == "--bench") || std::env::var_os("QM_DEDUP_RUN").is_some();
     if !run {
-        println!("dedup: run with `cargo bench --bench dedup` or bench/dedup.sh; nothing to do");
+        println!(
+            "dedup: run with `cargo bench -p queue-migrate-bench --bench dedup` or bench/dedup.sh; \
+             nothing to do"
+        );
         return;
     }
     let n = env_num("QM_DEDUP_MESSAGES", 2000);

@@ -1,4 +1,5 @@
-//! What more than one bench needs.
+//! The benchmarks of queue-migrate live under `benches/` (BENCHMARKS.md says what each measures
+//! and which script under `bench/` runs it); this library holds what more than one of them needs.
 
 /// CPU seconds (user + system) a process used so far, from `/proc/<pid>/stat` (`pid` may be
 /// `self`); 0 when it cannot be read. Ticks of 10 ms.

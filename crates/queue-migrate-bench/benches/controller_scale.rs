@@ -27,7 +27,7 @@
 //! anyway (`{job!="scale-0042"}`, `{instance!="scale-0042"}`): the same answers, but 5,000
 //! distinct query texts per round, so nothing is shared but the scrape.
 
-mod support;
+use queue_migrate_bench as support;
 
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! The producer's hot path: `slice_of` and `Router::route`, on realistic aggregate keys.
 //!
 //! ```text
-//! cargo bench --bench slice                 # criterion: ns per call, wall and thread CPU time
-//! bench/slice.sh                            # the same, plus Node's baseline and callgrind counts
+//! cargo bench -p queue-migrate-bench --bench slice   # criterion: ns per call, wall and CPU time
+//! bench/slice.sh                  # the same, plus Node's baseline and callgrind counts
 //! ```
 //!
 //! Before the timings, the binary checks (and panics otherwise) that neither function allocates:
