@@ -24,8 +24,9 @@ struct Inner {
     leader: bool,
     /// The lease epoch this daemon holds (0: none).
     lease_epoch: i64,
-    /// Local clock minus the database's, sampled at the last lease renewal.
-    clock_skew_seconds: f64,
+    /// Local clock minus the database's, sampled at the last lease attempt the database
+    /// answered; `None` (no sample served) until the first.
+    clock_skew_seconds: Option<f64>,
     /// Writes refused by the fence (see [`crate::store::fence`]).
     fenced_writes: u64,
     /// Migrations a round skipped because it could not take their lock, by migration.
@@ -136,8 +137,8 @@ impl Metrics {
     pub fn lease(&self, epoch: i64, skew_seconds: Option<f64>) {
         self.with(|m| {
             m.lease_epoch = epoch;
-            if let Some(skew) = skew_seconds {
-                m.clock_skew_seconds = skew;
+            if skew_seconds.is_some() {
+                m.clock_skew_seconds = skew_seconds;
             }
         });
     }
@@ -264,14 +265,11 @@ fn lease_families(out: &mut String, m: &Inner) {
         out,
         "queue_migrate_clock_skew_seconds",
         Kind::Gauge,
-        "This host's clock minus the database's, sampled at lease renewal.",
+        "This host's clock minus the database's, sampled at each lease attempt (no sample until the database answered one).",
     );
-    sample(
-        out,
-        "queue_migrate_clock_skew_seconds",
-        &[],
-        m.clock_skew_seconds,
-    );
+    if let Some(skew) = m.clock_skew_seconds {
+        sample(out, "queue_migrate_clock_skew_seconds", &[], skew);
+    }
     family(
         out,
         "queue_migrate_fenced_writes_total",
@@ -618,5 +616,30 @@ mod tests {
                 assert!(line.contains(label), "{line}");
             }
         }
+    }
+
+    /// Regression (Jepsen suite, skew-minutes): a daemon just started served a skew of 0 s
+    /// before the database had answered any lease attempt, a reading it never took.
+    #[test]
+    fn the_clock_skew_is_not_served_before_a_lease_attempt_measured_it() {
+        let m = Metrics::default();
+        m.lease(0, None);
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE queue_migrate_clock_skew_seconds gauge"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("\nqueue_migrate_clock_skew_seconds "),
+            "{text}"
+        );
+        m.lease(0, Some(-120.0));
+        m.lease(7, None);
+        let text = m.render();
+        assert!(
+            text.contains("\nqueue_migrate_clock_skew_seconds -120\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nqueue_migrate_lease_epoch 7\n"), "{text}");
     }
 }
