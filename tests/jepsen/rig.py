@@ -61,6 +61,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_for(f, timeout, every):
+    """The first answer of `f()` that is not None, asked every `every` s; None after `timeout` s."""
+    end = time.time() + timeout
+    while time.time() < end:
+        v = f()
+        if v is not None:
+            return v
+        time.sleep(every)
+    return None
+
+
 def http(url, timeout=0.3, data=None):
     """(status, body) of a GET (or POST of `data`), None when nothing answered."""
     try:

@@ -5,7 +5,7 @@ import random
 import signal
 import time
 
-from rig import FAILING, GREEN, INTERVAL_S, TTL_S, say
+from rig import FAILING, GREEN, INTERVAL_S, TTL_S, say, wait_for
 
 # How long the new leader's rounds may stop after a takeover while an ex-leader's transaction
 # holds a row (the daemon's --db-lock-timeout is a fifth of the 3 s lease: 0.6 s).
@@ -73,11 +73,8 @@ def stale_round(w, old, fault, begin, end, m="m1"):
     Returns whether the moment was reached."""
     w.source.set("app_error_ratio_new", GREEN["app_error_ratio_new"])
     n0 = len(w.source.asks)
-    deadline = time.time() + 10
-    asked = None
-    while time.time() < deadline and asked is None:
-        asked = next((a for a in w.source.asks[n0:] if a[1] == old.name and a[2] == "app_error_ratio_new"), None)
-        time.sleep(0.02)
+    asked = wait_for(lambda: next((a for a in w.source.asks[n0:]
+                                   if a[1] == old.name and a[2] == "app_error_ratio_new"), None), 10, 0.02)
     if asked is None:
         w.source.set("app_error_ratio_new", FAILING)
         w.notes.append(f"{fault}: {old.name} never asked the slow source")
@@ -268,12 +265,7 @@ def skewed(w, skews):
         if d.skew_s and d.alive():
             # The last one killed has just restarted: the gauge appears once the database has
             # answered its first lease attempt (a lease interval, 1 s here).
-            deadline = time.time() + 5
-            while True:
-                skew = d.metrics().get("queue_migrate_clock_skew_seconds")
-                if skew is not None or time.time() > deadline:
-                    break
-                time.sleep(0.2)
+            skew = wait_for(lambda: d.metrics().get("queue_migrate_clock_skew_seconds"), 5, 0.2)
             if skew is None:
                 w.contract.append(f"{n}: no queue_migrate_clock_skew_seconds in /metrics within 5 s")
             elif abs(abs(skew) - abs(d.skew_s)) > max(2, abs(d.skew_s) * 0.05):

@@ -9,7 +9,7 @@ import threading
 import time
 
 import checks
-from rig import AUDIT_SQL, BREACH, GREEN, TAKEOVER_BOUND_S, Daemon, say
+from rig import AUDIT_SQL, BREACH, GREEN, TAKEOVER_BOUND_S, Daemon, say, wait_for
 
 # ---- one scenario's world ---------------------------------------------------------------------
 
@@ -106,13 +106,10 @@ class World:
 
     def leader(self, timeout=15, exclude=()):
         """The one daemon answering ready (None after `timeout`)."""
-        end = time.time() + timeout
-        while time.time() < end:
+        def alone():
             ready = [d for n, d in self.daemons.items() if n not in exclude and d.ready()]
-            if len(ready) == 1:
-                return ready[0]
-            time.sleep(0.05)
-        return None
+            return ready[0] if len(ready) == 1 else None
+        return wait_for(alone, timeout, 0.05)
 
     def takeover(self, fault, old, t0, wait=None):
         """Wait until a daemon other than `old` is ready; record how long it took since `t0`."""
@@ -134,13 +131,10 @@ class World:
         return checks.rung_name(s, int(step) if step else None), paused == "t"
 
     def wait_state(self, m, want, timeout=20):
-        end = time.time() + timeout
-        while time.time() < end:
+        def reached():
             s = self.state(m)
-            if s and s[0] in want:
-                return s
-            time.sleep(0.1)
-        return None
+            return s if s and s[0] in want else None
+        return wait_for(reached, timeout, 0.1)
 
     def fence_round(self, fault, old, lines0, ended0=0):
         """After a stale round: what the ex-leader logged ("fenced") and counted since, and the
