@@ -2,8 +2,8 @@
 """What Prometheus spends answering the controller-scale fleet's 5,000 distinct PromQL queries of
 one round (crates/queue-migrate-bench/benches/controller_scale.rs, `distinct`: 5 query shapes x
 1,000 migration names), sent one per request or K per request joined by `or` (each wrapped in
-label_replace with its own `qm_q` label, so that no query's series hides another's). Prints Prometheus's CPU (user + sys from
-/proc) and the wall time per K, two rounds.
+label_replace with its own `qm_q` label, so that no query's series hides another's). Prints
+Prometheus's CPU (user + sys from /proc) and the wall time per K, two rounds.
 
   python3 bench/promql_batch.py [K ...]      # default: 1 10 50
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The producer's hot path: slice_of and Router::route (criterion,
-# crates/queue-migrate-bench/benches/slice.rs) against seed 000's function in Node.js (bench/slice_node.js) on the same 1,024 keys, with a check that both
-# give the same slices; then instructions per call under callgrind (deterministic, whatever the
-# load of the machine).
+# crates/queue-migrate-bench/benches/slice.rs) against seed 000's function in Node.js
+# (bench/slice_node.js) on the same 1,024 keys, with a check that both give the same slices; then
+# instructions per call under callgrind (deterministic, whatever the load of the machine).
 #
 #   bench/slice.sh
 #   SLICE=path/to/slice-bench-binary bench/slice.sh   # built already: nothing is built

@@ -12,8 +12,9 @@
 # partition scenario prints "skipped: <reason>" and the others run.
 #
 # Exits 1 when any check found a violation. The work dir (JEPSEN_WORK, default a new /tmp dir,
-# removed when every check passed) keeps each daemon's log and report.json; the seed is printed (--seed N replays the random
-# instants). Everything the suite started is stopped on exit, the namespace deleted.
+# removed when every check passed) keeps each daemon's log and report.json; the seed is printed
+# (--seed N replays the random instants). Everything the suite started is stopped on exit, the
+# namespace deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -39,7 +40,7 @@ target_dir=${CARGO_TARGET_DIR:-target}
 WORK=${JEPSEN_WORK:-$(mktemp -d /tmp/qm-jepsen.XXXXXX)}
 mkdir -p "$WORK"
 py=""
-passed=""
+remove_work=""
 cleanup() {
   # The driver stops its daemons, its PostgreSQL and the namespace itself; this is for a driver
   # killed before it could.
@@ -55,7 +56,7 @@ cleanup() {
   fi
   ip netns del qmjepsen 2>/dev/null || true
   ip link del qmjh0 2>/dev/null || true
-  if [ -n "$passed" ] && [ -z "${JEPSEN_WORK:-}" ]; then rm -rf "$WORK"; fi
+  if [ -n "$remove_work" ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT INT TERM
 
@@ -67,7 +68,7 @@ rc=0
 wait "$py" || rc=$?
 py=""
 if (( rc == 0 )) && [ -z "${JEPSEN_WORK:-}" ]; then
-  passed=1
+  remove_work=1
   echo "jepsen: wall time $(( SECONDS - start )) s; passed, its work dir removed (JEPSEN_WORK=DIR keeps the logs)"
 else
   echo "jepsen: wall time $(( SECONDS - start )) s, logs and report in $WORK"
