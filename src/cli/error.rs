@@ -68,7 +68,9 @@ impl From<ControllerError> for CliError {
     fn from(e: ControllerError) -> CliError {
         let code = match &e {
             ControllerError::Store(
-                StoreError::Conflict { .. } | StoreError::StaleMemory { .. },
+                StoreError::Conflict { .. }
+                | StoreError::StaleMemory { .. }
+                | StoreError::AlreadyDecided(_),
             ) => 4,
             ControllerError::NotInState { .. } => 5,
             ControllerError::Store(
@@ -79,6 +81,7 @@ impl From<ControllerError> for CliError {
             ) => 2,
             ControllerError::Store(_) => 1,
             ControllerError::Plan(_)
+            | ControllerError::Forbidden(_)
             | ControllerError::StoredPlan { .. }
             | ControllerError::Illegal(_)
             | ControllerError::ReasonRequired(_)

@@ -68,6 +68,10 @@ pub enum ControllerError {
         expected: String,
         actual: String,
     },
+    /// The caller's role may not make this transition (entering `complete` needs an admin),
+    /// checked on the state the transition commits from.
+    #[error("{0}: nothing done")]
+    Forbidden(String),
 }
 
 /// `from`, when given, is the state `loaded` is in; the state is compared as the journal and

@@ -462,6 +462,29 @@ impl<S: Store> Controller<'_, S> {
         actor: &Actor,
         now_ms: i64,
     ) -> Result<AdvanceOutcome> {
+        self.advance_as(name, opts, actor, now_ms, None).await
+    }
+
+    /// [`Controller::advance`] for a caller who may not enter `complete` when `not_admin` names
+    /// them (an operator of the API).
+    ///
+    /// # Guarantees
+    /// The role check is made on the state the commit moves from: on the migration as loaded for
+    /// the transition, whose commit is conditional on that version (a migration moved meanwhile
+    /// is a conflict, nothing applied). However requests race, a caller who may not enter
+    /// `complete` never does.
+    ///
+    /// # Errors
+    /// Those of [`Controller::advance`], and [`ControllerError::Forbidden`] when the step enters
+    /// `complete` and `not_admin` is set.
+    pub async fn advance_as(
+        &self,
+        name: &str,
+        opts: &AdvanceOptions,
+        actor: &Actor,
+        now_ms: i64,
+        not_admin: Option<&str>,
+    ) -> Result<AdvanceOutcome> {
         if opts.force && actor.reason.is_none() {
             return Err(ControllerError::ReasonRequired("advance --force"));
         }
@@ -471,7 +494,8 @@ impl<S: Store> Controller<'_, S> {
             let loaded = self.load(name).await?;
             let first = *version.get_or_insert(loaded.record.version);
             let outcome = if loaded.record.version == first {
-                self.advance_loaded(&loaded, opts, actor, now_ms).await
+                self.advance_loaded(&loaded, opts, actor, now_ms, not_admin)
+                    .await
             } else {
                 // The migration moved meanwhile: deciding again would advance from another step.
                 expect_state(&loaded, opts.from.as_deref())?;
@@ -505,6 +529,7 @@ impl<S: Store> Controller<'_, S> {
         opts: &AdvanceOptions,
         actor: &Actor,
         now_ms: i64,
+        not_admin: Option<&str>,
     ) -> Result<AdvanceOutcome> {
         expect_state(loaded, opts.from.as_deref())?;
         let snapshot = loaded.record.snapshot();
@@ -512,6 +537,16 @@ impl<S: Store> Controller<'_, S> {
             confirm: opts.confirm.clone(),
         };
         let transition = machine::handle(&loaded.ladder, &loaded.record.name, snapshot, &command)?;
+        // Checked on `loaded`, the state the commit is conditional on (its version).
+        if let Some(who) = not_admin
+            && transition.to.state == machine::State::Complete
+        {
+            return Err(ControllerError::Forbidden(format!(
+                "advancing {} from {} enters complete, the point of no return: an admin does \
+                 it; {who} is not one",
+                loaded.record.name, snapshot.state
+            )));
+        }
         let gates = self.evaluate(loaded, now_ms, opts.dry_run).await?;
         self.advance_on_gates(loaded, &transition, gates, opts, actor, now_ms)
             .await

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Shared;
-use super::auth::is_json;
+use super::auth::{Role, is_json};
 use super::guard::{host_part, is_loopback};
 use super::hub::{Published, etag};
 use crate::controller::views::EntryView;
@@ -67,6 +67,7 @@ fn controller_error(e: &ControllerError) -> Response {
             StatusCode::CONFLICT
         }
         ControllerError::NotInState { .. } => StatusCode::PRECONDITION_FAILED,
+        ControllerError::Forbidden(_) => StatusCode::FORBIDDEN,
         ControllerError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ControllerError::Illegal(_) => StatusCode::CONFLICT,
         ControllerError::ReasonRequired(_) | ControllerError::UnknownState { .. } => {
@@ -468,7 +469,13 @@ async fn mutate<S: Store + Clone + 'static>(
                 confirm: body.confirm.clone(),
                 from: body.from.clone(),
             };
-            return match c.advance(&name, &opts, &actor, now).await {
+            // The role is checked again on the state the commit moves from (the check above
+            // read it before: a concurrent advance may have moved it since).
+            let not_admin = (principal.role < Role::Admin).then(|| principal.describe());
+            return match c
+                .advance_as(&name, &opts, &actor, now, not_admin.as_deref())
+                .await
+            {
                 Ok(out) if !out.blockers.is_empty() && !out.forced => {
                     (StatusCode::CONFLICT, Json(out)).into_response()
                 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::sql::{Db, Dialect, Statements, Tx};
-use super::{Result, RoundRecord, SourceRows, memory, scrapes};
+use super::{Result, RoundRecord, SourceRows, StoreError, memory, scrapes};
 
 impl Dialect {
     /// Its statements.
@@ -166,6 +166,23 @@ pub(super) async fn scrapes_after(
     source: &str,
     after_ms: i64,
 ) -> Result<Option<String>> {
+    // Measured first (a seek on the key, the lengths from the rows' headers): a text the
+    // database cannot build, or the controller should not hold, is refused, never asked for.
+    let (total, largest): (i64, i64) = on!(db, p => {
+        let row = sqlx::query(match db {
+            Db::Sqlite(_) => super::sqlite::SCRAPES_AFTER_SIZE,
+            Db::Postgres(_) => super::postgres::SCRAPES_AFTER_SIZE,
+        })
+        .bind(name)
+        .bind(source)
+        .bind(after_ms)
+        .fetch_one(p)
+        .await?;
+        (row.try_get("total")?, row.try_get("largest")?)
+    });
+    if let Some(why) = scrapes::too_large(source, total, largest) {
+        return Err(StoreError::TooLarge(why));
+    }
     Ok(on!(db, p => sqlx::query_scalar(match db {
         Db::Sqlite(_) => super::sqlite::SCRAPES_AFTER,
         Db::Postgres(_) => super::postgres::SCRAPES_AFTER,

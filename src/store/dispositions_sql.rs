@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 use sqlx::Row;
 
-use super::dispositions::{Claim, DispositionStore, Purged, ReplayClaim, SeenSignature};
+use super::dispositions::{
+    Claim, DispositionStore, Latest, Purged, ReplayClaim, SeenSignature, Take, refuse_record,
+    replay_over,
+};
 use super::dlq_rows::{Action, CloseReason, Disposition};
 use super::sql::{Begin, SqlStore, Tx};
 use super::{Result, StoreError};
@@ -52,10 +55,83 @@ where
     })
 }
 
-/// The group's latest decision, `$1`..`$4` queue, class, version, signature.
-const LATEST_OF_GROUP: &str = "SELECT id, action, reason FROM dlq_dispositions \
+/// The group's latest row (decided or held), `$1`..`$4` queue, class, version, signature: the
+/// last inserted (ids follow the order of the commits, one group's writers taking turns under
+/// its lock), the one a new row supersedes.
+const LATEST_OF_GROUP: &str = "SELECT id, action, reason, state, run, decided_by, decided_at, \
+     last_seen FROM dlq_dispositions \
      WHERE queue = $1 AND error_class = $2 AND consumer_version = $3 AND signature = $4 \
-     ORDER BY decided_at DESC, id DESC LIMIT 1";
+     ORDER BY id DESC LIMIT 1";
+
+async fn latest_of_group(tx: &mut Tx, d: &Disposition) -> Result<Option<Latest>> {
+    let row = in_tx!(tx, c => sqlx::query(LATEST_OF_GROUP)
+        .bind(&d.queue)
+        .bind(&d.error_class)
+        .bind(&d.consumer_version)
+        .bind(&d.signature)
+        .fetch_optional(&mut *c)
+        .await?
+        .map(|r| {
+            Ok::<_, StoreError>(Latest {
+                id: r.try_get("id")?,
+                action: r.try_get("action")?,
+                reason: r.try_get("reason")?,
+                state: r.try_get("state")?,
+                run: r.try_get("run")?,
+                decided_by: r.try_get("decided_by")?,
+                decided_at: r.try_get("decided_at")?,
+                last_seen: r.try_get("last_seen")?,
+            })
+        })
+        .transpose()?);
+    Ok(row)
+}
+
+/// Insert `d` superseding `supersedes` (0: the group's first), in state `state` for run `run`;
+/// its id. A unique index refuses a second row superseding the same one.
+async fn insert(
+    tx: &mut Tx,
+    d: &Disposition,
+    supersedes: i64,
+    state: &str,
+    run: Option<&str>,
+) -> Result<i64> {
+    let inserted = in_tx!(tx, c => sqlx::query(
+        "INSERT INTO dlq_dispositions (queue, signature, signature_version, error_class, \
+         consumer_version, action, reason, affected_count, first_seen, last_seen, decided_by, \
+         decided_at, note, supersedes, state, run) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+    )
+    .bind(&d.queue)
+    .bind(&d.signature)
+    .bind(&d.signature_version)
+    .bind(&d.error_class)
+    .bind(&d.consumer_version)
+    .bind(d.action.kind())
+    .bind(d.action.reason().map(CloseReason::as_str))
+    .bind(d.affected_count.and_then(|n| i64::try_from(n).ok()))
+    .bind(&d.first_seen)
+    .bind(&d.last_seen)
+    .bind(&d.decided_by)
+    .bind(d.decided_at_ms)
+    .bind(&d.note)
+    .bind(supersedes)
+    .bind(state)
+    .bind(run)
+    .fetch_one(&mut *c)
+    .await
+    .and_then(|row| row.try_get::<i64, _>("id")));
+    match inserted {
+        Ok(id) => Ok(id),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            Err(StoreError::AlreadyDecided(format!(
+                "group ({}, {}, {:?}) of queue {:?} was decided by another command meanwhile",
+                d.error_class, d.consumer_version, d.signature, d.queue
+            )))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// Two closes of one group at once, one after the other: PostgreSQL takes a lock on the group
 /// for the transaction (SQLite's `BEGIN IMMEDIATE` already runs one writer at a time).
@@ -81,48 +157,75 @@ impl DispositionStore for SqlStore {
         let fence = self.fence.demand(what)?;
         let mut tx = self.begin(Begin::Write).await?;
         lock_group(&mut tx, d).await?;
-        let latest = in_tx!(&mut tx, c => sqlx::query(LATEST_OF_GROUP)
-            .bind(&d.queue)
-            .bind(&d.error_class)
-            .bind(&d.consumer_version)
-            .bind(&d.signature)
-            .fetch_optional(&mut *c)
-            .await?
-            .map(|r| {
-                Ok::<_, StoreError>((r.try_get("id")?, r.try_get("action")?, r.try_get("reason")?))
-            })
-            .transpose()?);
-        if let Some(refused) = super::dispositions::already_closed(d, latest) {
+        let latest = latest_of_group(&mut tx, d).await?;
+        if let Some(refused) = refuse_record(d, latest.as_ref()) {
             return Err(refused);
         }
-        let id: i64 = in_tx!(&mut tx, c => sqlx::query(
-            "INSERT INTO dlq_dispositions (queue, signature, signature_version, error_class, \
-             consumer_version, action, reason, affected_count, first_seen, last_seen, decided_by, \
-             decided_at, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-             RETURNING id",
+        let supersedes = latest.map_or(0, |l| l.id);
+        let id = insert(&mut tx, d, supersedes, "decided", None).await?;
+        self.prove_and_commit(tx, fence.as_ref(), what).await?;
+        Ok(id)
+    }
+
+    async fn take_replay(
+        &self,
+        hold: &Disposition,
+        run: &str,
+        first_attempt_ms: i64,
+    ) -> Result<Take> {
+        let what = "a dead-letter group's replay";
+        let fence = self.fence.demand(what)?;
+        let mut tx = self.begin(Begin::Write).await?;
+        lock_group(&mut tx, hold).await?;
+        let latest = latest_of_group(&mut tx, hold).await?;
+        if let Some(found) = replay_over(hold, latest.as_ref(), first_attempt_ms)? {
+            return Ok(found);
+        }
+        let supersedes = latest.map_or(0, |l| l.id);
+        let id = insert(&mut tx, hold, supersedes, "replaying", Some(run)).await?;
+        self.prove_and_commit(tx, fence.as_ref(), what).await?;
+        Ok(Take::Held(id))
+    }
+
+    async fn finish_replay(&self, id: i64, d: &Disposition) -> Result<bool> {
+        let what = "a dead-letter group's replay";
+        let fence = self.fence.demand(what)?;
+        let mut tx = self.begin(Begin::Write).await?;
+        let done = in_tx!(&mut tx, c => sqlx::query(
+            "UPDATE dlq_dispositions SET state = 'decided', run = NULL, affected_count = $2, \
+             first_seen = $3, last_seen = $4, decided_by = $5, decided_at = $6, note = $7 \
+             WHERE id = $1 AND state = 'replaying'",
         )
-        .bind(&d.queue)
-        .bind(&d.signature)
-        .bind(&d.signature_version)
-        .bind(&d.error_class)
-        .bind(&d.consumer_version)
-        .bind(d.action.kind())
-        .bind(d.action.reason().map(CloseReason::as_str))
+        .bind(id)
         .bind(d.affected_count.and_then(|n| i64::try_from(n).ok()))
         .bind(&d.first_seen)
         .bind(&d.last_seen)
         .bind(&d.decided_by)
         .bind(d.decided_at_ms)
         .bind(&d.note)
-        .fetch_one(&mut *c)
+        .execute(&mut *c)
         .await?
-        .try_get("id")?);
+        .rows_affected());
         self.prove_and_commit(tx, fence.as_ref(), what).await?;
-        Ok(id)
+        Ok(done == 1)
+    }
+
+    async fn release_replay(&self, id: i64, run: &str) -> Result<bool> {
+        let done = on!(&self.db, p => sqlx::query(
+            "DELETE FROM dlq_dispositions WHERE id = $1 AND state = 'replaying' AND run = $2",
+        )
+        .bind(id)
+        .bind(run)
+        .execute(p)
+        .await?
+        .rows_affected());
+        Ok(done == 1)
     }
 
     async fn list(&self) -> Result<Vec<Disposition>> {
-        on!(&self.db, p => sqlx::query("SELECT * FROM dlq_dispositions ORDER BY decided_at, id")
+        on!(&self.db, p => sqlx::query(
+            "SELECT * FROM dlq_dispositions WHERE state = 'decided' ORDER BY decided_at, id",
+        )
             .fetch_all(p)
             .await?
             .iter()

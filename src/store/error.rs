@@ -57,10 +57,17 @@ pub enum StoreError {
         holder: String,
         epoch: String,
     },
-    /// A close of a dead-letter group whose latest decision is already that close (two `dlq
-    /// close` at once: the second records nothing); what was decided, in words.
+    /// A decision on a dead-letter group that already has one (two `dlq close` at once, whatever
+    /// their reasons, or a close racing a replay: the second records nothing, and a replay
+    /// refused so sends nothing of the group); what was decided, in words. Exit 4 at the CLI.
     #[error("nothing recorded: {0}; see `migrate dlq decisions`")]
     AlreadyDecided(String),
+    /// A read that would join more than the store's cap into one value (a source's history
+    /// larger than [`MAX_HISTORY_BYTES`](super::MAX_HISTORY_BYTES), or holding a row larger
+    /// than [`MAX_SCRAPE_ROW_BYTES`](super::MAX_SCRAPE_ROW_BYTES)): refused before the database
+    /// is asked; what and which cap, in words.
+    #[error("{0}")]
+    TooLarge(String),
     /// The database itself failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

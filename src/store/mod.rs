@@ -41,6 +41,7 @@ pub mod traits;
 
 pub use error::{Result, StoreError};
 pub use records::*;
+pub use scrapes::{MAX_HISTORY_BYTES, MAX_SCRAPE_ROW_BYTES, kept_bytes};
 pub use sql::SqlStore;
 pub use traits::{DecisionStore, EvaluationStore, JournalStore, LeaseStore, ScrapeStore, Store};
 

@@ -79,6 +79,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "no data cause",
         include_str!("../../migrations/postgres/0012_no_data_cause.sql"),
     ),
+    (
+        13,
+        "dlq one decision per group",
+        include_str!("../../migrations/postgres/0013_dlq_one_decision.sql"),
+    ),
 ];
 
 /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`
@@ -144,6 +149,12 @@ pub(super) const INSERT_SCRAPES: &str = "INSERT INTO scrapes (migration, source,
 
 /// The scrapes of a source stored after an instant, joined into one text (see
 /// [`super::dialect::scrapes_after`]).
+/// The bytes of the samples [`SCRAPES_AFTER`] would join, in all and of the largest row.
+pub(super) const SCRAPES_AFTER_SIZE: &str = "SELECT \
+     CAST(COALESCE(SUM(octet_length(samples)), 0) AS BIGINT) AS total, \
+     CAST(COALESCE(MAX(octet_length(samples)), 0) AS BIGINT) AS largest \
+     FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3";
+
 pub(super) const SCRAPES_AFTER: &str = "SELECT '[' || string_agg('[' || at || ',' || samples \
      || ']', ',') || ']' FROM scrapes WHERE migration = $1 AND source = $2 AND at > $3";
 

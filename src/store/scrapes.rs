@@ -15,6 +15,42 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// Most bytes of samples one scrape row holds: what a round keeps of one source's scrape
+/// (the controller holds the source's gates, naming this cap, rather than keep more; a row
+/// that would hold more is written without its samples). 4 MiB is 10,000 series of ~400 bytes
+/// of series key, metric and labels.
+pub const MAX_SCRAPE_ROW_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most bytes of samples one read of a source's history joins into one text: past it (or past
+/// a row larger than [`MAX_SCRAPE_ROW_BYTES`], written before that cap), the read is refused
+/// with [`StoreError::TooLarge`] (a hold of the source's gates, not a failed tick) instead of
+/// asking the database for a text it cannot build (SQLite's limit is 1e9 bytes, PostgreSQL's 1
+/// GiB) or the memory to parse it.
+pub const MAX_HISTORY_BYTES: i64 = 256 * 1024 * 1024;
+
+/// The bytes `s` takes as a JSON string, quotes included: at least what serde_json writes.
+fn json_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' => 2,
+            b if b < 0x20 => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The bytes the samples `points` take in a scrape row (at least what [`rows_of`] writes for
+/// them, each series once): what a round would keep of a scrape, for the cap
+/// [`MAX_SCRAPE_ROW_BYTES`].
+pub fn kept_bytes(points: &[StoredPoint]) -> usize {
+    // `[` `]` and, per sample, `[bits,"series","metric","labels"],` with the bits at most 20.
+    2 + points
+        .iter()
+        .map(|p| 25 + json_len(&p.series) + json_len(&p.metric) + json_len(&p.labels))
+        .sum::<usize>()
+}
+
 use super::scrape_text::{Bad, Reader};
 use super::{Result, SourceRows, StoreError, StoredPoint, StoredSeries};
 
@@ -67,9 +103,21 @@ pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a
                 .map(|p| (to_bits(p.value), &*p.series, &*p.metric, &*p.labels))
                 .collect();
             encoded.reverse();
-            let samples = serde_json::to_string(&encoded).map_err(|e| {
+            let mut samples = serde_json::to_string(&encoded).map_err(|e| {
                 StoreError::Corrupt(format!("cannot write the samples of {source:?}: {e}"))
             })?;
+            // Never a value a later read cannot take: the controller keeps no more than the
+            // cap ([`kept_bytes`]); a row that would hold more keeps its instant only.
+            if samples.len() > MAX_SCRAPE_ROW_BYTES {
+                tracing::warn!(
+                    migration = name,
+                    source,
+                    bytes = samples.len(),
+                    cap = MAX_SCRAPE_ROW_BYTES,
+                    "a scrape's samples are larger than the store's cap per scrape: not kept"
+                );
+                samples = "[]".to_string();
+            }
             Ok(ScrapeRow {
                 name,
                 source,
@@ -78,6 +126,31 @@ pub(super) fn rows_of<'a>(sources: &[SourceRows<'a>]) -> Result<Vec<ScrapeRow<'a
             })
         })
         .collect()
+}
+
+/// Why a read of `source`'s history of `total` bytes of samples, the largest row `largest`, is
+/// refused (see [`MAX_HISTORY_BYTES`]), in words naming the cap; `None` when it may be read.
+pub(super) fn too_large(source: &str, total: i64, largest: i64) -> Option<String> {
+    let mib = |n: i64| n as f64 / (1024.0 * 1024.0);
+    let row_cap = i64::try_from(MAX_SCRAPE_ROW_BYTES).unwrap_or(i64::MAX);
+    if largest > row_cap {
+        Some(format!(
+            "the stored history of source {source} holds a scrape of {:.1} MiB, over the store's \
+             cap of {:.0} MiB per scrape (written before the cap): its gates hold until it is \
+             older than what they read, and it is pruned",
+            mib(largest),
+            mib(row_cap)
+        ))
+    } else if total > MAX_HISTORY_BYTES {
+        Some(format!(
+            "the stored history of source {source} is {:.1} MiB, over the store's cap of {:.0} \
+             MiB per source read: its gates hold; select fewer series or shorten their windows",
+            mib(total),
+            mib(MAX_HISTORY_BYTES)
+        ))
+    } else {
+        None
+    }
 }
 
 /// A source's history as a backend reads it: `text`, its scrapes joined by the database (NULL

@@ -75,6 +75,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "no data cause",
         include_str!("../../migrations/sqlite/0012_no_data_cause.sql"),
     ),
+    (
+        13,
+        "dlq one decision per group",
+        include_str!("../../migrations/sqlite/0013_dlq_one_decision.sql"),
+    ),
 ];
 
 /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a
@@ -150,6 +155,12 @@ pub(super) const FLEET_MEMORY: &str = "SELECT g.* FROM migrations m CROSS JOIN g
 /// `[[at, samples], ...]` (see [`super::scrapes::series_of`]); NULL when there are none.
 pub(super) const SCRAPES_AFTER: &str = "SELECT '[' || group_concat('[' || at || ',' || samples \
      || ']', ',') || ']' FROM scrapes WHERE migration = ? AND source = ? AND at > ?";
+
+/// The bytes of the samples [`SCRAPES_AFTER`] would join, in all and of the largest row.
+pub(super) const SCRAPES_AFTER_SIZE: &str = "SELECT \
+     CAST(COALESCE(SUM(length(CAST(samples AS BLOB))), 0) AS INTEGER) AS total, \
+     CAST(COALESCE(MAX(length(CAST(samples AS BLOB))), 0) AS INTEGER) AS largest \
+     FROM scrapes WHERE migration = ? AND source = ? AND at > ?";
 
 /// The scrape instants of a source after an instant, as one list (see [`super::parse_list`]),
 /// read from the key alone.

@@ -2916,6 +2916,8 @@ async fn open_picks_the_backend_by_url() {
 mod dispositions;
 mod no_data_cause;
 mod prune;
+/// The store bounded by bytes (issue 54).
+mod scrape_cap;
 
 /// Issue 42: an ex-leader's session holding a migration's row lock blocked the whole round of
 /// the leader (no guard ran for any migration for 31 s). With the daemon's session limits the

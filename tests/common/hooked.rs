@@ -1,5 +1,5 @@
 //! A store with faults put in by a test: the store under test, but a chosen `list` runs a
-//! future after its read (a command racing a reader), the next `commit`s run one each before
+//! future after its read (a command racing a reader), so may the next `get`, the next `commit`s run one each before
 //! they commit (a writer racing a decision) or after (a writer racing a retry), or
 //! `acquire_lease` fails fast from a chosen call on (a store that answers errors), or the store
 //! goes away (`down`: reads and leases wait, as for a pool that cannot connect, then fail).
@@ -27,6 +27,9 @@ pub struct Hooked {
     pub inner: AnyStore,
     /// Run (once) by the next `list`, after it read and before it answers that read.
     pub after_list: Arc<Mutex<Option<Race>>>,
+    /// Run (once) by the next `get`, after it read and before it answers that read (a writer
+    /// racing a check made on what was read).
+    pub after_get: Arc<Mutex<Option<Race>>>,
     /// Run one each, in order, by the next `commit`s, before they commit.
     pub before_commits: Arc<Mutex<VecDeque<Race>>>,
     /// Run (once) by the next `commit`, after it committed or failed, before it answers.
@@ -60,6 +63,7 @@ impl Hooked {
         Hooked {
             inner,
             after_list: Arc::default(),
+            after_get: Arc::default(),
             before_commits: Arc::default(),
             after_commit: Arc::default(),
             lease_fails_from: None,
@@ -91,7 +95,16 @@ impl JournalStore for Hooked {
 
     async fn get(&self, name: &str) -> Result<MigrationRecord> {
         self.away().await?;
-        self.inner.get(name).await
+        let read = self.inner.get(name).await;
+        let race = self
+            .after_get
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(race) = race {
+            race.await;
+        }
+        read
     }
 
     async fn fleet(&self) -> Result<Fleet> {

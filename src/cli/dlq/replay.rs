@@ -17,7 +17,6 @@ use crate::dlq::refused::{ReplayRequest, prescan};
 use crate::dlq::replay::{self, GroupTally, Outcome, ReplayMachine, ReplayPolicy};
 use crate::dlq::replayed::replay_decisions;
 use crate::dlq::selection::{GroupKey, Selection};
-use crate::store::dispositions::DispositionStore;
 
 /// The group selected by `--class`, `--version` and `--signature` (all three, or none: the
 /// whole file).
@@ -99,7 +98,7 @@ pub(super) async fn replay_cmd(ctx: &Ctx, mut a: ReplayArgs) -> CliResult {
         ctx.store().await?,
         a.queue.name(),
         replay_target::destination(&a, replay_to_stdout),
-        now,
+        (&a.by, now),
         a.resend_in_doubt,
     );
     let mut pacer = TokioPacer::starting_at(now);
@@ -138,31 +137,55 @@ pub(super) async fn replay_cmd(ctx: &Ctx, mut a: ReplayArgs) -> CliResult {
         counters.skipped(),
         counters.first_error(),
     );
-    let result = match &summary.outcome {
-        Outcome::Completed => match record_replayed(ctx, &a, &tally, now).await {
-            Ok(recorded) => ending.completed(&mut said, &tally, recorded),
-            Err(e) => Err(e),
+    let result = match (&summary.outcome, ledger.refused.take()) {
+        (_, Some(why)) => match ledger.release().await {
+            Ok(()) => Err(refused(&why, summary.stats.published)),
+            Err(e) => Err(e.into()),
         },
-        _ => ending.stopped(&mut said),
+        (Outcome::Completed, None) => {
+            match record_replayed(ctx, &mut ledger, &a, &tally, now).await {
+                Ok(recorded) => ending.completed(&mut said, &tally, recorded),
+                Err(e) => Err(e),
+            }
+        }
+        (_, None) => match ledger.release().await {
+            Ok(()) => ending.stopped(&mut said),
+            Err(e) => Err(e.into()),
+        },
     };
     let printed = said.into_text().map_or(Ok(()), |text| emit(&text));
     // The replay's own outcome comes first; then whether its summary could be written.
     exit_after_printing(printed, result?)
 }
 
+/// A replay that met a group already decided (exit 4): nothing of that group was sent.
+fn refused(why: &str, published: u64) -> CliError {
+    let before = if published == 0 {
+        "refused, nothing was sent".to_string()
+    } else {
+        format!(
+            "stopped before that group: {published} message(s) of the groups before it were sent"
+        )
+    };
+    CliError::new(
+        4,
+        format!(
+            "{before}: {why}. One decision per group: see `migrate dlq decisions`; replay the \
+             other groups alone (--class, --version, --signature)"
+        ),
+    )
+}
+
 /// Record every group the run replayed whole (none of its messages failed) as a decision
-/// (action `replay`); how many.
+/// (action `replay`), turning the run's hold on the group into it; how many.
 async fn record_replayed(
     ctx: &Ctx,
+    ledger: &mut StoreLedger,
     a: &ReplayArgs,
     tally: &GroupTally<GroupKey>,
     now: i64,
 ) -> Result<usize, CliError> {
-    let store = ctx.store().await?;
     let decided = queue_decisions(ctx, a.queue.name()).await?;
     let decisions = replay_decisions(tally, &decided, a.queue.name(), &a.by, now);
-    for d in &decisions {
-        store.record(d).await?;
-    }
-    Ok(decisions.len())
+    Ok(ledger.decide(&decisions).await?)
 }

@@ -6,17 +6,25 @@
 //! twice: one whose outcome was never learnt (a run killed between the two, a publish the broker
 //! did not confirm, a store that failed to settle) stays in doubt and is not sent again unless
 //! `--resend-in-doubt`.
+//!
+//! Before it claims the first entry of a group, the run holds the group for its replay
+//! ([`DispositionStore::take_replay`]): one decision per group, so a group a close decided is
+//! refused before anything of it is sent, and a close while the replay runs is refused.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+use crate::dlq::disposition::{Action, Disposition};
 use crate::dlq::envelope::DeadLetter;
 use crate::dlq::replay::{GroupTally, Ledger, Recorded};
 use crate::dlq::selection::{GroupKey, Selected};
+use crate::dlq::signature::SignatureVersion;
+use crate::store::StoreError;
 use crate::store::any::AnyStore;
-use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim};
+use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim, Take};
 
 /// The ledger of one run, and what it found that earlier runs did.
 pub(super) struct StoreLedger {
@@ -24,7 +32,14 @@ pub(super) struct StoreLedger {
     queue: String,
     destination: String,
     run: String,
+    /// Who replays (the decider of the groups it holds).
+    by: String,
     resend_in_doubt: bool,
+    /// Per group met so far, what [`DispositionStore::take_replay`] answered.
+    pub(super) holds: HashMap<GroupKey, Take>,
+    /// Why the run stopped before a group: a decision already covers it (nothing of that group
+    /// was sent).
+    pub(super) refused: Option<String>,
     base_ms: i64,
     started: Instant,
     /// The claim of the entry being published (settled next).
@@ -50,7 +65,7 @@ impl StoreLedger {
         store: AnyStore,
         queue: &str,
         destination: String,
-        now_ms: i64,
+        (by, now_ms): (&str, i64),
         resend_in_doubt: bool,
     ) -> StoreLedger {
         // Unique per run, wherever it runs (two hosts can share a PostgreSQL store).
@@ -62,13 +77,107 @@ impl StoreLedger {
             queue: queue.to_string(),
             destination,
             run: format!("{now_ms}-{}-{random:016x}", std::process::id()),
+            by: by.trim().to_string(),
             resend_in_doubt,
+            holds: HashMap::new(),
+            refused: None,
             base_ms: now_ms,
             started: Instant::now(),
             current: None,
             earlier: GroupTally::default(),
             settle_budget: SETTLE_BUDGET,
         }
+    }
+
+    /// Hold `s`'s group for this run before its first entry is claimed (again at each entry
+    /// while an earlier replay covers them): an `Err` stops the run before anything of the
+    /// group is sent.
+    async fn hold_group(&mut self, s: &Selected) -> Result<(), String> {
+        if matches!(
+            self.holds.get(&s.key),
+            Some(Take::Held(_) | Take::Joined(_))
+        ) {
+            return Ok(());
+        }
+        let (class, version, signature) = s.key.clone();
+        let hold = Disposition {
+            id: 0,
+            queue: self.queue.clone(),
+            signature,
+            signature_version: SignatureVersion::V1.as_str().to_string(),
+            error_class: class,
+            consumer_version: version,
+            affected_count: None,
+            first_seen: None,
+            last_seen: None,
+            action: Action::Replay,
+            decided_by: self.by.clone(),
+            decided_at_ms: self.now_ms(),
+            note: None,
+        };
+        // An age that cannot be read counts as covered by any decision (refused, not sent).
+        let first = s.entry.first_attempt_ms().unwrap_or(i64::MIN);
+        match self.store.take_replay(&hold, &self.run, first).await {
+            Ok(take) => {
+                self.holds.insert(s.key.clone(), take);
+                Ok(())
+            }
+            Err(StoreError::AlreadyDecided(why)) => {
+                let why = crate::redact::text(&why);
+                self.refused = Some(why.clone());
+                Err(why)
+            }
+            Err(e) => Err(crate::redact::text(&e.to_string())),
+        }
+    }
+
+    /// Record the decisions of a completed run: each turns its group's hold into the decision
+    /// (or is recorded anew where the run held none); then drop the holds this run still has
+    /// (groups not replayed whole). How many were recorded.
+    ///
+    /// # Errors
+    /// The store's.
+    pub(super) async fn decide(&mut self, decisions: &[Disposition]) -> Result<usize, StoreError> {
+        let mut recorded = 0;
+        for d in decisions {
+            let key = (
+                d.error_class.clone(),
+                d.consumer_version.clone(),
+                d.signature.clone(),
+            );
+            let held = match self.holds.remove(&key) {
+                Some(Take::Held(id) | Take::Joined(id)) => Some(id),
+                _ => None,
+            };
+            if let Some(id) = held
+                && self.store.finish_replay(id, d).await?
+            {
+                recorded += 1;
+                continue;
+            }
+            match self.store.record(d).await {
+                Ok(_) => recorded += 1,
+                // A hold shared with another run that decided the group first.
+                Err(StoreError::AlreadyDecided(_)) if held.is_some() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.release().await?;
+        Ok(recorded)
+    }
+
+    /// Drop every hold this run took (it stopped short, or those groups were not replayed
+    /// whole): their groups are open again.
+    ///
+    /// # Errors
+    /// The store's.
+    pub(super) async fn release(&mut self) -> Result<(), StoreError> {
+        for (_, take) in self.holds.drain() {
+            if let Take::Held(id) = take {
+                self.store.release_replay(id, &self.run).await?;
+            }
+        }
+        Ok(())
     }
 
     fn now_ms(&self) -> i64 {
@@ -92,6 +201,7 @@ pub(super) fn entry_digest(entry: &DeadLetter) -> String {
 
 impl Ledger<Selected> for StoreLedger {
     async fn claim(&mut self, s: &Selected) -> Result<Recorded, String> {
+        self.hold_group(s).await?;
         let claim = ReplayClaim {
             queue: self.queue.clone(),
             destination: self.destination.clone(),

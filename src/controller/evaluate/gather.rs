@@ -14,8 +14,8 @@ use crate::indicators::history::{History, Point};
 use crate::indicators::query::{Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Source};
 use crate::store::{
-    GateKey, GateRecord, MigrationRecord, SourcePoints, Store, StoreError, StoredPoint,
-    StoredSeries,
+    GateKey, GateRecord, MAX_SCRAPE_ROW_BYTES, MigrationRecord, SourcePoints, Store, StoreError,
+    StoredPoint, StoredSeries, kept_bytes,
 };
 
 use super::judge::{Item, Reading};
@@ -170,14 +170,35 @@ async fn scrape_sources<S: Store>(
             Some(t) => (t.history, t.through_ms, t.rounds + 1, t.samples_from_ms),
             None => (History::new(), i64::MIN, 0, samples_from_ms),
         };
-        let (stored, times) = store
+        let keep_ms = reach_ms.max(MIN_KEEP_MS);
+        let (stored, times) = match store
             .load_series_after(&rec.name, source, after_ms, holds_from_ms)
-            .await?;
+            .await
+        {
+            Ok(read) => read,
+            // A history too large to read (the store's cap, named in the reason) holds the
+            // source's gates, not the tick; what is older than the source keeps is pruned, so
+            // that a legacy oversized scrape ages out.
+            Err(StoreError::TooLarge(why)) => {
+                out.insert(source.to_string(), Err(Unread::down(why)));
+                taken.push(SourcePoints {
+                    source: source.to_string(),
+                    points: Vec::new(),
+                    scrape_times: Vec::new(),
+                    keep_from_ms: Some(prune_from(
+                        &rec.name,
+                        source,
+                        now_ms.saturating_sub(keep_ms.saturating_mul(2)),
+                    )),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         // The instants first: then a sample's instant is a scrape of the history already (but
         // for a scrape stored between the two reads), and adding the samples moves no values.
         let mut history = history.with_scrape_times(times);
         add_stored(&mut history, stored);
-        let keep_ms = reach_ms.max(MIN_KEEP_MS);
         let reading = fetcher.scrape_parsed(url).await;
         let scraped = match &*reading {
             // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
@@ -300,6 +321,18 @@ fn fold_scrape(
         .filter(|p| !p.value.is_nan())
         .map(to_stored)
         .collect();
+    // What a round keeps of a scrape is capped in bytes, not only in series: past the cap the
+    // source's gates hold, saying so, and nothing of this scrape is kept.
+    let bytes = kept_bytes(&points);
+    if bytes > MAX_SCRAPE_ROW_BYTES {
+        return Err(format!(
+            "source {source}: the series its gates select take {:.1} MiB in this scrape, over \
+             the store's cap of {:.0} MiB per scrape (MAX_SCRAPE_ROW_BYTES): nothing of it is \
+             kept; select fewer series or shorter labels",
+            bytes as f64 / (1024.0 * 1024.0),
+            MAX_SCRAPE_ROW_BYTES as f64 / (1024.0 * 1024.0)
+        ));
+    }
     let points = SourcePoints {
         source: source.to_string(),
         points,

@@ -2,7 +2,8 @@
 //! signatures and the replay ledger read back the same on SQLite and on PostgreSQL.
 
 use super::{Backend, new_migration, on_postgres, on_sqlite};
-use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim, SeenSignature};
+use crate::store::StoreError;
+use crate::store::dispositions::{Claim, DispositionStore, ReplayClaim, SeenSignature, Take};
 use crate::store::dlq_rows::{Action, CloseReason, Disposition};
 use crate::store::traits::*;
 
@@ -30,10 +31,12 @@ on_each_backend_test! {
         on_each_backend(|b| async move {
             let s = b.open().await;
             let a = decision(Action::Close(CloseReason::WindowExpired), 2000);
+            // Another group (one group has one decision, issue 54).
             let bb = Disposition {
                 affected_count: None,
                 last_seen: None,
                 note: None,
+                signature: "connection reset".into(),
                 ..decision(Action::Replay, 1000)
             };
             let id_a = s.record(&a).await.expect("records");
@@ -260,6 +263,114 @@ on_each_backend_test! {
                 .unwrap();
             assert_eq!(s.dlq_decisions().await.unwrap()[0].id, id);
             assert_eq!(s.get("m").await.unwrap().name, "m");
+        })
+        .await;
+    }
+}
+
+/// The refusal of a decision on a group already decided, in words.
+fn refused<T: std::fmt::Debug>(r: crate::store::Result<T>) -> String {
+    match r {
+        Err(StoreError::AlreadyDecided(why)) => why,
+        other => panic!("expected AlreadyDecided, got {other:?}"),
+    }
+}
+
+on_each_backend_test! {
+    /// Issue 54: two closes of one group with different reasons both recorded, and a replay of
+    /// a closed group recorded a second decision. One decision per group, whatever the reasons;
+    /// a replay holds the group before it sends, and a close meanwhile is refused.
+    #[tokio::test]
+    async fn one_decision_per_group_whatever_the_reasons() {
+        on_each_backend(|b| async move {
+            let s = b.open().await;
+            let close = decision(Action::Close(CloseReason::WindowExpired), 2000);
+            let id = s.record(&close).await.unwrap();
+            let other = decision(Action::Close(CloseReason::AlreadyProcessed), 3000);
+            let why = refused(s.record(&other).await);
+            assert!(why.contains("already closed as window_expired"), "[{}] {why}", b.kind);
+            // A replay of an entry the close covers holds nothing and is refused.
+            let hold = Disposition { last_seen: None, ..decision(Action::Replay, 4000) };
+            let covered = 1_772_359_200_000; // 2026-03-01T10:00:00Z
+            let why = refused(s.take_replay(&hold, "run-1", covered).await);
+            assert!(why.contains("already closed"), "[{}] {why}", b.kind);
+            assert_eq!(DispositionStore::list(&s).await.unwrap().len(), 1);
+            // Entries that came back later: a new decision may be taken, once.
+            let later = 1_772_452_800_000; // 2026-03-02T12:00:00Z
+            let Take::Held(held) = s.take_replay(&hold, "run-1", later).await.unwrap() else {
+                panic!("[{}] not held", b.kind);
+            };
+            assert_eq!(
+                s.take_replay(&hold, "run-2", later).await.unwrap(),
+                Take::Joined(held),
+                "[{}]",
+                b.kind
+            );
+            let late_close = Disposition {
+                last_seen: Some("2026-03-03T00:00:00.000Z".into()),
+                ..decision(Action::Close(CloseReason::FixedInCode), 5000)
+            };
+            let why = refused(s.record(&late_close).await);
+            assert!(why.contains("is being replayed"), "[{}] {why}", b.kind);
+            // Holds are no decisions; finished, the hold is the replay decision.
+            assert_eq!(DispositionStore::list(&s).await.unwrap().len(), 1);
+            let replayed = Disposition {
+                last_seen: Some("2026-03-02T12:00:00.000Z".into()),
+                ..decision(Action::Replay, 6000)
+            };
+            assert!(s.finish_replay(held, &replayed).await.unwrap());
+            let listed = DispositionStore::list(&s).await.unwrap();
+            assert_eq!(listed.len(), 2, "[{}] {listed:?}", b.kind);
+            assert_eq!((listed[0].id, listed[1].id), (id, held));
+            assert_eq!(listed[1].action, Action::Replay);
+            let why = refused(s.record(&other).await);
+            assert!(why.contains("already replayed"), "[{}] {why}", b.kind);
+            // A hold released (the run stopped short) leaves the group as it was.
+            let even_later = 1_772_539_200_000; // 2026-03-03T12:00:00Z
+            let Take::Held(again) = s.take_replay(&hold, "run-3", even_later).await.unwrap()
+            else {
+                panic!("[{}] not held", b.kind);
+            };
+            assert!(!s.release_replay(again, "run-4").await.unwrap());
+            assert!(s.release_replay(again, "run-3").await.unwrap());
+            assert_eq!(
+                s.take_replay(&hold, "run-5", covered).await.unwrap(),
+                Take::Covered,
+                "[{}]",
+                b.kind
+            );
+        })
+        .await;
+    }
+}
+
+on_each_backend_test! {
+    /// The database itself refuses two rows superseding one decision (the unique index), and a
+    /// store whose group has two decisions from before upgrades without losing either.
+    #[tokio::test]
+    async fn the_database_refuses_a_second_decision_superseding_one() {
+        on_each_backend(|b| async move {
+            let old = b.open_at_version(12, 12).await;
+            for reason in ["window_expired", "already_processed"] {
+                b.raw_execute(format!(
+                    "INSERT INTO dlq_dispositions (queue, signature, error_class, \
+                     consumer_version, action, reason, decided_by, decided_at) \
+                     VALUES ('q','s','c','v','close','{reason}','a',0)"
+                ))
+                .await
+                .unwrap();
+            }
+            drop(old);
+            let s = b.open().await;
+            assert_eq!(DispositionStore::list(&s).await.unwrap().len(), 2);
+            let twice = b
+                .raw_execute(
+                    "INSERT INTO dlq_dispositions (queue, signature, error_class, \
+                     consumer_version, action, reason, decided_by, decided_at, supersedes) \
+                     VALUES ('q','s','c','v','close','fixed_in_code','a',0, 0)",
+                )
+                .await;
+            assert!(twice.is_err(), "[{}] a second first decision", b.kind);
         })
         .await;
     }

@@ -833,6 +833,140 @@ fn two_concurrent_closes_record_one_decision(d: DlqBench) {
 
 on_both!(two_concurrent_closes_record_one_decision, "dlq_close_race");
 
+/// `dlq close` of the timeouts of export.ndjson for `reason`, by `by`.
+fn close_args<'a>(signature: &'a str, reason: &'a str, by: &'a str) -> Vec<&'a str> {
+    vec![
+        "dlq",
+        "close",
+        "--class",
+        "dependency_timeout",
+        "--version",
+        "2.14.0",
+        "--signature",
+        signature,
+        "--reason",
+        reason,
+        "--by",
+        by,
+        "--queue",
+        "orders.dlq",
+    ]
+}
+
+/// Issue 54: two concurrent `dlq close` of one group with different reasons both recorded.
+/// One decision per group whatever the reasons: the other is refused (exit 4, a conflict),
+/// saying what was decided; a later close of the same group, for any reason, too.
+fn two_closes_with_different_reasons_record_one_decision(d: DlqBench) {
+    d.ok(&["dlq", "decisions"], 0);
+    let signature = "Timeout after <n>ms";
+    for round in 0..3 {
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| {
+                let args = close_args(signature, "already_processed", "ana");
+                d.command(&args).output().unwrap()
+            });
+            let b = s.spawn(|| {
+                let args = close_args(signature, "window_expired", "bo");
+                d.command(&args).output().unwrap()
+            });
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
+        assert_eq!(ok, usize::from(round == 0), "[{}] round {round}", d.kind());
+        for o in [&a, &b].iter().filter(|o| !o.status.success()) {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(4), "[{}] {err}", d.kind());
+            assert!(err.contains("already closed as"), "[{}] {err}", d.kind());
+        }
+    }
+    let all = d.ok(&["dlq", "decisions", "--json"], 0).json();
+    assert_eq!(
+        all.as_array().map(Vec::len),
+        Some(1),
+        "[{}] {all}",
+        d.kind()
+    );
+}
+on_both!(
+    two_closes_with_different_reasons_record_one_decision,
+    "dlq_close_reasons"
+);
+
+/// Issue 54: a replay of a group a close decided sent every message and recorded a second
+/// decision. Refused before anything is sent (exit 4), the close the only decision.
+fn a_replay_of_a_closed_group_sends_nothing(d: DlqBench) {
+    let timeout = timeouts_exported(&d);
+    d.ok(&close_args(&timeout, "already_processed", "ana"), 0);
+    let r = d.ok(&replay_args(&timeout), 4);
+    assert!(
+        r.stderr.contains("refused, nothing was sent") && r.stderr.contains("already closed as"),
+        "[{}] {}",
+        d.kind(),
+        r.stderr
+    );
+    assert_eq!(replayed(&d), Vec::<String>::new(), "[{}]", d.kind());
+    let all = d.ok(&["dlq", "decisions", "--json"], 0).json();
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 1, "[{}] {all:?}", d.kind());
+    assert_eq!(all[0]["action"], "close", "[{}] {all:?}", d.kind());
+}
+on_both!(
+    a_replay_of_a_closed_group_sends_nothing,
+    "dlq_replay_closed"
+);
+
+/// Issue 54: `close` racing `replay` both recorded, the replay sending every message. The
+/// replay holds the group from before its first message: a close while it runs is refused
+/// (exit 4), and the replay's is the one decision.
+fn a_close_racing_a_replay_is_refused(d: DlqBench) {
+    let lines: Vec<String> = (1..=12)
+        .map(|n| envelope("dependency_timeout", TIMEOUT, n, 10))
+        .collect();
+    d.write("export.ndjson", &lines);
+    let timeout = signature_of(&d, "export.ndjson", "dependency_timeout");
+    let mut args = replay_args(&timeout);
+    let rate = args.iter().position(|a| *a == "1000").unwrap();
+    args[rate] = "4";
+    let mut replay = d.command(&args).spawn().unwrap();
+    // Once the replay sent its first message (it held the group before), close the group.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let sent_one =
+        || std::fs::read_to_string(d.b.path("out.ndjson")).is_ok_and(|t| t.contains('\n'));
+    while !sent_one() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "[{}] no message",
+            d.kind()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let close = d.run(&close_args(&timeout, "window_expired", "bo"));
+    let replay = replay.wait().unwrap();
+    assert_eq!(close.code, 4, "[{}] {}", d.kind(), close.stderr);
+    assert!(
+        close.stderr.contains("is being replayed"),
+        "[{}] {}",
+        d.kind(),
+        close.stderr
+    );
+    assert!(replay.success(), "[{}]", d.kind());
+    assert_eq!(replayed(&d).len(), 12, "[{}]", d.kind());
+    let all = d.ok(&["dlq", "decisions", "--json"], 0).json();
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 1, "[{}] {all:?}", d.kind());
+    assert_eq!(all[0]["action"], "replay", "[{}] {all:?}", d.kind());
+    // Decided: a close now is refused as well, and says by what.
+    let again = d.run(&close_args(&timeout, "window_expired", "bo"));
+    assert_eq!(again.code, 4, "[{}] {}", d.kind(), again.stderr);
+    assert!(
+        again.stderr.contains("already replayed"),
+        "[{}] {}",
+        d.kind(),
+        again.stderr
+    );
+}
+on_both!(a_close_racing_a_replay_is_refused, "dlq_close_replay_race");
+
 /// Issue 42: `dlq decisions` without `--queue` showed the queue `default` only.
 fn decisions_without_a_queue_show_every_queue(d: DlqBench) {
     for queue in ["orders.dlq", "billing.dlq"] {

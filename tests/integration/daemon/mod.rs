@@ -4,6 +4,7 @@
 //! Filter a topic by its path: `cargo test --test integration -- daemon::core::`.
 
 mod advance_memory_race;
+mod complete_role_race;
 mod console;
 mod core;
 mod crash_sigkill;

@@ -764,6 +764,34 @@ fn a_scrape_over_the_series_cap_holds_too_many_series() {
     assert_eq!(r.json()["gates"][0]["verdict"], "pass");
 }
 
+/// Regression (issue 54, item 7): a target under the series cap with long labels (9,999
+/// series of 1.5 KB) had every series its gate selects stored each round: 31 MB per round, 1.2
+/// GB in 40 s, until SQLite could not read the history back and every tick failed. What a
+/// round keeps of a scrape is capped in bytes too: past the cap the gate holds naming it, and
+/// the next round does the same instead of failing.
+#[test]
+fn a_scrape_whose_selected_series_pass_the_byte_cap_holds_naming_it() {
+    let pad = "p".repeat(1500);
+    let mut body = String::new();
+    for i in 0..3000 {
+        body.push_str(&format!(
+            "app_new_consumer_connected{{pod=\"{i}\",note=\"{pad}\"}} 1\n"
+        ));
+    }
+    let s = Server::start(move |c| c.answer("200 OK", "text/plain", body.as_bytes()));
+    let b = at_consume_dual();
+    for _ in 0..2 {
+        let reason = assert_hold(
+            &b,
+            &[],
+            &[("QM_SCRAPE_URL", &s.metrics_url())],
+            "app",
+            &["cap of 4 MiB per scrape", "nothing of it is kept"],
+        );
+        assert!(!reason.contains(&pad), "{reason}");
+    }
+}
+
 #[test]
 fn metrics_without_the_metric_hold() {
     let s = Server::start(|c| c.answer("200 OK", "text/plain", b"something_else 1\n"));
