@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, CliResult, Ctx, nonzero_duration, redact_url};
-use crate::daemon::auth::{Access, TokenFile, TokenSource, Tokens};
+use crate::daemon::auth::{Access, FileKind, TokenFile, TokenSource, Tokens};
 use crate::daemon::http::Limits;
 use crate::daemon::{self, Config};
 use crate::indicators::fetch::QUERIES_PER_REQUEST;
@@ -32,14 +32,20 @@ pub struct RunArgs {
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_ttl: Duration,
     /// A file holding the API token (else MIGRATE_API_TOKEN), or one `name role token` line per
-    /// person (roles viewer, operator, admin; docs/api.md), read again when it changes.
+    /// person (roles viewer, operator, admin; docs/api.md), read again when its content changes.
     /// Mutating calls need `Authorization: Bearer <token>`.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Take the caller's name from this header (e.g. X-Forwarded-User), set by an authenticating
-    /// proxy; believed only from the --trusted-proxy addresses.
+    /// proxy; believed only from the --trusted-proxy addresses. A name is a viewer unless
+    /// --roles-file (or the token file) gives it a role; a header sent twice is refused.
     #[arg(long, value_name = "HEADER", requires = "trusted_proxy")]
     pub trust_identity_header: Option<String>,
+    /// The roles of the names the proxy vouches for: one `name role` line each (the token file's
+    /// format, no token needed), read again when its content changes. Without it, the token
+    /// file's lines give the roles, and a name on no line is a viewer.
+    #[arg(long, value_name = "PATH", requires = "trust_identity_header")]
+    pub roles_file: Option<PathBuf>,
     /// An address (or network: 10.0.0.0/8) of the authenticating proxy whose identity header is
     /// believed. Repeat for several.
     #[arg(long, value_name = "ADDR", value_parser = proxy_address, requires = "trust_identity_header")]
@@ -211,9 +217,16 @@ fn access(args: &RunArgs) -> Result<Access, CliError> {
             })
         })
         .transpose()?;
+    let roles = args
+        .roles_file
+        .as_deref()
+        .map(|path| TokenFile::open_as(path, FileKind::Roles).map_err(CliError::input))
+        .transpose()?
+        .map(Arc::new);
     Ok(Access {
         tokens,
         identity_header,
+        roles,
         trusted_proxies: args.trusted_proxy.clone(),
     })
 }

@@ -6,17 +6,23 @@
 //!   A file of one line holding one word is the single shared token of before (an admin with no
 //!   name: the journal says `api:<daemon id>`). The token `-` names a person who signs in only
 //!   through the authenticating proxy (below).
-//! - The file is read again when it changes (its size, modification time or inode, checked at
-//!   each request that needs it): adding or removing a person needs no restart. A file that no
-//!   longer parses refuses every mutation, naming its lines, until it is fixed (fail closed: a
-//!   typo never keeps a removed token working).
+//! - The file is read again when its content changes (its digest, compared at each request that
+//!   needs it: a token replaced by one of the same length with the time and inode kept is
+//!   noticed): adding or removing a person needs no restart. A file that no longer parses
+//!   refuses every mutation, naming its lines, until it is fixed (fail closed: a typo never
+//!   keeps a removed token working).
 //! - `--trust-identity-header X-Forwarded-User` takes the caller's name from that header, only
 //!   when the request comes from one of the `--trusted-proxy` addresses; from anywhere else the
-//!   header is ignored. The name's role is its line in the token file, else viewer.
+//!   header is ignored. The name's role is its line in the roles file (`--roles-file`: `name
+//!   role` lines, the token file's format without the token), else its line in the token file,
+//!   else viewer. A header sent twice is refused (a proxy that appends would let the client
+//!   choose the first).
 //!
 //! # Guarantees
 //! Tokens are compared in constant time against every line (no early exit), never logged, and
-//! never in an error message.
+//! never in an error message: no error quotes any field of a token or roles file (a file edited
+//! with its columns swapped would put a token where a name or a role is expected), it names the
+//! line and the word's position.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -76,6 +82,38 @@ impl Principal {
             self.name.as_deref().unwrap_or("this token"),
             self.role.as_str()
         )
+    }
+}
+
+/// Which file a text is: the token file, or the roles of proxied names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// `--token-file`: `name role token` lines, or one word (the single shared token).
+    Tokens,
+    /// `--roles-file`: `name role` lines.
+    Roles,
+}
+
+impl FileKind {
+    fn shape(self) -> &'static str {
+        match self {
+            FileKind::Tokens => "`name role token` (e.g. `alice operator 6f1c...`)",
+            FileKind::Roles => "`name role` (e.g. `alice operator`)",
+        }
+    }
+
+    fn empty(self) -> &'static str {
+        match self {
+            FileKind::Tokens => "is empty: no token in it",
+            FileKind::Roles => "is empty: no `name role` line in it",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            FileKind::Tokens => "--token-file",
+            FileKind::Roles => "--roles-file",
+        }
     }
 }
 
@@ -161,6 +199,19 @@ impl Tokens {
     /// # Errors
     /// Every line that does not parse, with its number (1-based), and a file without a token.
     pub fn parse(text: &str) -> Result<Tokens, Vec<LineError>> {
+        Tokens::parse_as(text, FileKind::Tokens)
+    }
+
+    /// Parse a roles file: `name role` lines (a third word, a token or `-`, is allowed so that a
+    /// token file may serve as one; tokens of a roles file are never used).
+    ///
+    /// # Errors
+    /// Every line that does not parse, with its number (1-based), and a file without a line.
+    pub fn parse_roles(text: &str) -> Result<Tokens, Vec<LineError>> {
+        Tokens::parse_as(text, FileKind::Roles)
+    }
+
+    fn parse_as(text: &str, kind: FileKind) -> Result<Tokens, Vec<LineError>> {
         let lines: Vec<(usize, Vec<&str>)> = text
             .lines()
             .enumerate()
@@ -168,63 +219,80 @@ impl Tokens {
             .filter(|(_, l)| !l.is_empty())
             .map(|(n, l)| (n, l.split_whitespace().collect()))
             .collect();
-        if let [(_, words)] = lines.as_slice()
+        if kind == FileKind::Tokens
+            && let [(_, words)] = lines.as_slice()
             && let [token] = words.as_slice()
         {
             return Ok(Tokens::single((*token).to_string()));
         }
         let mut errors = Vec::new();
-        let mut entries: Vec<Entry> = Vec::new();
+        let mut entries: Vec<(usize, Entry)> = Vec::new();
         for (line, words) in lines {
             let mut fail = |why: String| errors.push(LineError { line, why });
-            let [name, role, token] = words.as_slice() else {
-                fail(format!(
-                    "expected `name role token` (e.g. `alice operator 6f1c...`), found {} word{}",
-                    words.len(),
-                    if words.len() == 1 { "" } else { "s" }
-                ));
-                continue;
+            let (name, role, token) = match (kind, words.as_slice()) {
+                (_, [name, role, token]) => (*name, *role, Some(*token)),
+                (FileKind::Roles, [name, role]) => (*name, *role, None),
+                _ => {
+                    fail(format!(
+                        "expected {}, found {} word{}",
+                        kind.shape(),
+                        words.len(),
+                        if words.len() == 1 { "" } else { "s" }
+                    ));
+                    continue;
+                }
             };
+            // No message quotes a word of the line: with its columns swapped, a line's name or
+            // role may be somebody's token.
             if !valid_name(name) {
-                fail(format!(
-                    "the name {:?} is not letters, digits and `._@+-` (1 to 128)",
-                    name
-                ));
+                fail(
+                    "the first word (the name) is not letters, digits and `._@+-` (1 to 128)"
+                        .into(),
+                );
                 continue;
             }
             let Some(role) = Role::parse(role) else {
-                fail(format!(
-                    "the role {:?} is not viewer, operator or admin",
-                    role
-                ));
+                fail("the second word (the role) is not viewer, operator or admin".into());
                 continue;
             };
-            let token = (*token != "-").then(|| (*token).to_string());
+            let token = match kind {
+                FileKind::Tokens => token.filter(|t| *t != "-").map(str::to_string),
+                FileKind::Roles => None,
+            };
             if token.as_ref().is_some_and(|t| t.len() < 16) {
-                fail(format!(
-                    "{name}'s token is shorter than 16 characters (e.g. `openssl rand -hex 32`)"
-                ));
+                fail(
+                    "the third word (the token) is shorter than 16 characters (e.g. `openssl rand -hex 32`)"
+                        .into(),
+                );
                 continue;
             }
-            if entries.iter().any(|e| e.name.as_deref() == Some(name)) {
-                fail(format!("{name} is named twice"));
+            if let Some((first, _)) = entries
+                .iter()
+                .find(|(_, e)| e.name.as_deref() == Some(name))
+            {
+                fail(format!(
+                    "the name is line {first}'s too (one line per person)"
+                ));
                 continue;
             }
             if let Some(t) = &token
-                && entries
+                && let Some((first, _)) = entries
                     .iter()
-                    .any(|e| e.token.as_ref().is_some_and(|o| same(t, o)))
+                    .find(|(_, e)| e.token.as_ref().is_some_and(|o| same(t, o)))
             {
                 fail(format!(
-                    "{name}'s token is another line's too (each person needs their own)"
+                    "the token is line {first}'s too (each person needs their own)"
                 ));
                 continue;
             }
-            entries.push(Entry {
-                name: Some((*name).to_string()),
-                role,
-                token,
-            });
+            entries.push((
+                line,
+                Entry {
+                    name: Some(name.to_string()),
+                    role,
+                    token,
+                },
+            ));
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -232,10 +300,12 @@ impl Tokens {
         if entries.is_empty() {
             return Err(vec![LineError {
                 line: 0,
-                why: "is empty: no token in it".into(),
+                why: kind.empty().into(),
             }]);
         }
-        Ok(Tokens { entries })
+        Ok(Tokens {
+            entries: entries.into_iter().map(|(_, e)| e).collect(),
+        })
     }
 
     /// The caller a presented token belongs to: compared with every line, in constant time.
@@ -261,47 +331,49 @@ impl Tokens {
     }
 }
 
-/// What identifies a version of the token file on disk.
-type Stamp = (u64, Option<std::time::SystemTime>, u64);
-
-#[cfg(unix)]
-fn inode(m: &std::fs::Metadata) -> u64 {
-    std::os::unix::fs::MetadataExt::ino(m)
-}
-
-#[cfg(not(unix))]
-fn inode(_: &std::fs::Metadata) -> u64 {
-    0
-}
+/// What identifies a version of the file: the SHA-256 of its content (a token replaced by one
+/// of the same length, with the modification time and the inode kept, is a new version).
+type Stamp = [u8; 32];
 
 /// The tokens as last read, or why they could not be.
 type Read = Result<Arc<Tokens>, String>;
 
-/// A token file, read again when it changes.
+/// A token file (or a roles file), read again when its content changes.
 #[derive(Debug)]
 pub struct TokenFile {
     path: PathBuf,
+    kind: FileKind,
     state: Mutex<(Option<Stamp>, Read)>,
 }
 
 impl TokenFile {
-    /// Read the file once.
+    /// Read the token file once.
     ///
     /// # Errors
     /// The file cannot be read, or does not parse (every bad line, with its number).
     pub fn open(path: &Path) -> Result<TokenFile, String> {
+        TokenFile::open_as(path, FileKind::Tokens)
+    }
+
+    /// Read a file of `kind` once.
+    ///
+    /// # Errors
+    /// The file cannot be read, or does not parse (every bad line, with its number).
+    pub fn open_as(path: &Path, kind: FileKind) -> Result<TokenFile, String> {
         let f = TokenFile {
             path: path.to_path_buf(),
+            kind,
             state: Mutex::new((None, Err(String::new()))),
         };
         f.current().map(|_| f)
     }
 
-    fn read(&self) -> Result<Arc<Tokens>, String> {
-        // Bounded like a `file:` secret (64 KiB): a device or a huge file is refused.
-        let text = crate::plan::bounds::read_secret_file(&self.path)
-            .map_err(|e| format!("--token-file {}: {e}", self.path.display()))?;
-        Tokens::parse(&text).map(Arc::new).map_err(|errors| {
+    fn parse(&self, text: &str) -> Read {
+        let parsed = match self.kind {
+            FileKind::Tokens => Tokens::parse(text),
+            FileKind::Roles => Tokens::parse_roles(text),
+        };
+        parsed.map(Arc::new).map_err(|errors| {
             let lines: Vec<String> = errors
                 .iter()
                 .map(|e| {
@@ -312,24 +384,35 @@ impl TokenFile {
                     }
                 })
                 .collect();
-            format!("--token-file {}: {}", self.path.display(), lines.join("; "))
+            format!(
+                "{} {}: {}",
+                self.kind.flag(),
+                self.path.display(),
+                lines.join("; ")
+            )
         })
     }
 
-    /// The tokens as the file says now: read again when its size, time or inode changed.
+    /// The tokens as the file says now: parsed again when its content changed.
     ///
     /// # Errors
     /// The file cannot be read or does not parse now (the tokens read before are not used).
     pub fn current(&self) -> Result<Arc<Tokens>, String> {
-        let stamp = std::fs::metadata(&self.path)
+        use sha2::Digest;
+        // Bounded like a `file:` secret (64 KiB): a device or a huge file is refused.
+        let text = crate::plan::bounds::read_secret_file(&self.path)
+            .map_err(|e| format!("{} {}: {e}", self.kind.flag(), self.path.display()));
+        let stamp = text
+            .as_ref()
             .ok()
-            .map(|m| (m.len(), m.modified().ok(), inode(&m)));
+            .map(|t| <[u8; 32]>::from(sha2::Sha256::digest(t.as_bytes())));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if stamp.is_none() || state.0 != stamp {
-            let read = self.read();
+            let read = text.and_then(|t| self.parse(&t));
             match &read {
                 Ok(t) if state.0.is_some() => tracing::info!(
-                    "read the token file {} again: {} line(s)",
+                    "read {} {} again: {} line(s)",
+                    self.kind.flag(),
                     self.path.display(),
                     t.entries.len()
                 ),
@@ -360,6 +443,9 @@ pub struct Access {
     pub tokens: TokenSource,
     /// `--trust-identity-header`: the header an authenticating proxy sets.
     pub identity_header: Option<HeaderName>,
+    /// `--roles-file`: the roles of the names the proxy vouches for (else the token file's
+    /// lines, else viewer).
+    pub roles: Option<Arc<TokenFile>>,
     /// `--trusted-proxy`: the only peers whose identity header is believed.
     pub trusted_proxies: Vec<IpNet>,
 }
@@ -375,6 +461,22 @@ pub enum Refusal {
     File(String),
     /// `403`: a proxy's identity header that is not a name.
     BadIdentity,
+    /// `403`: the identity header more than once (a proxy that appends to the client's own
+    /// header would let the client choose).
+    RepeatedIdentity,
+}
+
+impl Refusal {
+    /// The reason, as the log says it: never a token, never a header's value.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Missing => "no credential",
+            Refusal::Wrong => "a token no line has",
+            Refusal::File(_) => "the token or roles file does not parse",
+            Refusal::BadIdentity => "the proxy's identity header is not a name",
+            Refusal::RepeatedIdentity => "the proxy's identity header came more than once",
+        }
+    }
 }
 
 /// How a caller was recognised.
@@ -402,6 +504,18 @@ impl Access {
         !matches!(self.tokens, TokenSource::None) || self.identity_header.is_some()
     }
 
+    /// The role of a name the proxy vouched for: the roles file's line, else the token file's,
+    /// else viewer.
+    fn proxied_role(&self, name: &str) -> Result<Role, Refusal> {
+        if let Some(roles) = &self.roles {
+            return roles
+                .current()
+                .map(|r| r.role_of(name))
+                .map_err(Refusal::File);
+        }
+        Ok(self.tokens()?.map_or(Role::Viewer, |t| t.role_of(name)))
+    }
+
     fn tokens(&self) -> Result<Option<Arc<Tokens>>, Refusal> {
         match &self.tokens {
             TokenSource::None => Ok(None),
@@ -421,8 +535,9 @@ impl Access {
         })
     }
 
-    /// Who calls: a trusted proxy's identity header first, then a bearer token; the single
-    /// shared token and a daemon without tokens give a nameless admin.
+    /// Who calls: a trusted proxy's identity header first (its name's role from the roles
+    /// file, else the token file, else viewer), then a bearer token; the single shared token
+    /// and a daemon without tokens give a nameless admin.
     ///
     /// # Errors
     /// [`Refusal`].
@@ -435,11 +550,14 @@ impl Access {
             && self.trusts(peer)
             && let Some(v) = headers.get(h)
         {
+            if headers.get_all(h).iter().nth(1).is_some() {
+                return Err(Refusal::RepeatedIdentity);
+            }
             let name = v.to_str().map(str::trim).unwrap_or("");
             if !valid_name(name) {
                 return Err(Refusal::BadIdentity);
             }
-            let role = self.tokens()?.map_or(Role::Operator, |t| t.role_of(name));
+            let role = self.proxied_role(name)?;
             return Ok((
                 Principal {
                     name: Some(name.to_string()),
@@ -477,6 +595,16 @@ impl Access {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[cfg(unix)]
+    fn inode(m: &std::fs::Metadata) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(m)
+    }
+
+    #[cfg(not(unix))]
+    fn inode(_: &std::fs::Metadata) -> u64 {
+        0
+    }
 
     const A: &str = "alice-token-0123456789";
     const B: &str = "bob-token-0123456789ab";
@@ -543,15 +671,122 @@ mod tests {
             "{text:?}"
         );
         assert!(
-            text[1].contains("\"root\" is not viewer, operator or admin"),
+            text[1].contains("the second word (the role) is not viewer, operator or admin"),
             "{text:?}"
         );
         assert!(text[2].contains("shorter than 16"), "{text:?}");
-        assert!(text[4].contains("named twice"), "{text:?}");
-        assert!(text[5].contains("another line's"), "{text:?}");
+        assert!(text[3].contains("the first word (the name)"), "{text:?}");
+        assert!(text[4].contains("the name is line 1's too"), "{text:?}");
+        assert!(text[5].contains("the token is line 1's too"), "{text:?}");
         // No error message holds a token.
         assert!(text.iter().all(|l| !l.contains("token-0123")), "{text:?}");
         assert!(Tokens::parse("# nothing\n\n").is_err());
+    }
+
+    /// Regression: a token file edited with two columns swapped put a token into the 503 body
+    /// sent to callers with no credential, and into the log (`the role "<token>" is not ...`).
+    #[test]
+    fn no_error_quotes_a_field_of_a_token_file_edited_with_its_columns_swapped() {
+        let swapped = [
+            format!("zoe {A} admin\nyuri operator {B}\n"),
+            format!("{A} zoe admin\nyuri operator {B}\n"),
+            format!("zoe admin {A}\n{B} operator yuri\n"),
+            format!("zoe admin {A}\nzoe operator {B}\nyuri {C}\n"),
+        ];
+        for text in swapped {
+            let errors = Tokens::parse(&text).err().unwrap_or_default();
+            assert!(!errors.is_empty(), "{text}");
+            for e in errors {
+                let e = e.to_string();
+                for field in [A, B, C, "zoe", "yuri"] {
+                    assert!(!e.contains(field), "{e:?} quotes {field:?}");
+                }
+            }
+        }
+    }
+
+    /// Regression: with `--trust-identity-header` and no `--token-file`, every proxied name was
+    /// an operator (docs/api.md said viewer).
+    #[test]
+    fn a_proxied_name_is_a_viewer_unless_a_roles_file_gives_it_a_role() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-user", HeaderValue::from_static("dan"));
+        let proxy: IpAddr = "127.0.0.1".parse().unwrap_or_else(|e| panic!("{e}"));
+        let mut a = Access {
+            identity_header: Some(HeaderName::from_static("x-forwarded-user")),
+            trusted_proxies: vec![IpNet::from(proxy)],
+            ..Access::default()
+        };
+        let role = |a: &Access, h: &HeaderMap| a.identify(h, Some(proxy)).map(|(p, _)| p.role);
+        assert_eq!(role(&a, &h), Ok(Role::Viewer));
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("roles");
+        std::fs::write(&path, "# proxied names\ndan operator\nerin admin\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        a.roles = Some(Arc::new(
+            TokenFile::open_as(&path, FileKind::Roles).unwrap_or_else(|e| panic!("{e}")),
+        ));
+        assert_eq!(role(&a, &h), Ok(Role::Operator));
+        h.insert("x-forwarded-user", HeaderValue::from_static("erin"));
+        assert_eq!(role(&a, &h), Ok(Role::Admin));
+        h.insert("x-forwarded-user", HeaderValue::from_static("frank"));
+        assert_eq!(role(&a, &h), Ok(Role::Viewer));
+        // A roles file holds no token: without a token file, a bearer token is no credential.
+        assert_eq!(a.identify(&bearer(A), None), Err(Refusal::Missing));
+        // A roles file that no longer parses refuses the proxied callers (fail closed).
+        std::fs::write(&path, "dan operatr\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(role(&a, &h), Err(Refusal::File(why)) if why.contains("line 1")));
+    }
+
+    /// Regression: with the identity header twice, the first value won (a proxy that appends
+    /// to the client's own header let the client choose the name).
+    #[test]
+    fn a_repeated_identity_header_is_refused() {
+        let t = Tokens::parse(&file()).unwrap_or_else(|e| panic!("{e:?}"));
+        let proxy: IpAddr = "127.0.0.1".parse().unwrap_or_else(|e| panic!("{e}"));
+        let a = Access {
+            identity_header: Some(HeaderName::from_static("x-forwarded-user")),
+            trusted_proxies: vec![IpNet::from(proxy)],
+            ..access(t)
+        };
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-user", HeaderValue::from_static("alice"));
+        h.append("x-forwarded-user", HeaderValue::from_static("carol"));
+        assert_eq!(a.identify(&h, Some(proxy)), Err(Refusal::RepeatedIdentity));
+    }
+
+    /// Regression: a token changed to one of the same length, with the file's modification
+    /// time and inode kept, was not noticed: the old token kept working.
+    #[test]
+    fn a_token_changed_to_one_of_the_same_length_with_mtime_and_inode_kept_is_noticed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, format!("alice admin {A}\n")).unwrap_or_else(|e| panic!("{e}"));
+        let before = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+        let f = TokenFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(f.current().is_ok_and(|t| t.find(A).is_some()));
+        let replaced = "alice-token-9876543210";
+        assert_eq!(replaced.len(), A.len());
+        // Rewritten in place (the same inode), its modification time set back.
+        std::fs::write(&path, format!("alice admin {replaced}\n"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{e}"));
+        file.set_modified(before.modified().unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(file);
+        let after = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (after.len(), after.modified().ok(), inode(&after)),
+            (before.len(), before.modified().ok(), inode(&before)),
+            "the file looks unchanged by its metadata"
+        );
+        let now = f.current().unwrap_or_else(|e| panic!("{e}"));
+        assert!(now.find(A).is_none(), "the old token no longer works");
+        assert!(now.find(replaced).is_some());
     }
 
     #[test]

@@ -427,7 +427,12 @@ async fn mutate<S: Store + Clone + 'static>(
     if let Some(refused) = cross_site(&headers, s.config.access.required()) {
         return refused;
     }
-    let principal = match super::console::caller(&s.config.access, &headers, request.extensions()) {
+    let principal = match super::console::caller(
+        &s.config.access,
+        &headers,
+        request.extensions(),
+        request.uri().path(),
+    ) {
         Ok(p) => p,
         Err(refused) => return *refused,
     };

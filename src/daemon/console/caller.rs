@@ -28,6 +28,19 @@ pub fn peer(extensions: &Extensions) -> Option<IpAddr> {
         .map(|c| c.0.ip())
 }
 
+/// Log a refused call: who (the peer, and the name when one was recognised), what (the
+/// request's path, never a header nor the query string), and why; never the token.
+fn say_refused(extensions: &Extensions, path: &str, who: Option<&Principal>, why: &str) {
+    let peer = peer(extensions).map(|p| p.to_string()).unwrap_or_default();
+    let caller = who.map(Principal::describe).unwrap_or_default();
+    tracing::warn!(
+        %peer,
+        caller = %caller,
+        path = %crate::outgoing::line(path),
+        "refused an API call: {why}"
+    );
+}
+
 fn refusal(r: Refusal) -> Response {
     match r {
         Refusal::Missing => refuse(
@@ -38,6 +51,10 @@ fn refusal(r: Refusal) -> Response {
         Refusal::BadIdentity => refuse(
             StatusCode::FORBIDDEN,
             "the proxy's identity header does not hold a name (letters, digits and `._@+-`)",
+        ),
+        Refusal::RepeatedIdentity => refuse(
+            StatusCode::FORBIDDEN,
+            "the proxy's identity header came more than once: the proxy must set it, not append to it",
         ),
         Refusal::File(why) => super::super::http::unavailable(&format!(
             "{why}: every action is refused until the token file is fixed"
@@ -55,17 +72,31 @@ pub fn caller(
     access: &Access,
     headers: &HeaderMap,
     extensions: &Extensions,
+    path: &str,
 ) -> Result<Principal, Box<Response>> {
-    let (principal, via) = access
-        .identify(headers, peer(extensions))
-        .map_err(|r| Box::new(refusal(r)))?;
+    let (principal, via) = access.identify(headers, peer(extensions)).map_err(|r| {
+        say_refused(extensions, path, None, r.reason());
+        Box::new(refusal(r))
+    })?;
     if principal.role == Role::Viewer {
+        say_refused(
+            extensions,
+            path,
+            Some(&principal),
+            "a viewer may read, not act",
+        );
         return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             format!("{} may read, not act", principal.describe()),
         )));
     }
     if via == Via::Proxy && !is_json(headers) {
+        say_refused(
+            extensions,
+            path,
+            Some(&principal),
+            "a mutation through the proxy without a JSON body type",
+        );
         return Err(Box::new(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "through the proxy, a mutation must be sent with `Content-Type: application/json`",
@@ -87,6 +118,11 @@ pub async fn needs_admin<S: Store + Clone + 'static>(
     }
     let loaded = c.load(name).await.ok()?;
     (loaded.ladder.next(loaded.record.state) == Some(Rung::Complete)).then(|| {
+        tracing::warn!(
+            migration = %name,
+            caller = %principal.describe(),
+            "refused an API call: entering complete needs an admin"
+        );
         refuse(
             StatusCode::FORBIDDEN,
             format!(
@@ -105,7 +141,10 @@ pub async fn whoami<S: Store + Clone + 'static>(
 ) -> Response {
     let (p, via) = match s.config.access.identify(&headers, peer(&extensions)) {
         Ok(found) => found,
-        Err(r) => return refusal(r),
+        Err(r) => {
+            say_refused(&extensions, "/v1/whoami", None, r.reason());
+            return refusal(r);
+        }
     };
     let mut r = Json(json!({
         "name": p.name,

@@ -70,6 +70,137 @@ fn a_gate_changing_verdict_is_one_json_line_with_its_migration_phase_and_gate() 
     assert_eq!(passes[0]["gate"], "new consumer connected");
 }
 
+/// A blocking `POST` of a JSON body over std with `headers`: the status (0 when nothing usable
+/// came back).
+fn post(addr: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = "{\"reason\": \"logs test\"}";
+    let request = format!(
+        "{head}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    if s.write_all(request.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Regression: refused calls (a wrong token, a viewer, the proxy's header sent twice) left no
+/// log line. Each is one WARN line with its reason and path, and no line holds a token.
+#[test]
+fn every_refused_call_is_logged_with_its_reason_never_the_token() {
+    const ALICE: &str = "alice-token-0123456789";
+    const CAROL: &str = "carol-token-0123456789";
+    const WRONG: &str = "wrong-token-0123456789";
+    let b = Bench::with_plan(&fast_local_plan());
+    b.init();
+    let tokens = b.dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!("alice operator {ALICE}\ncarol viewer {CAROL}\n"),
+    )
+    .unwrap();
+    let roles = b.dir.path().join("roles");
+    std::fs::write(&roles, "dan operator\n").unwrap();
+    let mut cmd = b.command(&[
+        "--log-format",
+        "json",
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "1s",
+        "--id",
+        "refusals",
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--trust-identity-header",
+        "X-Forwarded-User",
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--roles-file",
+        roles.to_str().unwrap(),
+    ]);
+    cmd.env_remove("MIGRATE_NOW");
+    let d = DaemonChild::spawn(cmd, Duration::from_secs(20)).expect("the daemon started");
+    poll_until("leading", Duration::from_secs(30), || {
+        d.healthz().is_some_and(|h| h["leader"] == true)
+    });
+    let pause = "/v1/migrations/local/pause";
+    let bearer = |t: &str| format!("Bearer {t}");
+    assert_eq!(
+        post(&d.addr, pause, &[("Authorization", &bearer(WRONG))]),
+        403
+    );
+    assert_eq!(
+        post(&d.addr, pause, &[("Authorization", &bearer(CAROL))]),
+        403
+    );
+    assert_eq!(post(&d.addr, pause, &[]), 401);
+    // Through the proxy: a name on no line is a viewer; the header twice is refused.
+    assert_eq!(post(&d.addr, pause, &[("X-Forwarded-User", "erin")]), 403);
+    assert_eq!(
+        post(
+            &d.addr,
+            pause,
+            &[("X-Forwarded-User", "dan"), ("X-Forwarded-User", "erin")]
+        ),
+        403
+    );
+    // dan's role comes from the roles file.
+    assert_eq!(post(&d.addr, pause, &[("X-Forwarded-User", "dan")]), 200);
+    poll_until("five refusals logged", Duration::from_secs(10), || {
+        events(
+            &d.log.lock().unwrap(),
+            "refused an API call: a token no line has",
+        )
+        .len()
+            + events(
+                &d.log.lock().unwrap(),
+                "refused an API call: a viewer may read, not act",
+            )
+            .len()
+            + events(&d.log.lock().unwrap(), "refused an API call: no credential").len()
+            + events(
+                &d.log.lock().unwrap(),
+                "refused an API call: the proxy's identity header came more than once",
+            )
+            .len()
+            >= 5
+    });
+    let lines = d.log.lock().unwrap().clone();
+    d.kill9();
+    let viewers = events(&lines, "refused an API call: a viewer may read, not act");
+    let callers: Vec<&str> = viewers
+        .iter()
+        .filter_map(|v| v["caller"].as_str())
+        .collect();
+    assert_eq!(callers, ["carol (viewer)", "erin (viewer)"], "{lines:#?}");
+    let wrong = events(&lines, "refused an API call: a token no line has");
+    assert_eq!(wrong.len(), 1, "{lines:#?}");
+    assert_eq!(wrong[0]["level"], "WARN");
+    assert_eq!(wrong[0]["path"], pause);
+    assert_eq!(wrong[0]["peer"], "127.0.0.1");
+    for line in &lines {
+        for token in [ALICE, CAROL, WRONG] {
+            assert!(!line.contains(token), "a token in the log: {line}");
+        }
+    }
+}
+
 /// Regression: every start on PostgreSQL logged `relation "_sqlx_migrations" already exists,
 /// skipping` (a NOTICE of the schema's `IF NOT EXISTS`, relayed by sqlx), two daemons starting
 /// at once twice.

@@ -122,8 +122,12 @@ async fn a_token_file_names_who_acts_and_what_their_role_allows() {
     assert_eq!(status, 503, "{body}");
     let why = body["error"].as_str().unwrap();
     assert!(
-        why.contains("line 2") && why.contains("\"watcher\""),
+        why.contains("line 2") && why.contains("the second word (the role)"),
         "{body}"
+    );
+    assert!(
+        !why.contains("watcher"),
+        "no field of the file quoted: {body}"
     );
     assert!(
         !why.contains(ALICE) && !why.contains(CAROL),
