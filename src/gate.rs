@@ -211,6 +211,31 @@ pub struct Memory {
     pub evaluated_at_ms: Option<i64>,
 }
 
+impl Memory {
+    /// The memory as a step counts from `from_ms` on (the step's start, or the migration's last
+    /// resume in it: [`crate::judge::counting_from`]): a `for:` streak held since before then
+    /// counts from `from_ms`, so time spent paused never counts toward a `for:` (issue 56).
+    pub fn counting_from(self, from_ms: i64) -> Memory {
+        Memory {
+            held_since_ms: self.held_since_ms.map(|since| since.max(from_ms)),
+            ..self
+        }
+    }
+}
+
+/// The earliest instant a step counting from `counting_from_ms` (its start or last resume) can
+/// advance: its minimum time and its exit gates' longest `for:` both run from then. A minimum,
+/// never a promise: every exit gate must pass too.
+pub fn earliest_advance_ms(phase: &crate::plan::Phase, counting_from_ms: i64) -> i64 {
+    let longest_for = phase
+        .exit
+        .iter()
+        .filter_map(|g| g.hold_for)
+        .max()
+        .unwrap_or_default();
+    counting_from_ms.saturating_add(crate::time::millis(phase.min_duration.max(longest_for)))
+}
+
 /// One gate's verdict with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
@@ -737,14 +762,16 @@ fn unweighed(
 }
 
 /// Whether a phase may be left: why not, in words, or `Ok` when every exit gate and
-/// requirement passes, no guard fails, and the minimum time is met.
+/// requirement passes, no guard fails, and the minimum time is met. The minimum time counts from
+/// `counting_from_ms`: the step's start, or the migration's last resume in it
+/// ([`crate::judge::counting_from`]: time spent paused never counts).
 ///
 /// # Errors
 /// The list of reasons that keep the migration where it is.
 pub fn ready_to_advance(
     exits: &[(&str, &Evaluation)],
     guards: &[(&str, &Evaluation)],
-    entered_at_ms: i64,
+    counting_from_ms: i64,
     min_duration: Duration,
     now_ms: i64,
 ) -> Result<(), Vec<String>> {
@@ -760,7 +787,7 @@ pub fn ready_to_advance(
         }
     }
     let min_ms = crate::time::millis(min_duration);
-    let spent = now_ms.saturating_sub(entered_at_ms);
+    let spent = now_ms.saturating_sub(counting_from_ms).max(0);
     if spent < min_ms {
         why.push(format!(
             "minimum time not met: {} of {} in this step",

@@ -1,14 +1,16 @@
 //! Where a migration stands, and why it is not moving: one pure function, [`standing`], from a
 //! snapshot of the migration (its state, its pause, its gates as last evaluated, its minimum
-//! time) to one of eight answers, each with a sentence a person reads at 3 a.m. and the details
-//! a program reads.
+//! time, whether a daemon drives it) to one of nine answers, each with a sentence a person
+//! reads at 3 a.m. and the details a program reads.
 //!
 //! Every view prints what it returns: `status` (its first line), `status --watch`, the API's
 //! `standing` object, the console's pill, `/metrics` (`queue_migrate_standing`), the demo's live
 //! view, and a webhook when it changes. No IO, no clock: `now_ms` is an input.
 //!
 //! When several things keep a migration where it is, the one a person must act on first wins:
-//! complete, aborted, paused (needs a person), a source nobody can read (blind), a failing guard,
+//! complete, aborted, paused (needs a person), nothing driving it (not driven: no daemon holds
+//! the lease, or its newest evaluation is older than a few intervals: [`Drive`]; every reading
+//! is stale then), a source nobody can read (blind), a failing guard,
 //! a failing or data-less exit gate (blocked), an exit gate whose source answered with too few
 //! samples yet (waiting for data), then what only takes time (soaking or the minimum time,
 //! whichever ends later), gates awaiting their first evaluation, a point of no return that
@@ -102,6 +104,47 @@ pub struct DataWait {
     pub reason: String,
 }
 
+/// Whether anything drives a migration: who holds the daemons' lease, and how old the step's
+/// newest evaluation is (issue 56). A view made by the daemon that drives it passes none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drive {
+    /// Whoever holds the daemons' lease now, by the database's clock (`None`: nobody: no
+    /// daemon runs, or the last one stopped).
+    pub holder: Option<String>,
+    /// The newest evaluation of the current step's gates (ms), `None`: none in this step.
+    pub evaluated_at_ms: Option<i64>,
+    /// Since when the step has been what it is (its start, or its last resume, ms): a step
+    /// younger than `stale_after_ms` is not stale for want of an evaluation yet.
+    pub since_ms: i64,
+    /// How old the newest evaluation may be while a daemon drives the migration: a few of
+    /// the daemon's intervals ([`DRIVEN_INTERVALS`]).
+    pub stale_after_ms: i64,
+}
+
+/// How many of a daemon's intervals an evaluation may be old while it drives the migration.
+pub const DRIVEN_INTERVALS: i64 = 4;
+
+/// The daemon's interval that views which do not know it assume (`migrate run`'s default).
+pub const DEFAULT_INTERVAL_MS: i64 = 15_000;
+
+/// The least age at which an evaluation is stale, however short the interval (a round that
+/// takes a few seconds is not a daemon gone).
+pub const MIN_STALE_MS: i64 = 10_000;
+
+impl Drive {
+    /// Not driven at `now_ms`: how long nothing evaluated it (ms; from the step's start or
+    /// resume when it was never evaluated since), or `None` when a daemon drives it. A step
+    /// without gates (`planned`) has nothing to evaluate: only the lease tells.
+    fn idle_ms(&self, now_ms: i64, gated: bool) -> Option<i64> {
+        let last = self
+            .evaluated_at_ms
+            .map_or(self.since_ms, |at| at.max(self.since_ms));
+        let idle = now_ms.saturating_sub(last).max(0);
+        let stale = gated && idle > self.stale_after_ms;
+        (self.holder.is_none() || stale).then_some(idle)
+    }
+}
+
 /// What [`standing`] reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot<'a> {
@@ -112,13 +155,18 @@ pub struct Snapshot<'a> {
     /// `Some` when paused, with the journal entry that paused it when there is one.
     pub paused: Option<Option<&'a Pause>>,
     pub gates: &'a [GateInput],
-    /// When the step was entered and its minimum time (ms).
-    pub entered_at_ms: i64,
+    /// Since when the step's minimum time counts (its start, or the migration's last resume in
+    /// it: time paused never counts), and that minimum time (ms).
+    pub counting_from_ms: i64,
     pub min_ms: i64,
     /// The next state, when it is the point of no return (`complete`), needing a confirmation.
     pub next_needs_confirmation: Option<&'a str>,
     /// The plan's `auto_advance`.
     pub auto_advance: bool,
+    /// Whether a daemon drives it; `None`: the view is the driving daemon's own.
+    pub drive: Option<&'a Drive>,
+    /// The state it advances to next (`slices[1]`), said after what only takes time.
+    pub next: Option<&'a str>,
     pub now_ms: i64,
 }
 
@@ -155,12 +203,18 @@ pub enum Standing {
         awaiting: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         data: Option<DataWait>,
+        /// What happens once it is over ("it advances to slices[1]"), when the view knows.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        then: Option<String>,
     },
     /// A gate is true, its `for:` not yet elapsed.
     Soaking {
         gate: String,
         held_ms: i64,
         need_ms: i64,
+        /// What happens once it is over ("it advances to slices[1]"), when the view knows.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        then: Option<String>,
     },
     /// A gate fails, or has no data while its source answers (no series, no usable number) or
     /// answers for others.
@@ -185,6 +239,17 @@ pub enum Standing {
     NeedsPerson {
         person: Person,
     },
+    /// Nothing drives it: no daemon holds the lease, or the one that does has not evaluated
+    /// it for a few intervals (`idle_ms`: since the newest evaluation, or the step's start):
+    /// guards do not run, nothing advances by itself, and every reading is that old.
+    NotDriven {
+        holder: Option<String>,
+        idle_ms: i64,
+        /// Whether the step's gates were ever evaluated in it.
+        evaluated: bool,
+        /// What its last readings say (the standing were it driven), every one of them stale.
+        readings: Box<Standing>,
+    },
     /// Aborted: every slice back on the old broker, paused.
     Aborted {
         by: Option<String>,
@@ -196,13 +261,14 @@ pub enum Standing {
 
 impl Standing {
     /// Every kind, as `/metrics` and the API name them.
-    pub const KINDS: [&'static str; 8] = [
+    pub const KINDS: [&'static str; 9] = [
         "moving",
         "waiting",
         "soaking",
         "blocked",
         "blind",
         "needs_person",
+        "not_driven",
         "aborted",
         "complete",
     ];
@@ -216,6 +282,7 @@ impl Standing {
             Standing::Blocked { .. } => "blocked",
             Standing::Blind { .. } => "blind",
             Standing::NeedsPerson { .. } => "needs_person",
+            Standing::NotDriven { .. } => "not_driven",
             Standing::Aborted { .. } => "aborted",
             Standing::Complete => "complete",
         }
@@ -225,6 +292,7 @@ impl Standing {
     pub fn label(&self) -> &'static str {
         match self {
             Standing::NeedsPerson { .. } => "needs a person",
+            Standing::NotDriven { .. } => "not driven",
             other => other.kind(),
         }
     }
@@ -238,12 +306,14 @@ impl Standing {
                 need_ms,
                 awaiting,
                 data,
+                then,
             } => {
+                let then = then_text(then.as_deref());
                 if let Some(DataWait { gate, reason }) = data {
                     format!("waiting for data: {gate}: {reason}")
                 } else if *left_ms > 0 {
                     format!(
-                        "waiting: minimum time, {} left of {}",
+                        "waiting: minimum time, {} left of {}{then}",
                         human_ms(*left_ms),
                         human_ms(*need_ms)
                     )
@@ -258,10 +328,12 @@ impl Standing {
                 gate,
                 held_ms,
                 need_ms,
+                then,
             } => format!(
-                "soaking: {gate} true for {} of {}",
+                "soaking: {gate} true for {} of {}{}",
                 human_ms(*held_ms),
-                human_ms(*need_ms)
+                human_ms(*need_ms),
+                then_text(then.as_deref())
             ),
             Standing::Blocked {
                 gate,
@@ -326,6 +398,12 @@ impl Standing {
                     s
                 }
             },
+            Standing::NotDriven {
+                holder,
+                idle_ms,
+                evaluated,
+                readings,
+            } => not_driven(holder.as_deref(), *idle_ms, *evaluated, readings),
             Standing::Aborted { by, why, at_ms } => format!("aborted{}", who(by, why, *at_ms)),
             Standing::Complete => "complete: the old broker may be decommissioned".into(),
         }
@@ -338,6 +416,47 @@ impl Standing {
             standing: self.clone(),
         }
     }
+}
+
+/// The sentence of [`Standing::NotDriven`].
+fn not_driven(holder: Option<&str>, idle_ms: i64, evaluated: bool, readings: &Standing) -> String {
+    let what = if evaluated {
+        format!("for {}", human_ms(idle_ms))
+    } else {
+        format!("in this step ({} since it began)", human_ms(idle_ms))
+    };
+    let then = if evaluated {
+        format!("; its last readings: {}", readings.sentence())
+    } else {
+        String::new()
+    };
+    match holder {
+        None => format!(
+            "not driven: no daemon has evaluated it {what}; start `migrate run` or advance by hand{then}"
+        ),
+        Some(h) => format!(
+            "not driven: {h} holds the lease but has not evaluated it {what}; look at that daemon (its log, /readyz) or advance by hand{then}"
+        ),
+    }
+}
+
+/// `; then it advances to slices[1]`, or nothing.
+fn then_text(then: Option<&str>) -> String {
+    then.map(|t| format!("; then {t}")).unwrap_or_default()
+}
+
+/// What happens once only time kept the migration where it is: `it advances to slices[1]`
+/// (`a person advances it` with `auto_advance: false`; `a person confirms` the point of no
+/// return), when the snapshot names the next state.
+fn what_next(s: &Snapshot<'_>) -> Option<String> {
+    let next = s.next?;
+    Some(if s.next_needs_confirmation.is_some() {
+        format!("a person confirms {next}, the point of no return")
+    } else if s.auto_advance {
+        format!("it advances to {next}")
+    } else {
+        format!("a person advances it to {next} (auto_advance is off)")
+    })
 }
 
 /// ` by ana at 2026-11-30T00:00:00Z: disk alarm`.
@@ -389,6 +508,21 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             },
         };
     }
+    let readings = driven(s, failing_guard);
+    let gated = !s.gates.is_empty();
+    match s.drive.and_then(|d| Some((d, d.idle_ms(s.now_ms, gated)?))) {
+        Some((d, idle_ms)) => Standing::NotDriven {
+            holder: d.holder.clone(),
+            idle_ms,
+            evaluated: d.evaluated_at_ms.is_some(),
+            readings: Box::new(readings),
+        },
+        None => readings,
+    }
+}
+
+/// Where an unpaused migration stands by its readings, as if a daemon drove it.
+fn driven(s: &Snapshot<'_>, failing_guard: Option<&GateInput>) -> Standing {
     if let Some(blind) = blind(s.gates) {
         return blind;
     }
@@ -411,7 +545,7 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             cause: g.cause.filter(|_| g.verdict == Verdict::NoData),
         };
     }
-    let spent = s.now_ms.saturating_sub(s.entered_at_ms).max(0);
+    let spent = s.now_ms.saturating_sub(s.counting_from_ms).max(0);
     let min_left = s.min_ms.saturating_sub(spent).max(0);
     let awaiting: Vec<String> = s
         .gates
@@ -433,6 +567,7 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
                 gate: g.name.clone(),
                 reason: g.reason.clone(),
             }),
+            then: None,
         };
     }
     // The soak that ends last: the one to wait for.
@@ -451,14 +586,18 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
                 gate: g.name.clone(),
                 held_ms: k.held_ms,
                 need_ms: k.need_ms,
+                then: what_next(s),
             };
         }
     }
     if min_left > 0 || !awaiting.is_empty() {
+        // Said only when time alone keeps it: nothing awaits a first evaluation.
+        let then = awaiting.is_empty().then(|| what_next(s)).flatten();
         return Standing::Waiting {
             left_ms: min_left,
             need_ms: s.min_ms,
             awaiting,
+            then,
             data: None,
         };
     }

@@ -8,8 +8,10 @@
 //! Time is an input: only the edges (a binary, a service's handler) read the clock, through
 //! [`now_ms`], and pass the instant down.
 
+mod db_clock;
 mod iso8601;
 
+pub use db_clock::{ClockStep, DbClock, STEP_MS};
 pub use iso8601::{format_timestamp, parse_timestamp};
 pub use queue_migrate_client::time::{Millis, millis, now_ms};
 
@@ -20,48 +22,6 @@ use std::time::UNIX_EPOCH;
 
 /// A clock in ms since the epoch, shared between tasks (the demo runs the daemon on a faster one).
 pub type Clock = std::sync::Arc<dyn Fn() -> Millis + Send + Sync>;
-
-/// The database's clock as this process follows it: the database's time sampled at an instant
-/// of the monotonic clock ([`std::time::Instant`]), plus the monotonic time elapsed since. A
-/// local wall clock that is skewed, or jumps, does not bend it: what a daemon measures its lease
-/// and its gates' `observe` / `for:` on. Before its first sample it follows the wall clock.
-#[derive(Debug, Clone)]
-pub struct DbClock(std::sync::Arc<std::sync::Mutex<(Millis, std::time::Instant)>>);
-
-impl Default for DbClock {
-    fn default() -> Self {
-        DbClock::starting_at(now_ms())
-    }
-}
-
-impl DbClock {
-    /// A clock that reads `wall_ms` now (this host's wall clock) until its first
-    /// [`DbClock::sample`]: [`DbClock::default`] with the wall clock read by its caller.
-    pub fn starting_at(wall_ms: Millis) -> DbClock {
-        DbClock(std::sync::Arc::new(std::sync::Mutex::new((
-            wall_ms,
-            std::time::Instant::now(),
-        ))))
-    }
-
-    /// Now, on the database's clock as last sampled.
-    pub fn now_ms(&self) -> Millis {
-        let (at, since) = *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        at.saturating_add(millis(since.elapsed()))
-    }
-
-    /// The database said `db_ms` no earlier than `asked` (the instant the question was sent:
-    /// the clock errs ahead by the round trip, never behind).
-    pub fn sample(&self, db_ms: Millis, asked: std::time::Instant) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = (db_ms, asked);
-    }
-}
 
 const DURATION_UNITS: [(u64, &str); 4] = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
 

@@ -112,7 +112,14 @@ pub fn write_applied(out: &mut impl Write, applied: &crate::controller::Applied)
             .map(|s| s.as_str())
             .collect::<Vec<_>>()
             .join("+"),
-    )
+    )?;
+    match (&applied.earliest_advance_at, applied.command.as_str()) {
+        (Some(at), "resume") => writeln!(
+            out,
+            "it can advance at {at} at the earliest: its minimum time and its exit gates' `for:` count from this resume (time paused never counts), and every exit gate must pass"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Print what a committed transition did, and warn when its routing could not be published.

@@ -68,6 +68,14 @@ fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
 /// the lines under it.
 const REASON_ROOM: usize = 24;
 
+/// A gate's reason with the age of its reading (issue 56): a person sees what is stale.
+fn aged(g: &crate::controller::GateView) -> String {
+    match g.age_ms {
+        Some(age) => format!("{} ({} ago)", g.reason, crate::time::human_ms(age)),
+        None => g.reason.clone(),
+    }
+}
+
 /// The lines of one migration, none wider than `width`.
 pub fn lines(s: &Shown, width: usize) -> Vec<String> {
     let v = &s.view;
@@ -145,6 +153,7 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
     let w = [col(0), col(1), col(2), col(3), col(4)];
     let beside = 2 + w.iter().sum::<usize>() + 4 + 2;
     for (g, c) in v.gates.iter().zip(&cells) {
+        let reason = aged(g);
         let row = format!(
             "  {:<k$} {:<d$} {:<n$} {:>vw$} {:<t$}",
             c[0],
@@ -162,7 +171,7 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
             // The reason beside the row, its next lines under its first.
             let first = format!("{row}  ");
             let indent = " ".repeat(first.chars().count());
-            out.extend(wrap(&g.reason, width, &first, &indent));
+            out.extend(wrap(&reason, width, &first, &indent));
         } else {
             // Too narrow: the row (wrapped if it must) and the reason under it.
             let row = row.trim_end();
@@ -171,7 +180,7 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
             } else {
                 out.extend(wrap(row, width, "  ", "    "));
             }
-            out.extend(wrap(&g.reason, width, "      ", "      "));
+            out.extend(wrap(&reason, width, "      ", "      "));
         }
     }
     // Said once, under the table: the views other than the CLI say "awaiting first evaluation".
@@ -433,6 +442,8 @@ mod tests {
                 value: Some(0.012_345_678_901_234),
                 reason: "0.012345678901234 is not < 0.01 (query sum(rate(app_errors_total{broker=\"new\"}[5m])) / sum(rate(app_messages_total{broker=\"new\"}[5m])))".into(),
                 evaluated_at: None,
+                evaluated_at_ms: None,
+                age_ms: None,
                 soak: None,
                 cause: None,
             }],

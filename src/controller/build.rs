@@ -30,7 +30,19 @@ impl<'a, S: Store> Controller<'a, S> {
             read_only: false,
             histories: None,
             round: None,
+            stale_after_ms: crate::standing::DRIVEN_INTERVALS
+                * crate::standing::DEFAULT_INTERVAL_MS,
         }
+    }
+
+    /// This controller's views saying "not driven" once the newest evaluation of a step is
+    /// older than a few of `interval` (a daemon's `--interval`; [`crate::standing::Drive`]).
+    #[must_use]
+    pub fn with_interval(mut self, interval: std::time::Duration) -> Controller<'a, S> {
+        self.stale_after_ms = crate::standing::DRIVEN_INTERVALS
+            .saturating_mul(crate::time::millis(interval))
+            .max(crate::standing::MIN_STALE_MS);
+        self
     }
 
     /// This controller with a stored plan's unresolvable secrets treated as `secrets` says

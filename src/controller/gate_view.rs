@@ -45,6 +45,13 @@ pub struct GateView {
     pub reason: String,
     /// `None`: awaiting its first evaluation in the step.
     pub evaluated_at: Option<String>,
+    /// The same instant in ms (not served: `evaluated_at` is).
+    #[serde(skip)]
+    pub evaluated_at_ms: Option<i64>,
+    /// How old that evaluation is at the view's "now" (ms): every view shows the age of each
+    /// reading (issue 56). Absent when never evaluated, and in a round's own views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_ms: Option<i64>,
     /// Soaking: how long the condition has held of what its `for:` asks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak: Option<gate::Soak>,
@@ -66,6 +73,8 @@ impl GateReport {
             value: self.eval.value,
             reason: self.eval.reason.clone(),
             evaluated_at: Some(crate::time::rfc3339(self.evaluated_at_ms)),
+            evaluated_at_ms: Some(self.evaluated_at_ms),
+            age_ms: None,
             soak: self.eval.soak,
             cause: self.eval.cause,
         }

@@ -62,6 +62,10 @@ pub struct Actor {
     pub reason: Option<String>,
 }
 
+/// The name of the lease the daemons of a store take (`migrate run`): who holds it drives the
+/// migrations ([`crate::standing::Drive`]).
+pub const LEASE: &str = "controller";
+
 /// A committed transition and what became of its publication.
 #[derive(Debug, Clone, Serialize)]
 pub struct Applied {
@@ -73,6 +77,12 @@ pub struct Applied {
     pub routing: RoutingDocument,
     /// Set when the routing could not be written: the next command retries.
     pub publish_error: Option<String>,
+    /// The earliest instant (RFC 3339) the step it lands in can advance, when it is not paused:
+    /// its minimum time and its exit gates' `for:` count from the step's start or this resume,
+    /// never from time paused ([`Loaded::earliest_advance_ms`]). A minimum: every exit gate
+    /// must pass too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub earliest_advance_at: Option<String>,
 }
 
 /// What `advance` found and did.
@@ -118,6 +128,9 @@ pub struct Controller<'a, S: Store> {
     /// A daemon's round: evaluations are left there and committed at the round's end instead
     /// of one commit each.
     pub round: Option<&'a round::RoundBatch>,
+    /// How old a step's newest evaluation may be while a daemon drives it, in its views
+    /// ([`crate::standing::Drive::stale_after_ms`]): a few of the daemon's intervals.
+    pub stale_after_ms: i64,
 }
 
 /// The SHA-256 of a plan's text, hex.
@@ -314,6 +327,7 @@ impl<S: Store> Controller<'_, S> {
             version: loaded.record.version,
             routing: doc,
             publish_error,
+            earliest_advance_at: loaded.earliest_advance_ms().map(crate::time::rfc3339),
         })
     }
 
@@ -750,6 +764,8 @@ impl<S: Store> Controller<'_, S> {
                         |r| r.reason.clone(),
                     ),
                     evaluated_at: last.map(|r| crate::time::rfc3339(r.at_ms)),
+                    evaluated_at_ms: last.map(|r| r.at_ms),
+                    age_ms: None,
                     soak: last
                         .filter(|_| verdict == Verdict::Soaking)
                         .and_then(|r| stored_soak(r, planned?.hold_for?)),
@@ -781,7 +797,7 @@ pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<Strin
         .filter(|g| g.kind == GateKind::Guard)
         .map(|g| (g.name.as_str(), &g.eval))
         .collect();
-    gate::ready_to_advance(&exits, &guards, loaded.record.entered_at_ms, min, now_ms)
+    gate::ready_to_advance(&exits, &guards, loaded.counting_from_ms(), min, now_ms)
         .err()
         .unwrap_or_default()
 }

@@ -6,7 +6,7 @@ use super::{Controller, GateView, Loaded, Result};
 use crate::controller::publish::document;
 use crate::machine::State;
 use crate::routing::RoutingDocument;
-use crate::standing::{GateInput, Pause, Snapshot, StandingView, standing};
+use crate::standing::{Drive, GateInput, Pause, Snapshot, StandingView, standing};
 use crate::store::{JournalEntry, Store};
 use crate::time::rfc3339;
 
@@ -91,7 +91,17 @@ impl<S: Store> Controller<'_, S> {
         } else {
             None
         };
-        let standing = standing_of(loaded, &gates, pause.as_ref(), now_ms).view();
+        let drive = Drive {
+            holder: self.store.lease_holder(super::LEASE).await?,
+            evaluated_at_ms: gates.iter().filter_map(|g| g.evaluated_at_ms).max(),
+            since_ms: loaded.counting_from_ms(),
+            stale_after_ms: self.stale_after_ms,
+        };
+        let mut gates = gates;
+        for g in &mut gates {
+            g.age_ms = g.evaluated_at_ms.map(|at| now_ms.saturating_sub(at).max(0));
+        }
+        let standing = standing_of(loaded, &gates, pause.as_ref(), Some(&drive), now_ms).view();
         Ok(StatusView {
             migration: r.name.clone(),
             state: r.state.name().to_string(),
@@ -129,11 +139,13 @@ impl<S: Store> Controller<'_, S> {
     }
 }
 
-/// Where `loaded` stands at `now_ms`, its gates as last evaluated.
+/// Where `loaded` stands at `now_ms`, its gates as last evaluated; `drive` says whether a
+/// daemon drives it (`None`: the view is the driving daemon's own, made in its round).
 pub fn standing_of(
     loaded: &Loaded,
     gates: &[super::GateView],
     pause: Option<&Pause>,
+    drive: Option<&Drive>,
     now_ms: i64,
 ) -> crate::standing::Standing {
     let r = &loaded.record;
@@ -155,6 +167,7 @@ pub fn standing_of(
             cause: g.cause,
         })
         .collect();
+    let next = loaded.ladder.next(r.state).map(|n| n.to_string());
     let state = match r.state.step() {
         Some(i) => format!("{}[{i}]", r.state.name()),
         None => r.state.name().to_string(),
@@ -165,11 +178,13 @@ pub fn standing_of(
         complete: r.state == State::Complete,
         paused: r.paused.then_some(pause),
         gates: &inputs,
-        entered_at_ms: r.entered_at_ms,
+        counting_from_ms: loaded.counting_from_ms(),
         min_ms: phase.map_or(0, |p| crate::time::millis(p.min_duration)),
         next_needs_confirmation: (loaded.ladder.next(r.state) == Some(State::Complete))
             .then_some("complete"),
+        next: next.as_deref(),
         auto_advance: loaded.plan.auto_advance,
+        drive,
         now_ms,
     })
 }

@@ -14,8 +14,10 @@ use crate::time::{Clock, DbClock, Millis};
 ///   sampled at every lease attempt, [`DaemonClock::sample`]; the monotonic clock in between).
 ///   What the lease, and whether the store still answers, are measured on.
 /// - [`DaemonClock::gates_ms`]: what the gates, the rounds, the API's "now", the webhooks, the
-///   retention and the probes read: the database's clock as above, or the instant `--now` fixes,
-///   or a simulated clock (the demo, tests).
+///   retention and the probes read: the database's clock on the steady clock
+///   ([`DbClock::steady_ms`]: a step of the database's clock forward is not taken, so it never
+///   shortens `observe`, `min_duration` or `for:`, issue 54), or the instant `--now` fixes, or a
+///   simulated clock (the demo, tests).
 /// - [`DaemonClock::wall_ms`]: this host's wall clock, read only to measure how far it is from
 ///   the database's (the `queue_migrate_clock_skew_seconds` metric and its warning); nothing is
 ///   decided on it.
@@ -65,11 +67,27 @@ impl DaemonClock {
         }
     }
 
-    /// Now, for the gates, the rounds, the API and whatever the migrations' story is told in.
+    /// Now, for the gates, the rounds, the API and whatever the migrations' story is told in:
+    /// the steady reading of the database's clock ([`DbClock::steady_ms`]) unless fixed or
+    /// simulated.
     pub fn gates_ms(&self) -> Millis {
         match &self.gates {
             Some(clock) => clock(),
-            None => self.db.now_ms(),
+            None => self.db.steady_ms(),
+        }
+    }
+
+    /// Steps of the database's clock seen at this daemon's samples ([`DbClock::steps`]).
+    pub fn db_steps(&self) -> u64 {
+        self.db.steps()
+    }
+
+    /// How far the gates' clock runs behind the database's, in ms: the steps forward it did
+    /// not take ([`DbClock::lag_ms`]; 0 when the gates read a fixed or simulated clock).
+    pub fn gates_lag_ms(&self) -> Millis {
+        match &self.gates {
+            Some(_) => 0,
+            None => self.db.lag_ms(),
         }
     }
 
@@ -89,9 +107,43 @@ impl DaemonClock {
     }
 
     /// The database said `db_ms` no earlier than `asked` (a [`DaemonClock::monotonic`] reading
-    /// taken when the question was sent): the database's clock follows it from now on.
-    pub fn sample(&self, db_ms: Millis, asked: Instant) {
-        self.db.sample(db_ms, asked);
+    /// taken when the question was sent): the database's clock follows it from now on. A step
+    /// of the database's clock since the last sample is returned ([`DbClock::sample`]).
+    pub fn sample(&self, db_ms: Millis, asked: Instant) -> Option<crate::time::ClockStep> {
+        self.db.sample(db_ms, asked)
+    }
+}
+
+/// A lease sample taken: a step of the database's clock it saw (`step`) is logged, and
+/// `/metrics` shows the steps so far and how far the gates' clock lags the database's.
+pub(super) fn note_sample(
+    clock: &DaemonClock,
+    metrics: &super::metrics::Metrics,
+    step: Option<crate::time::ClockStep>,
+) {
+    let lag_ms = clock.gates_lag_ms();
+    #[allow(clippy::cast_precision_loss)]
+    metrics.db_clock(clock.db_steps(), lag_ms as f64 / 1000.0);
+    if let Some(step) = step {
+        tracing::warn!(
+            step_ms = step.by_ms,
+            gates_clock_lag_ms = lag_ms,
+            "the database's clock stepped by {} s between two lease samples (more than {} s \
+             apart from this host's monotonic clock): observe, min_duration and for: are \
+             measured on the monotonic clock and are not shortened by it{}",
+            step.by_ms as f64 / 1000.0,
+            crate::time::STEP_MS / 1000,
+            if lag_ms > 0 {
+                format!(
+                    "; the gates' clock now runs {} s behind the database's (waits counted from \
+                     instants the database stamps are lengthened by that much until this daemon \
+                     restarts)",
+                    lag_ms / 1000
+                )
+            } else {
+                String::new()
+            }
+        );
     }
 }
 

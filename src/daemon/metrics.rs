@@ -27,6 +27,10 @@ struct Inner {
     /// Local clock minus the database's, sampled at the last lease attempt the database
     /// answered; `None` (no sample served) until the first.
     clock_skew_seconds: Option<f64>,
+    /// Steps of the database's clock seen at lease samples, and how far the gates' clock runs
+    /// behind the database's for the steps forward it did not take (issue 54).
+    db_clock_steps: u64,
+    db_clock_lag_seconds: f64,
     /// Writes refused by the fence (see [`crate::store::fence`]).
     fenced_writes: u64,
     /// Migrations a round skipped because it could not take their lock, by migration.
@@ -131,6 +135,14 @@ impl Metrics {
     /// Whether this daemon leads, said between ticks (the lease ran out or was taken).
     pub fn leading(&self, leader: bool) {
         self.with(|m| m.leader = leader);
+    }
+
+    /// The database clock's steps seen so far, and the gates' clock's lag behind it (s).
+    pub fn db_clock(&self, steps: u64, lag_seconds: f64) {
+        self.with(|m| {
+            m.db_clock_steps = steps;
+            m.db_clock_lag_seconds = lag_seconds;
+        });
     }
 
     /// The epoch of the lease held (0: none) and the clock skew measured at its renewal.
@@ -238,6 +250,34 @@ fn render(m: &Inner) -> String {
     text
 }
 
+/// Steps of the database's clock, and how far the gates' clock lags it (issue 54).
+fn db_clock_families(out: &mut String, m: &Inner) {
+    family(
+        out,
+        "queue_migrate_db_clock_steps_total",
+        Kind::Counter,
+        "Steps of the database's clock (its readings moving more than 1 s apart from the monotonic clock between two lease samples); observe, min_duration and for: are not shortened by them.",
+    );
+    sample(
+        out,
+        "queue_migrate_db_clock_steps_total",
+        &[],
+        m.db_clock_steps,
+    );
+    family(
+        out,
+        "queue_migrate_gates_clock_lag_seconds",
+        Kind::Gauge,
+        "How far the clock the gates are measured on runs behind the database's: the steps forward it did not take (0 unless the database's clock stepped forward).",
+    );
+    sample(
+        out,
+        "queue_migrate_gates_clock_lag_seconds",
+        &[],
+        m.db_clock_lag_seconds,
+    );
+}
+
 /// The controller's own series: up, leadership, lease, clock skew, fencing, round locks.
 fn lease_families(out: &mut String, m: &Inner) {
     family(
@@ -270,6 +310,7 @@ fn lease_families(out: &mut String, m: &Inner) {
     if let Some(skew) = m.clock_skew_seconds {
         sample(out, "queue_migrate_clock_skew_seconds", &[], skew);
     }
+    db_clock_families(out, m);
     family(
         out,
         "queue_migrate_fenced_writes_total",
@@ -358,7 +399,7 @@ fn migration_families(out: &mut String, m: &Inner) {
         out,
         "queue_migrate_standing",
         Kind::Gauge,
-        "1 for where the migration stands (moving, waiting, soaking, blocked, blind, needs_person, aborted, complete).",
+        "1 for where the migration stands (moving, waiting, soaking, blocked, blind, needs_person, not_driven, aborted, complete).",
     );
     for (name, g) in m.migrations.iter().filter(|(_, g)| !g.standing.is_empty()) {
         for s in crate::standing::Standing::KINDS {

@@ -182,7 +182,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             epoch,
             db_now_ms,
         } => {
-            clock.sample(db_now_ms, asked);
+            clock::note_sample(clock, &shared.metrics, clock.sample(db_now_ms, asked));
             shared.store_ok_at.store(db_now_ms, Ordering::SeqCst);
             let before = shared.store.fence().epoch();
             shared.store.fence().set_epoch(Some(epoch));
@@ -195,7 +195,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.say_leading(None);
         }
         Renewal::Taken { holder, db_now_ms } => {
-            clock.sample(db_now_ms, asked);
+            clock::note_sample(clock, &shared.metrics, clock.sample(db_now_ms, asked));
             shared.store_ok_at.store(now, Ordering::SeqCst);
             // A standby measures and says its skew too: it would take over with that clock.
             shared.note_skew(wall - db_now_ms);

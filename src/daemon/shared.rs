@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// The name of the lease every daemon of a store competes for.
-pub const LEASE: &str = "controller";
+pub const LEASE: &str = crate::controller::LEASE;
 
 /// How the daemon runs.
 #[derive(Clone)]
@@ -227,6 +227,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             .with_secrets(SecretsMode::Required)
             .with_read_only(read_only)
             .with_histories(&self.histories)
+            .with_interval(self.config.interval)
     }
 
     /// Whether this daemon may act now: it holds a lease that is valid for a while yet (a

@@ -27,7 +27,8 @@ pub(super) async fn note<S: Store + Clone + 'static>(
         None
     };
     let views: Vec<_> = gates.iter().map(GateReport::view).collect();
-    let standing = crate::controller::views::standing_of(loaded, &views, pause.as_ref(), now_ms);
+    let standing =
+        crate::controller::views::standing_of(loaded, &views, pause.as_ref(), None, now_ms);
     announce(shared, loaded, &standing);
 }
 

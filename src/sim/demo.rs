@@ -265,8 +265,13 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         } else {
             None
         };
-        let standing =
-            crate::controller::views::standing_of(&loaded, &gates, pause.as_ref(), world.now_ms);
+        let standing = crate::controller::views::standing_of(
+            &loaded,
+            &gates,
+            pause.as_ref(),
+            None,
+            world.now_ms,
+        );
         for e in told {
             view.event(&e);
             events.push(e);

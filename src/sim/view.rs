@@ -271,7 +271,9 @@ impl<W: Write> Live<W> {
         let colour = match f.standing {
             Standing::Moving | Standing::Complete => Color::DarkGreen,
             Standing::Waiting { .. } | Standing::Soaking { .. } => Color::DarkCyan,
-            Standing::Blind { .. } | Standing::NeedsPerson { .. } => Color::DarkYellow,
+            Standing::Blind { .. } | Standing::NeedsPerson { .. } | Standing::NotDriven { .. } => {
+                Color::DarkYellow
+            }
             Standing::Blocked { .. } | Standing::Aborted { .. } => Color::DarkRed,
         };
         for l in crate::fit::wrap(&sentence(f), columns, "", "  ")
@@ -471,6 +473,8 @@ mod tests {
             value: Some(0.5),
             reason: reason.into(),
             evaluated_at: None,
+            evaluated_at_ms: None,
+            age_ms: None,
             soak: None,
             cause: None,
         }];
@@ -529,6 +533,8 @@ mod tests {
             value: Some(1_795_996_800.0 + 5.0 * 3_600.0 + 46.0 * 60.0),
             reason: "a consumer restarted during this step".into(),
             evaluated_at: None,
+            evaluated_at_ms: None,
+            age_ms: None,
             soak: None,
             cause: None,
         };

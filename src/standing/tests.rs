@@ -55,10 +55,12 @@ fn snap<'a>(gates: &'a [GateInput]) -> Snapshot<'a> {
         complete: false,
         paused: None,
         gates,
-        entered_at_ms: 0,
+        counting_from_ms: 0,
         min_ms: 60_000,
         next_needs_confirmation: None,
         auto_advance: true,
+        drive: None,
+        next: None,
         now_ms: 120_000,
     }
 }
@@ -433,4 +435,118 @@ fn a_stored_no_data_without_a_cause_reads_as_before() {
         standing(&snap(&with_value)).sentence(),
         "blocked: errors: no data (0 < 0.01; 1 of 3 samples so far)"
     );
+}
+
+/// Regression (issue 56): the daemon stopped; 60 s later `status` still said "moving: every
+/// gate passes" from readings taken before. With no lease holder, or an evaluation older than
+/// a few intervals, the standing says nothing drives it, how long, and what to do; what the
+/// last readings said goes with it.
+#[test]
+fn not_driven_when_no_daemon_holds_the_lease_or_the_readings_are_stale() {
+    use GateKind::{Exit, Guard};
+    use Verdict::Pass;
+    let passing = [
+        gate("errors", Exit, "prom", Pass),
+        gate("lag", Guard, "prom", Pass),
+    ];
+    let stopped = Drive {
+        holder: None,
+        evaluated_at_ms: Some(60_000),
+        since_ms: 0,
+        stale_after_ms: 60_000,
+    };
+    let at = |drive: &Drive| {
+        standing(&Snapshot {
+            drive: Some(drive),
+            ..snap(&passing)
+        })
+    };
+    let s = at(&stopped);
+    assert_eq!(s.kind(), "not_driven");
+    assert_eq!(
+        s.sentence(),
+        "not driven: no daemon has evaluated it for 1m; start `migrate run` or advance by hand; \
+         its last readings: moving: every gate passes"
+    );
+    let served = serde_json::to_value(s.view()).unwrap();
+    assert_eq!(served["kind"], "not_driven");
+    assert_eq!(served["idle_ms"], 60_000);
+    assert_eq!(served["readings"]["kind"], "moving");
+    // A daemon holds the lease and evaluated it 10 s ago: driven.
+    let leading = Drive {
+        holder: Some("ctl-a".into()),
+        evaluated_at_ms: Some(110_000),
+        ..stopped.clone()
+    };
+    assert_eq!(at(&leading).kind(), "moving");
+    // It holds the lease but has not evaluated it for longer than a few intervals: stuck.
+    let stuck = Drive {
+        evaluated_at_ms: Some(30_000),
+        ..leading.clone()
+    };
+    assert_eq!(
+        at(&stuck).sentence(),
+        "not driven: ctl-a holds the lease but has not evaluated it for 1m 30s; look at that \
+         daemon (its log, /readyz) or advance by hand; its last readings: moving: every gate passes"
+    );
+    // Never evaluated in the step, nobody leading: said so, without readings.
+    let never = Drive {
+        evaluated_at_ms: None,
+        since_ms: 100_000,
+        ..stopped.clone()
+    };
+    assert_eq!(
+        at(&never).sentence(),
+        "not driven: no daemon has evaluated it in this step (20s since it began); start \
+         `migrate run` or advance by hand"
+    );
+    // Paused, aborted and complete say what they say: a person acts first.
+    let paused = pause("pause");
+    let s = standing(&Snapshot {
+        paused: Some(Some(&paused)),
+        drive: Some(&stopped),
+        ..snap(&passing)
+    });
+    assert_eq!(s.kind(), "needs_person");
+}
+
+/// Issue 56: what only takes time says what happens next.
+#[test]
+fn soaking_and_waiting_say_what_happens_next() {
+    use GateKind::Guard;
+    use Verdict::Pass;
+    let soak = [
+        soaking("errors", 5_000, 20_000),
+        gate("lag", Guard, "prom", Pass),
+    ];
+    let passing = [gate("lag", Guard, "prom", Pass)];
+    let next = Snapshot {
+        next: Some("slices[2]"),
+        now_ms: 115_000,
+        ..snap(&soak)
+    };
+    assert_eq!(
+        standing(&next).sentence(),
+        "soaking: errors true for 5s of 20s; then it advances to slices[2]"
+    );
+    let waiting = Snapshot {
+        gates: &passing,
+        now_ms: 5_000,
+        ..next.clone()
+    };
+    assert_eq!(
+        standing(&waiting).sentence(),
+        "waiting: minimum time, 55s left of 1m; then it advances to slices[2]"
+    );
+    let by_hand = Snapshot {
+        auto_advance: false,
+        ..waiting.clone()
+    };
+    assert!(
+        standing(&by_hand)
+            .sentence()
+            .ends_with("; then a person advances it to slices[2] (auto_advance is off)")
+    );
+    let served = serde_json::to_value(standing(&waiting).view()).unwrap();
+    assert_eq!(served["then"], "it advances to slices[2]");
 }

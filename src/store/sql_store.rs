@@ -635,6 +635,20 @@ impl LeaseStore for SqlStore {
         Ok(got)
     }
 
+    async fn lease_holder(&self, lease: &str) -> Result<Option<String>> {
+        let mut tx = self.begin(Begin::Snapshot).await?;
+        let now = tx.db_now().await?;
+        let holder = in_tx!(&mut tx, c => sqlx::query_scalar::<_, String>(
+            "SELECT holder FROM leases WHERE name = $1 AND expires_at > $2",
+        )
+        .bind(lease)
+        .bind(now)
+        .fetch_optional(&mut *c)
+        .await?);
+        tx.commit().await?;
+        Ok(holder)
+    }
+
     async fn release_lease(&self, lease: &str, holder: &str) -> Result<()> {
         // The row stays, expired: its epoch never goes back.
         on!(&self.db, p => sqlx::query(

@@ -2977,3 +2977,34 @@ async fn a_held_row_lock_makes_the_round_skip_that_migration_within_seconds() {
     })
     .await;
 }
+
+on_each_backend_test! {
+    /// Issue 56: who holds the daemons' lease, by the database's clock, as a view reads it:
+    /// nobody before the first daemon, its holder while it runs, nobody once it gave it up.
+    #[tokio::test]
+    async fn the_lease_holder_is_read_on_the_database_clock() {
+        on_each_backend(|b| async move {
+            let store = b.open().await;
+            assert_eq!(store.lease_holder("controller").await.unwrap(), None);
+            store
+                .acquire_lease("controller", "ctl-a", 0, 60_000)
+                .await
+                .unwrap();
+            assert_eq!(
+                store.lease_holder("controller").await.unwrap().as_deref(),
+                Some("ctl-a"),
+                "[{}]",
+                b.kind
+            );
+            assert_eq!(store.lease_holder("bridge").await.unwrap(), None);
+            store.release_lease("controller", "ctl-a").await.unwrap();
+            assert_eq!(
+                store.lease_holder("controller").await.unwrap(),
+                None,
+                "[{}] released",
+                b.kind
+            );
+        })
+        .await;
+    }
+}

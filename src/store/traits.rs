@@ -222,6 +222,14 @@ pub trait LeaseStore: Send + Sync {
         now_ms: i64,
         ttl_ms: i64,
     ) -> impl Future<Output = Result<Lease>> + Send;
+    /// Who holds the lease `lease` now, by the database's clock: `None` when nobody does (no
+    /// row, or it ran out or was given up). A read: what a view says about whether a daemon
+    /// drives the migrations ([`crate::standing::Drive`]). A backend that keeps no leases
+    /// answers `None`.
+    fn lease_holder(&self, lease: &str) -> impl Future<Output = Result<Option<String>>> + Send {
+        let _ = lease;
+        async { Ok(None) }
+    }
     /// Give the lease up (only if `holder` has it), so that a standby takes over at once. The
     /// row stays (expired), so that the epoch never goes back.
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;

@@ -42,6 +42,9 @@ pub struct Hooked {
     /// While set, `fleet`, `list`, `get`, `generations`, `generations_mark` and `acquire_lease`
     /// wait [`DOWN_WAIT`] and fail (a database gone away, a pool that waits for a connection).
     pub down: Arc<std::sync::atomic::AtomicBool>,
+    /// Added to the database's clock as every lease answer reads it (its `db_now_ms` and the
+    /// lease's end): a step of the database host's clock, as the lease holder sees it.
+    pub lease_clock_step_ms: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// How long a call to a store that is `down` waits before it fails (sqlx's pool waits 30 s).
@@ -70,6 +73,7 @@ impl Hooked {
             lease_calls: Arc::default(),
             lease_calls_at: Arc::default(),
             down: Arc::default(),
+            lease_clock_step_ms: Arc::default(),
         }
     }
 }
@@ -242,9 +246,19 @@ impl LeaseStore for Hooked {
         {
             return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
         }
+        let step = self.lease_clock_step_ms.load(Ordering::SeqCst);
         self.inner
             .acquire_lease(lease, holder, now_ms, ttl_ms)
             .await
+            .map(|l| Lease {
+                expires_at_ms: l.expires_at_ms + step,
+                db_now_ms: l.db_now_ms + step,
+                ..l
+            })
+    }
+
+    fn lease_holder(&self, lease: &str) -> impl Future<Output = Result<Option<String>>> + Send {
+        self.inner.lease_holder(lease)
     }
 
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send {

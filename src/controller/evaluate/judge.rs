@@ -135,7 +135,13 @@ pub(crate) fn judge(
             },
             _,
         ) => gate::evaluate_judge(j, observation, memory, now_ms, step.counting_from_ms),
-        Item::Gate(g, _) => gate::evaluate(g, observation, memory, now_ms),
+        // A `for:` streak counts from the step's last resume at the earliest (issue 56).
+        Item::Gate(g, _) => gate::evaluate(
+            g,
+            observation,
+            memory.counting_from(step.counting_from_ms),
+            now_ms,
+        ),
         Item::Peak(r) => gate::evaluate_peak(r, observation, memory),
         Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),
     };

@@ -279,7 +279,10 @@
     }
     const a = answer.applied || answer;
     out.className = "applied";
-    out.textContent = action + " applied" + (a && a.from ? ": " + a.from + " → " + a.to : "") + ".";
+    out.textContent = action + " applied" + (a && a.from ? ": " + a.from + " → " + a.to : "") + "." +
+      (action === "resume" && a && a.earliest_advance_at
+        ? " It can advance at " + a.earliest_advance_at + " at the earliest: its minimum time and for: count from this resume."
+        : "");
     document.getElementById("reason").value = "";
     document.getElementById("abort-confirm").value = "";
     document.getElementById("abort-row").hidden = true;

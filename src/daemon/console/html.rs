@@ -154,7 +154,7 @@ fn standing_pill(s: &crate::standing::StandingView) -> String {
         "moving" => "ok",
         "waiting" | "soaking" => "hold",
         "blocked" | "blind" | "aborted" => "fail",
-        "needs_person" => "paused",
+        "needs_person" | "not_driven" => "paused",
         _ => "done",
     };
     format!(
@@ -350,7 +350,13 @@ fn gates_section(out: &mut String, d: &Detail) {
                 at = g
                     .evaluated_at
                     .as_ref()
-                    .map(|a| format!(" <span class=\"at\">({})</span>", esc(a)))
+                    .map(|a| {
+                        // Its age as of the page (issue 56): a stale reading shows it.
+                        let age = g.age_ms.map_or_else(String::new, |ms| {
+                            format!(", {} ago", crate::time::human_ms(ms))
+                        });
+                        format!(" <span class=\"at\">({}{})</span>", esc(a), esc(&age))
+                    })
                     .unwrap_or_default(),
             );
         }

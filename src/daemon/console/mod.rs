@@ -238,7 +238,8 @@ fn detail(a: &Asked<'_>, view: StatusView) -> Detail {
         .collect();
     let min_left = phase.map(|p| {
         let min = i64::try_from(p.min_duration.as_millis()).unwrap_or(i64::MAX);
-        let spent = a.now_ms.saturating_sub(r.entered_at_ms);
+        // From the step's start or its last resume: time paused never counts.
+        let spent = a.now_ms.saturating_sub(loaded.counting_from_ms()).max(0);
         (min.saturating_sub(spent).max(0), min)
     });
     let actions = actions::actions(&actions::Now {

@@ -205,6 +205,14 @@ fn the_console_shows_a_migration_and_acts_with_the_token_only() {
         r["resume"].as_str().unwrap_or_default().contains("applied"),
         "{r:#}"
     );
+    // Issue 56: the resume says when the step can advance at the earliest.
+    assert!(
+        r["resume"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at the earliest: its minimum time and for: count from this resume"),
+        "{r:#}"
+    );
     assert_eq!(r["no_reload"], true, "{r:#}");
     assert_eq!(r["token_field_cleared"], true, "{r:#}");
     assert_eq!(

@@ -41,6 +41,8 @@ fn guard(verdict: Verdict) -> GateView {
         value: Some(0.2),
         reason: "0.2 < 0.05 is false".into(),
         evaluated_at: None,
+        evaluated_at_ms: None,
+        age_ms: None,
         soak: None,
         cause: None,
     }
