@@ -12,6 +12,8 @@ mod daemon_logs;
 mod daemon_real;
 mod daemon_watch_race;
 mod hardening_input;
+mod outbox;
+mod same_id;
 mod secrets_redacted;
 mod skewed_writer;
 mod sources_misbehaving;
