@@ -102,7 +102,8 @@ pub struct Settings {
     pub old_name: String,
     /// See `old_name`.
     pub new_name: String,
-    /// This instance's name in the lease.
+    /// This bridge's `--id`: its consumer name, and the first part of its holder in the lease
+    /// (`ID#INSTANCE`, the instance drawn at each [`run`]).
     pub holder: String,
     /// How long the lease lasts without renewal.
     pub lease_ttl: Duration,
@@ -173,7 +174,11 @@ pub async fn run<S: Store>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), BridgeError> {
     let lease = settings.lease();
-    let keeper = LeaseKeeper::new(&store, &lease, &settings.holder, settings.lease_ttl);
+    // Held as `--id#instance`, drawn per run: a second bridge with this `--id` stands by, and
+    // each acquisition has an epoch of its own (issue 54).
+    let instance = crate::store::lease_keeper::new_instance();
+    let holder = crate::store::lease_keeper::instance_holder(&settings.holder, &instance);
+    let keeper = LeaseKeeper::new(&store, &lease, &holder, settings.lease_ttl);
     tokio::pin!(shutdown);
     let mut announced_standby = false;
     loop {
@@ -184,7 +189,7 @@ pub async fn run<S: Store>(
         };
         match holder {
             Renewal::Held { .. } => {
-                tracing::info!(lease = %lease, "holding the lease: forwarding");
+                tracing::info!(lease = %lease, holder = %settings.holder, instance = %instance, "holding the lease: forwarding");
                 announced_standby = false;
                 metrics.set_active(true);
                 let ended = session(

@@ -306,6 +306,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
         lease_ttl: args.lease_ttl,
         watch_interval: Duration::from_millis(25),
         holder: holder.clone(),
+        instance: crate::store::lease_keeper::new_instance(),
         access,
         read_only_api: args.read_only,
         allowed_hosts: args.allowed_host.clone(),
@@ -320,7 +321,8 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> CliResult {
     };
     daemon::check_listener(addr, &config).map_err(|e| CliError::input(e.to_string()))?;
     eprintln!(
-        "migrate run: {holder} on http://{addr} (state {}), every {}, {}; Ctrl-C to stop",
+        "migrate run: {holder} (instance {}) on http://{addr} (state {}), every {}, {}; Ctrl-C to stop",
+        config.instance,
         redact_url(&ctx.global.state),
         // Exact: a sub-second interval is not rounded down to "0s".
         crate::plan::duration_serde::format(args.interval),

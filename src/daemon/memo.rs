@@ -8,8 +8,6 @@ use crate::gate::Verdict;
 /// made from the store and fresh readings).
 #[derive(Debug, Default)]
 pub struct Memo {
-    /// The generation last seen (a change means a transition to announce).
-    pub generation: Option<i64>,
     /// "Ready to advance" was announced for this generation.
     pub ready_announced: Option<i64>,
     /// Gates holding, and since when.

@@ -24,6 +24,8 @@ struct Inner {
     leader: bool,
     /// The lease epoch this daemon holds (0: none).
     lease_epoch: i64,
+    /// This daemon's `--id` and instance (empty until said: [`Metrics::identity`]).
+    identity: (String, String),
     /// Local clock minus the database's, sampled at the last lease attempt the database
     /// answered; `None` (no sample served) until the first.
     clock_skew_seconds: Option<f64>,
@@ -153,6 +155,12 @@ impl Metrics {
                 m.clock_skew_seconds = skew_seconds;
             }
         });
+    }
+
+    /// This daemon's `--id` and the random id of this process instance (the lease's holder is
+    /// both: [`crate::store::lease_keeper::instance_holder`]).
+    pub fn identity(&self, id: &str, instance: &str) {
+        self.with(|m| m.identity = (id.to_string(), instance.to_string()));
     }
 
     /// The writes the fence refused so far.
@@ -301,6 +309,17 @@ fn lease_families(out: &mut String, m: &Inner) {
         "The epoch of the lease this controller holds (0 if none).",
     );
     sample(out, "queue_migrate_lease_epoch", &[], m.lease_epoch);
+    if !m.identity.0.is_empty() {
+        family(
+            out,
+            "queue_migrate_instance_info",
+            Kind::Gauge,
+            "This controller's --id and the random id of this process instance (the lease is held as ID#INSTANCE).",
+        );
+        let (id, instance) = &m.identity;
+        let labels = [("id", id.as_str()), ("instance", instance.as_str())];
+        sample(out, "queue_migrate_instance_info", &labels, 1);
+    }
     family(
         out,
         "queue_migrate_clock_skew_seconds",

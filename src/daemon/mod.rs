@@ -21,6 +21,8 @@ pub mod hub;
 mod memo;
 pub mod metrics;
 pub mod notify;
+pub mod outbox;
+mod outbox_memory;
 #[cfg(feature = "brokers")]
 pub mod probes;
 #[cfg(feature = "brokers")]
@@ -74,7 +76,12 @@ pub async fn run<S: Store + Clone + 'static>(
     let addr = listener.local_addr().map_err(DaemonError::Listener)?;
     check_listener(addr, &config)?;
     // Every write this daemon makes proves the lease it holds (see crate::store::fence).
-    let store = store.fenced(FenceCell::armed(LEASE, &config.holder));
+    let mut config = config;
+    if config.instance.is_empty() {
+        config.instance = crate::store::lease_keeper::new_instance();
+    }
+    // Held as `--id#instance`: a second process with this `--id` stands by (issue 54).
+    let store = store.fenced(FenceCell::armed(LEASE, &config.lease_holder()));
     let shared = Shared::new(store, config.clone(), resolve)?;
     shared.watch_once().await;
 
@@ -98,7 +105,11 @@ pub async fn run<S: Store + Clone + 'static>(
             loop {
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
-                    _ = every.tick() => shared.watch_once().await,
+                    _ = every.tick() => {
+                        shared.watch_once().await;
+                        // Transitions committed and not yet announced (issue 54).
+                        shared.deliver_outbox().await;
+                    }
                 }
             }
         })
@@ -187,7 +198,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             let before = shared.store.fence().epoch();
             shared.store.fence().set_epoch(Some(epoch));
             if !had || before != Some(epoch) {
-                tracing::info!(holder = %shared.config.holder, epoch, "holding the lease: this controller acts");
+                tracing::info!(holder = %shared.config.holder, instance = %shared.config.instance, epoch, "holding the lease: this controller acts");
             }
             shared.note_skew(wall - db_now_ms);
             shared.metrics.lease(epoch, None);

@@ -106,10 +106,8 @@ impl Notifier {
     /// Queue an event for `hooks` (nothing when there are none). Never waits. Its `text` is
     /// logged on one line ([`crate::outgoing::line`]) and posted so, chat markup escaped
     /// ([`crate::outgoing::chat`]); `details` keep the free text as given (JSON escapes it).
-    pub fn send(&self, hooks: &[Webhook], mut event: Event) {
-        let line = crate::outgoing::line(&event.text);
-        tracing::info!(migration = %event.migration, "{line}");
-        event.text = crate::outgoing::chat(&line).into_owned();
+    pub fn send(&self, hooks: &[Webhook], event: Event) {
+        let event = said(event);
         if hooks.is_empty() {
             return;
         }
@@ -121,6 +119,36 @@ impl Notifier {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+impl Notifier {
+    /// Post `event` to every one of `hooks` now (each tried as [`Notifier::send`] tries it) and
+    /// answer whether every one took it: what the outbox's delivery waits for before it marks a
+    /// transition delivered. Its text is logged and escaped as [`Notifier::send`] does.
+    pub async fn post(&self, client: &reqwest::Client, hooks: &[Webhook], event: Event) -> bool {
+        let event = said(event);
+        let mut all = true;
+        for hook in hooks {
+            if let Err(e) = deliver(client, hook, &event).await {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    webhook = %shown_url(hook),
+                    "a {:?} event not delivered after {ATTEMPTS} attempts (tried again later): {e}",
+                    event.event
+                );
+                all = false;
+            }
+        }
+        all
+    }
+}
+
+/// `event` logged on one line and its text made the chat's ([`crate::outgoing::chat`]).
+fn said(mut event: Event) -> Event {
+    let line = crate::outgoing::line(&event.text);
+    tracing::info!(migration = %event.migration, "{line}");
+    event.text = crate::outgoing::chat(&line).into_owned();
+    event
 }
 
 /// A webhook's URL as the log shows it: its reference when it has one, else its value, with

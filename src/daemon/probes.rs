@@ -516,6 +516,7 @@ mod tests {
             lease_ttl: Duration::from_secs(60),
             watch_interval: Duration::from_secs(1),
             holder: "a".into(),
+            instance: String::new(),
             access: Default::default(),
             read_only_api: false,
             allowed_hosts: Vec::new(),

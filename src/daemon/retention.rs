@@ -113,6 +113,7 @@ mod tests {
             lease_ttl: Duration::from_secs(15),
             watch_interval: Duration::from_secs(1),
             holder: "t".into(),
+            instance: String::new(),
             access: Default::default(),
             read_only_api: false,
             allowed_hosts: Vec::new(),

@@ -90,6 +90,8 @@ async fn healthz<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
         "ok": true,
         "leader": s.is_leader(),
         "holder": s.config.holder,
+        "instance": s.config.instance,
+        "epoch": s.store.fence().epoch(),
         "ticks": s.metrics.ticks(),
     }))
     .into_response()
@@ -117,7 +119,14 @@ async fn readyz<S: Store + Clone + 'static>(
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let mut body = json!({ "ready": ready, "leader": leader, "store": store });
+    let mut body = json!({
+        "ready": ready,
+        "leader": leader,
+        "store": store,
+        "holder": s.config.holder,
+        "instance": s.config.instance,
+        "epoch": s.store.fence().epoch(),
+    });
     if let Some(why) = why {
         body["error"] = json!(why);
     }

@@ -39,8 +39,13 @@ pub struct Config {
     /// How often the watcher looks for changes made by others (one cheap read of the store; every
     /// migration is compared every [`WHOLE_WATCH_EVERY`] of these).
     pub watch_interval: Duration,
-    /// This daemon's identity in the lease and the journal.
+    /// This daemon's identity (`--id`): the journal's actor, and the first part of its holder
+    /// in the lease.
     pub holder: String,
+    /// This process instance's random id ([`crate::store::lease_keeper::new_instance`]): the
+    /// lease is held as `HOLDER#INSTANCE`, so that two processes with one `--id` are two
+    /// holders (the second stands by). Empty: [`super::run`] draws one.
+    pub instance: String,
     /// Who may call the mutating API calls, and as whom (tokens, roles, a trusted proxy).
     pub access: super::auth::Access,
     /// Refuse every mutating API call.
@@ -63,12 +68,21 @@ pub struct Config {
     pub max_clock_skew: Duration,
 }
 
+impl Config {
+    /// The holder this daemon's lease is held as: `HOLDER#INSTANCE`
+    /// ([`crate::store::lease_keeper::instance_holder`]).
+    pub fn lease_holder(&self) -> String {
+        crate::store::lease_keeper::instance_holder(&self.holder, &self.instance)
+    }
+}
+
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("interval", &self.interval)
             .field("lease_ttl", &self.lease_ttl)
             .field("holder", &self.holder)
+            .field("instance", &self.instance)
             .field("access", &self.access)
             .field("confirm_complete", &self.confirm_complete)
             .field("http", &self.http)
@@ -134,6 +148,8 @@ pub struct Shared<S: Store> {
     pub metrics: Metrics,
     pub notifier: Notifier,
     pub config: Config,
+    /// The holder of this daemon's lease ([`Config::lease_holder`]).
+    pub(super) lease_holder: String,
     /// Set by a caller that drives ticks itself and has no lease (the demo).
     pub leader: AtomicBool,
     /// Until when (the database's clock, ms) this daemon's lease is valid; 0 when it holds none.
@@ -161,6 +177,8 @@ pub struct Shared<S: Store> {
     pub(super) histories: Histories,
     /// Where the leader's pruning stands ([`retention`]).
     pub(super) retention: super::retention::Retention,
+    /// The leader's deliveries of the store's outbox ([`super::outbox`]).
+    pub(super) outbox: super::outbox_memory::Outbox,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: super::probes::ProbeRuns,
@@ -183,13 +201,16 @@ impl<S: Store + Clone + 'static> Shared<S> {
             .with_max_series(config.max_series);
         let notifier = Notifier::start(fetcher.client().clone());
         let long_polls = config.http.max_long_polls;
+        let metrics = Metrics::default();
+        metrics.identity(&config.holder, &config.instance);
         Ok(Arc::new(Shared {
             store,
             fetcher,
             resolve,
             hub: Hub::default(),
-            metrics: Metrics::default(),
+            metrics,
             notifier,
+            lease_holder: config.lease_holder(),
             config,
             leader: AtomicBool::new(false),
             lease_until: AtomicI64::new(0),
@@ -205,6 +226,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             plans: PlanCache::default(),
             histories: Histories::default(),
             retention: super::retention::Retention::default(),
+            outbox: super::outbox_memory::Outbox::default(),
             #[cfg(feature = "brokers")]
             probes: super::probes::ProbeRuns::default(),
         }))
@@ -248,7 +270,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
         LeaseKeeper::new(
             &self.store,
             LEASE,
-            &self.config.holder,
+            &self.lease_holder,
             self.config.lease_ttl,
         )
     }
@@ -273,7 +295,32 @@ impl<S: Store + Clone + 'static> Shared<S> {
         }
     }
 
-    /// Send an event to the plan's webhooks, under the epoch its decision was made under.
+    /// Whether an event decided now may be sent: on a fenced store, only while this daemon
+    /// leads and still holds the lease under the epoch the decision was made under (the
+    /// round's: [`crate::store::fence::FenceCell::decided_under`]). An alert computed before a
+    /// pause, the lease lost (or lost and taken again) meanwhile, is not sent: the leader now
+    /// decides again on fresh readings. Said at WARN, with the word "fenced", when it is not.
+    pub(super) fn may_announce(&self, what: &str) -> bool {
+        let fence = self.store.fence();
+        if !fence.is_armed() {
+            return true;
+        }
+        let decided = fence.decided_under();
+        let held = fence.epoch();
+        if decided.is_some() && decided == held && self.is_leader() {
+            return true;
+        }
+        let shown = |e: Option<i64>| e.map_or_else(|| "none".to_string(), |e| e.to_string());
+        tracing::warn!(
+            decided_under = %shown(decided),
+            held = %shown(held),
+            "fenced: {what} not sent: the lease is no longer held under the epoch it was decided under"
+        );
+        false
+    }
+
+    /// Send an event to the plan's webhooks, under the epoch its decision was made under, if
+    /// it still may be ([`Shared::may_announce`]).
     pub(super) fn event(
         &self,
         loaded: &Loaded,
@@ -281,19 +328,10 @@ impl<S: Store + Clone + 'static> Shared<S> {
         text: String,
         details: serde_json::Value,
     ) {
+        if !self.may_announce(&format!("a {kind:?} event of {}", loaded.record.name)) {
+            return;
+        }
         let epoch = self.store.fence().decided_under();
-        self.event_under(epoch, loaded, kind, text, details);
-    }
-
-    /// [`Shared::event`] under `epoch`, read before the awaits that led to it.
-    fn event_under(
-        &self,
-        epoch: Option<i64>,
-        loaded: &Loaded,
-        kind: EventKind,
-        text: String,
-        details: serde_json::Value,
-    ) {
         self.notifier.send(
             &loaded.plan.notify.webhooks,
             Event {
@@ -310,52 +348,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
         );
     }
 
-    /// Take in a migration as stored: routing to readers and metrics, a transition announced.
-    pub(super) async fn observe(&self, c: &Controller<'_, S>, loaded: &Loaded) {
+    /// Take in a migration as stored: its routing to readers and metrics. (A transition is
+    /// announced from the store's outbox, by whoever leads: [`super::outbox`].)
+    pub(super) async fn observe(&self, _c: &Controller<'_, S>, loaded: &Loaded) {
         let doc = crate::controller::publish::document(&loaded.plan, &loaded.record);
         self.metrics.routing(&doc);
         self.hub.update(doc);
-        let generation = loaded.record.generation;
-        // Never lowered: a read older than one already seen announces nothing again.
-        let previous = self.with_memo(&loaded.record.name, |m| {
-            let previous = m.generation;
-            m.generation = Some(previous.map_or(generation, |p| p.max(generation)));
-            previous
-        });
-        // The epoch is read with the leadership, before the journal read: a leader paused
-        // there may have lost the lease by its end, and its commit went through under this one.
-        let fence = self.store.fence();
-        let epoch = fence.decided_under();
-        if !self.is_leader() || (fence.is_armed() && epoch.is_none()) {
-            return;
-        }
-        if let Some(prev) = previous
-            && prev < generation
-            && let Ok(journal) = c.store.journal(&loaded.record.name).await
-            && let Some(last) = journal.last()
-        {
-            let text = format!(
-                "{}: {} {} -> {}{} by {}{}",
-                loaded.record.name,
-                last.command,
-                last.from.state,
-                last.to.state,
-                if last.to.paused { " (paused)" } else { "" },
-                last.actor,
-                last.reason
-                    .as_ref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
-            );
-            self.event_under(
-                epoch,
-                loaded,
-                EventKind::Transition,
-                text,
-                serde_json::to_value(crate::controller::views::EntryView::of(last))
-                    .unwrap_or_default(),
-            );
-        }
     }
 
     /// The daemon's compiled plans, kept while unchanged ([`Controller::load_cached`]).

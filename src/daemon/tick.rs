@@ -292,6 +292,9 @@ async fn breach<S: Store + Clone + 'static>(
             );
             shared.refresh(c, name).await;
         }
+        // An alert follows no write: sent only while the lease is still held under the epoch
+        // the round decided under (issue 54), and then remembered as announced.
+        None if !shared.may_announce(&format!("the alert of {name}")) => {}
         None => {
             // Announced once per episode: until the guard stops failing.
             let fresh: Vec<String> = shared.with_memo(name, |m| {

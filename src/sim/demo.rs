@@ -229,6 +229,8 @@ pub async fn run(opts: &Options, view: &mut dyn View) -> Result<Report, DemoErro
         }
         clock.store(world.now_ms, Ordering::SeqCst);
         daemon::tick_all(&shared).await;
+        // Announce what the round committed (the store's outbox).
+        shared.deliver_outbox().await;
         let c = shared.controller(false);
         let loaded = c.load_cached("demo", shared.plans()).await?;
         let record = &loaded.record;
@@ -361,6 +363,7 @@ fn demo_config(clock: Arc<AtomicI64>) -> Config {
         lease_ttl: std::time::Duration::from_secs(15),
         watch_interval: std::time::Duration::from_secs(1),
         holder: "controller".into(),
+        instance: String::new(),
         access: Default::default(),
         read_only_api: true,
         allowed_hosts: Vec::new(),

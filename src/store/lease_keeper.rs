@@ -20,10 +20,57 @@
 //! - No wall clock is read here: callers pass the instant `now_ms` (ms since the epoch, on the
 //!   database's clock as they follow it: [`crate::time::DbClock`]); only tokio's clock bounds a
 //!   renewal. SQL stores take, renew and expire leases on the database's clock in the statement.
+//! - A lease is held by a process instance, not by a name: a holder is `ID#INSTANCE`
+//!   ([`instance_holder`]), the operator's `--id` and a random id drawn once per run
+//!   ([`new_instance`]). Two processes started with one `--id` are two holders: the second
+//!   stands by until the first releases its lease or lets it expire, and each acquisition raises
+//!   the epoch, so that a paused process resumed behind its same-`--id` replacement proves an
+//!   epoch that is no longer the lease's and every write of it is refused ([`super::fence`]).
 
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{Lease, LeaseStore, StoreError};
+
+/// The separator of an `--id` and its instance in a lease's holder.
+pub const INSTANCE_SEPARATOR: char = '#';
+
+/// A fresh random instance id (12 hex digits): drawn once per run of a daemon or a bridge, so
+/// that two processes with one `--id` hold the lease as two holders.
+///
+/// # Guarantees
+/// Two calls, in one process or in two, give different ids but with a chance of about 2^-48
+/// per pair: the bits come from the OS-seeded keys of [`std::hash::RandomState`] (a new key per
+/// call), hashed with the process id, the wall clock's nanoseconds and a per-process counter.
+pub fn new_instance() -> String {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
+    if let Ok(since) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(since.as_nanos());
+    }
+    format!("{:012x}", h.finish() & 0xffff_ffff_ffff)
+}
+
+/// The holder a lease is held as by instance `instance` of `id`: `ID#INSTANCE` (`id` alone when
+/// `instance` is empty: a caller that names its own holders, such as a test).
+pub fn instance_holder(id: &str, instance: &str) -> String {
+    if instance.is_empty() {
+        id.to_string()
+    } else {
+        format!("{id}{INSTANCE_SEPARATOR}{instance}")
+    }
+}
+
+/// A holder's `--id` and instance (`None`: a holder named without one).
+pub fn split_holder(holder: &str) -> (&str, Option<&str>) {
+    match holder.rsplit_once(INSTANCE_SEPARATOR) {
+        Some((id, instance)) => (id, Some(instance)),
+        None => (holder, None),
+    }
+}
 
 /// What asking for the lease answered.
 #[derive(Debug)]
@@ -210,6 +257,40 @@ mod tests {
     }
 
     const TTL: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn every_instance_is_a_holder_of_its_own() {
+        let (a, b) = (new_instance(), new_instance());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 12);
+        let holder = instance_holder("node-1", &a);
+        assert_eq!(holder, format!("node-1#{a}"));
+        assert_eq!(split_holder(&holder), ("node-1", Some(a.as_str())));
+        assert_eq!(instance_holder("node-1", ""), "node-1");
+        assert_eq!(split_holder("node-1"), ("node-1", None));
+    }
+
+    /// Regression (issue 54, item 3): the lease's holder was the `--id` alone, so a
+    /// replacement started with the same `--id` renewed the lease of the process it replaced
+    /// (both led, under one epoch). Two instances of one `--id` are two holders: the second is
+    /// told who holds the lease, and takes it only once it is given back.
+    #[tokio::test(start_paused = true)]
+    async fn a_second_instance_of_one_id_stands_by_until_the_lease_is_given_back() {
+        let store = FakeStore::default();
+        let (first, second) = (
+            instance_holder("node-1", &new_instance()),
+            instance_holder("node-1", &new_instance()),
+        );
+        let a = LeaseKeeper::new(&store, "l", &first, TTL);
+        let b = LeaseKeeper::new(&store, "l", &second, TTL);
+        assert!(matches!(a.acquire(1_000).await, Renewal::Held { .. }));
+        match b.acquire(2_000).await {
+            Renewal::Taken { holder, .. } => assert_eq!(holder, first),
+            other => panic!("the second instance must stand by: {other:?}"),
+        }
+        a.release().await.unwrap();
+        assert!(matches!(b.acquire(3_000).await, Renewal::Held { .. }));
+    }
 
     #[test]
     fn the_holder_acts_until_a_fifth_of_the_ttl_before_the_lease_runs_out() {

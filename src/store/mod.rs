@@ -27,6 +27,7 @@ mod error;
 pub mod fence;
 pub mod lease_keeper;
 mod memory;
+pub mod outbox;
 mod pg_session;
 pub mod postgres;
 mod records;

@@ -84,6 +84,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "dlq one decision per group",
         include_str!("../../migrations/postgres/0013_dlq_one_decision.sql"),
     ),
+    (
+        14,
+        "outbox",
+        include_str!("../../migrations/postgres/0014_outbox.sql"),
+    ),
 ];
 
 /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`

@@ -68,6 +68,15 @@ pub struct JournalEntry {
     pub epoch: Option<i64>,
 }
 
+/// An undelivered row of the outbox ([`super::outbox`]): the migration and its journal entry.
+#[derive(Debug, Clone)]
+pub struct OutboxEntry {
+    /// The migration the entry is of.
+    pub migration: String,
+    /// The journal entry to announce.
+    pub entry: JournalEntry,
+}
+
 /// A transition to commit.
 #[derive(Debug, Clone)]
 pub struct Commit {

@@ -12,8 +12,8 @@ use super::sql::{Begin, SqlStore, Tx, count};
 use super::sql_rows::{Rows, gate_row, journal_row, migration_row};
 use super::{
     Commit, DecisionStore, EvaluationStore, Fleet, GateKey, GateRecord, JournalEntry, JournalRow,
-    JournalStore, Lease, LeaseStore, MigrationRecord, NewMigration, PlanReplace, Result,
-    RoundRecord, ScrapeStore, SourceRows, StoreError, StoredPoint, StoredSeries, memory,
+    JournalStore, Lease, LeaseStore, MigrationRecord, NewMigration, OutboxEntry, PlanReplace,
+    Result, RoundRecord, ScrapeStore, SourceRows, StoreError, StoredPoint, StoredSeries, memory,
     memory::Table, samples_after, scrapes, step_of,
 };
 use crate::machine::State;
@@ -186,19 +186,23 @@ async fn insert_evaluations(tx: &mut Tx, rounds: &[RoundRecord]) -> Result<()> {
 }
 
 impl SqlStore {
-    /// Append `row` to the journal, stamped `at` and with the epoch of `fence`, then prove the
-    /// fence and commit: how a transition and a plan apply end.
+    /// Append `row` to the journal, stamped `at` and with the epoch of `fence` (and, when
+    /// `announce`, its row to the outbox: [`super::outbox`]), then prove the fence and commit:
+    /// how a transition and a plan apply end.
     async fn journal_and_commit(
         &self,
         mut tx: Tx,
         mut row: JournalRow<'_>,
         at: i64,
         fence: Option<&Fence>,
-        what: &str,
+        (what, announce): (&str, bool),
     ) -> Result<()> {
         row.at_ms = at;
         row.epoch = fence.map(|f| f.epoch);
         insert_journal(&mut tx, &row).await?;
+        if announce {
+            super::outbox::insert(&mut tx, row.name, row.seq, at).await?;
+        }
         self.prove_and_commit(tx, fence, what).await
     }
 
@@ -350,7 +354,7 @@ impl JournalStore for SqlStore {
         .ok_or_else(conflict)?
         .migration()?);
         let row = JournalRow::of_commit(name, c, current.snapshot(), version, generation);
-        self.journal_and_commit(tx, row, at, fence.as_ref(), what)
+        self.journal_and_commit(tx, row, at, fence.as_ref(), (what, true))
             .await?;
         Ok(record)
     }
@@ -403,7 +407,7 @@ impl JournalStore for SqlStore {
             .rows_affected());
         }
         let row = JournalRow::of_plan_apply(name, r, current.snapshot(), version, generation);
-        self.journal_and_commit(tx, row, at, fence.as_ref(), what)
+        self.journal_and_commit(tx, row, at, fence.as_ref(), (what, r.republish))
             .await?;
         Ok(record)
     }
@@ -481,6 +485,14 @@ impl JournalStore for SqlStore {
         .await?
         .rows_affected());
         self.prove_and_commit(tx, fence.as_ref(), what).await
+    }
+
+    async fn outbox_pending(&self, limit: u32) -> Result<Vec<OutboxEntry>> {
+        super::outbox::pending(self, limit).await
+    }
+
+    async fn outbox_delivered(&self, name: &str, seq: i64) -> Result<()> {
+        super::outbox::delivered(self, name, seq).await
     }
 
     async fn generations(&self) -> Result<Vec<(String, i64)>> {

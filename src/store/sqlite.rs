@@ -80,6 +80,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "dlq one decision per group",
         include_str!("../../migrations/sqlite/0013_dlq_one_decision.sql"),
     ),
+    (
+        14,
+        "outbox",
+        include_str!("../../migrations/sqlite/0014_outbox.sql"),
+    ),
 ];
 
 /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a

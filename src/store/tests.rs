@@ -2376,6 +2376,56 @@ on_each_backend_test! {
 }
 
 on_each_backend_test! {
+    /// Regression (issue 54, item 3): the lease's holder was the `--id` alone and its epoch
+    /// rose only when that name changed, so a paused process resumed behind a replacement
+    /// started with the same `--id` proved the replacement's lease (same holder, same epoch)
+    /// and committed a stale advance. Each process instance holds the lease as `ID#INSTANCE`:
+    /// the replacement's acquisition raises the epoch, and the paused one's write is refused.
+    #[tokio::test]
+    async fn a_paused_process_cannot_commit_behind_a_replacement_with_the_same_id() {
+        on_each_backend(|b| async move {
+            use crate::store::fence::FenceCell;
+            use crate::store::lease_keeper::{instance_holder, new_instance};
+            let plain = b.open_db_clock().await;
+            plain.create(&new_migration("m", 1_000)).await.unwrap();
+            let (first, second) = (
+                instance_holder("node-1", &new_instance()),
+                instance_holder("node-1", &new_instance()),
+            );
+            assert_ne!(first, second);
+            let a = plain.fenced(FenceCell::armed("controller", &first));
+            let lease = a.acquire_lease("controller", &first, 0, 60_000).await.unwrap();
+            a.fence().set_epoch(Some(lease.epoch));
+            // While A holds it, the replacement with the same --id is told A has it.
+            let standby = plain.acquire_lease("controller", &second, 0, 60_000).await.unwrap();
+            assert_eq!((standby.holder.as_str(), standby.epoch), (first.as_str(), lease.epoch));
+            let decided = Commit {
+                expected_version: 1,
+                command: "advance".into(),
+                to: snap(State::ConsumeDual, false),
+                at_ms: 2_000,
+                actor: "node-1".into(),
+                reason: None,
+                forced: false,
+                evidence: json!({}),
+                memory: vec![],
+            };
+            // A pauses; its lease runs out; the replacement takes it, under a new epoch.
+            b.raw_execute("UPDATE leases SET expires_at = 0").await.unwrap();
+            let b_store = plain.fenced(FenceCell::armed("controller", &second));
+            let taken = b_store.acquire_lease("controller", &second, 0, 60_000).await.unwrap();
+            assert_eq!((taken.holder.as_str(), taken.epoch), (second.as_str(), lease.epoch + 1));
+            // A resumes with its old epoch: refused, nothing written.
+            let err = a.commit("m", &decided).await.unwrap_err();
+            assert!(matches!(err, StoreError::Fenced { .. }), "[{}] {err}", b.kind);
+            assert_eq!(plain.get("m").await.unwrap().version, 1, "[{}]", b.kind);
+            assert_eq!(plain.journal("m").await.unwrap().len(), 1);
+        })
+        .await;
+    }
+}
+
+on_each_backend_test! {
     #[tokio::test]
     async fn points_round_trip_and_prune() {
         on_each_backend(|b| async move {

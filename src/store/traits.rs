@@ -9,7 +9,7 @@ use std::future::Future;
 
 use super::records::{
     Commit, Fleet, GateKey, GateRecord, JournalEntry, Lease, MigrationRecord, NewMigration,
-    PlanReplace, RoundRecord, SourcePoints, StoredPoint, StoredSeries,
+    OutboxEntry, PlanReplace, RoundRecord, SourcePoints, StoredPoint, StoredSeries,
 };
 use super::{Result, dlq_rows, fence, retention};
 
@@ -106,6 +106,19 @@ pub trait JournalStore: Send + Sync {
         generation: i64,
         error: &str,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// The outbox's undelivered rows ([`super::outbox`]), oldest first, at most `limit`, each
+    /// with its journal entry: what the leader announces.
+    ///
+    /// # Guarantees
+    /// Every transition committed (and every plan apply that republishes the routing) since
+    /// schema 13 is here until [`JournalStore::outbox_delivered`] marked it.
+    fn outbox_pending(&self, limit: u32) -> impl Future<Output = Result<Vec<OutboxEntry>>> + Send;
+    /// Mark the outbox row of `name`'s journal entry `seq` delivered: a fenced write (see
+    /// [`fence`]).
+    ///
+    /// # Errors
+    /// [`super::StoreError::Fenced`] when this store's fence no longer holds the lease.
+    fn outbox_delivered(&self, name: &str, seq: i64) -> impl Future<Output = Result<()>> + Send;
     /// The generation of every migration, by name (cheap: for watchers).
     fn generations(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
     /// The number of migrations and the sum of their generations: one row however many

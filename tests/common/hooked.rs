@@ -97,6 +97,17 @@ impl JournalStore for Hooked {
         self.inner.create(new)
     }
 
+    fn outbox_pending(
+        &self,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<queue_migrate::store::OutboxEntry>>> + Send {
+        self.inner.outbox_pending(limit)
+    }
+
+    fn outbox_delivered(&self, name: &str, seq: i64) -> impl Future<Output = Result<()>> + Send {
+        self.inner.outbox_delivered(name, seq)
+    }
+
     async fn get(&self, name: &str) -> Result<MigrationRecord> {
         self.away().await?;
         let read = self.inner.get(name).await;

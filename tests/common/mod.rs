@@ -76,6 +76,7 @@ pub fn daemon_config(clock: Arc<std::sync::atomic::AtomicI64>) -> queue_migrate:
         lease_ttl: std::time::Duration::from_secs(3),
         watch_interval: std::time::Duration::from_millis(50),
         holder: "daemon-test".into(),
+        instance: String::new(),
         access: Default::default(),
         read_only_api: false,
         allowed_hosts: Vec::new(),

@@ -89,6 +89,14 @@ def step_entered_twice(migration, journal):
     return out
 
 
+def holder_id(holder):
+    """The `--id` of a lease holder: `ID#INSTANCE` since issue 54 (one holder per process), the
+    id alone before."""
+    if not isinstance(holder, str):
+        return holder
+    return holder.rsplit("#", 1)[0]
+
+
 def non_holder(migration, journal, audit, daemons):
     """No write by a non-holder, as the suite's own trigger saw it: when a daemon's journal row
     was inserted, the `leases` row named another holder (or, with epochs, another epoch)."""
@@ -102,7 +110,7 @@ def non_holder(migration, journal, audit, daemons):
             continue
         lease = a["lease"] or {}
         holder = lease.get("holder")
-        if holder != e["actor"]:
+        if holder_id(holder) != e["actor"]:
             out.append(f"{migration} seq {e['seq']}: {e['command']} {rung_name(e['from_state'], e['from_step'])}"
                        f" -> {rung_name(e['to_state'], e['to_step'])} written by {e['actor']} while "
                        f"the lease was {holder!r}'s")
@@ -120,7 +128,7 @@ def epoch_audit(migration, journal, epochs, daemons):
     if epochs is None:
         return [f"{migration}: no lease_epochs table"]
     out, highest = [], None
-    holder_of = {r["epoch"]: r["holder"] for r in epochs}
+    holder_of = {r["epoch"]: holder_id(r["holder"]) for r in epochs}
     for e in journal:
         if e["actor"] not in daemons:
             continue

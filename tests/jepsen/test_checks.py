@@ -58,10 +58,17 @@ class Checks(unittest.TestCase):
         self.assertEqual(checks.non_holder("m", good(), audit, DAEMONS), [])
         audit[3]["lease"] = {"holder": "d2", "epoch": 2}
         self.assertEqual(len(checks.non_holder("m", good(), audit, DAEMONS)), 1)
+        # A holder is `ID#INSTANCE` (issue 54): its id is the journal's actor.
+        audit = {e["id"]: {"db_ms": e["at"],
+                           "lease": {"holder": e["actor"] + "#3f9c0a12b4e7", "epoch": e["epoch"]}}
+                 for e in good()}
+        self.assertEqual(checks.non_holder("m", good(), audit, DAEMONS), [])
 
     def test_epoch_audit(self):
         epochs = [{"epoch": 1, "holder": "d1"}, {"epoch": 2, "holder": "d2"}]
         self.assertEqual(checks.epoch_audit("m", good(), epochs, DAEMONS), [])
+        instances = [{"epoch": 1, "holder": "d1#a1"}, {"epoch": 2, "holder": "d2#b2"}]
+        self.assertEqual(checks.epoch_audit("m", good(), instances, DAEMONS), [])
         j = good()
         j[6]["epoch"], j[6]["actor"] = 1, "d1"  # d1 writes under its old epoch after d2's
         found = checks.epoch_audit("m", j, epochs, DAEMONS)

@@ -317,6 +317,7 @@ fn config() -> Config {
         lease_ttl: Duration::from_secs(15),
         watch_interval: Duration::from_millis(500),
         holder: "controller-scale-bench".into(),
+        instance: String::new(),
         access: Default::default(),
         read_only_api: false,
         allowed_hosts: Vec::new(),

@@ -183,6 +183,57 @@ async fn collect_both(
     (old_seen, new_seen)
 }
 
+/// Regression (issue 54, item 3): the bridge's lease was held by its `--id` alone, so a second
+/// bridge started with the same `--id` renewed the first one's lease and both forwarded. Each
+/// process instance is a holder of its own: the second stands by until the lease is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
+async fn a_second_bridge_with_the_same_id_stands_by_until_the_lease_is_given_back() {
+    let Some(World {
+        run,
+        new_url: _,
+        dir: _dir,
+        store,
+        brokers,
+    }) = world("same-id").await
+    else {
+        return;
+    };
+    let a = settings(&run, "bridge-a");
+    brokers.old.declare(&a.ingress).await.unwrap();
+    let router = half_on_new(&a.migration);
+    let metrics_a = Arc::new(BridgeMetrics::new(&a.migration));
+    let metrics_b = Arc::new(BridgeMetrics::new(&a.migration));
+    let (task_a, stop_a) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics_a);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !active(&metrics_a) {
+        assert!(Instant::now() < deadline, "bridge A never took the lease");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The same --id, another process instance.
+    let (task_b, stop_b) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics_b);
+    // Over more than a lease period (renewals every third of it): A forwards, B never.
+    let until = Instant::now() + a.lease_ttl + Duration::from_secs(1);
+    while Instant::now() < until {
+        assert!(active(&metrics_a), "bridge A lost its lease");
+        assert!(
+            !active(&metrics_b),
+            "two bridges with one --id forward at once"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A stops cleanly (its lease given back): B takes over.
+    let _ = stop_a.send(());
+    task_a.await.unwrap().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !active(&metrics_b) {
+        assert!(Instant::now() < deadline, "bridge B never took over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop_b.send(());
+    task_b.await.unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs QM_TEST_AMQP_URL and the new side's server (scripts/services.sh start rabbitmq redis nats)"]
 async fn one_bridge_forwards_a_standby_takes_over_and_nothing_is_lost() {
