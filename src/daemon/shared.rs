@@ -161,6 +161,9 @@ pub struct Shared<S: Store> {
     pub(super) histories: Histories,
     /// Where the leader's pruning stands ([`retention`]).
     pub(super) retention: super::retention::Retention,
+    /// The migrations' ticks running apart, and when the leader's rounds last completed
+    /// ([`super::lanes`]).
+    pub lanes: super::lanes::Lanes,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: super::probes::ProbeRuns,
@@ -205,6 +208,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             plans: PlanCache::default(),
             histories: Histories::default(),
             retention: super::retention::Retention::default(),
+            lanes: super::lanes::Lanes::default(),
             #[cfg(feature = "brokers")]
             probes: super::probes::ProbeRuns::default(),
         }))
