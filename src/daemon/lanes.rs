@@ -137,6 +137,9 @@ pub struct Progress {
     /// Milliseconds from `origin` to the last completed round (or to the moment the lease was
     /// taken).
     at_ms: AtomicU64,
+    /// Whether this daemon gave its lease up for want of completed rounds, and has not led
+    /// since.
+    gave_up: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Progress {
@@ -144,6 +147,7 @@ impl Default for Progress {
         Progress {
             origin: Instant::now(),
             at_ms: AtomicU64::new(0),
+            gave_up: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -156,6 +160,23 @@ impl Progress {
     /// A round completed now (or the lease was just taken: its rounds start now).
     pub fn mark(&self) {
         self.at_ms.store(self.now_ms(), Ordering::SeqCst);
+    }
+
+    /// The lease was taken: its rounds start now.
+    pub fn leads(&self) {
+        self.gave_up.store(false, Ordering::SeqCst);
+        self.mark();
+    }
+
+    /// The lease was given up for want of completed rounds (`true`), or another daemon holds
+    /// it now (`false`: this one stands by for that reason).
+    pub fn give_up(&self, given_up: bool) {
+        self.gave_up.store(given_up, Ordering::SeqCst);
+    }
+
+    /// Whether the lease was given up for want of completed rounds, and not taken since.
+    pub fn gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::SeqCst)
     }
 
     /// How long since the last completed round.

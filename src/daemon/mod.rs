@@ -226,6 +226,7 @@ async fn rests<S: Store + Clone + 'static>(
         crate::time::human(ttl)
     );
     shared.metrics.lease_given_up();
+    shared.lanes.progress.give_up(true);
     shared.lease_until.store(0, Ordering::SeqCst);
     shared.store.fence().set_epoch(None);
     shared.lanes.abort_all();
@@ -260,7 +261,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.store.fence().set_epoch(Some(epoch));
             if !had {
                 // The rounds of this lease start now (the give-up rule counts from here).
-                shared.lanes.progress.mark();
+                shared.lanes.progress.leads();
             }
             if !had || before != Some(epoch) {
                 tracing::info!(holder = %shared.config.holder, epoch, "holding the lease: this controller acts");
@@ -278,6 +279,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.store.fence().set_epoch(None);
             shared.metrics.lease(0, None);
             shared.lease_until.store(0, Ordering::SeqCst);
+            shared.lanes.progress.give_up(false);
             shared.say_leading(Some(&format!("{holder} holds it")));
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]

@@ -39,6 +39,9 @@ pub struct Hooked {
     /// While set, `fleet`, `list`, `get`, `generations`, `generations_mark` and `acquire_lease`
     /// wait [`DOWN_WAIT`] and fail (a database gone away, a pool that waits for a connection).
     pub down: Arc<std::sync::atomic::AtomicBool>,
+    /// While set, `fleet` never returns (a statement in flight on a connection gone silent: no
+    /// FIN, no RST).
+    pub stuck: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How long a call to a store that is `down` waits before it fails (sqlx's pool waits 30 s).
@@ -66,6 +69,7 @@ impl Hooked {
             lease_calls: Arc::default(),
             lease_calls_at: Arc::default(),
             down: Arc::default(),
+            stuck: Arc::default(),
         }
     }
 }
@@ -95,6 +99,9 @@ impl JournalStore for Hooked {
     }
 
     async fn fleet(&self) -> Result<Fleet> {
+        if self.stuck.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         self.away().await?;
         self.inner.fleet().await
     }

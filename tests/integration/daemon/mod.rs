@@ -11,6 +11,8 @@ mod daemon_hardening;
 mod daemon_logs;
 mod daemon_real;
 mod daemon_watch_race;
+mod guard_isolation;
+mod guard_isolation_scale;
 mod hardening_input;
 mod secrets_redacted;
 mod skewed_writer;
