@@ -46,6 +46,15 @@ impl RoundBatch {
         pending.kept.extend(other.kept);
     }
 
+    /// Whether no round waits for the commit.
+    pub fn is_empty(&self) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rounds
+            .is_empty()
+    }
+
     /// The rounds waiting for the commit, in the order they were pushed.
     pub fn rounds(&self) -> Vec<RoundRecord> {
         self.pending

@@ -153,7 +153,7 @@ impl Metrics {
     }
 
     /// A round skipped `migration`: its lock was held by another session.
-    /// A migration's tick was cut at its deadline ([`super::lanes::tick_deadline`]).
+    /// A migration's tick was cut at its deadline ([`super::Config::tick_deadline`]).
     pub fn tick_cut(&self, migration: &str) {
         self.with(|m| *m.ticks_cut.entry(migration.to_string()).or_default() += 1);
     }

@@ -27,6 +27,7 @@ pub mod probes;
 #[cfg(feature = "brokers")]
 mod probes_reconcile;
 pub mod retention;
+mod round;
 pub mod server;
 mod shared;
 mod standing_note;
@@ -100,7 +101,7 @@ pub async fn run<S: Store + Clone + 'static>(
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
                     _ = every.tick() => {
-                        let deadline = lanes::store_deadline(&shared.config);
+                        let deadline = shared.config.store_deadline();
                         let _ = tokio::time::timeout(deadline, shared.watch_once()).await;
                     }
                 }
@@ -186,21 +187,21 @@ async fn leader_tick<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
     let epoch = shared.store.fence().epoch();
     let completed = fence::in_round(
         epoch,
-        lanes::round(shared, epoch, Some(shared.config.interval)),
+        round::round(shared, epoch, Some(shared.config.interval)),
     )
     .await;
     shared.metrics.fenced(shared.store.fence().refused());
     if completed {
         shared.lanes.progress.mark();
     }
-    let deadline = lanes::tick_deadline(&shared.config);
+    let deadline = shared.config.tick_deadline();
     #[cfg(feature = "brokers")]
     let _ = tokio::time::timeout(deadline, shared.probes.reconcile(shared)).await;
     let _ = tokio::time::timeout(deadline, shared.prune_if_due()).await;
 }
 
 /// The give-up rule (issue 54): a leader whose rounds have not completed for longer than the
-/// lease TTL (a store call or a connection that does not answer) gives its lease up, says so,
+/// lease TTL and one interval (a store call or a connection that does not answer) gives its lease up, says so,
 /// and rests a TTL before it competes again, so that a daemon that can drive the rounds takes
 /// over. Whether it rests now (then it does not renew).
 async fn rests<S: Store + Clone + 'static>(
@@ -215,13 +216,15 @@ async fn rests<S: Store + Clone + 'static>(
         *resting = None;
     }
     let holds = shared.lease_until.load(Ordering::SeqCst) > 0;
-    let stalled = shared.lanes.progress.since();
-    if !holds || shared.leader.load(Ordering::SeqCst) || stalled <= ttl {
+    if !holds
+        || shared.leader.load(Ordering::SeqCst)
+        || !shared.lanes.progress.stalled(ttl, shared.config.interval)
+    {
         return false;
     }
     tracing::error!(
-        "giving the lease up: no round completed for {} (more than --lease-ttl {}): a store call or a connection does not answer; standing by for {} before competing again",
-        crate::time::human(stalled),
+        "giving the lease up: no round completed for {} (more than --lease-ttl {} and one --interval): a store call or a connection does not answer; standing by for {} before competing again",
+        crate::time::human(shared.lanes.progress.since()),
         crate::time::human(ttl),
         crate::time::human(ttl)
     );
@@ -315,25 +318,10 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     }
 }
 
-/// A round skipped `name` (`what` of it): another session (an ex-leader paused or cut off)
-/// holds its lock past `--db-lock-timeout`. Logged and counted; the other migrations go on.
-fn say_locked<S: Store + Clone + 'static>(shared: &Shared<S>, name: &str, what: &str) {
-    tracing::warn!(
-        migration = %name,
-        "skipped {what}: another session holds the migration's lock (longer than --db-lock-timeout); the guards of the other migrations ran, and this one is tried again next round"
-    );
-    shared.metrics.lock_skipped(name);
-}
-
-/// Whether `e` is a lock not taken within the session's `lock_timeout`.
-fn is_lock_timeout(e: &crate::store::StoreError) -> bool {
-    crate::store::postgres::is_lock_timeout(e)
-}
-
 /// One tick of every migration in the store: a round. What [`run`]'s loop does while this
 /// daemon holds the lease (there, waiting one interval at most for the round's ticks: see
 /// [`lanes`]); this call waits for every tick of the round, each cut at its own deadline
-/// ([`lanes::tick_deadline`]). At most [`lanes::MAX_TICKS_IN_FLIGHT`] migrations are ticked at
+/// ([`Config::tick_deadline`]). At most [`lanes::MAX_TICKS_IN_FLIGHT`] migrations are ticked at
 /// once, each as a task of its own: a migration whose slow source holds its tick delays no
 /// other's evaluation nor its breach action.
 ///
@@ -360,6 +348,6 @@ fn is_lock_timeout(e: &crate::store::StoreError) -> bool {
 pub async fn tick_all<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
     // Every write of the round proves the epoch it started under.
     let epoch = shared.store.fence().epoch();
-    fence::in_round(epoch, lanes::round(shared, epoch, None)).await;
+    fence::in_round(epoch, round::round(shared, epoch, None)).await;
     shared.metrics.fenced(shared.store.fence().refused());
 }

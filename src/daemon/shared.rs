@@ -63,6 +63,22 @@ pub struct Config {
     pub max_clock_skew: Duration,
 }
 
+impl Config {
+    /// How long one migration's tick may run (issue 54): its sources' timeout (they are asked
+    /// all at once) plus [`Config::store_deadline`] for its store calls. A tick cut there
+    /// changes nothing it had not committed; its gates are evaluated again by the next round.
+    pub fn tick_deadline(&self) -> Duration {
+        self.source_timeout + self.store_deadline()
+    }
+
+    /// How long a round's own store calls (the fleet read, the commit of its gate evaluations)
+    /// and a tick's may wait in all: a third of the lease TTL (as a lease renewal), at least a
+    /// second. A call cut there is a failure, its connection dropped, never waited on.
+    pub fn store_deadline(&self) -> Duration {
+        (self.lease_ttl / 3).max(Duration::from_secs(1))
+    }
+}
+
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")

@@ -34,6 +34,10 @@ use super::promql::{PromError, batch_query, batchable, decode_batch, decode_inst
 use crate::redact;
 
 mod silent;
+mod wire;
+
+pub use wire::MAX_REDIRECTS;
+use wire::{instant, query_url, same_origin_redirects, sample_lines};
 
 /// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
 /// takes up to ~30 times the body in memory (short lines such as `a 1`), ~9 times for realistic
@@ -213,54 +217,6 @@ fn masked(url: &str, reason: &str) -> String {
     redact::known(reason, crate::outgoing::forms(url))
 }
 
-/// The instant-query endpoint of the Prometheus at `base`: the API path after `base`'s path,
-/// before its query string (a proxy's `?token=...` stays a query parameter; the request's own
-/// parameters are added to it).
-fn query_url(base: &str) -> String {
-    let (path, query) = match base.find(['?', '#']) {
-        Some(i) if base[i..].starts_with('?') => (&base[..i], &base[i..]),
-        Some(i) => (&base[..i], ""),
-        None => (base, ""),
-    };
-    format!("{}/api/v1/query{query}", path.trim_end_matches('/'))
-}
-
-/// The sample lines of an exposition (one per series): lines that are neither blank nor a
-/// comment, counted without parsing or allocating.
-fn sample_lines(text: &str) -> usize {
-    text.split('\n')
-        .filter(|line| {
-            let content = line.trim_start_matches([' ', '\t']);
-            !content.is_empty() && content != "\r" && !content.starts_with('#')
-        })
-        .count()
-}
-
-/// The evaluation time of an instant query: seconds with milliseconds.
-fn instant(at_ms: i64) -> String {
-    format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
-}
-
-/// Most redirects followed for one request (all within the request's origin).
-pub const MAX_REDIRECTS: usize = 10;
-
-/// The redirect policy of every request to a source: a redirect is followed only within the
-/// origin (scheme, host and port) first asked, at most [`MAX_REDIRECTS`] times; one to another
-/// origin is not followed, and the redirect itself is the answer (a hold that says so). A source
-/// must not get the controller to fetch `http://localhost:.../internal` for it.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let first = attempt.previous().first().map(reqwest::Url::origin);
-        if first.is_some_and(|first| first != attempt.url().origin()) {
-            attempt.stop()
-        } else if attempt.previous().len() > MAX_REDIRECTS {
-            attempt.error("too many redirects")
-        } else {
-            attempt.follow()
-        }
-    })
-}
-
 /// The hold reason of an answer that is a redirect not followed (to another origin): its status,
 /// never its body nor where it points.
 fn not_followed(status: reqwest::StatusCode, shown: &str) -> FetchError {
@@ -300,6 +256,8 @@ impl Fetcher {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
+            // A source gone without a FIN: noticed by the kernel's probes too (15 s idle).
+            .tcp_keepalive(Duration::from_secs(15))
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
             .redirect(same_origin_redirects())
             .build()
@@ -367,20 +325,20 @@ impl Fetcher {
         source: &str,
         request: impl std::future::Future<Output = Result<T, FetchError>>,
     ) -> Result<T, FetchError> {
-        let memo = self.round.as_deref();
-        if let Some(reason) = memo.and_then(|m| m.silent.reason(source)) {
-            return Err(reason);
-        }
-        let answer = match self.deadline {
-            None => request.await,
-            Some(deadline) => tokio::time::timeout_at(deadline, request)
-                .await
-                .unwrap_or_else(|_| Err(silent::out_of_budget(source))),
+        let timed_out = |e: &FetchError| match e {
+            FetchError::TimedOut(why) => Some(why.clone()),
+            _ => None,
         };
-        if let (Some(memo), Err(e)) = (memo, &answer) {
-            memo.silent.note(source, e);
-        }
-        answer
+        let memo = self.round.as_deref().map(|m| &m.silent);
+        silent::within(
+            memo,
+            self.deadline,
+            source,
+            request,
+            timed_out,
+            FetchError::TimedOut,
+        )
+        .await
     }
 
     /// One PromQL instant query at `at_ms`: exactly one finite number, or why not (asked once
