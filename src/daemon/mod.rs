@@ -201,9 +201,9 @@ async fn leader_tick<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
 }
 
 /// The give-up rule (issue 54): a leader whose rounds have not completed for longer than the
-/// lease TTL and one interval (a store call or a connection that does not answer) gives its lease up, says so,
-/// and rests a TTL before it competes again, so that a daemon that can drive the rounds takes
-/// over. Whether it rests now (then it does not renew).
+/// lease TTL and one interval (a store call or a connection that does not answer) gives its
+/// lease up, says so, and rests a TTL before it competes again, so that a daemon that can drive
+/// the rounds takes over. Whether it rests now (then it does not renew).
 async fn rests<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     resting: &mut Option<tokio::time::Instant>,

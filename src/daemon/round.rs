@@ -13,10 +13,10 @@ use crate::store::{Fleet, Store, fence};
 
 /// One round of the leader: commit the evaluations of the ticks that finished after the last
 /// round's commit (so that the fleet read sees them), read the fleet, start a tick for each
-/// migration that has none running, wait for them at most `wait` (`None`: until each is done or cut at its deadline),
-/// and commit the gate evaluations of every tick that
-/// finished since the last commit. Returns whether the round completed (the fleet read and the
-/// commit answered): the renewer's give-up rule counts on it.
+/// migration that has none running, wait for them at most `wait` (`None`: until each is done or
+/// cut at its deadline), and commit the gate evaluations of every tick that finished since the
+/// last commit. Returns whether the round completed (the fleet read and the commit answered):
+/// the renewer's give-up rule counts on it.
 pub(super) async fn round<S: Store + Clone + 'static>(
     shared: &Arc<Shared<S>>,
     epoch: Option<i64>,
