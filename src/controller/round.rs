@@ -35,6 +35,26 @@ impl RoundBatch {
         pending.kept.extend(kept);
     }
 
+    /// Add every round and history of `other` (a migration's own batch, ticked apart).
+    pub fn absorb(&self, other: RoundBatch) {
+        let other = other
+            .pending
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.rounds.extend(other.rounds);
+        pending.kept.extend(other.kept);
+    }
+
+    /// Whether no round waits for the commit.
+    pub fn is_empty(&self) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rounds
+            .is_empty()
+    }
+
     /// The rounds waiting for the commit, in the order they were pushed.
     pub fn rounds(&self) -> Vec<RoundRecord> {
         self.pending

@@ -37,6 +37,10 @@ struct Inner {
     fenced_writes: u64,
     /// Migrations a round skipped because it could not take their lock, by migration.
     lock_skips: BTreeMap<String, u64>,
+    /// Ticks cut at their deadline, by migration.
+    ticks_cut: BTreeMap<String, u64>,
+    /// Times this daemon gave its lease up because its rounds did not complete.
+    leases_given_up: u64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -169,6 +173,16 @@ impl Metrics {
     }
 
     /// A round skipped `migration`: its lock was held by another session.
+    /// A migration's tick was cut at its deadline ([`super::Config::tick_deadline`]).
+    pub fn tick_cut(&self, migration: &str) {
+        self.with(|m| *m.ticks_cut.entry(migration.to_string()).or_default() += 1);
+    }
+
+    /// This daemon gave its lease up: no round completed within the lease TTL.
+    pub fn lease_given_up(&self) {
+        self.with(|m| m.leases_given_up += 1);
+    }
+
     pub fn lock_skipped(&self, migration: &str) {
         self.with(|m| *m.lock_skips.entry(migration.to_string()).or_default() += 1);
     }
@@ -342,6 +356,32 @@ fn lease_families(out: &mut String, m: &Inner) {
         &[],
         m.fenced_writes,
     );
+    family(
+        out,
+        "queue_migrate_lease_given_up_total",
+        Kind::Counter,
+        "Times this controller gave its lease up because no round completed within the lease TTL (a store or a connection that does not answer).",
+    );
+    sample(
+        out,
+        "queue_migrate_lease_given_up_total",
+        &[],
+        m.leases_given_up,
+    );
+    family(
+        out,
+        "queue_migrate_ticks_cut_total",
+        Kind::Counter,
+        "Ticks of a migration cut at their deadline (the source timeout plus the store's): nothing they had not committed was.",
+    );
+    for (name, n) in &m.ticks_cut {
+        sample(
+            out,
+            "queue_migrate_ticks_cut_total",
+            &[("migration", name.as_str())],
+            *n,
+        );
+    }
     family(
         out,
         "queue_migrate_round_lock_skips_total",

@@ -18,6 +18,7 @@ pub mod console;
 pub mod guard;
 pub mod http;
 pub mod hub;
+pub mod lanes;
 mod memo;
 pub mod metrics;
 pub mod notify;
@@ -28,24 +29,24 @@ pub mod probes;
 #[cfg(feature = "brokers")]
 mod probes_reconcile;
 pub mod retention;
+mod round;
 pub mod server;
 mod shared;
 mod standing_note;
 pub mod tick;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::controller::round::RoundBatch;
 use crate::plan::Resolve;
+use crate::store::Store;
 use crate::store::fence::{self, FenceCell};
 use crate::store::lease_keeper::Renewal;
-use crate::store::{Fleet, Store};
 pub use clock::DaemonClock;
 pub use shared::{Config, DaemonError, LEASE, Shared, WHOLE_WATCH_EVERY, read_whole_fleet};
 
@@ -60,8 +61,9 @@ pub fn check_listener(addr: std::net::SocketAddr, config: &Config) -> Result<(),
     Ok(())
 }
 
-/// Run the daemon until `shutdown` resolves: then finish the tick in progress, release the lease
-/// and return.
+/// Run the daemon until `shutdown` resolves: then stop the round in progress (a migration's
+/// tick stops at its next await: what it had not committed is not), release the lease and
+/// return.
 ///
 /// # Errors
 /// A non-loopback listener without a token (unless the API is read-only), or an HTTP server
@@ -106,9 +108,15 @@ pub async fn run<S: Store + Clone + 'static>(
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
                     _ = every.tick() => {
-                        shared.watch_once().await;
-                        // Transitions committed and not yet announced (issue 54).
-                        shared.deliver_outbox().await;
+                        let deadline = shared.config.store_deadline();
+                        let _ = tokio::time::timeout(deadline, shared.watch_once()).await;
+                        // Transitions committed and not yet announced (issue 54); cut like a
+                        // tick, what is not delivered stays in the outbox for the next pass.
+                        let _ = tokio::time::timeout(
+                            shared.config.tick_deadline(),
+                            shared.deliver_outbox(),
+                        )
+                        .await;
                     }
                 }
             }
@@ -120,10 +128,15 @@ pub async fn run<S: Store + Clone + 'static>(
         let stop = stop_rx.clone();
         tokio::spawn(async move {
             let mut every = shared.lease_keeper().renewals();
+            let mut resting = None;
             loop {
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
-                    _ = every.tick() => renew(&shared).await,
+                    _ = every.tick() => {
+                        if !rests(&shared, &mut resting).await {
+                            renew(&shared).await;
+                        }
+                    }
                     // The lease runs out between two renewals when the store does not answer.
                     () = lease_runs_out(&shared) => shared.say_leading(Some("not renewed in time")),
                 }
@@ -139,26 +152,22 @@ pub async fn run<S: Store + Clone + 'static>(
             biased;
             () = &mut shutdown => break,
             _ = ticks.tick() => {
-                let leading = shared.is_leader();
                 // How long the tick took, for `/metrics`: a duration in this process, not an
                 // instant (see `DaemonClock`).
                 let started = std::time::Instant::now();
-                if leading {
-                    tick_all(&shared).await;
-                    #[cfg(feature = "brokers")]
-                    shared.probes.reconcile(&shared).await;
-                    shared.prune_if_due().await;
-                } else {
-                    // The lease ran out (or was never ours): no probe is published on behalf
-                    // of a daemon that does not own the migrations.
-                    #[cfg(feature = "brokers")]
-                    shared.probes.stop_all();
+                // Shutdown is honoured at any point of a round (issue 54), not only between.
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => break,
+                    () = leader_tick(&shared) => {}
                 }
                 // As of now: a tick that waited on a store gone away no longer leads.
                 shared.metrics.tick(shared.is_leader(), started.elapsed());
             }
         }
     }
+    // The ticks still running stop here: none acts after the lease is released.
+    shared.lanes.abort_all();
     let _ = stop_tx.send(true);
     shared.stopping.send_replace(true);
     let _ = renewer.await;
@@ -176,6 +185,76 @@ pub async fn run<S: Store + Clone + 'static>(
         Ok(Err(e)) => Err(DaemonError::Server(e)),
         Err(_) => Ok(()),
     }
+}
+
+/// What the daemon's loop does at each tick: a round when this daemon leads (each of its store
+/// calls and the probes' reconciliation under a deadline), stopping the probes when it does
+/// not.
+async fn leader_tick<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
+    if !shared.is_leader() {
+        // The lease ran out (or was never ours): no probe is published on behalf of a daemon
+        // that does not own the migrations.
+        #[cfg(feature = "brokers")]
+        shared.probes.stop_all();
+        return;
+    }
+    let epoch = shared.store.fence().epoch();
+    let completed = fence::in_round(
+        epoch,
+        round::round(shared, epoch, Some(shared.config.interval)),
+    )
+    .await;
+    shared.metrics.fenced(shared.store.fence().refused());
+    if completed {
+        shared.lanes.progress.mark();
+    }
+    let deadline = shared.config.tick_deadline();
+    #[cfg(feature = "brokers")]
+    let _ = tokio::time::timeout(deadline, shared.probes.reconcile(shared)).await;
+    let _ = tokio::time::timeout(deadline, shared.prune_if_due()).await;
+}
+
+/// The give-up rule (issue 54): a leader whose rounds have not completed for longer than the
+/// lease TTL and one interval (a store call or a connection that does not answer) gives its
+/// lease up, says so, and rests a TTL before it competes again, so that a daemon that can drive
+/// the rounds takes over. Whether it rests now (then it does not renew).
+async fn rests<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    resting: &mut Option<tokio::time::Instant>,
+) -> bool {
+    let ttl = shared.config.lease_ttl;
+    if let Some(until) = *resting {
+        if tokio::time::Instant::now() < until {
+            return true;
+        }
+        *resting = None;
+    }
+    let holds = shared.lease_until.load(Ordering::SeqCst) > 0;
+    if !holds
+        || shared.leader.load(Ordering::SeqCst)
+        || !shared.lanes.progress.stalled(ttl, shared.config.interval)
+    {
+        return false;
+    }
+    tracing::error!(
+        "giving the lease up: no round completed for {} (more than --lease-ttl {} and one --interval): a store call or a connection does not answer; standing by for {} before competing again",
+        crate::time::human(shared.lanes.progress.since()),
+        crate::time::human(ttl),
+        crate::time::human(ttl)
+    );
+    shared.metrics.lease_given_up();
+    shared.lanes.progress.give_up(true);
+    shared.lease_until.store(0, Ordering::SeqCst);
+    shared.store.fence().set_epoch(None);
+    shared.lanes.abort_all();
+    shared.metrics.lease(0, None);
+    shared.say_leading(Some("no round completed within the lease TTL"));
+    let keeper = shared.lease_keeper();
+    if let Ok(Err(e)) = tokio::time::timeout(keeper.renew_every(), keeper.release()).await {
+        tracing::warn!("cannot release the lease (it runs out by itself): {e}");
+    }
+    *resting = Some(tokio::time::Instant::now() + ttl);
+    true
 }
 
 /// Renew (or take) the lease and note until when it is ours. A store that does not answer
@@ -197,6 +276,10 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.store_ok_at.store(db_now_ms, Ordering::SeqCst);
             let before = shared.store.fence().epoch();
             shared.store.fence().set_epoch(Some(epoch));
+            if !had {
+                // The rounds of this lease start now (the give-up rule counts from here).
+                shared.lanes.progress.leads();
+            }
             if !had || before != Some(epoch) {
                 tracing::info!(holder = %shared.config.holder, instance = %shared.config.instance, epoch, "holding the lease: this controller acts");
             }
@@ -213,6 +296,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.store.fence().set_epoch(None);
             shared.metrics.lease(0, None);
             shared.lease_until.store(0, Ordering::SeqCst);
+            shared.lanes.progress.give_up(false);
             shared.say_leading(Some(&format!("{holder} holds it")));
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
@@ -248,34 +332,21 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     }
 }
 
-/// A round skipped `name` (`what` of it): another session (an ex-leader paused or cut off)
-/// holds its lock past `--db-lock-timeout`. Logged and counted; the other migrations go on.
-fn say_locked<S: Store + Clone + 'static>(shared: &Shared<S>, name: &str, what: &str) {
-    tracing::warn!(
-        migration = %name,
-        "skipped {what}: another session holds the migration's lock (longer than --db-lock-timeout); the guards of the other migrations ran, and this one is tried again next round"
-    );
-    shared.metrics.lock_skipped(name);
-}
-
-/// Whether `e` is a lock not taken within the session's `lock_timeout`.
-fn is_lock_timeout(e: &crate::store::StoreError) -> bool {
-    crate::store::postgres::is_lock_timeout(e)
-}
-
-/// How many migrations one tick evaluates at once: each waits mostly on its sources and on the
-/// store, so a few in flight overlap those waits (a migration is still ticked once).
-pub const TICK_CONCURRENCY: usize = 8;
-
 /// One tick of every migration in the store: a round. What [`run`]'s loop does while this
-/// daemon holds the lease. Up to [`TICK_CONCURRENCY`] migrations are ticked at once.
+/// daemon holds the lease (there, waiting one interval at most for the round's ticks: see
+/// [`lanes`]); this call waits for every tick of the round, each cut at its own deadline
+/// ([`Config::tick_deadline`]). At most [`lanes::MAX_TICKS_IN_FLIGHT`] migrations are ticked at
+/// once, each as a task of its own: a migration whose slow source holds its tick delays no
+/// other's evaluation nor its breach action.
 ///
 /// The round is evaluated as of one instant (the config's clock read once at its start) and
-/// reads its sources through one round's fetcher ([`Fetcher::for_round`]): each `/metrics` URL is
-/// scraped once and each distinct PromQL instant query (same Prometheus, same text, same instant)
-/// asked once for every migration that reads it, and every migration records that scrape at the
-/// round's instant. That is what each migration would have read by itself at that instant; a
-/// failing source is a hold, with that source's reason, for each migration reading it.
+/// reads its sources through one round's fetcher ([`Fetcher::for_round_within`], the source
+/// timeout its budget): each `/metrics` URL is scraped once and each distinct PromQL instant
+/// query (same Prometheus, same text, same instant) asked once for every migration that reads
+/// it, and every migration records that scrape at the round's instant. That is what each
+/// migration would have read by itself at that instant; a failing source is a hold, with that
+/// source's reason, for each migration reading it; a source that timed out once is not asked
+/// again in the round.
 ///
 /// The round starts from one read of the fleet ([`crate::store::JournalStore::fleet`]): every record and the gate
 /// memory of its step, in two statements instead of two per migration. A migration that another
@@ -283,92 +354,14 @@ pub const TICK_CONCURRENCY: usize = 8;
 /// round reads it afresh), as for two commands racing.
 ///
 /// The round's gate evaluations and samples are written in one transaction at its end
-/// ([`RoundBatch`]): a transition made during the round is committed at once, with its gates in
-/// its journal entry; if that last commit fails, the next round goes on from the memory of the
-/// round before.
+/// ([`RoundBatch`](crate::controller::round::RoundBatch)): a transition made during the round is
+/// committed at once, with its gates in its journal entry; if that last commit fails, the next
+/// round goes on from the memory of the round before.
 ///
-/// [`Fetcher::for_round`]: crate::indicators::fetch::Fetcher::for_round
-pub async fn tick_all<S: Store + Clone + 'static>(shared: &Shared<S>) {
+/// [`Fetcher::for_round_within`]: crate::indicators::fetch::Fetcher::for_round_within
+pub async fn tick_all<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
     // Every write of the round proves the epoch it started under.
     let epoch = shared.store.fence().epoch();
-    fence::in_round(epoch, round(shared)).await;
+    fence::in_round(epoch, round::round(shared, epoch, None)).await;
     shared.metrics.fenced(shared.store.fence().refused());
-}
-
-/// The round of [`tick_all`].
-async fn round<S: Store + Clone + 'static>(shared: &Shared<S>) {
-    let Fleet {
-        records,
-        mut memory,
-    } = match shared.store.fleet().await {
-        Ok(fleet) => fleet,
-        Err(e) => {
-            tracing::warn!("cannot list migrations: {e}");
-            return;
-        }
-    };
-    let names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
-    shared.plans.retain(&names);
-    let queue = Mutex::new(records.into_iter().map(|r| {
-        let m = memory.remove(&r.name).unwrap_or_default();
-        tick::Read::Fleet(r, m)
-    }));
-    let now = shared.now_ms();
-    let fetcher = shared.fetcher.for_round();
-    let batch = RoundBatch::default();
-    let lane = || async {
-        loop {
-            let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
-            let Some(read) = next else { break };
-            let name = read.name().to_string();
-            match tick::tick_in_round(shared, &fetcher, Some(&batch), read, now).await {
-                Ok(action) => tracing::debug!(migration = %name, ?action, "tick"),
-                Err(crate::controller::ControllerError::Store(e)) if is_lock_timeout(&e) => {
-                    say_locked(shared, &name, "this round");
-                }
-                Err(e) => tracing::warn!(migration = %name, "tick failed: {e}"),
-            }
-        }
-    };
-    let mut lanes: Vec<_> = (0..TICK_CONCURRENCY.min(names.len()))
-        .map(|_| Some(Box::pin(lane())))
-        .collect();
-    // Drive the lanes together on this task (no spawn: they borrow `shared`).
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for slot in &mut lanes {
-            if let Some(f) = slot {
-                if f.as_mut().poll(cx).is_ready() {
-                    *slot = None;
-                } else {
-                    pending = true;
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    drop(lanes);
-    if !shared.is_leader() {
-        // The lease ran out during the round: another daemon may be leading; leave the store
-        // to it.
-        return;
-    }
-    match batch
-        .commit_or_skip_locked(&shared.store, Some(&shared.histories), is_lock_timeout)
-        .await
-    {
-        Ok(skipped) => {
-            for name in skipped {
-                say_locked(shared, &name, "its gate evaluations");
-            }
-        }
-        Err(e) => tracing::warn!(
-            "cannot record the round's gate evaluations (the next round goes on from the one before): {e}"
-        ),
-    }
 }

@@ -107,7 +107,11 @@ async fn readyz<S: Store + Clone + 'static>(
     let leader = s.is_leader();
     let store = s.store_works();
     let ready = store && (leader || q.standby.unwrap_or(false));
-    let why = if !store {
+    let why = if !ready && s.lanes.progress.gave_up() {
+        Some(
+            "this controller gave its lease up: no round completed within the lease TTL (a store call or a connection does not answer)",
+        )
+    } else if !store {
         Some("the store did not answer within the last lease period")
     } else if !ready {
         Some("this controller is standing by (another one holds the lease)")

@@ -74,6 +74,20 @@ impl Config {
     pub fn lease_holder(&self) -> String {
         crate::store::lease_keeper::instance_holder(&self.holder, &self.instance)
     }
+
+    /// How long one migration's tick may run (issue 54): its sources' timeout (they are asked
+    /// all at once) plus [`Config::store_deadline`] for its store calls. A tick cut there
+    /// changes nothing it had not committed; its gates are evaluated again by the next round.
+    pub fn tick_deadline(&self) -> Duration {
+        self.source_timeout + self.store_deadline()
+    }
+
+    /// How long a round's own store calls (the fleet read, the commit of its gate evaluations)
+    /// and a tick's may wait in all: a third of the lease TTL (as a lease renewal), at least a
+    /// second. A call cut there is a failure, its connection dropped, never waited on.
+    pub fn store_deadline(&self) -> Duration {
+        (self.lease_ttl / 3).max(Duration::from_secs(1))
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -179,6 +193,9 @@ pub struct Shared<S: Store> {
     pub(super) retention: super::retention::Retention,
     /// The leader's deliveries of the store's outbox ([`super::outbox`]).
     pub(super) outbox: super::outbox_memory::Outbox,
+    /// The migrations' ticks running apart, and when the leader's rounds last completed
+    /// ([`super::lanes`]).
+    pub lanes: super::lanes::Lanes,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: super::probes::ProbeRuns,
@@ -227,6 +244,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             histories: Histories::default(),
             retention: super::retention::Retention::default(),
             outbox: super::outbox_memory::Outbox::default(),
+            lanes: super::lanes::Lanes::default(),
             #[cfg(feature = "brokers")]
             probes: super::probes::ProbeRuns::default(),
         }))

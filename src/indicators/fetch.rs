@@ -33,6 +33,12 @@ use super::exposition::{self, Exposition};
 use super::promql::{PromError, batch_query, batchable, decode_batch, decode_instant};
 use crate::redact;
 
+mod silent;
+mod wire;
+
+pub use wire::MAX_REDIRECTS;
+use wire::{instant, query_url, same_origin_redirects, sample_lines};
+
 /// Largest /metrics body read (a runaway exporter must not exhaust the controller). Parsing
 /// takes up to ~30 times the body in memory (short lines such as `a 1`), ~9 times for realistic
 /// ones: 16 MiB keeps a scrape under half a gigabyte in the worst case. A larger body, announced
@@ -61,9 +67,13 @@ pub enum FetchError {
     /// The HTTP client could not be built (TLS setup).
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
-    /// The request got no complete answer: it timed out, could not connect, or broke off.
+    /// The request got no complete answer: it could not connect, or broke off.
     #[error("{0}")]
     Request(String),
+    /// The request got no complete answer in time: the source timeout, or the round's budget,
+    /// ran out. A round asks such a source nothing more (see [`Fetcher::for_round_within`]).
+    #[error("{0}")]
+    TimedOut(String),
     /// The source answered with an HTTP error status.
     #[error("{0}")]
     Status(String),
@@ -92,6 +102,7 @@ impl FetchError {
             FetchError::Answer(_) | FetchError::Encode(_) => NoDataCause::Unusable,
             FetchError::Client(_)
             | FetchError::Request(_)
+            | FetchError::TimedOut(_)
             | FetchError::Status(_)
             | FetchError::TooLarge(_) => NoDataCause::SourceDown,
         }
@@ -103,6 +114,7 @@ impl FetchError {
         match self {
             FetchError::Client(s) => FetchError::Client(mask(s)),
             FetchError::Request(s) => FetchError::Request(mask(s)),
+            FetchError::TimedOut(s) => FetchError::TimedOut(mask(s)),
             FetchError::Status(s) => FetchError::Status(mask(s)),
             FetchError::TooLarge(s) => FetchError::TooLarge(mask(s)),
             FetchError::Answer(s) => FetchError::Answer(mask(s)),
@@ -125,10 +137,11 @@ type Answer = Result<f64, FetchError>;
 enum Batched {
     /// Prometheus answered: each query's number, or `None` for a query to ask alone.
     Parts(Vec<Option<f64>>),
-    /// The source could not be reached, which each query alone would have met too: its reason.
+    /// The source could not be reached, or did not answer in time, which each query alone
+    /// would have met too (a source that does not answer one request is not asked again in the
+    /// round): its reason.
     Unreachable(FetchError),
-    /// Anything else (a scalar part, one bad query, an error page, a timeout: a batch takes
-    /// about as long as its queries together): each query is asked alone.
+    /// Anything else (a scalar part, one bad query, an error page): each query is asked alone.
     Refused,
 }
 
@@ -137,6 +150,14 @@ enum Batched {
 struct Failure {
     reason: FetchError,
     unreachable: bool,
+}
+
+impl Failure {
+    /// Whether each query of a batch would have met this failure alone too: no connection, or
+    /// no answer in time.
+    fn applies_to_each(&self) -> bool {
+        self.unreachable || matches!(self.reason, FetchError::TimedOut(_))
+    }
 }
 
 impl From<Failure> for FetchError {
@@ -152,6 +173,9 @@ struct RoundMemo {
     scrapes: Cells<String, Arc<Scraped>>,
     /// By (Prometheus base URL, query text, evaluation time in ms).
     queries: Cells<(String, String, i64), Answer>,
+    /// The sources (Prometheus base URL, `/metrics` URL) that did not answer a request in
+    /// time: not asked again this round.
+    silent: silent::Silent,
 }
 
 /// How many requests a round answered, never their URLs (which may hold credentials).
@@ -193,54 +217,6 @@ fn masked(url: &str, reason: &str) -> String {
     redact::known(reason, crate::outgoing::forms(url))
 }
 
-/// The instant-query endpoint of the Prometheus at `base`: the API path after `base`'s path,
-/// before its query string (a proxy's `?token=...` stays a query parameter; the request's own
-/// parameters are added to it).
-fn query_url(base: &str) -> String {
-    let (path, query) = match base.find(['?', '#']) {
-        Some(i) if base[i..].starts_with('?') => (&base[..i], &base[i..]),
-        Some(i) => (&base[..i], ""),
-        None => (base, ""),
-    };
-    format!("{}/api/v1/query{query}", path.trim_end_matches('/'))
-}
-
-/// The sample lines of an exposition (one per series): lines that are neither blank nor a
-/// comment, counted without parsing or allocating.
-fn sample_lines(text: &str) -> usize {
-    text.split('\n')
-        .filter(|line| {
-            let content = line.trim_start_matches([' ', '\t']);
-            !content.is_empty() && content != "\r" && !content.starts_with('#')
-        })
-        .count()
-}
-
-/// The evaluation time of an instant query: seconds with milliseconds.
-fn instant(at_ms: i64) -> String {
-    format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000))
-}
-
-/// Most redirects followed for one request (all within the request's origin).
-pub const MAX_REDIRECTS: usize = 10;
-
-/// The redirect policy of every request to a source: a redirect is followed only within the
-/// origin (scheme, host and port) first asked, at most [`MAX_REDIRECTS`] times; one to another
-/// origin is not followed, and the redirect itself is the answer (a hold that says so). A source
-/// must not get the controller to fetch `http://localhost:.../internal` for it.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let first = attempt.previous().first().map(reqwest::Url::origin);
-        if first.is_some_and(|first| first != attempt.url().origin()) {
-            attempt.stop()
-        } else if attempt.previous().len() > MAX_REDIRECTS {
-            attempt.error("too many redirects")
-        } else {
-            attempt.follow()
-        }
-    })
-}
-
 /// The hold reason of an answer that is a redirect not followed (to another origin): its status,
 /// never its body nor where it points.
 fn not_followed(status: reqwest::StatusCode, shown: &str) -> FetchError {
@@ -260,6 +236,9 @@ pub struct Fetcher {
     max_series: usize,
     /// Set on a fetcher of one round (see the module docs).
     round: Option<Arc<RoundMemo>>,
+    /// When a round's budget runs out (a fetcher of [`Fetcher::for_round_within`]): no request
+    /// waits past it.
+    deadline: Option<tokio::time::Instant>,
 }
 
 /// Install the one rustls crypto provider of the tree (ring). Safe to call more than once.
@@ -277,6 +256,8 @@ impl Fetcher {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
+            // A source gone without a FIN: noticed by the kernel's probes too (15 s idle).
+            .tcp_keepalive(Duration::from_secs(15))
             .user_agent(concat!("queue-migrate/", env!("CARGO_PKG_VERSION")))
             .redirect(same_origin_redirects())
             .build()
@@ -287,6 +268,7 @@ impl Fetcher {
             per_request: QUERIES_PER_REQUEST,
             max_series: MAX_SERIES,
             round: None,
+            deadline: None,
         })
     }
 
@@ -314,6 +296,49 @@ impl Fetcher {
             round: Some(Arc::default()),
             ..self.clone()
         }
+    }
+
+    /// [`Fetcher::for_round`], its requests given `budget` from now in all.
+    ///
+    /// # Guarantees
+    /// - No request of the round waits past `budget` from now (nor past the source timeout):
+    ///   one still unanswered then is [`FetchError::TimedOut`].
+    /// - A source (a Prometheus base URL, a `/metrics` URL) that timed out once is not asked
+    ///   again while the round lives: every later read of it is that [`FetchError::TimedOut`]
+    ///   at once, saying so. A silent source costs a round one timeout, not one per query.
+    pub fn for_round_within(&self, budget: Duration) -> Fetcher {
+        Fetcher {
+            deadline: Some(tokio::time::Instant::now() + budget),
+            ..self.for_round()
+        }
+    }
+
+    /// Whether this fetcher keeps what it reads for the round (see [`Fetcher::for_round`]).
+    pub fn is_round(&self) -> bool {
+        self.round.is_some()
+    }
+
+    /// `request` to `source` (a base or `/metrics` URL), unless a round already found the source
+    /// silent; cut at the round's deadline; a timeout noted for the rest of the round.
+    async fn within_round<T>(
+        &self,
+        source: &str,
+        request: impl std::future::Future<Output = Result<T, FetchError>>,
+    ) -> Result<T, FetchError> {
+        let timed_out = |e: &FetchError| match e {
+            FetchError::TimedOut(why) => Some(why.clone()),
+            _ => None,
+        };
+        let memo = self.round.as_deref().map(|m| &m.silent);
+        silent::within(
+            memo,
+            self.deadline,
+            source,
+            request,
+            timed_out,
+            FetchError::TimedOut,
+        )
+        .await
     }
 
     /// One PromQL instant query at `at_ms`: exactly one finite number, or why not (asked once
@@ -346,10 +371,11 @@ impl Fetcher {
     /// - a query that was not exactly one finite number in the batch's answer (no series,
     ///   several, NaN) is asked alone, so that its reason is its own;
     /// - a request that fails as a whole (a part that is a scalar or a range vector, one bad
-    ///   query, an error page, a timeout) is followed by one request per query, one after the
-    ///   other as the gates would have asked them;
-    /// - a request that cannot connect gives that reason to each of its queries, without
-    ///   asking them again.
+    ///   query, an error page) is followed by one request per query, one after the other as the
+    ///   gates would have asked them;
+    /// - a request that cannot connect, or times out, gives that reason to each of its queries
+    ///   without asking them again (issue 54: a silent Prometheus asked each query alone for the
+    ///   full timeout, one after the other); the source is then not asked again this round.
     pub async fn prefetch_prometheus(&self, base: &str, queries: &[&str], at_ms: i64) {
         let Some(memo) = &self.round else {
             return;
@@ -418,9 +444,22 @@ impl Fetcher {
     /// One request for several queries ([`batch_query`]), sent as a form (a few queries would
     /// make a long URL).
     async fn prometheus_batch(&self, base: &str, queries: &[&str], at_ms: i64) -> Batched {
+        let asked = async {
+            match self.prometheus_batch_now(base, queries, at_ms).await {
+                Batched::Unreachable(reason) => Err(reason),
+                answered => Ok(answered),
+            }
+        };
+        self.within_round(base, asked)
+            .await
+            .unwrap_or_else(Batched::Unreachable)
+    }
+
+    /// [`Fetcher::prometheus_batch`]'s request, whatever the round knows of the source.
+    async fn prometheus_batch_now(&self, base: &str, queries: &[&str], at_ms: i64) -> Batched {
         let url = query_url(base);
         let form = [("query", batch_query(queries)), ("time", instant(at_ms))];
-        let failed = |f: Failure| match f.unreachable {
+        let failed = |f: Failure| match f.applies_to_each() {
             true => Batched::Unreachable(f.reason.masked(base)),
             false => Batched::Refused,
         };
@@ -452,7 +491,8 @@ impl Fetcher {
     /// being parsed: nothing of it is kept.
     pub async fn scrape_parsed(&self, url: &str) -> Arc<Scraped> {
         let now = || async {
-            let parsed = self.scrape(url).await.and_then(|text| {
+            let text = self.within_round(url, self.scrape(url)).await;
+            let parsed = text.and_then(|text| {
                 let series = sample_lines(&text);
                 if series > self.max_series {
                     return Err(FetchError::TooLarge(format!(
@@ -475,9 +515,12 @@ impl Fetcher {
     }
 
     async fn prometheus_now(&self, base: &str, query: &str, at_ms: i64) -> Result<f64, FetchError> {
-        self.prometheus_unmasked(base, query, at_ms)
-            .await
-            .map_err(|reason| reason.masked(base))
+        let asked = async {
+            self.prometheus_unmasked(base, query, at_ms)
+                .await
+                .map_err(|reason| reason.masked(base))
+        };
+        self.within_round(base, asked).await
     }
 
     async fn prometheus_unmasked(
@@ -493,13 +536,13 @@ impl Fetcher {
             .get(&url)
             .query(&[("query", query), ("time", time.as_str())])
             .build()
-            .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
+            .map_err(|e| self.request_error(&url, &e))?;
         let asked = request.url().clone();
         let response = self
             .client
             .execute(request)
             .await
-            .map_err(|e| FetchError::Request(self.describe(&url, &e)))?;
+            .map_err(|e| self.request_error(&url, &e))?;
         let status = response.status();
         if status.is_redirection() {
             return Err(not_followed(status, &redact::url(&url)));
@@ -564,7 +607,7 @@ impl Fetcher {
             )
             .send()
             .await
-            .map_err(|e| FetchError::Request(self.describe(url, &e)))?;
+            .map_err(|e| self.request_error(url, &e))?;
         let status = response.status();
         let shown = redact::url(url);
         if status.is_redirection() {
@@ -720,8 +763,17 @@ impl Fetcher {
     /// reach.
     fn failure(&self, url: &str, e: &reqwest::Error) -> Failure {
         Failure {
-            reason: FetchError::Request(self.describe(url, e)),
+            reason: self.request_error(url, e),
             unreachable: e.is_connect(),
+        }
+    }
+
+    /// A failed request: [`FetchError::TimedOut`] when it timed out, else
+    /// [`FetchError::Request`], with [`Fetcher::describe`]'s sentence.
+    fn request_error(&self, url: &str, e: &reqwest::Error) -> FetchError {
+        match e.is_timeout() {
+            true => FetchError::TimedOut(self.describe(url, e)),
+            false => FetchError::Request(self.describe(url, e)),
         }
     }
 
@@ -792,6 +844,65 @@ mod tests {
             }
             other => panic!("expected a request error, got {other:?}"),
         }
+    }
+
+    /// A source that accepts connections and never answers; counts the connections.
+    async fn silent_source() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(conn);
+            }
+        });
+        (url, accepted)
+    }
+
+    /// Regression (issue 54): a batch of a silent Prometheus that timed out was followed by
+    /// one request per query, one after the other, each for the whole source timeout (five
+    /// requests and five timeouts for four gates). Now the round asks it once: every query
+    /// holds with the timeout's reason, and a later read asks nothing.
+    #[tokio::test]
+    async fn a_silent_prometheus_is_asked_once_per_round() {
+        let (base, accepted) = silent_source().await;
+        let round = Fetcher::new(Duration::from_millis(300))
+            .unwrap()
+            .for_round_within(Duration::from_secs(5));
+        let queries = ["up_a", "up_b", "up_c", "up_d"];
+        round.prefetch_prometheus(&base, &queries, 1_000).await;
+        for query in queries.iter().chain(&["up_e"]) {
+            match round.prometheus(&base, query, 1_000).await {
+                Err(FetchError::TimedOut(why)) => assert!(why.contains("timed out"), "{why}"),
+                other => panic!("expected a timeout, got {other:?}"),
+            }
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // A scrape of it too: once.
+        let (metrics, scraped) = silent_source().await;
+        let url = format!("{metrics}/metrics");
+        for _ in 0..2 {
+            assert!(round.scrape_parsed(&url).await.is_err());
+        }
+        let other = round.for_round_within(Duration::from_secs(5));
+        assert!(other.scrape_parsed(&url).await.is_err());
+        assert_eq!(scraped.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// A round's budget cuts a request that the source timeout would let wait longer.
+    #[tokio::test]
+    async fn a_rounds_budget_cuts_a_request_at_its_deadline() {
+        let (base, _) = silent_source().await;
+        let round = Fetcher::new(Duration::from_secs(60))
+            .unwrap()
+            .for_round_within(Duration::from_millis(200));
+        let started = std::time::Instant::now();
+        let answer = round.prometheus(&base, "up", 1_000).await;
+        assert!(matches!(answer, Err(FetchError::TimedOut(_))), "{answer:?}");
+        assert!(started.elapsed() < Duration::from_secs(30));
     }
 
     /// Regression (issue 31): the API path went after a base URL's query string

@@ -45,6 +45,9 @@ pub struct Hooked {
     /// Added to the database's clock as every lease answer reads it (its `db_now_ms` and the
     /// lease's end): a step of the database host's clock, as the lease holder sees it.
     pub lease_clock_step_ms: Arc<std::sync::atomic::AtomicI64>,
+    /// While set, `fleet` never returns (a statement in flight on a connection gone silent: no
+    /// FIN, no RST).
+    pub stuck: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How long a call to a store that is `down` waits before it fails (sqlx's pool waits 30 s).
@@ -74,6 +77,7 @@ impl Hooked {
             lease_calls_at: Arc::default(),
             down: Arc::default(),
             lease_clock_step_ms: Arc::default(),
+            stuck: Arc::default(),
         }
     }
 }
@@ -123,6 +127,9 @@ impl JournalStore for Hooked {
     }
 
     async fn fleet(&self) -> Result<Fleet> {
+        if self.stuck.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         self.away().await?;
         self.inner.fleet().await
     }

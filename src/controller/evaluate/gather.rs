@@ -342,8 +342,9 @@ fn fold_scrape(
     Ok((history, points))
 }
 
-/// Ask the phase's Prometheus queries ahead of its gates, a few per request: a round's fetcher
-/// keeps the answers for [`read_one`] (see [`Fetcher::prefetch_prometheus`]).
+/// Ask the phase's Prometheus queries ahead of its gates, a few per request, and (on a round's
+/// fetcher) scrape its `/metrics` sources, all at once: a round's fetcher keeps the answers for
+/// [`read_one`] and [`scrape_sources`] (see [`Fetcher::prefetch_prometheus`]).
 async fn prefetch(
     fetcher: &Fetcher,
     plan: &Plan,
@@ -369,12 +370,27 @@ async fn prefetch(
         .iter()
         .map(|(url, queries)| (*url, queries.iter().map(String::as_str).collect()))
         .collect();
-    futures_util::future::join_all(
+    let prometheus = futures_util::future::join_all(
         by_url
             .iter()
             .map(|(url, queries)| fetcher.prefetch_prometheus(url, queries, now_ms)),
-    )
-    .await;
+    );
+    // A round's fetcher keeps each scrape too: the scrape sources are asked at once, all
+    // together (issue 54: one after the other, a silent one made the next wait its timeout).
+    let mut scrapes: Vec<&str> = Vec::new();
+    if fetcher.is_round() {
+        for item in items {
+            if let Some(Source::Scrape { url }) = plan.sources.get(item.source())
+                && let Ok(url) = url.value()
+                && !scrapes.contains(&url)
+            {
+                scrapes.push(url);
+            }
+        }
+    }
+    let scrapes =
+        futures_util::future::join_all(scrapes.into_iter().map(|url| fetcher.scrape_parsed(url)));
+    tokio::join!(prometheus, scrapes);
 }
 
 /// An item's queries as asked at `now_ms` in a step a judge counts in from `entered_ms` (see

@@ -13,6 +13,8 @@ mod daemon_logs;
 mod daemon_real;
 mod daemon_watch_race;
 mod db_clock_step;
+mod guard_isolation;
+mod guard_isolation_scale;
 mod hardening_input;
 mod not_driven;
 mod outbox;
