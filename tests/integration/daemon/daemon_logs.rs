@@ -163,22 +163,11 @@ fn every_refused_call_is_logged_with_its_reason_never_the_token() {
     // dan's role comes from the roles file.
     assert_eq!(post(&d.addr, pause, &[("X-Forwarded-User", "dan")]), 200);
     poll_until("five refusals logged", Duration::from_secs(10), || {
-        events(
-            &d.log.lock().unwrap(),
-            "refused an API call: a token no line has",
-        )
-        .len()
-            + events(
-                &d.log.lock().unwrap(),
-                "refused an API call: a viewer may read, not act",
-            )
-            .len()
-            + events(&d.log.lock().unwrap(), "refused an API call: no credential").len()
-            + events(
-                &d.log.lock().unwrap(),
-                "refused an API call: the proxy's identity header came more than once",
-            )
-            .len()
+        let lines = d.log.lock().unwrap();
+        lines
+            .iter()
+            .filter(|l| l.contains("refused an API call: "))
+            .count()
             >= 5
     });
     let lines = d.log.lock().unwrap().clone();
