@@ -131,7 +131,7 @@ packages() {
     rabbitmq) echo "rabbitmq-server curl" ;;
     etcd) echo "etcd-server etcd-client curl" ;;
     prometheus) echo "prometheus curl" ;;
-    kafka) echo "gcc libc6-dev make pkg-config zlib1g-dev" ;;
+    kafka) echo "gcc libc6-dev make pkg-config zlib1g-dev libssl-dev" ;;
     tansu) echo "gcc g++ libc6-dev make" ;;
     apache-kafka) echo "openjdk-17-jdk-headless maven openssl" ;;
   esac

@@ -53,19 +53,21 @@ pub fn evaluate(query: &str, samples: &[Sample], now_ms: i64) -> Result<f64, Unr
         .map_err(|e| Unread::new(e.cause, e.reason))
 }
 
-/// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`).
+/// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`,
+/// with its security settings: [`crate::brokers::KafkaUrl`]).
 ///
 /// # Errors
 /// A sentence naming what failed: the URL, a topic the cluster does not know, no answer within
 /// the request timeout, or (built without the `kafka` feature) that this build cannot.
 #[cfg(feature = "kafka")]
 pub async fn read(url: &str, group: &str, topics: &[String]) -> Result<Vec<Lag>, String> {
-    let parsed = crate::brokers::KafkaUrl::parse(url)?;
-    let (group, topics) = (group.to_string(), topics.to_vec());
+    // Read once here so that a malformed URL is one error, not one per topic.
+    crate::brokers::KafkaUrl::parse(url)?;
+    let (url, group, topics) = (url.to_string(), group.to_string(), topics.to_vec());
     let task = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         for topic in &topics {
-            let lags = crate::brokers::group_lag(&parsed.bootstrap, &group, topic)
+            let lags = crate::brokers::group_lag(&url, &group, topic)
                 .map_err(|e| format!("topic {topic}: {e}"))?;
             out.extend(lags.iter().map(|p| (topic.clone(), p.partition, p.lag())));
         }
