@@ -190,4 +190,11 @@ async fn the_shipped_sasl_plan_reaches_kafka_over_sasl_ssl() {
         .unwrap();
     assert_eq!(lags.len(), 12, "12 partitions: {lags:?}");
     assert!(lags.iter().map(|l| l.2).sum::<u64>() >= 1, "{lags:?}");
+    // The plan's partition-growth guard reads the topic's count from the same reading.
+    let samples = queue_migrate::indicators::kafka_lag::samples(group, &lags);
+    let q = r#"kafka_topic_partitions{topic="orders"}"#;
+    assert_eq!(
+        queue_migrate::indicators::kafka_lag::evaluate(q, &samples, 0),
+        Ok(12.0)
+    );
 }
