@@ -9,7 +9,8 @@
 #   scripts/services.sh restart [SERVICE...]   stop, then start again keeping the data (nats,
 #                                              redis: what a broker restart test needs)
 #
-# SERVICE: postgres redis nats rabbitmq etcd prometheus kafka tansu; none named means all of them.
+# SERVICE: postgres redis nats rabbitmq etcd prometheus kafka tansu apache-kafka; none named means
+# all of them.
 # State, data, logs and pids live in ${QM_SERVICES_DIR:-/tmp/qm-services}; every start of a
 # service that is not running begins from empty data (these are throwaway servers).
 # "$QM_SERVICES_DIR/env" holds `export QM_TEST_...=...` lines for the services that were started.
@@ -33,13 +34,32 @@
 #               127.0.0.1:${QM_TANSU_PORT:-19092}, in-memory storage; QM_TEST_TANSU_BOOTSTRAP. Install:
 #               `cargo install --locked tansu@0.6.0 --features dynostore` when `tansu` is not on
 #               PATH (about 8 minutes on 2 cores, once; a C compiler for aws-lc, zstd, lz4)
+#   apache-kafka  Apache Kafka 4.4 (the real broker, Java 17), KRaft combined mode (broker and
+#               controller in one JVM, -Xmx512m), from Maven Central only: install copies the
+#               runtime classpath of scripts/apache-kafka/pom.xml into $SVC/apache-kafka/lib
+#               (Maven's ~/.m2 is its cache; no bin/ scripts: start runs `kafka.Kafka` and
+#               `kafka.tools.StorageTool` from that classpath). Install: a JDK, Maven, openssl.
+#               Listeners on 127.0.0.1 from ${QM_APACHE_KAFKA_PORT:-39092}: PLAINTEXT (+0),
+#               SASL_SSL (+1: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER with unsecured
+#               tokens), SSL requiring a client certificate (+2), the controller (+3). Start makes
+#               a CA, the broker's and a client's certificates (openssl) and the broker's PKCS12
+#               stores (keytool), formats the storage with the SCRAM users, and is ready when a
+#               metadata request (TopicCommand --list) answers on PLAINTEXT.
+#               QM_TEST_APACHE_KAFKA_BOOTSTRAP, _SASL_BOOTSTRAP, _SASL_USER, _SASL_PASSWORD,
+#               _CA (PEM), _MTLS_BOOTSTRAP, _CLIENT_CERT, _CLIENT_KEY (PEM), _LIB (the classpath
+#               directory: kafka-clients for the Java producer of the key placement test)
 set -euo pipefail
 
 SVC=${QM_SERVICES_DIR:-/tmp/qm-services}
 PG=/usr/lib/postgresql/15/bin
-ALL=(postgres redis nats rabbitmq etcd prometheus kafka tansu)
+ALL=(postgres redis nats rabbitmq etcd prometheus kafka tansu apache-kafka)
 TANSU_PORT=${QM_TANSU_PORT:-19092}
 TANSU_VERSION=0.6.0
+AK_PORT=${QM_APACHE_KAFKA_PORT:-39092}
+AK=$SVC/apache-kafka
+# the SASL user: PLAIN (in the listener's JAAS line) and SCRAM-SHA-256/512 (added at format time)
+AK_USER=qm-client
+AK_PASSWORD=qm-client-secret
 
 usage() {
   echo "usage: $0 install|start|stop|restart [SERVICE...]   (SERVICE: ${ALL[*]}; default: all)" >&2
@@ -111,8 +131,9 @@ packages() {
     rabbitmq) echo "rabbitmq-server curl" ;;
     etcd) echo "etcd-server etcd-client curl" ;;
     prometheus) echo "prometheus curl" ;;
-    kafka) echo "gcc libc6-dev make pkg-config zlib1g-dev" ;;
+    kafka) echo "gcc libc6-dev make pkg-config zlib1g-dev libssl-dev" ;;
     tansu) echo "gcc g++ libc6-dev make" ;;
+    apache-kafka) echo "openjdk-17-jdk-headless maven openssl" ;;
   esac
 }
 
@@ -126,6 +147,7 @@ binary() {
     prometheus) echo prometheus ;;
     kafka) echo cargo ;;
     tansu) echo tansu ;;
+    apache-kafka) echo java ;;
   esac
 }
 
@@ -158,6 +180,17 @@ urls() {
       echo "QM_TEST_KAFKA_CONTROL=$(sed -n 's/^control=//p' "$SVC/kafka.log")"
       ;;
     tansu) echo "QM_TEST_TANSU_BOOTSTRAP=127.0.0.1:$TANSU_PORT" ;;
+    apache-kafka)
+      echo "QM_TEST_APACHE_KAFKA_BOOTSTRAP=127.0.0.1:$AK_PORT"
+      echo "QM_TEST_APACHE_KAFKA_SASL_BOOTSTRAP=127.0.0.1:$((AK_PORT + 1))"
+      echo "QM_TEST_APACHE_KAFKA_SASL_USER=$AK_USER"
+      echo "QM_TEST_APACHE_KAFKA_SASL_PASSWORD=$AK_PASSWORD"
+      echo "QM_TEST_APACHE_KAFKA_CA=$AK/tls/ca.pem"
+      echo "QM_TEST_APACHE_KAFKA_MTLS_BOOTSTRAP=127.0.0.1:$((AK_PORT + 2))"
+      echo "QM_TEST_APACHE_KAFKA_CLIENT_CERT=$AK/tls/client.pem"
+      echo "QM_TEST_APACHE_KAFKA_CLIENT_KEY=$AK/tls/client.key"
+      echo "QM_TEST_APACHE_KAFKA_LIB=$AK/lib"
+      ;;
   esac
 }
 
@@ -267,8 +300,115 @@ cargo_install_tansu() {
   log "tansu installed (${SECONDS}s)"
 }
 
+# ---- apache-kafka: the real broker from Maven Central ------------------------------------------
+
+# install_apache_kafka: the broker's runtime classpath into $AK/lib (kept across starts)
+install_apache_kafka() {
+  local root; root=$(cd "$(dirname "$0")/.." && pwd)
+  if [ -f "$AK/lib/.complete" ]; then
+    log "apache-kafka installed already: $AK/lib"
+    return 0
+  fi
+  SECONDS=0
+  rm -rf "$AK/lib"; mkdir -p "$AK"
+  mvn -q -B -f "$root/scripts/apache-kafka/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$AK/lib" >"$AK/install.log" 2>&1 \
+    || { tail -n 30 "$AK/install.log" >&2; return 1; }
+  touch "$AK/lib/.complete"
+  log "apache-kafka installed ($(find "$AK/lib" -name '*.jar' | wc -l) jars, ${SECONDS}s)"
+}
+
+ak_java() { java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$AK/lib/*" "$@"; }
+
+# ak_tls: a CA, the broker's certificate (127.0.0.1, localhost) and a client's, in PEM; the
+# broker's keystore and truststore in PKCS12
+ak_tls() {
+  local d=$AK/tls pass=qm-store-pass
+  rm -rf "$d"; mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=qm-test-kafka-ca" \
+      -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout broker.key -out broker.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >broker.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -extfile broker.ext -out broker.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$AK_USER" -keyout client.key -out client.csr 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -extfile client.ext -out client.pem 2>/dev/null
+    openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+      -passout "pass:$pass" -out broker.p12
+    keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 \
+      -storetype PKCS12 -storepass "$pass" >/dev/null 2>&1
+    chmod 644 ./*.pem ./*.key
+  )
+}
+
+# ak_properties: the broker's server.properties on stdout
+ak_properties() {
+  local p=$AK_PORT pass=qm-store-pass plain scram
+  plain="org.apache.kafka.common.security.plain.PlainLoginModule required"
+  plain+=" username=\"$AK_USER\" password=\"$AK_PASSWORD\" user_$AK_USER=\"$AK_PASSWORD\";"
+  scram="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  cat <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$((p + 3))
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$p,SASL_SSL://127.0.0.1:$((p + 1)),SSL://127.0.0.1:$((p + 2)),CONTROLLER://127.0.0.1:$((p + 3))
+advertised.listeners=PLAINTEXT://127.0.0.1:$p,SASL_SSL://127.0.0.1:$((p + 1)),SSL://127.0.0.1:$((p + 2))
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$AK/data
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$AK/tls/broker.p12
+ssl.keystore.password=$pass
+ssl.key.password=$pass
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$AK/tls/truststore.p12
+ssl.truststore.password=$pass
+listener.name.ssl.ssl.client.auth=required
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_ssl.plain.sasl.jaas.config=$plain
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$scram
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$scram
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+PROPS
+}
+
+start_apache_kafka() {
+  [ -f "$AK/lib/.complete" ] || { log "apache-kafka is not installed: run $0 install apache-kafka"; return 1; }
+  rm -rf "$AK/data"; mkdir -p "$AK/data"
+  ak_tls
+  ak_properties >"$AK/server.properties"
+  local id; id=$(ak_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  ak_java kafka.tools.StorageTool format --config "$AK/server.properties" --cluster-id "$id" \
+    --add-scram "SCRAM-SHA-256=[name=$AK_USER,password=$AK_PASSWORD]" \
+    --add-scram "SCRAM-SHA-512=[name=$AK_USER,password=$AK_PASSWORD]" \
+    >"$AK/format.log" 2>&1 || { tail -n 20 "$AK/format.log" >&2; return 1; }
+  bg apache-kafka java -Xmx512m -Xms128m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+    -cp "$AK/lib/*" kafka.Kafka "$AK/server.properties"
+}
+
+# ak_metadata: a metadata request on PLAINTEXT answers (lists the topics)
+ak_metadata() {
+  ak_java org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$AK_PORT" --list
+}
+
 ready() {
   case $1 in
+    apache-kafka) wait_for apache-kafka 120 ak_metadata ;;
     postgres) wait_for postgres 30 "$PG/pg_isready" -q -h 127.0.0.1 -p 5432 ;;
     redis) wait_for redis 30 sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG' ;;
     nats) wait_for nats 30 curl -fsS 'http://127.0.0.1:8222/healthz?js-enabled-only=true' ;;
@@ -324,6 +464,7 @@ cmd_install() {
     apt_install "${missing[@]}"
   fi
   if [[ " $* " == *" tansu "* ]]; then cargo_install_tansu; fi
+  if [[ " $* " == *" apache-kafka "* ]]; then install_apache_kafka; fi
 }
 
 # apt_install PACKAGE...: from Debian, without starting what they install
@@ -352,7 +493,7 @@ cmd_start() {
       log "$s is not installed: run $0 install $s"
       return 1
     fi
-    "start_$s"
+    "start_${s//-/_}"
     started+=("$s")
   done
   for s in "${started[@]}"; do ready "$s"; done
@@ -385,7 +526,7 @@ cmd_stop() {
   [ -d "$SVC" ] || return 0
   local s
   # prometheus first (it scrapes the others), rabbitmq's epmd last
-  for s in prometheus kafka tansu etcd redis nats postgres rabbitmq; do
+  for s in prometheus kafka tansu apache-kafka etcd redis nats postgres rabbitmq; do
     [[ " $* " == *" $s "* ]] || continue
     stop_one "$s"
   done

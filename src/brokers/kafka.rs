@@ -2,10 +2,10 @@
 //! record key, an idempotent `acks=all` producer, a consumer group committing after the effect.
 //!
 //! # Connecting
-//! `kafka://host1:9092[,host2:9092...][?partitions=N&replication=R]` (or the bare
-//! `host:9092,...` list). `partitions` and `replication` are what [`Kafka::declare`] asks for a
-//! topic it creates (default 3 and the broker's default). Plain TCP only: this build compiles
-//! librdkafka without TLS or SASL.
+//! `kafka://[user:password@]host1:9092[,host2:9092...][?name=value&...]` (or the bare
+//! `host:9092,...` list): `partitions` and `replication` are what [`Kafka::declare`] asks for a
+//! topic it creates (default 3 and the broker's default); TLS, mTLS, SASL, the partitioner and
+//! the allowlisted client properties are in [`KafkaUrl`] (module `kafka_url`).
 
 use std::fmt;
 
@@ -22,62 +22,7 @@ use super::{
     SubscribeOptions,
 };
 
-/// Where a Kafka cluster is and how [`Kafka::declare`] makes topics, from the adapter's URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaUrl {
-    /// `host:port,host:port`.
-    pub bootstrap: String,
-    /// Partitions of a topic `declare` creates.
-    pub partitions: i32,
-    /// Replicas of a topic `declare` creates; `None`: the broker's default.
-    pub replication: Option<i32>,
-}
-
-impl KafkaUrl {
-    /// Reads `kafka://host:port[,host:port...][?partitions=N&replication=R]`.
-    ///
-    /// # Errors
-    /// A sentence (without the URL) when the list of brokers is empty or a parameter is unknown
-    /// or not a positive number.
-    pub fn parse(url: &str) -> std::result::Result<KafkaUrl, String> {
-        let rest = url
-            .strip_prefix("kafka://")
-            .or_else(|| url.strip_prefix("KAFKA://"))
-            .unwrap_or(url);
-        let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let hosts = hosts.trim_end_matches('/');
-        if hosts.is_empty() || hosts.contains('@') || hosts.contains('/') {
-            return Err(
-                "expected kafka://host:port[,host:port...] (no credentials: this build speaks \
-                 plain TCP)"
-                    .to_string(),
-            );
-        }
-        let mut out = KafkaUrl {
-            bootstrap: hosts.to_string(),
-            partitions: 3,
-            replication: None,
-        };
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let number = value
-                .parse::<i32>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{name}={value:?}: expected a positive number"))?;
-            match name {
-                "partitions" => out.partitions = number,
-                "replication" => out.replication = Some(number),
-                _ => {
-                    return Err(format!(
-                        "unknown parameter {name:?} (partitions, replication)"
-                    ));
-                }
-            }
-        }
-        Ok(out)
-    }
-}
+pub use super::kafka_url::{KafkaUrl, Partitioner};
 
 /// A Kafka adapter: one idempotent producer shared by every publish, and the cluster's address
 /// for the consumers, offset readers and admin requests it makes.
@@ -119,7 +64,7 @@ impl Kafka {
     pub async fn connect(url: &str) -> Result<Kafka> {
         let shown = super::redact(url);
         let parsed = KafkaUrl::parse(url).map_err(|why| BrokerError::connect(KIND, url, why))?;
-        let producer: FutureProducer = producer_config(&parsed.bootstrap)
+        let producer: FutureProducer = producer_config(&parsed)
             .create()
             .map_err(|e| BrokerError::connect(KIND, url, e))?;
         let probe = producer.clone();
@@ -150,7 +95,7 @@ impl Kafka {
         if self.partitions(queue).await?.is_some() {
             return Ok(());
         }
-        let admin: AdminClient<DefaultClientContext> = base_config(&self.url.bootstrap)
+        let admin: AdminClient<DefaultClientContext> = base_config(&self.url)
             .create()
             .map_err(|e| op_error("declare", queue, e))?;
         let replication = self.url.replication.unwrap_or(-1);
@@ -184,9 +129,9 @@ impl Kafka {
 
     /// The partition ids of `topic`, or `None` when the cluster does not know it.
     pub(super) async fn partitions(&self, topic: &str) -> Result<Option<Vec<i32>>> {
-        let bootstrap = self.url.bootstrap.clone();
+        let url = self.url.clone();
         let name = topic.to_string();
-        blocking(move || kafka_offsets::partitions(&bootstrap, &name))
+        blocking(move || kafka_offsets::partitions(&url, &name))
             .await
             .map_err(|e| op_error("metadata", topic, e))
     }
@@ -220,7 +165,7 @@ impl Kafka {
         queue: &str,
         options: &SubscribeOptions,
     ) -> Result<super::kafka_consume::Subscription> {
-        super::kafka_consume::Subscription::start(&self.url.bootstrap, queue, options).await
+        super::kafka_consume::Subscription::start(&self.url, queue, options).await
     }
 
     /// The group's lag on `queue`: the records between each partition's committed offset (the
@@ -239,9 +184,9 @@ impl Kafka {
     /// # Errors
     /// [`BrokerError::Operation`] when the topic does not exist or the cluster did not answer.
     pub async fn lag(&self, queue: &str, group: &str) -> Result<Vec<PartitionLag>> {
-        let bootstrap = self.url.bootstrap.clone();
+        let url = self.url.clone();
         let (topic, group_id) = (queue.to_string(), group.to_string());
-        blocking(move || kafka_offsets::group_lag(&bootstrap, &group_id, &topic))
+        blocking(move || kafka_offsets::group_lag_at(&url, &group_id, &topic))
             .await
             .map_err(|e| op_error("depth", queue, e))
     }
@@ -250,24 +195,25 @@ impl Kafka {
     /// (timestamp, partition, offset); joins no group, commits nothing, and fails rather than
     /// answer short when a partition stalls (see [`super::kafka_browse`]).
     pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
-        let bootstrap = self.url.bootstrap.clone();
+        let url = self.url.clone();
         let topic = queue.to_string();
-        blocking(move || super::kafka_browse::browse(&bootstrap, &topic, limit))
+        blocking(move || super::kafka_browse::browse(&url, &topic, limit))
             .await
             .map_err(|e| op_error("browse", queue, e))
     }
 }
 
 /// The producer's settings: what makes a confirmed publish durable and written once.
-fn producer_config(bootstrap: &str) -> rdkafka::ClientConfig {
-    let mut config = base_config(bootstrap);
+fn producer_config(url: &KafkaUrl) -> rdkafka::ClientConfig {
+    let mut config = base_config(url);
     // Idempotent: a retried batch is written once, in order (implies acks=all,
     // max.in.flight <= 5 and retries); acks=all stated for the reader.
     config
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("message.timeout.ms", millis(CONFIRM_TIMEOUT))
-        .set("linger.ms", "1");
+        .set("linger.ms", "1")
+        .set("partitioner", url.partitioner.librdkafka());
     config
 }
 
@@ -280,25 +226,23 @@ mod tests {
     /// `acks=1`, so the settings are pinned here (docs/brokers.md, "Gaps of the mock").
     #[test]
     fn the_producer_waits_for_every_in_sync_replica_and_writes_once() {
-        let config = producer_config("127.0.0.1:9092");
+        let url = KafkaUrl::parse("127.0.0.1:9092").unwrap();
+        let config = producer_config(&url);
         assert_eq!(config.get("acks"), Some("all"));
         assert_eq!(config.get("enable.idempotence"), Some("true"));
     }
 
+    /// Regression (issue 57): records were placed by librdkafka's default partitioner (CRC32),
+    /// not where Java producers put the same keys (murmur2).
     #[test]
-    fn urls_name_the_brokers_and_how_topics_are_made() {
-        let u = KafkaUrl::parse("kafka://a:9092,b:9092?partitions=6&replication=3").unwrap();
-        assert_eq!(u.bootstrap, "a:9092,b:9092");
-        assert_eq!((u.partitions, u.replication), (6, Some(3)));
-        let u = KafkaUrl::parse("127.0.0.1:9092").unwrap();
+    fn keys_are_placed_as_java_places_them_unless_the_url_says_crc32() {
+        let config = producer_config(&KafkaUrl::parse("127.0.0.1:9092").unwrap());
+        assert_eq!(config.get("partitioner"), Some("murmur2_random"));
+        let crc = KafkaUrl::parse("127.0.0.1:9092?partitioner=crc32").unwrap();
         assert_eq!(
-            (u.bootstrap.as_str(), u.partitions, u.replication),
-            ("127.0.0.1:9092", 3, None)
+            producer_config(&crc).get("partitioner"),
+            Some("consistent_random")
         );
-        assert!(KafkaUrl::parse("kafka://").is_err());
-        assert!(KafkaUrl::parse("kafka://u:p@a:9092").is_err());
-        assert!(KafkaUrl::parse("kafka://a:9092?partitions=0").is_err());
-        assert!(KafkaUrl::parse("kafka://a:9092?acks=1").is_err());
     }
 
     #[test]

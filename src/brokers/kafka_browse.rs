@@ -35,6 +35,7 @@ use rdkafka::error::KafkaError;
 use super::Message;
 use super::kafka_client::{REQUEST_TIMEOUT, base_config, read_message};
 use super::kafka_offsets;
+use super::kafka_url::KafkaUrl;
 
 /// The group id of the browsing reader: never joined, never committed to.
 pub const BROWSE_GROUP: &str = "queue-migrate-browse";
@@ -166,8 +167,8 @@ impl Reading {
 /// # Errors
 /// The topic does not exist, the cluster did not answer, or a partition stalled: a sentence
 /// naming what.
-pub(super) fn browse(bootstrap: &str, topic: &str, limit: usize) -> Result<Vec<Message>, String> {
-    let consumer: BaseConsumer = base_config(bootstrap)
+pub(super) fn browse(url: &KafkaUrl, topic: &str, limit: usize) -> Result<Vec<Message>, String> {
+    let consumer: BaseConsumer = base_config(url)
         .set("group.id", BROWSE_GROUP)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -175,8 +176,8 @@ pub(super) fn browse(bootstrap: &str, topic: &str, limit: usize) -> Result<Vec<M
         .set("allow.auto.create.topics", "false")
         .create()
         .map_err(|e| e.to_string())?;
-    let parts = kafka_offsets::partitions(bootstrap, topic)?
-        .ok_or_else(|| format!("no topic {topic:?}"))?;
+    let parts =
+        kafka_offsets::partitions(url, topic)?.ok_or_else(|| format!("no topic {topic:?}"))?;
     let mut watermarks = Vec::with_capacity(parts.len());
     for p in parts {
         let (low, high) = consumer

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rdkafka::ClientConfig;
 use rdkafka::message::Headers as _;
 
+use super::kafka_url::KafkaUrl;
 use super::{BrokerError, CONNECT_TIMEOUT, HEADER_KEY, Message};
 
 pub(super) const KIND: &str = "kafka";
@@ -23,11 +24,15 @@ pub(super) fn op_error(
     BrokerError::operation(KIND, operation, queue, reason)
 }
 
-/// The client settings every client of this adapter shares.
-pub(super) fn base_config(bootstrap: &str) -> ClientConfig {
+/// The client settings every client of this adapter shares: the URL's security settings and
+/// allowlisted properties first, then the adapter's own (which the allowlist never names).
+pub(super) fn base_config(url: &KafkaUrl) -> ClientConfig {
     let mut config = ClientConfig::new();
+    for (name, value) in &url.client {
+        config.set(name, value);
+    }
     config
-        .set("bootstrap.servers", bootstrap)
+        .set("bootstrap.servers", &url.bootstrap)
         .set("client.id", "queue-migrate")
         .set(
             "socket.connection.setup.timeout.ms",

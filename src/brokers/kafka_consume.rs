@@ -29,6 +29,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{ClientContext, Message as _, Offset, TopicPartitionList};
 
 use super::kafka_client::{REQUEST_TIMEOUT, base_config, blocking, millis, op_error, read_message};
+use super::kafka_url::KafkaUrl;
 use super::types::Received;
 use super::{BrokerError, Result, SubscribeOptions};
 
@@ -118,11 +119,11 @@ impl fmt::Debug for Subscription {
 
 impl Subscription {
     pub(super) async fn start(
-        bootstrap: &str,
+        url: &KafkaUrl,
         topic: &str,
         options: &SubscribeOptions,
     ) -> Result<Subscription> {
-        let (b, t) = (bootstrap.to_string(), topic.to_string());
+        let (b, t) = (url.clone(), topic.to_string());
         let exists = blocking(move || super::kafka_offsets::partitions(&b, &t))
             .await
             .map_err(|e| op_error("subscribe", topic, e))?;
@@ -136,7 +137,7 @@ impl Subscription {
         let session = options.visibility_timeout.clamp(MIN_SESSION, MAX_SESSION);
         let heartbeat = (session / 3).min(Duration::from_secs(3));
         let state = Arc::new(Mutex::new(State::default()));
-        let consumer: Consumer = base_config(bootstrap)
+        let consumer: Consumer = base_config(url)
             .set("group.id", &options.group)
             .set("client.id", &options.consumer)
             .set("enable.auto.commit", "false")

@@ -6,6 +6,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::kafka_client::{REQUEST_TIMEOUT, base_config};
+use super::kafka_url::KafkaUrl;
 
 /// One partition of a topic as a consumer group stands on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +36,8 @@ impl PartitionLag {
 ///
 /// # Errors
 /// The cluster did not answer within the request timeout.
-pub(super) fn partitions(bootstrap: &str, topic: &str) -> Result<Option<Vec<i32>>, String> {
-    let consumer: BaseConsumer = base_config(bootstrap)
+pub(super) fn partitions(url: &KafkaUrl, topic: &str) -> Result<Option<Vec<i32>>, String> {
+    let consumer: BaseConsumer = base_config(url)
         .set("allow.auto.create.topics", "false")
         .create()
         .map_err(|e| e.to_string())?;
@@ -52,13 +53,24 @@ pub(super) fn partitions(bootstrap: &str, topic: &str) -> Result<Option<Vec<i32>
     Ok(Some(t.partitions().iter().map(|p| p.id()).collect()))
 }
 
-/// Per partition of `topic`: `group`'s committed offset and the watermarks.
+/// Per partition of `topic`: `group`'s committed offset and the watermarks, on the cluster of
+/// the Kafka URL `url` (a bare `host:port,...` list too; its security settings are used).
 ///
 /// # Errors
-/// The topic does not exist, or the cluster did not answer within the request timeout.
-pub fn group_lag(bootstrap: &str, group: &str, topic: &str) -> Result<Vec<PartitionLag>, String> {
-    let parts = partitions(bootstrap, topic)?.ok_or_else(|| format!("no topic {topic:?}"))?;
-    let consumer: BaseConsumer = base_config(bootstrap)
+/// The URL is malformed, the topic does not exist, or the cluster did not answer within the
+/// request timeout.
+pub fn group_lag(url: &str, group: &str, topic: &str) -> Result<Vec<PartitionLag>, String> {
+    group_lag_at(&KafkaUrl::parse(url)?, group, topic)
+}
+
+/// [`group_lag`] with the URL read.
+pub(super) fn group_lag_at(
+    url: &KafkaUrl,
+    group: &str,
+    topic: &str,
+) -> Result<Vec<PartitionLag>, String> {
+    let parts = partitions(url, topic)?.ok_or_else(|| format!("no topic {topic:?}"))?;
+    let consumer: BaseConsumer = base_config(url)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("allow.auto.create.topics", "false")

@@ -71,6 +71,8 @@ mod kafka_client;
 mod kafka_consume;
 #[cfg(feature = "kafka")]
 mod kafka_offsets;
+#[cfg(feature = "kafka")]
+mod kafka_url;
 mod nats;
 mod properties;
 mod rabbitmq;
@@ -78,7 +80,7 @@ mod redis_streams;
 mod types;
 
 #[cfg(feature = "kafka")]
-pub use kafka::{Kafka, KafkaUrl};
+pub use kafka::{Kafka, KafkaUrl, Partitioner};
 #[cfg(feature = "kafka")]
 pub use kafka_browse::BROWSE_GROUP;
 #[cfg(feature = "kafka")]

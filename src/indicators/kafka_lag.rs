@@ -23,9 +23,16 @@ pub const LAG_METRIC: &str = "kafka_consumergroup_lag";
 /// One partition's lag: `(topic, partition, lag)`.
 pub type Lag = (String, i32, u64);
 
-/// The samples of one reading of `group`.
+/// The metric of each topic's partition count in a reading (kafka-exporter's name): a guard
+/// `kafka_topic_partitions{topic="orders"}` with `pass_if: "== 12"` breaches when partitions
+/// are added during the migration (which moves keys to other partitions).
+pub const PARTITIONS_METRIC: &str = "kafka_topic_partitions";
+
+/// The samples of one reading of `group`: each partition's lag, and each topic's partition
+/// count (the partitions the reading saw).
 pub fn samples(group: &str, lags: &[Lag]) -> Vec<Sample> {
-    lags.iter()
+    let mut out: Vec<Sample> = lags
+        .iter()
         .map(|(topic, partition, lag)| Sample {
             name: LAG_METRIC.to_string(),
             labels: vec![
@@ -36,7 +43,18 @@ pub fn samples(group: &str, lags: &[Lag]) -> Vec<Sample> {
             value: *lag as f64,
             timestamp_ms: None,
         })
-        .collect()
+        .collect();
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (topic, _, _) in lags {
+        *counts.entry(topic.as_str()).or_default() += 1;
+    }
+    out.extend(counts.into_iter().map(|(topic, n)| Sample {
+        name: PARTITIONS_METRIC.to_string(),
+        labels: vec![("topic".to_string(), topic.to_string())],
+        value: n as f64,
+        timestamp_ms: None,
+    }));
+    out
 }
 
 /// `query` over one reading's `samples`, taken at `now_ms`.
@@ -53,19 +71,21 @@ pub fn evaluate(query: &str, samples: &[Sample], now_ms: i64) -> Result<f64, Unr
         .map_err(|e| Unread::new(e.cause, e.reason))
 }
 
-/// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`).
+/// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`,
+/// with its security settings: [`crate::brokers::KafkaUrl`]).
 ///
 /// # Errors
 /// A sentence naming what failed: the URL, a topic the cluster does not know, no answer within
 /// the request timeout, or (built without the `kafka` feature) that this build cannot.
 #[cfg(feature = "kafka")]
 pub async fn read(url: &str, group: &str, topics: &[String]) -> Result<Vec<Lag>, String> {
-    let parsed = crate::brokers::KafkaUrl::parse(url)?;
-    let (group, topics) = (group.to_string(), topics.to_vec());
+    // Read once here so that a malformed URL is one error, not one per topic.
+    crate::brokers::KafkaUrl::parse(url)?;
+    let (url, group, topics) = (url.to_string(), group.to_string(), topics.to_vec());
     let task = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         for topic in &topics {
-            let lags = crate::brokers::group_lag(&parsed.bootstrap, &group, topic)
+            let lags = crate::brokers::group_lag(&url, &group, topic)
                 .map_err(|e| format!("topic {topic}: {e}"))?;
             out.extend(lags.iter().map(|p| (topic.clone(), p.partition, p.lag())));
         }
@@ -121,6 +141,31 @@ mod tests {
             ),
             Ok(0.0)
         );
+    }
+
+    /// Regression (issue 57): partitions added to a topic during a migration (keys move to
+    /// other partitions) were not seen; a reading now carries each topic's partition count.
+    #[test]
+    fn a_reading_counts_each_topics_partitions_for_a_growth_guard() {
+        let s = reading();
+        let q = r#"kafka_topic_partitions{topic="orders"}"#;
+        assert_eq!(evaluate(q, &s, 1_000), Ok(3.0));
+        assert_eq!(
+            evaluate(r#"kafka_topic_partitions{topic="audit"}"#, &s, 1_000),
+            Ok(1.0)
+        );
+        let grown = samples(
+            "workers",
+            &[
+                ("orders".into(), 0, 0),
+                ("orders".into(), 1, 0),
+                ("orders".into(), 2, 0),
+                ("orders".into(), 3, 0),
+            ],
+        );
+        assert_eq!(evaluate(q, &grown, 1_000), Ok(4.0));
+        // The lag queries are unchanged by the count beside them.
+        assert_eq!(evaluate("kafka_consumergroup_lag", &s, 1_000), Ok(17.0));
     }
 
     #[test]

@@ -8,6 +8,24 @@ use super::resolve::{Resolve, SecretsMode};
 use crate::plan::model::{Secret, Unresolved};
 
 impl Cx<'_> {
+    /// A `kafka://` URL's settings checked at compile time (security, partitioner, the allowlisted
+    /// client properties: [`crate::brokers::KafkaUrl`]), so that `plan check` refuses what a
+    /// connect would; the error names the setting, never a secret value. A secret left
+    /// unresolved is checked where it is used. Without the `kafka` feature nothing reads it.
+    pub(super) fn kafka_url(&mut self, url: &Secret, path: &str) {
+        #[cfg(feature = "kafka")]
+        if let Ok(value) = url.value()
+            && value
+                .get(..8)
+                .is_some_and(|s| s.eq_ignore_ascii_case("kafka://"))
+            && let Err(e) = crate::brokers::KafkaUrl::parse(value)
+        {
+            self.error(path, format!("a Kafka URL: {e}"));
+        }
+        #[cfg(not(feature = "kafka"))]
+        let _ = (url, path);
+    }
+
     /// A `url` value: `${VAR}` (whole or embedded), `file:/path`, or a literal.
     pub(super) fn secret(&mut self, v: &Value, path: &str) -> Option<Secret> {
         let reference = self.string(v, path)?;

@@ -185,6 +185,9 @@ impl Cx<'_> {
             return (None, None);
         }
         let url = self.secret(v, p);
+        if let Some(url) = &url {
+            self.kafka_url(url, p);
+        }
         let group = o
             .req(self, "group", "the consumer group whose lag is read")
             .and_then(|(v, p)| self.nonempty_string(v, &p));
@@ -259,7 +262,7 @@ fn ui_url(text: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::plan::compile::test_support::{FULL, errors, lines, ok};
+    use crate::plan::compile::test_support::{FULL, errors, line_of, lines, ok};
     use crate::plan::model::Source;
     use std::path::PathBuf;
 
@@ -365,5 +368,44 @@ mod tests {
             "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\", group: x }",
         )));
         assert!(errs.contains("belongs to a `kafka_lag` source"), "{errs}");
+    }
+
+    /// Regression (issue 57): `plan check` accepted `?security.protocol=SASL_SSL` (no mechanism)
+    /// and an unknown client property in a Kafka URL; both failed only at connect. Now each is
+    /// an error with its path and line, and the secret in the URL is not shown.
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn a_kafka_urls_malformed_security_setting_is_refused_with_its_line() {
+        let yaml = FULL.replace(
+            "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }",
+            "  consumer: { scrape: \"http://127.0.0.1:9464/metrics\" }\n  old_lag: { kafka_lag: \"kafka://svc:hunter22@127.0.0.1:9093?security.protocol=SASL_SSL\", group: workers, topics: [orders] }",
+        );
+        let errs = errors(&yaml);
+        let e = errs
+            .iter()
+            .find(|d| d.path == "sources.old_lag.kafka_lag")
+            .unwrap_or_else(|| panic!("{}", lines(&errs)));
+        assert!(e.message.contains("needs sasl.mechanism"), "{e}");
+        assert_eq!(e.line, line_of(&yaml, "old_lag:"));
+        assert!(!lines(&errs).contains("hunter22"), "{}", lines(&errs));
+
+        let unknown = yaml.replace(
+            "?security.protocol=SASL_SSL",
+            "?security.protocol=SASL_SSL&sasl.mechanism=SCRAM-SHA-512&enable.auto.commit=true",
+        );
+        let errs = lines(&errors(&unknown));
+        assert!(
+            errs.contains("unknown parameter \"enable.auto.commit\""),
+            "{errs}"
+        );
+        let fine = yaml.replace(
+            "?security.protocol=SASL_SSL",
+            "?security.protocol=SASL_SSL&sasl.mechanism=SCRAM-SHA-512",
+        );
+        let yaml = fine.replace(
+            "      - { name: old queue empty,",
+            "      - { name: old topic drained, source: old_lag, query: 'kafka_consumergroup_lag{topic=\"orders\"}', pass_if: \"== 0\", for: quiet }\n      - { name: old queue empty,",
+        );
+        ok(&yaml);
     }
 }

@@ -49,6 +49,13 @@ pub(super) fn resolve() -> TestResolve {
         ("QM_PROM_URL", "http://127.0.0.1:19090"),
         ("QM_SCRAPE_URL", "http://127.0.0.1:19464/metrics"),
         ("PASS", "s3cr3t-pass"),
+        ("KAFKA_USER", "orders"),
+        ("KAFKA_PASSWORD", "s3cr3t-kafka"),
+        (
+            "KAFKA_BOOTSTRAP",
+            "kafka-0.internal:9093,kafka-1.internal:9093",
+        ),
+        ("KAFKA_CA", "/etc/kafka/ca.pem"),
     ])
 }
 

@@ -803,6 +803,10 @@ fn shipped_plans_compile() {
             "events-kafka-to-nats.yaml",
             include_str!("../../../plans/events-kafka-to-nats.yaml"),
         ),
+        (
+            "orders-rabbitmq-to-kafka-sasl.yaml",
+            include_str!("../../../plans/orders-rabbitmq-to-kafka-sasl.yaml"),
+        ),
     ] {
         let c = compile(yaml, Some(dir), &resolve())
             .unwrap_or_else(|e| panic!("{file}:\n{}", lines(&e)));

@@ -244,6 +244,11 @@ impl Cx<'_> {
         let url = o
             .req(self, "url", "a connection URL, `${VAR}` or `file:/path`")
             .and_then(|(v, p)| self.secret(v, &p));
+        if kind.as_deref() == Some("kafka")
+            && let Some(url) = &url
+        {
+            self.kafka_url(url, &key_path(path, "url"));
+        }
         let opt_string = |cx: &mut Self, key: &str| -> Option<Option<String>> {
             match o.get(key) {
                 Some((v, p)) => cx.nonempty_string(v, &p).map(Some),

@@ -67,7 +67,12 @@ async fn world(tag: &str) -> Option<World> {
 
 /// [`world`] with `new` (its URL in `new_var`) as the new broker.
 async fn world_to(tag: &str, new: Kind, new_var: &str) -> Option<World> {
-    let (Some(amqp), Some(new_url)) = (env("QM_TEST_AMQP_URL"), env(new_var)) else {
+    world_at(tag, new, env(new_var)).await
+}
+
+/// [`world`] with `new` at `new_url` as the new broker.
+async fn world_at(tag: &str, new: Kind, new_url: Option<String>) -> Option<World> {
+    let (Some(amqp), Some(new_url)) = (env("QM_TEST_AMQP_URL"), new_url) else {
         return None;
     };
     let (run, dir, store) = run_and_store(tag).await;
@@ -862,33 +867,28 @@ async fn without_a_dead_letter_queue_a_refused_message_is_kept_and_other_keys_fl
     assert_eq!(seq_of(&left[1]), 1);
 }
 
-/// RabbitMQ -> Kafka through the bridge (librdkafka's mock cluster, `QM_TEST_KAFKA_BOOTSTRAP`):
+/// RabbitMQ -> Kafka through the bridge (the Kafka under test: the real broker when
+/// `QM_TEST_APACHE_KAFKA_BOOTSTRAP` is set, else librdkafka's mock cluster):
 /// the new side's slices arrive on a Kafka topic of 3 partitions with their key as the record
 /// key (so one key stays on one partition), stamped `bridge`, each key's first deliveries in
 /// publish order; the others on the old queue; nothing lost.
 #[cfg(feature = "kafka")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs QM_TEST_AMQP_URL and QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start rabbitmq kafka)"]
+#[ignore = "needs QM_TEST_AMQP_URL and QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start rabbitmq apache-kafka)"]
 async fn a_bridge_forwards_rabbitmq_to_kafka_keyed_and_in_order() {
-    use std::io::{BufRead as _, Write as _};
+    use crate::brokers::brokers_real::kafka::{bootstrap, create_topic};
     let Some(World {
         run,
         dir: _dir,
         store,
         brokers,
         ..
-    }) = world_to("kafka", Kind::Kafka, "QM_TEST_KAFKA_BOOTSTRAP").await
+    }) = world_at("kafka", Kind::Kafka, Some(bootstrap())).await
     else {
         return;
     };
     let a = settings(&run, "bridge-a");
-    // The mock answers CreateTopics with an error: the topic is made through its control port.
-    let control = common::server_url("QM_TEST_KAFKA_CONTROL");
-    let mut c = std::net::TcpStream::connect(&control).unwrap();
-    writeln!(c, "topic {} 3", a.new_queue).unwrap();
-    let mut answer = String::new();
-    std::io::BufReader::new(c).read_line(&mut answer).unwrap();
-    assert_eq!(answer.trim(), "ok");
+    create_topic(&a.new_queue, 3);
     brokers.old.declare(&a.ingress).await.unwrap();
     let router = half_on_new(&a.migration);
     for seq in 0..PER_KEY {

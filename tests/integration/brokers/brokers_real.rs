@@ -20,13 +20,22 @@ use queue_migrate::brokers::{
     SubscribeOptions, Subscription,
 };
 
-/// The Kafka adapter on librdkafka's mock cluster (`QM_TEST_KAFKA_BOOTSTRAP`).
+/// The Kafka adapter on the real broker (`QM_TEST_APACHE_KAFKA_BOOTSTRAP`) or librdkafka's mock
+/// cluster (`QM_TEST_KAFKA_BOOTSTRAP`).
 #[cfg(feature = "kafka")]
 pub(crate) mod kafka;
 
 /// The Kafka adapter on Tansu, a second Kafka-protocol implementation (`QM_TEST_TANSU_BOOTSTRAP`).
 #[cfg(feature = "kafka")]
 mod tansu;
+
+/// Key placement beside the real Java producer, on the real broker.
+#[cfg(feature = "kafka")]
+mod kafka_keys;
+
+/// TLS, mTLS and SASL on the real broker's secured listeners.
+#[cfg(all(feature = "kafka", feature = "controller"))]
+mod kafka_security;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 

@@ -1,5 +1,7 @@
-//! Kafka as the bridge's ingress (Kafka -> NATS JetStream), on librdkafka's mock cluster
-//! (`QM_TEST_KAFKA_BOOTSTRAP`, `QM_TEST_KAFKA_CONTROL`) and a real NATS (`QM_TEST_NATS_URL`):
+//! Kafka as the bridge's ingress (Kafka -> NATS JetStream), on the Kafka under test (the real
+//! broker when `QM_TEST_APACHE_KAFKA_BOOTSTRAP` is set, else librdkafka's mock cluster:
+//! `brokers_real::kafka::bootstrap`) and a real NATS (`QM_TEST_NATS_URL`); the test that takes
+//! brokers down runs a mock of its own (its control port):
 //! an ingress record's offset is committed only once its destination confirmed it, a bridge that
 //! dies hands its partitions to the standby from the last commit (nothing lost, each key's first
 //! deliveries in order), and the group's lag drains to 0.
@@ -20,16 +22,7 @@ use super::{
     seq_of, settings, spawn_bridge,
 };
 
-/// Creates `topic` with `partitions` partitions through the mock's control port (the mock
-/// answers CreateTopics with an error).
-fn create_topic(topic: &str, partitions: u32) {
-    let control = common::server_url("QM_TEST_KAFKA_CONTROL");
-    let mut c = std::net::TcpStream::connect(&control).unwrap();
-    writeln!(c, "topic {topic} {partitions}").unwrap();
-    let mut answer = String::new();
-    std::io::BufReader::new(c).read_line(&mut answer).unwrap();
-    assert_eq!(answer.trim(), "ok", "topic {topic}");
-}
+use crate::brokers::brokers_real::kafka::create_topic;
 
 /// A run of its own: the ingress and the old queue as Kafka topics of `partitions` partitions,
 /// NATS as the new broker, a SQLite store.
@@ -43,7 +36,7 @@ struct KafkaWorld {
 }
 
 async fn kafka_world(tag: &str, partitions: u32) -> KafkaWorld {
-    let bootstrap = common::server_url("QM_TEST_KAFKA_BOOTSTRAP");
+    let bootstrap = crate::brokers::brokers_real::kafka::bootstrap();
     let nats_url = common::server_url("QM_TEST_NATS_URL");
     let (run, dir, store) = run_and_store(tag).await;
     let s = settings(&run, "bridge-a");
@@ -145,7 +138,7 @@ async fn limit_stream(nats_url: &str, stream: &str, max: i32) {
 /// stream takes it, the next bridge reads from that commit: the refused record and its key's
 /// next one arrive, in order, and the lag drains to 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP, QM_TEST_KAFKA_CONTROL and QM_TEST_NATS_URL (scripts/services.sh start kafka nats)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP (or the mock: QM_TEST_KAFKA_BOOTSTRAP, QM_TEST_KAFKA_CONTROL) and QM_TEST_NATS_URL (scripts/services.sh start apache-kafka nats)"]
 async fn a_kafka_ingress_commits_only_what_nats_confirmed() {
     let w = kafka_world("kin-commit", 1).await;
     let a = from_kafka(&w.run, "bridge-a");
@@ -220,7 +213,7 @@ async fn a_kafka_ingress_commits_only_what_nats_confirmed() {
 /// last commit: every record arrives on its side, each key's first deliveries in order, only
 /// duplicates of what A had forwarded and not committed; the lag drains to 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP, QM_TEST_KAFKA_CONTROL and QM_TEST_NATS_URL (scripts/services.sh start kafka nats)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP (or the mock: QM_TEST_KAFKA_BOOTSTRAP, QM_TEST_KAFKA_CONTROL) and QM_TEST_NATS_URL (scripts/services.sh start apache-kafka nats)"]
 async fn a_kafka_ingress_bridge_killed_mid_stream_hands_over_without_loss() {
     let w = kafka_world("kin-takeover", 3).await;
     let a = from_kafka(&w.run, "bridge-a");

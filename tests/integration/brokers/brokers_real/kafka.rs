@@ -1,9 +1,11 @@
-//! The Kafka adapter against a Kafka-protocol server: librdkafka's mock cluster run by
-//! `qm-kafka-mock` (`scripts/services.sh start kafka` exports `QM_TEST_KAFKA_BOOTSTRAP` and
-//! `QM_TEST_KAFKA_CONTROL`). Topics are made through the mock's control port (the mock answers
-//! CreateTopics with an error: [`the_mock_refuses_create_topics`] pins that gap, so the day it
-//! is closed the docs are corrected rather than a test passing for the wrong reason). The
-//! bodies of [`contract`] run here and on Tansu (`brokers_real::tansu`).
+//! The Kafka adapter against a Kafka-protocol server: the real Apache Kafka broker when
+//! `QM_TEST_APACHE_KAFKA_BOOTSTRAP` is set (`scripts/services.sh start apache-kafka`), else
+//! librdkafka's mock cluster run by `qm-kafka-mock` (`scripts/services.sh start kafka` exports
+//! `QM_TEST_KAFKA_BOOTSTRAP` and `QM_TEST_KAFKA_CONTROL`). On the real broker topics are made
+//! with CreateTopics; on the mock through its control port (the mock answers CreateTopics with
+//! an error: [`the_mock_refuses_create_topics`] pins that gap, on the mock always). The mock
+//! stays where a fault needs its control port ([`OwnCluster`]: a broker taken down, a leader
+//! moved). The bodies of [`contract`] run on the real broker, the mock and Tansu.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -18,14 +20,65 @@ use super::{BINARY, queue, stamped};
 /// The contract's bodies over any Kafka-protocol server (the mock here, Tansu beside).
 pub(crate) mod contract;
 
+/// The Kafka under test: the real broker's PLAINTEXT listener when
+/// `QM_TEST_APACHE_KAFKA_BOOTSTRAP` is set, else the shared mock.
 pub(crate) fn bootstrap() -> String {
+    apache_bootstrap().unwrap_or_else(mock_bootstrap)
+}
+
+/// The real Apache Kafka broker's PLAINTEXT `host:port`, when one runs.
+pub(crate) fn apache_bootstrap() -> Option<String> {
+    std::env::var("QM_TEST_APACHE_KAFKA_BOOTSTRAP")
+        .ok()
+        .filter(|b| !b.is_empty())
+}
+
+/// The shared mock cluster (`QM_TEST_KAFKA_BOOTSTRAP`), for what only the mock shows.
+pub(crate) fn mock_bootstrap() -> String {
     super::common::server_url("QM_TEST_KAFKA_BOOTSTRAP")
 }
 
-/// Creates `topic` with `partitions` partitions through the mock's control port.
+/// Creates `topic` with `partitions` partitions on the Kafka under test (see [`bootstrap`]):
+/// CreateTopics on the real broker, the control port on the mock.
 pub(crate) fn create_topic(topic: &str, partitions: u32) {
+    match apache_bootstrap() {
+        Some(b) => create_topic_at(&b, topic, partitions),
+        None => mock_create_topic(topic, partitions),
+    }
+}
+
+/// Creates `topic` on the shared mock through its control port.
+pub(crate) fn mock_create_topic(topic: &str, partitions: u32) {
     let control = super::common::server_url("QM_TEST_KAFKA_CONTROL");
     command(&control, &format!("topic {topic} {partitions}"));
+}
+
+/// Creates `topic` with `partitions` partitions on the cluster at `bootstrap` with the
+/// adapter's `declare` (CreateTopics), on a thread and runtime of its own (callers are sync or
+/// async alike), and waits until its metadata shows every partition.
+pub(crate) fn create_topic_at(bootstrap: &str, topic: &str, partitions: u32) {
+    let url = format!("kafka://{bootstrap}?partitions={partitions}");
+    let name = topic.to_string();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let adapter = Adapter::connect(Kind::Kafka, &url).await.unwrap();
+            adapter.declare(&name).await.unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while partitions_of(bootstrap, topic).len() < partitions as usize {
+        assert!(
+            Instant::now() < deadline,
+            "{topic} has no {partitions} partitions"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Sends `line` to the mock's control port at `control` and insists on `ok`.
@@ -128,7 +181,7 @@ async fn connect() -> Adapter {
     let url = format!("kafka://{}", bootstrap());
     Adapter::connect(Kind::Kafka, &url)
         .await
-        .unwrap_or_else(|e| panic!("QM_TEST_KAFKA_BOOTSTRAP: {e}"))
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
 }
 
 fn options(group: &str, consumer: &str) -> SubscribeOptions {
@@ -156,7 +209,7 @@ fn number(m: &Message) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn round_trip_keeps_payload_headers_and_the_key() {
     let adapter = connect().await;
     let t = topic("kafka-round-trip", 3);
@@ -260,7 +313,7 @@ pub(crate) async fn send_foreign(bootstrap: &str, topic: &str) {
 /// A record published without `x-qm-key` but with a Kafka key (a producer that is not ours)
 /// is read with the key as `x-qm-key`, so the slice router can place it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn a_foreign_records_key_becomes_the_slice_key() {
     let adapter = connect().await;
     let t = topic("kafka-foreign-key", 1);
@@ -287,7 +340,7 @@ pub(crate) async fn publish_keyed(adapter: &Adapter, topic: &str, keys: usize, p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn per_key_order_is_kept_across_partitions() {
     let adapter = connect().await;
     let t = topic("kafka-order", 3);
@@ -315,7 +368,7 @@ async fn per_key_order_is_kept_across_partitions() {
 /// Acked records are committed, unacked ones (and ones acked behind an unacked one) come again
 /// to the next member of the group; a nack rewinds to the oldest unacked delivery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn only_what_was_acked_is_committed_and_a_nack_rewinds() {
     let adapter = connect().await;
     let t = topic("kafka-commit", 1);
@@ -367,7 +420,7 @@ async fn only_what_was_acked_is_committed_and_a_nack_rewinds() {
 /// acked is committed, what it held comes to B, and an ack A makes after losing a partition is
 /// refused rather than committed past B.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn a_member_stopped_mid_batch_loses_nothing_and_nothing_is_applied_twice() {
     let adapter = connect().await;
     let t = topic("kafka-rebalance", 4);
@@ -445,7 +498,7 @@ async fn a_member_stopped_mid_batch_loses_nothing_and_nothing_is_applied_twice()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn browse_reads_without_committing() {
     let adapter = connect().await;
     let t = topic("kafka-browse", 2);
@@ -458,14 +511,18 @@ async fn browse_reads_without_committing() {
     assert_eq!(adapter.depth(&t, "nobody").await.unwrap().ready, 4);
 }
 
-/// The mock's gap, pinned: CreateTopics is answered with an error, so `declare` of a topic the
-/// cluster does not know fails on the mock (it succeeds on a real Kafka, where the Admin API
-/// exists). A topic that exists is declared without asking.
+/// The mock's gap, pinned (on the mock, whichever Kafka the other tests use): CreateTopics is
+/// answered with an error, so `declare` of a topic the cluster does not know fails on the mock
+/// (it succeeds on the real broker: [`declare_creates_a_topic_on_the_real_broker`]). A topic
+/// that exists is declared without asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
 async fn the_mock_refuses_create_topics() {
-    let adapter = connect().await;
-    let t = topic("kafka-declare", 2);
+    let adapter = Adapter::connect(Kind::Kafka, &format!("kafka://{}", mock_bootstrap()))
+        .await
+        .unwrap();
+    let t = queue("kafka-declare");
+    mock_create_topic(&t, 2);
     adapter.declare(&t).await.unwrap();
     let fresh = queue("kafka-fresh");
     let e = adapter.declare(&fresh).await.unwrap_err();
@@ -473,13 +530,13 @@ async fn the_mock_refuses_create_topics() {
 }
 
 /// The built-in `kafka_lag` source and the drain gate of plans/events-kafka-to-nats.yaml on
-/// the mock: the lag rises with what is published, drains to 0 as the old consumers commit,
+/// the Kafka under test (the real broker in CI): the lag rises with what is published, drains to 0 as the old consumers commit,
 /// and the gate passes only once it has read 0 for its whole `for:` (the quiet period), a
 /// reading above 0 meanwhile starting the count again. The readings are the cluster's; the
 /// gate's clock is an input, as the controller gives it.
 #[cfg(feature = "controller")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP or QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka kafka)"]
 async fn the_lag_source_rises_drains_and_the_drain_gate_waits_for_its_for() {
     use queue_migrate::gate::{self, Memory, Observation, Verdict};
     use queue_migrate::indicators::kafka_lag;
@@ -614,4 +671,28 @@ async fn the_lag_source_rises_drains_and_the_drain_gate_waits_for_its_for() {
     assert_eq!(e.verdict, Verdict::Pass, "{}", e.reason);
     let lags = group_lag(&bootstrap(), &group, &t).unwrap();
     assert!(lags.iter().all(|p| p.committed == Some(p.high)), "{lags:?}");
+}
+
+/// On the real broker `declare` makes a topic the cluster does not know, with the URL's
+/// partition count (the CreateTopics the mock refuses), and a second `declare` is no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka)"]
+async fn declare_creates_a_topic_on_the_real_broker() {
+    let b = super::common::server_url("QM_TEST_APACHE_KAFKA_BOOTSTRAP");
+    let adapter = Adapter::connect(Kind::Kafka, &format!("kafka://{b}?partitions=5"))
+        .await
+        .unwrap();
+    let t = queue("kafka-real-declare");
+    assert_eq!(partitions_of(&b, &t).len(), 0);
+    adapter.declare(&t).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while partitions_of(&b, &t).len() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "{t}: {:?}",
+            partitions_of(&b, &t)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    adapter.declare(&t).await.unwrap();
 }

@@ -1,8 +1,9 @@
 //! The adapter's contract on any Kafka-protocol server, where that server is faithful: bodies
-//! taking a [`Server`], run here on librdkafka's mock cluster and in `brokers_real::tansu` on
+//! taking a [`Server`], run here on the real Apache Kafka broker and on librdkafka's mock cluster
+//! (which the fault tests use: these say it is faithful there), and in `brokers_real::tansu` on
 //! Tansu. What they read goes through partitions *assigned* (the adapter's `browse`, the raw
-//! reader [`records_at`]), which joins no group; the group tests (commit, rebalance, lag) stay in
-//! `brokers_real::kafka`, on the mock, whose faults they need. Every record is published on its
+//! reader [`records_at`]), which joins no group; the group tests (commit, rebalance, lag) are in
+//! `brokers_real::kafka`, on the Kafka under test. Every record is published on its
 //! own (the adapter awaits each confirmation), so each is a batch of one: Tansu's high watermark
 //! is right for those and wrong for a batch of several (pinned in `brokers_real::tansu`), and
 //! `browse` reads up to the high watermark.
@@ -12,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use queue_migrate::brokers::{Adapter, HEADER_DEDUP_KEY, HEADER_KEY, Kind, Message};
 
 use super::super::{queue, stamped};
-use super::{create_topic, number, partitions_of, publish_keyed, records_at, send_foreign};
+use super::{mock_create_topic, number, partitions_of, publish_keyed, records_at, send_foreign};
 
 /// A Kafka-protocol server under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,14 +22,18 @@ pub(crate) enum Server {
     Mock,
     /// Tansu (`QM_TEST_TANSU_BOOTSTRAP`): topics through CreateTopics, as on a real Kafka.
     Tansu,
+    /// The real Apache Kafka broker (`QM_TEST_APACHE_KAFKA_BOOTSTRAP`): topics through
+    /// CreateTopics.
+    Apache,
 }
 
 impl Server {
     /// Its `host:port` list; a test that asks is `#[ignore]`d without it.
     pub(crate) fn bootstrap(self) -> String {
         match self {
-            Server::Mock => super::bootstrap(),
+            Server::Mock => super::mock_bootstrap(),
             Server::Tansu => crate::common::server_url("QM_TEST_TANSU_BOOTSTRAP"),
+            Server::Apache => crate::common::server_url("QM_TEST_APACHE_KAFKA_BOOTSTRAP"),
         }
     }
 
@@ -46,11 +51,19 @@ impl Server {
     pub(crate) async fn topic(self, adapter: &Adapter, test: &str, partitions: u32) -> String {
         let name = queue(test);
         match self {
-            Server::Mock => create_topic(&name, partitions),
-            Server::Tansu => adapter.declare(&name).await.unwrap(),
+            Server::Mock => mock_create_topic(&name, partitions),
+            Server::Tansu | Server::Apache => adapter.declare(&name).await.unwrap(),
         }
-        let made = partitions_of(&self.bootstrap(), &name).len();
-        assert_eq!(made, partitions as usize, "{name}");
+        // A real broker's metadata may show a new topic a moment after CreateTopics answered.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let made = partitions_of(&self.bootstrap(), &name).len();
+            if made == partitions as usize || std::time::Instant::now() > deadline {
+                assert_eq!(made, partitions as usize, "{name}");
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         name
     }
 }
@@ -151,4 +164,22 @@ async fn each_key_keeps_one_partition_and_its_order_on_the_mock() {
 #[ignore = "needs QM_TEST_KAFKA_BOOTSTRAP (scripts/services.sh start kafka)"]
 async fn a_foreign_records_key_is_browsed_as_the_slice_key_on_the_mock() {
     a_foreign_records_key_is_browsed_as_the_slice_key(Server::Mock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka)"]
+async fn publish_then_browse_keeps_everything_on_apache_kafka() {
+    publish_then_browse_keeps_everything(Server::Apache).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka)"]
+async fn each_key_keeps_one_partition_and_its_order_on_apache_kafka() {
+    each_key_keeps_one_partition_and_its_order(Server::Apache).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs QM_TEST_APACHE_KAFKA_BOOTSTRAP (scripts/services.sh start apache-kafka)"]
+async fn a_foreign_records_key_is_browsed_as_the_slice_key_on_apache_kafka() {
+    a_foreign_records_key_is_browsed_as_the_slice_key(Server::Apache).await;
 }
