@@ -151,6 +151,7 @@ fn stored(memory: Memory, at_ms: i64) -> Memory {
         samples: memory.samples,
         peak: memory.peak,
         evaluated_at_ms: Some(at_ms),
+        judge: memory.judge,
     }
 }
 

@@ -79,6 +79,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "no data cause",
         include_str!("../../migrations/postgres/0012_no_data_cause.sql"),
     ),
+    (
+        13,
+        "judge ledger",
+        include_str!("../../migrations/postgres/0013_judge_ledger.sql"),
+    ),
 ];
 
 /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`

@@ -75,6 +75,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "no data cause",
         include_str!("../../migrations/sqlite/0012_no_data_cause.sql"),
     ),
+    (
+        13,
+        "judge ledger",
+        include_str!("../../migrations/sqlite/0013_judge_ledger.sql"),
+    ),
 ];
 
 /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a

@@ -336,6 +336,7 @@ fn gate(
         no_data_cause: None,
         held_since_ms: value.map(|_| at_ms - 500),
         peak: None,
+        judge_ledger: None,
         at_ms,
         revision: None,
     }
@@ -1056,6 +1057,7 @@ on_each_backend_test! {
                 samples,
                 peak,
                 evaluated_at_ms: Some(at),
+                judge: None,
             };
             // (stored, incoming): each written over as read (fresh) and after another write
             // (stale), every gate in the same statements.

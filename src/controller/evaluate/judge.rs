@@ -184,6 +184,11 @@ fn memory_of(record: &GateRecord) -> Memory {
         samples: record.samples,
         peak: record.peak,
         evaluated_at_ms: Some(record.at_ms),
+        // A ledger that does not read (written by another version) starts a new count.
+        judge: record
+            .judge_ledger
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok()),
     }
 }
 
@@ -285,6 +290,7 @@ mod tests {
             no_data_cause: None,
             held_since_ms: None,
             peak: None,
+            judge_ledger: None,
             at_ms: 2_000,
             revision: Some(revision),
         }
