@@ -252,7 +252,7 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
+pub(crate) fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
     Evaluation {
         verdict: Verdict::NoData,
         value: None,
@@ -266,7 +266,7 @@ fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
 }
 
 /// No usable number in what the source answered (NaN, a mismatch), and why.
-fn unusable(why: impl Into<String>) -> Unread {
+pub(crate) fn unusable(why: impl Into<String>) -> Unread {
     Unread::new(NoDataCause::Unusable, why)
 }
 
@@ -554,6 +554,15 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
     no_data(missing, 0, Memory::default())
 }
 
+/// The word that opens an inconclusive judge's reason ([`crate::judge_verdict`]): it waits
+/// for a person, and [`ready_to_advance`] holds on it.
+pub const INCONCLUSIVE: &str = "INCONCLUSIVE";
+
+/// Whether an evaluation is a judge's INCONCLUSIVE (it waits for a person: never advances).
+pub fn is_inconclusive(e: &Evaluation) -> bool {
+    e.verdict == Verdict::Soaking && e.reason.starts_with(INCONCLUSIVE)
+}
+
 /// Whether a phase may be left: why not, in words, or `Ok` when every exit gate and
 /// requirement passes, no guard fails nor is an INCONCLUSIVE judge (it waits for a person), and
 /// the minimum time is met.
@@ -576,7 +585,7 @@ pub fn ready_to_advance(
     for (name, e) in guards {
         if e.verdict == Verdict::Fail {
             why.push(format!("guard {name} fails ({})", e.reason));
-        } else if judge_eval::is_inconclusive(e) {
+        } else if is_inconclusive(e) {
             // A judge that could not decide in its time waits for a person: never advances.
             why.push(format!("guard {name}: {}", e.reason));
         }
@@ -592,9 +601,6 @@ pub fn ready_to_advance(
     }
     if why.is_empty() { Ok(()) } else { Err(why) }
 }
-
-mod judge_eval;
-pub use judge_eval::{INCONCLUSIVE, evaluate_judge, is_inconclusive};
 
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,21 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Counts;
+/// One side's counts since the step began.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Counts {
+    /// Messages handled (successes and failures).
+    pub events: f64,
+    /// Of those, failures.
+    pub failures: f64,
+}
+
+impl Counts {
+    /// The failure rate (`None` without events).
+    pub fn rate(&self) -> Option<f64> {
+        (self.events > 0.0).then(|| self.failures / self.events)
+    }
+}
 
 /// How many bet sizes the mixture averages.
 pub const BETS: usize = 8;

@@ -20,28 +20,12 @@ pub mod latency;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-pub use betting::{Ledger, Look};
+pub use betting::{Counts, Ledger, Look};
 
 /// Default `min_failures`: failures (both sides) weighed before a PASS.
 pub const DEFAULT_MIN_FAILURES: u64 = 10;
-
-/// One side's counts since the step began.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Counts {
-    /// Messages handled (successes and failures).
-    pub events: f64,
-    /// Of those, failures.
-    pub failures: f64,
-}
-
-impl Counts {
-    /// The failure rate (`None` without events).
-    pub fn rate(&self) -> Option<f64> {
-        (self.events > 0.0).then(|| self.failures / self.events)
-    }
-}
 
 /// What a judge asks, from the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -52,7 +52,13 @@ fn through_gate(
             old.events += oe;
             old.failures += of;
             let obs = Observation::Counts { new, old };
-            let e = gate::evaluate_judge(check, &obs, memory, (i as i64 + 1) * every_ms, 0);
+            let e = crate::judge_verdict::evaluate_judge(
+                check,
+                &obs,
+                memory,
+                (i as i64 + 1) * every_ms,
+                0,
+            );
             memory = e.memory;
             e
         })
@@ -183,7 +189,7 @@ fn an_unreadable_reading_keeps_the_ledger_and_the_next_interval_covers_it() {
     let evals = through_gate(&check(), &[(1_500.0, 30.0, 1_500.0, 15.0); 60], 15_000);
     let at = first(&evals, Verdict::Fail).expect("fails");
     let failed = evals[at].memory;
-    let unavailable = gate::evaluate_judge(
+    let unavailable = crate::judge_verdict::evaluate_judge(
         &check(),
         &Observation::Unavailable(crate::gate::Unread::down("old side's events: no data")),
         failed,
@@ -195,7 +201,7 @@ fn an_unreadable_reading_keeps_the_ledger_and_the_next_interval_covers_it() {
     // Issue 55: the no-data reading cleared the count's mark, so the next reading started the
     // count again and forgot the FAIL.
     assert_eq!(unavailable.memory.held_since_ms, Some(0));
-    let next = gate::evaluate_judge(
+    let next = crate::judge_verdict::evaluate_judge(
         &check(),
         &Observation::Counts {
             new: side(200_000.0, 2_000.0),
@@ -208,7 +214,7 @@ fn an_unreadable_reading_keeps_the_ledger_and_the_next_interval_covers_it() {
     assert_eq!(next.verdict, Verdict::Fail, "{}", next.reason);
     // Deciding: an unreadable reading, then one that covers both intervals.
     let deciding = through_gate(&check(), &[(1_500.0, 15.0, 1_500.0, 15.0); 3], 15_000);
-    let kept = gate::evaluate_judge(
+    let kept = crate::judge_verdict::evaluate_judge(
         &check(),
         &Observation::Unavailable(crate::gate::Unread::down("down")),
         deciding[2].memory,
@@ -217,7 +223,7 @@ fn an_unreadable_reading_keeps_the_ledger_and_the_next_interval_covers_it() {
     );
     let ledger = kept.memory.judge.expect("kept");
     assert_eq!(ledger.intervals, 3);
-    let next = gate::evaluate_judge(
+    let next = crate::judge_verdict::evaluate_judge(
         &check(),
         &Observation::Counts {
             new: side(7_500.0, 75.0),
@@ -281,10 +287,11 @@ fn a_resume_does_not_buy_a_fresh_budget() {
         old: side(100.0, 1.0),
     };
     // Same count: the FAIL stays.
-    let same = gate::evaluate_judge(&check(), &fine, failed, 2_000_000, 0);
+    let same = crate::judge_verdict::evaluate_judge(&check(), &fine, failed, 2_000_000, 0);
     assert_eq!(same.verdict, Verdict::Fail);
     // Counted again from a resume: deciding, on the step's next share of its budget.
-    let resumed = gate::evaluate_judge(&check(), &fine, failed, 2_000_000, 1_900_000);
+    let resumed =
+        crate::judge_verdict::evaluate_judge(&check(), &fine, failed, 2_000_000, 1_900_000);
     assert_eq!(resumed.verdict, Verdict::Soaking, "{}", resumed.reason);
     assert_eq!(resumed.memory.held_since_ms, Some(1_900_000));
     let ledger = resumed.memory.judge.expect("a ledger");
@@ -313,7 +320,7 @@ fn a_tolerance_change_does_not_erase_a_fail() {
         new: side(100_000.0, 1_000.0),
         old: side(100_000.0, 1_000.0),
     };
-    let e = gate::evaluate_judge(&looser, &obs, failed, 2_000_000, 0);
+    let e = crate::judge_verdict::evaluate_judge(&looser, &obs, failed, 2_000_000, 0);
     assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
     assert_eq!(
         e.memory.judge.map(|l| (l.count, l.tolerance)),
@@ -330,7 +337,7 @@ fn negative_counts_hold_with_a_reason_and_never_pass() {
         new: side(200_000.0, -5_000.0),
         old: side(200_000.0, 2_000.0),
     };
-    let e = gate::evaluate_judge(&check(), &obs, Memory::default(), 60_000, 0);
+    let e = crate::judge_verdict::evaluate_judge(&check(), &obs, Memory::default(), 60_000, 0);
     assert_eq!(e.verdict, Verdict::NoData, "{}", e.reason);
     assert!(e.reason.contains("a count went down"), "{}", e.reason);
     assert_eq!(e.memory.judge.map(|l| l.intervals), Some(0));
@@ -342,7 +349,8 @@ fn negative_counts_hold_with_a_reason_and_never_pass() {
             new: side(10_000.0 * f, -5.0 * f),
             old: side(10_000.0 * f, 100.0 * f),
         };
-        let e = gate::evaluate_judge(&check(), &obs, memory, i64::from(i) * 1_000, 0);
+        let e =
+            crate::judge_verdict::evaluate_judge(&check(), &obs, memory, i64::from(i) * 1_000, 0);
         assert_ne!(e.verdict, Verdict::Pass, "{}", e.reason);
         memory = e.memory;
     }
@@ -378,7 +386,7 @@ proptest! {
             if i % every != every - 1 {
                 continue;
             }
-            let e = gate::evaluate_judge(
+            let e = crate::judge_verdict::evaluate_judge(
                 &check(),
                 &Observation::Counts { new: *new, old: *old },
                 memory,
@@ -589,7 +597,13 @@ fn latency_through_gate(
                 new: new.clone(),
                 old: old.clone(),
             };
-            let e = gate::evaluate_judge(check, &obs, memory, (i as i64 + 1) * 15_000, 0);
+            let e = crate::judge_verdict::evaluate_judge(
+                check,
+                &obs,
+                memory,
+                (i as i64 + 1) * 15_000,
+                0,
+            );
             memory = e.memory;
             e
         })
@@ -616,13 +630,14 @@ fn a_latency_judge_fails_a_slower_new_route_and_the_fail_stays() {
         new: uniform(100_000.0, 10),
         old: uniform(100_000.0, 10),
     };
-    let after = gate::evaluate_judge(&check, &same, evals[at].memory, 2_000_000, 0);
+    let after = crate::judge_verdict::evaluate_judge(&check, &same, evals[at].memory, 2_000_000, 0);
     assert_eq!(after.verdict, Verdict::Fail, "{}", after.reason);
     let few = Observation::Buckets {
         new: uniform(10.0, 10),
         old: uniform(10.0, 10),
     };
-    let resumed = gate::evaluate_judge(&check, &few, evals[at].memory, 2_000_000, 0);
+    let resumed =
+        crate::judge_verdict::evaluate_judge(&check, &few, evals[at].memory, 2_000_000, 0);
     assert_eq!(resumed.verdict, Verdict::Fail, "{}", resumed.reason);
 }
 
@@ -725,7 +740,7 @@ proptest! {
                 continue;
             }
             let obs = Observation::Buckets { new: new.clone(), old: old.clone() };
-            let e = gate::evaluate_judge(&check, &obs, memory, i as i64 * 1000, 0);
+            let e = crate::judge_verdict::evaluate_judge(&check, &obs, memory, i as i64 * 1000, 0);
             memory = e.memory;
             if failed {
                 prop_assert_eq!(e.verdict, Verdict::Fail, "a FAIL stays: {}", e.reason);
@@ -796,7 +811,7 @@ fn the_judges_reasons_go_through_the_text_rule() {
         "old side's events: \u{1b}[31mred\nline {}",
         "x".repeat(5_000)
     );
-    let e = gate::evaluate_judge(
+    let e = crate::judge_verdict::evaluate_judge(
         &check(),
         &Observation::Unavailable(crate::gate::Unread::down(raw)),
         Memory::default(),

@@ -134,7 +134,13 @@ pub(crate) fn judge(
                 ..
             },
             _,
-        ) => gate::evaluate_judge(j, observation, memory, now_ms, step.counting_from_ms),
+        ) => crate::judge_verdict::evaluate_judge(
+            j,
+            observation,
+            memory,
+            now_ms,
+            step.counting_from_ms,
+        ),
         Item::Gate(g, _) => gate::evaluate(g, observation, memory, now_ms),
         Item::Peak(r) => gate::evaluate_peak(r, observation, memory),
         Item::Deploy(_) => gate::evaluate_deploy(observation, step_entered_ms),

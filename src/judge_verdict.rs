@@ -1,10 +1,12 @@
-//! A `judge` gate's evaluation ([`crate::judge`]): both sides' counts (or, in its latency form,
+//! A `judge` gate's verdict ([`crate::judge`]): both sides' counts (or, in its latency form,
 //! their histograms) weighed into its ledger, and the decision in the gate's words. Pure: no IO,
 //! no clock.
 
 use std::time::Duration;
 
-use super::{Evaluation, Memory, Observation, Unread, Verdict, no_data, unusable};
+use crate::gate::{
+    Evaluation, INCONCLUSIVE, Memory, Observation, Unread, Verdict, no_data, unusable,
+};
 use crate::judge::{Decision, Evidence, Ledger, Look};
 use crate::plan::{JudgeCheck, JudgeForm, LatencyJudge};
 
@@ -172,15 +174,6 @@ fn words(cfg: &crate::judge::Config, decision: Decision, described: &str) -> (Ve
             ),
         ),
     }
-}
-
-/// The word that opens an inconclusive judge's reason: the controller pauses on it rather than
-/// advancing ([`is_inconclusive`]).
-pub const INCONCLUSIVE: &str = "INCONCLUSIVE";
-
-/// Whether an evaluation is a judge's INCONCLUSIVE (it waits for a person: never advances).
-pub fn is_inconclusive(e: &Evaluation) -> bool {
-    e.verdict == Verdict::Soaking && e.reason.starts_with(INCONCLUSIVE)
 }
 
 /// A judge's evaluation: the estimate against `1 + tolerance`, the ledger remembered.
