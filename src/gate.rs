@@ -209,6 +209,10 @@ pub struct Memory {
     /// yet): a `for:` streak whose previous evaluation is further back than the gate's
     /// `for_max_gap` restarts.
     pub evaluated_at_ms: Option<i64>,
+    /// A `judge` gate's ledger ([`crate::judge::Ledger`]: where its last interval ended, its
+    /// wealths, the counts of its budget); `None` for the other gates and before a judge's
+    /// first reading.
+    pub judge: Option<crate::judge::Ledger>,
 }
 
 impl Memory {
@@ -273,7 +277,7 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
+pub(crate) fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
     Evaluation {
         verdict: Verdict::NoData,
         value: None,
@@ -287,7 +291,7 @@ fn no_data(unread: Unread, samples: u32, memory: Memory) -> Evaluation {
 }
 
 /// No usable number in what the source answered (NaN, a mismatch), and why.
-fn unusable(why: impl Into<String>) -> Unread {
+pub(crate) fn unusable(why: impl Into<String>) -> Unread {
     Unread::new(NoDataCause::Unusable, why)
 }
 
@@ -427,6 +431,7 @@ pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: 
         samples,
         peak: Some(memory.peak.map_or(value, |p| p.max(value))),
         evaluated_at_ms: Some(now_ms),
+        judge: None,
     };
     let restarted = restart.map(Restart::note).unwrap_or_default();
     let mut eval = Evaluation {
@@ -494,6 +499,7 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
         samples,
         held_since_ms: None,
         evaluated_at_ms: None,
+        judge: None,
     };
     let why_missing = match observation {
         Observation::Unavailable(why) => Some(why.clone()),
@@ -573,198 +579,20 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
     no_data(missing, 0, Memory::default())
 }
 
-/// A `judge` gate ([`crate::judge`]) on both sides' counts (or, in its latency form, their
-/// histograms: [`crate::judge::latency`]) at `now_ms`, counted since
-/// `counting_from_ms` (the step's start, or the migration's last resume in it): FAIL when new is
-/// worse than old beyond the tolerance, PASS when it is not (on `min_events` per side), else a
-/// hold that shows the evidence so far ("deciding", or "inconclusive" past `max_duration`: a
-/// person decides).
-///
-/// The evaluation's `value` is the FAIL test's e-value and `old_value` its boundary (`1/alpha`);
-/// the memory's `peak` is the highest FAIL e-value since `counting_from_ms` (its
-/// `held_since_ms`), so a FAIL stays one until the count starts again. Its reason (the evidence
-/// in words, or why there is none) goes through the one text rule
-/// ([`crate::outgoing::reason`]: one line, no control character, at most
-/// [`crate::outgoing::REASON_MAX`] bytes).
-pub fn evaluate_judge(
-    check: &crate::plan::JudgeCheck,
-    observation: &Observation,
-    memory: Memory,
-    now_ms: i64,
-    counting_from_ms: i64,
-) -> Evaluation {
-    let mut eval = judge_evaluation(check, observation, memory, now_ms, counting_from_ms);
-    eval.reason = crate::outgoing::reason(&eval.reason, &crate::outgoing::Secrets::none());
-    eval
-}
+/// The word that opens an inconclusive judge's reason ([`crate::judge_verdict`]): it waits
+/// for a person, and [`ready_to_advance`] holds on it.
+pub const INCONCLUSIVE: &str = "INCONCLUSIVE";
 
-fn judge_evaluation(
-    check: &crate::plan::JudgeCheck,
-    observation: &Observation,
-    memory: Memory,
-    now_ms: i64,
-    counting_from_ms: i64,
-) -> Evaluation {
-    use crate::judge::Decision;
-    // A count started again (a resume) starts the test again.
-    let memory = if memory.held_since_ms == Some(counting_from_ms) {
-        memory
-    } else {
-        Memory {
-            held_since_ms: Some(counting_from_ms),
-            peak: None,
-            ..memory
-        }
-    };
-    let cfg = &check.config;
-    let unseen_memory = memory;
-    let nodata = |why: Unread| no_data(why, unseen_memory.samples, unseen(unseen_memory, now_ms));
-    // The latency form weighs each side's observations beyond a boundary ([`judge::latency`]).
-    let (new, old, latency) = match (&check.form, observation) {
-        (crate::plan::JudgeForm::Counts { .. }, Observation::Counts { new, old }) => {
-            (*new, *old, None)
-        }
-        (crate::plan::JudgeForm::Latency(l), Observation::Buckets { new, old }) => {
-            if !new.iter().chain(old).all(|v| v.is_finite()) {
-                return nodata(unusable("not a finite bucket count"));
-            }
-            match crate::judge::latency::slow_counts(&l.buckets, cfg, new, old) {
-                Ok(slow) => (slow.new, slow.old, Some((l, slow))),
-                Err(why) => {
-                    return unweighed(check, l, why, memory, now_ms, counting_from_ms);
-                }
-            }
-        }
-        (_, Observation::Unavailable(why)) => return nodata(why.clone()),
-        _ => {
-            return nodata(unusable(
-                "internal: the observation does not match the judge's form",
-            ));
-        }
-    };
-    let finite = [new.events, new.failures, old.events, old.failures]
-        .iter()
-        .all(|v| v.is_finite());
-    if !finite {
-        return nodata(unusable(format!(
-            "not a finite count (new {}/{}, old {}/{})",
-            new.failures, new.events, old.failures, old.events
-        )));
-    }
-    let elapsed_ms = u64::try_from(now_ms.saturating_sub(counting_from_ms)).unwrap_or(0);
-    let weighed_cfg = match latency {
-        Some(_) => crate::judge::latency::counts_config(cfg),
-        None => *cfg,
-    };
-    let evidence = crate::judge::weigh(
-        &weighed_cfg,
-        new,
-        old,
-        memory.peak.unwrap_or(1.0),
-        Duration::from_millis(elapsed_ms),
-    );
-    let samples = memory.samples.saturating_add(1);
-    let described = match latency {
-        Some((l, slow)) => crate::judge::latency::describe(&l.buckets, cfg, &slow, &evidence),
-        None => evidence.describe(cfg),
-    };
-    let (verdict, reason) = match evidence.decision {
-        Decision::Fail => (
-            Verdict::Fail,
-            format!("new is worse than old beyond the tolerance: {described}"),
-        ),
-        Decision::Pass => (
-            Verdict::Pass,
-            format!("new is not worse than old beyond the tolerance: {described}"),
-        ),
-        Decision::Deciding => (Verdict::Soaking, format!("deciding: {described}")),
-        Decision::Inconclusive => (
-            Verdict::Soaking,
-            format!(
-                "inconclusive after {}: a person decides (advance or roll back): {described}",
-                crate::time::human_ms(crate::time::millis(cfg.max_duration))
-            ),
-        ),
-    };
-    judged(
-        verdict,
-        reason,
-        (evidence.fail_e, evidence.fail_peak, evidence.boundary),
-        samples,
-        (now_ms, counting_from_ms),
-    )
-}
-
-/// A judge's evaluation: `(e-value, peak, boundary)`, remembering the peak since
-/// `counting_from_ms`.
-fn judged(
-    verdict: Verdict,
-    reason: String,
-    (fail_e, peak, boundary): (f64, f64, f64),
-    samples: u32,
-    (now_ms, counting_from_ms): (i64, i64),
-) -> Evaluation {
-    Evaluation {
-        verdict,
-        value: Some(fail_e),
-        old_value: Some(boundary),
-        reason,
-        samples,
-        soak: None,
-        cause: None,
-        memory: Memory {
-            held_since_ms: Some(counting_from_ms),
-            samples,
-            peak: Some(peak),
-            evaluated_at_ms: Some(now_ms),
-        },
-    }
-}
-
-/// A latency judge's look that weighed nothing (old's quantile still settling, or above the
-/// buckets): a FAIL seen earlier in the count stays, else it is still deciding (inconclusive past
-/// `max_duration`).
-fn unweighed(
-    check: &crate::plan::JudgeCheck,
-    l: &crate::plan::LatencyJudge,
-    why: crate::judge::latency::Unweighed,
-    memory: Memory,
-    now_ms: i64,
-    counting_from_ms: i64,
-) -> Evaluation {
-    let cfg = &check.config;
-    let peak = memory.peak.unwrap_or(1.0);
-    let said = crate::judge::latency::describe_unweighed(&l.buckets, cfg, why);
-    let elapsed_ms = now_ms.saturating_sub(counting_from_ms);
-    let (verdict, reason) = if peak >= cfg.boundary() {
-        (
-            Verdict::Fail,
-            format!("new was worse than old beyond the tolerance earlier in the step: {said}"),
-        )
-    } else if elapsed_ms >= crate::time::millis(cfg.max_duration) {
-        (
-            Verdict::Soaking,
-            format!(
-                "inconclusive after {}: a person decides (advance or roll back): {said}",
-                crate::time::human_ms(crate::time::millis(cfg.max_duration))
-            ),
-        )
-    } else {
-        (Verdict::Soaking, format!("deciding: {said}"))
-    };
-    judged(
-        verdict,
-        reason,
-        (1.0, peak, cfg.boundary()),
-        memory.samples.saturating_add(1),
-        (now_ms, counting_from_ms),
-    )
+/// Whether an evaluation is a judge's INCONCLUSIVE (it waits for a person: never advances).
+pub fn is_inconclusive(e: &Evaluation) -> bool {
+    e.verdict == Verdict::Soaking && e.reason.starts_with(INCONCLUSIVE)
 }
 
 /// Whether a phase may be left: why not, in words, or `Ok` when every exit gate and
-/// requirement passes, no guard fails, and the minimum time is met. The minimum time counts from
-/// `counting_from_ms`: the step's start, or the migration's last resume in it
-/// ([`crate::judge::counting_from`]: time spent paused never counts).
+/// requirement passes, no guard fails nor is an INCONCLUSIVE judge (it waits for a person), and
+/// the minimum time is met. The minimum time counts from `counting_from_ms`: the step's start,
+/// or the migration's last resume in it ([`crate::judge::counting_from`]: time spent paused
+/// never counts).
 ///
 /// # Errors
 /// The list of reasons that keep the migration where it is.
@@ -784,6 +612,9 @@ pub fn ready_to_advance(
     for (name, e) in guards {
         if e.verdict == Verdict::Fail {
             why.push(format!("guard {name} fails ({})", e.reason));
+        } else if is_inconclusive(e) {
+            // A judge that could not decide in its time waits for a person: never advances.
+            why.push(format!("guard {name}: {}", e.reason));
         }
     }
     let min_ms = crate::time::millis(min_duration);

@@ -20,7 +20,8 @@
 //!   file in [`plan::bounds`]).
 //! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
 //! - [`gate`] — gate verdicts (pass / soaking / no data / fail) from observations.
-//! - [`judge`] — the `judge` gate's always-valid sequential test of the new route against the old.
+//! - [`judge`] — the `judge` gate's always-valid sequential test of the new route against the old;
+//!   [`judge_verdict`] — its verdict as a gate (the ledger in the gate's memory).
 //! - [`standing`] — where a migration stands and why it is not moving, from its snapshot.
 //! - [`indicators::exposition`], [`indicators::query`], [`indicators::selector`],
 //!   [`indicators::history`], [`indicators::promql`], [`indicators::cause`] — reading /metrics
@@ -122,6 +123,8 @@ pub mod gate;
 pub mod indicators;
 #[cfg(feature = "controller")]
 pub mod judge;
+#[cfg(feature = "controller")]
+pub mod judge_verdict;
 #[cfg(feature = "controller")]
 pub mod machine;
 #[cfg(feature = "controller")]

@@ -151,6 +151,7 @@ fn stored(memory: Memory, at_ms: i64) -> Memory {
         samples: memory.samples,
         peak: memory.peak,
         evaluated_at_ms: Some(at_ms),
+        judge: memory.judge,
     }
 }
 
@@ -496,7 +497,7 @@ fn margin(item: &Item<'_>, eval: &Evaluation) -> Option<f64> {
                 let old = eval.old_value?;
                 Some((old * ratio).max(old + absolute) - value)
             }
-            // The FAIL e-value against its boundary.
+            // The estimated ratio against `1 + tolerance`.
             Check::Judge(_) => Some(eval.old_value? - value),
         },
         Item::Peak(r) => Some(value - r.at_least.unwrap_or(0.0)),

@@ -244,16 +244,21 @@ impl Readings {
                 },
                 _,
             ) => {
+                // An interval that could not be read is left out of the sums (all of its
+                // queries alike, so that both sides stay counted over the same intervals): the
+                // judge weighs the intervals it can read, and only a reading whose own interval
+                // is unreadable is no data.
                 let mut sums = vec![0.0; queries.len()];
-                for (slot, query) in sums.iter_mut().zip(&queries) {
-                    for k in 0..=i {
-                        if self.instants.at(k) <= entered_ms {
-                            continue;
-                        }
-                        match self.get(source, query, k) {
-                            Ok(v) => *slot += v,
-                            Err(e) => return Observation::Unavailable(unread(&e)),
-                        }
+                for k in 0..=i {
+                    if self.instants.at(k) <= entered_ms {
+                        continue;
+                    }
+                    let read: Result<Vec<f64>, _> =
+                        queries.iter().map(|q| self.get(source, q, k)).collect();
+                    match read {
+                        Ok(values) => sums.iter_mut().zip(values).for_each(|(s, v)| *s += v),
+                        Err(e) if k == i => return Observation::Unavailable(unread(&e)),
+                        Err(_) => {}
                     }
                 }
                 Observation::of_judge(j, sums.into_iter().map(Ok))

@@ -51,6 +51,9 @@ pub struct SimulateArgs {
     /// The judge's `min_events`.
     #[arg(long, default_value_t = 1000)]
     pub min_events: u64,
+    /// The judge's `min_failures` (both sides, weighed, before a PASS).
+    #[arg(long, default_value_t = crate::judge::DEFAULT_MIN_FAILURES)]
+    pub min_failures: u64,
     /// Simulate the latency form for this quantile (0.99: p99) instead of failure counts: each
     /// side's latencies lognormal (median 100 ms, σ 0.5) in buckets 10 ms × 1.1^k, new's
     /// scaled by --ratio; --base-rate is not used.
@@ -81,6 +84,7 @@ pub fn run(cmd: JudgeCmd) -> CliResult {
             tolerance: a.tolerance,
             alpha: 1.0 - a.confidence,
             min_events: a.min_events,
+            min_failures: a.min_failures,
             max_duration: a.duration,
         },
         quantile: a.quantile,

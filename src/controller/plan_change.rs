@@ -16,7 +16,7 @@
 use similar::TextDiff;
 
 use crate::machine::{Ladder, State};
-use crate::plan::{Gate, GateKind, Plan, Requirement};
+use crate::plan::{Check, Gate, GateKind, Plan, Requirement};
 use crate::routing::RoutingDocument;
 use crate::store::MigrationRecord;
 
@@ -121,8 +121,8 @@ pub fn republishes(old: &Plan, new: &Plan, rec: &MigrationRecord) -> bool {
 
 /// The gates of the phase of `state` whose definition is not the same under `new` as under
 /// `old` (its check, threshold, query, source, `for`, `for_max_gap`, `min_samples`; a
-/// requirement's query or `at_least`; a gate only one of the plans has), as their memory is
-/// stored, `(name, kind)`.
+/// requirement's query or `at_least`; a gate only one of the plans has; not a `judge`'s
+/// settings alone: see [`resets`]), as their memory is stored, `(name, kind)`.
 /// Their memory (held-since mark, samples, peak) was gathered under the old definition and must
 /// not count toward the new one; the unchanged gates keep theirs.
 pub fn changed_gates(old: &Plan, new: &Plan, state: State) -> Vec<(String, String)> {
@@ -131,7 +131,7 @@ pub fn changed_gates(old: &Plan, new: &Plan, state: State) -> Vec<(String, Strin
         .iter()
         .chain(after.iter())
         .map(|(key, _)| *key)
-        .filter(|key| find(&before, key) != find(&after, key))
+        .filter(|key| resets(find(&before, key), find(&after, key)))
         .map(|(name, kind)| (name.to_string(), kind.as_str().to_string()))
         .collect();
     changed.sort();
@@ -149,6 +149,24 @@ enum Definition<'p> {
 /// The definition of the gate `key` in `defs`, if it has one.
 fn find<'p>(defs: &[GateDefinition<'p>], key: &(&str, GateKind)) -> Option<Definition<'p>> {
     defs.iter().find(|(k, _)| k == key).map(|(_, d)| *d)
+}
+
+/// Whether a gate defined as `before` and now as `after` loses its memory. A `judge` whose
+/// settings only changed (tolerance, confidence, `min_events`, `min_failures`,
+/// `max_duration`) keeps it: its ledger knows what it bet under and starts a new count itself,
+/// keeping a FAIL already reached (issue 55: a tolerance change erased a FAIL).
+fn resets(before: Option<Definition<'_>>, after: Option<Definition<'_>>) -> bool {
+    if let (Some(Definition::Gate(a)), Some(Definition::Gate(b))) = (before, after)
+        && let (Check::Judge(x), Check::Judge(y)) = (&a.check, &b.check)
+    {
+        let mut same_settings = b.clone();
+        same_settings.check = Check::Judge(Box::new(crate::plan::JudgeCheck {
+            form: y.form.clone(),
+            config: x.config,
+        }));
+        return *a != same_settings;
+    }
+    before != after
 }
 
 /// A gate's memory key `(name, kind)` and its definition.

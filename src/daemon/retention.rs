@@ -72,6 +72,7 @@ mod tests {
             no_data_cause: None,
             held_since_ms: Some(at_ms),
             peak: None,
+            judge_ledger: None,
             at_ms,
             revision: None,
         }

@@ -38,8 +38,8 @@ pub struct Slow {
     pub old: Counts,
     /// `b`: old's p-quantile bucket boundary.
     pub quantile_le: f64,
-    /// `T`: the smallest `le` at or above `(1 + tolerance) · b` (`+Inf` when none is: new
-    /// cannot be seen to be worse).
+    /// `T`: the smallest `le` at or above `(1 + tolerance) · b` (when none is, nothing is
+    /// weighed: [`Unweighed::NoBucketPast`]).
     pub slow_le: f64,
 }
 
@@ -50,40 +50,62 @@ pub enum Unweighed {
     Settling { old_total: f64 },
     /// Old's p-quantile is above the highest finite `le`: the buckets cannot say where.
     AboveBuckets,
+    /// No finite `le` is at or above `(1 + tolerance) · b`: a slower new route could not be
+    /// seen, so the judge neither passes nor fails on these buckets.
+    NoBucketPast { quantile_le: f64 },
 }
 
 /// The slow counts of both sides (`new` and `old`: cumulative counts at each of `b.le` then at
-/// `+Inf`, since the step began), or why there are none yet.
-pub fn slow_counts(b: &Buckets, cfg: &Config, new: &[f64], old: &[f64]) -> Result<Slow, Unweighed> {
-    let total = |c: &[f64]| c.last().copied().unwrap_or(0.0).max(0.0);
+/// `+Inf`, since the step began), or why there are none yet. `fixed` holds the boundaries
+/// `[b, T]` chosen at an earlier reading of the count: they are kept (every interval counts
+/// beyond the same boundaries).
+pub fn slow_counts(
+    b: &Buckets,
+    cfg: &Config,
+    new: &[f64],
+    old: &[f64],
+    fixed: Option<[f64; 2]>,
+) -> Result<Slow, Unweighed> {
+    let total = |c: &[f64]| c.last().copied().unwrap_or(0.0);
     let (new_total, old_total) = (total(new), total(old));
-    if old_total < cfg.min_events as f64 || old_total <= 0.0 {
-        return Err(Unweighed::Settling { old_total });
-    }
-    let at = |c: &[f64], i: usize| c.get(i).copied().unwrap_or(0.0).max(0.0);
-    let q =
-        b.le.iter()
-            .enumerate()
-            .find(|&(i, _)| at(old, i) >= b.quantile * old_total)
-            .map(|(i, le)| (i, *le))
-            .ok_or(Unweighed::AboveBuckets)?;
-    let limit = (1.0 + cfg.tolerance) * q.1;
-    let slow = b.le.iter().enumerate().find(|&(_, le)| *le >= limit);
-    let above = |c: &[f64], i: Option<usize>, total: f64| match i {
-        Some(i) => (total - at(c, i)).clamp(0.0, total),
-        None => 0.0,
+    let at = |c: &[f64], i: usize| c.get(i).copied().unwrap_or(0.0);
+    let index = |le: f64| b.le.iter().position(|x| *x == le);
+    let q = match fixed.and_then(|[q, _]| index(q).map(|i| (i, q))) {
+        Some(q) => q,
+        None => {
+            if old_total < cfg.min_events as f64 || old_total <= 0.0 {
+                return Err(Unweighed::Settling { old_total });
+            }
+            b.le.iter()
+                .enumerate()
+                .find(|&(i, _)| at(old, i) >= b.quantile * old_total)
+                .map(|(i, le)| (i, *le))
+                .ok_or(Unweighed::AboveBuckets)?
+        }
     };
+    let limit = (1.0 + cfg.tolerance) * q.1;
+    let slow = match fixed.and_then(|[_, t]| index(t).map(|i| (i, t))) {
+        Some(s) => s,
+        None => {
+            b.le.iter()
+                .enumerate()
+                .find(|&(_, le)| *le >= limit)
+                .map(|(i, le)| (i, *le))
+                .ok_or(Unweighed::NoBucketPast { quantile_le: q.1 })?
+        }
+    };
+    // Negative counts are kept as read: the ledger holds on a count that went down.
     Ok(Slow {
         new: Counts {
             events: new_total,
-            failures: above(new, slow.map(|s| s.0), new_total),
+            failures: new_total - at(new, slow.0),
         },
         old: Counts {
             events: old_total,
-            failures: above(old, Some(q.0), old_total),
+            failures: old_total - at(old, q.0),
         },
         quantile_le: q.1,
-        slow_le: slow.map_or(f64::INFINITY, |s| *s.1),
+        slow_le: slow.1,
     })
 }
 
@@ -137,6 +159,14 @@ pub fn describe_unweighed(b: &Buckets, cfg: &Config, why: Unweighed) -> String {
             b.quantile * 100.0,
             b.le.last().copied().unwrap_or(f64::NAN)
         ),
+        Unweighed::NoBucketPast { quantile_le } => format!(
+            "p{}: old's quantile is in the bucket le {quantile_le}, and no bucket reaches {} \
+             ({:.2} times it): a slower new route could not be seen, so nothing is weighed \
+             (add a bucket boundary above it)",
+            b.quantile * 100.0,
+            (1.0 + cfg.tolerance) * quantile_le,
+            1.0 + cfg.tolerance
+        ),
     }
 }
 
@@ -151,6 +181,7 @@ mod tests {
             tolerance: 0.2,
             alpha: 0.01,
             min_events: 100,
+            min_failures: 0,
             max_duration: Duration::from_secs(3600),
         }
     }
@@ -167,7 +198,7 @@ mod tests {
         // Old: 1000 observations, 950 at or below 0.2 (p90 in the 0.2 bucket).
         let old = [500.0, 950.0, 980.0, 995.0, 1000.0, 1000.0];
         let new = [400.0, 800.0, 900.0, 990.0, 1000.0, 1000.0];
-        let s = slow_counts(&buckets(), &cfg(), &new, &old).expect("weighed");
+        let s = slow_counts(&buckets(), &cfg(), &new, &old, None).expect("weighed");
         assert_eq!(s.quantile_le, 0.2);
         // 1.2 × 0.2 = 0.24: the 0.25 bucket.
         assert_eq!(s.slow_le, 0.25);
@@ -179,17 +210,40 @@ mod tests {
     fn no_weighing_before_old_settles_or_above_the_buckets() {
         let few = [5.0, 9.0, 10.0, 10.0, 10.0, 10.0];
         assert_eq!(
-            slow_counts(&buckets(), &cfg(), &few, &few),
+            slow_counts(&buckets(), &cfg(), &few, &few, None),
             Err(Unweighed::Settling { old_total: 10.0 })
         );
         let slow = [0.0, 0.0, 0.0, 0.0, 10.0, 1000.0];
         assert_eq!(
-            slow_counts(&buckets(), &cfg(), &slow, &slow),
+            slow_counts(&buckets(), &cfg(), &slow, &slow, None),
             Err(Unweighed::AboveBuckets)
         );
-        // A boundary past the last finite bucket: new cannot be seen to be worse.
-        let top = [0.0, 0.0, 0.0, 0.0, 950.0, 1000.0];
-        let s = slow_counts(&buckets(), &cfg(), &top, &top).expect("weighed");
-        assert_eq!((s.slow_le, s.new.failures), (f64::INFINITY, 0.0));
+    }
+
+    #[test]
+    fn old_p99_in_the_top_finite_bucket_weighs_nothing_however_slow_new_is() {
+        // Old's p90 in the top finite bucket (1.0): no bucket reaches 1.2. Every new
+        // observation above it: on today's main this read as "new has 0 slow" and passed.
+        let old = [0.0, 0.0, 0.0, 0.0, 950.0, 1000.0];
+        let new = [0.0, 0.0, 0.0, 0.0, 0.0, 1000.0];
+        assert_eq!(
+            slow_counts(&buckets(), &cfg(), &new, &old, None),
+            Err(Unweighed::NoBucketPast { quantile_le: 1.0 })
+        );
+        let said = describe_unweighed(
+            &buckets(),
+            &cfg(),
+            Unweighed::NoBucketPast { quantile_le: 1.0 },
+        );
+        assert!(said.contains("could not be seen"), "{said}");
+    }
+
+    #[test]
+    fn fixed_boundaries_are_kept_whatever_olds_quantile_reads_later() {
+        let old = [500.0, 950.0, 980.0, 995.0, 1000.0, 1000.0];
+        let new = [400.0, 800.0, 900.0, 990.0, 1000.0, 1000.0];
+        let s = slow_counts(&buckets(), &cfg(), &new, &old, Some([0.1, 0.25])).expect("weighed");
+        assert_eq!((s.quantile_le, s.slow_le), (0.1, 0.25));
+        assert_eq!((s.old.failures, s.new.failures), (500.0, 100.0));
     }
 }

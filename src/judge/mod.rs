@@ -2,48 +2,30 @@
 //! more than a tolerance, asked of counts read at the same moment, with an always-valid
 //! sequential test whose error rates hold however often it looks. Pure: no IO, no clock.
 //!
-//! The model and the formulas are in `docs/design.md` ("The judge: an always-valid comparison of
-//! the two routes"). In short: given the `n = f_new + f_old` failures seen since the step began,
-//! each failure is on the new side with probability `p(r) = r·ρ / (r·ρ + 1)`, where `ρ` is the
-//! ratio of the two sides' events and `r` the ratio of their failure rates. With
-//! `r0 = 1 + tolerance`:
-//! - **FAIL** tests `H0: r <= r0` with a mixture of likelihood ratios over a grid of `r > r0`
-//!   ([`weigh`]'s `fail_e`); a nonnegative supermartingale under `H0`, so by Ville's inequality it
-//!   ever reaches `1/alpha` with probability at most `alpha`, whenever and however often it is
-//!   read. The gate remembers the highest value seen in the step: a FAIL stays.
-//! - **PASS** tests the mirror hypothesis `H0': r >= r0` with the mixture over `r < r0`
-//!   (`pass_e`), and needs `min_events` on each side besides: "not worse", with the same error
-//!   bound, never on no evidence.
-//! - Anything else is still deciding; past `max_duration` it is inconclusive, for a person.
+//! The model and the proof are in `docs/design.md` ("The judge: an always-valid comparison of
+//! the two routes"). In short: each reading closes an interval; the interval's failures are
+//! weighed against the interval's own traffic split, one interval one observation
+//! ([`betting`]: a bet on new's share of the interval's failures, bounded, so a burst is one
+//! observation, not dozens of trials), and the wealths carry from one reading to the next in a
+//! [`betting::Ledger`]:
+//! - **FAIL** when the FAIL wealth has ever reached `1/alpha_k` in the step (`alpha_k` the share
+//!   of the step's budget of this count: [`betting::spend`]); it stays, whatever comes after,
+//!   a resume or a tolerance change included;
+//! - **PASS** when the PASS wealth reaches it, on `min_events` per side and `min_failures`
+//!   weighed;
+//! - anything else is DECIDING; past `max_duration` INCONCLUSIVE, for a person.
 
+pub mod betting;
 pub mod latency;
 
 use std::time::Duration;
 
 use serde::Serialize;
 
-/// How many alternatives each mixture weighs (log-spaced ratios, equal weights).
-const GRID: usize = 40;
-/// The mixtures' alternatives span `r0 · SPAN^±1` (a failure rate up to 64 times the other's).
-const SPAN: f64 = 64.0;
-/// The smallest alternative is `r0 · NEAREST^±1` away from the boundary.
-const NEAREST: f64 = 1.02;
+pub use betting::{Counts, Ledger, Look};
 
-/// One side's counts since the step began.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct Counts {
-    /// Messages handled (successes and failures).
-    pub events: f64,
-    /// Of those, failures.
-    pub failures: f64,
-}
-
-impl Counts {
-    /// The failure rate (`None` without events).
-    pub fn rate(&self) -> Option<f64> {
-        (self.events > 0.0).then(|| self.failures / self.events)
-    }
-}
+/// Default `min_failures`: failures (both sides) weighed before a PASS.
+pub const DEFAULT_MIN_FAILURES: u64 = 10;
 
 /// What a judge asks, from the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -56,15 +38,24 @@ pub struct Config {
     pub alpha: f64,
     /// Events each side must have seen before a PASS.
     pub min_events: u64,
+    /// Failures (both sides) weighed before a PASS: a PASS rests on evidence, never on a
+    /// handful of failures.
+    pub min_failures: u64,
     /// Undecided after this long in the step: inconclusive, a person decides.
     #[serde(with = "crate::plan::duration_serde")]
     pub max_duration: Duration,
 }
 
 impl Config {
-    /// The e-value at which a test decides: `1 / alpha`.
+    /// The e-value at which a test decides in the first count of a step: `1 / alpha_0`
+    /// ([`betting::spend`]).
     pub fn boundary(&self) -> f64 {
-        1.0 / self.alpha
+        self.boundary_at(0)
+    }
+
+    /// The e-value at which a test decides in the `count`-th count of a step (0 first).
+    pub fn boundary_at(&self, count: u32) -> f64 {
+        1.0 / betting::spend(self.alpha, count)
     }
 }
 
@@ -86,22 +77,32 @@ pub enum Decision {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Evidence {
     pub decision: Decision,
+    /// Both sides' counts since the count began, as read.
     pub new: Counts,
     pub old: Counts,
     /// The FAIL test's e-value now.
     pub fail_e: f64,
-    /// The highest FAIL e-value seen in the step, this one included (what decides a FAIL).
+    /// The highest FAIL e-value of this count, this one included.
     pub fail_peak: f64,
     /// The PASS test's e-value now.
     pub pass_e: f64,
-    /// `1 / alpha`.
+    /// `1 / alpha_k`: where this count's tests decide.
     pub boundary: f64,
-    /// New's failure rate over old's (`None` while a side has no events or old no failures).
+    /// New's failure rate over old's since the count began (`None` while a side has no events
+    /// or old no failures): the estimate a person reads.
     pub ratio: Option<f64>,
+    /// What this reading did: an interval weighed, merged into the next, or held.
+    pub look: Look,
+    /// Intervals with failures weighed in this count, and their failures.
+    pub intervals: u32,
+    pub failures: f64,
+    /// Counts before this one in the step (resumes, tolerance changes).
+    pub count: u32,
 }
 
 impl Evidence {
-    /// The evidence in words: counts, the estimate, both statistics against the boundary.
+    /// The evidence in words: the estimate against the tolerance, the counts, then both
+    /// statistics against the boundary.
     pub fn describe(&self, cfg: &Config) -> String {
         let side = |c: &Counts| {
             format!(
@@ -113,12 +114,30 @@ impl Evidence {
             )
         };
         let ratio = self.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        let look = match self.look {
+            Look::WentDown => "; a count went down since the last interval (a counter reset \
+                               or an extrapolated read): held, the interval is weighed once \
+                               the counts are past it"
+                .to_string(),
+            Look::Merged => "; a side had no new events: merged into the next interval".into(),
+            _ => String::new(),
+        };
+        let count = if self.count > 0 {
+            format!(
+                " (count {} of the step: a smaller share of its budget)",
+                self.count + 1
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "new {}, old {}: ratio {ratio} (tolerance {:.2}); worse e-value {} (peak {}), not-worse \
-             e-value {}, boundary {}",
+            "ratio {ratio} (tolerance {:.2}); new {}, old {}; {} intervals with {} failures \
+             weighed{look}; worse e-value {} (peak {}), not-worse e-value {}, boundary {}{count}",
+            1.0 + cfg.tolerance,
             side(&self.new),
             side(&self.old),
-            1.0 + cfg.tolerance,
+            self.intervals,
+            self.failures.round(),
             short(self.fail_e),
             short(self.fail_peak),
             short(self.pass_e),
@@ -137,70 +156,38 @@ fn short(v: f64) -> String {
     }
 }
 
-/// `ln(sum(exp(x)) / len)`, without overflow.
-fn log_mean_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
-    let max = xs.clone().fold(f64::NEG_INFINITY, f64::max);
-    if !max.is_finite() {
-        return max;
-    }
-    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + (x - max).exp(), n + 1));
-    max + (sum / n as f64).ln()
-}
-
-/// The log e-value of the mixture over alternatives `r0 · step^k` (`k = 1..=GRID`, `step > 1`
-/// for "worse", `< 1` for "not worse") against `r0`, on `f_new` of `n` failures with event
-/// ratio `rho`.
-fn log_mixture(f_new: f64, f_old: f64, rho: f64, r0: f64, toward_worse: bool) -> f64 {
-    let p = |r: f64| r * rho / (r * rho + 1.0);
-    let p0 = p(r0);
-    let (lo, hi) = (NEAREST.ln(), SPAN.ln());
-    let sign = if toward_worse { 1.0 } else { -1.0 };
-    let alternatives = (0..GRID).map(move |k| {
-        let t = lo + (hi - lo) * k as f64 / (GRID - 1) as f64;
-        let p1 = p(r0 * (sign * t).exp());
-        f_new * (p1 / p0).ln() + f_old * ((1.0 - p1) / (1.0 - p0)).ln()
-    });
-    log_mean_exp(alternatives)
-}
-
-/// Judge `new` against `old` (counts since the step began, read at the same moment), `elapsed`
-/// into the step, given the highest FAIL e-value seen earlier in the step (`fail_peak`, 1 at
-/// first).
+/// Judge one reading: `new` and `old` are both sides' counts since the count began, read at
+/// the same moment, `elapsed` into it; `ledger` is what the judge remembers of the count
+/// (`None` at its first reading; one bet under another tolerance or `alpha` moved on with
+/// [`Ledger::under`] by the caller). Returns the ledger to remember and the evidence.
 ///
 /// # Guarantees
-/// - If new's failure rate is at most `1 + tolerance` times old's, the probability that any
-///   evaluation of the step, at any times and however many, decides FAIL is at most `alpha`
-///   (Ville's inequality; with the events of both sides in a steady proportion, see the design).
-/// - Symmetrically for PASS when new is worse than that; and never a PASS before each side has
-///   `min_events` events.
-/// - A FAIL stays a FAIL for the rest of the step (the peak only grows); checking at a subset of
-///   the same instants decides FAIL no earlier.
+/// - If new's failure rate is at most `1 + tolerance` times old's in every interval (in the
+///   sense of `docs/design.md`: new's expected share of an interval's failures is at most what
+///   that interval's traffic split allows; bursts and a random rate allowed), the probability
+///   that any reading of the step, at any times and however many, decides FAIL is at most
+///   `alpha`, summed over all the step's counts ([`betting::spend`]).
+/// - Symmetrically for PASS when new is worse than that; never a PASS before each side has
+///   `min_events` events and `min_failures` failures were weighed.
+/// - A FAIL stays a FAIL for the rest of the step: across a resume (a new count) and a
+///   tolerance change alike.
+/// - A negative count, or a count lower than at the last interval, weighs nothing and says so.
 pub fn weigh(
     cfg: &Config,
+    ledger: Option<Ledger>,
     new: Counts,
     old: Counts,
-    fail_peak: f64,
     elapsed: Duration,
-) -> Evidence {
-    let clean = |c: Counts| Counts {
-        events: c.events.max(0.0),
-        failures: c.failures.clamp(0.0, c.events.max(0.0)),
-    };
-    let (new, old) = (clean(new), clean(old));
-    let r0 = 1.0 + cfg.tolerance;
-    let (fail_e, pass_e) = if new.events > 0.0 && old.events > 0.0 {
-        let rho = new.events / old.events;
-        (
-            log_mixture(new.failures, old.failures, rho, r0, true).exp(),
-            log_mixture(new.failures, old.failures, rho, r0, false).exp(),
-        )
-    } else {
-        (1.0, 1.0)
-    };
-    let fail_peak = fail_peak.max(fail_e);
-    let boundary = cfg.boundary();
-    let enough = new.events >= cfg.min_events as f64 && old.events >= cfg.min_events as f64;
-    let decision = if fail_peak >= boundary {
+) -> (Ledger, Evidence) {
+    let start = ledger.unwrap_or_else(|| Ledger::new(cfg.tolerance, cfg.alpha, 0, false));
+    let (mut next, look) = start.look(1.0 + cfg.tolerance, new, old);
+    let boundary = cfg.boundary_at(next.count);
+    next.failed |= next.fail_peak >= boundary;
+    let enough = new.events >= cfg.min_events as f64
+        && old.events >= cfg.min_events as f64
+        && next.failures >= cfg.min_failures as f64;
+    let pass_e = next.pass_e();
+    let decision = if next.failed {
         Decision::Fail
     } else if enough && pass_e >= boundary {
         Decision::Pass
@@ -210,19 +197,24 @@ pub fn weigh(
         Decision::Deciding
     };
     let ratio = match (new.rate(), old.rate()) {
-        (Some(n), Some(o)) if o > 0.0 => Some(n / o),
+        (Some(n), Some(o)) if o > 0.0 && n >= 0.0 => Some(n / o),
         _ => None,
     };
-    Evidence {
+    let evidence = Evidence {
         decision,
         new,
         old,
-        fail_e,
-        fail_peak,
+        fail_e: next.fail_e(),
+        fail_peak: next.fail_peak,
         pass_e,
         boundary,
         ratio,
-    }
+        look,
+        intervals: next.intervals,
+        failures: next.failures,
+        count: next.count,
+    };
+    (next, evidence)
 }
 
 /// Since when a judge counts in a migration's step: the step's start (`entered_ms`), or the

@@ -1,6 +1,6 @@
 //! `migrate judge simulate`: both routes simulated, seeded, and judged through the gate code the
-//! daemon runs ([`crate::gate::evaluate_judge`] for the judge, [`crate::gate::evaluate`] for a
-//! plain threshold gate `new < old × (1 + tolerance) for: 1m` on the last minute's failure rates),
+//! daemon runs ([`crate::judge_verdict::evaluate_judge`] for the judge,
+//! [`crate::gate::evaluate`] for a plain threshold gate `new < old × (1 + tolerance) for: 1m` on the last minute's failure rates),
 //! on the same data: how often each decides wrongly, and how soon each decides.
 //!
 //! Per check interval each side draws its events (Poisson, `traffic × every`) and its failures
@@ -17,7 +17,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Binomial, Distribution, Poisson};
 
-use crate::gate::{self, Observation};
+use crate::gate::Observation;
 use crate::judge::{Config, Counts};
 use crate::plan::{JudgeCheck, JudgeForm, JudgeSide};
 
@@ -120,7 +120,7 @@ pub fn simulate(s: &Scenario) -> Result<Report, SimulateError> {
             let at_s = now_ms as f64 / 1000.0;
             let early =
                 new.events < s.config.min_events as f64 || old.events < s.config.min_events as f64;
-            let e = gate::evaluate_judge(
+            let e = crate::judge_verdict::evaluate_judge(
                 &judge,
                 &Observation::Counts { new, old },
                 j.memory,

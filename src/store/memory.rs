@@ -39,7 +39,7 @@ use crate::gate::Memory;
 /// The columns of a gate row, in the order [`write_rows`] binds them (a memory row's are
 /// followed by its `revision`).
 const COLUMNS: &str = "migration, step_entered, state, step, gate, kind, query, value, \
-     old_value, samples, verdict, reason, held_since, peak, at, no_data_cause";
+     old_value, samples, verdict, reason, held_since, peak, at, no_data_cause, judge_ledger";
 
 /// Where [`write_rows`] writes a round's gate rows.
 #[derive(Debug, Clone, Copy)]
@@ -252,7 +252,8 @@ where
             .push_bind(r.held_since_ms)
             .push_bind(r.peak)
             .push_bind(r.at_ms)
-            .push_bind(r.no_data_cause.as_deref());
+            .push_bind(r.no_data_cause.as_deref())
+            .push_bind(r.judge_ledger.as_deref());
         if let Table::Memory = table {
             // The revision the row has if nobody wrote it since the read (see [`merge`]).
             row.push_bind(r.revision.unwrap_or(0).saturating_add(1));
@@ -282,7 +283,7 @@ const MERGE_MEMORY: &str = concat!(
      DO UPDATE SET state = excluded.state, step = excluded.step, \
      query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
      verdict = excluded.verdict, reason = excluded.reason, at = excluded.at, \
-     no_data_cause = excluded.no_data_cause, \
+     no_data_cause = excluded.no_data_cause, judge_ledger = excluded.judge_ledger, \
      held_since = CASE WHEN ",
     fresh!(),
     " THEN excluded.held_since \
@@ -343,7 +344,10 @@ pub(super) fn merge(
 ///   incoming one's, as the rest of the evaluation written last. Both writers evaluated after
 ///   the read, and the one kept is never later than the later of the two: a gap measured from
 ///   it is never shorter than the real one, so a streak that must restart does (at worst one
-///   restarts a little sooner), and no two clocks are compared.
+///   restarts a little sooner), and no two clocks are compared;
+/// - a judge's ledger: the incoming one's. Both writers weighed an interval from the baseline
+///   they read; keeping one of them counts nothing twice (the other's reading is as if it had
+///   not been made: the next interval covers it).
 pub(super) fn merged(stored: Memory, incoming: Memory) -> Memory {
     Memory {
         held_since_ms: match (stored.held_since_ms, incoming.held_since_ms) {
@@ -356,6 +360,7 @@ pub(super) fn merged(stored: Memory, incoming: Memory) -> Memory {
             (a, b) => a.or(b),
         },
         evaluated_at_ms: incoming.evaluated_at_ms,
+        judge: incoming.judge,
     }
 }
 
@@ -411,6 +416,7 @@ mod tests {
             no_data_cause: None,
             held_since_ms: None,
             peak: None,
+            judge_ledger: None,
             at_ms,
             revision: None,
         }
@@ -465,6 +471,7 @@ mod tests {
             samples,
             peak,
             evaluated_at_ms: None,
+            judge: None,
         }
     }
 

@@ -89,6 +89,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "outbox",
         include_str!("../../migrations/postgres/0014_outbox.sql"),
     ),
+    (
+        15,
+        "judge ledger",
+        include_str!("../../migrations/postgres/0015_judge_ledger.sql"),
+    ),
 ];
 
 /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`

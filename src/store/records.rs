@@ -153,6 +153,10 @@ pub struct GateRecord {
     pub no_data_cause: Option<String>,
     pub held_since_ms: Option<i64>,
     pub peak: Option<f64>,
+    /// A `judge` gate's ledger as JSON ([`crate::judge::Ledger`]; migration 0013): `None` for
+    /// the other gates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_ledger: Option<String>,
     pub at_ms: i64,
     /// The revision of the gate's memory row. As read from the memory: the row's (every write
     /// increments it). As written: the one the writer read for the gate (`None`: it had no row

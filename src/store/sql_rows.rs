@@ -83,6 +83,7 @@ macro_rules! records {
                 held_since_ms: self.try_get("held_since")?,
                 revision: Some(self.try_get("revision")?),
                 peak: self.try_get("peak")?,
+                judge_ledger: self.try_get("judge_ledger")?,
                 at_ms: self.try_get("at")?,
             })
         }

@@ -85,6 +85,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "outbox",
         include_str!("../../migrations/sqlite/0014_outbox.sql"),
     ),
+    (
+        15,
+        "judge ledger",
+        include_str!("../../migrations/sqlite/0015_judge_ledger.sql"),
+    ),
 ];
 
 /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a

@@ -336,6 +336,8 @@ fn gate(
         no_data_cause: None,
         held_since_ms: value.map(|_| at_ms - 500),
         peak: None,
+        // A judge's ledger is stored as written (migration 0013): round-tripped by every test.
+        judge_ledger: value.map(|_| format!("{{\"at\":{at_ms}}}")),
         at_ms,
         revision: None,
     }
@@ -1056,6 +1058,7 @@ on_each_backend_test! {
                 samples,
                 peak,
                 evaluated_at_ms: Some(at),
+                judge: None,
             };
             // (stored, incoming): each written over as read (fresh) and after another write
             // (stale), every gate in the same statements.
@@ -1958,6 +1961,8 @@ on_each_backend_test! {
                 r.old_value = None;
                 r.reason = "r".into();
                 r.held_since_ms = None;
+                // Rows written before migration 0013 have no judge ledger.
+                r.judge_ledger = None;
                 r
             };
             assert_eq!(

@@ -134,7 +134,13 @@ pub(crate) fn judge(
                 ..
             },
             _,
-        ) => gate::evaluate_judge(j, observation, memory, now_ms, step.counting_from_ms),
+        ) => crate::judge_verdict::evaluate_judge(
+            j,
+            observation,
+            memory,
+            now_ms,
+            step.counting_from_ms,
+        ),
         // A `for:` streak counts from the step's last resume at the earliest (issue 56).
         Item::Gate(g, _) => gate::evaluate(
             g,
@@ -190,6 +196,11 @@ fn memory_of(record: &GateRecord) -> Memory {
         samples: record.samples,
         peak: record.peak,
         evaluated_at_ms: Some(record.at_ms),
+        // A ledger that does not read (written by another version) starts a new count.
+        judge: record
+            .judge_ledger
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok()),
     }
 }
 
@@ -291,6 +302,7 @@ mod tests {
             no_data_cause: None,
             held_since_ms: None,
             peak: None,
+            judge_ledger: None,
             at_ms: 2_000,
             revision: Some(revision),
         }

@@ -40,6 +40,11 @@ fn rows(rec: &MigrationRecord, reports: &[GateReport], now_ms: i64) -> Vec<GateR
             no_data_cause: r.eval.cause.map(|c| c.as_str().to_string()),
             held_since_ms: r.eval.memory.held_since_ms,
             peak: r.eval.memory.peak,
+            judge_ledger: r
+                .eval
+                .memory
+                .judge
+                .and_then(|l| serde_json::to_string(&l).ok()),
             at_ms: now_ms,
             revision: r.memory_read,
         })

@@ -203,6 +203,55 @@ fn the_gates_whose_definition_changes_are_named_for_their_memory_to_be_reset() {
     assert!(changed_gates(&old, &compiled(&threshold), State::Planned).is_empty());
 }
 
+/// Issue 55: changing a judge's tolerance mid-step forgot its memory, and with it its FAIL. Its
+/// settings alone keep the memory (the ledger starts a new count itself, keeping a FAIL); its
+/// queries changed still reset it.
+#[test]
+fn a_judges_tolerance_change_keeps_its_memory_so_a_fail_is_not_erased() {
+    let slices = State::Slices(0);
+    let judge = |tolerance: f64, failures: &str| crate::plan::Gate {
+        name: "errors vs old".into(),
+        source: "prom".into(),
+        check: crate::plan::Check::Judge(Box::new(crate::plan::JudgeCheck {
+            form: crate::plan::JudgeForm::Counts {
+                new: crate::plan::JudgeSide {
+                    events: "e_new".into(),
+                    failures: failures.into(),
+                },
+                old: crate::plan::JudgeSide {
+                    events: "e_old".into(),
+                    failures: "f_old".into(),
+                },
+            },
+            config: crate::judge::Config {
+                tolerance,
+                alpha: 0.01,
+                min_events: 1_000,
+                min_failures: 10,
+                max_duration: std::time::Duration::from_secs(3600),
+            },
+        })),
+        hold_for: None,
+        for_max_gap: None,
+        min_samples: 1,
+    };
+    let with = |gate: crate::plan::Gate| {
+        let mut p = compiled(PLAN);
+        for phase in &mut p.phases {
+            if phase.kind == crate::plan::PhaseKind::Slices {
+                phase.guard.push(gate.clone());
+            }
+        }
+        p
+    };
+    let old = with(judge(0.2, "f_new"));
+    assert!(changed_gates(&old, &with(judge(3.0, "f_new")), slices).is_empty());
+    assert_eq!(
+        changed_gates(&old, &with(judge(0.2, "f_new_total")), slices),
+        vec![("errors vs old".to_string(), "guard".to_string())]
+    );
+}
+
 /// Regression (issue 31): the refusal of a moved etcd publisher quoted the endpoints as written,
 /// inline password included, and `plan apply` printed it.
 #[test]

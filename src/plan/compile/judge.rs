@@ -1,5 +1,5 @@
 //! A `judge` gate's condition (`judge: { new, old, tolerance, confidence, min_events,
-//! max_duration }`, and `quantile` with `le` for the latency form): each side's queries (two
+//! min_failures, max_duration }`, and `quantile` with `le` for the latency form): each side's queries (two
 //! counts, or one `_bucket` query with `$le`), checked against the gate's source, and the test's
 //! settings in range.
 
@@ -18,6 +18,7 @@ const JUDGE_FIELDS: &[&str] = &[
     "tolerance",
     "confidence",
     "min_events",
+    "min_failures",
     "max_duration",
     "quantile",
     "le",
@@ -115,6 +116,10 @@ impl Cx<'_> {
             None => Some(DEFAULT_MIN_EVENTS),
             Some((v, p)) => self.uint(v, &p, 1, u64::from(u32::MAX)),
         };
+        let min_failures = match o.get("min_failures") {
+            None => Some(crate::judge::DEFAULT_MIN_FAILURES),
+            Some((v, p)) => self.uint(v, &p, 1, u64::from(u32::MAX)),
+        };
         let max_duration = match o.get("max_duration") {
             None => Some(DEFAULT_MAX_DURATION),
             Some((v, p)) => self.duration(v, &p).and_then(|d| {
@@ -132,6 +137,7 @@ impl Cx<'_> {
                 tolerance: tolerance?,
                 alpha: 1.0 - confidence?,
                 min_events: min_events?,
+                min_failures: min_failures?,
                 max_duration: max_duration?,
             },
         })))

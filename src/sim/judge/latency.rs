@@ -1,6 +1,7 @@
 //! The latency form simulated: both sides' histograms drawn per interval, judged by
-//! [`gate::evaluate_judge`] on the counts since the start and by a threshold gate on the last
-//! minute's `histogram_quantile` of each side.
+//! [`crate::judge_verdict::evaluate_judge`] on the counts since the start (interval by
+//! interval, its ledger carried) and by a threshold gate on the last minute's
+//! `histogram_quantile` of each side.
 
 use std::collections::VecDeque;
 
@@ -11,7 +12,7 @@ use rand_distr::{Binomial, Distribution, Poisson};
 use super::scenario::{
     Report, Scenario, SimulateError, THRESHOLD_FOR, Track, report, threshold_gate,
 };
-use crate::gate::{self, Observation};
+use crate::gate::Observation;
 use crate::plan::{JudgeCheck, JudgeForm, LatencyJudge};
 
 /// Old's median latency, in seconds, and the spread of its logarithm.
@@ -167,7 +168,7 @@ pub(super) fn simulate(s: &Scenario, quantile: f64) -> Result<Report, SimulateEr
             let (cn, co) = (cumulative(&new), cumulative(&old));
             let min = s.config.min_events as f64;
             let early = cn[slots - 1] < min || co[slots - 1] < min;
-            let e = gate::evaluate_judge(
+            let e = crate::judge_verdict::evaluate_judge(
                 &judge,
                 &Observation::Buckets { new: cn, old: co },
                 j.memory,
