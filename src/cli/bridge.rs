@@ -117,9 +117,8 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         new: Arc::new(connect(&plan.brokers.new, Side::New).await?),
     };
 
-    let router = Router::builder(plan.name.clone())
-        .slices(plan.slices)
-        .build();
+    let builder = Router::builder(plan.name.clone());
+    let router = builder.slices(plan.slices).build();
     // The routing as just read, so that the first message goes where the migration says.
     if let Err(e) = router.offer(publish::document(&plan, &loaded.record)) {
         return Err(CliError::new(

@@ -46,7 +46,7 @@ use tokio::time::Instant;
 use hot::Hot;
 
 use crate::routing::{BrokerNames, Route, RoutingDocument, Side};
-use crate::stamp::{HEADER_BROKER, RouteStamp, StampError};
+use crate::stamp::{HEADER_BROKER, RouteStamp, StampError, StampHeaders};
 use crate::time::Millis;
 use url::Url;
 
@@ -391,6 +391,52 @@ impl Router {
         RouteStamp::new(route, broker, producer, at_ms)
     }
 
+    /// Route `key` and write its stamp into `headers` (a buffer reused across messages, made by
+    /// [`StampHeaders::new`] with the producer's name): [`Router::route`] and
+    /// [`Router::stamp`]'s headers in one call, with no allocation once the buffer has held the
+    /// broker's name. The broker is named as [`Router::broker_name`] does.
+    ///
+    /// ```
+    /// use queue_migrate_client::router::Router;
+    /// use queue_migrate_client::stamp::StampHeaders;
+    ///
+    /// let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
+    /// let mut headers = StampHeaders::new("checkout")?; // once per producer task
+    /// let route = router.stamp_into("order-0", 1_764_460_800_123, &mut headers)?;
+    /// assert_eq!(headers.get("x-qm-broker"), Some("rabbitmq"));
+    /// // publish(route.target, headers.pairs(), body)
+    /// # let _ = route;
+    /// # Ok::<(), queue_migrate_client::stamp::StampError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Router::stamp`]: no broker name known yet, or a document's broker name outside the
+    /// wire format (the buffer keeps its previous stamp then).
+    pub fn stamp_into(
+        &self,
+        key: &str,
+        at_ms: Millis,
+        headers: &mut StampHeaders,
+    ) -> Result<Route, StampError> {
+        let route = self.route(key);
+        let doc = self.inner.doc.load();
+        let names = match (&*doc, &self.inner.default_brokers) {
+            (Some(d), _) => &d.brokers,
+            (None, Some(names)) => names,
+            (None, None) => {
+                return Err(StampError::Missing {
+                    field: HEADER_BROKER.to_string(),
+                });
+            }
+        };
+        let broker = match route.target {
+            Side::Old => names.old.as_str(),
+            Side::New => names.new.as_str(),
+        };
+        headers.set(&route, broker, at_ms)?;
+        Ok(route)
+    }
+
     /// A receiver that sees the generation each time a document is accepted.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.changed.subscribe()
@@ -423,12 +469,12 @@ impl Router {
                 got: doc.migration,
             });
         }
-        if let Some(cur) = &current {
-            if doc.generation <= cur.generation {
-                return Ok(Offer::NotNewer {
-                    current: cur.generation,
-                });
-            }
+        if let Some(cur) = &current
+            && doc.generation <= cur.generation
+        {
+            return Ok(Offer::NotNewer {
+                current: cur.generation,
+            });
         }
         if let Some(names) = self.inner.default_brokers.as_ref()
             && *names != doc.brokers
@@ -1120,6 +1166,32 @@ mod tests {
                 Err(RouterError::OtherMigration { .. })
             ));
         }
+    }
+
+    #[test]
+    fn stamp_into_writes_the_headers_stamp_writes() {
+        let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
+        let mut headers = StampHeaders::new("checkout").unwrap();
+        for (generation, migrated) in [(0, 0), (7, 0), (8, 128), (9, 64)] {
+            if generation > 0 {
+                router.offer(doc(generation, migrated)).unwrap();
+            }
+            for key in ["order-0", "order-1", "order-2", ""] {
+                let route = router.stamp_into(key, 42, &mut headers).unwrap();
+                assert_eq!(route, router.route(key));
+                let stamp = router.stamp(&route, "checkout", 42).unwrap();
+                assert_eq!(
+                    headers.to_stamp().unwrap(),
+                    stamp,
+                    "{key:?} at {generation}"
+                );
+            }
+        }
+        let unnamed = Router::builder("orders").build();
+        assert!(matches!(
+            unnamed.stamp_into("order-0", 1, &mut headers),
+            Err(StampError::Missing { .. })
+        ));
     }
 
     #[test]

@@ -15,6 +15,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * The latest routing document of one migration and {@code route(key)} over it (thread-safe), with
@@ -232,7 +233,7 @@ public final class Router {
             .followRedirects(HttpClient.Redirect.NEVER)
             .build();
     Follower follower = new Follower();
-    CompletableFuture<?>[] open = new CompletableFuture<?>[1];
+    AtomicReference<CompletableFuture<?>> open = new AtomicReference<>();
     Runnable loop =
         () -> {
           long backoff = options.minBackoff().toMillis();
@@ -254,7 +255,7 @@ public final class Router {
               }
               CompletableFuture<HttpResponse<InputStream>> call =
                   client.sendAsync(request.build(), HttpResponse.BodyHandlers.ofInputStream());
-              open[0] = call;
+              open.set(call);
               HttpResponse<InputStream> response = call.get();
               try (InputStream body = response.body()) {
                 if (response.statusCode() == 200) {
@@ -289,7 +290,7 @@ public final class Router {
     follower.start(
         new Thread(loop, "qm-follow-http-" + migration),
         () -> {
-          CompletableFuture<?> c = open[0];
+          CompletableFuture<?> c = open.get();
           if (c != null) {
             c.cancel(true);
           }
