@@ -121,7 +121,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| args.new.as_deref().map(kind_of).unwrap_or_default());
     // The plan's names from the first message on: one `broker` label before and after the first
     // routing document.
-    let router = Router::for_brokers(args.slices, old_name.clone(), new_name.clone());
+    let router = Router::for_migration(
+        args.migration.clone(),
+        args.slices,
+        old_name.clone(),
+        new_name.clone(),
+    );
     let _follower = match (&args.daemon, &args.routing_file) {
         (Some(url), _) => Some(router.follow_http(
             url,

@@ -4,8 +4,8 @@
 // route stamp's header and JSON forms. The same rules as the Rust crate (docs/routing.md):
 //
 //   const qm = require('./queue-migrate');
-//   const router = new qm.Router({ slices: 128, brokers: { old: 'rabbitmq', new: 'nats' } });
-//   const follower = router.followHttp('http://127.0.0.1:8480', 'orders');
+//   const router = new qm.Router({ migration: 'orders', slices: 128, brokers: { old: 'rabbitmq', new: 'nats' } });
+//   const follower = router.followHttp('http://127.0.0.1:8480');
 //   const route = router.route(order.id);             // { target: 'old'|'new', slice, generation }
 //   const stamp = router.stamp(route, 'checkout', Date.now());
 //   publish(route.target, qm.stampHeaders(stamp), body);
@@ -58,14 +58,43 @@ async function readBounded(response, max) {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** A routing document for another migration than the router's (err.expected, err.got). */
+class OtherMigrationError extends Error {
+  constructor(expected, got) {
+    super(`routing document is for migration ${JSON.stringify(got)}, but this router follows ${JSON.stringify(expected)}`);
+    this.name = 'OtherMigrationError';
+    this.expected = expected;
+    this.got = got;
+  }
+}
+
+/** The migration a routing file names now, or null if it cannot be read as JSON. */
+function fileMigration(path) {
+  try {
+    if (fs.statSync(path).size > MAX_DOCUMENT_BYTES) return null;
+    const doc = JSON.parse(fs.readFileSync(path, 'utf8'));
+    return doc && typeof doc.migration === 'string' ? doc.migration : null;
+  } catch (e) {
+    return null;
+  }
+}
+
 /**
- * The latest routing document and route(key) over it. Until a first document: every key to old,
- * generation 0, slices over `slices`, broker names from `brokers` (the plan's names: one label
- * from the first message on). A document replaces the current one only if coherent, for the same
- * migration and of a higher generation.
+ * The latest routing document of one migration and route(key) over it. Until a first document:
+ * every key to old, generation 0, slices over `slices`, broker names from `brokers` (the plan's
+ * names: one label from the first message on). A document replaces the current one only if
+ * coherent, for the router's migration and of a higher generation; another migration's document
+ * throws an OtherMigrationError (offer, followFile at start) or is the follower's lastError.
+ * A Router without `migration` is deprecated: it takes the first document's migration.
  */
 class Router {
-  constructor({ slices = 128, brokers = null, migration = null } = {}) {
+  constructor({ migration = null, slices = 128, brokers = null } = {}) {
+    if (migration === null || migration === undefined) {
+      process.emitWarning('new Router() without { migration } takes another migration\'s document: give the migration\'s name', 'DeprecationWarning', 'QM_ROUTER_NO_MIGRATION');
+      migration = null;
+    } else if (typeof migration !== 'string' || migration === '') {
+      throw new TypeError('migration must be a non-empty string');
+    }
     this.slices = Math.max(slices, 1);
     this.brokers = brokers;
     this.migration = migration;
@@ -98,9 +127,7 @@ class Router {
     const why = incoherent(doc);
     if (why) throw new Error(`routing document refused: ${why}`);
     const expected = this.doc ? this.doc.migration : this.migration;
-    if (expected !== null && doc.migration !== expected) {
-      throw new Error(`routing document is for migration ${JSON.stringify(doc.migration)}, expected ${JSON.stringify(expected)}`);
-    }
+    if (expected !== null && doc.migration !== expected) throw new OtherMigrationError(expected, doc.migration);
     if (this.doc !== null && doc.generation <= this.doc.generation) return 'not newer';
     this.doc = doc;
     for (const f of this.listeners) f(doc.generation);
@@ -125,9 +152,13 @@ class Router {
    * Follow the daemon: long-poll GET {base}/v1/migrations/{migration}/routing?wait=30s with
    * If-None-Match: "<generation>". A failure keeps the last good document and retries after 1 s,
    * doubling up to 30 s; never more than one request a second that brings nothing new.
+   * `migration` defaults to the router's (another name throws an OtherMigrationError).
    * Returns { stop(), status() }.
    */
-  followHttp(baseUrl, migration, { token = null, waitSeconds = 30, minBackoffMs = 1000, maxBackoffMs = 30000 } = {}) {
+  followHttp(baseUrl, migration = this.migration, { token = null, waitSeconds = 30, minBackoffMs = 1000, maxBackoffMs = 30000 } = {}) {
+    if (typeof migration === 'object' && migration !== null) return this.followHttp(baseUrl, this.migration, migration);
+    if (typeof migration !== 'string' || migration === '') throw new TypeError('followHttp needs the migration\'s name');
+    if (this.migration !== null && migration !== this.migration) throw new OtherMigrationError(this.migration, migration);
     if (this.migration === null) this.migration = migration;
     const url = `${baseUrl.replace(/\/+$/, '')}/v1/migrations/${encodeURIComponent(migration)}/routing?wait=${waitSeconds}s`;
     const status = { accepted: 0, consecutiveFailures: 0, lastError: null };
@@ -181,8 +212,14 @@ class Router {
     };
   }
 
-  /** Follow a routing file: read it now and whenever its mtime, size or inode changes. */
+  /**
+   * Follow a routing file: read it now and whenever its mtime, size or inode changes. Throws an
+   * OtherMigrationError if the file names another migration than the router's now (the wrong
+   * file); later refusals, like a missing or malformed file, are the follower's lastError.
+   */
   followFile(path, intervalMs = 1000) {
+    const named = fileMigration(path);
+    if (this.migration !== null && named !== null && named !== this.migration) throw new OtherMigrationError(this.migration, named);
     const status = { accepted: 0, consecutiveFailures: 0, lastError: null };
     let seen = null;
     const check = () => {
@@ -309,5 +346,5 @@ function stampFromJson(value) {
 }
 
 module.exports = {
-  sliceOf, routeOf, Router, newStamp, stampHeaders, stampFromHeaders, stampToJson, stampFromJson, HEADERS,
+  sliceOf, routeOf, Router, OtherMigrationError, newStamp, stampHeaders, stampFromHeaders, stampToJson, stampFromJson, HEADERS,
 };

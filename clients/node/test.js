@@ -47,23 +47,38 @@ const doc = (generation, migrated) => ({
   slices_migrated: migrated, consume: ['old', 'new'], brokers: { old: 'rabbitmq', new: 'nats' },
   updated_at: '2026-11-30T00:00:00Z',
 });
-const router = new qm.Router({ slices: 128, brokers: { old: 'rabbitmq', new: 'nats' } });
+const router = new qm.Router({ migration: 'orders', slices: 128, brokers: { old: 'rabbitmq', new: 'nats' } });
 assert.deepEqual(router.route('order-0'), { target: 'old', slice: 8, generation: 0 });
 assert.equal(router.stamp(router.route('order-0'), 'checkout', 1).broker, 'rabbitmq');
 assert.equal(router.offer(doc(7, 9)), 'accepted');
 assert.deepEqual(router.route('order-0'), { target: 'new', slice: 8, generation: 7 });
 assert.equal(router.stamp(router.route('order-0'), 'checkout', 1).broker, 'nats');
 assert.equal(router.offer(doc(6, 0)), 'not newer');
+assert.throws(() => router.offer({ ...doc(8, 0), migration: 'other' }), qm.OtherMigrationError);
 assert.throws(() => router.offer({ ...doc(8, 0), migration: 'other' }), /migration "other"/);
 assert.throws(() => router.offer(doc(9, 129)), /slices_migrated/);
 assert.equal(router.generation, 7);
-assert.throws(() => new qm.Router().stamp(new qm.Router().route('k'), 'p', 0), /x-qm-broker is unknown/);
+const unnamed = new qm.Router({ migration: 'orders' });
+assert.throws(() => unnamed.stamp(unnamed.route('k'), 'p', 0), /x-qm-broker is unknown/);
+
+// Regression (issue 56): a router of `orders` took the `payments` document before its first one
+// (from offer or a file) and stamped `nats`; now refused with an error the caller sees.
+const orders = new qm.Router({ migration: 'orders', slices: 128, brokers: { old: 'rabbitmq', new: 'nats' } });
+assert.throws(() => orders.offer({ ...doc(3, 128), migration: 'payments' }), /"payments", but this router follows "orders"/);
+assert.equal(orders.stamp(orders.route('order-0'), 'checkout', 1).broker, 'rabbitmq');
+assert.throws(() => orders.followHttp('http://127.0.0.1:9', 'payments'), qm.OtherMigrationError);
+const wrongDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qm-node-'));
+const wrongFile = path.join(wrongDir, 'payments.routing.json');
+fs.writeFileSync(wrongFile, JSON.stringify({ ...doc(3, 128), migration: 'payments' }));
+assert.throws(() => orders.followFile(wrongFile, 20), qm.OtherMigrationError);
+assert.equal(orders.generation, 0);
+fs.rmSync(wrongDir, { recursive: true });
 
 // The file follower: reads the file, takes a newer one, keeps the last good one over garbage.
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qm-node-'));
 const file = path.join(dir, 'orders.routing.json');
 fs.writeFileSync(file, JSON.stringify(doc(3, 0)));
-const followed = new qm.Router({ slices: 128 });
+const followed = new qm.Router({ migration: 'orders', slices: 128 });
 const f = followed.followFile(file, 20);
 assert.equal(followed.generation, 3);
 fs.writeFileSync(file, '{ not json');
@@ -72,10 +87,17 @@ setTimeout(() => {
   assert.ok(f.status().lastError);
   fs.writeFileSync(file, JSON.stringify(doc(4, 128)));
   setTimeout(() => {
-    f.stop();
     assert.equal(followed.generation, 4);
     assert.equal(followed.route('order-0').target, 'new');
-    fs.rmSync(dir, { recursive: true });
-    console.log(`ok: ${n} vectors, stamp wire format, router rules, file follower`);
+    // Rewritten for another migration later: refused, said in the status, routes kept.
+    fs.writeFileSync(file, JSON.stringify({ ...doc(9, 0), migration: 'payments' }));
+    setTimeout(() => {
+      f.stop();
+      assert.equal(followed.generation, 4);
+      assert.match(f.status().lastError, /"payments"/);
+      assert.equal(followed.route('order-0').target, 'new');
+      fs.rmSync(dir, { recursive: true });
+      console.log(`ok: ${n} vectors, stamp wire format, router rules, another migration refused, file follower`);
+    }, 200);
   }, 200);
 }, 200);

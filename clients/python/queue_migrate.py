@@ -5,8 +5,8 @@ ETag, or a file), and the route stamp's header and JSON forms: the same rules as
 (docs/routing.md).
 
     import queue_migrate as qm
-    router = qm.Router(slices=128, brokers={"old": "rabbitmq", "new": "nats"})
-    follower = router.follow_http("http://127.0.0.1:8480", "orders")   # a daemon thread
+    router = qm.Router("orders", slices=128, brokers={"old": "rabbitmq", "new": "nats"})
+    follower = router.follow_http("http://127.0.0.1:8480")   # a daemon thread
     route = router.route(order_id)          # Route(target="old"|"new", slice, generation)
     stamp = router.stamp(route, "checkout", qm.now_ms())
     publish(route.target, qm.stamp_headers(stamp), body)
@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 MAX_DOCUMENT_BYTES = 64 * 1024
@@ -83,6 +84,29 @@ class RoutingError(ValueError):
     """A routing document refused (incoherent, or for another migration)."""
 
 
+class OtherMigrationError(RoutingError):
+    """A routing document for another migration than the router's (.expected, .got)."""
+
+    def __init__(self, expected: str, got: str):
+        super().__init__(
+            f"routing document is for migration {json.dumps(got)}, "
+            f"but this router follows {json.dumps(expected)}")
+        self.expected = expected
+        self.got = got
+
+
+def _file_migration(path: str) -> Optional[str]:
+    """The migration a routing file names now, or None if it cannot be read as JSON."""
+    try:
+        if os.stat(path).st_size > MAX_DOCUMENT_BYTES:
+            return None
+        with open(path, "rb") as f:
+            doc = json.loads(f.read(MAX_DOCUMENT_BYTES + 1))
+    except (OSError, ValueError):
+        return None
+    return doc.get("migration") if isinstance(doc, dict) and isinstance(doc.get("migration"), str) else None
+
+
 class StampError(ValueError):
     """A route stamp that is missing, repeated or not in the wire format; the message names the field."""
 
@@ -118,15 +142,27 @@ class Follower:
 
 
 class Router:
-    """The latest routing document and route(key) over it (thread-safe).
+    """The latest routing document of one migration and route(key) over it (thread-safe).
 
     Until a first document: every key to old, generation 0, slices over `slices`, broker names
     from `brokers` (the plan's names: one label from the first message on). A document replaces
-    the current one only if coherent, for the same migration and of a higher generation.
+    the current one only if coherent, for the router's migration and of a higher generation;
+    another migration's document raises OtherMigrationError (offer, follow_file at start) or is
+    the follower's last_error. A Router without `migration` is deprecated: it takes the first
+    document's migration.
     """
 
-    def __init__(self, slices: int = 128, brokers: Optional[Dict[str, str]] = None,
-                 migration: Optional[str] = None):
+    def __init__(self, migration: Optional[str] = None, slices: int = 128,
+                 brokers: Optional[Dict[str, str]] = None):
+        if isinstance(migration, int) and not isinstance(migration, bool):
+            # The old positional form Router(slices, brokers): kept one release.
+            migration, slices, brokers = None, migration, brokers if brokers is not None else (
+                slices if isinstance(slices, dict) else None)
+        if migration is None:
+            warnings.warn("Router() without a migration takes another migration's document: "
+                          "give the migration's name", DeprecationWarning, stacklevel=2)
+        elif not isinstance(migration, str) or not migration:
+            raise TypeError("migration must be a non-empty string")
         self.slices = max(slices, 1)
         self.brokers = brokers
         self.migration = migration
@@ -167,8 +203,7 @@ class Router:
         with self._lock:
             expected = self._doc["migration"] if self._doc is not None else self.migration
             if expected is not None and doc["migration"] != expected:
-                raise RoutingError(
-                    f"routing document is for migration {doc['migration']!r}, expected {expected!r}")
+                raise OtherMigrationError(expected, doc["migration"])
             if self._doc is not None and doc["generation"] <= self._doc["generation"]:
                 return "not newer"
             self._doc = doc
@@ -188,14 +223,20 @@ class Router:
                              "to Router(brokers=...)")
         return new_stamp(route, broker, producer, at_ms)
 
-    def follow_http(self, base_url: str, migration: str, token: Optional[str] = None,
-                    wait_seconds: int = 30, min_backoff: float = 1.0,
-                    max_backoff: float = 30.0) -> Follower:
+    def follow_http(self, base_url: str, migration: Optional[str] = None,
+                    token: Optional[str] = None, wait_seconds: int = 30,
+                    min_backoff: float = 1.0, max_backoff: float = 30.0) -> Follower:
         """Long-poll GET {base}/v1/migrations/{migration}/routing?wait=30s with If-None-Match.
 
         A failure keeps the last good document and retries after 1 s, doubling up to 30 s; never
-        more than one request a second that brings nothing new.
+        more than one request a second that brings nothing new. `migration` defaults to the
+        router's; another name raises OtherMigrationError.
         """
+        migration = self.migration if migration is None else migration
+        if not migration:
+            raise TypeError("follow_http needs the migration's name")
+        if self.migration is not None and migration != self.migration:
+            raise OtherMigrationError(self.migration, migration)
         if self.migration is None:
             self.migration = migration
         url = (f"{base_url.rstrip('/')}/v1/migrations/"
@@ -238,7 +279,15 @@ class Router:
         return follower
 
     def follow_file(self, path: str, interval: float = 1.0) -> Follower:
-        """Read the routing file now and whenever its mtime, size or inode changes."""
+        """Read the routing file now and whenever its mtime, size or inode changes.
+
+        Raises OtherMigrationError if the file names another migration than the router's now (the
+        wrong file); later refusals, like a missing or malformed file, are the follower's
+        last_error.
+        """
+        named = _file_migration(path)
+        if self.migration is not None and named is not None and named != self.migration:
+            raise OtherMigrationError(self.migration, named)
         follower = Follower()
         seen = [None]
 

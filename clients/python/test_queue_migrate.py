@@ -67,23 +67,42 @@ def main():
                 "consume": ["old", "new"], "brokers": {"old": "rabbitmq", "new": "nats"},
                 "updated_at": "2026-11-30T00:00:00Z"}
 
-    router = qm.Router(slices=128, brokers={"old": "rabbitmq", "new": "nats"})
+    router = qm.Router("orders", slices=128, brokers={"old": "rabbitmq", "new": "nats"})
     assert router.route("order-0") == ("old", 8, 0)
     assert router.stamp(router.route("order-0"), "checkout", 1)["broker"] == "rabbitmq"
     assert router.offer(doc(7, 9)) == "accepted"
     assert router.route("order-0") == ("new", 8, 7)
     assert router.stamp(router.route("order-0"), "checkout", 1)["broker"] == "nats"
     assert router.offer(doc(6, 0)) == "not newer"
-    raises(lambda: router.offer(dict(doc(8, 0), migration="other")), "migration 'other'")
+    raises(lambda: router.offer(dict(doc(8, 0), migration="other")), 'migration "other"')
     raises(lambda: router.offer(doc(9, 129)), "slices_migrated")
     assert router.generation == 7
-    raises(lambda: qm.Router().stamp(qm.Router().route("k"), "p", 0), "x-qm-broker is unknown")
+    unnamed = qm.Router("orders")
+    raises(lambda: unnamed.stamp(unnamed.route("k"), "p", 0), "x-qm-broker is unknown")
+
+    # Regression (issue 56): a router of `orders` took the `payments` document before its first
+    # one (from offer or a file) and stamped `nats`; now refused with an error the caller sees.
+    orders = qm.Router("orders", slices=128, brokers={"old": "rabbitmq", "new": "nats"})
+    raises(lambda: orders.offer(dict(doc(3, 128), migration="payments")),
+           'migration "payments", but this router follows "orders"')
+    assert orders.stamp(orders.route("order-0"), "checkout", 1)["broker"] == "rabbitmq"
+    raises(lambda: orders.follow_http("http://127.0.0.1:9", "payments"), "payments")
+    with tempfile.TemporaryDirectory() as d:
+        wrong = os.path.join(d, "payments.routing.json")
+        with open(wrong, "w") as f:
+            json.dump(dict(doc(3, 128), migration="payments"), f)
+        try:
+            orders.follow_file(wrong, 0.02)
+            raise AssertionError("follow_file took the payments file")
+        except qm.OtherMigrationError as e:
+            assert e.got == "payments" and e.expected == "orders", e
+    assert orders.generation == 0
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "orders.routing.json")
         with open(path, "w") as f:
             json.dump(doc(3, 0), f)
-        followed = qm.Router(slices=128)
+        followed = qm.Router("orders", slices=128)
         follower = followed.follow_file(path, 0.02)
         assert followed.generation == 3
         with open(path, "w") as f:
@@ -94,8 +113,17 @@ def main():
             json.dump(doc(4, 128), f)
         assert followed.wait_for_generation(4, 5.0)
         assert followed.route("order-0").target == "new"
+        # Rewritten for another migration later: refused, said in the status, routes kept.
+        with open(path, "w") as f:
+            json.dump(dict(doc(9, 0), migration="payments"), f)
+        deadline = time.monotonic() + 5
+        while not follower.status()["last_error"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert '"payments"' in (follower.status()["last_error"] or ""), follower.status()
+        assert followed.generation == 4 and followed.route("order-0").target == "new"
         follower.stop()
-    print(f"ok: {n} vectors, stamp wire format, router rules, file follower")
+    print(f"ok: {n} vectors, stamp wire format, router rules, another migration refused, "
+          "file follower")
 
 
 if __name__ == "__main__":

@@ -117,7 +117,8 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         new: Arc::new(connect(&plan.brokers.new, Side::New).await?),
     };
 
-    let router = Router::with_default_slices(plan.slices);
+    let builder = Router::builder(plan.name.clone());
+    let router = builder.slices(plan.slices).build();
     // The routing as just read, so that the first message goes where the migration says.
     if let Err(e) = router.offer(publish::document(&plan, &loaded.record)) {
         return Err(CliError::new(

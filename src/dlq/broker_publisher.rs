@@ -225,7 +225,7 @@ mod tests {
     /// only come back (on a re-run) after v4.
     #[tokio::test]
     async fn after_a_failed_publish_the_keys_later_messages_are_held_and_other_keys_go_on() {
-        let router = Router::with_default_slices(8);
+        let router = Router::builder("orders").slices(8).build();
         router
             .offer(RoutingDocument {
                 migration: "orders".into(),

@@ -80,7 +80,7 @@ async fn run(base: String) {
     let (tx, mut events) = mpsc::unbounded_channel::<(u64, Instant)>();
     let mut followers = Vec::with_capacity(clients);
     for _ in 0..clients {
-        let router = Router::new();
+        let router = Router::builder(migration.clone()).build();
         // Subscribe before the follower starts, so that its first document is a change too.
         let mut changes = router.subscribe();
         let options = HttpFollow {

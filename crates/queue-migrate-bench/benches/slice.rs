@@ -279,7 +279,7 @@ impl Drop for Swapper {
 /// No allocation on the hot path, idle and under swaps; panics otherwise.
 fn check_no_allocation(keys: &[String]) {
     const CALLS: usize = 100_000;
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     router.offer(doc(1)).expect("a coherent document");
     // Warm up: arc-swap registers this thread's debt slots on its first load.
     for k in keys {
@@ -382,7 +382,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         b.iter(|| slice_of(black_box(&keys[next()]), black_box(SLICES)));
     });
 
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     router.offer(doc(1)).expect("a coherent document");
     group.bench_function("route_idle", |b| {
         b.iter(|| router.route(black_box(&keys[next()])));
@@ -437,7 +437,7 @@ fn callgrind_loop(spec: &str) {
     let (what, calls) = spec.split_once(':').expect("QM_SLICE_LOOP=what:calls");
     let calls: usize = calls.parse().expect("a number of calls");
     let keys = keys();
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     router.offer(doc(1)).expect("a coherent document");
     let mut acc = 0u64;
     match what {

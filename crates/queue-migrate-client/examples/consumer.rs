@@ -21,6 +21,8 @@ async fn handle(
     let version = payload["version"].as_i64().ok_or("no version")?;
     let key = BusinessKey::new("order.paid", order, &version.to_string())?;
     let hash = PayloadHash::of_json(payload); // without the `route` stamp field
+    // The version-check key: `<aggregate type>:<aggregate id>`, one per aggregate whose
+    // versions increase (the convention of every example; two types never share a counter).
     let aggregate = format!("order:{order}");
     let versioned = Versioned::new(&aggregate, version);
 

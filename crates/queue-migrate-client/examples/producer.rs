@@ -11,8 +11,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let source = std::env::args()
         .nth(1)
         .ok_or("usage: producer ROUTING_FILE | DAEMON_URL")?;
-    // The plan's `slices` and broker names: one `broker` label from the first message on.
-    let router = Router::for_brokers(128, "rabbitmq", "nats");
+    // The migration's name (another migration's document is refused), the plan's `slices` and
+    // broker names: one `broker` label from the first message on.
+    let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
     let _follower = if source.starts_with("http") {
         router.follow_http(&source, "orders", std::env::var("MIGRATE_API_TOKEN").ok())?
     } else {

@@ -30,7 +30,12 @@
 //!
 //! Cargo features (none by default; each set builds alone): `routing` (no async runtime),
 //! `router`, `dedup-sqlite`, `dedup-postgres`, `dedup`, `dedup-redis`. See the README for a
-//! producer and a consumer, and `examples/`.
+//! producer and a consumer, and `examples/`. On docs.rs (built with every feature) each item
+//! says which feature it needs.
+
+// docs.rs builds with `--cfg docsrs` on nightly: the feature labels below (and on every other
+// item gated by a feature) are shown there; nothing changes in a normal build.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod slice;
 pub mod time;
@@ -42,13 +47,17 @@ pub mod metrics_text;
 pub mod redact;
 
 #[cfg(feature = "routing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "routing")))]
 pub mod probe;
 #[cfg(feature = "routing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "routing")))]
 pub mod routing;
 #[cfg(feature = "routing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "routing")))]
 pub mod stamp;
 
 #[cfg(feature = "router")]
+#[cfg_attr(docsrs, doc(cfg(feature = "router")))]
 pub mod router;
 
 #[cfg(any(
@@ -56,4 +65,12 @@ pub mod router;
     feature = "dedup-postgres",
     feature = "dedup-redis"
 ))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "dedup-sqlite",
+        feature = "dedup-postgres",
+        feature = "dedup-redis"
+    )))
+)]
 pub mod dedup;

@@ -4,7 +4,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), queue_migrate_client::router::RouterError> {
 //! use queue_migrate_client::router::Router;
-//! let router = Router::new();
+//! let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
 //! let _follower = router.follow_http("http://127.0.0.1:8080", "orders", None)?;
 //! let route = router.route("order-4711"); // never waits, never fails
 //! # let _ = route; Ok(()) }
@@ -18,14 +18,17 @@
 //!   comes from one document, never a mix of two, and one thread never goes back to an older
 //!   document than one it already routed with.
 //! - Until a first document arrives the router answers the safe default: every key to the old
-//!   broker, generation 0, slices of [`DEFAULT_SLICES`] (or the count given to
-//!   [`Router::with_default_slices`] / [`Router::for_brokers`]), and the broker names given to
-//!   [`Router::for_brokers`], so that stamps and metrics carry one broker label from the first
-//!   message on.
+//!   broker, generation 0, slices of the count given to [`Router::for_migration`] /
+//!   [`RouterBuilder::slices`] (default [`DEFAULT_SLICES`]), and the broker names given, so that
+//!   stamps and metrics carry one broker label from the first message on.
 //! - A document replaces the current one only if its generation is higher (or there is none yet),
-//!   it is for the same migration, and it is coherent (`slices_migrated <= slices_total`, at least
-//!   one slice, at least one side to consume). Nothing else ever changes what `route` answers: an
-//!   unreachable daemon, a malformed file or an old document leave the last good one in place.
+//!   it names the router's migration, and it is coherent (`slices_migrated <= slices_total`, at
+//!   least one slice, at least one side to consume). Nothing else ever changes what `route`
+//!   answers: another migration's document (from [`Router::offer`], a file or the daemon), an
+//!   unreachable daemon, a malformed file or an old document leave the last good one in place,
+//!   and the refusal is an error the caller sees ([`RouterError::OtherMigration`] from `offer`
+//!   and from `follow_file` when the file names another migration at start, else
+//!   [`FollowStatus::last_error`]).
 //! - Followers are tokio tasks; dropping their [`FollowerHandle`] stops them.
 
 // Part of the library consumers depend on: every public item is documented.
@@ -43,7 +46,7 @@ use tokio::time::Instant;
 use hot::Hot;
 
 use crate::routing::{BrokerNames, Route, RoutingDocument, Side};
-use crate::stamp::{HEADER_BROKER, RouteStamp, StampError};
+use crate::stamp::{HEADER_BROKER, RouteStamp, StampError, StampHeaders};
 use crate::time::Millis;
 use url::Url;
 
@@ -155,6 +158,9 @@ pub struct FollowStatus {
 struct Inner {
     hot: Hot,
     doc: ArcSwapOption<RoutingDocument>,
+    /// The migration followed; `None` only for the deprecated constructors (the first
+    /// document's migration is then kept).
+    migration: Option<String>,
     default_slices: u32,
     /// The brokers' names before the first document (the plan's), if given.
     default_brokers: Option<BrokerNames>,
@@ -179,42 +185,115 @@ impl std::fmt::Debug for Router {
     }
 }
 
+/// The router of no named migration, as [`Router::new`] (deprecated): it takes the first
+/// document of any migration. Kept for one release with the deprecated constructors.
 impl Default for Router {
     fn default() -> Self {
-        Router::with_default_slices(DEFAULT_SLICES)
+        Router::build(None, DEFAULT_SLICES, None)
+    }
+}
+
+/// How a [`Router`] is built: [`Router::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RouterBuilder {
+    migration: String,
+    slices: u32,
+    brokers: Option<BrokerNames>,
+}
+
+impl RouterBuilder {
+    /// The slice count of the safe default, before the first document: the plan's `slices`
+    /// (default [`DEFAULT_SLICES`]; 0 counts as 1).
+    pub fn slices(mut self, slices: u32) -> RouterBuilder {
+        self.slices = slices;
+        self
+    }
+
+    /// The brokers' names before the first document: the plan's `brokers.old.name` and
+    /// `brokers.new.name`, so that stamps say `broker="rabbitmq"` from the first message on.
+    pub fn brokers(mut self, old: impl Into<String>, new: impl Into<String>) -> RouterBuilder {
+        self.brokers = Some(BrokerNames {
+            old: old.into(),
+            new: new.into(),
+        });
+        self
+    }
+
+    /// The router: no document yet, every key to old.
+    pub fn build(self) -> Router {
+        Router::build(Some(self.migration), self.slices, self.brokers)
     }
 }
 
 impl Router {
-    /// A router with no document yet: everything to old, over [`DEFAULT_SLICES`].
-    pub fn new() -> Router {
-        Router::default()
-    }
-
-    /// A router whose safe default computes slices over `slices` (the plan's `slices`), so that the
-    /// slice in a route stamp is meaningful before the first document.
-    pub fn with_default_slices(slices: u32) -> Router {
-        Router::build(slices, None)
-    }
-
-    /// A router that also knows the brokers' names before the first document: the plan's
-    /// `brokers.old.name` and `brokers.new.name`, which every routing document carries. Route
-    /// stamps and producer metrics then say `broker="rabbitmq"` from the first message on, not a
-    /// side name until the daemon answers.
+    /// The router of `migration`, its safe default over `slices` (the plan's `slices`) and the
+    /// plan's broker names (`brokers.old.name`, `brokers.new.name`): what a producer uses. A
+    /// document of another migration is refused ([`RouterError::OtherMigration`]) whoever offers
+    /// it: [`Router::offer`], [`Router::follow_file`], [`Router::follow_http`].
     ///
     /// ```
-    /// use queue_migrate_client::router::Router;
+    /// use queue_migrate_client::router::{Router, RouterError};
     /// use queue_migrate_client::routing::Side;
     ///
-    /// let router = Router::for_brokers(128, "rabbitmq", "nats");
+    /// let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
     /// let route = router.route("order-0"); // no document yet: old, generation 0
     /// assert_eq!(route.target, Side::Old);
     /// let stamp = router.stamp(&route, "checkout", 1_764_460_800_123)?;
     /// assert_eq!(stamp.broker, "rabbitmq");
     /// # Ok::<(), queue_migrate_client::stamp::StampError>(())
     /// ```
+    pub fn for_migration(
+        migration: impl Into<String>,
+        slices: u32,
+        old: impl Into<String>,
+        new: impl Into<String>,
+    ) -> Router {
+        Router::builder(migration)
+            .slices(slices)
+            .brokers(old, new)
+            .build()
+    }
+
+    /// A builder of the router of `migration`, for a router without broker names (its
+    /// [`Router::stamp`] fails until the first document names them) or to set the parts one
+    /// by one.
+    pub fn builder(migration: impl Into<String>) -> RouterBuilder {
+        RouterBuilder {
+            migration: migration.into(),
+            slices: DEFAULT_SLICES,
+            brokers: None,
+        }
+    }
+
+    /// A router with no document yet: everything to old, over [`DEFAULT_SLICES`].
+    #[deprecated(
+        since = "0.1.1",
+        note = "names no migration, so it takes another migration's document: use Router::for_migration or Router::builder; removed in the next release"
+    )]
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// A router whose safe default computes slices over `slices` (the plan's `slices`), so that the
+    /// slice in a route stamp is meaningful before the first document.
+    #[deprecated(
+        since = "0.1.1",
+        note = "names no migration, so it takes another migration's document: use Router::builder(migration).slices(n).build(); removed in the next release"
+    )]
+    pub fn with_default_slices(slices: u32) -> Router {
+        Router::build(None, slices, None)
+    }
+
+    /// A router that also knows the brokers' names before the first document: the plan's
+    /// `brokers.old.name` and `brokers.new.name`, which every routing document carries.
+    #[deprecated(
+        since = "0.1.1",
+        note = "names no migration, so it takes another migration's document: use Router::for_migration(migration, slices, old, new); removed in the next release"
+    )]
     pub fn for_brokers(slices: u32, old: impl Into<String>, new: impl Into<String>) -> Router {
         Router::build(
+            None,
             slices,
             Some(BrokerNames {
                 old: old.into(),
@@ -223,11 +302,16 @@ impl Router {
         )
     }
 
-    fn build(slices: u32, default_brokers: Option<BrokerNames>) -> Router {
+    fn build(
+        migration: Option<String>,
+        slices: u32,
+        default_brokers: Option<BrokerNames>,
+    ) -> Router {
         Router {
             inner: Arc::new(Inner {
                 hot: Hot::new(slices.max(1)),
                 doc: ArcSwapOption::empty(),
+                migration,
                 default_slices: slices.max(1),
                 default_brokers,
                 write: Mutex::new(()),
@@ -241,6 +325,15 @@ impl Router {
     pub fn route(&self, key: &str) -> Route {
         let (generation, total, migrated) = self.inner.hot.read();
         Route::of(key, total, migrated, generation)
+    }
+
+    /// The migration this router follows: the name it was built with, else (a deprecated
+    /// constructor) the first accepted document's; `None` before that.
+    pub fn migration(&self) -> Option<String> {
+        match &self.inner.migration {
+            Some(name) => Some(name.clone()),
+            None => self.inner.doc.load().as_ref().map(|d| d.migration.clone()),
+        }
     }
 
     /// The current document, if one arrived.
@@ -262,7 +355,8 @@ impl Router {
     }
 
     /// The broker name of `side`: the current document's, or before any document the names given
-    /// to [`Router::for_brokers`]; `None` only for a router built without names that has no
+    /// to [`Router::for_migration`] / [`RouterBuilder::brokers`]; `None` only for a router built
+    /// without names that has no
     /// document yet.
     pub fn broker_name(&self, side: Side) -> Option<String> {
         let pick = |b: &BrokerNames| match side {
@@ -281,7 +375,7 @@ impl Router {
     ///
     /// # Errors
     /// [`StampError::Missing`] (`x-qm-broker`) when no broker name is known yet (a router built
-    /// without [`Router::for_brokers`], before its first document); [`StampError::Invalid`] for
+    /// without broker names, before its first document); [`StampError::Invalid`] for
     /// a producer name outside the wire format.
     pub fn stamp(
         &self,
@@ -297,13 +391,60 @@ impl Router {
         RouteStamp::new(route, broker, producer, at_ms)
     }
 
+    /// Route `key` and write its stamp into `headers` (a buffer reused across messages, made by
+    /// [`StampHeaders::new`] with the producer's name): [`Router::route`] and
+    /// [`Router::stamp`]'s headers in one call, with no allocation once the buffer has held the
+    /// broker's name. The broker is named as [`Router::broker_name`] does.
+    ///
+    /// ```
+    /// use queue_migrate_client::router::Router;
+    /// use queue_migrate_client::stamp::StampHeaders;
+    ///
+    /// let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
+    /// let mut headers = StampHeaders::new("checkout")?; // once per producer task
+    /// let route = router.stamp_into("order-0", 1_764_460_800_123, &mut headers)?;
+    /// assert_eq!(headers.get("x-qm-broker"), Some("rabbitmq"));
+    /// // publish(route.target, headers.pairs(), body)
+    /// # let _ = route;
+    /// # Ok::<(), queue_migrate_client::stamp::StampError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Router::stamp`]: no broker name known yet, or a document's broker name outside the
+    /// wire format (the buffer keeps its previous stamp then).
+    pub fn stamp_into(
+        &self,
+        key: &str,
+        at_ms: Millis,
+        headers: &mut StampHeaders,
+    ) -> Result<Route, StampError> {
+        let route = self.route(key);
+        let doc = self.inner.doc.load();
+        let names = match (&*doc, &self.inner.default_brokers) {
+            (Some(d), _) => &d.brokers,
+            (None, Some(names)) => names,
+            (None, None) => {
+                return Err(StampError::Missing {
+                    field: HEADER_BROKER.to_string(),
+                });
+            }
+        };
+        let broker = match route.target {
+            Side::Old => names.old.as_str(),
+            Side::New => names.new.as_str(),
+        };
+        headers.set(&route, broker, at_ms)?;
+        Ok(route)
+    }
+
     /// A receiver that sees the generation each time a document is accepted.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.changed.subscribe()
     }
 
-    /// Offer a document: it becomes current if it is coherent, for the same migration as the
-    /// current one, and newer (or the first).
+    /// Offer a document: it becomes current if it is coherent, names this router's migration
+    /// (the one it was built with; for a deprecated constructor, the current document's), and is
+    /// newer (or the first).
     ///
     /// # Errors
     /// [`RouterError::Invalid`] or [`RouterError::OtherMigration`]; the current document stays.
@@ -315,25 +456,32 @@ impl Router {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let current = self.inner.doc.load_full();
-        if let Some(cur) = &current {
-            if cur.migration != doc.migration {
-                return Err(RouterError::OtherMigration {
-                    expected: cur.migration.clone(),
-                    got: doc.migration,
-                });
-            }
-            if doc.generation <= cur.generation {
-                return Ok(Offer::NotNewer {
-                    current: cur.generation,
-                });
-            }
+        let expected = match (&self.inner.migration, &current) {
+            (Some(name), _) => Some(name.as_str()),
+            (None, Some(cur)) => Some(cur.migration.as_str()),
+            (None, None) => None,
+        };
+        if let Some(expected) = expected
+            && expected != doc.migration
+        {
+            return Err(RouterError::OtherMigration {
+                expected: expected.to_string(),
+                got: doc.migration,
+            });
+        }
+        if let Some(cur) = &current
+            && doc.generation <= cur.generation
+        {
+            return Ok(Offer::NotNewer {
+                current: cur.generation,
+            });
         }
         if let Some(names) = self.inner.default_brokers.as_ref()
             && *names != doc.brokers
         {
             tracing::warn!(
                 configured = ?names, document = ?doc.brokers,
-                "the routing document names other brokers than this router was given: stamps and metrics follow the document from now on; give the plan's names to Router::for_brokers"
+                "the routing document names other brokers than this router was given: stamps and metrics follow the document from now on; give the plan's names to Router::for_migration"
             );
         }
         let previous = current.as_ref().map_or(0, |c| c.generation);
@@ -348,11 +496,14 @@ impl Router {
 
     /// Follow a routing file (the daemon's mirror, `routing.file` in the plan): read it now and
     /// whenever its modification time, size or inode changes, checking every `poll_interval`. A
-    /// missing, unreadable or malformed file is reported once (a `tracing` warning and
-    /// [`FollowerHandle::status`]) and the last good document is kept.
+    /// missing, unreadable or malformed file, or one for another migration, is reported once (a
+    /// `tracing` warning and [`FollowerHandle::status`]) and the last good document is kept.
     ///
     /// # Errors
-    /// [`RouterError::NoRuntime`] outside a tokio runtime.
+    /// [`RouterError::NoRuntime`] outside a tokio runtime; [`RouterError::OtherMigration`] when
+    /// the file names another migration than this router's now (the router was pointed at the
+    /// wrong file; read once, synchronously, before the follower starts; a missing or malformed
+    /// file at start is only reported by the follower).
     pub fn follow_file(
         &self,
         path: impl Into<PathBuf>,
@@ -360,6 +511,14 @@ impl Router {
     ) -> Result<FollowerHandle, RouterError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
         let path = path.into();
+        if let (Some(expected), Some(got)) = (&self.inner.migration, file_migration(&path))
+            && *expected != got
+        {
+            return Err(RouterError::OtherMigration {
+                expected: expected.clone(),
+                got,
+            });
+        }
         let (status_tx, status) = watch::channel(FollowStatus::default());
         let router = self.clone();
         let interval = poll_interval.max(Duration::from_millis(10));
@@ -389,8 +548,9 @@ impl Router {
     /// lists), read once when the follower starts; [`HttpFollow::proxy`] chooses otherwise.
     ///
     /// # Errors
-    /// The URL cannot be a base, no tokio runtime, or the HTTP client cannot be built (the
-    /// platform's TLS verifier, a proxy URL that is not one).
+    /// [`RouterError::OtherMigration`] when `migration` is not the router's; the URL cannot be
+    /// a base, no tokio runtime, or the HTTP client cannot be built (the platform's TLS
+    /// verifier, a proxy URL that is not one).
     pub fn follow_http(
         &self,
         base_url: &str,
@@ -411,6 +571,14 @@ impl Router {
         token: Option<String>,
         options: HttpFollow,
     ) -> Result<FollowerHandle, RouterError> {
+        if let Some(expected) = &self.inner.migration
+            && expected != migration
+        {
+            return Err(RouterError::OtherMigration {
+                expected: expected.clone(),
+                got: migration.to_string(),
+            });
+        }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
         let url = routing_url(base_url, migration, options.wait)?;
         let https = url.scheme() == "https";
@@ -630,6 +798,24 @@ struct FileSignature {
     inode: u64,
 }
 
+/// The migration the routing file at `path` names now, if it can be read as a document (read
+/// through the cap, synchronously: a file of a few hundred bytes, once, when a follower starts).
+fn file_migration(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_DOCUMENT_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return None;
+    }
+    serde_json::from_slice::<RoutingDocument>(&bytes)
+        .ok()
+        .map(|d| d.migration)
+}
+
 /// Read the file if it changed since `seen`: `Ok(None)` when unchanged.
 async fn read_file(
     path: &std::path::Path,
@@ -804,7 +990,7 @@ mod tests {
 
     #[test]
     fn safe_default_is_all_old_generation_zero() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         for key in ["order-0", "order-1", "x"] {
             let route = r.route(key);
             assert_eq!(route.target, Side::Old);
@@ -812,7 +998,14 @@ mod tests {
             assert_eq!(route.slice, slice_of(key, 128));
         }
         assert_eq!(r.consume(), vec![Side::Old]);
-        assert_eq!(Router::with_default_slices(7).route("order-0").slice, 0);
+        assert_eq!(
+            Router::builder("orders")
+                .slices(7)
+                .build()
+                .route("order-0")
+                .slice,
+            0
+        );
         assert!(r.document().is_none());
     }
 
@@ -821,7 +1014,7 @@ mod tests {
     /// names stamps the same broker label before and after the first document.
     #[test]
     fn broker_label_is_the_same_before_and_after_the_first_document() {
-        let router = Router::for_brokers(128, "rabbitmq", "nats");
+        let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
         let before = router
             .stamp(&router.route("order-0"), "checkout", 1)
             .unwrap();
@@ -837,7 +1030,7 @@ mod tests {
             .unwrap();
         assert_eq!(moved.broker, "nats");
         // Without names and without a document there is no label to give: an error, not "old".
-        let unnamed = Router::with_default_slices(128);
+        let unnamed = Router::builder("orders").slices(128).build();
         assert!(matches!(
             unnamed.stamp(&unnamed.route("order-0"), "checkout", 1),
             Err(StampError::Missing { ref field }) if field == HEADER_BROKER
@@ -846,7 +1039,7 @@ mod tests {
 
     #[test]
     fn only_newer_documents_replace_the_current_one() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         let mut rx = r.subscribe();
         assert_eq!(r.offer(doc(3, 9)).unwrap(), Offer::Accepted { previous: 0 });
         assert!(rx.has_changed().unwrap());
@@ -870,7 +1063,7 @@ mod tests {
 
     #[test]
     fn incoherent_or_foreign_documents_are_rejected() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         r.offer(doc(1, 0)).unwrap();
         let mut bad = doc(2, 129);
         assert!(matches!(r.offer(bad.clone()), Err(RouterError::Invalid(_))));
@@ -884,6 +1077,121 @@ mod tests {
             Err(RouterError::OtherMigration { .. })
         ));
         assert_eq!(r.generation(), 1);
+    }
+
+    /// Regression (issue 56): `Router::for_brokers` named no migration, so an `orders` router
+    /// offered the `payments` document first took it, routed over its 16 slices and stamped
+    /// `nats`. A router now names its migration and refuses another's before its first document.
+    #[test]
+    fn an_orders_router_refuses_the_payments_document_before_its_first() {
+        let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
+        let mut payments = doc(3, 16);
+        payments.migration = "payments".into();
+        payments.slices_total = 16;
+        let err = router.offer(payments).unwrap_err();
+        assert!(
+            matches!(&err, RouterError::OtherMigration { expected, got }
+                if expected == "orders" && got == "payments"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("\"payments\""), "{err}");
+        assert_eq!(router.generation(), 0);
+        let route = router.route("order-0");
+        assert_eq!((route.target, route.slice), (Side::Old, 8));
+        let stamp = router.stamp(&route, "checkout", 1).unwrap();
+        assert_eq!(stamp.broker, "rabbitmq");
+        assert_eq!(router.migration().as_deref(), Some("orders"));
+        assert_eq!(
+            router.offer(doc(1, 0)).unwrap(),
+            Offer::Accepted { previous: 0 }
+        );
+    }
+
+    /// Regression (issue 56): `follow_file` took no migration name and accepted the `payments`
+    /// file for an `orders` router. Pointed at another migration's file it is now an error at
+    /// start; a file rewritten for another migration later is refused in the status.
+    #[tokio::test]
+    async fn following_another_migrations_file_is_an_error_the_caller_sees() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("payments.routing.json");
+        let mut payments = doc(3, 128);
+        payments.migration = "payments".into();
+        std::fs::write(&path, serde_json::to_vec(&payments).unwrap()).unwrap();
+        let router = Router::for_migration("orders", 16, "rabbitmq", "nats");
+        let err = router
+            .follow_file(&path, Duration::from_millis(10))
+            .unwrap_err();
+        assert!(matches!(err, RouterError::OtherMigration { .. }), "{err}");
+        assert_eq!(router.route("order-0").target, Side::Old);
+        // The right file, later rewritten for another migration: refused, said, routes kept.
+        std::fs::write(&path, serde_json::to_vec(&doc(4, 128)).unwrap()).unwrap();
+        let handle = router
+            .follow_file(&path, Duration::from_millis(10))
+            .unwrap();
+        let mut status = handle.watch_status();
+        let mut changed = router.subscribe();
+        changed.wait_for(|g| *g == 4).await.unwrap();
+        payments.generation = 9;
+        std::fs::write(&path, serde_json::to_vec(&payments).unwrap()).unwrap();
+        let failing = status
+            .wait_for(|s| s.last_error.is_some())
+            .await
+            .unwrap()
+            .clone();
+        let said = failing.last_error.unwrap();
+        assert!(said.contains("payments"), "{said}");
+        assert_eq!(router.generation(), 4);
+        assert_eq!(router.route("order-0").target, Side::New);
+        // follow_http of another name than the router's is refused too.
+        let other = router.follow_http("http://127.0.0.1:9", "payments", None);
+        assert!(matches!(other, Err(RouterError::OtherMigration { .. })));
+    }
+
+    /// The constructors kept one release: they name no migration and keep the first document's.
+    #[test]
+    #[allow(deprecated)]
+    fn the_deprecated_constructors_keep_the_first_documents_migration() {
+        for r in [
+            Router::new(),
+            Router::with_default_slices(16),
+            Router::for_brokers(16, "rabbitmq", "nats"),
+        ] {
+            assert_eq!(r.migration(), None);
+            r.offer(doc(1, 0)).unwrap();
+            assert_eq!(r.migration().as_deref(), Some("orders"));
+            let mut other = doc(2, 0);
+            other.migration = "payments".into();
+            assert!(matches!(
+                r.offer(other),
+                Err(RouterError::OtherMigration { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn stamp_into_writes_the_headers_stamp_writes() {
+        let router = Router::for_migration("orders", 128, "rabbitmq", "nats");
+        let mut headers = StampHeaders::new("checkout").unwrap();
+        for (generation, migrated) in [(0, 0), (7, 0), (8, 128), (9, 64)] {
+            if generation > 0 {
+                router.offer(doc(generation, migrated)).unwrap();
+            }
+            for key in ["order-0", "order-1", "order-2", ""] {
+                let route = router.stamp_into(key, 42, &mut headers).unwrap();
+                assert_eq!(route, router.route(key));
+                let stamp = router.stamp(&route, "checkout", 42).unwrap();
+                assert_eq!(
+                    headers.to_stamp().unwrap(),
+                    stamp,
+                    "{key:?} at {generation}"
+                );
+            }
+        }
+        let unnamed = Router::builder("orders").build();
+        assert!(matches!(
+            unnamed.stamp_into("order-0", 1, &mut headers),
+            Err(StampError::Missing { .. })
+        ));
     }
 
     #[test]
@@ -908,7 +1216,7 @@ mod tests {
 
     #[test]
     fn readers_see_whole_documents_while_a_writer_updates() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         r.offer(doc(1, 0)).unwrap();
         std::thread::scope(|s| {
             for _ in 0..4 {
@@ -933,7 +1241,7 @@ mod tests {
     fn every_route_is_the_route_of_one_whole_document_under_swaps() {
         // doc(g, g % 129): a torn read (one document's generation, another's slices_migrated)
         // would disagree with doc(generation).route(key).
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         r.offer(doc(1, 1)).unwrap();
         std::thread::scope(|s| {
             for t in 0..2 {
@@ -955,7 +1263,7 @@ mod tests {
 
     #[test]
     fn a_writer_stopped_while_filling_a_slot_does_not_stop_readers() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         assert_eq!(r.inner.hot.read(), (0, 128, 0));
         r.offer(doc(5, 9)).unwrap();
         assert_eq!(r.inner.hot.read(), (5, 128, 9));
@@ -972,7 +1280,7 @@ mod tests {
 
     #[test]
     fn a_filled_slot_is_not_read_before_it_is_published() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         r.offer(doc(5, 9)).unwrap();
         let hot = &r.inner.hot;
         let before = hot.current.load(Ordering::Relaxed);
@@ -996,7 +1304,7 @@ mod tests {
 
     #[test]
     fn a_slot_refilled_under_a_slow_reader_is_not_read() {
-        let r = Router::new();
+        let r = Router::builder("orders").build();
         r.offer(doc(5, 9)).unwrap();
         let hot = &r.inner.hot;
         let number = hot.current.load(Ordering::Relaxed);

@@ -572,6 +572,155 @@ impl PublishedCounter {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The stamp written into a caller's reusable header buffer: the producer's hot path, with no
+// allocation once the buffer has held a broker name as long as the current one. `set` checks a
+// broker name only when it differs from the one held; the producer's name is checked once, by
+// `StampHeaders::new`. `pairs` answers what `RouteStamp::headers` answers for the same stamp.
+
+/// A decimal number written into a fixed array (u64::MAX has 20 digits).
+#[derive(Debug, Clone, Copy)]
+struct Decimal {
+    digits: [u8; 20],
+    start: u8,
+}
+
+impl Decimal {
+    const ZERO: Decimal = Decimal {
+        digits: [b'0'; 20],
+        start: 19,
+    };
+
+    fn set(&mut self, mut n: u64) {
+        let mut i = self.digits.len();
+        loop {
+            i -= 1;
+            // n % 10 < 10: the cast keeps every bit.
+            self.digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.start = i as u8;
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII digits are ever written: the conversion cannot fail.
+        std::str::from_utf8(&self.digits[usize::from(self.start)..]).unwrap_or("0")
+    }
+}
+
+/// A reusable buffer of one producer's route stamp headers: fill it per message with
+/// [`StampHeaders::set`] (or [`crate::router::Router::stamp_into`]), then hand
+/// [`StampHeaders::pairs`] to the broker client.
+///
+/// ```
+/// use queue_migrate_client::routing::Route;
+/// use queue_migrate_client::stamp::StampHeaders;
+///
+/// let mut headers = StampHeaders::new("checkout")?;
+/// let route = Route::of("order-0", 128, 32, 7); // slice 8 < 32: new
+/// headers.set(&route, "nats", 1_764_460_800_123)?;
+/// assert_eq!(headers.pairs()[2], ("x-qm-slice", "8"));
+/// assert_eq!(headers.get("x-qm-broker"), Some("nats"));
+/// # Ok::<(), queue_migrate_client::stamp::StampError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct StampHeaders {
+    broker: String,
+    route: RouteLabel,
+    slice: Decimal,
+    generation: Decimal,
+    producer: String,
+    at: Decimal,
+}
+
+impl StampHeaders {
+    /// A buffer for the stamps of `producer` (its broker empty until the first
+    /// [`StampHeaders::set`]).
+    ///
+    /// # Errors
+    /// [`StampError::Invalid`] when `producer` is outside the wire format (1 to 128 characters
+    /// of `A-Z a-z 0-9 . _ - : @ / +`).
+    pub fn new(producer: impl Into<String>) -> Result<StampHeaders, StampError> {
+        let producer = producer.into();
+        check_name(HEADER_PRODUCER, &producer)?;
+        Ok(StampHeaders {
+            // Room for most broker names: the first `set` does not allocate either.
+            broker: String::with_capacity(32),
+            route: RouteLabel::Old,
+            slice: Decimal::ZERO,
+            generation: Decimal::ZERO,
+            producer,
+            at: Decimal::ZERO,
+        })
+    }
+
+    /// Write the stamp of a message routed by `route`, published to `broker` at `at_ms` (a
+    /// negative instant is stamped as 0).
+    ///
+    /// # Errors
+    /// [`StampError::Invalid`] when `broker` is outside the wire format; the buffer keeps the
+    /// previous stamp then.
+    pub fn set(&mut self, route: &Route, broker: &str, at_ms: Millis) -> Result<(), StampError> {
+        if self.broker != broker {
+            check_name(HEADER_BROKER, broker)?;
+            self.broker.clear();
+            self.broker.push_str(broker);
+        }
+        self.route = route.target.into();
+        self.slice.set(u64::from(route.slice));
+        self.generation.set(route.generation);
+        self.at.set(at_ms.max(0).unsigned_abs());
+        Ok(())
+    }
+
+    /// Mark the stamp as published by the bridge (`x-qm-route: bridge`).
+    pub fn bridged(&mut self) {
+        self.route = RouteLabel::Bridge;
+    }
+
+    /// The six headers: lowercase names, values in the wire format, in [`RouteStamp::headers`]'s
+    /// order.
+    pub fn pairs(&self) -> [(&'static str, &str); 6] {
+        [
+            (HEADER_BROKER, self.broker.as_str()),
+            (HEADER_ROUTE, self.route.as_str()),
+            (HEADER_SLICE, self.slice.as_str()),
+            (HEADER_GENERATION, self.generation.as_str()),
+            (HEADER_PRODUCER, self.producer.as_str()),
+            (HEADER_AT, self.at.as_str()),
+        ]
+    }
+
+    /// The value of the header `name` (lowercase, as written), if it is one of the six.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs()
+            .into_iter()
+            .find_map(|(n, v)| (n == name).then_some(v))
+    }
+
+    /// The broker the last stamp names.
+    pub fn broker(&self) -> &str {
+        &self.broker
+    }
+
+    /// The producer these stamps name.
+    pub fn producer(&self) -> &str {
+        &self.producer
+    }
+
+    /// The stamp held, as an owned [`RouteStamp`] (this allocates: for tests and logs).
+    ///
+    /// # Errors
+    /// As [`RouteStamp::from_headers`]: before the first [`StampHeaders::set`] the broker is
+    /// missing.
+    pub fn to_stamp(&self) -> Result<RouteStamp, StampError> {
+        RouteStamp::from_headers(self.pairs())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -750,5 +899,45 @@ mod tests {
         let mut out = String::new();
         escape_label(&mut out, "a\\b\"c\nd");
         assert_eq!(out, "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn the_buffer_writes_what_route_stamp_headers_writes() {
+        let mut buffer = StampHeaders::new("checkout").unwrap();
+        let cases = [
+            (Route::of("order-0", 128, 32, 7), "nats", 1_764_460_800_123),
+            (Route::of("order-1", 1, 0, 0), "rabbitmq", 0),
+            (
+                Route::of("x", u32::MAX, u32::MAX, u64::MAX),
+                "redis",
+                i64::MAX,
+            ),
+            (Route::of("order-2", 128, 0, 10), "rabbitmq", -5),
+        ];
+        for (route, broker, at) in cases {
+            buffer.set(&route, broker, at).unwrap();
+            let owned = RouteStamp::new(&route, broker, "checkout", at).unwrap();
+            let want = owned.headers();
+            let got = buffer.pairs();
+            for ((wn, wv), (gn, gv)) in want.iter().zip(got.iter()) {
+                assert_eq!((*wn, wv.as_str()), (*gn, *gv));
+            }
+            assert_eq!(buffer.to_stamp().unwrap(), owned);
+        }
+    }
+
+    #[test]
+    fn a_broker_or_producer_outside_the_wire_format_is_refused() {
+        assert!(StampHeaders::new("has space").is_err());
+        let mut buffer = StampHeaders::new("checkout").unwrap();
+        let route = Route::of("order-0", 128, 0, 3);
+        buffer.set(&route, "nats", 1).unwrap();
+        let err = buffer.set(&route, "bad broker", 2).unwrap_err();
+        assert!(err.to_string().contains("x-qm-broker"), "{err}");
+        assert_eq!(buffer.get("x-qm-broker"), Some("nats"));
+        assert_eq!(buffer.get("x-qm-at"), Some("1"));
+        buffer.bridged();
+        assert_eq!(buffer.get("x-qm-route"), Some("bridge"));
+        assert_eq!(buffer.get("x-qm-nothing"), None);
     }
 }

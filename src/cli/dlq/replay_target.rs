@@ -95,7 +95,9 @@ pub(super) async fn brokers(
              brokers.old.queue and brokers.new.queue (or stream) in its plan"
         )));
     };
-    let router = Router::with_default_slices(plan.slices);
+    let router = Router::builder(plan.name.clone())
+        .slices(plan.slices)
+        .build();
     let document = publish::document(&plan, &loaded.record);
     let announce = format!(
         "replay: to the brokers of {name} by its routing (generation {}, {} of {} slices on new): \

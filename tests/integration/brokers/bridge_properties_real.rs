@@ -55,7 +55,7 @@ fn settings(run: &str, new_name: &str) -> Settings {
 }
 
 fn all_on_new(migration: &str, new_name: &str) -> Router {
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(migration).slices(16).build();
     router
         .offer(RoutingDocument {
             migration: migration.to_owned(),

@@ -465,7 +465,7 @@ async fn a_killed_bridge_acked_nothing_unconfirmed_and_loses_nothing() {
 
 /// A router holding generation 3 of `migration`: 8 of 16 slices on new (Redis), the rest on old.
 fn half_on_new(migration: &str) -> Router {
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(migration).slices(16).build();
     router.offer(routing(migration, 3, 8)).unwrap();
     router
 }
@@ -518,7 +518,7 @@ async fn a_bridge_takes_no_message_before_its_first_routing_document() {
         .publish(&a.ingress, &Message::new(body.clone().into_bytes()))
         .await
         .unwrap();
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(a.migration.clone()).slices(16).build();
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
     let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
     let mut old_seen = Vec::new();
@@ -568,7 +568,7 @@ async fn a_bridge_whose_renewals_fail_fast_stops_a_fifth_of_the_ttl_before_the_l
         ..settings(&run, "bridge-a")
     };
     brokers.old.declare(&a.ingress).await.unwrap();
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(a.migration.clone()).slices(16).build();
     router.offer(routing(&a.migration, 1, 0)).unwrap();
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
     let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
@@ -724,7 +724,7 @@ async fn a_message_nats_refuses_is_dead_lettered_and_its_key_moves_on() {
         brokers.old.publish(&a.ingress, &m).await.unwrap();
     }
     // Every slice on new: the big message's slice is migrated.
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(a.migration.clone()).slices(16).build();
     router.offer(routing(&a.migration, 1, 16)).unwrap();
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
     let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);
@@ -819,7 +819,7 @@ async fn without_a_dead_letter_queue_a_refused_message_is_kept_and_other_keys_fl
             .await
             .unwrap();
     }
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(a.migration.clone()).slices(16).build();
     router.offer(routing(&a.migration, 1, 16)).unwrap();
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
     let (task, stop) = spawn_bridge(&store, a.clone(), &brokers, &router, &metrics);

@@ -1,16 +1,21 @@
-//! The producer clients that are not in Rust (clients/node, clients/python): each one's own tests
-//! (the slice vectors, the stamp examples of docs/routing.md, the document rules, the file
-//! follower), and all three — the Rust `Router`, Node.js and Python — following one real
-//! `migrate run` over HTTP: every change of routing reaches each of them, and they route one
-//! shared set of keys to the same slice and the same broker, under the same generation.
+//! The producer clients that are not in Rust (clients/node, clients/python, clients/java): each
+//! one's own tests (the slice vectors, the stamp examples of docs/routing.md, the document rules,
+//! the file follower, another migration's document refused), and all four — the Rust `Router`,
+//! Node.js, Python and Java — following one real `migrate run` over HTTP: every change of routing
+//! reaches each of them, and they route one shared set of keys to the same slice and the same
+//! broker, under the same generation.
 //!
-//! Node.js and Python are on the CI image; a machine without one says `skipped` for it.
+//! Node.js, Python, Java 17 and Maven are on the CI image; a machine without one says `skipped`
+//! for it. The Java client is built once per test binary (`mvn package`, which runs its JUnit
+//! tests) into cargo's target directory, offline when the local Maven repository already holds
+//! what the build needs, else fetching it from Maven Central.
 
 use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::Indicators;
@@ -64,6 +69,60 @@ fn the_python_client_passes_its_tests_against_the_vectors_and_the_docs() {
     run_own_tests("python3", "clients/python/test_queue_migrate.py");
 }
 
+/// `mvn package` of clients/java into cargo's target directory, once per test binary: the JUnit
+/// tests run, and the jar is what the follow test runs. Offline first (`-o`: no network when the
+/// local repository is filled); online only when offline mode lacks an artifact (a first run).
+/// `None` (and `skipped`) without `java` or `mvn`; `Some(Err(output))` when the build fails.
+fn java_client() -> Option<&'static Result<PathBuf, String>> {
+    static BUILT: OnceLock<Option<Result<PathBuf, String>>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if !(have("java") && have("mvn")) {
+                return None;
+            }
+            let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients-java");
+            let mvn = |offline: bool| {
+                let mut c = Command::new("mvn");
+                c.current_dir(root().join("clients/java"))
+                    .args(["-B", "-q", "--no-transfer-progress"])
+                    .arg(format!("-Dqm.build.dir={}", out_dir.display()))
+                    .arg(format!("-Dqm.root={}", root().display()));
+                if offline {
+                    c.arg("-o");
+                }
+                let out = c.arg("package").output().map_err(|e| e.to_string())?;
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(text)
+                }
+            };
+            let started = Instant::now();
+            let built = match mvn(true) {
+                Err(text) if text.contains("offline mode") => mvn(false),
+                other => other,
+            };
+            eprintln!("clients/java built in {:?}", started.elapsed());
+            Some(built.map(|()| out_dir.join("queue-migrate-client-0.1.0.jar")))
+        })
+        .as_ref()
+}
+
+#[test]
+fn the_java_client_passes_its_tests_against_the_vectors_and_the_docs() {
+    if let Some(built) = java_client() {
+        let jar = built
+            .as_ref()
+            .unwrap_or_else(|out| panic!("mvn package: {out}"));
+        assert!(jar.exists(), "{}", jar.display());
+    }
+}
+
 /// plans/local.yaml in seconds of real time (as tests/integration/daemon/daemon_real.rs runs it).
 fn fast_plan() -> String {
     include_str!("../../../plans/local.yaml")
@@ -83,9 +142,15 @@ struct Client {
 }
 
 impl Client {
-    fn spawn(name: &'static str, program: &str, script: &str, args: &[&str]) -> Client {
-        let mut child = Command::new(program)
-            .arg(root().join(script))
+    /// `program script args..`.
+    fn script(name: &'static str, program: &str, script: &str, args: &[&str]) -> Client {
+        let mut command = Command::new(program);
+        command.arg(root().join(script));
+        Client::spawn(name, command, args)
+    }
+
+    fn spawn(name: &'static str, mut command: Command, args: &[&str]) -> Client {
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -255,7 +320,7 @@ fn all_route_alike(
 }
 
 #[test]
-fn rust_node_and_python_follow_one_daemon_and_route_every_key_alike() {
+fn rust_node_python_and_java_follow_one_daemon_and_route_every_key_alike() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("local.yaml"), fast_plan()).unwrap();
     let indicators = Indicators::start();
@@ -291,13 +356,13 @@ fn rust_node_and_python_follow_one_daemon_and_route_every_key_alike() {
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
-    let rust = Router::for_brokers(8, "old", "new");
+    let rust = Router::for_migration("local", 8, "old", "new");
     let _follower = rust.follow_http(&url, "local", None).unwrap();
     let (names, slices) = (["old", "new"], "8");
     let follow_args = [url.as_str(), "local", slices, names[0], names[1]];
     let mut clients = Vec::new();
     if have("node") {
-        clients.push(Client::spawn(
+        clients.push(Client::script(
             "node",
             "node",
             "clients/node/route-keys.js",
@@ -305,12 +370,22 @@ fn rust_node_and_python_follow_one_daemon_and_route_every_key_alike() {
         ));
     }
     if have("python3") {
-        clients.push(Client::spawn(
+        clients.push(Client::script(
             "python",
             "python3",
             "clients/python/route_keys.py",
             &follow_args,
         ));
+    }
+    if let Some(built) = java_client() {
+        let jar = built
+            .as_ref()
+            .unwrap_or_else(|out| panic!("mvn package: {out}"));
+        let mut java = Command::new("java");
+        java.arg("-cp")
+            .arg(jar)
+            .arg("io.queuemigrate.client.RouteKeys");
+        clients.push(Client::spawn("java", java, &follow_args));
     }
 
     // 1. Synthetic: nothing migrated, every key to old.

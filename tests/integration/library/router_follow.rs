@@ -143,7 +143,7 @@ async fn until_generation(router: &Router, g: u64) {
 #[tokio::test(start_paused = true)]
 async fn follows_the_daemon_by_long_poll_with_etag() {
     let (daemon, base) = start_daemon(doc(1, 0)).await;
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     assert_eq!(router.route("order-0").target, Side::Old);
     let handle = router
         .follow_http(&base, "orders", Some("s3cret".into()))
@@ -185,7 +185,7 @@ async fn follows_the_daemon_by_long_poll_with_etag() {
 #[tokio::test(start_paused = true)]
 async fn keeps_the_last_good_document_and_backs_off_while_the_daemon_fails() {
     let (daemon, base) = start_daemon(doc(1, 128)).await;
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     let handle = router.follow_http(&base, "orders", None).unwrap();
     until_generation(&router, 1).await;
     daemon.fail_with.store(503, Ordering::SeqCst);
@@ -222,7 +222,7 @@ async fn keeps_the_last_good_document_and_backs_off_while_the_daemon_fails() {
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_daemon_leaves_the_safe_default() {
     let port = crate::common::refused_port();
-    let router = Router::with_default_slices(128);
+    let router = Router::builder("orders").slices(128).build();
     let handle = router
         .follow_http_tuned(
             &format!("http://127.0.0.1:{port}"),
@@ -249,7 +249,7 @@ async fn an_unreachable_daemon_leaves_the_safe_default() {
 #[tokio::test(start_paused = true)]
 async fn an_older_generation_from_the_daemon_is_not_taken() {
     let (daemon, base) = start_daemon(doc(5, 64)).await;
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     let _handle = router.follow_http(&base, "orders", None).unwrap();
     until_generation(&router, 5).await;
     // The daemon goes back (a stale replica): it answers 200 at once, never 304.
@@ -268,7 +268,7 @@ async fn a_document_for_another_migration_is_refused() {
     let mut other = doc(9, 128);
     other.migration = "payments".into();
     let (_daemon, base) = start_daemon(other).await;
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     let handle = router.follow_http(&base, "orders", None).unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(router.generation(), 0);
@@ -282,7 +282,7 @@ async fn a_document_for_another_migration_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_handle_stops_the_follower() {
     let (daemon, base) = start_daemon(doc(1, 0)).await;
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     let handle = router.follow_http(&base, "orders", None).unwrap();
     until_generation(&router, 1).await;
     tokio::time::sleep(Duration::from_secs(61)).await;
@@ -307,7 +307,7 @@ fn write_atomically(path: &Path, body: &[u8]) {
 async fn follows_a_file_and_keeps_the_last_good_document() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("orders.routing.json");
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     // Missing at start: safe default, one failure reported.
     let handle = router
         .follow_file(&path, Duration::from_millis(500))
@@ -355,7 +355,7 @@ async fn follows_a_file_and_keeps_the_last_good_document() {
 
 #[test]
 fn followers_need_a_runtime() {
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     assert!(matches!(
         router.follow_file("x.json", Duration::from_secs(1)),
         Err(queue_migrate::router::RouterError::NoRuntime)

@@ -38,10 +38,19 @@ mod hash;
 pub mod key;
 pub mod metrics;
 #[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres")))
+)]
 pub mod pool;
 #[cfg(feature = "dedup-redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dedup-redis")))]
 pub mod redis;
 #[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres")))
+)]
 pub mod sql;
 pub mod window;
 

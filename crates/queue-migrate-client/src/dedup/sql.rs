@@ -322,7 +322,9 @@ impl From<Claim> for Verdict {
 }
 
 /// An event's aggregate and its version, for [`admit`]'s order check (versions increase strictly
-/// per aggregate).
+/// per aggregate). The aggregate, the version-check key, is by convention
+/// `<aggregate type>:<aggregate id>` (`order:4711`), as every example writes it: one key per
+/// aggregate whose versions increase, and two types' ids never share a counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Versioned<'a> {
@@ -692,7 +694,7 @@ pub async fn claim<DB: DedupDatabase>(
 /// let payload = serde_json::json!({"orderId": "4711", "version": 3, "amount": 10});
 /// let key = BusinessKey::new("order.paid", "4711", "v3")?;
 /// let hash = PayloadHash::of_json(&payload);
-/// let versioned = Versioned::new("order:4711", 3);
+/// let versioned = Versioned::new("order:4711", 3); // `<aggregate type>:<aggregate id>`
 ///
 /// for delivery in 0..2 {
 ///     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;

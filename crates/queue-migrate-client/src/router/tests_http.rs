@@ -143,7 +143,7 @@ fn document() -> Vec<u8> {
 
 /// Follow `base` with `options` until generation 1 arrives (or 10 s pass).
 async fn follow_once(base: &str, options: HttpFollow) -> (Router, FollowerHandle) {
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     let handle = router
         .follow_http_tuned(base, "orders", None, options)
         .unwrap();
@@ -171,7 +171,7 @@ fn through_proxy(url: String, no_proxy: Option<&str>) -> HttpFollow {
 
 /// Follow `base` with no proxy until the first failure (or 10 s).
 async fn follow_until_failure(base: &str) -> (Router, FollowerHandle) {
-    let router = Router::new();
+    let router = Router::builder("orders").build();
     let direct = HttpFollow {
         proxy: ProxyChoice::Direct,
         ..HttpFollow::default()
@@ -361,7 +361,12 @@ async fn a_proxy_url_that_is_not_one_is_refused_without_its_credentials() {
         },
         ..HttpFollow::default()
     };
-    let refused = Router::new().follow_http_tuned("http://127.0.0.1:9", "orders", None, options);
+    let refused = Router::builder("orders").build().follow_http_tuned(
+        "http://127.0.0.1:9",
+        "orders",
+        None,
+        options,
+    );
     match refused {
         Err(RouterError::Client(message)) => {
             assert!(!message.contains("s3cret"), "{message}");

@@ -162,7 +162,7 @@ async fn a_kafka_ingress_commits_only_what_nats_confirmed() {
     ] {
         w.brokers.old.publish(&a.ingress, &m).await.unwrap();
     }
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(a.migration.clone()).slices(16).build();
     router.offer(routing(&a.migration, 1, 16)).unwrap();
 
     let metrics = Arc::new(BridgeMetrics::new(&a.migration));
@@ -385,7 +385,7 @@ async fn a_kafka_cluster_out_of_reach_a_moment_ends_no_bridge_session() {
         ),
         new: Arc::new(Adapter::connect(Kind::Nats, &nats_url).await.unwrap()),
     };
-    let router = Router::with_default_slices(16);
+    let router = Router::builder(a.migration.clone()).slices(16).build();
     router.offer(routing(&a.migration, 1, 16)).unwrap();
     let publish = |from: u64| {
         let brokers = brokers.clone();
