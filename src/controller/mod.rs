@@ -10,6 +10,7 @@
 //!   passes and the minimum time is met, or the user forces it with a reason (journaled).
 //! - Two commands racing on one migration never both apply: the loser gets a conflict.
 
+mod blockers;
 mod build;
 pub mod decide;
 mod error;
@@ -31,6 +32,7 @@ use std::path::Path;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub use blockers::blockers;
 pub use error::{ControllerError, Result};
 pub use evaluate::GateReport;
 pub use gate_view::{AWAITING_FIRST_EVALUATION, GateView, not_evaluated_advice};
@@ -42,7 +44,7 @@ use gate_view::stored_soak;
 use crate::gate::{self, Verdict};
 use crate::indicators::fetch::Fetcher;
 use crate::machine::{self, Command, Ladder, Transition};
-use crate::plan::{self, Compiled, GateKind, Plan, Resolve, SecretsMode};
+use crate::plan::{self, Compiled, Plan, Resolve, SecretsMode};
 use crate::routing::RoutingDocument;
 use crate::store::{
     Commit, GateKey, GateRecord, MemoryRead, MigrationRecord, NewMigration, Store, StoreError,
@@ -776,28 +778,4 @@ impl<S: Store> Controller<'_, S> {
             })
             .collect())
     }
-}
-
-/// Why the migration may not leave its current step, given fresh evaluations.
-pub fn blockers(loaded: &Loaded, gates: &[GateReport], now_ms: i64) -> Vec<String> {
-    let min = loaded
-        .record
-        .state
-        .phase()
-        .and_then(|k| loaded.plan.phase(k))
-        .map(|p| p.min_duration)
-        .unwrap_or_default();
-    let exits: Vec<_> = gates
-        .iter()
-        .filter(|g| g.kind == GateKind::Exit)
-        .map(|g| (g.name.as_str(), &g.eval))
-        .collect();
-    let guards: Vec<_> = gates
-        .iter()
-        .filter(|g| g.kind == GateKind::Guard)
-        .map(|g| (g.name.as_str(), &g.eval))
-        .collect();
-    gate::ready_to_advance(&exits, &guards, loaded.counting_from_ms(), min, now_ms)
-        .err()
-        .unwrap_or_default()
 }

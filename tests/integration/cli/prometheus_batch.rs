@@ -216,9 +216,12 @@ async fn each_query_of_a_batch_gets_the_answer_and_the_reason_it_gets_alone() {
 }
 
 #[tokio::test]
-async fn a_batch_that_times_out_is_asked_query_by_query_and_each_gets_the_reason_it_gets_alone() {
-    // A server that accepts connections and never answers. A batch takes about as long as its
-    // queries together, so its timeout says nothing of theirs: each is asked alone, in turn.
+async fn a_batch_that_times_out_is_not_asked_again_query_by_query_and_each_gets_the_reason_it_gets_alone()
+ {
+    // A server that accepts connections and never answers (issue 54: asking each query of a
+    // timed-out batch alone, in turn, made one silent source hold a round for the sum of their
+    // timeouts). A source that timed out once in a round is not asked again in that round: each
+    // of the batch's queries gets the timeout's reason.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let connections = Arc::new(AtomicUsize::new(0));
@@ -235,12 +238,13 @@ async fn a_batch_that_times_out_is_asked_query_by_query_and_each_gets_the_reason
     each_gets_the_reason_it_gets_alone(&plain, &base, &queries, "timed out").await;
     // The accept thread counts a connection as soon as it is made; give it a moment.
     let mut tries = 0;
-    while connections.load(Ordering::SeqCst) < 5 && tries < 50 {
+    while connections.load(Ordering::SeqCst) < 2 && tries < 50 {
         tokio::time::sleep(Duration::from_millis(10)).await;
         tries += 1;
     }
-    // One for the query alone, one for the batch, one for each of its queries.
-    assert_eq!(connections.load(Ordering::SeqCst), 5);
+    // One for the query alone, one for the batch; none for its queries one by one.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
 
     // Nothing listening: each query of the batch gets the reason it gets alone.
     let closed = {
