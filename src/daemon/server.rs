@@ -93,6 +93,7 @@ async fn healthz<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
         "instance": s.config.instance,
         "epoch": s.store.fence().epoch(),
         "ticks": s.metrics.ticks(),
+        "ticks_running": s.lanes.running(),
     }))
     .into_response()
 }

@@ -195,21 +195,39 @@ impl Running {
         self.clock.fetch_add(minutes * 60_000, Ordering::SeqCst);
     }
 
-    /// The ticks `/healthz` counts.
-    pub async fn ticks(&self) -> u64 {
+    /// The rounds `/healthz` counts, and the migrations' ticks running now (a tick may outlive
+    /// its round: issue 54).
+    pub async fn rounds_and_running(&self) -> (u64, u64) {
         let h: serde_json::Value = reqwest::get(self.url("/healthz"))
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-        h["ticks"].as_u64().unwrap()
+        (
+            h["ticks"].as_u64().unwrap(),
+            h["ticks_running"].as_u64().unwrap(),
+        )
     }
 
-    /// Wait until the daemon has run two whole ticks at the current clock.
+    /// The ticks `/healthz` counts.
+    pub async fn ticks(&self) -> u64 {
+        self.rounds_and_running().await.0
+    }
+
+    /// Wait until every migration tick started before now has finished (a tick may outlive its
+    /// round, and one started before the clock moved decides at the instant it started), then
+    /// until the daemon has run two whole rounds after that with no tick left running.
     pub async fn settle(&self) {
+        while self.rounds_and_running().await.1 > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let start = self.ticks().await;
-        while self.ticks().await < start + 2 {
+        loop {
+            let (rounds, running) = self.rounds_and_running().await;
+            if rounds >= start + 2 && running == 0 {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
