@@ -14,7 +14,7 @@ fn prune(before_ms: i64, migration: Option<&str>, batch: i64) -> Prune {
 }
 
 /// What is left that a prune of everything could take: the whole history, the memory of steps
-/// left, the scrapes of complete migrations.
+/// left, the scrapes of complete migrations, the delivered outbox rows.
 async fn left(store: &AnyStore, migration: Option<&str>) -> Pruned {
     store
         .prunable(&prune(i64::MAX, migration, 1))
