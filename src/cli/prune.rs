@@ -1,7 +1,7 @@
-//! `migrate prune --older-than DURATION`: delete the gate evaluations, the memory of steps left
-//! and the scrapes of complete migrations older than that, in batches, and say what went per
-//! table. Never the journal, nor what a gate still reads (src/store/retention.rs,
-//! docs/operations.md).
+//! `migrate prune --older-than DURATION`: delete the gate evaluations, the memory of steps left,
+//! the scrapes of complete migrations and the delivered outbox rows older than that, in batches,
+//! and say what went per table. Never the journal, nor what a gate still reads, nor an outbox
+//! row still to announce (src/store/retention.rs, docs/operations.md).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -20,8 +20,8 @@ pub const BATCH: i64 = 5_000;
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Delete what is older than this (e.g. 14d, 36h): gate evaluations, the memory of steps
-    /// left, the scrapes of complete migrations. Never the journal, nor the memory of the step
-    /// a migration is in.
+    /// left, the scrapes of complete migrations, delivered outbox rows. Never the journal, nor
+    /// the memory of the step a migration is in, nor an undelivered outbox row.
     #[arg(
         long,
         value_name = "DURATION",
@@ -121,7 +121,7 @@ pub async fn run(ctx: &Ctx, args: PruneArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `gate_evaluations 12, gate_memory 0, scrapes 3`.
+/// `gate_evaluations 12, gate_memory 0, scrapes 3, outbox 0`.
 fn per_table(p: &Pruned) -> String {
     p.tables()
         .iter()

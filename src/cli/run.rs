@@ -94,9 +94,10 @@ pub struct RunArgs {
     /// Time to answer a request (a routing long-poll: its ?wait plus this), else 503.
     #[arg(long, default_value = "30s", value_parser = nonzero_duration("a zero request timeout would answer every request 503"))]
     pub http_request_timeout: Duration,
-    /// Delete gate evaluations, the memory of steps left and the scrapes of complete migrations
-    /// older than this, in small batches after the rounds (never the journal, nor what a gate
-    /// still reads: docs/operations.md); `off` keeps everything.
+    /// Delete gate evaluations, the memory of steps left, the scrapes of complete migrations and
+    /// the delivered outbox rows older than this, in small batches after the rounds (never the
+    /// journal, nor what a gate still reads, nor a transition still to announce:
+    /// docs/operations.md); `off` keeps everything.
     #[arg(long, value_name = "DURATION|off", default_value = "14d", value_parser = retention)]
     pub retain: Retention,
     /// Warn (at start, and whenever it changes) when this host's clock differs from the

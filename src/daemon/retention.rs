@@ -53,9 +53,9 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
-    use crate::machine::State;
+    use crate::machine::{Snapshot, State};
     use crate::store::any::{self, AnyStore};
-    use crate::store::{GateRecord, NewMigration};
+    use crate::store::{Commit, GateRecord, NewMigration};
 
     fn evaluation(at_ms: i64) -> GateRecord {
         GateRecord {
@@ -75,6 +75,29 @@ mod tests {
             judge_ledger: None,
             at_ms,
             revision: None,
+        }
+    }
+
+    /// A daemon at 1 s rounds whose clock reads 600,000 (ten minutes after the rows), with a
+    /// one-minute retention.
+    fn config() -> crate::daemon::Config {
+        crate::daemon::Config {
+            interval: Duration::from_secs(1),
+            source_timeout: Duration::from_secs(1),
+            queries_per_request: 1,
+            max_series: crate::indicators::fetch::MAX_SERIES,
+            lease_ttl: Duration::from_secs(15),
+            watch_interval: Duration::from_secs(1),
+            holder: "t".into(),
+            instance: String::new(),
+            access: Default::default(),
+            read_only_api: false,
+            allowed_hosts: Vec::new(),
+            confirm_complete: vec![],
+            http: crate::daemon::http::Limits::default(),
+            clock: crate::daemon::DaemonClock::simulated(Arc::new(|| 600_000)),
+            retain: Some(Duration::from_secs(60)),
+            max_clock_skew: std::time::Duration::from_secs(2),
         }
     }
 
@@ -106,25 +129,7 @@ mod tests {
             .record_evaluations("m", &[evaluation(590_000)])
             .await
             .unwrap();
-        let config = crate::daemon::Config {
-            interval: Duration::from_secs(1),
-            source_timeout: Duration::from_secs(1),
-            queries_per_request: 1,
-            max_series: crate::indicators::fetch::MAX_SERIES,
-            lease_ttl: Duration::from_secs(15),
-            watch_interval: Duration::from_secs(1),
-            holder: "t".into(),
-            instance: String::new(),
-            access: Default::default(),
-            read_only_api: false,
-            allowed_hosts: Vec::new(),
-            confirm_complete: vec![],
-            http: crate::daemon::http::Limits::default(),
-            // Ten minutes after the rows, with a one-minute retention.
-            clock: crate::daemon::DaemonClock::simulated(Arc::new(|| 600_000)),
-            retain: Some(Duration::from_secs(60)),
-            max_clock_skew: std::time::Duration::from_secs(2),
-        };
+        let config = config();
         let shared: Arc<Shared<AnyStore>> =
             Shared::new(store.clone(), config, Arc::new(crate::plan::SystemResolve)).unwrap();
         // A standby does nothing, however many rounds.
@@ -157,6 +162,88 @@ mod tests {
             "queue_migrate_pruned_rows_total{{table=\"gate_evaluations\"}} {}",
             old
         )));
+    }
+
+    /// Issue 54's outbox grew by one row per transition forever: the leader's retention deletes
+    /// the delivered rows older than it, never an undelivered one, and counts them.
+    #[tokio::test]
+    async fn the_leader_prunes_delivered_outbox_rows_never_undelivered_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("state.db").display());
+        // Transitions at the daemon's simulated instants.
+        let store = any::open(&url).await.unwrap().with_writer_clock();
+        store
+            .create(&NewMigration {
+                name: "m".into(),
+                plan_yaml: "name: m\n".into(),
+                plan_path: "m.yaml".into(),
+                plan_hash: "h".into(),
+                now_ms: 1_000,
+                actor: "t".into(),
+            })
+            .await
+            .unwrap();
+        // Old and delivered, old and undelivered, young and delivered.
+        let steps = [
+            (State::ConsumeDual, 2_000, true),
+            (State::Synthetic, 3_000, false),
+            (State::Slices(0), 590_000, true),
+        ];
+        for (version, (state, at_ms, delivered)) in (1..).zip(steps) {
+            let commit = Commit {
+                expected_version: version,
+                command: "advance".into(),
+                to: Snapshot {
+                    state,
+                    paused: false,
+                },
+                at_ms,
+                actor: "t".into(),
+                reason: None,
+                forced: false,
+                evidence: serde_json::json!({}),
+                memory: Vec::new(),
+            };
+            store.commit("m", &commit).await.unwrap();
+            if delivered {
+                store.outbox_delivered("m", version + 1).await.unwrap();
+            }
+        }
+        let shared: Arc<Shared<AnyStore>> = Shared::new(
+            store.clone(),
+            config(),
+            Arc::new(crate::plan::SystemResolve),
+        )
+        .unwrap();
+        shared.leader.store(true, Ordering::SeqCst);
+        for round in 1..10 {
+            assert_eq!(shared.prune_if_due().await, None, "round {round}");
+        }
+        let pruned = shared.prune_if_due().await.unwrap();
+        assert_eq!(pruned.outbox, 1, "{pruned:?}");
+        let pending = store.outbox_pending(10).await.unwrap();
+        assert_eq!(
+            pending
+                .iter()
+                .map(|r| (r.migration.as_str(), r.entry.at_ms))
+                .collect::<Vec<_>>(),
+            [("m", 3_000)]
+        );
+        let left = store
+            .prunable(&Prune {
+                before_ms: i64::MAX,
+                migration: None,
+                batch: 1,
+            })
+            .await
+            .unwrap();
+        assert_eq!(left.outbox, 1, "the young delivered row");
+        assert!(
+            shared
+                .metrics
+                .render()
+                .contains("queue_migrate_pruned_rows_total{table=\"outbox\"} 1")
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //!   once; a receiver drops repeats by the idempotency key, `MIGRATION:SEQ`).
 //! - Marking a row delivered proves the lease like every fenced write: a leader that lost its
 //!   lease cannot mark what it may not have delivered.
+//! - A delivered row is deleted by the retention once it is older than it
+//!   ([`super::retention`]: `migrate run --retain`, `migrate prune`); an undelivered row never
+//!   is, whatever its age.
 
 use sqlx::Row;
 

@@ -201,4 +201,10 @@ pub(super) const STATEMENTS: Statements = Statements {
      WHERE t.migration = d.migration AND t.source = d.source AND t.at = d.at",
     retained_scrapes_count: "SELECT COUNT(*) FROM scrapes s JOIN migrations m \
      ON m.name = s.migration WHERE m.state = $3 AND s.at < $1 AND ($2::TEXT IS NULL OR m.name = $2)",
+    // Delivered rows only: an undelivered one is what the next leader announces.
+    retain_outbox: "DELETE FROM outbox t USING (SELECT migration, seq FROM outbox \
+     WHERE delivered_at IS NOT NULL AND created_at < $1 AND ($2::TEXT IS NULL OR migration = $2) \
+     ORDER BY created_at LIMIT $3) d WHERE t.migration = d.migration AND t.seq = d.seq",
+    retained_outbox_count: "SELECT COUNT(*) FROM outbox WHERE delivered_at IS NOT NULL \
+     AND created_at < $1 AND ($2::TEXT IS NULL OR migration = $2)",
 };

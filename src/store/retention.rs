@@ -1,7 +1,8 @@
 //! Retention: what [`EvaluationStore::prune`](super::EvaluationStore::prune) may delete, and what it never does.
 //!
-//! Three tables grow with time: the gate evaluations (one row per gate per tick), the gates'
-//! memory (one row per gate per step entered) and the scrapes (one row per source per tick).
+//! Four tables grow with time: the gate evaluations (one row per gate per tick), the gates'
+//! memory (one row per gate per step entered), the scrapes (one row per source per tick) and
+//! the outbox (one row per transition committed: [`super::outbox`]).
 //! A prune deletes from them only what no reader needs any more; the rules are the same on every
 //! backend and for the daemon's `--retain` and `migrate prune --older-than`.
 //!
@@ -23,6 +24,10 @@
 //!   [`Prune::before_ms`]. The scrapes of every other migration are what its gates' windows read;
 //!   a daemon's rounds already keep them to twice the longest window (at least 20 minutes), so
 //!   they do not grow with time.
+//! - `outbox`: only the rows a leader marked **delivered**, committed (`created_at`, the
+//!   journal entry's instant) before [`Prune::before_ms`]. An undelivered row is never deleted,
+//!   whatever its age: it is what the next leader still has to announce. A delivered row is
+//!   read by nobody (the journal keeps the transition).
 //! - Each statement deletes at most [`Prune::batch`] rows of one table (oldest first), so that a
 //!   prune never holds a lock long; a caller repeats it until nothing is left
 //!   ([`Pruned::total`] is 0) or spreads the batches over a daemon's rounds.
@@ -46,12 +51,13 @@ pub struct Pruned {
     pub gate_evaluations: u64,
     pub gate_memory: u64,
     pub scrapes: u64,
+    pub outbox: u64,
 }
 
 impl Pruned {
     /// Rows of every table.
     pub fn total(&self) -> u64 {
-        self.gate_evaluations + self.gate_memory + self.scrapes
+        self.gate_evaluations + self.gate_memory + self.scrapes + self.outbox
     }
 
     /// Whether a batch of `batch` rows per table was full for some table (more may be left).
@@ -60,15 +66,17 @@ impl Pruned {
         batch > 0
             && (self.gate_evaluations >= batch
                 || self.gate_memory >= batch
-                || self.scrapes >= batch)
+                || self.scrapes >= batch
+                || self.outbox >= batch)
     }
 
     /// Each table's count, with its name, in a fixed order.
-    pub fn tables(&self) -> [(&'static str, u64); 3] {
+    pub fn tables(&self) -> [(&'static str, u64); 4] {
         [
             ("gate_evaluations", self.gate_evaluations),
             ("gate_memory", self.gate_memory),
             ("scrapes", self.scrapes),
+            ("outbox", self.outbox),
         ]
     }
 }
@@ -78,6 +86,7 @@ impl std::ops::AddAssign for Pruned {
         self.gate_evaluations += other.gate_evaluations;
         self.gate_memory += other.gate_memory;
         self.scrapes += other.scrapes;
+        self.outbox += other.outbox;
     }
 }
 
@@ -91,6 +100,7 @@ mod tests {
             gate_evaluations: 10,
             gate_memory: 0,
             scrapes: 3,
+            outbox: 0,
         };
         assert!(p.full(10));
         assert!(!p.full(11));
@@ -99,5 +109,12 @@ mod tests {
         let mut sum = p;
         sum += p;
         assert_eq!(sum.tables()[0], ("gate_evaluations", 20));
+        let outbox = Pruned {
+            outbox: 10,
+            ..Pruned::default()
+        };
+        assert!(outbox.full(10));
+        assert_eq!(outbox.total(), 10);
+        assert_eq!(outbox.tables()[3], ("outbox", 10));
     }
 }

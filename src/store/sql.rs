@@ -132,6 +132,9 @@ pub(crate) struct Statements {
     pub retained_memory_count: &'static str,
     pub retain_scrapes: &'static str,
     pub retained_scrapes_count: &'static str,
+    /// The outbox's delivered rows committed before `$1` (never an undelivered one).
+    pub retain_outbox: &'static str,
+    pub retained_outbox_count: &'static str,
 }
 
 /// The SQL store, on SQLite or PostgreSQL.

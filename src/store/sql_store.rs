@@ -584,6 +584,7 @@ impl EvaluationStore for SqlStore {
             scrapes: self
                 .retain(s.retain_scrapes, prune, Some(State::Complete.name()))
                 .await?,
+            outbox: self.retain(s.retain_outbox, prune, None).await?,
         })
     }
 
@@ -596,6 +597,7 @@ impl EvaluationStore for SqlStore {
                 .await?,
             gate_memory: self.retained(s.retained_memory_count, prune, None).await?,
             scrapes: self.retained(s.retained_scrapes_count, prune, done).await?,
+            outbox: self.retained(s.retained_outbox_count, prune, None).await?,
         })
     }
 }

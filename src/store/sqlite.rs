@@ -208,6 +208,12 @@ pub(super) const RETAIN_SCRAPES: &str = "DELETE FROM scrapes WHERE rowid IN (SEL
      AND s.at < ?1 AND (?2 IS NULL OR m.name = ?2) LIMIT ?3)";
 const RETAINED_SCRAPES_COUNT: &str = "SELECT COUNT(*) FROM migrations m CROSS JOIN scrapes s \
      WHERE s.migration = m.name AND m.state = ?3 AND s.at < ?1 AND (?2 IS NULL OR m.name = ?2)";
+/// Delivered outbox rows only: an undelivered one is what the next leader announces.
+pub(super) const RETAIN_OUTBOX: &str = "DELETE FROM outbox WHERE rowid IN (SELECT rowid \
+     FROM outbox WHERE delivered_at IS NOT NULL AND created_at < ?1 \
+     AND (?2 IS NULL OR migration = ?2) ORDER BY created_at LIMIT ?3)";
+const RETAINED_OUTBOX_COUNT: &str = "SELECT COUNT(*) FROM outbox \
+     WHERE delivered_at IS NOT NULL AND created_at < ?1 AND (?2 IS NULL OR migration = ?2)";
 
 /// The statements SQLite spells its own way.
 pub(super) const STATEMENTS: Statements = Statements {
@@ -219,4 +225,6 @@ pub(super) const STATEMENTS: Statements = Statements {
     retained_memory_count: RETAINED_MEMORY_COUNT,
     retain_scrapes: RETAIN_SCRAPES,
     retained_scrapes_count: RETAINED_SCRAPES_COUNT,
+    retain_outbox: RETAIN_OUTBOX,
+    retained_outbox_count: RETAINED_OUTBOX_COUNT,
 };

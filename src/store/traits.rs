@@ -207,7 +207,8 @@ pub trait EvaluationStore: Send + Sync {
     ) -> impl Future<Output = Result<Vec<GateRecord>>> + Send;
     /// Delete, oldest first, at most `prune.batch` rows of each table that retention may
     /// shorten, of the rows [`retention`] allows (never the journal, nor the memory of the step a
-    /// migration is in, nor the scrapes of a migration still evaluated); answer how many went.
+    /// migration is in, nor the scrapes of a migration still evaluated, nor an outbox row not yet
+    /// delivered); answer how many went.
     /// One statement per table, each committed by itself: a prune never holds a lock long.
     fn prune(
         &self,

@@ -14,7 +14,7 @@ fn prune(before_ms: i64, migration: Option<&str>, batch: i64) -> Prune {
 }
 
 /// What is left that a prune of everything could take: the whole history, the memory of steps
-/// left, the scrapes of complete migrations.
+/// left, the scrapes of complete migrations, the delivered outbox rows.
 async fn left(store: &AnyStore, migration: Option<&str>) -> Pruned {
     store
         .prunable(&prune(i64::MAX, migration, 1))
@@ -30,7 +30,8 @@ async fn prune_all(store: &AnyStore, p: &Prune) -> (Pruned, usize) {
         assert!(
             one.gate_evaluations <= p.batch as u64
                 && one.gate_memory <= p.batch as u64
-                && one.scrapes <= p.batch as u64,
+                && one.scrapes <= p.batch as u64
+                && one.outbox <= p.batch as u64,
             "a batch deleted more than {}: {one:?}",
             p.batch
         );
@@ -120,6 +121,7 @@ on_each_backend_test! {
                     gate_memory: 1,
                     // done's two old scrapes; not m's (still evaluated), nor done's young one.
                     scrapes: 2,
+                    outbox: 0,
                 },
                 "[{}]",
                 b.kind
@@ -157,6 +159,7 @@ on_each_backend_test! {
                     // done's memory of a step it left, evaluated at 60,000.
                     gate_memory: 1,
                     scrapes: 1,
+                    outbox: 0,
                 },
                 "[{}]",
                 b.kind
@@ -179,6 +182,7 @@ on_each_backend_test! {
                     gate_evaluations: 1,
                     gate_memory: 1,
                     scrapes: 3,
+                    outbox: 0,
                 },
                 "[{}]",
                 b.kind
@@ -191,6 +195,7 @@ on_each_backend_test! {
                     gate_evaluations: 5,
                     gate_memory: 1,
                     scrapes: 0,
+                    outbox: 0,
                 },
                 "[{}]",
                 b.kind
@@ -217,4 +222,90 @@ async fn a_prune_seeks_the_oldest_evaluations_by_time() {
             .all(|d| !d.starts_with("SCAN gate_evaluations")),
         "{details:#?}"
     );
+}
+
+/// The outbox's rows, oldest first, as `(migration, seq, committed at)`: what is still to announce.
+async fn undelivered(store: &AnyStore) -> Vec<(String, i64, i64)> {
+    store
+        .outbox_pending(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.migration, r.entry.seq, r.entry.at_ms))
+        .collect()
+}
+
+/// Mark the outbox row of `name`'s transition committed at `at_ms` delivered.
+async fn deliver(store: &AnyStore, name: &str, at_ms: i64) {
+    let (_, seq, _) = undelivered(store)
+        .await
+        .into_iter()
+        .find(|(m, _, at)| m == name && *at == at_ms)
+        .unwrap();
+    store.outbox_delivered(name, seq).await.unwrap();
+}
+
+on_each_backend_test! {
+    /// Issue 54's outbox kept one row per transition forever: the retention deletes the rows a
+    /// leader delivered once they are older than it, and never a row still to announce, however
+    /// old.
+    #[tokio::test]
+    async fn retention_prunes_delivered_outbox_rows_never_undelivered_ones() {
+        on_each_backend(|b| async move {
+            let store = b.open().await;
+            store.create(&new_migration("m", 1_000)).await.unwrap();
+            let steps = [
+                (State::ConsumeDual, 2_000),
+                (State::Synthetic, 3_000),
+                (State::Slices(0), 50_000),
+            ];
+            for (version, (state, at)) in (1..).zip(steps) {
+                let c = commit(version, "advance", snap(state, false), at, None);
+                store.commit("m", &c).await.unwrap();
+            }
+            store.create(&new_migration("n", 1_000)).await.unwrap();
+            let c = commit(1, "advance", snap(State::ConsumeDual, false), 2_500, None);
+            store.commit("n", &c).await.unwrap();
+            assert_eq!(undelivered(&store).await.len(), 4, "[{}]", b.kind);
+            // Delivered: m's old and young transitions, n's old one. m's at 3,000 is not.
+            deliver(&store, "m", 2_000).await;
+            deliver(&store, "m", 50_000).await;
+            deliver(&store, "n", 2_500).await;
+
+            let old = prune(10_000, None, 1);
+            let would = store.prunable(&old).await.unwrap();
+            assert_eq!(
+                would,
+                Pruned {
+                    outbox: 2,
+                    ..Pruned::default()
+                },
+                "[{}] the two delivered rows before 10,000",
+                b.kind
+            );
+            let only_m = prune(10_000, Some("m"), 1);
+            assert_eq!(store.prunable(&only_m).await.unwrap().outbox, 1);
+            let (removed, _) = prune_all(&store, &only_m).await;
+            assert_eq!(removed.outbox, 1, "[{}]", b.kind);
+            let (removed, batches) = prune_all(&store, &old).await;
+            assert_eq!((removed.outbox, batches), (1, 2), "[{}] n's", b.kind);
+
+            // Left: the undelivered row (older than the retention) and the young delivered one.
+            let still = undelivered(&store).await;
+            assert_eq!(
+                still.iter().map(|(m, _, at)| (m.as_str(), *at)).collect::<Vec<_>>(),
+                [("m", 3_000)],
+                "[{}]",
+                b.kind
+            );
+            assert_eq!(left(&store, None).await.outbox, 1, "[{}] m's at 50,000", b.kind);
+            assert_eq!(store.prunable(&old).await.unwrap(), Pruned::default());
+            // Once delivered, it goes too; the journal keeps every transition.
+            deliver(&store, "m", 3_000).await;
+            assert_eq!(store.prune(&old).await.unwrap().outbox, 1, "[{}]", b.kind);
+            assert_eq!(store.journal("m").await.unwrap().len(), 4, "[{}]", b.kind);
+            assert_eq!(store.journal("n").await.unwrap().len(), 2, "[{}]", b.kind);
+        })
+        .await;
+    }
 }

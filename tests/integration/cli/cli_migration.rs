@@ -418,7 +418,7 @@ fn prune_says_what_it_removed_per_table_and_keeps_what_a_gate_reads() {
     assert_eq!(real["dry_run"], false);
     assert_eq!(real["removed"], dry["removed"], "{real}");
     let text = b.ok(&["prune", "--older-than", "30m"], 0).stdout;
-    for table in ["gate_evaluations", "gate_memory", "scrapes"] {
+    for table in ["gate_evaluations", "gate_memory", "scrapes", "outbox"] {
         assert!(text.contains(table), "{text}");
     }
     assert!(text.starts_with("removed rows older than "), "{text}");
