@@ -344,7 +344,8 @@ fn gates_section(out: &mut String, d: &Detail) {
                 exact = g.value.map(|x| x.to_string()).unwrap_or_default(),
                 value = g
                     .value
-                    .map_or_else(|| "–".into(), |x| esc(&round_value(x, *t))),
+                    .map_or_else(|| "–".into(), |x| esc(&round_value(x, *t)))
+                    + &largest_html(g),
                 threshold = t.map(|t| esc(&t.text())).unwrap_or_else(|| "–".into()),
                 reason = said(&g.reason),
                 at = g
@@ -364,6 +365,15 @@ fn gates_section(out: &mut String, d: &Detail) {
     }
     out.push_str(&charts(&d.charts));
     out.push_str("</section>\n");
+}
+
+/// A `kafka_lag` gate's largest partition lag under its value (issue 57): `max 900 on
+/// orders/3`; empty for the other gates.
+fn largest_html(g: &crate::controller::GateView) -> String {
+    g.largest_partition
+        .as_ref()
+        .map(|l| format!(" <span class=\"max\">({})</span>", said(&l.text())))
+        .unwrap_or_default()
 }
 
 /// The journal, newest first, a page at a time.
