@@ -715,6 +715,45 @@ mod tests {
         }
     }
 
+    /// Issue 57: a kafka_lag gate showed one number per gate; its largest partition's lag,
+    /// and which, shows under its value (escaped as any text from a plan).
+    #[test]
+    fn a_kafka_lag_gate_shows_its_largest_partition_under_its_value() {
+        let mut d = detail("drain", false);
+        let gate = |largest_partition| crate::controller::GateView {
+            phase: "drain".into(),
+            name: "old topic drained".into(),
+            kind: crate::plan::GateKind::Exit,
+            source: "old_lag".into(),
+            verdict: crate::gate::Verdict::Fail,
+            value: Some(1234.0),
+            reason: "r".into(),
+            evaluated_at: None,
+            evaluated_at_ms: None,
+            age_ms: None,
+            soak: None,
+            cause: None,
+            largest_partition,
+        };
+        d.view.gates = vec![
+            gate(Some(crate::indicators::kafka_lag::LargestPartition {
+                topic: "<orders>".into(),
+                partition: 3,
+                lag: 900,
+            })),
+            gate(None),
+        ];
+        d.thresholds = vec![None, None];
+        d.gate_data = vec![None, None];
+        let mut out = String::new();
+        gates_section(&mut out, &d);
+        assert!(
+            out.contains("1234 <span class=\"max\">(max 900 on &lt;orders&gt;/3)</span>"),
+            "{out}"
+        );
+        assert_eq!(out.matches("class=\"max\"").count(), 1, "{out}");
+    }
+
     #[test]
     fn the_point_of_no_return_asks_for_the_name_and_nowhere_else() {
         let s = Serving {
