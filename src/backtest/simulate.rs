@@ -187,6 +187,7 @@ fn judge_all(
                 source: item.source().to_string(),
                 query: String::new(),
                 eval,
+                largest_partition: None,
                 evaluated_at_ms: at,
                 memory_read: None,
             }

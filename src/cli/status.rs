@@ -57,11 +57,21 @@ fn gate_cells(s: &Shown) -> Vec<[String; 5]> {
                 g.kind.to_string(),
                 g.verdict.label().to_string(),
                 crate::outgoing::line(&g.name),
-                g.value.map_or_else(|| "-".into(), |v| round_value(v, *t)),
+                value_cell(g, *t),
                 t.map(|t| t.text()).unwrap_or_default(),
             ]
         })
         .collect()
+}
+
+/// A gate's value as its row shows it; a `kafka_lag` gate's with its largest partition lag
+/// beside it (issue 57): `1234 (max 900 on orders/3)`.
+fn value_cell(g: &crate::controller::GateView, t: Option<Threshold>) -> String {
+    let value = g.value.map_or_else(|| "-".into(), |v| round_value(v, t));
+    match &g.largest_partition {
+        Some(l) => format!("{value} ({})", crate::outgoing::line(&l.text())),
+        None => value,
+    }
 }
 
 /// Below this many characters left for the reason beside a row, every row's reason goes on
@@ -446,6 +456,7 @@ mod tests {
                 age_ms: None,
                 soak: None,
                 cause: None,
+                largest_partition: None,
             }],
         }
     }
@@ -468,5 +479,24 @@ mod tests {
         }
         let text = lines(&shown(false), 80).join("\n");
         assert!(!text.contains("paused:"), "{text}");
+    }
+
+    /// Issue 57: a kafka_lag gate showed one number (the sum); its row now shows the largest
+    /// partition's lag and which beside it.
+    #[test]
+    fn a_kafka_lag_gate_shows_its_largest_partition_beside_its_value() {
+        let mut s = shown(false);
+        s.thresholds = vec![None];
+        s.view.gates[0].value = Some(1234.0);
+        s.view.gates[0].largest_partition = Some(crate::indicators::kafka_lag::LargestPartition {
+            topic: "orders".into(),
+            partition: 3,
+            lag: 900,
+        });
+        let text = lines(&s, 120).join("\n");
+        assert!(text.contains("1234 (max 900 on orders/3)"), "{text}");
+        s.view.gates[0].largest_partition = None;
+        let text = lines(&s, 120).join("\n");
+        assert!(!text.contains("max 900"), "{text}");
     }
 }

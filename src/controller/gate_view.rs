@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::evaluate::GateReport;
 use crate::gate::{self, Verdict};
+use crate::indicators::kafka_lag::LargestPartition;
 use crate::plan::GateKind;
 use crate::store::GateRecord;
 
@@ -59,6 +60,15 @@ pub struct GateView {
     /// other verdicts and for evaluations stored before the cause was kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<gate::NoDataCause>,
+    /// A gate on a `kafka_lag` source: the largest partition's lag among those its query
+    /// selects, and which (`{"topic":"orders","partition":3,"lag":900}`), beside the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_partition: Option<LargestPartition>,
+}
+
+/// A stored row's largest partition lag; `None` when it has none or it does not read.
+pub(super) fn stored_largest(r: &GateRecord) -> Option<LargestPartition> {
+    serde_json::from_str(r.largest_partition.as_deref()?).ok()
 }
 
 impl GateReport {
@@ -77,6 +87,67 @@ impl GateReport {
             age_ms: None,
             soak: self.eval.soak,
             cause: self.eval.cause,
+            largest_partition: self.largest_partition.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 57: the largest partition lag a round writes is what `status` reads back, and
+    /// `status --json` serves it only for a gate that has one.
+    #[test]
+    fn a_stored_largest_partition_reads_back_and_is_served_only_when_present() {
+        let largest = LargestPartition {
+            topic: "orders".into(),
+            partition: 3,
+            lag: 900,
+        };
+        let json = serde_json::to_string(&largest).unwrap();
+        assert_eq!(json, r#"{"topic":"orders","partition":3,"lag":900}"#);
+        let row = |stored: Option<&str>| GateRecord {
+            step_entered_ms: 0,
+            state: crate::machine::State::Planned,
+            gate: "lag".into(),
+            kind: "exit".into(),
+            query: String::new(),
+            value: Some(1234.0),
+            old_value: None,
+            samples: 1,
+            verdict: "hold".into(),
+            reason: String::new(),
+            no_data_cause: None,
+            held_since_ms: None,
+            peak: None,
+            judge_ledger: None,
+            largest_partition: stored.map(str::to_string),
+            at_ms: 1,
+            revision: None,
+        };
+        assert_eq!(stored_largest(&row(Some(&json))), Some(largest.clone()));
+        assert_eq!(stored_largest(&row(None)), None);
+        assert_eq!(stored_largest(&row(Some("not json"))), None);
+        let view = |largest_partition| GateView {
+            phase: "drain".into(),
+            name: "lag".into(),
+            kind: GateKind::Exit,
+            source: "kafka".into(),
+            verdict: Verdict::Pass,
+            value: Some(1234.0),
+            reason: String::new(),
+            evaluated_at: None,
+            evaluated_at_ms: None,
+            age_ms: None,
+            soak: None,
+            cause: None,
+            largest_partition,
+        };
+        let served = serde_json::to_value(view(Some(largest))).unwrap();
+        assert_eq!(served["largest_partition"]["partition"], 3);
+        assert_eq!(served["largest_partition"]["lag"], 900);
+        let served = serde_json::to_value(view(None)).unwrap();
+        assert!(served.get("largest_partition").is_none(), "{served}");
     }
 }

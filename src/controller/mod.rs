@@ -774,6 +774,7 @@ impl<S: Store> Controller<'_, S> {
                     cause: last
                         .filter(|_| verdict == Verdict::NoData)
                         .and_then(|r| gate::NoDataCause::parse(r.no_data_cause.as_deref()?)),
+                    largest_partition: last.and_then(gate_view::stored_largest),
                 }
             })
             .collect())

@@ -72,6 +72,8 @@ struct GateGauge {
     /// What the value is compared with, and how: a threshold gate's number and its operator,
     /// a compare gate's `max(old × ratio, old + absolute)` and `<=`.
     limit: Option<(f64, &'static str)>,
+    /// A `kafka_lag` gate's largest partition lag among those its query selects.
+    largest: Option<crate::indicators::kafka_lag::LargestPartition>,
 }
 
 /// The limit gate `report` was held to (see [`GateGauge::limit`]), from its definition in
@@ -212,6 +214,7 @@ impl Metrics {
                 value: r.eval.value,
                 old_value: r.eval.old_value,
                 limit: limit_of(plan, r),
+                largest: r.largest_partition.clone(),
             })
             .collect();
         self.with(|m| {
@@ -503,6 +506,33 @@ fn migration_families(out: &mut String, m: &Inner) {
     }
 }
 
+/// The largest partition's lag of each gate on a `kafka_lag` source (issue 57), with the gate's
+/// `labels` and which topic and partition it is (one series per gate: the partition may change
+/// from one round to the next).
+fn largest_partition_family<'a>(
+    out: &mut String,
+    m: &'a Inner,
+    labels: fn(&'a str, &'a GateGauge) -> Vec<(&'static str, &'a str)>,
+) {
+    let metric = "queue_migrate_gate_largest_partition_lag";
+    family(
+        out,
+        metric,
+        Kind::Gauge,
+        "A kafka_lag gate's largest partition lag among those its query selects (its value is usually their sum).",
+    );
+    for (name, g) in &m.migrations {
+        for gate in &g.gates {
+            let Some(l) = &gate.largest else { continue };
+            let partition = l.partition.to_string();
+            let mut labels = labels(name, gate);
+            labels.push(("topic", l.topic.as_str()));
+            labels.push(("partition", partition.as_str()));
+            sample(out, metric, &labels, l.lag as f64);
+        }
+    }
+}
+
 /// Every gate's reading, limit and verdict.
 fn gate_families(out: &mut String, m: &Inner) {
     // Every gate series: migration, phase, gate, kind (exit/guard), source.
@@ -546,6 +576,7 @@ fn gate_families(out: &mut String, m: &Inner) {
             }
         }
     }
+    largest_partition_family(out, m, labels);
     family(
         out,
         "queue_migrate_gate_verdict",
@@ -649,9 +680,41 @@ mod tests {
                 cause: None,
                 memory: Memory::default(),
             },
+            largest_partition: None,
             evaluated_at_ms: 0,
             memory_read: None,
         }
+    }
+
+    /// Issue 57: a kafka_lag gate's largest partition lag is a gauge beside its value (the
+    /// sum), naming the topic and partition; a gate without one has no such series.
+    #[test]
+    fn a_kafka_lag_gate_exports_its_largest_partition_lag() {
+        let m = Metrics::default();
+        let mut lag = report("error ratio low", GateKind::Exit, 1234.0, None);
+        lag.largest_partition = Some(crate::indicators::kafka_lag::LargestPartition {
+            topic: "orders".into(),
+            partition: 3,
+            lag: 900,
+        });
+        let other = report("latency vs old", GateKind::Guard, 0.31, Some(0.25));
+        m.gates("orders", &plan(), &[lag, other]);
+        let text = m.render();
+        let line = "queue_migrate_gate_largest_partition_lag{migration=\"orders\",phase=\"slices\",\
+                    gate=\"error ratio low\",kind=\"exit\",source=\"prom\",topic=\"orders\",\
+                    partition=\"3\"} 900";
+        assert!(text.lines().any(|l| l == line), "{text}");
+        assert!(
+            text.contains("# TYPE queue_migrate_gate_largest_partition_lag gauge"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("queue_migrate_gate_largest_partition_lag{"))
+                .count(),
+            1,
+            "{text}"
+        );
     }
 
     /// Issue 32: every gate series names the migration, phase, kind and source; a compare gate

@@ -73,6 +73,7 @@ mod tests {
             held_since_ms: Some(at_ms),
             peak: None,
             judge_ledger: None,
+            largest_partition: None,
             at_ms,
             revision: None,
         }

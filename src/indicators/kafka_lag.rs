@@ -71,6 +71,63 @@ pub fn evaluate(query: &str, samples: &[Sample], now_ms: i64) -> Result<f64, Unr
         .map_err(|e| Unread::new(e.cause, e.reason))
 }
 
+/// The partition with the largest lag among those a gate's query selects: shown beside the
+/// gate's value (which is usually their sum), so that one stuck partition is seen in `status`,
+/// the console and `/metrics` without a gate per partition.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LargestPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub lag: u64,
+}
+
+impl LargestPartition {
+    /// How `status` writes it: `max 900 on orders/3`.
+    pub fn text(&self) -> String {
+        format!(
+            "max {} on {}/{}",
+            thousands(self.lag),
+            self.topic,
+            self.partition
+        )
+    }
+}
+
+/// `1,234`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The largest lag among the partitions of `lags` that `query`'s lag selectors pick (of two
+/// equal lags, the first topic and partition in order); `None` when the query does not parse
+/// or selects no partition's lag (a `kafka_topic_partitions` guard).
+pub fn largest(query: &str, group: &str, lags: &[Lag]) -> Option<LargestPartition> {
+    let q = parse_query(query).ok()?;
+    let selectors: Vec<_> = q
+        .selectors()
+        .into_iter()
+        .filter(|s| s.metric == LAG_METRIC)
+        .collect();
+    lags.iter()
+        .zip(samples(group, lags))
+        .filter(|(_, sample)| selectors.iter().any(|s| s.matches(sample)))
+        .map(|(lag, _)| lag)
+        .min_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)))
+        .map(|(topic, partition, lag)| LargestPartition {
+            topic: topic.clone(),
+            partition: *partition,
+            lag: *lag,
+        })
+}
+
 /// Reads `group`'s lag on each of `topics` from the cluster at `url` (`kafka://host:port,...`,
 /// with its security settings: [`crate::brokers::KafkaUrl`]).
 ///
@@ -166,6 +223,51 @@ mod tests {
         assert_eq!(evaluate(q, &grown, 1_000), Ok(4.0));
         // The lag queries are unchanged by the count beside them.
         assert_eq!(evaluate("kafka_consumergroup_lag", &s, 1_000), Ok(17.0));
+    }
+
+    /// Issue 57: a gate summing a topic's lag showed one number; the largest partition's lag
+    /// (and which) is now read beside it, among the partitions its query selects.
+    #[test]
+    fn the_largest_partition_is_among_those_the_query_selects() {
+        let lags: Vec<Lag> = vec![
+            ("orders".into(), 0, 3),
+            ("orders".into(), 1, 0),
+            ("orders".into(), 2, 9),
+            ("audit".into(), 0, 50),
+        ];
+        let at = |topic: &str, partition, lag| {
+            Some(LargestPartition {
+                topic: topic.into(),
+                partition,
+                lag,
+            })
+        };
+        let orders = r#"kafka_consumergroup_lag{topic="orders"}"#;
+        assert_eq!(largest(orders, "workers", &lags), at("orders", 2, 9));
+        assert_eq!(
+            largest("sum(kafka_consumergroup_lag)", "workers", &lags),
+            at("audit", 0, 50)
+        );
+        assert_eq!(
+            largest(
+                r#"kafka_consumergroup_lag{consumergroup="other"}"#,
+                "workers",
+                &lags
+            ),
+            None
+        );
+        assert_eq!(largest("kafka_topic_partitions", "workers", &lags), None);
+        assert_eq!(largest("kafka_consumergroup_lag{", "workers", &lags), None);
+        // Of equal lags, the first topic and partition in order.
+        let ties: Vec<Lag> = vec![("b".into(), 1, 4), ("a".into(), 2, 4), ("a".into(), 1, 4)];
+        assert_eq!(
+            largest("kafka_consumergroup_lag", "g", &ties),
+            at("a", 1, 4)
+        );
+        assert_eq!(
+            at("orders", 3, 1_234).map(|l| l.text()).as_deref(),
+            Some("max 1,234 on orders/3")
+        );
     }
 
     #[test]

@@ -477,6 +477,7 @@ mod tests {
             age_ms: None,
             soak: None,
             cause: None,
+            largest_partition: None,
         }];
         let mut out = Vec::new();
         let standing = Standing::NeedsPerson {
@@ -537,6 +538,7 @@ mod tests {
             age_ms: None,
             soak: None,
             cause: None,
+            largest_partition: None,
         };
         assert_eq!(gate_value(&g, 1_795_996_800_000), "T+5h46m");
         assert_eq!(clock(42 * 60_000), "T+42m");

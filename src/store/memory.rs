@@ -39,7 +39,8 @@ use crate::gate::Memory;
 /// The columns of a gate row, in the order [`write_rows`] binds them (a memory row's are
 /// followed by its `revision`).
 const COLUMNS: &str = "migration, step_entered, state, step, gate, kind, query, value, \
-     old_value, samples, verdict, reason, held_since, peak, at, no_data_cause, judge_ledger";
+     old_value, samples, verdict, reason, held_since, peak, at, no_data_cause, judge_ledger, \
+     largest_partition";
 
 /// Where [`write_rows`] writes a round's gate rows.
 #[derive(Debug, Clone, Copy)]
@@ -253,7 +254,8 @@ where
             .push_bind(r.peak)
             .push_bind(r.at_ms)
             .push_bind(r.no_data_cause.as_deref())
-            .push_bind(r.judge_ledger.as_deref());
+            .push_bind(r.judge_ledger.as_deref())
+            .push_bind(r.largest_partition.as_deref());
         if let Table::Memory = table {
             // The revision the row has if nobody wrote it since the read (see [`merge`]).
             row.push_bind(r.revision.unwrap_or(0).saturating_add(1));
@@ -284,6 +286,7 @@ const MERGE_MEMORY: &str = concat!(
      query = excluded.query, value = excluded.value, old_value = excluded.old_value, \
      verdict = excluded.verdict, reason = excluded.reason, at = excluded.at, \
      no_data_cause = excluded.no_data_cause, judge_ledger = excluded.judge_ledger, \
+     largest_partition = excluded.largest_partition, \
      held_since = CASE WHEN ",
     fresh!(),
     " THEN excluded.held_since \
@@ -417,6 +420,7 @@ mod tests {
             held_since_ms: None,
             peak: None,
             judge_ledger: None,
+            largest_partition: None,
             at_ms,
             revision: None,
         }

@@ -94,6 +94,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "judge ledger",
         include_str!("../../migrations/postgres/0015_judge_ledger.sql"),
     ),
+    (
+        16,
+        "largest partition",
+        include_str!("../../migrations/postgres/0016_largest_partition.sql"),
+    ),
 ];
 
 /// Connect to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=..]`

@@ -157,6 +157,11 @@ pub struct GateRecord {
     /// the other gates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judge_ledger: Option<String>,
+    /// A `kafka_lag` gate's largest partition lag as JSON
+    /// ([`crate::indicators::kafka_lag::LargestPartition`]; migration 0016): `None` for the
+    /// other gates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_partition: Option<String>,
     pub at_ms: i64,
     /// The revision of the gate's memory row. As read from the memory: the row's (every write
     /// increments it). As written: the one the writer read for the gate (`None`: it had no row

@@ -84,6 +84,7 @@ macro_rules! records {
                 revision: Some(self.try_get("revision")?),
                 peak: self.try_get("peak")?,
                 judge_ledger: self.try_get("judge_ledger")?,
+                largest_partition: self.try_get("largest_partition")?,
                 at_ms: self.try_get("at")?,
             })
         }

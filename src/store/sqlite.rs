@@ -90,6 +90,11 @@ pub(super) const SCHEMA: &[(i64, &str, &str)] = &[
         "judge ledger",
         include_str!("../../migrations/sqlite/0015_judge_ledger.sql"),
     ),
+    (
+        16,
+        "largest partition",
+        include_str!("../../migrations/sqlite/0016_largest_partition.sql"),
+    ),
 ];
 
 /// Open (creating if needed) the database at `url` (`sqlite://PATH`, `sqlite::memory:` or a

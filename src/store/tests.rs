@@ -338,6 +338,9 @@ fn gate(
         peak: None,
         // A judge's ledger is stored as written (migration 0013): round-tripped by every test.
         judge_ledger: value.map(|_| format!("{{\"at\":{at_ms}}}")),
+        // A kafka_lag gate's largest partition too (migration 0016).
+        largest_partition: value
+            .map(|_| format!("{{\"topic\":\"orders\",\"partition\":3,\"lag\":{at_ms}}}")),
         at_ms,
         revision: None,
     }
@@ -1963,6 +1966,8 @@ on_each_backend_test! {
                 r.held_since_ms = None;
                 // Rows written before migration 0013 have no judge ledger.
                 r.judge_ledger = None;
+                // Nor a largest partition (migration 0016).
+                r.largest_partition = None;
                 r
             };
             assert_eq!(

@@ -11,6 +11,7 @@ use crate::gate::{NoDataCause, Observation, Unread};
 use crate::indicators::exposition::Exposition;
 use crate::indicators::fetch::Fetcher;
 use crate::indicators::history::{History, Point};
+use crate::indicators::kafka_lag::LargestPartition;
 use crate::indicators::query::{Query, parse_query};
 use crate::plan::{Check, Gate, Plan, Source};
 use crate::store::{
@@ -98,11 +99,15 @@ pub(super) async fn gather<S: Store>(
     for item in items {
         let mut reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
-            None => Reading {
-                observation: observe(fetcher, plan, item, &scrapes.histories, now_ms, since_ms)
-                    .await,
-                note: None,
-            },
+            None => {
+                let (observation, largest) =
+                    observe(fetcher, plan, item, &scrapes.histories, now_ms, since_ms).await;
+                Reading {
+                    observation,
+                    note: None,
+                    largest,
+                }
+            }
         };
         if let Observation::Unavailable(Unread { why, .. }) = &mut reading.observation {
             *why = crate::outgoing::text(
@@ -403,6 +408,8 @@ fn step_queries(item: &Item<'_>, now_ms: i64, entered_ms: i64) -> Vec<String> {
         .collect()
 }
 
+/// What an item's source gave, and (a single-query gate on a `kafka_lag` source) the largest
+/// partition's lag among those its query selects.
 async fn observe(
     fetcher: &Fetcher,
     plan: &Plan,
@@ -410,8 +417,12 @@ async fn observe(
     scraped: &HashMap<String, Scraped>,
     now_ms: i64,
     entered_ms: i64,
-) -> Observation {
-    let read = |query| read_one(fetcher, plan, item.source(), scraped, query, now_ms);
+) -> (Observation, Option<LargestPartition>) {
+    let read = |query| async move {
+        read_one(fetcher, plan, item.source(), scraped, query, now_ms)
+            .await
+            .map(|(value, _)| value)
+    };
     match item {
         Item::Gate(
             Gate {
@@ -422,7 +433,7 @@ async fn observe(
         ) => {
             let queries = step_queries(item, now_ms, entered_ms);
             let reads = futures_util::future::join_all(queries.iter().map(|q| read(q))).await;
-            Observation::of_judge(j, reads)
+            (Observation::of_judge(j, reads), None)
         }
         Item::Gate(
             Gate {
@@ -430,15 +441,21 @@ async fn observe(
                 ..
             },
             _,
-        ) => match tokio::join!(read(new), read(old)) {
-            (Ok(new), Ok(old)) => Observation::Pair { new, old },
-            (Err(e), _) => Observation::Unavailable(e.map(|e| format!("new side: {e}"))),
-            (_, Err(e)) => Observation::Unavailable(e.map(|e| format!("old side: {e}"))),
-        },
-        other => match read(other.queries().first().copied().unwrap_or_default()).await {
-            Ok(v) => Observation::Value(v),
-            Err(e) => Observation::Unavailable(e),
-        },
+        ) => {
+            let observation = match tokio::join!(read(new), read(old)) {
+                (Ok(new), Ok(old)) => Observation::Pair { new, old },
+                (Err(e), _) => Observation::Unavailable(e.map(|e| format!("new side: {e}"))),
+                (_, Err(e)) => Observation::Unavailable(e.map(|e| format!("old side: {e}"))),
+            };
+            (observation, None)
+        }
+        other => {
+            let query = other.queries().first().copied().unwrap_or_default();
+            match read_one(fetcher, plan, item.source(), scraped, query, now_ms).await {
+                Ok((v, largest)) => (Observation::Value(v), largest),
+                Err(e) => (Observation::Unavailable(e), None),
+            }
+        }
     }
 }
 
@@ -453,6 +470,7 @@ fn named(source: &str, url: &crate::plan::Secret) -> String {
 
 /// One number from one source, or why not: the source down (unreachable, an HTTP error, a URL
 /// not resolvable here), or its answer with no series, too few samples or no usable number.
+/// A `kafka_lag` source's number comes with the largest partition's lag the query selects.
 async fn read_one(
     fetcher: &Fetcher,
     plan: &Plan,
@@ -460,7 +478,7 @@ async fn read_one(
     scraped: &HashMap<String, Scraped>,
     query: &str,
     now_ms: i64,
-) -> Result<f64, Unread> {
+) -> Result<(f64, Option<LargestPartition>), Unread> {
     let unusable = |why: String| Unread::new(NoDataCause::Unusable, why);
     let unresolved =
         |url: &crate::plan::Secret, why| format!("source {source} ({}): {why}", url.redacted());
@@ -473,6 +491,7 @@ async fn read_one(
             fetcher
                 .prometheus(value, query, now_ms)
                 .await
+                .map(|v| (v, None))
                 .map_err(|e| Unread::new(e.cause(), format!("source {}: {e}", named(source, url))))
         }
         Some(Source::DeadLetters { .. }) => Err(unusable(format!(
@@ -487,6 +506,7 @@ async fn read_one(
                 .await
                 .map_err(|e| Unread::down(format!("source {}: {e}", named(source, url))))?;
             kafka_lag::evaluate(query, &kafka_lag::samples(group, &lags), now_ms)
+                .map(|v| (v, kafka_lag::largest(query, group, &lags)))
                 .map_err(|e| e.map(|why| format!("source {source}: {why}")))
         }
         Some(Source::Scrape { .. }) => {
@@ -499,7 +519,7 @@ async fn read_one(
             let query = parse_query(text).map_err(|e| unusable(e.to_string()))?;
             query
                 .evaluate(history, now_ms)
-                .map(|r| r.value)
+                .map(|r| (r.value, None))
                 .map_err(|e| {
                     let why = match e.reason.as_str() {
                         // The query language says only "NaN": say what it is and where it came
@@ -565,6 +585,7 @@ async fn dead_letters<S: Store>(store: &S, plan: &Plan, item: &Item<'_>) -> Opti
     Some(Reading {
         observation: Observation::Value(value),
         note: Some(reading.reason(5)),
+        largest: None,
     })
 }
 

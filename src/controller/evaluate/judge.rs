@@ -101,6 +101,8 @@ pub(crate) fn phase_items(phase: &Phase) -> Vec<Item<'_>> {
 pub(crate) struct Reading {
     pub observation: Observation,
     pub note: Option<String>,
+    /// A `kafka_lag` gate's largest partition lag, shown beside its value.
+    pub largest: Option<crate::indicators::kafka_lag::LargestPartition>,
 }
 
 impl Reading {
@@ -109,6 +111,7 @@ impl Reading {
         Reading {
             observation: Observation::Unavailable(why),
             note: None,
+            largest: None,
         }
     }
 }
@@ -242,6 +245,7 @@ pub(crate) fn judge_phase(
                 source: item.source().to_string(),
                 query: item.query_text(),
                 eval,
+                largest_partition: reading.largest,
                 evaluated_at_ms: now_ms,
                 memory_read: read.and_then(|r| r.revision),
             }
@@ -303,6 +307,7 @@ mod tests {
             held_since_ms: None,
             peak: None,
             judge_ledger: None,
+            largest_partition: None,
             at_ms: 2_000,
             revision: Some(revision),
         }
@@ -312,6 +317,7 @@ mod tests {
         Reading {
             observation: Observation::Value(v),
             note: None,
+            largest: None,
         }
     }
 

@@ -45,6 +45,10 @@ fn rows(rec: &MigrationRecord, reports: &[GateReport], now_ms: i64) -> Vec<GateR
                 .memory
                 .judge
                 .and_then(|l| serde_json::to_string(&l).ok()),
+            largest_partition: r
+                .largest_partition
+                .as_ref()
+                .and_then(|l| serde_json::to_string(l).ok()),
             at_ms: now_ms,
             revision: r.memory_read,
         })

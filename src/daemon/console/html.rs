@@ -344,7 +344,8 @@ fn gates_section(out: &mut String, d: &Detail) {
                 exact = g.value.map(|x| x.to_string()).unwrap_or_default(),
                 value = g
                     .value
-                    .map_or_else(|| "–".into(), |x| esc(&round_value(x, *t))),
+                    .map_or_else(|| "–".into(), |x| esc(&round_value(x, *t)))
+                    + &largest_html(g),
                 threshold = t.map(|t| esc(&t.text())).unwrap_or_else(|| "–".into()),
                 reason = said(&g.reason),
                 at = g
@@ -364,6 +365,15 @@ fn gates_section(out: &mut String, d: &Detail) {
     }
     out.push_str(&charts(&d.charts));
     out.push_str("</section>\n");
+}
+
+/// A `kafka_lag` gate's largest partition lag under its value (issue 57): `max 900 on
+/// orders/3`; empty for the other gates.
+fn largest_html(g: &crate::controller::GateView) -> String {
+    g.largest_partition
+        .as_ref()
+        .map(|l| format!(" <span class=\"max\">({})</span>", said(&l.text())))
+        .unwrap_or_default()
 }
 
 /// The journal, newest first, a page at a time.
@@ -703,6 +713,45 @@ mod tests {
                 gates: Vec::new(),
             },
         }
+    }
+
+    /// Issue 57: a kafka_lag gate showed one number per gate; its largest partition's lag,
+    /// and which, shows under its value (escaped as any text from a plan).
+    #[test]
+    fn a_kafka_lag_gate_shows_its_largest_partition_under_its_value() {
+        let mut d = detail("drain", false);
+        let gate = |largest_partition| crate::controller::GateView {
+            phase: "drain".into(),
+            name: "old topic drained".into(),
+            kind: crate::plan::GateKind::Exit,
+            source: "old_lag".into(),
+            verdict: crate::gate::Verdict::Fail,
+            value: Some(1234.0),
+            reason: "r".into(),
+            evaluated_at: None,
+            evaluated_at_ms: None,
+            age_ms: None,
+            soak: None,
+            cause: None,
+            largest_partition,
+        };
+        d.view.gates = vec![
+            gate(Some(crate::indicators::kafka_lag::LargestPartition {
+                topic: "<orders>".into(),
+                partition: 3,
+                lag: 900,
+            })),
+            gate(None),
+        ];
+        d.thresholds = vec![None, None];
+        d.gate_data = vec![None, None];
+        let mut out = String::new();
+        gates_section(&mut out, &d);
+        assert!(
+            out.contains("1234 <span class=\"max\">(max 900 on &lt;orders&gt;/3)</span>"),
+            "{out}"
+        );
+        assert_eq!(out.matches("class=\"max\"").count(), 1, "{out}");
     }
 
     #[test]

@@ -45,6 +45,7 @@ fn guard(verdict: Verdict) -> GateView {
         age_ms: None,
         soak: None,
         cause: None,
+        largest_partition: None,
     }
 }
 

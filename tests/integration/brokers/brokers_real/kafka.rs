@@ -615,6 +615,19 @@ async fn the_lag_source_rises_drains_and_the_drain_gate_waits_for_its_for() {
     // Published, not consumed: the lag rises to what waits, and the gate fails.
     let risen = read(t0).await;
     assert_eq!(risen, 30.0);
+    // Beside the sum, the largest partition's lag and which (issue 57): 30 records on 3
+    // partitions, so one holds at least 10.
+    let lags = kafka_lag::read(url.value().unwrap(), g, topics)
+        .await
+        .unwrap();
+    let largest = kafka_lag::largest(query, g, &lags).expect("the gate selects partitions' lag");
+    assert_eq!(largest.topic, t);
+    assert_eq!(
+        Some(largest.lag),
+        lags.iter().map(|l| l.2).max(),
+        "{lags:?}"
+    );
+    assert!(largest.lag >= 10, "{largest:?} of {lags:?}");
     let mut memory = Memory::default();
     let e = gate::evaluate(&gate, &Observation::Value(risen), memory, t0);
     assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
