@@ -17,7 +17,8 @@
 //! needs confirmation, and moving.
 //!
 //! NO DATA is told apart by its [`NoDataCause`]: only a source that could not be read
-//! (`source_down`) makes a migration blind; a source that answered with no series or no usable
+//! (`source_down`: unreachable, `source_http_error`, `source_unparsable`: each worded so) makes
+//! a migration blind; a source that answered with no series or no usable
 //! number blocks the exit gate that reads it ("no data, the query returned no series"), and one
 //! that answered with too few samples (a `rate()` window holding one sample, `min_samples` not
 //! reached) only takes time ("waiting for data"). An evaluation stored before the cause was kept
@@ -77,13 +78,14 @@ pub struct GateInput {
 }
 
 impl GateInput {
-    /// No data because its source could not be read (stored without a cause: no data and no
-    /// value, as before causes were kept).
+    /// No data because its source could not be read: unreachable, an HTTP error, an answer
+    /// that could not be parsed (stored without a cause: no data and no value, as before causes
+    /// were kept).
     fn source_down(&self) -> bool {
         self.evaluated
             && self.verdict == Verdict::NoData
             && match self.cause {
-                Some(cause) => cause == NoDataCause::SourceDown,
+                Some(cause) => cause.source_unread(),
                 None => self.value.is_none(),
             }
     }
@@ -234,6 +236,10 @@ pub enum Standing {
         source: String,
         reason: String,
         gates: Vec<String>,
+        /// Why, as the first of its gates says: `source_down` (unreachable),
+        /// `source_http_error` or `source_unparsable` (`source_down` for an evaluation stored
+        /// without a cause).
+        cause: NoDataCause,
     },
     /// A person must act.
     NeedsPerson {
@@ -374,8 +380,10 @@ impl Standing {
                 source,
                 reason,
                 gates,
+                cause,
             } => format!(
-                "blind: source {source} unreachable ({reason}): {} hold{}",
+                "blind: {} ({reason}): {} hold{}",
+                unread(source, *cause, reason),
                 gates.join(", "),
                 if gates.len() == 1 { "s" } else { "" }
             ),
@@ -438,6 +446,32 @@ fn not_driven(holder: Option<&str>, idle_ms: i64, evaluated: bool, readings: &St
             "not driven: {h} holds the lease but has not evaluated it {what}; look at that daemon (its log, /readyz) or advance by hand{then}"
         ),
     }
+}
+
+/// What could not be read of `source`, told by `cause`: `source prom unreachable`, `source prom
+/// answered HTTP 503` (the status as `reason` quotes it, else `with an HTTP error`), `source
+/// prom's answer could not be parsed`.
+pub fn unread(source: &str, cause: NoDataCause, reason: &str) -> String {
+    match cause {
+        NoDataCause::SourceHttpError => match http_status(reason) {
+            Some(code) => format!("source {source} answered HTTP {code}"),
+            None => format!("source {source} answered with an HTTP error"),
+        },
+        NoDataCause::SourceUnparsable => format!("source {source}'s answer could not be parsed"),
+        _ => format!("source {source} unreachable"),
+    }
+}
+
+/// The first `HTTP NNN` status code a reason quotes (`HTTP 503 Service Unavailable from ...`).
+fn http_status(reason: &str) -> Option<&str> {
+    reason.match_indices("HTTP ").find_map(|(at, _)| {
+        let code = reason.get(at + 5..at + 8)?;
+        let ends = reason[at + 8..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_ascii_digit());
+        (code.bytes().all(|b| b.is_ascii_digit()) && ends).then_some(code)
+    })
 }
 
 /// `; then it advances to slices[1]`, or nothing.
@@ -630,6 +664,7 @@ fn blind(gates: &[GateInput]) -> Option<Standing> {
         .map(|first| Standing::Blind {
             source: first.source.clone(),
             reason: first.reason.clone(),
+            cause: first.cause.unwrap_or(NoDataCause::SourceDown),
             gates: gates
                 .iter()
                 .filter(|g| g.source == first.source && g.evaluated)

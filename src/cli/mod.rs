@@ -26,6 +26,7 @@ mod routing;
 mod run;
 mod slice;
 mod status;
+mod status_watch;
 mod transition;
 
 mod ctx;

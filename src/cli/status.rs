@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::fit::{self, round_value};
+use super::status_watch;
 use super::{CliError, CliResult, Ctx, print_json, to_stdout};
 use crate::controller::views::StatusView;
 use crate::plan::Threshold;
@@ -86,8 +87,9 @@ fn aged(g: &crate::controller::GateView) -> String {
     }
 }
 
-/// The lines of one migration, none wider than `width`.
-pub fn lines(s: &Shown, width: usize) -> Vec<String> {
+/// The lines of one migration, none wider than `width`. `shared`: the gates that share one
+/// source's error share one summary ([`status_watch::summary`]), as `--watch` shows them.
+pub fn lines(s: &Shown, width: usize, shared: bool) -> Vec<String> {
     let v = &s.view;
     let mut out = Vec::new();
     // Where it stands, first: the one line a person reads at 3 a.m.
@@ -149,6 +151,24 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
         );
         out.extend(wrap(&text, width, "  ", "    "));
     }
+    out.extend(gate_lines(s, width, shared));
+    // Said once, under the table: the views other than the CLI say "awaiting first evaluation".
+    if v.gates.iter().any(|g| g.evaluated_at.is_none()) {
+        out.extend(wrap(
+            &crate::controller::not_evaluated_advice(&v.migration),
+            width,
+            "  ",
+            "    ",
+        ));
+    }
+    out
+}
+
+/// The gate table of one migration: a row per gate with its reason (beside it, or under it
+/// when too narrow), none wider than `width` (`shared`: see [`lines`]).
+fn gate_lines(s: &Shown, width: usize, shared: bool) -> Vec<String> {
+    let v = &s.view;
+    let mut out = Vec::new();
     if v.gates.is_empty() {
         out.extend(wrap("no gates in this state", width, "  ", "    "));
     }
@@ -162,7 +182,17 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
     };
     let w = [col(0), col(1), col(2), col(3), col(4)];
     let beside = 2 + w.iter().sum::<usize>() + 4 + 2;
-    for (g, c) in v.gates.iter().zip(&cells) {
+    let groups = match shared {
+        true => status_watch::shared_errors(&v.gates),
+        false => Vec::new(),
+    };
+    for (i, (g, c)) in v.gates.iter().zip(&cells).enumerate() {
+        if let Some(group) = groups.iter().find(|s| s.gates.contains(&i)) {
+            if group.first == i {
+                out.extend(status_watch::summary(&v.gates, group, width));
+            }
+            continue;
+        }
         let reason = aged(g);
         let row = format!(
             "  {:<k$} {:<d$} {:<n$} {:>vw$} {:<t$}",
@@ -193,21 +223,12 @@ pub fn lines(s: &Shown, width: usize) -> Vec<String> {
             out.extend(wrap(&reason, width, "      ", "      "));
         }
     }
-    // Said once, under the table: the views other than the CLI say "awaiting first evaluation".
-    if v.gates.iter().any(|g| g.evaluated_at.is_none()) {
-        out.extend(wrap(
-            &crate::controller::not_evaluated_advice(&v.migration),
-            width,
-            "  ",
-            "    ",
-        ));
-    }
     out
 }
 
-/// Every migration's lines, fitted to `width`.
-fn block(shown: &[Shown], width: usize) -> Vec<String> {
-    shown.iter().flat_map(|s| lines(s, width)).collect()
+/// Every migration's lines, fitted to `width` (`shared`: see [`lines`]).
+fn block(shown: &[Shown], width: usize, shared: bool) -> Vec<String> {
+    shown.iter().flat_map(|s| lines(s, width, shared)).collect()
 }
 
 /// What `status` shows, read from the store: the migrations, and the failures of those that
@@ -294,7 +315,7 @@ pub async fn run(ctx: &Ctx, args: StatusArgs) -> CliResult {
     } else {
         let width = fit::width();
         to_stdout(|out| {
-            block(&shown, width)
+            block(&shown, width, false)
                 .iter()
                 .try_for_each(|l| writeln!(out, "{l}"))
         })
@@ -323,7 +344,7 @@ async fn watch(ctx: &Ctx, args: &StatusArgs) -> CliResult {
                 let mut t = if shown.is_empty() && failed.is_empty() {
                     wrap(&nothing(ctx), width, "", "  ")
                 } else {
-                    block(&shown, width)
+                    block(&shown, width, true)
                 };
                 for e in &failed {
                     t.extend(wrap(&e.to_string(), width, "error: ", "  "));
@@ -333,7 +354,7 @@ async fn watch(ctx: &Ctx, args: &StatusArgs) -> CliResult {
             // A store that fails a read once does not end the watch: it says so and retries.
             Err(e) => wrap(&e.to_string(), width, "cannot read the store: ", "  "),
         };
-        text.extend(wrap(
+        let refresh = wrap(
             &format!(
                 "{}; every {}; Ctrl-C to stop",
                 rfc3339(ctx.now_ms()?),
@@ -342,17 +363,17 @@ async fn watch(ctx: &Ctx, args: &StatusArgs) -> CliResult {
             width,
             "-- ",
             "   ",
-        ));
+        );
         if terminal {
             let height = crossterm::terminal::size().map_or(24, |(_, h)| usize::from(h));
-            text.truncate(height.saturating_sub(1).max(1));
+            text = status_watch::screen(&text, &refresh, width, height);
             drawn = to_stdout(|out| redraw(out, drawn, &text))?;
-        } else if last
-            .as_ref()
-            .is_none_or(|l| l[..l.len() - 1] != text[..text.len() - 1])
-        {
+        } else if last.as_ref() != Some(&text) {
+            // Printed again when anything but the refresh line changed.
             to_stdout(|out| {
-                text.iter().try_for_each(|l| writeln!(out, "{l}"))?;
+                text.iter()
+                    .chain(&refresh)
+                    .try_for_each(|l| writeln!(out, "{l}"))?;
                 writeln!(out)
             })?;
         }
@@ -464,7 +485,7 @@ mod tests {
     #[test]
     fn status_fits_80_columns_and_shows_the_pause_and_rounded_values() {
         for width in [80, 40, 20] {
-            let l = lines(&shown(true), width);
+            let l = lines(&shown(true), width, false);
             for line in &l {
                 assert!(line.chars().count() <= width, "{width}: {line:?}\n{l:#?}");
             }
@@ -477,7 +498,7 @@ mod tests {
             assert!(text.contains("paused:"), "{text}");
             assert!(text.contains("night"), "{text}");
         }
-        let text = lines(&shown(false), 80).join("\n");
+        let text = lines(&shown(false), 80, false).join("\n");
         assert!(!text.contains("paused:"), "{text}");
     }
 

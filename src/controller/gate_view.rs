@@ -56,7 +56,8 @@ pub struct GateView {
     /// Soaking: how long the condition has held of what its `for:` asks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak: Option<gate::Soak>,
-    /// No data: why (`source_down`, `empty`, `too_few_samples`, `unusable`); absent for the
+    /// No data: why (`source_down`, `source_http_error`, `source_unparsable`, `empty`,
+    /// `too_few_samples`, `unusable`); absent for the
     /// other verdicts and for evaluations stored before the cause was kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<gate::NoDataCause>,

@@ -1,8 +1,9 @@
 //! Why a source gave a gate no usable number, as the source adapters know it: the source could
-//! not be read at all, or it answered with no series, with too few samples yet, or with
+//! not be read at all (unreachable, an HTTP error, an answer that could not be parsed), or it answered with no series, with too few samples yet, or with
 //! something that is not one usable number. A gate's NO DATA verdict carries it
 //! ([`crate::gate::Evaluation::cause`]), the store keeps it with the evaluation, and
-//! [`crate::standing`] calls a migration blind only when its source is down.
+//! [`crate::standing`] calls a migration blind only when its source could not be read, and says
+//! which of the three it was.
 //!
 //! Pure, and a leaf: the gate, the store and the adapters all name it.
 
@@ -12,9 +13,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoDataCause {
-    /// The source could not be read: unreachable, timed out, an HTTP error, an answer that is
-    /// not metrics at all, a scrape gone stale, a URL not resolvable on this machine.
+    /// The source could not be reached: no connection, no answer in time, a scrape gone
+    /// stale, a URL not resolvable on this machine.
     SourceDown,
+    /// The source answered with an HTTP error status (4xx, 5xx): it is up, and refused.
+    SourceHttpError,
+    /// The source answered, and its answer could not be parsed (a malformed `/metrics` line,
+    /// text that is not UTF-8 or not metrics at all) or was refused for its size.
+    SourceUnparsable,
     /// The source answered: the query matched no series.
     Empty,
     /// The source answered, with too few samples for the query yet (a `rate()`/`increase()`
@@ -27,17 +33,22 @@ pub enum NoDataCause {
 
 impl NoDataCause {
     /// Every cause, in the order the docs list them.
-    pub const ALL: [NoDataCause; 4] = [
+    pub const ALL: [NoDataCause; 6] = [
         NoDataCause::SourceDown,
+        NoDataCause::SourceHttpError,
+        NoDataCause::SourceUnparsable,
         NoDataCause::Empty,
         NoDataCause::TooFewSamples,
         NoDataCause::Unusable,
     ];
 
-    /// As stored and served: `source_down`, `empty`, `too_few_samples`, `unusable`.
+    /// As stored and served: `source_down`, `source_http_error`, `source_unparsable`, `empty`,
+    /// `too_few_samples`, `unusable`.
     pub fn as_str(self) -> &'static str {
         match self {
             NoDataCause::SourceDown => "source_down",
+            NoDataCause::SourceHttpError => "source_http_error",
+            NoDataCause::SourceUnparsable => "source_unparsable",
             NoDataCause::Empty => "empty",
             NoDataCause::TooFewSamples => "too_few_samples",
             NoDataCause::Unusable => "unusable",
@@ -49,10 +60,21 @@ impl NoDataCause {
         NoDataCause::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
+    /// Whether the source could not be read at all (unreachable, an HTTP error, an answer that
+    /// could not be parsed): the causes that make a migration blind.
+    pub fn source_unread(self) -> bool {
+        matches!(
+            self,
+            NoDataCause::SourceDown | NoDataCause::SourceHttpError | NoDataCause::SourceUnparsable
+        )
+    }
+
     /// In the words of a sentence: `the query returned no series`.
     pub fn text(self) -> &'static str {
         match self {
             NoDataCause::SourceDown => "source unreachable",
+            NoDataCause::SourceHttpError => "source answered with an HTTP error",
+            NoDataCause::SourceUnparsable => "source's answer could not be parsed",
             NoDataCause::Empty => "the query returned no series",
             NoDataCause::TooFewSamples => "too few samples yet",
             NoDataCause::Unusable => "the source answered with no usable number",

@@ -100,11 +100,11 @@ impl FetchError {
         match self {
             FetchError::Empty(_) => NoDataCause::Empty,
             FetchError::Answer(_) | FetchError::Encode(_) => NoDataCause::Unusable,
-            FetchError::Client(_)
-            | FetchError::Request(_)
-            | FetchError::TimedOut(_)
-            | FetchError::Status(_)
-            | FetchError::TooLarge(_) => NoDataCause::SourceDown,
+            FetchError::Status(_) => NoDataCause::SourceHttpError,
+            FetchError::TooLarge(_) => NoDataCause::SourceUnparsable,
+            FetchError::Client(_) | FetchError::Request(_) | FetchError::TimedOut(_) => {
+                NoDataCause::SourceDown
+            }
         }
     }
 

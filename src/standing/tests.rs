@@ -272,6 +272,7 @@ fn blind_names_every_gate_of_the_source_guards_included() {
             source: "prom".into(),
             reason: "source prom: connection refused".into(),
             gates: vec!["errors".into(), "lag".into()],
+            cause: NoDataCause::SourceDown,
         }
     );
 }
@@ -549,4 +550,44 @@ fn soaking_and_waiting_say_what_happens_next() {
     );
     let served = serde_json::to_value(standing(&waiting).view()).unwrap();
     assert_eq!(served["then"], "it advances to slices[2]");
+}
+
+/// Was a bug (issue 56): a source whose answer could not be parsed, or that answered an HTTP
+/// error, was called "unreachable" like one that refused every connection.
+#[test]
+fn a_blind_source_says_unreachable_http_error_or_unparsable() {
+    let cases = [
+        (
+            NoDataCause::SourceDown,
+            "source prom: http://p/: cannot connect (is the source up?)",
+            "blind: source prom unreachable (",
+        ),
+        (
+            NoDataCause::SourceHttpError,
+            "source prom: HTTP 503 Service Unavailable from http://p/metrics",
+            "blind: source prom answered HTTP 503 (",
+        ),
+        (
+            NoDataCause::SourceHttpError,
+            "source prom: an error page",
+            "blind: source prom answered with an HTTP error (",
+        ),
+        (
+            NoDataCause::SourceUnparsable,
+            "source prom: unreadable metrics, line 7: column 1: no metric name",
+            "blind: source prom's answer could not be parsed (source prom: unreadable metrics, line 7",
+        ),
+    ];
+    for (cause, reason, said) in cases {
+        let mut g = gate("errors", GateKind::Exit, "prom", Verdict::NoData);
+        g.cause = Some(cause);
+        g.reason = reason.into();
+        let sentence = standing(&snap(&[g])).sentence();
+        assert!(sentence.starts_with(said), "{cause:?}: {sentence}");
+        assert_eq!(
+            sentence.contains("unreachable"),
+            cause == NoDataCause::SourceDown,
+            "{sentence}"
+        );
+    }
 }

@@ -147,7 +147,8 @@ pub struct GateRecord {
     pub verdict: String,
     pub reason: String,
     /// A NO DATA verdict's cause as [`crate::gate::NoDataCause::as_str`] writes it
-    /// (`source_down`, `empty`, `too_few_samples`, `unusable`); `None` for the other verdicts
+    /// (`source_down`, `source_http_error`, `source_unparsable`, `empty`, `too_few_samples`,
+    /// `unusable`); `None` for the other verdicts
     /// and for rows written before the cause was kept (migration 0012).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_data_cause: Option<String>,

@@ -9,7 +9,7 @@ use crate::controller::histories::{Histories, Taken, prune_from};
 use crate::controller::loaded::Loaded;
 use crate::gate::{NoDataCause, Observation, Unread};
 use crate::indicators::exposition::Exposition;
-use crate::indicators::fetch::Fetcher;
+use crate::indicators::fetch::{FetchError, Fetcher};
 use crate::indicators::history::{History, Point};
 use crate::indicators::kafka_lag::LargestPartition;
 use crate::indicators::query::{Query, parse_query};
@@ -208,7 +208,10 @@ async fn scrape_sources<S: Store>(
         let scraped = match &*reading {
             // The fetcher's reason shows the URL redacted; the plan's reference (`${VAR}`)
             // next to it names what to check.
-            Err(why) => Err(format!("source {}: {why}", named(source, secret))),
+            Err(why) => Err(Unread::new(
+                scrape_cause(why),
+                format!("source {}: {why}", named(source, secret)),
+            )),
             Ok(parsed) => fold_scrape(history, parsed, &qs, rec, source, now_ms, keep_ms).map(
                 |(history, points)| {
                     taken.push(points);
@@ -218,10 +221,10 @@ async fn scrape_sources<S: Store>(
         };
         // A line of the scraped text quoted in the reason may echo a credential of the URL. A
         // scrape that gave no usable metrics at all leaves every gate of the source without
-        // data: the source is down for them.
-        let scraped = scraped.map_err(|why: String| {
-            Unread::down(crate::redact::known(&why, crate::outgoing::forms(url)))
-        });
+        // data: the source could not be read for them (unreachable, an HTTP error, or an
+        // answer that could not be parsed, as its cause says).
+        let scraped = scraped
+            .map_err(|why| why.map(|why| crate::redact::known(&why, crate::outgoing::forms(url))));
         out.insert(source.to_string(), scraped);
         kept.push(KeptSource {
             source: source.to_string(),
@@ -296,17 +299,18 @@ fn fold_scrape(
     source: &str,
     now_ms: i64,
     keep_ms: i64,
-) -> Result<(History, SourcePoints), String> {
+) -> Result<(History, SourcePoints), Unread> {
+    let unparsable = |why: String| Unread::new(NoDataCause::SourceUnparsable, why);
     if let Some(first) = parsed.errors.first() {
         let more = parsed.errors.len() - 1;
-        return Err(format!(
+        return Err(unparsable(format!(
             "source {source}: unreadable metrics, {first}{}",
             if more > 0 {
                 format!(" (and {more} more lines)")
             } else {
                 String::new()
             }
-        ));
+        )));
     }
     let selectors: Vec<_> = qs.iter().flat_map(Query::selectors).collect();
     history.record(now_ms, &parsed.samples, &selectors);
@@ -330,13 +334,13 @@ fn fold_scrape(
     // source's gates hold, saying so, and nothing of this scrape is kept.
     let bytes = kept_bytes(&points);
     if bytes > MAX_SCRAPE_ROW_BYTES {
-        return Err(format!(
+        return Err(unparsable(format!(
             "source {source}: the series its gates select take {:.1} MiB in this scrape, over \
              the store's cap of {:.0} MiB per scrape (MAX_SCRAPE_ROW_BYTES): nothing of it is \
              kept; select fewer series or shorter labels",
             bytes as f64 / (1024.0 * 1024.0),
             MAX_SCRAPE_ROW_BYTES as f64 / (1024.0 * 1024.0)
-        ));
+        )));
     }
     let points = SourcePoints {
         source: source.to_string(),
@@ -465,6 +469,16 @@ fn named(source: &str, url: &crate::plan::Secret) -> String {
     match url.reference_shown() {
         Some(reference) => format!("{source} ({reference})"),
         None => source.to_string(),
+    }
+}
+
+/// Why a scrape gave no text: as [`FetchError::cause`] says, but a `/metrics` answer that is not
+/// UTF-8 or was cut off could not be parsed (for a Prometheus query such an answer is a number
+/// that is not usable).
+fn scrape_cause(why: &FetchError) -> NoDataCause {
+    match why {
+        FetchError::Answer(_) => NoDataCause::SourceUnparsable,
+        other => other.cause(),
     }
 }
 

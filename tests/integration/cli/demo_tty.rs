@@ -327,6 +327,74 @@ fn status_watch_80x24_with_three_unevaluated_gates_keeps_its_footer() {
     tmux(&["send-keys", "-t", &session, "C-c"]);
 }
 
+/// Issue 56: with a source down, `status --watch` repeated its error under each gate reading
+/// it, and on a small screen the guards and the refresh line fell off. Now the gates share one
+/// summary naming the source and each of them, the error said once beside the standing's.
+#[test]
+#[ignore = "needs tmux (scripts/ui_tools.sh install)"]
+fn status_watch_80x24_with_a_source_down_says_its_error_once_for_its_gates() {
+    let gate = "      - { name: new consumer connected, source: app, query: app_new_consumer_connected, pass_if: \">= 1\" }";
+    let plan = include_str!("../../../plans/local.yaml").replace(
+        gate,
+        &format!(
+            "{gate}\n{}\n{}",
+            gate.replace(
+                "new consumer connected,",
+                "new consumer connected on every partition,"
+            ),
+            gate.replace(
+                "new consumer connected,",
+                "new consumer connected in every region,"
+            ),
+        ),
+    );
+    let b = Bench::with_plan(&plan);
+    b.init();
+    b.ok(&["advance", "local"], 0);
+    // Nothing listens there: the three gates are evaluated without data, the source unreachable.
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/metrics", l.local_addr().unwrap())
+    };
+    let r = b.run_env(&["advance", "local"], &[("QM_SCRAPE_URL", &refused)]);
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    let bin = env!("CARGO_BIN_EXE_migrate");
+    let session = format!("qm-status-watch-down-{}", std::process::id());
+    let cmd = format!(
+        "cd {dir} && env -u COLUMNS -u LINES MIGRATE_STATE={state} QM_PROM_URL={prom} \
+         QM_SCRAPE_URL={refused} {bin} status local --watch --interval 200ms; echo EXIT=$?; sleep 600",
+        dir = b.dir.path().display(),
+        state = b.path("state.db").display(),
+        prom = b.prom_url,
+    );
+    let _kill = Session::start(&session, 80, 24, &cmd);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let screen = loop {
+        let screen = tmux(&["capture-pane", "-p", "-t", &session]);
+        if screen.contains("Ctrl-C to stop") || Instant::now() > deadline {
+            break screen;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        screen.contains("Ctrl-C to stop"),
+        "the footer is gone:\n{screen}"
+    );
+    let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        flat.matches("source app unreachable").count(),
+        2,
+        "the standing and one summary:\n{screen}"
+    );
+    assert!(flat.contains("no data for 3 gates: exit new consumer connected, new consumer connected on every partition, new consumer connected in every region"), "{screen}");
+    assert_eq!(
+        flat.matches("cannot connect").count(),
+        2,
+        "the standing and the summary, not each gate:\n{screen}"
+    );
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+}
+
 /// A tmux session running a command, killed when dropped.
 struct Session(String);
 

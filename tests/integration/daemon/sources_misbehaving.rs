@@ -576,6 +576,56 @@ fn text_garbage_on_metrics_holds_with_the_line_number() {
     scrape_hold(&s.metrics_url(), &[], &["unreadable metrics", "line 2"]);
 }
 
+/// Was a bug (issue 56): a `/metrics` answering HTTP 200 with one malformed line read "blind:
+/// source app unreachable" in the standing, as a source that refused every connection did, and
+/// so did one answering HTTP 503. Each now says what it was: its answer could not be parsed
+/// (naming the line), it answered HTTP 503, or it is unreachable.
+#[test]
+fn a_malformed_metrics_line_with_http_200_is_not_called_unreachable() {
+    let malformed = Server::start(|c| {
+        c.answer(
+            "200 OK",
+            "text/plain",
+            b"app_new_consumer_connected 1\n}}} this is { not an exposition\n",
+        )
+    });
+    let failing = Server::start(|c| c.answer("503 Service Unavailable", "text/plain", b"nope"));
+    let cases = [
+        (
+            malformed.metrics_url(),
+            "source_unparsable",
+            "blind: source app's answer could not be parsed (source app: unreadable metrics, line 2",
+        ),
+        (
+            failing.metrics_url(),
+            "source_http_error",
+            "blind: source app answered HTTP 503 (",
+        ),
+        (
+            refused_url(),
+            "source_down",
+            "blind: source app unreachable (",
+        ),
+    ];
+    for (url, cause, said) in cases {
+        let b = at_consume_dual();
+        let r = b.run_env(&["advance", "local"], &[("QM_SCRAPE_URL", &url)]);
+        assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+        let status = b.status();
+        assert_eq!(status["gates"][0]["cause"], cause, "{status}");
+        assert_eq!(status["standing"]["readings"]["kind"], "blind", "{status}");
+        assert_eq!(status["standing"]["readings"]["cause"], cause, "{status}");
+        let sentence = status["standing"]["sentence"].as_str().unwrap_or_default();
+        assert!(sentence.contains(said), "{cause}: {sentence}");
+        if cause != "source_down" {
+            assert!(!sentence.contains("unreachable"), "{cause}: {sentence}");
+        }
+        // The human `status` says the same sentence.
+        let human = b.run_env(&["status", "local"], &[("COLUMNS", "400")]);
+        assert!(human.stdout.contains(said), "{cause}: {}", human.stdout);
+    }
+}
+
 /// 50 MB of well-formed metrics, streamed without a length. The whole body used to be read (the
 /// cap was 64 MiB) and parsed: ~450 MB of memory and seconds of CPU for 50 MB of realistic lines,
 /// about 28 times the body for short ones (`a 1`). The cap is now 16 MiB and the answer is a hold
@@ -1044,7 +1094,7 @@ fn the_daemon_holds_on_every_metrics_misbehaviour_and_keeps_ticking() {
 fn status_names_the_no_data_cause_and_only_a_source_down_is_blind() {
     let cases: [(PromAnswer, &str, &str); 2] = [
         (PromAnswer::Empty, "empty", "blocked"),
-        (PromAnswer::Down, "source_down", "blind"),
+        (PromAnswer::Down, "source_http_error", "blind"),
     ];
     for (answer, cause, kind) in cases {
         let s = match answer {
