@@ -514,10 +514,10 @@ mod tests {
             partition: 3,
             lag: 900,
         });
-        let text = lines(&s, 120).join("\n");
+        let text = lines(&s, 120, false).join("\n");
         assert!(text.contains("1234 (max 900 on orders/3)"), "{text}");
         s.view.gates[0].largest_partition = None;
-        let text = lines(&s, 120).join("\n");
+        let text = lines(&s, 120, false).join("\n");
         assert!(!text.contains("max 900"), "{text}");
     }
 }

@@ -24,6 +24,7 @@ fn gate(name: &str, kind: GateKind, verdict: Verdict, reason: &str) -> GateView 
         age_ms: Some(12_000),
         soak: None,
         cause: (verdict == Verdict::NoData).then_some(NoDataCause::SourceDown),
+        largest_partition: None,
     }
 }
 
