@@ -460,6 +460,15 @@ class Daemon:
         except FileNotFoundError:
             return 0
 
+    def gave_up_lines(self):
+        """Times this daemon gave its lease up because its rounds could not complete (issue 54):
+        its ticks in flight were stopped before they wrote anything."""
+        try:
+            with open(self.log, errors="replace") as f:
+                return sum(1 for line in f if "ERROR" in line and "giving the lease up" in line)
+        except FileNotFoundError:
+            return 0
+
     def ended_by_server_lines(self):
         """Writes the server refused by ending the session: a paused ex-leader's transaction
         left idle past --db-idle-in-transaction-timeout is rolled back by PostgreSQL."""

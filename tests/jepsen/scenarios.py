@@ -80,7 +80,7 @@ def stale_round(w, old, fault, begin, end, m="m1"):
         w.notes.append(f"{fault}: {old.name} never asked the slow source")
         return False
     time.sleep(max(0.0, asked[0] + 1.0 - time.time()))
-    lines0, ended0 = old.fenced_lines(), old.ended_by_server_lines()
+    lines0, ended0, gave_up0 = old.fenced_lines(), old.ended_by_server_lines(), old.gave_up_lines()
     t0 = time.time()
     begin(old)
     w.source.set("app_error_ratio_new", FAILING)
@@ -88,7 +88,7 @@ def stale_round(w, old, fault, begin, end, m="m1"):
     time.sleep(1.5)
     end(old)
     time.sleep(4)
-    w.fence_round(fault, old, lines0, ended0)
+    w.fence_round(fault, old, lines0, ended0, gave_up0)
     return True
 
 
@@ -133,7 +133,7 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
         time.sleep(0.05)
     if not waiting:
         w.notes.append(f"{fault} {i}: no commit ever waited on the lock")
-    lines0, ended0 = old.fenced_lines(), old.ended_by_server_lines()
+    lines0, ended0, gave_up0 = old.fenced_lines(), old.ended_by_server_lines(), old.gave_up_lines()
     t0 = time.time()
     begin(old)
     w.source.set("app_error_ratio_new", FAILING)
@@ -155,7 +155,7 @@ def mid_commit_round(w, old, fault, begin, end, i, m="m1"):
     time.sleep(max(0.0, 12 - (time.time() - t0)))
     end(old)
     time.sleep(4)
-    w.fence_round(fault, old, lines0, ended0)
+    w.fence_round(fault, old, lines0, ended0, gave_up0)
 
 
 def sc_pause_mid_commit(w):
