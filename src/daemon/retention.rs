@@ -102,13 +102,8 @@ mod tests {
         }
     }
 
-    /// The leader prunes about every ten seconds of rounds, a few batches at a time, and again at
-    /// the next round while it is behind; a standby never does.
-    #[tokio::test]
-    async fn the_leader_prunes_in_batches_spread_over_its_rounds() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("state.db").display());
-        let store = any::open(&url).await.unwrap();
+    /// `store` with one migration, `m`, created at 1 s.
+    async fn with_migration_m<S: Store>(store: S) -> S {
         store
             .create(&NewMigration {
                 name: "m".into(),
@@ -120,6 +115,16 @@ mod tests {
             })
             .await
             .unwrap();
+        store
+    }
+
+    /// The leader prunes about every ten seconds of rounds, a few batches at a time, and again at
+    /// the next round while it is behind; a standby never does.
+    #[tokio::test]
+    async fn the_leader_prunes_in_batches_spread_over_its_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("state.db").display());
+        let store = with_migration_m(any::open(&url).await.unwrap()).await;
         // More old rows than one due round deletes; then one young row.
         let old = BATCH * i64::from(BATCHES_PER_ROUND) + 500;
         let rows: Vec<GateRecord> = (0..old).map(|i| evaluation(1_000 + i)).collect();
@@ -172,18 +177,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("state.db").display());
         // Transitions at the daemon's simulated instants.
-        let store = any::open(&url).await.unwrap().with_writer_clock();
-        store
-            .create(&NewMigration {
-                name: "m".into(),
-                plan_yaml: "name: m\n".into(),
-                plan_path: "m.yaml".into(),
-                plan_hash: "h".into(),
-                now_ms: 1_000,
-                actor: "t".into(),
-            })
-            .await
-            .unwrap();
+        let store = with_migration_m(any::open(&url).await.unwrap().with_writer_clock()).await;
         // Old and delivered, old and undelivered, young and delivered.
         let steps = [
             (State::ConsumeDual, 2_000, true),
