@@ -15,13 +15,13 @@
 #   redis  a producer we cannot change: RabbitMQ -> Redis Streams through two `migrate bridge`
 #          (one forwards, one stands by); state in SQLite. Faults: kill -9 of the active bridge,
 #          of the consumer and of the controller, Redis stopped and restarted, a guard breach.
-#   kafka  the same through the bridge, RabbitMQ -> Kafka (librdkafka's mock cluster,
-#          `qm-kafka-mock`, a process of this scenario's own); the fault on the new side is a
-#          Kafka broker down for 3 s (the mock's control port), not a restart.
+#   kafka  the same through the bridge, RabbitMQ -> Kafka (a real Apache Kafka broker, KRaft, a
+#          process of this scenario's own); the fault on the new side is that broker killed
+#          (kill -9) and restarted 3 s later on its data.
 #   kafka-nats  the same with Kafka as the old broker: the producer writes to a Kafka ingress
 #          topic, the bridge forwards to a Kafka topic (old) or NATS JetStream (new), the drain
-#          gate reads the consumer group's lag from Kafka itself (`kafka_lag`); a Kafka broker
-#          down for 3 s.
+#          gate reads the consumer group's lag from Kafka itself (`kafka_lag`); the same broker
+#          fault.
 #
 # Each fault happens at a milestone of the migration plus a random delay (seeded: E2E_SEED=N to
 # replay). At the end tests/e2e/verify.py checks, from the consumer's database and the journal:
@@ -33,7 +33,7 @@
 #
 # E2E_SERVICES=running uses the servers already running ($QM_SERVICES_DIR/env) instead of
 # installing and restarting them (a shared machine): only the Kafka scenarios, whose faults hit
-# their own mock cluster, run that way; their RabbitMQ queues and NATS stream get names of this
+# their own broker, run that way; their RabbitMQ queues and NATS stream get names of this
 # run (prefix e2e-SEED-), and the RabbitMQ queues are deleted at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,8 +62,8 @@ echo "e2e: seed $SEED, work dir $WORK, scenarios ${SCENARIOS[*]}"
 NS=
 if [ "$SERVICES_MODE" = fresh ]; then
   services=(rabbitmq nats redis postgres prometheus)
-  # The Kafka scenarios' mock cluster is built here: librdkafka's toolchain.
-  [ -z "$KAFKA" ] || services+=(kafka)
+  # The Kafka scenarios: librdkafka's toolchain (`kafka`) and the broker's classpath.
+  [ -z "$KAFKA" ] || services+=(kafka apache-kafka)
   scripts/services.sh install "${services[@]}"
   # Fresh brokers: every scenario starts from empty queues and streams.
   scripts/services.sh stop rabbitmq nats redis >/dev/null 2>&1 || true
@@ -78,9 +78,8 @@ RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
 
 echo "e2e: building migrate and the example apps"
 if [ -n "$KAFKA" ]; then
-  # The feature set `scripts/services.sh start kafka` builds the mock with, and .ci/run's
-  # `cargo test --all-features`: one build of the crate.
-  cargo build --quiet --all-features --bin migrate --bin qm-kafka-mock --example broker_producer --example broker_consumer
+  # .ci/run's `cargo test --all-features` feature set: one build of the crate.
+  cargo build --quiet --all-features --bin migrate --example broker_producer --example broker_consumer
 else
   cargo build --quiet --bin migrate --example broker_producer --example broker_consumer
 fi
@@ -357,30 +356,80 @@ scenario_redis() {
   bridge_scenario redis "rabbitmq=$E2E_AMQP_URL" "redis=$E2E_REDIS_URL" e2e-orders-redis 19474 fault_redis
 }
 
-# ---- Kafka: librdkafka's mock cluster, a process of each Kafka scenario -------------------------
-start_kafka() { # TOPIC...: a new mock cluster of 3 brokers with these topics of 3 partitions
+# ---- Kafka: a real Apache Kafka broker (KRaft, one JVM) of each Kafka scenario ------------------
+# The classpath `scripts/services.sh install apache-kafka` fetched from Maven Central; the broker
+# is this scenario's own (its ports, its data under $WORK), so its fault may stop it on a shared
+# machine. One broker: the fault takes the whole cluster down, a harder fault than one broker of
+# three.
+AK_LIB=${QM_TEST_APACHE_KAFKA_LIB:-${QM_SERVICES_DIR:-/tmp/qm-services}/apache-kafka/lib}
+KAFKA_PORT=${E2E_KAFKA_PORT:-19692} # PLAINTEXT; the next port is its KRaft controller's
+ak_java() { java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$AK_LIB/*" "$@"; }
+kafka_properties() {
+  cat <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$((KAFKA_PORT + 1))
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$((KAFKA_PORT + 1))
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$WORK/kafka/data
+num.partitions=3
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+PROPS
+}
+spawn_kafka() { # the broker on the data it has (not waited for)
+  spawn kafka java -Xmx512m -Xms128m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+    -cp "$AK_LIB/*" kafka.Kafka "$WORK/kafka/server.properties"
+}
+kafka_ready() { # returns once the broker answers a metadata request
+  local s=$SECONDS
+  until ak_java org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
+      --list >/dev/null 2>&1; do
+    (( SECONDS - s < 120 )) || { echo "e2e: the Kafka broker is not ready after 120 s; see $WORK/kafka.log" >&2; return 1; }
+    sleep 0.5
+  done
+}
+start_kafka() { # TOPIC...: a new broker on empty data with these topics of 3 partitions
   kill9 kafka
-  : >"$WORK/kafka.log"
-  local args=() t i
-  for t in "$@"; do args+=(--topic "$t:3"); done
-  spawn kafka "$BIN/qm-kafka-mock" --brokers 3 "${args[@]}"
-  for i in $(seq 100); do grep -q '^control=' "$WORK/kafka.log" && break; sleep 0.1; done
-  KAFKA_CONTROL=$(sed -n 's/^control=//p' "$WORK/kafka.log")
-  [ -n "$KAFKA_CONTROL" ] || { echo "e2e: qm-kafka-mock did not start; see $WORK/kafka.log" >&2; exit 1; }
-  E2E_KAFKA_URL=kafka://$(sed -n 's/^bootstrap=//p' "$WORK/kafka.log")
+  [ -f "$AK_LIB/.complete" ] || { echo "e2e: Apache Kafka is not installed: scripts/services.sh install apache-kafka" >&2; exit 1; }
+  rm -rf "$WORK/kafka"; mkdir -p "$WORK/kafka/data"
+  kafka_properties >"$WORK/kafka/server.properties"
+  ak_java kafka.tools.StorageTool format --config "$WORK/kafka/server.properties" \
+    --cluster-id "$(ak_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)" \
+    >"$WORK/kafka/format.log" 2>&1 || { echo "e2e: Kafka storage format failed; see $WORK/kafka/format.log" >&2; exit 1; }
+  spawn_kafka
+  kafka_ready || exit 1
+  local t pids=()
+  for t in "$@"; do
+    ak_java org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
+      --create --topic "$t" --partitions 3 --replication-factor 1 >>"$WORK/kafka/topics.log" 2>&1 &
+    pids+=($!)
+  done
+  for t in "${pids[@]}"; do
+    wait "$t" || { echo "e2e: a Kafka topic was not made; see $WORK/kafka/topics.log" >&2; exit 1; }
+  done
+  E2E_KAFKA_URL=kafka://127.0.0.1:$KAFKA_PORT
   export E2E_KAFKA_URL
+  log "Apache Kafka broker ready on 127.0.0.1:$KAFKA_PORT, topics $*"
 }
-kafka_control() { # COMMAND: one line to the mock's control port; it must answer ok
-  local answer
-  exec 9<>"/dev/tcp/${KAFKA_CONTROL%:*}/${KAFKA_CONTROL##*:}"
-  echo "$1" >&9
-  read -r answer <&9
-  exec 9<&- 9>&-
-  [ "$answer" = ok ] || { log "FAILED: kafka control: $1: $answer"; return 1; }
-}
+# The broker's start (a JVM, its log recovery) takes 10-25 s on 2 shared cores: the scenario goes
+# on meanwhile, as a migration would, and a watcher logs when it answers again.
 fault_kafka() {
-  log "fault: Kafka broker 1 down for 3 s, then up (the mock moves no partition leader meanwhile)"
-  kafka_control "down 1"; sleep 3; kafka_control "up 1"
+  log "fault: the Kafka broker killed (kill -9), restarted 3 s later on its data"
+  kill9 kafka; sleep 3
+  spawn_kafka
+  local s=$SECONDS
+  ( kafka_ready && log "the Kafka broker answers again, $(( SECONDS - s + 3 ))s after it was killed" ) &
 }
 # The scenario's topics: the ingress, the old queue and its dead letters (a Kafka old side), the
 # new queue (a Kafka new side).
