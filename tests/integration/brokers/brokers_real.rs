@@ -35,7 +35,7 @@ mod kafka_keys;
 
 /// TLS, mTLS and SASL on the real broker's secured listeners.
 #[cfg(all(feature = "kafka", feature = "controller"))]
-mod kafka_security;
+pub(crate) mod kafka_security;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 

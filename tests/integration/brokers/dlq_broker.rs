@@ -18,6 +18,10 @@ use queue_migrate::stamp::{RouteLabel, RouteStamp};
 #[cfg(feature = "kafka")]
 mod kafka;
 
+/// The dead-letter commands and the bridge over the real broker's SASL_SSL listener.
+#[cfg(feature = "kafka")]
+mod kafka_sasl;
+
 fn envelope(class: &str, message: &str, at: &str) -> String {
     serde_json::json!({
         "payload": {"orderId": "o-1"},

@@ -14,12 +14,12 @@ use queue_migrate::brokers::{Adapter, Kind, SubscribeOptions};
 use super::{queue, stamped};
 use crate::common::server_url;
 
-fn ca() -> String {
+pub(crate) fn ca() -> String {
     server_url("QM_TEST_APACHE_KAFKA_CA")
 }
 
 /// The SASL_SSL URL with `mechanism`, the credentials in the userinfo.
-fn sasl_url(mechanism: &str, password: &str) -> String {
+pub(crate) fn sasl_url(mechanism: &str, password: &str) -> String {
     format!(
         "kafka://{}:{password}@{}?security.protocol=SASL_SSL&sasl.mechanism={mechanism}\
          &ssl.ca.location={}&partitions=2",
@@ -29,7 +29,7 @@ fn sasl_url(mechanism: &str, password: &str) -> String {
     )
 }
 
-fn password() -> String {
+pub(crate) fn password() -> String {
     server_url("QM_TEST_APACHE_KAFKA_SASL_PASSWORD")
 }
 
