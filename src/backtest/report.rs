@@ -93,6 +93,16 @@ pub fn verdict(r: &Rehearsal) -> String {
                 rfc3339(*at_ms)
             )
         }
+        End::Undecided {
+            at_ms,
+            state,
+            gates,
+        } => format!(
+            "would have paused in {state} after {} (at {}): a judge could not decide, a person decides; the rehearsal ends there: {}",
+            human_ms(at_ms - r.start_ms),
+            rfc3339(*at_ms),
+            gates.join("; ")
+        ),
         End::Unfinished { state, .. } => {
             let after = human_ms(r.end_ms - r.start_ms);
             let Some(step) = r.steps.last() else {

@@ -124,6 +124,14 @@ pub enum End {
         #[serde(serialize_with = "as_text")]
         to: State,
     },
+    /// A judge could not decide within its `max_duration`: the daemon pauses there for a person.
+    Undecided {
+        at_ms: i64,
+        #[serde(serialize_with = "as_text")]
+        state: State,
+        /// The undecided judges, with their reasons.
+        gates: Vec<String>,
+    },
     /// The window ended with the migration in `state`.
     Unfinished {
         #[serde(serialize_with = "as_text")]
@@ -312,6 +320,15 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
                     end = Some(End::Completed { at_ms: at });
                     break;
                 }
+            }
+            // The daemon pauses for a person: the window stops there, undecided.
+            Decision::Undecided { gates } => {
+                end = Some(End::Undecided {
+                    at_ms: at,
+                    state,
+                    gates,
+                });
+                break;
             }
             Decision::ReadyForHuman { .. } | Decision::Wait { .. } => {}
         }

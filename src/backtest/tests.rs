@@ -274,3 +274,70 @@ fn a_step_longer_than_a_for_gates_max_gap_is_said() {
             .starts_with("gate `x low` (slices): the step 6m is longer than its for_max_gap 5m")
     );
 }
+
+/// Issue 55: a judge that cannot decide within its `max_duration` pauses the migration for a
+/// person, as the daemon does; the rehearsal ends there and says why.
+#[test]
+fn an_undecided_judge_ends_the_rehearsal_paused_for_a_person() {
+    let yaml = r#"version: 1
+name: unit
+slices: 8
+brokers:
+  old: { name: old, kind: amqp, url: "amqp://127.0.0.1:5672/%2f", queue: unit }
+  new: { name: new, kind: nats, url: "nats://127.0.0.1:4222", stream: UNIT }
+retry: { max_backoff: 2m, visibility_timeout: 1m }
+sources:
+  prom: { prometheus: "http://127.0.0.1:9" }
+phases:
+  consume_dual:
+    exit:
+      - { name: connected, source: prom, query: c, pass_if: ">= 1" }
+  slices:
+    steps: [4, 8]
+    exit:
+      - name: failures
+        source: prom
+        judge:
+          new: { events: 'sum(increase(ne[$step]))', failures: 'sum(increase(nf[$step]))' }
+          old: { events: 'sum(increase(oe[$step]))', failures: 'sum(increase(of[$step]))' }
+          tolerance: 0.2
+          min_events: 1
+          max_duration: 3m
+"#;
+    let plan = match crate::plan::compile(yaml, None, &SystemResolve) {
+        Ok(c) => c.plan,
+        Err(e) => panic!("{e:?}"),
+    };
+    // A failure a minute on each side: too few to decide either way.
+    let n = 8;
+    let mut r = readings(&vec![0.0; n]);
+    for (q, v) in [("ne", 100.0), ("nf", 1.0), ("oe", 100.0), ("of", 1.0)] {
+        r.insert(
+            "prom",
+            &format!("sum(increase({q}[$step]))"),
+            vec![Ok(v); n],
+        );
+    }
+    let r = rehearse(&plan, &r, State::Planned);
+    match &r.end {
+        End::Undecided {
+            at_ms,
+            state,
+            gates,
+        } => {
+            assert_eq!(*state, State::Slices(0));
+            assert_eq!((at_ms - T0) / MINUTE, 4, "3 minutes after slices[0] began");
+            assert!(
+                gates[0].starts_with("failures (INCONCLUSIVE after 3m"),
+                "{gates:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let verdict = report::verdict(&r);
+    assert!(
+        verdict.starts_with("would have paused in slices[0] after 4m")
+            && verdict.contains("a judge could not decide"),
+        "{verdict}"
+    );
+}

@@ -21,6 +21,12 @@ pub enum Decision {
         /// The failing guards, with their readings, for the journal and the notification.
         guards: Vec<String>,
     },
+    /// A judge (an exit gate's or a guard's) could not decide within its `max_duration`: pause
+    /// for a person, who advances (`--force`) or rolls back; a resume starts its test again.
+    Undecided {
+        /// The undecided judges, with their reasons, for the journal and the notification.
+        gates: Vec<String>,
+    },
     /// Every exit gate passes and the minimum time is met: move one step.
     Advance,
     /// It could move, but a person must say so (paused, `auto_advance: false`, or `complete`
@@ -64,6 +70,16 @@ pub fn decide(
             action,
             guards: failing,
         };
+    }
+    // An INCONCLUSIVE judge never lets the migration advance by itself (its gate holds the
+    // advance), and it pauses it so that a person is asked; paused, it waits like any hold.
+    let undecided: Vec<String> = gates
+        .iter()
+        .filter(|g| crate::gate::is_inconclusive(&g.eval))
+        .map(|g| format!("{} ({})", g.name, g.eval.reason))
+        .collect();
+    if !undecided.is_empty() && !paused {
+        return Decision::Undecided { gates: undecided };
     }
     if !blockers.is_empty() {
         return Decision::Wait { blockers };

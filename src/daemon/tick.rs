@@ -26,6 +26,8 @@ pub enum Action {
     Breach { action: BreachAction },
     /// Could move, a person must say so.
     ReadyForHuman,
+    /// A judge could not decide in its time: paused for a person.
+    PausedUndecided,
     /// Waiting on gates or time.
     Waiting,
     /// Somebody else changed the migration, or the memory of the gates a decision rested on,
@@ -134,6 +136,9 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         Decision::Breach { action, guards } => {
             breach(shared, &c, &loaded, &gates, action, guards, now_ms).await
         }
+        Decision::Undecided { gates: undecided } => {
+            pause_for_a_person(shared, &c, &loaded, &gates, undecided, now_ms).await
+        }
         Decision::Advance => advance(shared, &c, &loaded, gates, next, name, now_ms).await,
         Decision::ReadyForHuman { why } => Ok(ready_for_human(shared, &loaded, name, why)),
         Decision::Wait { .. } => Ok(Action::Waiting),
@@ -238,6 +243,37 @@ fn ready_for_human<S: Store + Clone + 'static>(
         );
     }
     Action::ReadyForHuman
+}
+
+/// Pause the migration because a judge could not decide within its `max_duration`: a person
+/// advances it (`--force`) or rolls it back; a resume gives the judge a new test.
+async fn pause_for_a_person<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    c: &Controller<'_, S>,
+    loaded: &Loaded,
+    gates: &[crate::controller::GateReport],
+    undecided: Vec<String>,
+    now_ms: i64,
+) -> Result<Action, ControllerError> {
+    let name = &loaded.record.name;
+    let text = format!(
+        "a judge could not decide: {}; a person decides (`migrate advance {name} --force` or `migrate rollback {name}`)",
+        undecided.join("; ")
+    );
+    let evidence = serde_json::json!({ "undecided": undecided, "gates": gates });
+    let actor = shared.actor(&text);
+    let applied = c
+        .command_on(loaded, &Command::Pause, &actor, evidence.clone(), now_ms)
+        .await?;
+    shared.metrics.transition(name, &applied.command);
+    shared.event(
+        loaded,
+        EventKind::Hold,
+        format!("{name}: {text} — paused until a person acts"),
+        evidence,
+    );
+    shared.refresh(c, name).await;
+    Ok(Action::PausedUndecided)
 }
 
 async fn breach<S: Store + Clone + 'static>(

@@ -16,6 +16,7 @@ mod db_clock_step;
 mod guard_isolation;
 mod guard_isolation_scale;
 mod hardening_input;
+mod judge_undecided;
 mod not_driven;
 mod outbox;
 mod resume_time;
