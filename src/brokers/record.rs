@@ -103,14 +103,12 @@ pub fn read_headers(
 ) -> (BTreeMap<String, String>, Option<Vec<RecordHeader>>) {
     let mut map = BTreeMap::new();
     let mut plain = true;
-    for i in 0..headers.len() {
-        if fits(&headers, i) {
-            let h = &headers[i];
-            let text =
-                std::str::from_utf8(h.value.as_deref().unwrap_or_default()).unwrap_or_default();
-            map.insert(h.name.clone(), text.to_string());
-        } else {
-            plain = false;
+    for (i, h) in headers.iter().enumerate() {
+        match h.value.as_deref().map(std::str::from_utf8) {
+            Some(Ok(text)) if fits(&headers, i) => {
+                map.insert(h.name.clone(), text.to_string());
+            }
+            _ => plain = false,
         }
     }
     (map, if plain { None } else { Some(headers) })
