@@ -2,7 +2,7 @@
 //! envelope ([`crate::dlq::envelope`]) as the payload, the original headers kept, published to the
 //! old broker's `brokers.old.dead_letter` queue. Pure: instants are arguments.
 
-use crate::brokers::{Message, Properties};
+use crate::brokers::{Message, Properties, Record};
 use crate::dlq::envelope::{DeadLetterBuilder, ErrorInfo, FailedMessage};
 
 /// The `errorClass` of every message the bridge parks: `migrate dlq triage` groups them apart
@@ -52,6 +52,13 @@ pub fn message(
             content_encoding: None,
             expiration: None,
             ..original.properties.clone()
+        },
+        // A Kafka record's headers and key go back as they came; the payload is the envelope
+        // now (never a tombstone), and the dead letter's time is its own.
+        record: Record {
+            tombstone: false,
+            timestamp_ms: None,
+            ..original.record.clone()
         },
     }
 }

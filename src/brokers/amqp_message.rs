@@ -13,6 +13,10 @@
 //!   (sender-selected distribution), so a forwarded message would also land in the queues they
 //!   name. Their values are written, unchanged, as [`ROUTING_HEADERS`] name them
 //!   (`x-original-cc`, `x-original-bcc`), replacing a header of that name.
+//! - A Kafka record's headers without a text form, its key, tombstone and create time
+//!   ([`Message::record`]) are written as the `x-kafka-*` long-string headers of
+//!   [`super::record`]; the create time also as the `timestamp` property (seconds, rounded down)
+//!   when the message has none of its own.
 
 use std::collections::BTreeMap;
 
@@ -96,7 +100,13 @@ pub(super) fn write(message: &Message, user: &str) -> Result<BasicProperties, St
     if let Some(v) = &p.message_id {
         out = out.with_message_id(short(v, "message_id")?);
     }
-    if let Some(v) = p.timestamp {
+    // A Kafka record's create time, in AMQP's seconds, when the message has no AMQP timestamp
+    // (the exact milliseconds are in `x-kafka-timestamp`).
+    let kafka_seconds = message
+        .record
+        .timestamp_ms
+        .and_then(|ms| u64::try_from(ms.div_euclid(1000)).ok());
+    if let Some(v) = p.timestamp.or(kafka_seconds) {
         out = out.with_timestamp(v);
     }
     if let Some(v) = &p.kind {
@@ -144,6 +154,16 @@ fn header_table(message: &Message) -> Result<FieldTable, String> {
             name,
             AMQPValue::LongString(LongString::from(value.as_bytes())),
         );
+    }
+    // A Kafka record's headers, key, tombstone and create time that no text header says
+    // (`super::record`), each replacing a header of its name.
+    if !message.record.is_plain() {
+        for (name, value) in super::record::encoded_headers(&message.headers, &message.record) {
+            table.insert(
+                ShortString::from(name),
+                AMQPValue::LongString(LongString::from(value.into_bytes())),
+            );
+        }
     }
     Ok(without_routing_headers(table))
 }

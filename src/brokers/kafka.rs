@@ -136,22 +136,34 @@ impl Kafka {
             .map_err(|e| op_error("metadata", topic, e))
     }
 
+    /// Publishes `message` as one record: its headers in the order of [`Record`]'s guarantees
+    /// (values, null values and repeated names as they came from Kafka), the key of
+    /// [`Record::key`] else `x-qm-key`, a null payload for a tombstone, and its create time when
+    /// it has one (else the producer's clock).
+    ///
+    /// [`Record`]: super::Record
+    /// [`Record::key`]: super::Record::key
     pub(super) async fn publish(&self, queue: &str, message: &Message) -> Result<()> {
+        let text = super::types::with_properties(message);
         let mut headers = OwnedHeaders::new();
-        for (name, value) in &super::text_headers(message) {
-            headers = headers.insert(Header {
-                key: name,
-                value: Some(value.as_bytes()),
-            });
+        for (name, value) in super::record::kafka_headers(&text, &message.record) {
+            headers = headers.insert(Header { key: name, value });
         }
-        let mut record = FutureRecord::to(queue)
-            .payload(message.payload.as_slice())
-            .headers(headers);
+        let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(queue).headers(headers);
+        if !message.record.tombstone {
+            record = record.payload(message.payload.as_slice());
+        }
+        if let Some(ms) = message.record.timestamp_ms {
+            record = record.timestamp(ms);
+        }
         // The slice key is the record key: the partitioner keeps one key on one partition, so
         // its order holds on the new side. Without one, the partitioner spreads the records.
-        let key = message.header(HEADER_KEY).map(str::to_string);
-        if let Some(key) = &key {
-            record = record.key(key.as_str());
+        let key: Option<&[u8]> = match &message.record.key {
+            Some(key) => Some(key),
+            None => message.header(HEADER_KEY).map(str::as_bytes),
+        };
+        if let Some(key) = key {
+            record = record.key(key);
         }
         match self.producer.send(record, CONFIRM_TIMEOUT).await {
             Ok(_) => Ok(()),

@@ -9,6 +9,7 @@ use rdkafka::ClientConfig;
 use rdkafka::message::Headers as _;
 
 use super::kafka_url::KafkaUrl;
+use super::record::{Record, RecordHeader};
 use super::{BrokerError, CONNECT_TIMEOUT, HEADER_KEY, Message};
 
 pub(super) const KIND: &str = "kafka";
@@ -46,25 +47,63 @@ pub(super) fn millis(d: Duration) -> String {
     d.as_millis().to_string()
 }
 
-/// A record's headers as text (a value that is not UTF-8 is read lossily) and its key as
-/// [`HEADER_KEY`] when the headers have none.
+/// A record as a [`Message`]: each header that is a single UTF-8 value of its name in the text
+/// map, and the whole list in [`Record::headers`] when one is not (a binary or null value, a
+/// name given twice); the key as [`HEADER_KEY`] when the headers have none and it is UTF-8, and in
+/// [`Record::key`] when `x-qm-key` does not say it; a null payload as a tombstone; the create time.
 pub(super) fn read_message<M: rdkafka::Message>(m: &M) -> Message {
     let mut headers = BTreeMap::new();
+    let mut list = None;
     if let Some(h) = m.headers() {
+        let mut plain = true;
         for header in h.iter() {
-            let value = header
-                .value
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-                .unwrap_or_default();
-            headers.insert(header.key.to_string(), value);
+            let text = header.value.map(std::str::from_utf8);
+            match text {
+                Some(Ok(value)) if plain => {
+                    // A name given twice is not plain: the list then says it.
+                    plain = headers
+                        .insert(header.key.to_string(), value.to_string())
+                        .is_none();
+                }
+                _ => plain = false,
+            }
+        }
+        if !plain {
+            let all = h
+                .iter()
+                .map(|header| RecordHeader::new(header.key, header.value))
+                .collect();
+            (headers, list) = super::record::read_headers(all);
         }
     }
-    let has_key = headers.keys().any(|k| k.eq_ignore_ascii_case(HEADER_KEY));
-    if !has_key && let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
-        headers.insert(HEADER_KEY.to_string(), key.to_string());
-    }
+    // Whether the record's own `x-qm-key` header is its key (`None`: it has no such header).
+    let says_key = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(HEADER_KEY))
+        .map(|(_, v)| m.key() == Some(v.as_bytes()));
+    let key = match (m.key(), says_key) {
+        (Some(key), Some(false)) => Some(key.to_vec()),
+        (Some(key), None) => match std::str::from_utf8(key) {
+            Ok(text) => {
+                headers.insert(HEADER_KEY.to_string(), text.to_string());
+                None
+            }
+            Err(_) => Some(key.to_vec()),
+        },
+        _ => None,
+    };
+    let timestamp_ms = match m.timestamp() {
+        rdkafka::Timestamp::CreateTime(ms) => Some(ms),
+        _ => None,
+    };
     Message {
         headers,
+        record: Record {
+            headers: list,
+            key,
+            tombstone: m.payload().is_none(),
+            timestamp_ms,
+        },
         ..Message::new(m.payload().unwrap_or_default().to_vec())
     }
 }

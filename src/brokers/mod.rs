@@ -76,6 +76,7 @@ mod kafka_url;
 mod nats;
 mod properties;
 mod rabbitmq;
+pub mod record;
 mod redis_streams;
 mod types;
 
@@ -88,6 +89,7 @@ pub use kafka_offsets::{PartitionLag, group_lag};
 pub use nats::Nats;
 pub use properties::{PROPERTY_HEADERS, Properties, TypedHeaders, property_headers};
 pub use rabbitmq::RabbitMq;
+pub use record::{Record, RecordHeader};
 pub use redis_streams::RedisStreams;
 use types::redact;
 pub use types::{

@@ -601,6 +601,7 @@ impl Subscription {
                         headers,
                         payload: delivery.data,
                         properties,
+                        record: super::Record::default(),
                     },
                     redelivered: delivery.redelivered,
                     acker,

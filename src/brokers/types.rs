@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::properties::{Properties, property_headers};
+use super::record::{Record, encoded_headers};
 
 /// The dedup key header: the business key (`type:aggregate:event`) the consumer claims.
 pub const HEADER_DEDUP_KEY: &str = "x-qm-dedup-key";
@@ -177,7 +178,8 @@ impl BrokerError {
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
 
 /// A message to publish: headers (text), a payload (bytes), and the source broker's metadata
-/// that is not a text header (the AMQP properties and typed headers of a RabbitMQ delivery).
+/// that is not a text header (the AMQP properties and typed headers of a RabbitMQ delivery; the
+/// binary, null and repeated headers, key, tombstone and create time of a Kafka record).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Message {
     /// Header names are kept as given; readers should compare them case-insensitively. Every
@@ -188,6 +190,10 @@ pub struct Message {
     pub payload: Vec<u8>,
     /// The AMQP properties and typed header table (empty unless read from RabbitMQ).
     pub properties: Properties,
+    /// What a Kafka record carries beyond `headers` and `payload` (empty unless read from
+    /// Kafka): see [`Record`] for how a Kafka publish writes it back and how the other brokers
+    /// carry it.
+    pub record: Record,
 }
 
 impl Message {
@@ -197,6 +203,7 @@ impl Message {
             headers: BTreeMap::new(),
             payload: payload.into(),
             properties: Properties::default(),
+            record: Record::default(),
         }
     }
 
@@ -294,15 +301,34 @@ pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a broker that carries only text headers writes: the message's headers, then its
-/// properties ([`property_headers`](super::property_headers)), each replacing a header of the same name (compared
+/// properties ([`property_headers`](super::property_headers)), then its Kafka record's
+/// `x-kafka-*` headers ([`super::record`]), each replacing a header of the same name (compared
 /// case-insensitively).
 pub fn text_headers(message: &Message) -> BTreeMap<String, String> {
-    let mut headers = message.headers.clone();
-    for (name, value) in property_headers(&message.properties) {
-        headers.retain(|k, _| !k.eq_ignore_ascii_case(name));
-        headers.insert(name.to_string(), value);
+    let mut headers = with_properties(message);
+    if !message.record.is_plain() {
+        for (name, value) in encoded_headers(&headers, &message.record) {
+            replace(&mut headers, name, value);
+        }
     }
     headers
+}
+
+/// The message's headers, then its properties' ([`property_headers`]), each replacing a header
+/// of the same name (compared case-insensitively): what a Kafka publish merges into its
+/// record's headers.
+pub(super) fn with_properties(message: &Message) -> BTreeMap<String, String> {
+    let mut headers = message.headers.clone();
+    for (name, value) in property_headers(&message.properties) {
+        replace(&mut headers, name, value);
+    }
+    headers
+}
+
+/// Sets `name` to `value`, removing any header of that name in another case.
+fn replace(headers: &mut BTreeMap<String, String>, name: &str, value: String) {
+    headers.retain(|k, _| !k.eq_ignore_ascii_case(name));
+    headers.insert(name.to_string(), value);
 }
 
 /// What an adapter's subscription hands up: the message, whether the broker delivered it before,

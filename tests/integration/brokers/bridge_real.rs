@@ -11,6 +11,10 @@ use crate::common;
 #[cfg(feature = "kafka")]
 mod kafka_ingress;
 
+/// A faithful Kafka ingress: every part of a record to a Kafka egress, and to the text brokers.
+#[cfg(feature = "kafka")]
+mod kafka_faithful;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
