@@ -1,0 +1,102 @@
+//! The preflight of a plan: both brokers' durability settings read at once
+//! ([`crate::brokers::durability`], each within its deadline), then judged with the plan's
+//! waivers ([`crate::preflight::judge`]). What `migrate preflight` prints and what the daemon
+//! runs before a migration first writes to the new broker.
+
+use serde::Serialize;
+
+use crate::brokers::durability::{self, Target};
+use crate::outgoing;
+use crate::plan::{Broker, Plan};
+use crate::preflight::{BrokerSettings, Report, Side, judge};
+
+/// A broker whose settings could not be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unread {
+    pub side: Side,
+    pub broker: String,
+    /// Why, redacted.
+    pub error: String,
+}
+
+/// A plan's preflight.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preflighted {
+    /// What was read, broker by broker (those read).
+    pub settings: Vec<BrokerSettings>,
+    /// The brokers that could not be read: nothing about them is judged.
+    pub unread: Vec<Unread>,
+    /// The findings on what was read, with the plan's waivers applied.
+    pub report: Report,
+}
+
+impl Preflighted {
+    /// Whether the migration may write to its brokers: everything read, nothing refused.
+    pub fn passed(&self) -> bool {
+        self.unread.is_empty() && !self.report.refused()
+    }
+}
+
+/// Reads both brokers of `plan` (at once) and judges them.
+///
+/// # Guarantees
+/// Returns within [`durability::READ_DEADLINE`] (and a little); every text in the answer has
+/// passed [`outgoing::reason`] with the plan's secrets.
+pub async fn run(plan: &Plan) -> Preflighted {
+    let (old, new) = tokio::join!(
+        read(plan, Side::Old, &plan.brokers.old),
+        read(plan, Side::New, &plan.brokers.new)
+    );
+    let secrets = plan.known_secrets();
+    let mut settings = Vec::new();
+    let mut unread = Vec::new();
+    for (side, broker, r) in [
+        (Side::Old, &plan.brokers.old, old),
+        (Side::New, &plan.brokers.new, new),
+    ] {
+        match r {
+            Ok(s) => settings.push(s),
+            Err(e) => unread.push(Unread {
+                side,
+                broker: broker.name.clone(),
+                error: outgoing::reason(&e, &secrets),
+            }),
+        }
+    }
+    let mut report = judge(&settings, &plan.preflight.waivers());
+    for f in &mut report.findings {
+        for text in [&mut f.setting, &mut f.value, &mut f.why] {
+            *text = outgoing::reason(text, &secrets);
+        }
+    }
+    Preflighted {
+        settings,
+        unread,
+        report,
+    }
+}
+
+async fn read(plan: &Plan, side: Side, broker: &Broker) -> Result<BrokerSettings, String> {
+    let url = broker
+        .url
+        .value()
+        .map_err(|why| format!("brokers.{side}.url ({}) has no value here: {why}", broker.url.redacted()))?;
+    let destination = broker
+        .destination()
+        .ok_or_else(|| format!("brokers.{side} names no queue or stream: nothing to read"))?;
+    let monitor = match &plan.preflight.side(side).monitor {
+        Some(m) => Some(m.value().map_err(|why| {
+            format!("preflight.{side}.monitor ({}) has no value here: {why}", m.redacted())
+        })?),
+        None => None,
+    };
+    durability::read(Target {
+        side,
+        name: &broker.name,
+        kind: &broker.kind,
+        url,
+        destination,
+        monitor,
+    })
+    .await
+}
