@@ -3,39 +3,10 @@
 //! waivers ([`crate::preflight::judge`]). What `migrate preflight` prints and what the daemon
 //! runs before a migration first writes to the new broker.
 
-use serde::Serialize;
-
 use crate::brokers::durability::{self, Target};
 use crate::outgoing;
 use crate::plan::{Broker, Plan};
-use crate::preflight::{BrokerSettings, Report, Side, judge};
-
-/// A broker whose settings could not be read at all.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Unread {
-    pub side: Side,
-    pub broker: String,
-    /// Why, redacted.
-    pub error: String,
-}
-
-/// A plan's preflight.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Preflighted {
-    /// What was read, broker by broker (those read).
-    pub settings: Vec<BrokerSettings>,
-    /// The brokers that could not be read: nothing about them is judged.
-    pub unread: Vec<Unread>,
-    /// The findings on what was read, with the plan's waivers applied.
-    pub report: Report,
-}
-
-impl Preflighted {
-    /// Whether the migration may write to its brokers: everything read, nothing refused.
-    pub fn passed(&self) -> bool {
-        self.unread.is_empty() && !self.report.refused()
-    }
-}
+use crate::preflight::{BrokerSettings, Preflighted, Side, Unread, judge};
 
 /// Reads both brokers of `plan` (at once) and judges them.
 ///

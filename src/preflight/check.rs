@@ -35,6 +35,7 @@ impl fmt::Display for Side {
 pub enum Kind {
     Nats,
     Kafka,
+    #[serde(rename = "rabbitmq")]
     RabbitMq,
     Redis,
 }

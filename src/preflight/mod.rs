@@ -144,5 +144,32 @@ impl Finding {
     }
 }
 
+/// A broker whose settings could not be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unread {
+    pub side: Side,
+    pub broker: String,
+    /// Why, redacted.
+    pub error: String,
+}
+
+/// A plan's preflight.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preflighted {
+    /// What was read, broker by broker (those read).
+    pub settings: Vec<BrokerSettings>,
+    /// The brokers that could not be read: nothing about them is judged.
+    pub unread: Vec<Unread>,
+    /// The findings on what was read, with the plan's waivers applied.
+    pub report: Report,
+}
+
+impl Preflighted {
+    /// Whether the migration may write to its brokers: everything read, nothing refused.
+    pub fn passed(&self) -> bool {
+        self.unread.is_empty() && !self.report.refused()
+    }
+}
+
 #[cfg(test)]
 mod tests;

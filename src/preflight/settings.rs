@@ -8,6 +8,19 @@ use super::check::{Kind, Side};
 /// endpoint was not reachable, the queue does not exist yet...).
 pub type Known<T> = Result<T, String>;
 
+/// A [`Known`] in JSON: the value itself, or `{"unknown": "why"}`.
+fn known<T: Serialize, S: serde::Serializer>(k: &Known<T>, s: S) -> Result<S::Ok, S::Error> {
+    match k {
+        Ok(v) => v.serialize(s),
+        Err(why) => {
+            use serde::ser::SerializeMap as _;
+            let mut m = s.serialize_map(Some(1))?;
+            m.serialize_entry("unknown", why)?;
+            m.end()
+        }
+    }
+}
+
 /// One broker's durability settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BrokerSettings {
@@ -17,6 +30,7 @@ pub struct BrokerSettings {
     /// The queue, stream or topic the migration writes to.
     pub destination: String,
     /// How many nodes serve it (1: a single node).
+    #[serde(serialize_with = "known")]
     pub nodes: Known<u32>,
     pub detail: Detail,
 }
@@ -39,6 +53,7 @@ impl BrokerSettings {
 pub enum Detail {
     Nats(NatsSettings),
     Kafka(KafkaSettings),
+    #[serde(rename = "rabbitmq")]
     RabbitMq(RabbitMqSettings),
     Redis(RedisSettings),
 }
@@ -49,10 +64,13 @@ pub struct NatsSettings {
     /// The stream's name (from the queue, as the adapter names it).
     pub stream: String,
     /// `file` or `memory`.
+    #[serde(serialize_with = "known")]
     pub storage: Known<String>,
     /// The stream's replicas.
+    #[serde(serialize_with = "known")]
     pub replicas: Known<u32>,
     /// How the server syncs its files, as its monitoring endpoint (`/varz`) says.
+    #[serde(serialize_with = "known")]
     pub sync: Known<NatsSync>,
 }
 
@@ -74,10 +92,13 @@ pub const NATS_DEFAULT_SYNC_MS: u64 = 120_000;
 pub struct KafkaSettings {
     pub topic: String,
     /// The topic's partitions' replicas (the least among them).
+    #[serde(serialize_with = "known")]
     pub replication_factor: Known<u32>,
     /// `min.insync.replicas`, as the topic's configuration resolves it.
+    #[serde(serialize_with = "known")]
     pub min_insync_replicas: Known<u32>,
     /// `unclean.leader.election.enable`, as the topic's configuration resolves it.
+    #[serde(serialize_with = "known")]
     pub unclean_leader_election: Known<bool>,
     /// Our producer's `acks` (the adapter's setting, `all`).
     pub producer_acks: String,
@@ -88,8 +109,10 @@ pub struct KafkaSettings {
 pub struct RabbitMqSettings {
     pub queue: String,
     /// `classic`, `quorum`, `stream` (the management API's `type`).
+    #[serde(serialize_with = "known")]
     pub queue_type: Known<String>,
     /// Whether the queue is durable.
+    #[serde(serialize_with = "known")]
     pub durable: Known<bool>,
     /// Whether our publisher waits for the broker's confirm (the adapter's setting).
     pub publisher_confirms: bool,
@@ -99,10 +122,13 @@ pub struct RabbitMqSettings {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RedisSettings {
     /// `appendonly`.
+    #[serde(serialize_with = "known")]
     pub appendonly: Known<bool>,
     /// `appendfsync`: `always`, `everysec`, `no`.
+    #[serde(serialize_with = "known")]
     pub appendfsync: Known<String>,
     /// Replicas attached to it (`connected_slaves`), or, when it is itself a replica, 1.
+    #[serde(serialize_with = "known")]
     pub replicas: Known<u32>,
     /// Whether our publisher waits (`WAIT`) for replicas before counting a write confirmed.
     pub publisher_waits: bool,

@@ -52,7 +52,10 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
     };
     let sync = match t.monitor {
         Some(m) => varz_sync(m).await,
-        None => Err("no monitoring endpoint given (preflight.X.monitor: http://HOST:8222)".into()),
+        None => Err(format!(
+            "no monitoring endpoint given: preflight.{}.monitor: http://HOST:8222",
+            t.side
+        )),
     };
     Ok(BrokerSettings {
         side: t.side,

@@ -13,11 +13,11 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
     };
     let mut base = reqwest::Url::parse(&management)
         .map_err(|e| format!("management API URL: {e}"))?;
-    let user = match base.username() {
-        "" => "guest".to_string(),
-        u => decode(u),
+    // No user in the URL: RabbitMQ's default login, as the AMQP client uses it.
+    let (user, password) = match base.username() {
+        "" => ("guest".to_string(), Some("guest".to_string())),
+        u => (decode(u), base.password().map(decode)),
     };
-    let password = base.password().map(decode);
     let _ = base.set_username("");
     let _ = base.set_password(None);
     let vhost = vhost_of(&amqp_url)?;
