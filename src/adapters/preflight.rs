@@ -6,7 +6,7 @@
 use crate::brokers::durability::{self, Target};
 use crate::outgoing;
 use crate::plan::{Broker, Plan};
-use crate::preflight::{BrokerSettings, Preflighted, Side, Unread, judge};
+use crate::preflight::{BrokerSettings, Preflighted, Side, Unread};
 
 /// Reads both brokers of `plan` (at once) and judges them.
 ///
@@ -34,17 +34,13 @@ pub async fn run(plan: &Plan) -> Preflighted {
             }),
         }
     }
-    let mut report = judge(&settings, &plan.preflight.waivers());
-    for f in &mut report.findings {
+    let mut p = Preflighted::judge(settings, unread, &plan.preflight.waivers());
+    for f in &mut p.report.findings {
         for text in [&mut f.setting, &mut f.value, &mut f.why] {
             *text = outgoing::reason(text, &secrets);
         }
     }
-    Preflighted {
-        settings,
-        unread,
-        report,
-    }
+    p
 }
 
 async fn read(plan: &Plan, side: Side, broker: &Broker) -> Result<BrokerSettings, String> {

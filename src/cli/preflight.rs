@@ -21,6 +21,7 @@ pub const LONG_ABOUT: &str = r#"Read both brokers' durability settings and refus
 
 A broker's acknowledgement is what the migration counts as a confirmation. Refused, each
 with the setting and the fix:
+  readable                        the broker's settings could not be read at all
   single_node                     one node (it cannot survive losing it)
   nats.storage                    a stream in memory
   nats.replicas                   a stream on fewer than 3 servers
@@ -47,8 +48,8 @@ The daemon runs the same checks before the first step that writes to the new bro
 (synthetic, or the first slices step), pauses the migration on a refusal, and journals the
 waivers it used.
 
-Exit codes: 0 nothing refused, 1 a broker could not be read, 2 the plan is invalid,
-3 refused."#;
+Exit codes: 0 nothing refused, 1 a broker could not be read (readable not waived),
+2 the plan is invalid, 3 refused."#;
 
 /// `migrate preflight PLAN`'s arguments.
 #[derive(Debug, Args)]
@@ -110,7 +111,7 @@ pub async fn run(ctx: &Ctx, args: PreflightArgs) -> CliResult {
 
 /// 1 when a broker could not be read, else 3 when anything is refused, else 0.
 fn exit_code(p: &Preflighted) -> u8 {
-    if !p.unread.is_empty() {
+    if p.unread_refused() {
         1
     } else if p.report.refused() {
         3
@@ -127,15 +128,6 @@ fn write_report(out: &mut impl Write, name: &str, p: &Preflighted) -> io::Result
         _ => "REFUSED: may lose acknowledged writes",
     };
     writeln!(out, "preflight of {}: {verdict}", outgoing::line(name))?;
-    for u in &p.unread {
-        writeln!(
-            out,
-            "  {} {}: cannot read its settings: {}",
-            u.side,
-            outgoing::line(&u.broker),
-            outgoing::line(&u.error)
-        )?;
-    }
     let check_w = p
         .report
         .findings

@@ -9,8 +9,9 @@
 //!   and its fix (`preflight refused: new nats: nats.storage: ...`): the standing says "needs a
 //!   person: paused ...", a webhook (`hold`) says it once. A person fixes the broker or waives
 //!   the check (`migrate plan apply`), then resumes; the next advance checks again;
-//! - holds (no transition) when a broker could not be read at all, saying so once a
-//!   generation: the next round tries again.
+//!   A broker that could not be read is refused so too (`readable`), unless waived;
+//! - holds (no transition) when the reading itself outlasts the tick's source timeout, saying
+//!   so once a generation: the next round tries again.
 //!
 //! A person's own advance (CLI, API, console) is not checked here: `migrate preflight PLAN`
 //! is theirs to run.
@@ -107,15 +108,6 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
         hold(shared, loaded, &format!("no answer within {budget:?}"));
         return Ok(Err(Action::Waiting));
     };
-    if !p.unread.is_empty() {
-        let why: Vec<String> = p
-            .unread
-            .iter()
-            .map(|u| format!("{} {}: {}", u.side, u.broker, u.error))
-            .collect();
-        hold(shared, loaded, &why.join("; "));
-        return Ok(Err(Action::Waiting));
-    }
     let evidence = serde_json::json!({
         "findings": p.report.findings,
         "unused_waivers": p.report.unused_waivers,

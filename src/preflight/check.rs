@@ -66,6 +66,9 @@ impl Kind {
 /// One check, named as a plan waives it (`single_node`, `nats.storage`...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Check {
+    /// The broker's settings could be read at all (every kind): nothing else is judged of a
+    /// broker that could not be read.
+    Readable,
     /// One node: it cannot survive the loss of that node (every kind).
     SingleNode,
     NatsStorage,
@@ -84,7 +87,8 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order a report lists them.
-    pub const ALL: [Check; 13] = [
+    pub const ALL: [Check; 14] = [
+        Check::Readable,
         Check::SingleNode,
         Check::NatsStorage,
         Check::NatsReplicas,
@@ -103,6 +107,7 @@ impl Check {
     /// The name a plan waives it by.
     pub fn as_str(self) -> &'static str {
         match self {
+            Check::Readable => "readable",
             Check::SingleNode => "single_node",
             Check::NatsStorage => "nats.storage",
             Check::NatsReplicas => "nats.replicas",

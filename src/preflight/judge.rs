@@ -2,7 +2,7 @@
 
 use super::check::{Check, Kind};
 use super::settings::*;
-use super::{Finding, Outcome, Report, Waiver};
+use super::{Finding, Outcome, Report, Unread, Waiver};
 
 /// One rule's answer before waivers: the outcome, the setting, its value, why, the fix.
 struct Verdict {
@@ -48,24 +48,38 @@ fn unknown(setting: impl Into<String>, reason: &str, fix: impl Into<String>) -> 
     )
 }
 
-/// Every finding on `settings`, with `waivers` applied.
+/// Every finding on `settings` and the `unread` brokers, with `waivers` applied.
 ///
 /// # Guarantees
 /// Every check that applies to a broker's kind gives exactly one finding, in [`Check::ALL`]'s
-/// order, old broker first. A refused or warned finding whose check the plan waives for that
+/// order, old broker first; an unread broker gives one, `readable`, refused. A refused or
+/// warned finding whose check the plan waives for that
 /// side is [`Outcome::Waived`] with the reason; a waiver that lets nothing through is listed in
 /// [`Report::unused_waivers`]. Pure.
-pub fn judge(settings: &[BrokerSettings], waivers: &[Waiver]) -> Report {
+pub fn judge(settings: &[BrokerSettings], unread: &[Unread], waivers: &[Waiver]) -> Report {
     let mut findings = Vec::new();
     let mut used = vec![false; waivers.len()];
-    let mut ordered: Vec<&BrokerSettings> = settings.iter().collect();
-    ordered.sort_by_key(|s| s.side);
-    for b in ordered {
+    let mut verdicts: Vec<(super::Side, &str, Check, Verdict)> = Vec::new();
+    for u in unread {
+        let v = refuse(
+            "its settings",
+            "unreadable",
+            u.error.clone(),
+            "make the broker (and its monitoring endpoint) reachable from here",
+        );
+        verdicts.push((u.side, &u.broker, Check::Readable, v));
+    }
+    for b in settings {
         for check in Check::of_kind(b.kind()) {
-            let v = rule(b, check);
+            verdicts.push((b.side, &b.name, check, rule(b, check)));
+        }
+    }
+    verdicts.sort_by_key(|(side, _, check, _)| (*side, *check));
+    for (side, broker, check, v) in verdicts {
+        {
             let mut f = Finding {
-                side: b.side,
-                broker: b.name.clone(),
+                side,
+                broker: broker.to_string(),
                 check,
                 outcome: v.outcome,
                 setting: v.setting,
@@ -77,7 +91,7 @@ pub fn judge(settings: &[BrokerSettings], waivers: &[Waiver]) -> Report {
             if matches!(f.outcome, Outcome::Refuse | Outcome::Warn)
                 && let Some(i) = waivers
                     .iter()
-                    .position(|w| w.side == b.side && w.check == check)
+                    .position(|w| w.side == side && w.check == check)
             {
                 used[i] = true;
                 f.outcome = Outcome::Waived;
@@ -100,6 +114,7 @@ pub fn judge(settings: &[BrokerSettings], waivers: &[Waiver]) -> Report {
 
 fn rule(b: &BrokerSettings, check: Check) -> Verdict {
     match (&b.detail, check) {
+        (_, Check::Readable) => pass("its settings", "read", "the broker answered"),
         (_, Check::SingleNode) => single_node(b),
         (Detail::Nats(n), c) => nats(n, c),
         (Detail::Kafka(k), c) => kafka(k, c),
@@ -133,7 +148,9 @@ fn nats(n: &NatsSettings, check: Check) -> Verdict {
         Check::NatsStorage => {
             let setting = format!("stream {stream} storage");
             match n.storage.as_deref() {
-                Ok("file") => pass(setting, "file", "messages are written to disk"),
+                Ok(file) if file.starts_with("file") => {
+                    pass(setting, file, "messages are written to disk")
+                }
                 Ok(other) => refuse(
                     setting,
                     other,
@@ -254,7 +271,7 @@ fn rabbitmq(r: &RabbitMqSettings, check: Check) -> Verdict {
                  before the migration writes to it"
             );
             match (r.queue_type.as_deref(), &r.durable) {
-                (Ok("quorum" | "stream"), Ok(true)) => pass(
+                (Ok(t), Ok(true)) if t.starts_with("quorum") || t.starts_with("stream") => pass(
                     setting,
                     r.queue_type.clone().unwrap_or_default(),
                     "replicated, each confirm after a majority wrote it",

@@ -158,16 +158,33 @@ pub struct Unread {
 pub struct Preflighted {
     /// What was read, broker by broker (those read).
     pub settings: Vec<BrokerSettings>,
-    /// The brokers that could not be read: nothing about them is judged.
+    /// The brokers that could not be read: only their `readable` check is judged.
     pub unread: Vec<Unread>,
-    /// The findings on what was read, with the plan's waivers applied.
+    /// The findings, with the plan's waivers applied.
     pub report: Report,
 }
 
 impl Preflighted {
-    /// Whether the migration may write to its brokers: everything read, nothing refused.
+    /// Judges what a reader found: `settings` and the brokers it could not read.
+    pub fn judge(settings: Vec<BrokerSettings>, unread: Vec<Unread>, waivers: &[Waiver]) -> Self {
+        let report = judge(&settings, &unread, waivers);
+        Preflighted {
+            settings,
+            unread,
+            report,
+        }
+    }
+
+    /// Whether the migration may write to its brokers: nothing refused.
     pub fn passed(&self) -> bool {
-        self.unread.is_empty() && !self.report.refused()
+        !self.report.refused()
+    }
+
+    /// A broker could not be read and no waiver lets that through.
+    pub fn unread_refused(&self) -> bool {
+        self.report
+            .refusals()
+            .any(|f| f.check == Check::Readable)
     }
 }
 

@@ -48,16 +48,16 @@ fn waiver(side: Side, check: Check) -> Waiver {
 
 #[test]
 fn a_safe_nats_cluster_passes_every_check() {
-    let r = judge(&[nats("file", 3, Ok(NatsSync::Always), 3)], &[]);
+    let r = judge(&[nats("file", 3, Ok(NatsSync::Always), 3)], &[], &[]);
     assert!(!r.refused(), "{r:#?}");
-    assert_eq!(r.findings.len(), 4);
+    assert_eq!(r.findings.len(), 5);
     assert!(r.findings.iter().all(|f| f.outcome == Outcome::Pass));
 }
 
 #[test]
 fn nats_memory_storage_and_the_default_sync_interval_are_refused_naming_the_setting() {
     let r = judge(
-        &[nats("memory", 3, Ok(NatsSync::EveryMs(NATS_DEFAULT_SYNC_MS)), 3)],
+        &[nats("memory", 3, Ok(NatsSync::EveryMs(NATS_DEFAULT_SYNC_MS)), 3)], &[],
         &[],
     );
     assert_eq!(outcome(&r, Side::New, Check::NatsStorage), Outcome::Refuse);
@@ -72,7 +72,7 @@ fn nats_memory_storage_and_the_default_sync_interval_are_refused_naming_the_sett
 #[test]
 fn an_unknown_setting_is_refused_never_passed() {
     let r = judge(
-        &[nats("file", 3, Err("no monitoring endpoint given".into()), 3)],
+        &[nats("file", 3, Err("no monitoring endpoint given".into()), 3)], &[],
         &[],
     );
     assert_eq!(outcome(&r, Side::New, Check::NatsSync), Outcome::Refuse);
@@ -82,10 +82,10 @@ fn an_unknown_setting_is_refused_never_passed() {
 #[test]
 fn a_single_node_is_refused_unless_waived_and_the_waiver_is_reported() {
     let b = nats("file", 1, Ok(NatsSync::Always), 1);
-    let r = judge(std::slice::from_ref(&b), &[]);
+    let r = judge(std::slice::from_ref(&b), &[], &[]);
     assert_eq!(outcome(&r, Side::New, Check::SingleNode), Outcome::Refuse);
     let r = judge(
-        &[b],
+        &[b], &[],
         &[
             waiver(Side::New, Check::SingleNode),
             waiver(Side::New, Check::NatsReplicas),
@@ -113,9 +113,9 @@ fn a_single_node_is_refused_unless_waived_and_the_waiver_is_reported() {
 
 #[test]
 fn redis_appendfsync_no_is_refused_everysec_warns_always_passes() {
-    let r = judge(&[redis(true, "no", 0)], &[]);
+    let r = judge(&[redis(true, "no", 0)], &[], &[]);
     assert_eq!(outcome(&r, Side::Old, Check::RedisAppendfsync), Outcome::Refuse);
-    let r = judge(&[redis(true, "everysec", 0)], &[]);
+    let r = judge(&[redis(true, "everysec", 0)], &[], &[]);
     assert_eq!(outcome(&r, Side::Old, Check::RedisAppendfsync), Outcome::Warn);
     let warn = r
         .findings
@@ -123,15 +123,15 @@ fn redis_appendfsync_no_is_refused_everysec_warns_always_passes() {
         .find(|f| f.check == Check::RedisAppendfsync)
         .unwrap();
     assert!(warn.why.contains("one second"), "{}", warn.why);
-    let r = judge(&[redis(true, "always", 0)], &[]);
+    let r = judge(&[redis(true, "always", 0)], &[], &[]);
     assert_eq!(outcome(&r, Side::Old, Check::RedisAppendfsync), Outcome::Pass);
-    let r = judge(&[redis(false, "always", 0)], &[]);
+    let r = judge(&[redis(false, "always", 0)], &[], &[]);
     assert_eq!(outcome(&r, Side::Old, Check::RedisAppendonly), Outcome::Refuse);
 }
 
 #[test]
 fn redis_replicas_without_wait_are_named() {
-    let r = judge(&[redis(true, "always", 2)], &[]);
+    let r = judge(&[redis(true, "always", 2)], &[], &[]);
     assert_eq!(
         outcome(&r, Side::Old, Check::RedisReplicaFailover),
         Outcome::Refuse
@@ -155,9 +155,9 @@ fn kafka_min_insync_one_and_unclean_election_are_refused() {
             producer_acks: "all".into(),
         }),
     };
-    let r = judge(&[topic(3, 2, false)], &[]);
+    let r = judge(&[topic(3, 2, false)], &[], &[]);
     assert!(!r.refused(), "{r:#?}");
-    let r = judge(&[topic(3, 1, true)], &[]);
+    let r = judge(&[topic(3, 1, true)], &[], &[]);
     assert_eq!(
         outcome(&r, Side::New, Check::KafkaMinInsyncReplicas),
         Outcome::Refuse
@@ -183,14 +183,14 @@ fn a_rabbitmq_classic_queue_is_refused_a_quorum_queue_passes() {
             publisher_confirms: true,
         }),
     };
-    let r = judge(&[queue("classic")], &[]);
+    let r = judge(&[queue("classic")], &[], &[]);
     assert_eq!(
         outcome(&r, Side::Old, Check::RabbitMqQueueType),
         Outcome::Refuse
     );
     assert!(r.refusal_line().unwrap().contains("x-queue-type: quorum"));
-    assert!(!judge(&[queue("quorum")], &[]).refused());
-    assert!(!judge(&[queue("stream")], &[]).refused());
+    assert!(!judge(&[queue("quorum")], &[], &[]).refused());
+    assert!(!judge(&[queue("stream")], &[], &[]).refused());
 }
 
 #[test]
@@ -198,11 +198,26 @@ fn every_check_has_a_name_that_parses_back_and_a_kind_prefix() {
     for c in Check::ALL {
         assert_eq!(Check::parse(c.as_str()), Some(c));
         match c.kind() {
-            None => assert_eq!(c, Check::SingleNode),
+            None => assert!(matches!(c, Check::SingleNode | Check::Readable), "{c}"),
             Some(k) => assert!(c.as_str().starts_with(k.as_str())),
         }
     }
     assert_eq!(Check::parse("nats"), None);
     assert!(Check::SingleNode.applies_to(Kind::Redis));
     assert!(!Check::NatsSync.applies_to(Kind::Redis));
+}
+
+#[test]
+fn an_unread_broker_is_refused_as_readable_unless_waived() {
+    let unread = [Unread {
+        side: Side::Old,
+        broker: "rabbitmq".into(),
+        error: "connection refused".into(),
+    }];
+    let r = judge(&[], &unread, &[]);
+    assert_eq!(outcome(&r, Side::Old, Check::Readable), Outcome::Refuse);
+    assert_eq!(r.findings.len(), 1);
+    assert!(r.refusal_line().unwrap().contains("connection refused"));
+    let r = judge(&[], &unread, &[waiver(Side::Old, Check::Readable)]);
+    assert!(!r.refused());
 }

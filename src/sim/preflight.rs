@@ -15,12 +15,7 @@ pub fn reader() -> Reader {
                 simulated(Side::Old, &plan.brokers.old),
                 simulated(Side::New, &plan.brokers.new),
             ];
-            let report = judge(&settings, &plan.preflight.waivers());
-            Preflighted {
-                settings,
-                unread: Vec::new(),
-                report,
-            }
+            Preflighted::judge(settings, Vec::new(), &plan.preflight.waivers())
         })
     })
 }

@@ -35,20 +35,18 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
                 (Err(why.clone()), Err(why))
             }
         },
-        Err(e) => {
-            let why = match e.kind() {
-                jetstream::context::GetStreamErrorKind::JetStream(j)
-                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
-                {
-                    format!(
-                        "no stream {name} yet: migrate would declare it with file storage and 1 replica; \
-                         create it as it should be first"
-                    )
-                }
-                _ => crate::redact::error(&e),
-            };
-            (Err(why.clone()), Err(why))
-        }
+        Err(e) => match e.kind() {
+            // What the adapter's `declare` will make of it: file storage, one replica.
+            jetstream::context::GetStreamErrorKind::JetStream(j)
+                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+            {
+                (Ok("file (no stream yet: as migrate declares it)".into()), Ok(1))
+            }
+            _ => {
+                let why = crate::redact::error(&e);
+                (Err(why.clone()), Err(why))
+            }
+        },
     };
     let sync = match t.monitor {
         Some(m) => varz_sync(m).await,

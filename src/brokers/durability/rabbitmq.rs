@@ -56,13 +56,11 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
                 .and_then(serde_json::Value::as_bool)
                 .ok_or_else(|| "the queue's answer has no durable".to_string()),
         ),
-        Err(GetError::NotFound) => {
-            let why = format!(
-                "no queue {} yet: migrate would declare it as a durable classic queue; declare it as it should be first",
-                t.destination
-            );
-            (Err(why.clone()), Err(why))
-        }
+        // What the adapter's `declare` will make of it: a durable classic queue.
+        Err(GetError::NotFound) => (
+            Ok("classic (no queue yet: as migrate declares it)".into()),
+            Ok(true),
+        ),
         Err(GetError::Other(e)) => (Err(e.clone()), Err(e)),
     };
     Ok(BrokerSettings {

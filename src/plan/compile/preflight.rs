@@ -141,3 +141,50 @@ impl Cx<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{edit, errors, lines, ok};
+    use crate::preflight::{Check, Side};
+
+    const AT: &str = "retry: { max_backoff: 15m, visibility_timeout: 5m }\n";
+
+    fn with(section: &str) -> String {
+        edit(AT, &format!("{section}{AT}"))
+    }
+
+    #[test]
+    fn waivers_and_a_monitor_compile_per_side() {
+        let c = ok(&with(
+            "preflight:\n  old:\n    waive:\n      - { check: single_node, reason: \"one node\" }\n      - { check: rabbitmq.queue_type, reason: \"classic\" }\n  new:\n    monitor: http://127.0.0.1:8222\n    waive:\n      - { check: nats.sync, reason: \"accepted\" }\n",
+        ));
+        let p = &c.plan.preflight;
+        assert_eq!(p.old.waive.len(), 2);
+        assert_eq!(p.old.waive[1].check, Check::RabbitMqQueueType);
+        assert_eq!(p.new.waive[0].side, Side::New);
+        assert_eq!(p.new.waive[0].reason, "accepted");
+        assert!(p.new.monitor.is_some());
+        assert!(ok(&with("")).plan.preflight.old.waive.is_empty());
+    }
+
+    #[test]
+    fn every_malformed_waiver_is_reported_at_once_with_its_path() {
+        let e = errors(&with(
+            "preflight:\n  old:\n    waive:\n      - { check: singel_node, reason: \"x\" }\n      - { check: nats.sync, reason: \"x\" }\n      - { check: readable }\n      - { check: readable, reason: \"  \" }\n  new:\n    monitor: nats://127.0.0.1:8222\n    waive:\n      - { check: single_node, reason: \"a\" }\n      - { check: single_node, reason: \"b\" }\n      - just-a-name\n    wave: []\n",
+        ));
+        let all = lines(&e);
+        for needle in [
+            "preflight.old.waive[0].check: unknown check `singel_node`",
+            "did you mean `single_node`?",
+            "preflight.old.waive[1].check: nats.sync is a check of nats brokers; brokers.old is rabbitmq",
+            "preflight.old.waive[2]: missing required field `reason`",
+            "preflight.old.waive[3].reason: must not be empty",
+            "preflight.new.monitor: a monitoring source URL must start with http://",
+            "preflight.new.waive[1].check: single_node is waived twice on brokers.new",
+            "preflight.new.waive[2]: expected a waiver",
+            "preflight.new.wave: unknown field",
+        ] {
+            assert!(all.contains(needle), "{needle:?} not in:\n{all}");
+        }
+    }
+}

@@ -18,6 +18,7 @@ mod guard_isolation_scale;
 mod hardening_input;
 mod not_driven;
 mod outbox;
+mod preflight_refused;
 mod resume_time;
 mod same_id;
 mod secrets_redacted;
