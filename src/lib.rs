@@ -22,6 +22,8 @@
 //! - [`gate`] — gate verdicts (pass / soaking / no data / fail) from observations.
 //! - [`judge`] — the `judge` gate's always-valid sequential test of the new route against the old;
 //!   [`judge_verdict`] — its verdict as a gate (the ledger in the gate's memory).
+//! - [`preflight`] — whether each broker keeps what it acknowledges: durability settings and the
+//!   plan's waivers -> findings (refused, warned, waived), naming the setting and the fix.
 //! - [`standing`] — where a migration stands and why it is not moving, from its snapshot.
 //! - [`indicators::exposition`], [`indicators::query`], [`indicators::selector`],
 //!   [`indicators::history`], [`indicators::promql`], [`indicators::cause`] — reading /metrics
@@ -129,6 +131,8 @@ pub mod judge_verdict;
 pub mod machine;
 #[cfg(feature = "controller")]
 pub mod plan;
+#[cfg(feature = "controller")]
+pub mod preflight;
 #[cfg(feature = "controller")]
 pub mod standing;
 #[cfg(feature = "controller")]

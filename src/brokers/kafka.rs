@@ -216,7 +216,7 @@ impl Kafka {
 }
 
 /// The producer's settings: what makes a confirmed publish durable and written once.
-fn producer_config(url: &KafkaUrl) -> rdkafka::ClientConfig {
+pub(super) fn producer_config(url: &KafkaUrl) -> rdkafka::ClientConfig {
     let mut config = base_config(url);
     // Idempotent: a retried batch is written once, in order (implies acks=all,
     // max.in.flight <= 5 and retries); acks=all stated for the reader.

@@ -61,6 +61,8 @@
 
 mod ack_window;
 mod amqp_message;
+#[cfg(feature = "controller")]
+pub mod durability;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(feature = "kafka")]

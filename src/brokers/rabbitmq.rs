@@ -449,7 +449,7 @@ async fn bounded<T>(
 }
 
 /// Splits a `management=` query parameter off an AMQP URL.
-fn split_management(url: &str) -> Result<(String, Option<String>)> {
+pub(super) fn split_management(url: &str) -> Result<(String, Option<String>)> {
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_string(), None));
     };
@@ -470,7 +470,7 @@ fn split_management(url: &str) -> Result<(String, Option<String>)> {
 }
 
 /// `http://user:pass@host:15672/api` from `amqp://user:pass@host:5672/vhost`.
-fn derive_management(amqp_url: &str) -> Result<String> {
+pub(super) fn derive_management(amqp_url: &str) -> Result<String> {
     let shown = super::redact(amqp_url);
     let parsed = reqwest::Url::parse(amqp_url).map_err(|e| connect_error(&shown, e))?;
     let (scheme, port) = match parsed.scheme() {
@@ -494,7 +494,7 @@ fn derive_management(amqp_url: &str) -> Result<String> {
 
 /// The virtual host of an AMQP URL, as lapin reads it: the path without its leading `/`,
 /// decoded; `/` when there is no path.
-fn vhost_of(amqp_url: &str) -> std::result::Result<String, String> {
+pub(super) fn vhost_of(amqp_url: &str) -> std::result::Result<String, String> {
     let parsed = reqwest::Url::parse(amqp_url).map_err(|e| e.to_string())?;
     Ok(match parsed.path().get(1..) {
         Some(path) => decode(path),
@@ -512,7 +512,7 @@ fn user_of(amqp_url: &str) -> std::result::Result<String, String> {
 }
 
 /// Percent-decodes (lossy: invalid UTF-8 becomes U+FFFD).
-fn decode(s: &str) -> String {
+pub(super) fn decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -55,7 +55,7 @@ fn op_error(operation: &'static str, queue: &str, reason: impl fmt::Display) -> 
     BrokerError::operation(KIND, operation, queue, reason)
 }
 
-fn config(response_timeout: Duration) -> AsyncConnectionConfig {
+pub(super) fn config(response_timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(response_timeout))

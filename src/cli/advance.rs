@@ -46,6 +46,7 @@ pub async fn run(ctx: &Ctx, args: AdvanceArgs) -> CliResult {
         force: args.force,
         confirm: args.confirm.clone(),
         from: args.from.clone(),
+        preflight: None,
     };
     let outcome = c
         .advance(&args.name, &opts, &ctx.actor(args.reason.clone()), now)

@@ -19,6 +19,7 @@ mod pause;
 mod plan_apply;
 mod plan_backtest;
 mod plan_check;
+mod preflight;
 mod prune;
 mod resume;
 mod rollback;
@@ -57,6 +58,7 @@ use crate::plan::SystemResolve;
 ///
 /// Typical session:
 ///   migrate plan check plans/orders.yaml
+///   migrate preflight plans/orders.yaml
 ///   migrate init plans/orders.yaml
 ///   migrate status orders
 ///   migrate advance orders --dry-run
@@ -119,6 +121,10 @@ pub enum Cmd {
     /// Work with plan files.
     #[command(subcommand)]
     Plan(plan_check::PlanCmd),
+    /// Read both brokers' durability settings and refuse, naming the setting and the fix,
+    /// what may lose acknowledged writes (a plan may waive a check, with a reason).
+    #[command(long_about = preflight::LONG_ABOUT)]
+    Preflight(preflight::PreflightArgs),
     /// Register the migration of a plan in the state store (state: planned).
     Init(init::InitArgs),
     /// The `judge` gate: `simulate` its error rates and time to a decision before a migration.
@@ -214,6 +220,7 @@ pub async fn run_on_host_clock(cli: Cli, host_clock: fn() -> i64) -> CliResult {
         Cmd::Plan(plan_check::PlanCmd::Check(a)) => plan_check::run(&ctx, a),
         Cmd::Plan(plan_check::PlanCmd::Apply(a)) => plan_apply::run(&ctx, a).await,
         Cmd::Plan(plan_check::PlanCmd::Backtest(a)) => plan_backtest::run(&ctx, a).await,
+        Cmd::Preflight(a) => preflight::run(&ctx, a).await,
         Cmd::Init(a) => init::run(&ctx, a).await,
         Cmd::Status(a) => status::run(&ctx, a).await,
         Cmd::Advance(a) => advance::run(&ctx, a).await,

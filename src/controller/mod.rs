@@ -111,6 +111,9 @@ pub struct AdvanceOptions {
     /// Act only if the migration is in this state (as `status` prints it), else
     /// [`ControllerError::NotInState`]: a retried command does not move it twice.
     pub from: Option<String>,
+    /// The preflight's findings the daemon checked before this advance (the waivers it used
+    /// among them), journaled in the entry's evidence as `preflight`.
+    pub preflight: Option<serde_json::Value>,
 }
 
 /// The controller over a store, an HTTP fetcher and a secret resolver: built with
@@ -607,10 +610,13 @@ impl<S: Store> Controller<'_, S> {
             outcome.routing = Some(publish::document(&loaded.plan, &preview));
             return Ok(outcome);
         }
-        let evidence = serde_json::json!({
+        let mut evidence = serde_json::json!({
             "gates": outcome.gates,
             "overridden": outcome.blockers,
         });
+        if let (Some(p), Some(map)) = (&opts.preflight, evidence.as_object_mut()) {
+            map.insert("preflight".into(), p.clone());
+        }
         // An advance forced past a blocker moves whatever the gates say: it rests on no memory.
         // One with --force whose gates all pass rests on them like any other.
         let memory = if outcome.forced {

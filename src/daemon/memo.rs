@@ -23,4 +23,6 @@ pub struct Memo {
     pub verdicts: Option<(i64, HashMap<String, Verdict>)>,
     /// The standing's kind last announced.
     pub standing: Option<&'static str>,
+    /// The generation whose preflight could not read a broker, already said.
+    pub preflight_unread: Option<i64>,
 }

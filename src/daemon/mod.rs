@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod notify;
 pub mod outbox;
 mod outbox_memory;
+pub mod preflight;
 #[cfg(feature = "brokers")]
 pub mod probes;
 #[cfg(feature = "brokers")]

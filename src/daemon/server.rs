@@ -487,6 +487,7 @@ async fn mutate<S: Store + Clone + 'static>(
                 force: body.force,
                 confirm: body.confirm.clone(),
                 from: body.from.clone(),
+                preflight: None,
             };
             // The role is checked again on the state the commit moves from (the check above
             // read it before: a concurrent advance may have moved it since).

@@ -30,6 +30,8 @@ pub enum Action {
     PausedUndecided,
     /// Waiting on gates or time.
     Waiting,
+    /// The preflight refused the brokers' durability settings: paused ([`super::preflight`]).
+    PreflightRefused,
     /// Somebody else changed the migration, or the memory of the gates a decision rested on,
     /// meanwhile: nothing was applied, the next tick starts from fresh state.
     Conflict,
@@ -139,7 +141,16 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         Decision::Undecided { gates: undecided } => {
             pause_for_a_person(shared, &c, &loaded, &gates, undecided, now_ms).await
         }
-        Decision::Advance => advance(shared, &c, &loaded, gates, next, name, now_ms).await,
+        Decision::Advance => {
+            match super::preflight::before_advance(shared, &c, &loaded, next, now_ms).await {
+                Ok(Ok(preflight)) => {
+                    let step = Step { gates, next, preflight };
+                    advance(shared, &c, &loaded, step, name, now_ms).await
+                }
+                Ok(Err(action)) => Ok(action),
+                Err(e) => Err(e),
+            }
+        }
         Decision::ReadyForHuman { why } => Ok(ready_for_human(shared, &loaded, name, why)),
         Decision::Wait { .. } => Ok(Action::Waiting),
     };
@@ -181,17 +192,28 @@ fn step_begun_after<S: Store + Clone + 'static>(
     false
 }
 
+/// What an advance rests on: the gates, where it goes, the preflight's findings.
+struct Step {
+    gates: Vec<crate::controller::GateReport>,
+    next: Option<State>,
+    preflight: Option<serde_json::Value>,
+}
+
 /// Advance on the gates' passing: the outcome (an error, a conflict above all, is the caller's
 /// to read).
 async fn advance<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     c: &Controller<'_, S>,
     loaded: &Loaded,
-    gates: Vec<crate::controller::GateReport>,
-    next: Option<State>,
+    step: Step,
     name: &str,
     now_ms: i64,
 ) -> Result<Action, ControllerError> {
+    let Step {
+        gates,
+        next,
+        preflight,
+    } = step;
     let confirm = (next == Some(State::Complete)).then(|| name.to_string());
     let t = machine::handle(
         &loaded.ladder,
@@ -206,7 +228,10 @@ async fn advance<S: Store + Clone + 'static>(
             loaded,
             &t,
             gates,
-            &AdvanceOptions::default(),
+            &AdvanceOptions {
+                preflight,
+                ..AdvanceOptions::default()
+            },
             &actor,
             now_ms,
         )

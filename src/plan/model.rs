@@ -44,6 +44,41 @@ pub struct Plan {
     pub auto_advance: bool,
     /// `migrate bridge`: for producers that cannot be changed.
     pub bridge: Option<Bridge>,
+    /// `preflight`: where each broker's settings are read from, and the checks waived.
+    pub preflight: Preflight,
+}
+
+/// `preflight:` — per side, what `migrate preflight` and the daemon (before `synthetic`) read
+/// and let through ([`crate::preflight`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Preflight {
+    pub old: PreflightSide,
+    pub new: PreflightSide,
+}
+
+impl Preflight {
+    /// The side's part.
+    pub fn side(&self, side: crate::preflight::Side) -> &PreflightSide {
+        match side {
+            crate::preflight::Side::Old => &self.old,
+            crate::preflight::Side::New => &self.new,
+        }
+    }
+
+    /// Every waiver, old side first.
+    pub fn waivers(&self) -> Vec<crate::preflight::Waiver> {
+        self.old.waive.iter().chain(&self.new.waive).cloned().collect()
+    }
+}
+
+/// One broker's `preflight.old|new`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PreflightSide {
+    /// The monitoring endpoint: NATS's (`http://host:8222`, for `/varz`), RabbitMQ's
+    /// management API (`http://user:pass@host:15672/api`; derived from the AMQP URL when absent).
+    pub monitor: Option<Secret>,
+    /// The checks waived on this side, each with its reason.
+    pub waive: Vec<crate::preflight::Waiver>,
 }
 
 /// `bridge:` — the old ingress queue an unchangeable producer writes to, and where each message's
@@ -683,10 +718,13 @@ impl Plan {
             .unwrap_or(&[])
     }
 
-    /// Every value of the plan that may hold a secret: the brokers' URLs, the sources' URLs,
+    /// Every value of the plan that may hold a secret: the brokers' URLs and monitoring
+    /// endpoints, the sources' URLs,
     /// the etcd endpoint, the webhooks' URLs and tokens.
     pub fn secrets(&self) -> Vec<&Secret> {
         let mut out = vec![&self.brokers.old.url, &self.brokers.new.url];
+        out.extend(self.preflight.old.monitor.as_ref());
+        out.extend(self.preflight.new.monitor.as_ref());
         out.extend(self.sources.values().filter_map(|s| match s {
             Source::Prometheus { url, .. }
             | Source::Scrape { url }

@@ -330,6 +330,7 @@ async fn start_daemon(
     let config = demo_config(clock.clone());
     let shared: Arc<Shared<AnyStore>> = Shared::new(store.clone(), config, resolve)?;
     shared.leader.store(true, Ordering::SeqCst);
+    shared.set_preflight_reader(Some(super::preflight::reader()));
     shared
         .controller(false)
         .init(plan_path, operator, START_MS)

@@ -7,11 +7,13 @@
 //! - [`demo`]: the real controller driving `plans/demo.yaml` against the world, in lockstep, and the
 //!   report whose invariants are counted from the consumer's database.
 //! - [`view`]: the live progress view.
+//! - [`preflight`]: the world's brokers as the daemon's preflight reads them.
 //! - [`judge`]: `migrate judge simulate`: both routes' traffic drawn at random and judged by the
 //!   very gate code the daemon runs (the judge and a threshold gate side by side).
 
 pub mod broker;
 pub mod demo;
 pub mod judge;
+pub mod preflight;
 pub mod view;
 pub mod world;

@@ -11,7 +11,7 @@
 //!
 //! One file per section of the plan, each adding its part of the walk to the shared context
 //! (`cx`: diagnostics, mappings, scalars): `top` (the top level, brokers, retry, dedup, routing,
-//! notify), `sources`, `phases`, `gates` (and `judge`), `secrets`, `bridge`; `suggest` offers the "did you
+//! notify), `sources`, `phases`, `gates` (and `judge`), `secrets`, `bridge`, `preflight`; `suggest` offers the "did you
 //! mean" of unknown fields.
 //!
 //! The format is described for users in `docs/plan.md`; keep the two in step.
@@ -21,6 +21,7 @@ mod cx;
 mod gates;
 mod judge;
 mod phases;
+mod preflight;
 mod resolve;
 mod secrets;
 mod sources;

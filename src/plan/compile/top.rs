@@ -11,8 +11,8 @@ use super::gates::GateCtx;
 use crate::plan::duration_serde::format as human;
 use crate::plan::lines::key_path;
 use crate::plan::model::{
-    Broker, Brokers, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish, Notify, Plan, Retry,
-    RoutingPublish, Webhook,
+    Broker, Brokers, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish, Notify, Plan, Preflight,
+    Retry, RoutingPublish, Webhook,
 };
 
 /// The only plan format version this build reads.
@@ -44,6 +44,7 @@ const TOP_FIELDS: &[&str] = &[
     "notify",
     "phases",
     "bridge",
+    "preflight",
 ];
 const BROKERS_FIELDS: &[&str] = &["old", "new"];
 const BROKER_FIELDS: &[&str] = &["name", "kind", "url", "queue", "stream", "dead_letter"];
@@ -139,6 +140,11 @@ impl Cx<'_> {
             None => Some(None),
         };
 
+        let preflight = match top.get("preflight") {
+            Some((v, p)) => self.preflight(v, &p, brokers.as_ref()),
+            None => Some(Preflight::default()),
+        };
+
         Some(Plan {
             name: name?,
             slices: slices?,
@@ -153,6 +159,7 @@ impl Cx<'_> {
             quiet_auto,
             auto_advance: auto_advance?,
             bridge: bridge?,
+            preflight: preflight?,
         })
     }
 

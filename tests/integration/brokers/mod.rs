@@ -11,4 +11,5 @@ mod dlq_replay;
 mod dlq_store;
 mod dlq_triage_jobs;
 mod dlq_triage_seed;
+mod preflight_real;
 mod probes_kafka;

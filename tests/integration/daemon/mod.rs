@@ -19,6 +19,7 @@ mod hardening_input;
 mod judge_undecided;
 mod not_driven;
 mod outbox;
+mod preflight_refused;
 mod resume_time;
 mod same_id;
 mod secrets_redacted;
