@@ -601,4 +601,65 @@ mod tests {
             assert_eq!(parse_pass_if(text).ok(), *want, "{text:?}");
         }
     }
+
+    const GUARD: &str = "    guard:\n      - name: error rate breach\n";
+
+    fn with_gate(lines: &str) -> String {
+        crate::plan::compile::test_support::edit(
+            GUARD,
+            &format!("    guard:\n{lines}      - name: error rate breach\n"),
+        )
+    }
+
+    #[test]
+    fn a_routing_applied_gate_needs_no_source_and_defaults_its_window() {
+        use crate::plan::model::{Check, DEFAULT_ROUTING_WINDOW, PhaseKind, ROUTING_SOURCE};
+        use std::time::Duration;
+        for (body, window) in [
+            (
+                "      - name: producers follow\n        routing_applied: { window: 45s }\n",
+                Duration::from_secs(45),
+            ),
+            (
+                "      - name: producers follow\n        routing_applied: {}\n",
+                DEFAULT_ROUTING_WINDOW,
+            ),
+            (
+                "      - name: producers follow\n        routing_applied:\n        for: 1m\n",
+                DEFAULT_ROUTING_WINDOW,
+            ),
+        ] {
+            let c = crate::plan::compile::test_support::ok(&with_gate(body));
+            let slices = c.plan.phase(PhaseKind::Slices).expect("slices");
+            let g = &slices.guard[0];
+            assert_eq!(g.check, Check::RoutingApplied { window }, "{body}");
+            assert_eq!(g.source, ROUTING_SOURCE);
+        }
+    }
+
+    #[test]
+    fn a_routing_applied_gate_with_a_source_a_query_or_a_zero_window_is_an_error() {
+        use crate::plan::compile::test_support::{errors, lines};
+        for (body, needle) in [
+            (
+                "      - name: producers follow\n        source: prom\n        routing_applied: {}\n",
+                "takes no `source`",
+            ),
+            (
+                "      - name: producers follow\n        query: x\n        pass_if: \">= 1\"\n        routing_applied: {}\n",
+                "takes no `query`",
+            ),
+            (
+                "      - name: producers follow\n        routing_applied: { window: 0s }\n",
+                "window of 0s",
+            ),
+            (
+                "      - name: producers follow\n        routing_applied: { windw: 1m }\n",
+                "windw",
+            ),
+        ] {
+            let e = lines(&errors(&with_gate(body)));
+            assert!(e.contains(needle), "{body}: {e}");
+        }
+    }
 }
