@@ -19,6 +19,7 @@ mod hardening_input;
 mod not_driven;
 mod outbox;
 mod resume_time;
+mod routing_applied;
 mod same_id;
 mod secrets_redacted;
 mod skewed_writer;
