@@ -130,6 +130,12 @@ pub enum Observation {
     /// Both sides' histograms since the step began, for a latency `judge` gate: cumulative
     /// counts at each `le` of the gate, then at `+Inf`.
     Buckets { new: Vec<f64>, old: Vec<f64> },
+    /// The producers the daemon saw on the routing long-poll, for a `routing_applied` gate, and
+    /// the generation they must have applied (the step's).
+    Followers {
+        need: u64,
+        followers: Vec<routing_applied::Follower>,
+    },
     /// No usable number, and why (source down, empty result, parse error with its line...).
     Unavailable(Unread),
 }
@@ -353,9 +359,15 @@ fn held_since(gate: &Gate, memory: &Memory, now_ms: i64) -> (i64, Option<Restart
 fn reading(
     check: &Check,
     observation: &Observation,
+    now_ms: i64,
 ) -> Result<(f64, Option<f64>, bool, String), Unread> {
     match (check, observation) {
         (_, Observation::Unavailable(why)) => Err(why.clone()),
+        (Check::RoutingApplied { window }, Observation::Followers { need, followers }) => {
+            let (lagging, holds, describe) =
+                routing_applied::reading(*window, *need, followers, now_ms)?;
+            Ok((lagging, None, holds, describe))
+        }
         (
             Check::Threshold {
                 op,
@@ -404,8 +416,13 @@ fn reading(
             );
             Ok((*new, Some(*old), holds, describe))
         }
-        (Check::Judge(_), _)
-        | (_, Observation::Counts { .. } | Observation::Buckets { .. })
+        (Check::Judge(_) | Check::RoutingApplied { .. }, _)
+        | (
+            _,
+            Observation::Counts { .. }
+            | Observation::Buckets { .. }
+            | Observation::Followers { .. },
+        )
         | (Check::Threshold { .. }, Observation::Pair { .. })
         | (Check::Compare { .. }, Observation::Value(_)) => Err(unusable(
             "internal: observation does not match the gate's kind",
@@ -415,7 +432,7 @@ fn reading(
 
 /// Evaluate `gate` on `observation` at `now_ms`, given what it remembered.
 pub fn evaluate(gate: &Gate, observation: &Observation, memory: Memory, now_ms: i64) -> Evaluation {
-    let (value, old_value, holds, describe) = match reading(&gate.check, observation) {
+    let (value, old_value, holds, describe) = match reading(&gate.check, observation, now_ms) {
         Ok(reading) => reading,
         Err(why) => return no_data(why, memory.samples, unseen(memory, now_ms)),
     };
@@ -506,7 +523,10 @@ pub fn evaluate_peak(req: &Requirement, observation: &Observation, memory: Memor
         Observation::Value(v) if !v.is_finite() => {
             Some(unusable(format!("not a finite number ({v})")))
         }
-        Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => {
+        Observation::Pair { .. }
+        | Observation::Counts { .. }
+        | Observation::Buckets { .. }
+        | Observation::Followers { .. } => {
             Some(unusable("internal: a requirement reads one number"))
         }
         Observation::Value(_) => None,
@@ -572,9 +592,10 @@ pub fn evaluate_deploy(observation: &Observation, step_started_ms: i64) -> Evalu
         }
         Observation::Value(v) => unusable(format!("not a finite number ({v})")),
         Observation::Unavailable(why) => why.clone(),
-        Observation::Pair { .. } | Observation::Counts { .. } | Observation::Buckets { .. } => {
-            unusable("internal: a requirement reads one number")
-        }
+        Observation::Pair { .. }
+        | Observation::Counts { .. }
+        | Observation::Buckets { .. }
+        | Observation::Followers { .. } => unusable("internal: a requirement reads one number"),
     };
     no_data(missing, 0, Memory::default())
 }
@@ -628,6 +649,8 @@ pub fn ready_to_advance(
     }
     if why.is_empty() { Ok(()) } else { Err(why) }
 }
+
+pub mod routing_applied;
 
 #[cfg(test)]
 mod tests;

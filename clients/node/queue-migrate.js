@@ -8,11 +8,13 @@
 //   const follower = router.followHttp('http://127.0.0.1:8480');
 //   const route = router.route(order.id);             // { target: 'old'|'new', slice, generation }
 //   const stamp = router.stamp(route, 'checkout', Date.now());
+//   metricsText += router.metricsText();              // queue_migrate_routing_applied_generation
 //   publish(route.target, qm.stampHeaders(stamp), body);
 //   follower.stop();
 
 const { createHash } = require('node:crypto');
 const fs = require('node:fs');
+const os = require('node:os');
 
 /** sliceOf(key, slices): the first four bytes of SHA-256 over the key's UTF-8, big-endian, modulo slices (0 counts as 1). */
 function sliceOf(key, slices) {
@@ -39,6 +41,14 @@ function incoherent(doc) {
 }
 
 const MAX_DOCUMENT_BYTES = 64 * 1024;
+/** The metric a router exposes: the generation it applied, by migration and producer. */
+const APPLIED_METRIC = 'queue_migrate_routing_applied_generation';
+let routers = 0;
+
+/** A Prometheus label value, escaped (backslash, double quote, line feed). */
+function labelValue(v) {
+  return String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
 
 /** A response body as text, refused (and the connection dropped) beyond `max` bytes. */
 async function readBounded(response, max) {
@@ -86,9 +96,11 @@ function fileMigration(path) {
  * coherent, for the router's migration and of a higher generation; another migration's document
  * throws an OtherMigrationError (offer, followFile at start) or is the follower's lastError.
  * A Router without `migration` is deprecated: it takes the first document's migration.
+ * `producer` is the id it reports on every long-poll (with the generation it applied, so that the
+ * daemon learns who follows) and in metricsText(); default HOSTNAME-PID-N.
  */
 class Router {
-  constructor({ migration = null, slices = 128, brokers = null } = {}) {
+  constructor({ migration = null, slices = 128, brokers = null, producer = null } = {}) {
     if (migration === null || migration === undefined) {
       process.emitWarning('new Router() without { migration } takes another migration\'s document: give the migration\'s name', 'DeprecationWarning', 'QM_ROUTER_NO_MIGRATION');
       migration = null;
@@ -100,6 +112,20 @@ class Router {
     this.migration = migration;
     this.doc = null;
     this.listeners = [];
+    routers += 1;
+    this.producer = producer === null || producer === undefined ? `${os.hostname()}-${process.pid}-${routers}` : String(producer);
+  }
+
+  /**
+   * Prometheus text: queue_migrate_routing_applied_generation{migration, producer}, the
+   * generation this router applied (0 before the first document). Serve it on your /metrics.
+   */
+  metricsText() {
+    let out = `# HELP ${APPLIED_METRIC} The routing document's generation this producer applied (0: none yet, every key to old).\n# TYPE ${APPLIED_METRIC} gauge\n`;
+    if (this.migration !== null) {
+      out += `${APPLIED_METRIC}{migration="${labelValue(this.migration)}",producer="${labelValue(this.producer)}"} ${this.generation}\n`;
+    }
+    return out;
   }
 
   route(key) {
@@ -149,8 +175,9 @@ class Router {
   }
 
   /**
-   * Follow the daemon: long-poll GET {base}/v1/migrations/{migration}/routing?wait=30s with
-   * If-None-Match: "<generation>". A failure keeps the last good document and retries after 1 s,
+   * Follow the daemon: long-poll GET {base}/v1/migrations/{migration}/routing?wait=30s
+   * &producer=ID&applied=GENERATION with If-None-Match: "<generation>" (the daemon learns who
+   * follows and which generation each applied). A failure keeps the last good document and retries after 1 s,
    * doubling up to 30 s; never more than one request a second that brings nothing new.
    * `migration` defaults to the router's (another name throws an OtherMigrationError).
    * Returns { stop(), status() }.
@@ -160,7 +187,7 @@ class Router {
     if (typeof migration !== 'string' || migration === '') throw new TypeError('followHttp needs the migration\'s name');
     if (this.migration !== null && migration !== this.migration) throw new OtherMigrationError(this.migration, migration);
     if (this.migration === null) this.migration = migration;
-    const url = `${baseUrl.replace(/\/+$/, '')}/v1/migrations/${encodeURIComponent(migration)}/routing?wait=${waitSeconds}s`;
+    const url = `${baseUrl.replace(/\/+$/, '')}/v1/migrations/${encodeURIComponent(migration)}/routing?wait=${waitSeconds}s&producer=${encodeURIComponent(this.producer)}`;
     const status = { accepted: 0, consecutiveFailures: 0, lastError: null };
     let stopped = false;
     let controller = null;
@@ -178,7 +205,7 @@ class Router {
           const timer = setTimeout(() => controller.abort(), (waitSeconds + 15) * 1000);
           let response;
           try {
-            response = await fetch(url, { headers, signal: controller.signal });
+            response = await fetch(`${url}&applied=${this.generation}`, { headers, signal: controller.signal });
             if (response.status === 200) {
               const text = await readBounded(response, MAX_DOCUMENT_BYTES);
               if (this.offer(JSON.parse(text)) === 'accepted') { status.accepted += 1; brought = true; }
@@ -346,5 +373,5 @@ function stampFromJson(value) {
 }
 
 module.exports = {
-  sliceOf, routeOf, Router, OtherMigrationError, newStamp, stampHeaders, stampFromHeaders, stampToJson, stampFromJson, HEADERS,
+  sliceOf, routeOf, Router, APPLIED_METRIC, OtherMigrationError, newStamp, stampHeaders, stampFromHeaders, stampToJson, stampFromJson, HEADERS,
 };

@@ -8,7 +8,7 @@ const readline = require('node:readline');
 const { Router } = require('./queue-migrate');
 
 const [url, migration, slices, oldName, newName] = process.argv.slice(2);
-const router = new Router({ migration, slices: Number(slices), brokers: { old: oldName, new: newName } });
+const router = new Router({ migration, slices: Number(slices), brokers: { old: oldName, new: newName }, producer: 'node-producer' });
 const follower = router.followHttp(url, migration, { waitSeconds: 5 });
 
 const lines = readline.createInterface({ input: process.stdin });

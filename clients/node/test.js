@@ -101,3 +101,36 @@ setTimeout(() => {
     }, 200);
   }, 200);
 }, 200);
+
+// Issue 58: the producer says which generation it applied, on the long-poll and as a metric.
+const http = require('node:http');
+const asked = [];
+const server = http.createServer((req, res) => {
+  asked.push(req.url);
+  if (req.headers['if-none-match'] === '"5"') {
+    setTimeout(() => { res.writeHead(304, { ETag: '"5"' }); res.end(); }, 50);
+    return;
+  }
+  res.writeHead(200, { 'Content-Type': 'application/json', ETag: '"5"' });
+  res.end(JSON.stringify(doc(5, 2)));
+});
+server.listen(0, '127.0.0.1', () => {
+  const reporting = new qm.Router({ migration: 'orders', slices: 128, producer: 'node "test"\n1' });
+  assert.match(reporting.metricsText(), /queue_migrate_routing_applied_generation\{migration="orders",producer="node \\"test\\"\\n1"\} 0\n/);
+  assert.match(new qm.Router({ migration: 'orders' }).producer, /-\d+-\d+$/);
+  const follower = reporting.followHttp(`http://127.0.0.1:${server.address().port}`, 'orders', { waitSeconds: 1, minBackoffMs: 20 });
+  const wait = () => {
+    if (asked.length < 2) { setTimeout(wait, 10); return; }
+    follower.stop();
+    server.close();
+    const params = asked.map((u) => new URL(u, 'http://x').searchParams);
+    assert.equal(params[0].get('producer'), 'node "test"\n1');
+    assert.equal(params[0].get('applied'), '0');
+    assert.equal(params[1].get('applied'), '5');
+    assert.equal(params[1].get('wait'), '1s');
+    assert.match(reporting.metricsText(), /producer="node \\"test\\"\\n1"\} 5\n/);
+    assert.equal(qm.APPLIED_METRIC, 'queue_migrate_routing_applied_generation');
+    console.log('ok: producer id and applied generation on the long-poll and in metricsText');
+  };
+  wait();
+});

@@ -10,12 +10,15 @@ ETag, or a file), and the route stamp's header and JSON forms: the same rules as
     route = router.route(order_id)          # Route(target="old"|"new", slice, generation)
     stamp = router.stamp(route, "checkout", qm.now_ms())
     publish(route.target, qm.stamp_headers(stamp), body)
+    metrics_text += router.metrics_text()   # queue_migrate_routing_applied_generation
     follower.stop()
 """
 
 import hashlib
+import itertools
 import json
 import os
+import socket
 import re
 import threading
 import time
@@ -141,6 +144,16 @@ class Follower:
         self.last_error = str(e)
 
 
+#: The metric a router exposes: the generation it applied, by migration and producer.
+APPLIED_METRIC = "queue_migrate_routing_applied_generation"
+_ROUTERS = itertools.count(1)
+
+
+def _label_value(v: str) -> str:
+    """A Prometheus label value, escaped (backslash, double quote, line feed)."""
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class Router:
     """The latest routing document of one migration and route(key) over it (thread-safe).
 
@@ -149,11 +162,13 @@ class Router:
     the current one only if coherent, for the router's migration and of a higher generation;
     another migration's document raises OtherMigrationError (offer, follow_file at start) or is
     the follower's last_error. A Router without `migration` is deprecated: it takes the first
-    document's migration.
+    document's migration. `producer` is the id it reports on every long-poll (with the
+    generation it applied, so that the daemon learns who follows) and in metrics_text();
+    default HOSTNAME-PID-N.
     """
 
     def __init__(self, migration: Optional[str] = None, slices: int = 128,
-                 brokers: Optional[Dict[str, str]] = None):
+                 brokers: Optional[Dict[str, str]] = None, producer: Optional[str] = None):
         if isinstance(migration, int) and not isinstance(migration, bool):
             # The old positional form Router(slices, brokers): kept one release.
             migration, slices, brokers = None, migration, brokers if brokers is not None else (
@@ -169,6 +184,18 @@ class Router:
         self._doc: Optional[dict] = None
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self.producer = (f"{socket.gethostname()}-{os.getpid()}-{next(_ROUTERS)}"
+                         if producer is None else str(producer))
+
+    def metrics_text(self) -> str:
+        """Prometheus text: queue_migrate_routing_applied_generation{migration, producer}, the
+        generation this router applied (0 before the first document). Serve it on your /metrics."""
+        out = (f"# HELP {APPLIED_METRIC} The routing document's generation this producer applied "
+               f"(0: none yet, every key to old).\n# TYPE {APPLIED_METRIC} gauge\n")
+        if self.migration is not None:
+            out += (f'{APPLIED_METRIC}{{migration="{_label_value(self.migration)}",'
+                    f'producer="{_label_value(self.producer)}"}} {self.generation}\n')
+        return out
 
     def route(self, key: str) -> Route:
         doc = self._doc  # one read of one reference: a whole document
@@ -226,7 +253,8 @@ class Router:
     def follow_http(self, base_url: str, migration: Optional[str] = None,
                     token: Optional[str] = None, wait_seconds: int = 30,
                     min_backoff: float = 1.0, max_backoff: float = 30.0) -> Follower:
-        """Long-poll GET {base}/v1/migrations/{migration}/routing?wait=30s with If-None-Match.
+        """Long-poll GET {base}/v1/migrations/{migration}/routing?wait=30s&producer=ID&applied=G
+        with If-None-Match (the daemon learns who follows and which generation each applied).
 
         A failure keeps the last good document and retries after 1 s, doubling up to 30 s; never
         more than one request a second that brings nothing new. `migration` defaults to the
@@ -240,7 +268,8 @@ class Router:
         if self.migration is None:
             self.migration = migration
         url = (f"{base_url.rstrip('/')}/v1/migrations/"
-               f"{urllib.parse.quote(migration, safe='')}/routing?wait={wait_seconds}s")
+               f"{urllib.parse.quote(migration, safe='')}/routing?wait={wait_seconds}s"
+               f"&producer={urllib.parse.quote(self.producer, safe='')}")
         follower = Follower()
 
         def loop():
@@ -248,9 +277,11 @@ class Router:
             while not follower._stop.is_set():
                 started = time.monotonic()
                 brought = False
-                request = urllib.request.Request(url)
-                if self._doc is not None:
-                    request.add_header("If-None-Match", f'"{self._doc["generation"]}"')
+                doc = self._doc  # one document: the validator and the generation applied
+                applied = 0 if doc is None else doc["generation"]
+                request = urllib.request.Request(f"{url}&applied={applied}")
+                if doc is not None:
+                    request.add_header("If-None-Match", f'"{applied}"')
                 if token:
                     request.add_header("Authorization", f"Bearer {token}")
                 try:

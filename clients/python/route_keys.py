@@ -15,7 +15,8 @@ import queue_migrate as qm  # noqa: E402
 
 def main():
     url, migration, slices, old, new = sys.argv[1:6]
-    router = qm.Router(migration, slices=int(slices), brokers={"old": old, "new": new})
+    router = qm.Router(migration, slices=int(slices), brokers={"old": old, "new": new},
+                       producer="python-producer")
     follower = router.follow_http(url, migration, wait_seconds=5)
     for line in sys.stdin:
         if not line.strip():

@@ -122,8 +122,58 @@ def main():
         assert '"payments"' in (follower.status()["last_error"] or ""), follower.status()
         assert followed.generation == 4 and followed.route("order-0").target == "new"
         follower.stop()
+    reports_what_it_applied(doc)
     print(f"ok: {n} vectors, stamp wire format, router rules, another migration refused, "
-          "file follower")
+          "file follower, producer id and applied generation on the long-poll and as a metric")
+
+
+def reports_what_it_applied(doc):
+    """Issue 58: the producer says which generation it applied, on the long-poll and as a metric."""
+    import http.server
+    import threading
+    import urllib.parse
+
+    asked = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            asked.append(self.path)
+            if self.headers.get("If-None-Match") == '"5"':
+                time.sleep(0.05)
+                self.send_response(304)
+                self.send_header("ETag", '"5"')
+                self.end_headers()
+                return
+            body = json.dumps(doc(5, 2)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    router = qm.Router("orders", slices=128, producer='py "test"\n1')
+    assert ('queue_migrate_routing_applied_generation{migration="orders",'
+            'producer="py \\"test\\"\\n1"} 0\n') in router.metrics_text(), router.metrics_text()
+    default = qm.Router("orders").producer
+    assert default.endswith(f"-{os.getpid()}-" + default.rsplit("-", 1)[1]), default
+    follower = router.follow_http(f"http://127.0.0.1:{server.server_address[1]}", wait_seconds=1,
+                                  min_backoff=0.02)
+    deadline = time.monotonic() + 10
+    while len(asked) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    follower.stop()
+    server.shutdown()
+    params = [urllib.parse.parse_qs(urllib.parse.urlsplit(u).query) for u in asked[:2]]
+    assert params[0]["producer"] == ['py "test"\n1'], params
+    assert params[0]["applied"] == ["0"] and params[1]["applied"] == ["5"], params
+    assert params[1]["wait"] == ["1s"], params
+    assert 'n1"} 5\n' in router.metrics_text(), router.metrics_text()
+    assert qm.APPLIED_METRIC == "queue_migrate_routing_applied_generation"
 
 
 if __name__ == "__main__":

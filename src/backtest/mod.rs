@@ -76,6 +76,8 @@ pub fn apply_what_if(plan: &Plan, changes: &[WhatIf]) -> Result<Plan, BacktestEr
                     Check::Threshold { value, .. } => *value = change.threshold,
                     Check::Compare { ratio, .. } => *ratio = change.threshold,
                     Check::Judge(j) => j.config.tolerance = change.threshold,
+                    // No threshold: every producer must have applied the step's generation.
+                    Check::RoutingApplied { .. } => {}
                 }
             }
             if change.gate == "require_peak"

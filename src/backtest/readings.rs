@@ -63,6 +63,8 @@ fn queries_by_source(plan: &Plan) -> BTreeMap<&str, BTreeSet<&str>> {
                             vec![new.as_str(), old.as_str()]
                         }
                         crate::plan::Check::Judge(j) => j.queries().to_vec(),
+                        // The daemon's knowledge of who polls, not a source's: nothing to replay.
+                        crate::plan::Check::RoutingApplied { .. } => continue,
                     },
                 ),
                 crate::controller::evaluate::Item::Peak(r)

@@ -517,6 +517,8 @@ fn margin(item: &Item<'_>, eval: &Evaluation) -> Option<f64> {
             }
             // The estimated ratio against `1 + tolerance`.
             Check::Judge(_) => Some(eval.old_value? - value),
+            // Lagging producers: none passes.
+            Check::RoutingApplied { .. } => Some(-value),
         },
         Item::Peak(r) => Some(value - r.at_least.unwrap_or(0.0)),
         Item::Deploy(_) => None,

@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// Most routing long-polls parked at once; one more is answered 503 with Retry-After.
     #[arg(long, default_value_t = 768, value_parser = clap::value_parser!(u32).range(1..))]
     pub http_max_long_polls: u32,
+    /// Most producers remembered from the routing long-poll (their id, the generation they
+    /// applied), across all migrations; one more evicts the one seen longest ago, counted in
+    /// queue_migrate_routing_followers_evicted_total.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_followers: u32,
     /// Time a client has to send a request's headers, from the connection's start or the
     /// previous response (also how long an idle kept-alive connection stays open).
     #[arg(long, default_value = "10s", value_parser = nonzero_duration("a zero header timeout would close every connection at once"))]
@@ -139,6 +144,7 @@ fn http_limits(args: &RunArgs) -> Limits {
         header_timeout: args.http_header_timeout,
         idle_timeout: args.http_idle_timeout,
         request_timeout: args.http_request_timeout,
+        max_followers: usize::try_from(args.http_max_followers).unwrap_or(usize::MAX),
     };
     let fitted = wanted.fit_open_files(open_files_limit());
     if fitted.max_connections < wanted.max_connections {
@@ -408,6 +414,7 @@ mod tests {
             header_timeout: args.http_header_timeout,
             idle_timeout: args.http_idle_timeout,
             request_timeout: args.http_request_timeout,
+            max_followers: args.http_max_followers as usize,
         };
         assert_eq!(fitted, Limits::default());
     }

@@ -61,6 +61,9 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Time to answer a request (a long-poll: its wait plus this).
     pub request_timeout: Duration,
+    /// Most producers remembered from the routing long-poll, across all migrations
+    /// ([`crate::indicators::followers`]); one more evicts the one seen longest ago.
+    pub max_followers: usize,
 }
 
 impl Default for Limits {
@@ -71,6 +74,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
+            max_followers: crate::indicators::followers::DEFAULT_MAX_FOLLOWERS,
         }
     }
 }

@@ -99,6 +99,8 @@ fn limit_of(plan: &Plan, report: &GateReport) -> Option<(f64, &'static str)> {
         }
         // The FAIL test's boundary, `1/alpha`, the e-value must stay under.
         Check::Judge(_) => Some((report.eval.old_value?, "<")),
+        // Its value is the number of producers that lag.
+        Check::RoutingApplied { .. } => Some((0.0, "<=")),
     }
 }
 
@@ -263,6 +265,49 @@ impl Metrics {
     pub fn render(&self) -> String {
         self.with(|m| render(m)).unwrap_or_default()
     }
+}
+
+/// Who follows the routing document ([`crate::indicators::followers`]): producers remembered per
+/// migration, the cap, and those forgotten to keep it.
+pub fn render_followers(out: &mut String, followers: &crate::indicators::followers::Followers) {
+    family(
+        out,
+        "queue_migrate_routing_followers",
+        Kind::Gauge,
+        "Producers this daemon remembers from the routing long-poll (those that said their id), by migration.",
+    );
+    for (migration, n) in followers.counts() {
+        sample(
+            out,
+            "queue_migrate_routing_followers",
+            &[("migration", migration.as_str())],
+            n,
+        );
+    }
+    family(
+        out,
+        "queue_migrate_routing_followers_max",
+        Kind::Gauge,
+        "Most producers remembered at once, across all migrations (--http-max-followers).",
+    );
+    sample(
+        out,
+        "queue_migrate_routing_followers_max",
+        &[],
+        followers.cap(),
+    );
+    family(
+        out,
+        "queue_migrate_routing_followers_evicted_total",
+        Kind::Counter,
+        "Producers forgotten to keep the cap (the one seen longest ago goes first).",
+    );
+    sample(
+        out,
+        "queue_migrate_routing_followers_evicted_total",
+        &[],
+        followers.evicted(),
+    );
 }
 
 fn render(m: &Inner) -> String {

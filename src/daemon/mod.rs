@@ -15,6 +15,7 @@
 pub mod auth;
 mod clock;
 pub mod console;
+pub mod followers_view;
 pub mod guard;
 pub mod http;
 pub mod hub;

@@ -147,6 +147,7 @@ fn render_metrics<S: Store + Clone + 'static>(s: &Shared<S>) -> String {
     s.metrics.fenced(s.store.fence().refused());
     #[allow(unused_mut)]
     let mut text = s.metrics.render();
+    super::metrics::render_followers(&mut text, &s.followers);
     #[cfg(feature = "brokers")]
     text.push_str(&s.probes.render());
     text
@@ -188,8 +189,17 @@ async fn one<S: Store + Clone + 'static>(State(s): App<S>, Path(name): Path<Stri
         Ok(l) => l,
         Err(e) => return controller_error(&e),
     };
-    match c.status_view(&loaded, s.now_ms()).await {
-        Ok(v) => Json(v).into_response(),
+    let now_ms = s.now_ms();
+    match c.status_view(&loaded, now_ms).await {
+        Ok(v) => {
+            let mut body = serde_json::to_value(v).unwrap_or_else(|_| json!({}));
+            // Who follows the routing document, and who lags (this daemon's knowledge).
+            let producers = super::followers_view::view(&s.followers, &loaded, now_ms);
+            if let Some(o) = body.as_object_mut() {
+                o.insert("producers".into(), json!(producers));
+            }
+            Json(body).into_response()
+        }
         Err(e) => controller_error(&e),
     }
 }
@@ -244,6 +254,23 @@ async fn history<S: Store + Clone + 'static>(
 #[derive(Debug, Deserialize)]
 struct WaitQuery {
     wait: Option<String>,
+    /// The polling producer's id (`?producer=`): the daemon learns who follows.
+    producer: Option<String>,
+    /// The generation that producer applied (`?applied=`; 0 or absent: none yet).
+    applied: Option<String>,
+}
+
+/// A poll that names its producer: remembered with the generation it applied, as of now. An
+/// `applied` that is not a number counts as 0 (nothing proven applied).
+fn note_follower<S: Store + Clone + 'static>(s: &Shared<S>, name: &str, q: &WaitQuery) {
+    if let Some(producer) = q.producer.as_deref() {
+        let applied = q
+            .applied
+            .as_deref()
+            .and_then(|a| a.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        s.followers.record(name, producer, applied, s.now_ms());
+    }
 }
 
 /// The generation named by an `If-None-Match` header (`"7"`, `W/"7"` or `7`).
@@ -274,9 +301,11 @@ async fn routing<S: Store + Clone + 'static>(
                 format!("no migration named {name:?} in this store"),
             );
         };
+        note_follower(&s, &name, &q);
         let published = rx.borrow().clone();
         return doc_response(&published);
     };
+    note_follower(&s, &name, &q);
     let wait = match q.wait.as_deref().map(humantime::parse_duration).transpose() {
         Ok(w) => w.map(|w| w.min(MAX_WAIT)),
         Err(e) => {

@@ -196,6 +196,9 @@ pub struct Shared<S: Store> {
     /// The migrations' ticks running apart, and when the leader's rounds last completed
     /// ([`super::lanes`]).
     pub lanes: super::lanes::Lanes,
+    /// Who polls the routing document, with the generation each applied (in memory: a new
+    /// leader relearns them within one long-poll).
+    pub followers: Arc<crate::indicators::followers::Followers>,
     /// The synthetic phase's probe runs.
     #[cfg(feature = "brokers")]
     pub probes: super::probes::ProbeRuns,
@@ -215,9 +218,13 @@ impl<S: Store + Clone + 'static> Shared<S> {
         config: Config,
         resolve: Arc<dyn Resolve + Send + Sync>,
     ) -> Result<Arc<Shared<S>>, DaemonError> {
+        let followers = Arc::new(crate::indicators::followers::Followers::new(
+            config.http.max_followers,
+        ));
         let fetcher = Fetcher::new(config.source_timeout)?
             .with_queries_per_request(config.queries_per_request)
-            .with_max_series(config.max_series);
+            .with_max_series(config.max_series)
+            .with_followers(followers.clone());
         let notifier = Notifier::start(fetcher.client().clone());
         let long_polls = config.http.max_long_polls;
         let metrics = Metrics::default();
@@ -247,6 +254,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             retention: super::retention::Retention::default(),
             outbox: super::outbox_memory::Outbox::default(),
             lanes: super::lanes::Lanes::default(),
+            followers,
             #[cfg(feature = "brokers")]
             probes: super::probes::ProbeRuns::default(),
             preflight: Mutex::new(super::preflight::Reader::default_for_build()),

@@ -239,6 +239,10 @@ pub struct Fetcher {
     /// When a round's budget runs out (a fetcher of [`Fetcher::for_round_within`]): no request
     /// waits past it.
     deadline: Option<tokio::time::Instant>,
+    /// Who follows the routing document, when this fetcher is a daemon's (the one that serves
+    /// the long-poll): what `routing_applied` gates read. `None` elsewhere (a CLI command): such
+    /// gates are no data.
+    followers: Option<Arc<super::followers::Followers>>,
 }
 
 /// Install the one rustls crypto provider of the tree (ring). Safe to call more than once.
@@ -269,6 +273,7 @@ impl Fetcher {
             max_series: MAX_SERIES,
             round: None,
             deadline: None,
+            followers: None,
         })
     }
 
@@ -287,6 +292,21 @@ impl Fetcher {
             max_series: n.max(1),
             ..self
         }
+    }
+
+    /// The same fetcher, reading who follows the routing document from `followers` (the
+    /// daemon's, filled by its routing endpoint).
+    pub fn with_followers(self, followers: Arc<super::followers::Followers>) -> Fetcher {
+        Fetcher {
+            followers: Some(followers),
+            ..self
+        }
+    }
+
+    /// Who follows the routing document, when this fetcher is a daemon's
+    /// ([`Fetcher::with_followers`]).
+    pub fn followers(&self) -> Option<&super::followers::Followers> {
+        self.followers.as_deref()
     }
 
     /// A fetcher over the same client that answers each distinct request once while it lives:

@@ -16,6 +16,7 @@
 pub mod cause;
 pub mod exposition;
 pub mod fetch;
+pub mod followers;
 pub mod history;
 pub mod kafka_lag;
 pub mod promql;

@@ -572,7 +572,22 @@ pub enum Check {
     /// always-valid sequential test of "is new's failure rate worse than old's by more than
     /// `tolerance`?" ([`crate::judge`]).
     Judge(Box<JudgeCheck>),
+    /// `routing_applied: { window }`: every producer the daemon saw on the routing long-poll
+    /// within `window` applied at least the step's generation ([`crate::gate::routing_applied`]).
+    /// Its gate reads no declared source: its `source` is [`ROUTING_SOURCE`].
+    RoutingApplied {
+        #[serde(with = "crate::plan::duration_serde")]
+        window: Duration,
+    },
 }
+
+/// The `source` of a `routing_applied` gate: not a declared source, the daemon's own knowledge
+/// of who polls the routing document.
+pub const ROUTING_SOURCE: &str = "routing long-poll";
+
+/// A `routing_applied` gate's window when the plan gives none: long enough for a producer
+/// parked in a 30 s long-poll to be seen at least three times.
+pub const DEFAULT_ROUTING_WINDOW: Duration = Duration::from_secs(120);
 
 /// The queries of one side of a `judge` gate's counts form: counters since the step began
 /// (`$step` in a query is replaced by the step's age, e.g. `increase(x_total[$step])`).

@@ -42,6 +42,11 @@ impl Phase {
                     op: CmpOp::Lt,
                     value: j.config.boundary(),
                 }),
+                // Its value is the number of producers that lag: none passes.
+                Check::RoutingApplied { .. } => Some(Threshold {
+                    op: CmpOp::Le,
+                    value: 0.0,
+                }),
             };
         }
         if kind == GateKind::Exit && name == "require_peak" {

@@ -50,11 +50,13 @@ use crate::stamp::{HEADER_BROKER, RouteStamp, StampError, StampHeaders};
 use crate::time::Millis;
 use url::Url;
 
+mod applied;
 mod hot;
 mod http;
 #[cfg(test)]
 mod tests_http;
 
+pub use applied::APPLIED_METRIC;
 pub use http::ProxyChoice;
 
 /// The slice count of the safe default, before any document (the plan's default).
@@ -164,6 +166,8 @@ struct Inner {
     default_slices: u32,
     /// The brokers' names before the first document (the plan's), if given.
     default_brokers: Option<BrokerNames>,
+    /// The id this router reports on the routing long-poll and in its metrics.
+    producer: String,
     /// Serialises writers (followers, `offer`); readers never take it.
     write: Mutex<()>,
     changed: watch::Sender<u64>,
@@ -200,6 +204,7 @@ pub struct RouterBuilder {
     migration: String,
     slices: u32,
     brokers: Option<BrokerNames>,
+    producer: Option<String>,
 }
 
 impl RouterBuilder {
@@ -220,9 +225,23 @@ impl RouterBuilder {
         self
     }
 
+    /// The id this producer reports: on every routing long-poll (`?producer=ID&applied=G`,
+    /// so that the daemon learns who follows and which generation each applied) and in
+    /// [`Router::metrics_text`]. Default: `HOSTNAME-PID-N` (N counts the routers of the
+    /// process). Give one that is stable across restarts and unique per instance (a pod's
+    /// name); it is not a secret.
+    pub fn producer(mut self, id: impl Into<String>) -> RouterBuilder {
+        self.producer = Some(id.into());
+        self
+    }
+
     /// The router: no document yet, every key to old.
     pub fn build(self) -> Router {
-        Router::build(Some(self.migration), self.slices, self.brokers)
+        let mut router = Router::build(Some(self.migration), self.slices, self.brokers);
+        if let (Some(id), Some(inner)) = (self.producer, Arc::get_mut(&mut router.inner)) {
+            inner.producer = id;
+        }
+        router
     }
 }
 
@@ -263,6 +282,7 @@ impl Router {
             migration: migration.into(),
             slices: DEFAULT_SLICES,
             brokers: None,
+            producer: None,
         }
     }
 
@@ -314,6 +334,7 @@ impl Router {
                 migration,
                 default_slices: slices.max(1),
                 default_brokers,
+                producer: applied::default_producer(),
                 write: Mutex::new(()),
                 changed: watch::Sender::new(0),
             }),
@@ -344,6 +365,23 @@ impl Router {
     /// The current generation (0 before any document).
     pub fn generation(&self) -> u64 {
         self.inner.doc.load().as_ref().map_or(0, |d| d.generation)
+    }
+
+    /// The id this router reports on the routing long-poll and in its metrics
+    /// ([`RouterBuilder::producer`]).
+    pub fn producer_id(&self) -> &str {
+        &self.inner.producer
+    }
+
+    /// The router's metrics, Prometheus text: `queue_migrate_routing_applied_generation{migration,
+    /// producer}`, the generation it applied (0 before the first document). Serve it on the
+    /// producer's `/metrics` beside its own.
+    pub fn metrics_text(&self) -> String {
+        applied::metrics(
+            self.migration().as_deref(),
+            self.producer_id(),
+            self.generation(),
+        )
     }
 
     /// The sides consumers should read now (safe default: old only).
@@ -538,8 +576,10 @@ impl Router {
         Ok(FollowerHandle { task, status })
     }
 
-    /// Follow the daemon: long-poll `GET {base_url}/v1/migrations/{migration}/routing?wait=30s`
-    /// with `If-None-Match: "<generation>"` (and `Authorization: Bearer <token>` if given). A 200
+    /// Follow the daemon: long-poll `GET {base_url}/v1/migrations/{migration}/routing?wait=30s
+    /// &producer=ID&applied=GENERATION` with `If-None-Match: "<generation>"` (and
+    /// `Authorization: Bearer <token>` if given): the daemon learns who follows and which
+    /// generation each applied ([`Router::producer_id`]). A 200
     /// brings a document (accepted if newer), a 304 means no change; a failure keeps the last good
     /// document and retries after 1 s, doubling up to 30 s. See [`HttpFollow`] to tune.
     ///
@@ -580,7 +620,9 @@ impl Router {
             });
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RouterError::NoRuntime)?;
-        let url = routing_url(base_url, migration, options.wait)?;
+        let mut url = routing_url(base_url, migration, options.wait)?;
+        url.query_pairs_mut()
+            .append_pair("producer", self.producer_id());
         let https = url.scheme() == "https";
         let client =
             http::Client::new(USER_AGENT, &options.proxy, https).map_err(RouterError::Client)?;
@@ -914,13 +956,19 @@ impl Poll {
         // As shown in errors and logs: credentials in the daemon's URL masked.
         let url = &crate::redact::url(self.url.as_str());
         let validator = current.map(|doc| format!("\"{}\"", doc.generation));
+        // The generation applied, so that the daemon knows how far this producer follows.
+        let mut target = self.url.clone();
+        target.query_pairs_mut().append_pair(
+            "applied",
+            &current.map_or(0, |doc| doc.generation).to_string(),
+        );
         let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let mut headers = vec![("Accept", "application/json")];
         headers.extend(validator.as_deref().map(|v| ("If-None-Match", v)));
         headers.extend(bearer.as_deref().map(|v| ("Authorization", v)));
         let answer = self
             .client
-            .get(&self.url, &headers, self.timeout, MAX_DOCUMENT_BYTES)
+            .get(&target, &headers, self.timeout, MAX_DOCUMENT_BYTES)
             .await
             .map_err(|failure| match failure {
                 http::Failure::Unreachable(reason) => RouterError::Unreachable {

@@ -100,8 +100,16 @@ pub(super) async fn gather<S: Store>(
         let mut reading = match dead_letters(store, plan, item).await {
             Some(reading) => reading,
             None => {
-                let (observation, largest) =
-                    observe(fetcher, plan, item, &scrapes.histories, now_ms, since_ms).await;
+                let (observation, largest) = observe(
+                    fetcher,
+                    rec,
+                    plan,
+                    item,
+                    &scrapes.histories,
+                    now_ms,
+                    since_ms,
+                )
+                .await;
                 Reading {
                     observation,
                     note: None,
@@ -416,6 +424,7 @@ fn step_queries(item: &Item<'_>, now_ms: i64, entered_ms: i64) -> Vec<String> {
 /// partition's lag among those its query selects.
 async fn observe(
     fetcher: &Fetcher,
+    rec: &MigrationRecord,
     plan: &Plan,
     item: &Item<'_>,
     scraped: &HashMap<String, Scraped>,
@@ -428,6 +437,13 @@ async fn observe(
             .map(|(value, _)| value)
     };
     match item {
+        Item::Gate(
+            Gate {
+                check: Check::RoutingApplied { .. },
+                ..
+            },
+            _,
+        ) => (followers(fetcher, rec), None),
         Item::Gate(
             Gate {
                 check: Check::Judge(j),
@@ -460,6 +476,22 @@ async fn observe(
                 Err(e) => (Observation::Unavailable(e), None),
             }
         }
+    }
+}
+
+/// What a `routing_applied` gate reads: the daemon's followers of this migration and the
+/// generation its current step published; unavailable where nobody answers the long-poll (a CLI
+/// command evaluates without the daemon's knowledge).
+fn followers(fetcher: &Fetcher, rec: &MigrationRecord) -> Observation {
+    match fetcher.followers() {
+        Some(f) => Observation::Followers {
+            need: u64::try_from(rec.generation).unwrap_or(0),
+            followers: f.of(&rec.name),
+        },
+        None => Observation::Unavailable(Unread::down(
+            "only the daemon that serves the routing long-poll (`migrate run`) knows which \
+             generation each producer applied: this command cannot read it",
+        )),
     }
 }
 

@@ -42,6 +42,7 @@ impl Item<'_> {
                 Check::Threshold { query, .. } => vec![query.as_str()],
                 Check::Compare { new, old, .. } => vec![new.as_str(), old.as_str()],
                 Check::Judge(j) => j.queries().to_vec(),
+                Check::RoutingApplied { .. } => Vec::new(),
             },
             Item::Peak(r) | Item::Deploy(r) => vec![r.query.as_str()],
         }

@@ -34,6 +34,7 @@ pub fn of(
             Check::Threshold { query, .. } => (&g.source, vec![query]),
             Check::Compare { new, old, .. } => (&g.source, vec![new, old]),
             Check::Judge(j) => (&g.source, j.queries().to_vec()),
+            Check::RoutingApplied { .. } => (&g.source, Vec::new()),
         },
         None => {
             let req = match name {

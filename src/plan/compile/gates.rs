@@ -9,7 +9,9 @@ use serde_yaml::Value;
 use super::cx::{Cx, Obj, describe, quote};
 use super::sources::{DEAD_LETTER_QUERIES, SourceKind, Sources};
 use crate::plan::lines::index_path;
-use crate::plan::model::{Check, CmpOp, DEFAULT_FOR_MAX_GAP, Gate};
+use crate::plan::model::{
+    Check, CmpOp, DEFAULT_FOR_MAX_GAP, DEFAULT_ROUTING_WINDOW, Gate, ROUTING_SOURCE,
+};
 
 // The fields each mapping allows (what an "unknown field" error offers instead).
 const GATE_FIELDS: &[&str] = &[
@@ -19,12 +21,14 @@ const GATE_FIELDS: &[&str] = &[
     "pass_if",
     "compare",
     "judge",
+    "routing_applied",
     "tolerance",
     "for",
     "for_max_gap",
     "min_samples",
 ];
 const COMPARE_FIELDS: &[&str] = &["new", "old"];
+const ROUTING_APPLIED_FIELDS: &[&str] = &["window"];
 const TOLERANCE_FIELDS: &[&str] = &["ratio", "absolute"];
 
 /// What gates are checked against.
@@ -68,11 +72,19 @@ impl Cx<'_> {
         let name = o
             .req(self, "name", "what status and the journal call this gate")
             .and_then(|(v, p)| self.nonempty_string(v, &p));
-        let source = o
-            .req(self, "source", "the name of a declared source")
-            .and_then(|(v, p)| self.source_ref(v, &p, gates));
-
-        let check = self.condition(&o, path, source.as_ref());
+        let (source, check) = match o.get_raw("routing_applied") {
+            Some((rv, rp)) => {
+                let check = self.routing_applied(&o, path, rv, &rp);
+                (Some((ROUTING_SOURCE.to_string(), None)), check)
+            }
+            None => {
+                let source = o
+                    .req(self, "source", "the name of a declared source")
+                    .and_then(|(v, p)| self.source_ref(v, &p, gates));
+                let check = self.condition(&o, path, source.as_ref());
+                (source, check)
+            }
+        };
 
         let hold_for = match o.get("for") {
             Some((Value::String(s), _)) if s.trim() == "quiet" => Some(gates.quiet),
@@ -161,6 +173,49 @@ impl Cx<'_> {
         }
         let check = self.judge_condition(jv, jp, source);
         check.filter(|_| alone)
+    }
+
+    /// `routing_applied: { window: 2m }` (or `routing_applied: {}`): alone, without `source`
+    /// (it reads the daemon's own knowledge of who polls the routing document), `query`,
+    /// `compare`, `pass_if`, `tolerance` or `judge`.
+    fn routing_applied(&mut self, o: &Obj<'_>, path: &str, rv: &Value, rp: &str) -> Option<Check> {
+        let mut alone = true;
+        for field in [
+            "source",
+            "query",
+            "compare",
+            "pass_if",
+            "tolerance",
+            "judge",
+        ] {
+            if o.get(field).is_some() {
+                self.error(
+                    path,
+                    format!(
+                        "a `routing_applied` gate takes no `{field}`: it reads which generation \
+                         each producer polling the daemon's routing document applied"
+                    ),
+                );
+                alone = false;
+            }
+        }
+        let window = if matches!(rv, Value::Null) {
+            Some(DEFAULT_ROUTING_WINDOW)
+        } else {
+            let r = Obj::new(self, rv, rp, "`routing_applied`", ROUTING_APPLIED_FIELDS)?;
+            match r.get("window") {
+                Some((v, p)) => match self.duration(v, &p) {
+                    Some(w) if w.is_zero() => {
+                        self.error(&p, "a window of 0s sees no producer: give e.g. `2m`");
+                        None
+                    }
+                    other => other,
+                },
+                None => Some(DEFAULT_ROUTING_WINDOW),
+            }
+        };
+        let window = window?;
+        alone.then_some(Check::RoutingApplied { window })
     }
 
     /// `query` + `pass_if`: the query is one the source answers, `pass_if` a comparison, and no
@@ -544,6 +599,67 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(parse_pass_if(text).ok(), *want, "{text:?}");
+        }
+    }
+
+    const GUARD: &str = "    guard:\n      - name: error rate breach\n";
+
+    fn with_gate(lines: &str) -> String {
+        crate::plan::compile::test_support::edit(
+            GUARD,
+            &format!("    guard:\n{lines}      - name: error rate breach\n"),
+        )
+    }
+
+    #[test]
+    fn a_routing_applied_gate_needs_no_source_and_defaults_its_window() {
+        use crate::plan::model::{Check, DEFAULT_ROUTING_WINDOW, PhaseKind, ROUTING_SOURCE};
+        use std::time::Duration;
+        for (body, window) in [
+            (
+                "      - name: producers follow\n        routing_applied: { window: 45s }\n",
+                Duration::from_secs(45),
+            ),
+            (
+                "      - name: producers follow\n        routing_applied: {}\n",
+                DEFAULT_ROUTING_WINDOW,
+            ),
+            (
+                "      - name: producers follow\n        routing_applied:\n        for: 1m\n",
+                DEFAULT_ROUTING_WINDOW,
+            ),
+        ] {
+            let c = crate::plan::compile::test_support::ok(&with_gate(body));
+            let slices = c.plan.phase(PhaseKind::Slices).expect("slices");
+            let g = &slices.guard[0];
+            assert_eq!(g.check, Check::RoutingApplied { window }, "{body}");
+            assert_eq!(g.source, ROUTING_SOURCE);
+        }
+    }
+
+    #[test]
+    fn a_routing_applied_gate_with_a_source_a_query_or_a_zero_window_is_an_error() {
+        use crate::plan::compile::test_support::{errors, lines};
+        for (body, needle) in [
+            (
+                "      - name: producers follow\n        source: prom\n        routing_applied: {}\n",
+                "takes no `source`",
+            ),
+            (
+                "      - name: producers follow\n        query: x\n        pass_if: \">= 1\"\n        routing_applied: {}\n",
+                "takes no `query`",
+            ),
+            (
+                "      - name: producers follow\n        routing_applied: { window: 0s }\n",
+                "window of 0s",
+            ),
+            (
+                "      - name: producers follow\n        routing_applied: { windw: 1m }\n",
+                "windw",
+            ),
+        ] {
+            let e = lines(&errors(&with_gate(body)));
+            assert!(e.contains(needle), "{body}: {e}");
         }
     }
 }

@@ -21,6 +21,7 @@ mod not_driven;
 mod outbox;
 mod preflight_refused;
 mod resume_time;
+mod routing_applied;
 mod same_id;
 mod secrets_redacted;
 mod skewed_writer;

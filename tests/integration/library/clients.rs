@@ -356,7 +356,11 @@ fn rust_node_python_and_java_follow_one_daemon_and_route_every_key_alike() {
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
-    let rust = Router::for_migration("local", 8, "old", "new");
+    let rust = Router::builder("local")
+        .slices(8)
+        .brokers("old", "new")
+        .producer("rust-producer")
+        .build();
     let _follower = rust.follow_http(&url, "local", None).unwrap();
     let (names, slices) = (["old", "new"], "8");
     let follow_args = [url.as_str(), "local", slices, names[0], names[1]];
@@ -408,6 +412,27 @@ fn rust_node_python_and_java_follow_one_daemon_and_route_every_key_alike() {
     assert_eq!(
         all_route_alike(&rust, &mut clients, &keys, &doc),
         keys.len()
+    );
+    // Issue 58: each told the daemon, on its long-poll, its producer id and that it applied
+    // this generation.
+    let generation = doc["generation"].as_u64().unwrap();
+    let mut producers = vec!["rust-producer".to_string()];
+    producers.extend(clients.iter().map(|c| format!("{}-producer", c.name)));
+    common::poll_until(
+        "the daemon knows every client at the last generation",
+        Duration::from_secs(20),
+        || {
+            let (_, body) = common::http_get(&format!("{url}/v1/migrations/local")).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let seen = v["producers"]["seen"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            producers.iter().all(|p| {
+                seen.iter()
+                    .any(|f| f["producer"] == p.as_str() && f["applied"] == generation)
+            })
+        },
     );
     drop(clients);
     drop(daemon);

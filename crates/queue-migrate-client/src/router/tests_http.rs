@@ -15,30 +15,37 @@ use super::*;
 /// The variable that tells [`env_child`] where the daemon stand-in is.
 const CHILD_DAEMON: &str = "QM_ROUTER_TEST_DAEMON";
 
-/// What a tiny server saw: requests, and the first line of the last one.
+/// What a tiny server saw: requests, and the first line of each.
 #[derive(Default)]
 struct Seen {
     requests: AtomicUsize,
-    last_line: Mutex<String>,
+    /// Every request's first line, in order.
+    lines: Mutex<Vec<String>>,
 }
 
 impl Seen {
     fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
-    fn last_line(&self) -> String {
-        self.last_line
+    /// The first line of request number `n` (from 0), once it arrived (10 s at most).
+    async fn line(&self, n: usize) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.requests() <= n && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .get(n)
+            .cloned()
+            .unwrap_or_default()
     }
     fn saw(&self, head: &str) {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        *self
-            .last_line
+        self.lines
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) =
-            head.lines().next().unwrap_or_default().to_string();
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(head.lines().next().unwrap_or_default().to_string());
+        self.requests.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -198,10 +205,15 @@ async fn the_follower_reaches_the_daemon_through_the_proxy_it_is_given() {
     assert_eq!(router.route("order-0").target, Side::New);
     assert!(through.requests() >= 1);
     assert_eq!(daemon.requests(), through.requests());
-    // The absolute form a proxy is asked with: the daemon's whole URL.
+    // The absolute form a proxy is asked with: the daemon's whole URL (with the producer's id
+    // and the generation it applied, issue 58).
+    let line = through.line(0).await;
     assert_eq!(
-        through.last_line(),
-        format!("GET {base}/v1/migrations/orders/routing?wait=30s HTTP/1.1")
+        line,
+        format!(
+            "GET {base}/v1/migrations/orders/routing?wait=30s&producer={}&applied=0 HTTP/1.1",
+            router.producer_id()
+        )
     );
 }
 
@@ -374,4 +386,40 @@ async fn a_proxy_url_that_is_not_one_is_refused_without_its_credentials() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Issue 58: every poll names the producer and the generation it applied (0 before the first
+/// document, then the document's), and the metrics text says the same.
+#[tokio::test]
+async fn every_poll_says_the_producer_and_the_generation_it_applied() {
+    let (base, daemon) = daemon(document()).await;
+    let router = Router::builder("orders").producer("checkout \"7\"").build();
+    assert!(
+        router.metrics_text().contains(
+            "queue_migrate_routing_applied_generation{migration=\"orders\",producer=\"checkout \\\"7\\\"\"} 0\n"
+        ),
+        "{}",
+        router.metrics_text()
+    );
+    let direct = HttpFollow {
+        proxy: ProxyChoice::Direct,
+        ..HttpFollow::default()
+    };
+    let _handle = router
+        .follow_http_tuned(&base, "orders", None, direct)
+        .unwrap();
+    let first = daemon.line(0).await;
+    assert!(
+        first.contains("wait=30s&producer=checkout+%227%22&applied=0 "),
+        "{first}"
+    );
+    let second = daemon.line(1).await;
+    assert!(second.contains("&applied=1 "), "{second}");
+    assert_eq!(router.generation(), 1);
+    assert!(router.metrics_text().contains("\"} 1\n"));
+    assert_ne!(
+        Router::builder("orders").build().producer_id(),
+        Router::builder("orders").build().producer_id(),
+        "two routers of one process are two followers"
+    );
 }

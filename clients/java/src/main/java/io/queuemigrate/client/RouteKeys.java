@@ -28,7 +28,8 @@ public final class RouteKeys {
       System.err.println("usage: RouteKeys DAEMON_URL MIGRATION SLICES OLD_NAME NEW_NAME");
       System.exit(2);
     }
-    Router router = new Router(args[1], Long.parseLong(args[2]), args[3], args[4]);
+    Router router =
+        new Router(args[1], Long.parseLong(args[2]), args[3], args[4], "java-producer");
     PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
     BufferedReader in =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));

@@ -15,6 +15,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
@@ -39,6 +40,11 @@ public final class Router {
   /** The largest routing document read (the real one is a few hundred bytes). */
   public static final int MAX_DOCUMENT_BYTES = 64 * 1024;
 
+  /** The metric a router exposes: the generation it applied, by migration and producer. */
+  public static final String APPLIED_METRIC = "queue_migrate_routing_applied_generation";
+
+  private static final AtomicLong ROUTERS = new AtomicLong();
+
   /** What {@link #offer} did with a document. */
   public enum Offer {
     /** The document is now current. */
@@ -51,6 +57,7 @@ public final class Router {
   private final long slices;
   private final String oldBroker;
   private final String newBroker;
+  private final String producer;
   private volatile RoutingDocument doc;
   private final Object lock = new Object();
 
@@ -62,6 +69,18 @@ public final class Router {
    * @throws IllegalArgumentException if the migration's name is empty
    */
   public Router(String migration, long slices, String oldBroker, String newBroker) {
+    this(migration, slices, oldBroker, newBroker, null);
+  }
+
+  /**
+   * As {@link #Router(String, long, String, String)}, reporting {@code producer} as its id on
+   * every long-poll (with the generation it applied, so that the daemon learns who follows) and
+   * in {@link #metricsText()}; null: {@code HOSTNAME-PID-N}.
+   *
+   * @throws IllegalArgumentException if the migration's name is empty
+   */
+  public Router(
+      String migration, long slices, String oldBroker, String newBroker, String producer) {
     this.migration = Objects.requireNonNull(migration, "migration");
     if (migration.isEmpty()) {
       throw new IllegalArgumentException("the migration's name is empty");
@@ -69,6 +88,45 @@ public final class Router {
     this.slices = Math.max(slices, 1L);
     this.oldBroker = oldBroker;
     this.newBroker = newBroker;
+    long n = ROUTERS.incrementAndGet();
+    if (producer != null) {
+      this.producer = producer;
+    } else {
+      String host = System.getenv("HOSTNAME");
+      host = host == null || host.isBlank() ? "producer" : host.strip();
+      this.producer = host + "-" + ProcessHandle.current().pid() + "-" + n;
+    }
+  }
+
+  /** The id this router reports on the routing long-poll and in {@link #metricsText()}. */
+  public String producer() {
+    return producer;
+  }
+
+  /**
+   * Prometheus text: {@code queue_migrate_routing_applied_generation{migration, producer}}, the
+   * generation this router applied (0 before the first document). Serve it on your /metrics.
+   */
+  public String metricsText() {
+    return "# HELP "
+        + APPLIED_METRIC
+        + " The routing document's generation this producer applied (0: none yet, every key to"
+        + " old).\n# TYPE "
+        + APPLIED_METRIC
+        + " gauge\n"
+        + APPLIED_METRIC
+        + "{migration=\""
+        + labelValue(migration)
+        + "\",producer=\""
+        + labelValue(producer)
+        + "\"} "
+        + generation()
+        + "\n";
+  }
+
+  /** A Prometheus label value, escaped (backslash, double quote, line feed). */
+  static String labelValue(String v) {
+    return v.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
   }
 
   /**
@@ -216,8 +274,10 @@ public final class Router {
   }
 
   /**
-   * Follow the daemon: long-poll {@code GET {base}/v1/migrations/{migration}/routing?wait=30s}
-   * with {@code If-None-Match: "<generation>"} once a document is current. A 200 brings a
+   * Follow the daemon: long-poll {@code GET
+   * {base}/v1/migrations/{migration}/routing?wait=30s&producer=ID&applied=GENERATION} (the daemon
+   * learns who follows and which generation each applied) with {@code If-None-Match:
+   * "<generation>"} once a document is current. A 200 brings a
    * document (accepted if newer), a 304 means no change; a failure (no answer, another status, a
    * refused document) keeps the last good document and retries after 1 s, doubling up to 30 s.
    * Never more than one request a second that brings nothing new. Redirects are not followed.
@@ -226,6 +286,8 @@ public final class Router {
    */
   public Follower followHttp(String baseUrl, HttpOptions options) {
     URI uri = routingUri(baseUrl, migration, options.longPoll());
+    String asProducer =
+        uri + "&producer=" + URLEncoder.encode(producer, StandardCharsets.UTF_8).replace("+", "%20");
     HttpClient client =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -241,12 +303,13 @@ public final class Router {
             long started = System.nanoTime();
             boolean brought = false;
             try {
+              RoutingDocument current = doc;
+              long applied = current == null ? 0 : current.generation();
               HttpRequest.Builder request =
-                  HttpRequest.newBuilder(uri)
+                  HttpRequest.newBuilder(URI.create(asProducer + "&applied=" + applied))
                       .timeout(options.longPoll().plus(options.requestMargin()))
                       .header("Accept", "application/json")
                       .GET();
-              RoutingDocument current = doc;
               if (current != null) {
                 request.header("If-None-Match", "\"" + current.generation() + "\"");
               }

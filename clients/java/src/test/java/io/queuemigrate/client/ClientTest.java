@@ -244,7 +244,15 @@ class ClientTest {
     server.start();
     try {
       String base = "http://127.0.0.1:" + server.getAddress().getPort() + "/";
-      Router router = new Router("orders", 128, "rabbitmq", "nats");
+      Router router = new Router("orders", 128, "rabbitmq", "nats", "java \"test\"\n1");
+      assertTrue(
+          router
+              .metricsText()
+              .contains(
+                  "queue_migrate_routing_applied_generation{migration=\"orders\","
+                      + "producer=\"java \\\"test\\\"\\n1\"} 0\n"),
+          router.metricsText());
+      assertTrue(new Router("orders", 128).producer().matches(".*-\\d+-\\d+"));
       Router.HttpOptions options =
           new Router.HttpOptions(
               null,
@@ -255,8 +263,11 @@ class ClientTest {
       try (Follower f = router.followHttp(base, options)) {
         assertTrue(router.awaitGeneration(5, Duration.ofSeconds(5)));
         waitFor(() -> seen.size() >= 2);
-        assertEquals("/v1/migrations/orders/routing?wait=1s null", seen.get(0));
-        assertEquals("/v1/migrations/orders/routing?wait=1s \"5\"", seen.get(1));
+        // Issue 58: the producer's id and the generation it applied, on every poll.
+        String asked = "/v1/migrations/orders/routing?wait=1s&producer=java%20%22test%22%0A1";
+        assertEquals(asked + "&applied=0 null", seen.get(0));
+        assertEquals(asked + "&applied=5 \"5\"", seen.get(1));
+        assertTrue(router.metricsText().contains("\"} 5\n"), router.metricsText());
         serving[0] = doc("payments", 9, 128);
         waitFor(() -> f.status().lastError() != null);
         assertTrue(f.status().lastError().contains("\"payments\""), f.status().lastError());
