@@ -30,6 +30,20 @@ pub enum Decision {
     Wait { blockers: Vec<String> },
 }
 
+/// A breach of the built-in stale-producer guard alone pauses where the migration is (an alert
+/// stays an alert): the new route is not at fault, and rolling the step back would hide the
+/// producer that stopped following the routing rather than name it.
+fn stale_only_pauses(action: BreachAction, gates: &[GateReport]) -> BreachAction {
+    let mut failing = gates
+        .iter()
+        .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail);
+    let stale_only = failing.all(|g| g.name == crate::plan::STALE_GUARD);
+    match action {
+        BreachAction::Rollback if stale_only => BreachAction::Pause,
+        other => other,
+    }
+}
+
 /// Decide from the stored state and fresh evaluations.
 ///
 /// `blockers` is what [`crate::gate::ready_to_advance`] said; `confirmed_complete` is whether the
@@ -60,6 +74,7 @@ pub fn decide(
             .and_then(|k| plan.phase(k))
             .map(|p| p.on_breach)
             .unwrap_or_default();
+        let action = stale_only_pauses(action, gates);
         return Decision::Breach {
             action,
             guards: failing,

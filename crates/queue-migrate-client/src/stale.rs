@@ -41,6 +41,9 @@ use crate::time::Millis;
 
 /// The metric counting stale messages, by producer and slice.
 pub const STALE_METRIC: &str = "queue_migrate_stale_producer_messages_total";
+/// The metric counting every stale message, without labels and from 0: what the built-in guard
+/// reads (a labelled series is new at its first count, and a rate needs two points).
+pub const STALE_TOTAL_METRIC: &str = "queue_migrate_stale_messages_total";
 /// The metric counting messages on the old broker without a readable route stamp.
 pub const UNSTAMPED_METRIC: &str = "queue_migrate_unstamped_messages_total";
 /// The most publishes a [`MoveLedger`] keeps (the oldest are dropped; a migration has tens).
@@ -297,19 +300,23 @@ impl StaleCounter {
         self.stale.iter()
     }
 
-    /// The Prometheus text exposition (0.0.4): [`STALE_METRIC`] by producer and slice (a series
-    /// with empty labels at 0 until the first, so the guard has a number), [`UNSTAMPED_METRIC`].
+    /// The Prometheus text exposition (0.0.4): [`STALE_TOTAL_METRIC`] (from 0), [`STALE_METRIC`]
+    /// by producer and slice (series appear at their first count), [`UNSTAMPED_METRIC`].
     pub fn render(&self) -> String {
         let mut out = String::new();
+        metrics_text::family(
+            &mut out,
+            STALE_TOTAL_METRIC,
+            Kind::Counter,
+            "Stale messages on the old broker, all producers and slices (what the stale-producer guard reads).",
+        );
+        metrics_text::sample(&mut out, STALE_TOTAL_METRIC, &[], self.stale_total());
         metrics_text::family(
             &mut out,
             STALE_METRIC,
             Kind::Counter,
             "Messages on the old broker stamped by a generation older than the one that moved their slice to the new broker, after the grace: a producer not following the routing.",
         );
-        if self.stale.is_empty() {
-            metrics_text::sample(&mut out, STALE_METRIC, &[], 0);
-        }
         for ((producer, slice), n) in &self.stale {
             let slice = slice.to_string();
             let labels = [("producer", producer.as_str()), ("slice", slice.as_str())];

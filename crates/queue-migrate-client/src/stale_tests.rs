@@ -230,10 +230,14 @@ fn unstamped_messages_are_counted_apart() {
 }
 
 #[test]
-fn the_stale_family_has_a_zero_sample_before_the_first_trip() {
+fn the_guards_total_has_a_zero_sample_before_the_first_trip() {
     let text = StaleCounter::default().render();
     assert!(
-        text.contains("\nqueue_migrate_stale_producer_messages_total 0\n"),
+        text.contains("\nqueue_migrate_stale_messages_total 0\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\nqueue_migrate_stale_producer_messages_total"),
         "{text}"
     );
 }

@@ -24,6 +24,7 @@ mod phases;
 mod resolve;
 mod secrets;
 mod sources;
+pub mod stale;
 mod suggest;
 mod top;
 
