@@ -146,6 +146,18 @@ pub struct Bounds {
     pub clock_skew_ms: Millis,
 }
 
+impl Default for Bounds {
+    /// A 3 s grace (the controller's `auto`: the measured propagation, p99 63 ms to 1,000
+    /// long-polling producers, plus the follower's 1 s re-poll, doubled and rounded up) and a 2 s
+    /// clock-skew bound.
+    fn default() -> Bounds {
+        Bounds {
+            grace_ms: 3_000,
+            clock_skew_ms: 2_000,
+        }
+    }
+}
+
 /// The broker's facts about one delivery (what it has: a position, an enqueue time, or neither).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delivery {
@@ -339,6 +351,12 @@ impl StaleCounter {
 pub struct StaleGuard {
     bounds: Bounds,
     inner: Mutex<(MoveLedger, StaleCounter)>,
+}
+
+impl Default for StaleGuard {
+    fn default() -> StaleGuard {
+        StaleGuard::new(Bounds::default())
+    }
 }
 
 impl StaleGuard {
