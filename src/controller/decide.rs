@@ -103,3 +103,64 @@ pub fn decide(
     }
     Decision::Advance
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{Evaluation, Memory};
+
+    fn guard(name: &str, verdict: Verdict) -> GateReport {
+        GateReport {
+            phase: "slices".into(),
+            name: name.into(),
+            kind: GateKind::Guard,
+            source: "world".into(),
+            query: String::new(),
+            eval: Evaluation {
+                verdict,
+                value: Some(1.0),
+                old_value: None,
+                reason: String::new(),
+                samples: 1,
+                soak: None,
+                cause: None,
+                memory: Memory::default(),
+            },
+            largest_partition: None,
+            evaluated_at_ms: 0,
+            memory_read: None,
+        }
+    }
+
+    /// Issue 58: a breach of the stale-producer guard alone pauses a phase whose `on_breach`
+    /// rolls back; with another guard failing beside it the phase's action stands, and an
+    /// alert stays an alert.
+    #[test]
+    fn a_stale_producer_breach_alone_pauses_instead_of_rolling_back() {
+        let stale = guard(crate::plan::STALE_GUARD, Verdict::Fail);
+        let other_passes = guard("error rate", Verdict::Pass);
+        let other_fails = guard("error rate", Verdict::Fail);
+        assert_eq!(
+            stale_only_pauses(
+                BreachAction::Rollback,
+                &[stale.clone(), other_passes.clone()]
+            ),
+            BreachAction::Pause
+        );
+        assert_eq!(
+            stale_only_pauses(
+                BreachAction::Rollback,
+                &[stale.clone(), other_fails.clone()]
+            ),
+            BreachAction::Rollback
+        );
+        assert_eq!(
+            stale_only_pauses(BreachAction::Rollback, &[other_fails]),
+            BreachAction::Rollback
+        );
+        assert_eq!(
+            stale_only_pauses(BreachAction::Alert, &[stale]),
+            BreachAction::Alert
+        );
+    }
+}
