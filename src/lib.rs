@@ -90,7 +90,7 @@ pub mod time;
 pub use queue_migrate_client::{metrics_text, redact, slice};
 
 #[cfg(feature = "routing")]
-pub use queue_migrate_client::{probe, routing, stamp};
+pub use queue_migrate_client::{probe, routing, stale, stamp};
 
 #[cfg(feature = "router")]
 pub use queue_migrate_client::router;

@@ -35,6 +35,9 @@ pub struct BridgeMetrics {
     pub published: PublishedCounter,
     /// The producers with a series of their own (at most [`MAX_PRODUCERS`]).
     producers: RwLock<BTreeSet<String>>,
+    /// The stale-producer check of the ingress messages (issue 58): a stamped message of a
+    /// producer routing a moved slice by an older generation, and unstamped ones apart.
+    pub stale: crate::stale::StaleGuard,
 }
 
 fn index(side: Side) -> usize {
@@ -45,6 +48,22 @@ fn index(side: Side) -> usize {
 }
 
 impl BridgeMetrics {
+    /// The same counters, checking ingress messages with `bounds` (the plan's `stale_producers`).
+    pub fn with_stale_bounds(mut self, bounds: crate::stale::Bounds) -> BridgeMetrics {
+        self.stale = crate::stale::StaleGuard::new(bounds);
+        self
+    }
+
+    /// Check one ingress message's stamp against the routing `router` follows (a generation is
+    /// dated from when the bridge first saw it: later than its publish, the safe side).
+    pub fn check_ingress(&self, router: &crate::router::Router, message: &crate::brokers::Message) {
+        if let Some(doc) = router.document() {
+            self.stale.follow(&doc, crate::time::now_ms(), None);
+        }
+        self.stale
+            .check_headers(message.headers.iter(), crate::stale::Delivery::default());
+    }
+
     /// Counters for `migration`.
     pub fn new(migration: &str) -> BridgeMetrics {
         BridgeMetrics {
@@ -220,6 +239,7 @@ impl BridgeMetrics {
         let active = self.active.load(Ordering::Relaxed);
         metrics_text::sample(&mut out, name, &[("migration", m)], active);
         out.push_str(&self.published.render());
+        out.push_str(&self.stale.render());
         out
     }
 }
@@ -253,6 +273,58 @@ impl Drop for Attempt<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 58: the bridge checks each ingress message's stamp like a consumer of the old
+    /// broker: a producer routing a moved slice by an older generation after the grace is
+    /// counted by producer and slice, a message without a stamp apart.
+    #[test]
+    fn ingress_messages_are_checked_for_stale_producers_and_unstamped_ones_counted_apart() {
+        let m = BridgeMetrics::new("orders").with_stale_bounds(crate::stale::Bounds {
+            grace_ms: 0,
+            clock_skew_ms: 0,
+        });
+        let router = crate::router::Router::for_migration("orders", 128, "rabbitmq", "nats");
+        let mut doc = crate::routing::RoutingDocument {
+            migration: "orders".into(),
+            generation: 5,
+            state: "slices".into(),
+            step: Some(0),
+            paused: false,
+            slices_total: 128,
+            slices_migrated: 16,
+            consume: vec![Side::Old, Side::New],
+            brokers: crate::routing::BrokerNames {
+                old: "rabbitmq".into(),
+                new: "nats".into(),
+            },
+            updated_at: "2026-11-30T00:00:00Z".into(),
+        };
+        router.offer(doc.clone()).unwrap();
+        let route = crate::routing::Route::new(Side::Old, 3, 4);
+        let later = crate::time::now_ms() + 60_000;
+        let stamp = crate::stamp::RouteStamp::new(&route, "rabbitmq", "checkout", later).unwrap();
+        let mut stamped = crate::brokers::Message::new(b"{}".to_vec());
+        for (k, v) in stamp.headers() {
+            stamped.headers.insert(k.to_string(), v);
+        }
+        m.check_ingress(&router, &stamped);
+        m.check_ingress(&router, &crate::brokers::Message::new(b"{}".to_vec()));
+        doc.generation = 6;
+        router.offer(doc).unwrap();
+        let counts = m.stale.counts();
+        assert_eq!((counts.stale("checkout", 3), counts.unstamped()), (1, 1));
+        let text = m.render();
+        assert!(
+            text.contains(
+                "queue_migrate_stale_producer_messages_total{producer=\"checkout\",slice=\"3\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("queue_migrate_unstamped_messages_total 1"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn counts_by_destination_and_renders_every_series() {

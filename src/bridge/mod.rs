@@ -34,7 +34,8 @@
 //!   as `x-amqp-*` headers and typed headers as text ([`crate::brokers::Properties`]). The route
 //!   stamp replaces same-named headers.
 //!
-//! Metrics ([`metrics::BridgeMetrics`]): forwarded, confirmed, errors and pending by destination,
+//! Metrics ([`metrics::BridgeMetrics`]): the stale-producer check of each ingress message
+//! ([`crate::stale`]: stale by producer and slice, unstamped apart), forwarded, confirmed, errors and pending by destination,
 //! refused and dead-lettered messages by destination, messages without a key, ingress acks that failed, whether this instance is active, and
 //! `queue_migrate_published_total{route="bridge"}` (at most [`metrics::MAX_PRODUCERS`] producer
 //! label values, the rest under `other`).
@@ -559,6 +560,7 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
     let first_attempt_ms = crate::time::now_ms();
     let mut attempts: u32 = 0;
     let mut reported = Reported::default();
+    metrics.check_ingress(router, &delivery.message);
     loop {
         let route = router.route(&key);
         let side = route.target;

@@ -134,7 +134,15 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         args.routing_interval,
     );
 
-    let metrics = Arc::new(BridgeMetrics::new(&plan.name));
+    let bounds = plan
+        .stale_producers
+        .as_ref()
+        .map(|s| crate::stale::Bounds {
+            grace_ms: crate::time::millis(s.grace),
+            clock_skew_ms: crate::time::millis(s.clock_skew),
+        })
+        .unwrap_or_default();
+    let metrics = Arc::new(BridgeMetrics::new(&plan.name).with_stale_bounds(bounds));
     let listener = tokio::net::TcpListener::bind(args.metrics)
         .await
         .map_err(|e| CliError::new(1, format!("cannot listen on {}: {e}", args.metrics)))?;

@@ -18,7 +18,9 @@ pub struct DemoArgs {
     pub seed: u64,
     /// Inject a fault: bad-deploy (the new route starts failing at a slice step: the guard rolls
     /// back one step and pauses, the team fixes and resumes), consumer-crash (mid-batch, acks
-    /// lost), broker-outage (the new broker unreachable for 90 minutes: gates hold).
+    /// lost), broker-outage (the new broker unreachable for 90 minutes: gates hold),
+    /// stale-producer (one producer instance stops following the routing document: the
+    /// stale-producer guard names it and pauses, the team restarts it and resumes).
     #[arg(long, value_enum)]
     pub fault: Option<Fault>,
     /// Print the report as one JSON object (and nothing else on stdout).
@@ -67,6 +69,7 @@ fn write_fault(out: &mut impl Write, r: &Report) -> io::Result<()> {
         "bad-deploy" => "the new route's consumer failing 40% of messages",
         "consumer-crash" => "the consumer down after a crash mid-batch",
         "broker-outage" => "the new broker unreachable",
+        "stale-producer" => "one producer instance not following the routing document",
         _ => "active",
     };
     let window = match (&f.from_t, &f.to_t, &f.from, &f.to) {
@@ -141,6 +144,21 @@ fn verdict(r: &Report) -> String {
                 "; {} step{} taken while the new broker was unreachable",
                 f.transitions_during,
                 if f.transitions_during == 1 { "" } else { "s" }
+            ),
+            "stale-producer" => format!(
+                "; the stale producer {} caught by the guard ({} message{} written to the old \
+                 broker after their slices moved, every one applied; paused until resumed)",
+                f.stale_producers
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                f.stale_producers.values().sum::<u64>(),
+                if f.stale_producers.values().sum::<u64>() == 1 {
+                    ""
+                } else {
+                    "s"
+                }
             ),
             _ => String::new(),
         });

@@ -36,6 +36,20 @@ pub enum Decision {
     Wait { blockers: Vec<String> },
 }
 
+/// A breach of the built-in stale-producer guard alone pauses where the migration is (an alert
+/// stays an alert): the new route is not at fault, and rolling the step back would hide the
+/// producer that stopped following the routing rather than name it.
+fn stale_only_pauses(action: BreachAction, gates: &[GateReport]) -> BreachAction {
+    let mut failing = gates
+        .iter()
+        .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail);
+    let stale_only = failing.all(|g| g.name == crate::plan::STALE_GUARD);
+    match action {
+        BreachAction::Rollback if stale_only => BreachAction::Pause,
+        other => other,
+    }
+}
+
 /// Decide from the stored state and fresh evaluations.
 ///
 /// `blockers` is what [`crate::gate::ready_to_advance`] said; `confirmed_complete` is whether the
@@ -66,6 +80,7 @@ pub fn decide(
             .and_then(|k| plan.phase(k))
             .map(|p| p.on_breach)
             .unwrap_or_default();
+        let action = stale_only_pauses(action, gates);
         return Decision::Breach {
             action,
             guards: failing,
@@ -103,4 +118,65 @@ pub fn decide(
         };
     }
     Decision::Advance
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{Evaluation, Memory};
+
+    fn guard(name: &str, verdict: Verdict) -> GateReport {
+        GateReport {
+            phase: "slices".into(),
+            name: name.into(),
+            kind: GateKind::Guard,
+            source: "world".into(),
+            query: String::new(),
+            eval: Evaluation {
+                verdict,
+                value: Some(1.0),
+                old_value: None,
+                reason: String::new(),
+                samples: 1,
+                soak: None,
+                cause: None,
+                memory: Memory::default(),
+            },
+            largest_partition: None,
+            evaluated_at_ms: 0,
+            memory_read: None,
+        }
+    }
+
+    /// Issue 58: a breach of the stale-producer guard alone pauses a phase whose `on_breach`
+    /// rolls back; with another guard failing beside it the phase's action stands, and an
+    /// alert stays an alert.
+    #[test]
+    fn a_stale_producer_breach_alone_pauses_instead_of_rolling_back() {
+        let stale = guard(crate::plan::STALE_GUARD, Verdict::Fail);
+        let other_passes = guard("error rate", Verdict::Pass);
+        let other_fails = guard("error rate", Verdict::Fail);
+        assert_eq!(
+            stale_only_pauses(
+                BreachAction::Rollback,
+                &[stale.clone(), other_passes.clone()]
+            ),
+            BreachAction::Pause
+        );
+        assert_eq!(
+            stale_only_pauses(
+                BreachAction::Rollback,
+                &[stale.clone(), other_fails.clone()]
+            ),
+            BreachAction::Rollback
+        );
+        assert_eq!(
+            stale_only_pauses(BreachAction::Rollback, &[other_fails]),
+            BreachAction::Rollback
+        );
+        assert_eq!(
+            stale_only_pauses(BreachAction::Alert, &[stale]),
+            BreachAction::Alert
+        );
+    }
 }

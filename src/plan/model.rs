@@ -46,6 +46,9 @@ pub struct Plan {
     pub bridge: Option<Bridge>,
     /// `preflight`: where each broker's settings are read from, and the checks waived.
     pub preflight: Preflight,
+    /// `stale_producers:`: the built-in guard on producers still writing moved slices to the old
+    /// broker (issue 58), added to `slices`, `drain` and `disconnect` as [`STALE_GUARD`].
+    pub stale_producers: Option<StaleProducers>,
 }
 
 /// `preflight:` — per side, what `migrate preflight` and the daemon (before `synthetic`) read
@@ -103,6 +106,28 @@ pub enum BridgeKey {
     Header(String),
     /// A field of the JSON payload: a top-level name, or a JSON pointer (`/order/id`).
     Json(String),
+}
+
+/// The built-in stale-producer guard's name, in every phase it watches.
+pub const STALE_GUARD: &str = "stale producers";
+
+/// `stale_producers:`: where the old broker's consumers export their stale-producer counts, and
+/// the bounds they check with (`docs/design.md#stale-producers`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StaleProducers {
+    /// The source that reads the consumers' `/metrics`.
+    pub source: String,
+    /// How long after a publish a producer may still write by the generation before it.
+    #[serde(with = "crate::plan::duration_serde")]
+    pub grace: Duration,
+    /// Whether `grace` was derived (`auto`, the default) rather than written.
+    pub grace_auto: bool,
+    /// How far a producer's clock may be from the controller's (the stamp's time).
+    #[serde(with = "crate::plan::duration_serde")]
+    pub clock_skew: Duration,
+    /// The guard's window: a stale message counted within it trips the guard.
+    #[serde(with = "crate::plan::duration_serde")]
+    pub window: Duration,
 }
 
 /// `synthetic: { probes: ... }` — marked probe messages the daemon publishes through the new

@@ -15,6 +15,11 @@ pub struct Message {
     /// Route stamp: which slice and generation sent it here, and which broker.
     pub slice: u32,
     pub generation: u64,
+    /// Route stamp: who published it and when (ms), by its own clock.
+    pub producer: &'static str,
+    pub at_ms: i64,
+    /// The broker's position of this copy (assigned at publish, from 1; 0 before).
+    pub position: u64,
     /// A marked synthetic probe (no business effect).
     pub probe: bool,
     /// Delivery attempts so far.
@@ -83,13 +88,20 @@ impl Broker {
     ///
     /// # Errors
     /// [`BrokerError::Unreachable`] during an outage.
-    pub fn publish(&mut self, message: Message) -> Result<(), BrokerError> {
+    pub fn publish(&mut self, mut message: Message) -> Result<(), BrokerError> {
         if self.down {
             return Err(BrokerError::Unreachable);
         }
         self.published += 1;
+        message.position = self.published;
         self.ready.push_back(message);
         Ok(())
+    }
+
+    /// The last position assigned (0 before the first publish): what a consumer records at a
+    /// routing publish to tell a backlog from what came after.
+    pub fn position(&self) -> u64 {
+        self.published
     }
 
     /// Move what is due: expired visibility timeouts back to ready (redelivery), delayed retries
@@ -200,6 +212,9 @@ mod tests {
             payload: String::new(),
             slice: 0,
             generation: 0,
+            producer: "test",
+            at_ms: 0,
+            position: 0,
             probe: false,
             attempts: 0,
         }

@@ -10,6 +10,8 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
+mod stale_fault;
+
 use super::view::{self, Event, Frame, View, thousands};
 use super::world::{Fault, Settings, World, WorldError};
 use crate::controller::views::EntryView;
@@ -146,6 +148,9 @@ struct FaultState {
     restart_told: bool,
     /// The outage's last progress event.
     told_at: Option<i64>,
+    /// The stale-producer fault: the consumer's stale count last seen, and when it last grew.
+    stale_seen: u64,
+    stale_grew_at: Option<i64>,
 }
 
 impl FaultState {
@@ -176,6 +181,10 @@ pub struct FaultReport {
     pub to_t: Option<String>,
     /// The most messages the producers' outboxes held while it was active.
     pub outbox_peak: u64,
+    /// `stale-producer`: the producers the consumer's check counted stale messages of, with
+    /// their count (every one of them consumed from the old broker: none lost).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub stale_producers: BTreeMap<String, u64>,
 }
 
 /// Run the whole story.
@@ -475,6 +484,9 @@ async fn final_report(
             fr.to = fault.active_to.map(crate::time::rfc3339);
             fr.from_t = fault.active_from.map(|t| view::clock(t - START_MS));
             fr.to_t = fault.active_to.map(|t| view::clock(t - START_MS));
+            for ((producer, _), n) in world.stale.counts().stale_series() {
+                *fr.stale_producers.entry(producer.clone()).or_insert(0) += n;
+            }
             fr
         }),
         ok: violations.is_empty(),
@@ -560,6 +572,9 @@ async fn schedule_fault(
         Fault::BadDeploy => bad_deploy(fs, world, state, paused, c, operator, told, now).await?,
         Fault::ConsumerCrash => consumer_crash(fs, world, state, told, now),
         Fault::BrokerOutage => broker_outage(fs, world, state, told, now),
+        Fault::StaleProducer => {
+            stale_fault::stale_producer(fs, world, state, paused, c, operator, told, now).await?
+        }
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 
 mod audit;
 mod metrics;
+mod stale;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -35,6 +36,9 @@ pub enum Fault {
     ConsumerCrash,
     /// At the second slice step the new broker is unreachable for 90 minutes.
     BrokerOutage,
+    /// At the second slice step one producer instance stops following the routing document: it
+    /// keeps routing by the first step's generation, writing moved slices to the old broker.
+    StaleProducer,
 }
 
 impl Fault {
@@ -44,6 +48,7 @@ impl Fault {
             Fault::BadDeploy => "bad-deploy",
             Fault::ConsumerCrash => "consumer-crash",
             Fault::BrokerOutage => "broker-outage",
+            Fault::StaleProducer => "stale-producer",
         }
     }
 }
@@ -71,6 +76,8 @@ pub struct Settings {
     pub lost_confirm: f64,
     pub policy: Policy,
     pub fault: Option<Fault>,
+    /// The stale-producer check's bounds (the plan's `stale_producers`).
+    pub stale: crate::stale::Bounds,
 }
 
 impl Settings {
@@ -94,6 +101,12 @@ impl Settings {
                 max_attempts: 5,
             },
             fault,
+            // plans/demo.yaml's `stale_producers`: one controller tick (two simulated minutes)
+            // of grace; the world's clocks agree, the skew bound is the daemon's default.
+            stale: crate::stale::Bounds {
+                grace_ms: 2 * 60_000,
+                clock_skew_ms: 2_000,
+            },
         }
     }
 }
@@ -151,6 +164,13 @@ pub struct World {
     probe_sent: bool,
     probe_seq: u64,
     probe_latency_s: [Option<f64>; 2],
+    /// The consumer's stale-producer check on the old broker.
+    pub stale: crate::stale::StaleGuard,
+    /// A producer instance that stopped following the routing: its index and the document it
+    /// keeps routing by.
+    pub pinned: Option<(usize, RoutingDocument)>,
+    /// The document followed before the current one (what a pinned producer keeps).
+    previous_doc: Option<RoutingDocument>,
 }
 
 fn side_index(s: Side) -> usize {
@@ -250,6 +270,9 @@ impl World {
             probe_sent: false,
             probe_seq: 0,
             probe_latency_s: [None, None],
+            stale: crate::stale::StaleGuard::new(settings.stale),
+            pinned: None,
+            previous_doc: None,
             rng,
             now_ms: start_ms,
             start_ms,
@@ -257,8 +280,18 @@ impl World {
         })
     }
 
-    /// Follow a routing document (producers and consumer see it at once).
-    pub fn follow(&self, doc: RoutingDocument) {
+    /// Follow a routing document (producers and consumer see it at once); the consumer records
+    /// a new generation with the old broker's position at its publish.
+    pub fn follow(&mut self, doc: RoutingDocument) {
+        let mark = crate::stale::Mark::Position(self.old.position());
+        self.stale.follow(&doc, self.now_ms, Some(mark));
+        let current = self.router.document();
+        if current
+            .as_ref()
+            .is_some_and(|c| c.generation < doc.generation)
+        {
+            self.previous_doc = current.map(|c| (*c).clone());
+        }
         let _ = self.router.offer(doc);
     }
 
@@ -420,8 +453,8 @@ impl World {
             let Ok(key) = BusinessKey::new("order", &aggregate, &format!("v{version}")) else {
                 continue;
             };
-            let route = self.router.route(&aggregate);
-            let message = Message {
+            let mut route = self.router.route(&aggregate);
+            let mut message = Message {
                 key: key.to_string(),
                 aggregate,
                 version,
@@ -431,6 +464,9 @@ impl World {
                 ),
                 slice: route.slice,
                 generation: route.generation,
+                producer: "",
+                at_ms: self.now_ms,
+                position: 0,
                 probe: false,
                 attempts: 0,
             };
@@ -438,6 +474,11 @@ impl World {
             self.produced_keys.insert(message.key.clone());
             let p = usize::try_from(self.rng.below(self.producers.len() as u64)).unwrap_or(0);
             let producer = self.producers[p].name;
+            message.producer = producer;
+            if let Some(pinned) = self.pinned_route(p, &message.aggregate) {
+                route = pinned;
+                message.generation = route.generation;
+            }
             if !self.producers[p].outbox.is_empty()
                 || self
                     .publish_now(producer, message.clone(), route.target)
@@ -464,6 +505,9 @@ impl World {
                 payload: "{\"probe\":\"idempotency\"}".into(),
                 slice: 0,
                 generation: self.router.generation(),
+                producer: "probe",
+                at_ms: self.now_ms,
+                position: 0,
                 probe: true,
                 attempts: 0,
             };
@@ -484,6 +528,9 @@ impl World {
                 payload: format!("{{\"sent_at\":{}}}", self.now_ms),
                 slice: 0,
                 generation: self.router.generation(),
+                producer: "probe",
+                at_ms: self.now_ms,
+                position: 0,
                 probe: true,
                 attempts: 0,
             };
@@ -568,6 +615,9 @@ impl World {
     }
 
     async fn handle(&mut self, side: Side, d: Delivery) -> Result<(), WorldError> {
+        if side == Side::Old {
+            self.check_stale(&d);
+        }
         let i = side_index(side);
         let failing = self.rng.chance(self.settings.transient_errors)
             || (self.bad_deploy && side == Side::New && self.rng.chance(0.4));

@@ -15,6 +15,9 @@
 //!   `routing`).
 //!
 //! Consumer:
+//! - `stale` — on the old broker: a message written by a producer still routing a moved slice by
+//!   an older generation after the grace, counted by producer and slice; unstamped ones apart
+//!   (feature `routing`).
 //! - `dedup` — apply a message's effect once: durable claims on SQLite or PostgreSQL in the
 //!   effect's transaction (features `dedup-sqlite`, `dedup-postgres`; `dedup` is both), a Redis
 //!   mode (`dedup-redis`), a window mode, the consumer's metrics.
@@ -52,6 +55,9 @@ pub mod probe;
 #[cfg(feature = "routing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "routing")))]
 pub mod routing;
+#[cfg(feature = "routing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "routing")))]
+pub mod stale;
 #[cfg(feature = "routing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "routing")))]
 pub mod stamp;

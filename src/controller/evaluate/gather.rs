@@ -112,7 +112,7 @@ pub(super) async fn gather<S: Store>(
                 .await;
                 Reading {
                     observation,
-                    note: None,
+                    note: stale_note(plan, item, &scrapes.histories, now_ms),
                     largest,
                 }
             }
@@ -132,6 +132,22 @@ pub(super) async fn gather<S: Store>(
         memory,
         scrapes,
     })
+}
+
+/// The built-in stale-producer guard's note naming the producers (from its source's history).
+fn stale_note(
+    plan: &Plan,
+    item: &Item<'_>,
+    histories: &HashMap<String, Scraped>,
+    now_ms: i64,
+) -> Option<String> {
+    if !super::stale::is_stale_guard(item) {
+        return None;
+    }
+    let window = plan.stale_producers.as_ref()?.window;
+    let history = histories.get(item.source())?.as_ref().ok()?;
+    let found = super::stale::offenders(history, now_ms, crate::time::millis(window));
+    super::stale::note(&found)
 }
 
 /// Scrape each scrape source the items use, once, and fold the samples into its history (read
@@ -267,6 +283,9 @@ fn scrape_queries<'i>(
                 .iter()
                 .filter_map(|q| parse_query(q).ok()),
             );
+            if super::stale::is_stale_guard(item) {
+                entry.extend(super::stale::offender_query());
+            }
         }
     }
     queries

@@ -6,12 +6,14 @@
 //!   from the store.
 //! - [`judge`] — the pure judgment: the [`gate`](crate::gate) functions turn the observations
 //!   into verdicts, with that memory.
+//! - `stale` — the built-in stale-producer guard's note naming the producers (pure).
 //! - [`persist`] — the evaluations (the new memory) and the samples they read, written back.
 
 mod gather;
 pub(crate) mod judge;
 mod persist;
 mod report;
+mod stale;
 
 use crate::indicators::fetch::Fetcher;
 use crate::store::{Store, StoreError};

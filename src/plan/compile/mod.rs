@@ -25,6 +25,7 @@ mod preflight;
 mod resolve;
 mod secrets;
 mod sources;
+pub mod stale;
 mod suggest;
 mod top;
 

@@ -45,6 +45,7 @@ const TOP_FIELDS: &[&str] = &[
     "phases",
     "bridge",
     "preflight",
+    "stale_producers",
 ];
 const BROKERS_FIELDS: &[&str] = &["old", "new"];
 const BROKER_FIELDS: &[&str] = &["name", "kind", "url", "queue", "stream", "dead_letter"];
@@ -119,8 +120,12 @@ impl Cx<'_> {
             Some((v, p)) => self.notify(v, &p),
             None => Some(Notify::default()),
         };
+        let stale_producers = match top.get("stale_producers") {
+            Some((v, p)) => self.stale_producers(v, &p, sources.as_ref()).map(Some),
+            None => Some(None),
+        };
         let (quiet, quiet_auto) = self.quiet(root, retry.as_ref());
-        let phases = top
+        let mut phases = top
             .req(self, "phases", "the phases, with at least `slices`")
             .and_then(|(v, p)| {
                 let gates = GateCtx {
@@ -134,6 +139,9 @@ impl Cx<'_> {
             && let Some(quiet) = quiet
         {
             self.phase_warnings(phases, quiet);
+        }
+        if let (Some(phases), Some(Some(stale))) = (phases.as_mut(), stale_producers.as_ref()) {
+            super::stale::add_guards(phases, stale);
         }
         let bridge = match top.get("bridge") {
             Some((v, p)) => self.bridge(v, &p, brokers.as_ref()).map(Some),
@@ -160,6 +168,7 @@ impl Cx<'_> {
             auto_advance: auto_advance?,
             bridge: bridge?,
             preflight: preflight?,
+            stale_producers: stale_producers?,
         })
     }
 

@@ -88,6 +88,7 @@ impl World {
         }
         out.push_str(&self.metrics.render());
         out.push_str(&self.published.render());
+        out.push_str(&self.stale.render());
         out
     }
 }

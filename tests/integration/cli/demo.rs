@@ -64,6 +64,21 @@ fn assert_report(r: &serde_json::Value) {
     assert!(produced > 1_000, "the world produced {produced}");
     assert_eq!(produced, applied + dead, "conservation");
     assert_eq!(r["ok"], true);
+    // Issue 58: the built-in stale-producer guard trips only on the fault that pins a producer.
+    if r["fault"] != "stale-producer" {
+        let trips: Vec<&serde_json::Value> = r["journal"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                e["reason"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("stale producers")
+            })
+            .collect();
+        assert!(trips.is_empty(), "a false stale-producer trip: {trips:?}");
+    }
     // Every phase is in the journal, in order.
     let to: Vec<&str> = r["journal"]
         .as_array()
@@ -157,6 +172,53 @@ fn broker_outage_holds_the_gates_advances_nothing_and_loses_nothing() {
     );
 }
 
+/// Issue 58: a producer instance that stops following the routing document is caught by the
+/// built-in guard after the grace, named with its slices, the step paused (not rolled back);
+/// every message it wrote to the old broker is applied.
+#[test]
+fn stale_producer_is_named_by_the_guard_paused_resumed_and_loses_nothing() {
+    let (code, r) = demo(&["--seed", "6", "--fault", "stale-producer"]);
+    assert_invariants(code, &r);
+    let journal = r["journal"].as_array().unwrap();
+    assert!(
+        journal.iter().all(|e| e["command"] != "rollback"),
+        "a stale producer pauses, it does not roll back"
+    );
+    let i = journal
+        .iter()
+        .position(|e| e["command"] == "pause")
+        .expect("a pause");
+    let pause = &journal[i];
+    assert_eq!(
+        (&pause["from"], &pause["to"]),
+        (&"slices[1]".into(), &"slices[1]".into())
+    );
+    assert_eq!(pause["to_paused"], true);
+    assert_eq!(pause["actor"], "controller");
+    let reason = pause["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("guard breach: stale producers"),
+        "{reason}"
+    );
+    assert!(reason.contains("producer refunds on slice"), "{reason}");
+    // Caught within two ticks (4 simulated minutes) of the step's publish: the 2m grace and
+    // one tick's scrape.
+    let advanced = &journal[i - 1];
+    assert_eq!(advanced["to"], "slices[1]");
+    let at = |e: &serde_json::Value| e["at"].as_str().unwrap().to_string();
+    assert!(at(pause) > at(advanced), "{} {}", at(pause), at(advanced));
+    assert_eq!(journal[i + 1]["command"], "resume");
+    assert_eq!(journal[i + 1]["actor"], "demo-operator");
+    let f = &r["fault_effects"];
+    let stale = f["stale_producers"]["refunds"].as_i64().unwrap();
+    assert!(stale > 0, "{f}");
+    assert_eq!(
+        f["stale_producers"].as_object().unwrap().len(),
+        1,
+        "only the pinned producer: {f}"
+    );
+}
+
 /// The same seed gives the same run, to the byte: the JSON report of three runs of a seed is the
 /// same text (but the temporary plan path's process id). Regression: the routes' counts were a
 /// `HashMap`, printed in a different order from one process to the next. The first of the three
@@ -233,6 +295,16 @@ fn demo_each_fault_prints_its_event_lines_on_the_simulated_clock() {
             "consumer-crash",
             "3",
             &["consumer crashed mid-batch: ", "consumer restarted: "][..],
+        ),
+        (
+            "stale-producer",
+            "6",
+            &[
+                "one instance of producer refunds stops following the routing document",
+                "pause slices[1] -> slices[1] [paused] by controller: guard breach: stale producers",
+                "the team restarts refunds's stuck instance",
+                "resume slices[1] -> slices[1] by demo-operator",
+            ][..],
         ),
     ] {
         let (code, r) = demo(&["--seed", seed, "--fault", fault]);
