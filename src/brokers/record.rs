@@ -135,12 +135,12 @@ pub fn kafka_headers<'a>(
     let mut out = Vec::with_capacity(list.len() + text.len());
     for (i, h) in list.iter().enumerate() {
         match in_text(text, &h.name) {
-            Some((name, value)) => {
-                if !written.contains(&name.as_str()) {
-                    written.push(name);
-                    out.push((name.as_str(), Some(value.as_bytes())));
-                }
+            Some((name, value)) if !written.contains(&name.as_str()) => {
+                written.push(name);
+                out.push((name.as_str(), Some(value.as_bytes())));
             }
+            // Replaced by the map's value, written at the name's first place.
+            Some(_) => {}
             None if !fits(list, i) => out.push((h.name.as_str(), h.value.as_deref())),
             None => {}
         }
