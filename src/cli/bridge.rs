@@ -134,15 +134,7 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
         args.routing_interval,
     );
 
-    let bounds = plan
-        .stale_producers
-        .as_ref()
-        .map(|s| crate::stale::Bounds {
-            grace_ms: crate::time::millis(s.grace),
-            clock_skew_ms: crate::time::millis(s.clock_skew),
-        })
-        .unwrap_or_default();
-    let metrics = Arc::new(BridgeMetrics::new(&plan.name).with_stale_bounds(bounds));
+    let metrics = Arc::new(BridgeMetrics::new(&plan.name).with_stale_bounds(stale_bounds(&plan)));
     let listener = tokio::net::TcpListener::bind(args.metrics)
         .await
         .map_err(|e| CliError::new(1, format!("cannot listen on {}: {e}", args.metrics)))?;
@@ -192,4 +184,16 @@ pub async fn run(ctx: &Ctx, args: BridgeArgs) -> CliResult {
     result.map_err(|e| CliError::new(1, e.to_string()))?;
     eprintln!("migrate bridge: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The stale-producer check's bounds: the plan's `stale_producers`, else the defaults (3 s
+/// grace, 2 s skew).
+fn stale_bounds(plan: &crate::plan::Plan) -> crate::stale::Bounds {
+    plan.stale_producers
+        .as_ref()
+        .map(|s| crate::stale::Bounds {
+            grace_ms: crate::time::millis(s.grace),
+            clock_skew_ms: crate::time::millis(s.clock_skew),
+        })
+        .unwrap_or_default()
 }

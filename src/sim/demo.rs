@@ -148,9 +148,8 @@ struct FaultState {
     restart_told: bool,
     /// The outage's last progress event.
     told_at: Option<i64>,
-    /// The stale-producer fault: the consumer's stale count last seen, and when it last grew.
-    stale_seen: u64,
-    stale_grew_at: Option<i64>,
+    /// The stale-producer fault's own state.
+    stale: stale_fault::StaleFault,
 }
 
 impl FaultState {
@@ -573,7 +572,20 @@ async fn schedule_fault(
         Fault::ConsumerCrash => consumer_crash(fs, world, state, told, now),
         Fault::BrokerOutage => broker_outage(fs, world, state, told, now),
         Fault::StaleProducer => {
-            stale_fault::stale_producer(fs, world, state, paused, c, operator, told, now).await?
+            let resume = fs.stale.tick(world, state, paused, now, START_MS, told);
+            fs.active_from = fs.stale.active_from;
+            fs.active_to = fs.stale.active_to;
+            if resume {
+                let actor = Actor {
+                    reason: Some(format!(
+                        "{}'s instance follows the routing again; resuming",
+                        stale_fault::PRODUCER
+                    )),
+                    ..operator.clone()
+                };
+                c.command("demo", &Command::Resume, &actor, serde_json::json!({}), now)
+                    .await?;
+            }
         }
     }
     Ok(())

@@ -138,11 +138,28 @@ struct Episode {
     first_eligible: Option<i64>,
 }
 
+/// A run's moving parts.
+struct Sim<'s> {
+    s: &'s Settings,
+    rng: Rng,
+    f: Figures,
+    ledger: MoveLedger,
+    producers: Vec<Producer>,
+    names: Vec<String>,
+    old: VecDeque<Queued>,
+    position: u64,
+    generation: u64,
+    migrated: u32,
+    next_move: i64,
+    stale_count: u64,
+    scraped: u64,
+    episode: Option<Episode>,
+    unpin_at: Option<i64>,
+}
+
 /// Run it.
 pub fn run(s: &Settings) -> Figures {
     let mut rng = Rng::new(s.seed);
-    let mut f = Figures::default();
-    let mut ledger = MoveLedger::new();
     let mut producers: Vec<Producer> = (0..s.producers)
         .map(|_| Producer {
             applied: (0, 0),
@@ -153,65 +170,99 @@ pub fn run(s: &Settings) -> Figures {
     if s.pin_for_ms.is_some() {
         producers[0].offset_ms = 0;
     }
-    let names: Vec<String> = (0..s.producers).map(|i| format!("p{i}")).collect();
-    let mut old: VecDeque<Queued> = VecDeque::new();
-    let mut position = 0u64;
-    let (mut generation, mut migrated) = (0u64, 0u32);
-    let mut next_move = s.move_every_ms;
-    let mut stale_count = 0u64;
-    let mut scraped = 0u64;
-    let mut episode: Option<Episode> = None;
-    let mut unpin_at: Option<i64> = None;
+    let mut sim = Sim {
+        s,
+        rng,
+        f: Figures::default(),
+        ledger: MoveLedger::new(),
+        producers,
+        names: (0..s.producers).map(|i| format!("p{i}")).collect(),
+        old: VecDeque::new(),
+        position: 0,
+        generation: 0,
+        migrated: 0,
+        next_move: s.move_every_ms,
+        stale_count: 0,
+        scraped: 0,
+        episode: None,
+        unpin_at: None,
+    };
     let mut t = 0i64;
-    while f.moves < s.moves || t < next_move {
+    while sim.f.moves < s.moves || t < sim.next_move {
         t += TICK_MS;
-        if t >= next_move && f.moves < s.moves {
-            next_move += s.move_every_ms;
-            generation += 1;
-            let moving = migrated < SLICES;
-            migrated = if moving {
-                (migrated + s.slices_per_move).min(SLICES)
-            } else {
-                0
-            };
-            let mark = match s.marks {
-                Marks::Position => Mark::Position(position),
-                Marks::EnqueuedAt => Mark::EnqueuedAt(t),
-            };
-            ledger.record(Publish {
-                generation,
-                slices_migrated: migrated,
-                published_at_ms: t,
-                old_mark: Some(mark),
-            });
-            for (i, p) in producers.iter_mut().enumerate() {
-                if i == 0 && moving && s.pin_for_ms.is_some() {
-                    continue;
-                }
-                let delay = 10
-                    + i64::try_from(rng.below(s.max_propagation_ms.max(11) as u64 - 10))
-                        .unwrap_or(0);
-                p.pending = Some((t + delay, generation, migrated));
+        if t >= sim.next_move && sim.f.moves < s.moves {
+            sim.publish(t);
+        }
+        sim.follow(t);
+        sim.produce(t);
+        let paused = t >= sim.next_move - s.pause_before_ms
+            || t < sim.next_move - s.move_every_ms + s.pause_after_ms;
+        if !paused {
+            sim.consume();
+        }
+        if t % s.scrape_every_ms == 0 {
+            sim.scrape(t);
+        }
+    }
+    if sim.episode.is_some() {
+        sim.f.missed += 1;
+    }
+    sim.f
+}
+
+impl Sim<'_> {
+    /// The next document: 8 more slices to new, or back to 0 after 128.
+    fn publish(&mut self, t: i64) {
+        let s = self.s;
+        self.next_move += s.move_every_ms;
+        self.generation += 1;
+        let moving = self.migrated < SLICES;
+        self.migrated = if moving {
+            (self.migrated + s.slices_per_move).min(SLICES)
+        } else {
+            0
+        };
+        let mark = match s.marks {
+            Marks::Position => Mark::Position(self.position),
+            Marks::EnqueuedAt => Mark::EnqueuedAt(t),
+        };
+        self.ledger.record(Publish {
+            generation: self.generation,
+            slices_migrated: self.migrated,
+            published_at_ms: t,
+            old_mark: Some(mark),
+        });
+        let pinning = moving && s.pin_for_ms.is_some();
+        for (i, p) in self.producers.iter_mut().enumerate() {
+            if i == 0 && pinning {
+                continue;
             }
-            if moving {
-                f.moves += 1;
-                if let Some(pin) = s.pin_for_ms {
-                    if episode.take().is_some() {
-                        f.missed += 1;
-                    }
-                    episode = Some(Episode {
-                        published: t,
-                        first_eligible: None,
-                    });
-                    unpin_at = Some(t + pin);
+            let span = u64::try_from(s.max_propagation_ms.max(11) - 10).unwrap_or(1);
+            let delay = 10 + i64::try_from(self.rng.below(span)).unwrap_or(0);
+            p.pending = Some((t + delay, self.generation, self.migrated));
+        }
+        if moving {
+            self.f.moves += 1;
+            if let Some(pin) = s.pin_for_ms {
+                if self.episode.take().is_some() {
+                    self.f.missed += 1;
                 }
+                self.episode = Some(Episode {
+                    published: t,
+                    first_eligible: None,
+                });
+                self.unpin_at = Some(t + pin);
             }
         }
-        if unpin_at.is_some_and(|at| t >= at) {
-            unpin_at = None;
-            producers[0].pending = Some((t, generation, migrated));
+    }
+
+    /// Producers apply what reached them; the pinned one catches up when its time comes.
+    fn follow(&mut self, t: i64) {
+        if self.unpin_at.is_some_and(|at| t >= at) {
+            self.unpin_at = None;
+            self.producers[0].pending = Some((t, self.generation, self.migrated));
         }
-        for p in producers.iter_mut() {
+        for p in self.producers.iter_mut() {
             if let Some((at, g, m)) = p.pending
                 && t >= at
             {
@@ -219,94 +270,107 @@ pub fn run(s: &Settings) -> Figures {
                 p.pending = None;
             }
         }
-        for (i, p) in producers.iter().enumerate() {
+    }
+
+    /// Every producer writes its messages of the tick; those routed to old are queued there.
+    fn produce(&mut self, t: i64) {
+        let s = self.s;
+        for i in 0..self.producers.len() {
             let n = if i == 0 {
                 s.pinned_per_tick
             } else {
                 s.per_tick
             };
+            let ((g, m), at) = (self.producers[i].applied, t + self.producers[i].offset_ms);
             for _ in 0..n {
-                let slice = u32::try_from(rng.below(u64::from(SLICES))).unwrap_or(0);
-                let (g, m) = p.applied;
+                let slice = u32::try_from(self.rng.below(u64::from(SLICES))).unwrap_or(0);
                 if slice < m {
                     continue; // to the new broker
                 }
-                position += 1;
-                let at = t + p.offset_ms;
                 let route = Route::new(Side::Old, slice, g);
-                let Ok(stamp) = RouteStamp::new(&route, "old", names[i].as_str(), at) else {
+                let Ok(stamp) = RouteStamp::new(&route, "old", self.names[i].as_str(), at) else {
                     continue;
                 };
-                if i == 0
-                    && let Some(e) = episode.as_mut()
-                    && e.first_eligible.is_none()
-                    && slice < migrated
-                {
-                    let clock = match s.marks {
-                        Marks::EnqueuedAt => t,
-                        Marks::Position => at - s.bounds.clock_skew_ms,
-                    };
-                    if clock > e.published + s.bounds.grace_ms {
-                        e.first_eligible = Some(t);
-                    }
+                if i == 0 {
+                    self.note_eligible(t, at, slice);
                 }
-                old.push_back(Queued {
-                    position,
+                self.position += 1;
+                self.old.push_back(Queued {
+                    position: self.position,
                     enqueued_at: t,
                     stamp,
                 });
             }
         }
-        let paused = t >= next_move - s.pause_before_ms
-            || t < next_move - s.move_every_ms + s.pause_after_ms;
-        if !paused {
-            for _ in 0..s.capacity {
-                let Some(q) = old.pop_front() else { break };
-                f.messages_old += 1;
-                let facts = match s.marks {
-                    Marks::Position => Delivery {
-                        position: Some(q.position),
-                        enqueued_at_ms: None,
-                    },
-                    Marks::EnqueuedAt => Delivery {
-                        position: None,
-                        enqueued_at_ms: Some(q.enqueued_at),
-                    },
-                };
-                match classify(Some(&q.stamp), &ledger, facts, s.bounds) {
-                    Decision::Backlog => f.backlog += 1,
-                    Decision::InGrace => f.in_grace += 1,
-                    Decision::Stale { producer, .. }
-                        if producer == "p0" && s.pin_for_ms.is_some() =>
-                    {
-                        f.stale += 1;
-                        stale_count += 1;
-                    }
-                    Decision::Stale { .. } => f.false_trips += 1,
-                    Decision::Unstamped | Decision::Current => {}
+    }
+
+    /// The pinned producer's first write that the check may call stale (beyond the bound, on
+    /// the clock the check reads, to a slice the episode's move moved).
+    fn note_eligible(&mut self, t: i64, at: i64, slice: u32) {
+        let s = self.s;
+        let migrated = self.migrated;
+        let Some(e) = self.episode.as_mut() else {
+            return;
+        };
+        if e.first_eligible.is_some() || slice >= migrated {
+            return;
+        }
+        let clock = match s.marks {
+            Marks::EnqueuedAt => t,
+            Marks::Position => at - s.bounds.clock_skew_ms,
+        };
+        if clock > e.published + s.bounds.grace_ms {
+            e.first_eligible = Some(t);
+        }
+    }
+
+    /// The old broker's consumer reads and checks up to its capacity.
+    fn consume(&mut self) {
+        let s = self.s;
+        for _ in 0..s.capacity {
+            let Some(q) = self.old.pop_front() else { break };
+            self.f.messages_old += 1;
+            let facts = match s.marks {
+                Marks::Position => Delivery {
+                    position: Some(q.position),
+                    enqueued_at_ms: None,
+                },
+                Marks::EnqueuedAt => Delivery {
+                    position: None,
+                    enqueued_at_ms: Some(q.enqueued_at),
+                },
+            };
+            match classify(Some(&q.stamp), &self.ledger, facts, s.bounds) {
+                Decision::Backlog => self.f.backlog += 1,
+                Decision::InGrace => self.f.in_grace += 1,
+                Decision::Stale { producer, .. } if producer == "p0" && s.pin_for_ms.is_some() => {
+                    self.f.stale += 1;
+                    self.stale_count += 1;
                 }
+                Decision::Stale { .. } => self.f.false_trips += 1,
+                Decision::Unstamped | Decision::Current => {}
             }
         }
-        if t % s.scrape_every_ms == 0 {
-            if stale_count > scraped
-                && let Some(e) = episode.take()
-            {
-                let from = e.first_eligible.unwrap_or(t);
-                f.detection_ms.push(t - from);
-                let skew = match s.marks {
-                    Marks::Position => s.bounds.clock_skew_ms,
-                    Marks::EnqueuedAt => 0,
-                };
-                f.after_grace_ms
-                    .push(t - (e.published + s.bounds.grace_ms + skew));
-            }
-            scraped = stale_count;
+    }
+
+    /// The guard's scrape: a count that grew since the last one is a detection.
+    fn scrape(&mut self, t: i64) {
+        let s = self.s;
+        if self.stale_count > self.scraped
+            && let Some(e) = self.episode.take()
+        {
+            let from = e.first_eligible.unwrap_or(t);
+            self.f.detection_ms.push(t - from);
+            let skew = match s.marks {
+                Marks::Position => s.bounds.clock_skew_ms,
+                Marks::EnqueuedAt => 0,
+            };
+            self.f
+                .after_grace_ms
+                .push(t - (e.published + s.bounds.grace_ms + skew));
         }
+        self.scraped = self.stale_count;
     }
-    if episode.is_some() {
-        f.missed += 1;
-    }
-    f
 }
 
 fn offset(rng: &mut Rng, max: i64) -> i64 {

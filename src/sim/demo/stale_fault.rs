@@ -2,14 +2,12 @@
 //! `refunds` producer stops following the routing document and keeps routing by the first
 //! step's generation, so that slices the step moved still go to the old broker. The consumer's
 //! stale-producer check counts them; the plan's built-in guard trips on them and pauses, naming
-//! the producer; the team restarts the instance, waits for the guard's window to clear, resumes.
+//! the producer; the team restarts the instance, waits for the stale count to stay flat past the
+//! guard's window, and resumes.
 
-use super::{DemoError, FaultState, START_MS};
-use crate::controller::{Actor, Controller};
-use crate::machine::{Command, State};
+use crate::machine::State;
 use crate::sim::view::Event;
 use crate::sim::world::World;
-use crate::store::any::AnyStore;
 
 /// The producer whose instance stops following.
 pub const PRODUCER: &str = "refunds";
@@ -19,25 +17,40 @@ const FIX_AFTER_MS: i64 = 20 * 60_000;
 /// 10 minutes, and a tick).
 const QUIET_BEFORE_RESUME_MS: i64 = 12 * 60_000;
 
-/// One tick of the fault: strike, notice, fix, resume. What a person would see is added to
-/// `told`.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn stale_producer(
-    fs: &mut FaultState,
-    world: &mut World,
-    state: &State,
-    paused: bool,
-    c: &Controller<'_, AnyStore>,
-    operator: &Actor,
-    told: &mut Vec<Event>,
-    now: i64,
-) -> Result<(), DemoError> {
-    if fs.arm(state, State::Slices(1), now, 0).is_some() && fs.active_from.is_none() {
-        if let Some(generation) = world.pin_producer(PRODUCER) {
-            fs.active_from = Some(now);
+/// Where the fault stands.
+#[derive(Debug, Default)]
+pub struct StaleFault {
+    /// When the instance stopped following, and when it was restarted.
+    pub active_from: Option<i64>,
+    pub active_to: Option<i64>,
+    breach_seen_at: Option<i64>,
+    over: bool,
+    /// The consumer's stale count last seen, and when it last grew.
+    stale_seen: u64,
+    stale_grew_at: Option<i64>,
+}
+
+impl StaleFault {
+    /// One tick of the fault: strike (the first tick in `slices[1]`), notice the pause, fix,
+    /// and say when to resume (`true`: resume now, once). What a person would see is added to
+    /// `told`, on the clock from `start_ms`.
+    pub fn tick(
+        &mut self,
+        world: &mut World,
+        state: &State,
+        paused: bool,
+        now: i64,
+        start_ms: i64,
+        told: &mut Vec<Event>,
+    ) -> bool {
+        if self.active_from.is_none()
+            && *state == State::Slices(1)
+            && let Some(generation) = world.pin_producer(PRODUCER)
+        {
+            self.active_from = Some(now);
             told.push(Event::new(
                 now,
-                START_MS,
+                start_ms,
                 format!(
                     "one instance of producer {PRODUCER} stops following the routing document: \
                      it keeps routing by generation {generation}, so the slices this step moved \
@@ -45,49 +58,40 @@ pub(super) async fn stale_producer(
                 ),
             ));
         }
+        let stale_total = world.stale.counts().stale_total();
+        if stale_total != self.stale_seen {
+            self.stale_seen = stale_total;
+            self.stale_grew_at = Some(now);
+        }
+        if self.active_from.is_some() && paused && self.breach_seen_at.is_none() {
+            self.breach_seen_at = Some(now);
+        }
+        if let Some(seen) = self.breach_seen_at
+            && self.active_to.is_none()
+            && now - seen >= FIX_AFTER_MS
+        {
+            world.unpin_producer();
+            self.active_to = Some(now);
+            told.push(Event::new(
+                now,
+                start_ms,
+                format!(
+                    "the team restarts {PRODUCER}'s stuck instance, {} after the page: it \
+                     follows the routing again; resuming once the stale count has been flat \
+                     for {}",
+                    crate::time::human_ms(now - seen),
+                    crate::time::human_ms(QUIET_BEFORE_RESUME_MS)
+                ),
+            ));
+        }
+        let resume = self.active_to.is_some_and(|fixed| {
+            !self.over
+                && now - fixed >= QUIET_BEFORE_RESUME_MS
+                && self
+                    .stale_grew_at
+                    .is_none_or(|at| now - at >= QUIET_BEFORE_RESUME_MS)
+        });
+        self.over |= resume;
+        resume
     }
-    let stale_total = world.stale.counts().stale_total();
-    if stale_total != fs.stale_seen {
-        fs.stale_seen = stale_total;
-        fs.stale_grew_at = Some(now);
-    }
-    if fs.active_from.is_some() && paused && fs.breach_seen_at.is_none() {
-        fs.breach_seen_at = Some(now);
-    }
-    if let Some(seen) = fs.breach_seen_at
-        && fs.fixed_at.is_none()
-        && now - seen >= FIX_AFTER_MS
-    {
-        world.unpin_producer();
-        fs.fixed_at = Some(now);
-        fs.active_to = Some(now);
-        told.push(Event::new(
-            now,
-            START_MS,
-            format!(
-                "the team restarts {PRODUCER}'s stuck instance, {} after the page: it follows \
-                 the routing again; resuming once the stale count has been flat for {}",
-                crate::time::human_ms(now - seen),
-                crate::time::human_ms(QUIET_BEFORE_RESUME_MS)
-            ),
-        ));
-    }
-    if let Some(fixed) = fs.fixed_at
-        && !fs.over
-        && now - fixed >= QUIET_BEFORE_RESUME_MS
-        && fs
-            .stale_grew_at
-            .is_none_or(|at| now - at >= QUIET_BEFORE_RESUME_MS)
-    {
-        fs.over = true;
-        let actor = Actor {
-            reason: Some(format!(
-                "{PRODUCER}'s instance follows the routing again; resuming"
-            )),
-            ..operator.clone()
-        };
-        c.command("demo", &Command::Resume, &actor, serde_json::json!({}), now)
-            .await?;
-    }
-    Ok(())
 }
