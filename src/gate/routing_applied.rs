@@ -18,23 +18,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use super::{NoDataCause, Unread, fmt_num};
+pub use crate::indicators::cause::{NoDataCause, Unread};
+pub use crate::indicators::followers::Follower;
 
 /// How many lagging producers a reason names; the rest are counted.
 pub const LAGGING_SHOWN: usize = 10;
-
-/// One producer as the daemon last saw it on the routing long-poll.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Follower {
-    /// The id it reports (sanitized and capped at intake).
-    pub producer: String,
-    /// The generation it says it applied (0: none yet, the safe default).
-    pub applied: u64,
-    /// When the daemon last saw it poll (the gates' clock, ms since the epoch).
-    pub seen_ms: i64,
-}
 
 /// What the gate read: the producers seen within its window, and those that lag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,8 +98,7 @@ pub(crate) fn reading(
         )
     } else {
         format!(
-            "{} of {} producers seen in the last {} lag behind generation {need}: {}",
-            fmt_num(lag as f64),
+            "{lag} of {} producers seen in the last {} lag behind generation {need}: {}",
             a.seen,
             crate::time::human(window),
             lagging_text(&a.lagging)

@@ -21,7 +21,19 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 
-use crate::gate::routing_applied::Follower;
+use serde::{Deserialize, Serialize};
+
+/// One producer as the daemon last saw it on the routing long-poll (what a `routing_applied`
+/// gate judges: [`crate::gate::routing_applied`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Follower {
+    /// The id it reports (through [`producer_id`] at intake).
+    pub producer: String,
+    /// The generation it says it applied (0: none yet, the safe default).
+    pub applied: u64,
+    /// When the daemon last saw it poll (the gates' clock, ms since the epoch).
+    pub seen_ms: i64,
+}
 
 /// The longest producer id kept, in bytes; a longer one is cut ([`crate::outgoing::cap`]).
 pub const PRODUCER_ID_MAX: usize = 128;
