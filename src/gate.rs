@@ -135,6 +135,8 @@ pub enum Observation {
     Followers {
         need: u64,
         followers: Vec<routing_applied::Follower>,
+        /// When the daemon last forgot a producer to keep its cap (ms), if ever.
+        evicted_at_ms: Option<i64>,
     },
     /// No usable number, and why (source down, empty result, parse error with its line...).
     Unavailable(Unread),
@@ -363,9 +365,16 @@ fn reading(
 ) -> Result<(f64, Option<f64>, bool, String), Unread> {
     match (check, observation) {
         (_, Observation::Unavailable(why)) => Err(why.clone()),
-        (Check::RoutingApplied { window }, Observation::Followers { need, followers }) => {
+        (
+            Check::RoutingApplied { window },
+            Observation::Followers {
+                need,
+                followers,
+                evicted_at_ms,
+            },
+        ) => {
             let (lagging, holds, describe) =
-                routing_applied::reading(*window, *need, followers, now_ms)?;
+                routing_applied::reading(*window, *need, followers, *evicted_at_ms, now_ms)?;
             Ok((lagging, None, holds, describe))
         }
         (

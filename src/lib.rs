@@ -19,7 +19,9 @@
 //!   reads files and the environment ([`plan::SystemResolve`], the size-capped read of a plan
 //!   file in [`plan::bounds`]).
 //! - [`machine`] — the state machine: `handle(snapshot, command) -> Transition`.
-//! - [`gate`] — gate verdicts (pass / soaking / no data / fail) from observations.
+//! - [`gate`] — gate verdicts (pass / soaking / no data / fail) from observations; a
+//!   `routing_applied` gate's from the producers the daemon saw on the routing long-poll
+//!   ([`gate::routing_applied`]).
 //! - [`judge`] — the `judge` gate's always-valid sequential test of the new route against the old;
 //!   [`judge_verdict`] — its verdict as a gate (the ledger in the gate's memory).
 //! - [`preflight`] — whether each broker keeps what it acknowledges: durability settings and the
@@ -38,6 +40,8 @@
 //! - [`oneline`] — free text on one line for logs and webhooks.
 //!
 //! Shell:
+//! - [`indicators::followers`] — the producers that polled the daemon's routing endpoint, with
+//!   the generation each applied (the daemon's memory, capped).
 //! - [`indicators::fetch`] — HTTP to indicator sources; [`indicators::kafka_lag`] reads a
 //!   consumer group's lag from Kafka (feature `kafka`).
 //! - [`store`] — the state store (SQLite or PostgreSQL via sqlx): migrations, journal, gate

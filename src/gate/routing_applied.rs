@@ -13,28 +13,18 @@
 //! - A producer seen within the window whose applied generation is below the one needed fails
 //!   the gate, named with its generation in the reason (at most [`LAGGING_SHOWN`] named, the
 //!   rest counted); the reading's value is the number of producers that lag.
+//! - A window in which the daemon forgot a producer to keep its cap is **no data** (cause
+//!   `unusable`): the one forgotten may be the one that lags.
 //! - The ids are shown as given: they went through [`crate::outgoing`]'s rule when the daemon
 //!   took them in.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use super::{NoDataCause, Unread, fmt_num};
+pub use crate::indicators::cause::{NoDataCause, Unread};
+pub use crate::indicators::followers::Follower;
 
 /// How many lagging producers a reason names; the rest are counted.
 pub const LAGGING_SHOWN: usize = 10;
-
-/// One producer as the daemon last saw it on the routing long-poll.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Follower {
-    /// The id it reports (sanitized and capped at intake).
-    pub producer: String,
-    /// The generation it says it applied (0: none yet, the safe default).
-    pub applied: u64,
-    /// When the daemon last saw it poll (the gates' clock, ms since the epoch).
-    pub seen_ms: i64,
-}
 
 /// What the gate read: the producers seen within its window, and those that lag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,8 +78,20 @@ pub(crate) fn reading(
     window: Duration,
     need: u64,
     followers: &[Follower],
+    evicted_at_ms: Option<i64>,
     now_ms: i64,
 ) -> Result<(f64, bool, String), Unread> {
+    if evicted_at_ms.is_some_and(|at| now_ms.saturating_sub(at) <= crate::time::millis(window)) {
+        return Err(Unread::new(
+            NoDataCause::Unusable,
+            format!(
+                "the daemon forgot producers in the last {} to stay under --http-max-followers: \
+                 the one forgotten may lag, so it cannot say every producer applied generation \
+                 {need}",
+                crate::time::human(window)
+            ),
+        ));
+    }
     let a = applied(window, need, followers, now_ms);
     if a.seen == 0 {
         return Err(Unread::new(
@@ -110,8 +112,7 @@ pub(crate) fn reading(
         )
     } else {
         format!(
-            "{} of {} producers seen in the last {} lag behind generation {need}: {}",
-            fmt_num(lag as f64),
+            "{lag} of {} producers seen in the last {} lag behind generation {need}: {}",
             a.seen,
             crate::time::human(window),
             lagging_text(&a.lagging)
@@ -148,7 +149,11 @@ mod tests {
     }
 
     fn eval(need: u64, followers: Vec<Follower>, now_ms: i64) -> crate::gate::Evaluation {
-        let obs = Observation::Followers { need, followers };
+        let obs = Observation::Followers {
+            need,
+            followers,
+            evicted_at_ms: None,
+        };
         evaluate(&gate(), &obs, Memory::default(), now_ms)
     }
 
@@ -218,6 +223,21 @@ mod tests {
         let ids: Vec<&str> = a.lagging.iter().map(|f| f.producer.as_str()).collect();
         assert_eq!(ids, ["c", "b", "a"]);
         assert_eq!(a.seen, 4);
+    }
+
+    #[test]
+    fn an_eviction_within_the_window_is_no_data_never_a_pass() {
+        let now = 1_000_000;
+        let obs = |evicted_at_ms| Observation::Followers {
+            need: 5,
+            followers: vec![f("p-1", 5, now)],
+            evicted_at_ms,
+        };
+        let e = evaluate(&gate(), &obs(Some(now - 1000)), Memory::default(), now);
+        assert_eq!(e.verdict, Verdict::NoData);
+        assert!(e.reason.contains("forgot producers"), "{}", e.reason);
+        let e = evaluate(&gate(), &obs(Some(now - 120_001)), Memory::default(), now);
+        assert_eq!(e.verdict, Verdict::Pass, "{}", e.reason);
     }
 
     #[test]

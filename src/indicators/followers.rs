@@ -9,7 +9,8 @@
 //! # Guarantees
 //! - Bounded: at most the cap given to [`Followers::new`] producers are kept across all
 //!   migrations; one more evicts the one seen longest ago, and each eviction is counted
-//!   ([`Followers::evicted`]).
+//!   ([`Followers::evicted`], [`Followers::evicted_at_ms`]: a `routing_applied` gate whose window
+//!   saw an eviction is no data, since the producer forgotten may be the one that lags).
 //! - An id is kept as [`crate::outgoing`]'s rule makes it (redacted, no control character, at most
 //!   [`PRODUCER_ID_MAX`] bytes): it came from the network.
 //! - In memory of the daemon that answers the polls: a daemon that starts (a new leader, a
@@ -21,7 +22,19 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 
-use crate::gate::routing_applied::Follower;
+use serde::{Deserialize, Serialize};
+
+/// One producer as the daemon last saw it on the routing long-poll (what a `routing_applied`
+/// gate judges: [`crate::gate::routing_applied`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Follower {
+    /// The id it reports (through [`producer_id`] at intake).
+    pub producer: String,
+    /// The generation it says it applied (0: none yet, the safe default).
+    pub applied: u64,
+    /// When the daemon last saw it poll (the gates' clock, ms since the epoch).
+    pub seen_ms: i64,
+}
 
 /// The longest producer id kept, in bytes; a longer one is cut ([`crate::outgoing::cap`]).
 pub const PRODUCER_ID_MAX: usize = 128;
@@ -40,6 +53,8 @@ struct Inner {
     order: BTreeMap<u64, Key>,
     next: u64,
     evicted: u64,
+    /// When the last eviction happened (the gates' clock, ms).
+    evicted_at_ms: Option<i64>,
 }
 
 /// The followers of every migration this daemon serves.
@@ -101,6 +116,7 @@ impl Followers {
             };
             inner.seen.remove(&oldest);
             inner.evicted += 1;
+            inner.evicted_at_ms = Some(now_ms);
         }
     }
 
@@ -149,6 +165,15 @@ impl Followers {
             .evicted
     }
 
+    /// When a producer was last forgotten to keep the cap (the gates' clock, ms); `None`: never.
+    /// A `routing_applied` gate cannot vouch for every producer within a window that saw one.
+    pub fn evicted_at_ms(&self) -> Option<i64> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .evicted_at_ms
+    }
+
     /// The cap given to [`Followers::new`].
     pub fn cap(&self) -> usize {
         self.cap
@@ -186,6 +211,7 @@ mod tests {
         assert_eq!(ids, ["a"]);
         assert_eq!(f.of("payments").len(), 1);
         assert_eq!(f.evicted(), 1);
+        assert_eq!(f.evicted_at_ms(), Some(4));
         assert_eq!(f.len(), 2);
     }
 

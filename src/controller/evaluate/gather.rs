@@ -506,6 +506,7 @@ fn followers(fetcher: &Fetcher, rec: &MigrationRecord) -> Observation {
         Some(f) => Observation::Followers {
             need: u64::try_from(rec.generation).unwrap_or(0),
             followers: f.of(&rec.name),
+            evicted_at_ms: f.evicted_at_ms(),
         },
         None => Observation::Unavailable(Unread::down(
             "only the daemon that serves the routing long-poll (`migrate run`) knows which \

@@ -269,7 +269,31 @@ fn migration_main(d: &Detail) -> String {
     gates_section(&mut out, d);
     journal_section(&mut out, d);
     routing_section(&mut out, d);
+    producers_section(&mut out, d);
     out
+}
+
+/// The producers that lag behind the step's generation, by id, with the generation each applied
+/// (ids went through the outgoing rule at intake; escaped here as every text).
+fn producers_section(out: &mut String, d: &Detail) {
+    let Some(p) = &d.producers else { return };
+    let _ = write!(
+        out,
+        "<section aria-labelledby=\"producers-h\"><h2 id=\"producers-h\">Producers</h2>\n\
+         <p id=\"producers\">{} seen on the routing long-poll in the last {}; {} behind generation {}</p>",
+        p.seen.len(),
+        esc(&p.window),
+        p.lagging.len(),
+        p.generation
+    );
+    if !p.lagging.is_empty() {
+        out.push_str("<ul class=\"lagging\">");
+        for f in &p.lagging {
+            let _ = write!(out, "<li>{} at {}</li>", esc(&f.producer), f.applied);
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</section>\n");
 }
 
 /// The ladder: a step the migration was in shows its charts when chosen.
@@ -712,7 +736,34 @@ mod tests {
                 range: None,
                 gates: Vec::new(),
             },
+            producers: None,
         }
+    }
+
+    /// Issue 58: the page lists the producers that lag, by id with their generation, escaped.
+    #[test]
+    fn the_page_lists_the_lagging_producers_escaped() {
+        let mut d = detail("slices", false);
+        let f = |producer: &str, applied| crate::indicators::followers::Follower {
+            producer: producer.into(),
+            applied,
+            seen_ms: 0,
+        };
+        d.producers = Some(crate::daemon::followers_view::ProducersView {
+            generation: 9,
+            window: "2m".into(),
+            seen: vec![f("a", 9), f("<b>", 7)],
+            lagging: vec![f("<b>", 7)],
+            tracked: 2,
+            cap: 10,
+            evicted: 0,
+        });
+        let html = migration_main(&d);
+        assert!(
+            html.contains("2 seen on the routing long-poll in the last 2m; 1 behind generation 9"),
+            "{html}"
+        );
+        assert!(html.contains("<li>&lt;b&gt; at 7</li>"), "{html}");
     }
 
     /// Issue 57: a kafka_lag gate showed one number per gate; its largest partition's lag,

@@ -264,6 +264,7 @@ fn detail(a: &Asked<'_>, view: StatusView) -> Detail {
         actions,
         charts: charts(a, selected),
         view,
+        producers: None,
     }
 }
 
@@ -325,6 +326,11 @@ async fn migration<S: Store + Clone + 'static>(
     };
     let mut d = detail(&asked, view);
     d.paged_back = q.before.is_some();
+    d.producers = Some(crate::daemon::followers_view::view(
+        &s.followers,
+        &loaded,
+        asked.now_ms,
+    ));
     page(StatusCode::OK, html::migration(&serving, &d))
 }
 

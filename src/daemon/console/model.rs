@@ -60,6 +60,8 @@ pub struct Detail {
     pub actions: Vec<actions::Action>,
     /// The charts: of the current step, or of a past one chosen on the ladder.
     pub charts: Charts,
+    /// Who follows the routing document and who lags (this daemon's knowledge).
+    pub producers: Option<crate::daemon::followers_view::ProducersView>,
 }
 
 /// The step whose recorded values the charts show.
