@@ -120,6 +120,7 @@ async fn nats_memory_storage_is_refused_file_storage_passes_and_the_sync_interva
 async fn a_rabbitmq_classic_queue_is_refused_a_quorum_queue_passes() {
     let url = common::server_url("QM_TEST_AMQP_URL");
     let api = common::server_url("QM_TEST_RABBITMQ_API_URL");
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (classic, quorum) = (name("classic"), name("quorum"));
     let http = reqwest::Client::new();
     let queue_url = |q: &str| format!("{}/queues/%2f/{q}", api.trim_end_matches('/'));

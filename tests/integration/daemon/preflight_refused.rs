@@ -85,6 +85,7 @@ async fn a_migration_onto_a_memory_stream_is_refused_before_synthetic_until_waiv
         .await
         .unwrap();
     assert!(applied.version.is_some(), "{applied:?}");
+    w.indicators.set("app_probe_ok", 0.0); // park it in synthetic once there
     c.command("local", &Command::Resume, &person("waived"), serde_json::json!({}), now)
         .await
         .unwrap();
