@@ -44,16 +44,21 @@ pub async fn run(plan: &Plan) -> Preflighted {
 }
 
 async fn read(plan: &Plan, side: Side, broker: &Broker) -> Result<BrokerSettings, String> {
-    let url = broker
-        .url
-        .value()
-        .map_err(|why| format!("brokers.{side}.url ({}) has no value here: {why}", broker.url.redacted()))?;
+    let url = broker.url.value().map_err(|why| {
+        format!(
+            "brokers.{side}.url ({}) has no value here: {why}",
+            broker.url.redacted()
+        )
+    })?;
     let destination = broker
         .destination()
         .ok_or_else(|| format!("brokers.{side} names no queue or stream: nothing to read"))?;
     let monitor = match &plan.preflight.side(side).monitor {
         Some(m) => Some(m.value().map_err(|why| {
-            format!("preflight.{side}.monitor ({}) has no value here: {why}", m.redacted())
+            format!(
+                "preflight.{side}.monitor ({}) has no value here: {why}",
+                m.redacted()
+            )
         })?),
         None => None,
     };

@@ -10,11 +10,11 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{CliError, CliResult, Ctx, exit_after_printing, print_json, to_stdout};
-use crate::preflight::Preflighted;
 use crate::controller::ControllerError;
 use crate::outgoing;
 use crate::plan::Diagnostic;
 use crate::preflight::Outcome;
+use crate::preflight::Preflighted;
 
 /// What `migrate preflight --help` teaches: the checks, a waiver, the daemon, the exit codes.
 pub const LONG_ABOUT: &str = r#"Read both brokers' durability settings and refuse what may lose acknowledged writes.
@@ -149,11 +149,8 @@ fn write_report(out: &mut impl Write, name: &str, p: &Preflighted) -> io::Result
         if f.outcome != Outcome::Pass {
             writeln!(out, "          {}", outgoing::line(&f.why))?;
         }
-        match (&f.fix, f.outcome) {
-            (Some(fix), Outcome::Refuse | Outcome::Warn) => {
-                writeln!(out, "          fix: {}", outgoing::line(fix))?;
-            }
-            _ => {}
+        if let (Some(fix), Outcome::Refuse | Outcome::Warn) = (&f.fix, f.outcome) {
+            writeln!(out, "          fix: {}", outgoing::line(fix))?;
         }
         if f.outcome == Outcome::Refuse {
             writeln!(

@@ -26,6 +26,7 @@ pub mod notify;
 pub mod outbox;
 mod outbox_memory;
 pub mod preflight;
+pub mod preflight_reader;
 #[cfg(feature = "brokers")]
 pub mod probes;
 #[cfg(feature = "brokers")]

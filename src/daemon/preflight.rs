@@ -16,59 +16,20 @@
 //! A person's own advance (CLI, API, console) is not checked here: `migrate preflight PLAN`
 //! is theirs to run.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-
 use crate::controller::{Controller, ControllerError, Loaded};
 use crate::machine::{Command, State};
-use crate::plan::Plan;
-use crate::preflight::Preflighted;
 use crate::store::Store;
 
 use super::Shared;
 use super::notify::EventKind;
-use super::tick::Action;
 
-/// What reading a plan's brokers gives.
-pub type Reading = Pin<Box<dyn Future<Output = Preflighted> + Send>>;
-
-/// How the daemon reads a plan's brokers: through their adapters, or (the demo's simulated
-/// world, tests) a function of the plan.
-#[derive(Clone)]
-pub struct Reader(Arc<dyn Fn(Plan) -> Reading + Send + Sync>);
-
-impl std::fmt::Debug for Reader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("preflight::Reader")
-    }
-}
-
-impl Reader {
-    /// Reading with `f`.
-    pub fn new(f: impl Fn(Plan) -> Reading + Send + Sync + 'static) -> Reader {
-        Reader(Arc::new(f))
-    }
-
-    /// Reading the brokers through their adapters ([`crate::adapters::preflight::run`]).
-    #[cfg(feature = "brokers")]
-    pub fn brokers() -> Reader {
-        Reader::new(|plan| Box::pin(async move { crate::adapters::preflight::run(&plan).await }))
-    }
-
-    /// What this build reads by default: the adapters with the feature `brokers`, nothing
-    /// without it (a daemon without adapters publishes nothing to a broker either).
-    pub fn default_for_build() -> Option<Reader> {
-        #[cfg(feature = "brokers")]
-        return Some(Reader::brokers());
-        #[cfg(not(feature = "brokers"))]
-        None
-    }
-
-    /// Read `plan`'s brokers.
-    pub async fn read(&self, plan: Plan) -> Preflighted {
-        (self.0)(plan).await
-    }
+/// Why the preflight kept a tick from advancing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Refused: the migration was paused.
+    Paused,
+    /// The reading outlasted the tick's source timeout: nothing changed.
+    Held,
 }
 
 /// Whether moving from `from` to `to` is a migration's first write to the new broker: into
@@ -83,7 +44,7 @@ pub fn needed(from: State, to: Option<State>) -> bool {
 
 /// Before the tick advances `loaded` to `next`: `Ok(Ok(evidence))` to go on (the preflight's
 /// findings to journal with the advance, `None` when none was needed or this daemon reads
-/// none), `Ok(Err(action))` when the preflight stopped it (paused on a refusal, held on an
+/// none), `Ok(Err(stopped))` when the preflight stopped it (paused on a refusal, held on an
 /// unread broker).
 ///
 /// # Errors
@@ -94,7 +55,7 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
     loaded: &Loaded,
     next: Option<State>,
     now_ms: i64,
-) -> Result<Result<Option<serde_json::Value>, Action>, ControllerError> {
+) -> Result<Result<Option<serde_json::Value>, Stopped>, ControllerError> {
     if !needed(loaded.record.state, next) {
         return Ok(Ok(None));
     }
@@ -106,7 +67,7 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
     let budget = shared.config.source_timeout;
     let Ok(p) = tokio::time::timeout(budget, reader.read(loaded.plan.clone())).await else {
         hold(shared, loaded, &format!("no answer within {budget:?}"));
-        return Ok(Err(Action::Waiting));
+        return Ok(Err(Stopped::Held));
     };
     let evidence = serde_json::json!({
         "findings": p.report.findings,
@@ -130,7 +91,7 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
         evidence,
     );
     shared.refresh(c, name).await;
-    Ok(Err(Action::PreflightRefused))
+    Ok(Err(Stopped::Paused))
 }
 
 /// A broker could not be read: the step holds; said once a generation.

@@ -203,7 +203,7 @@ pub struct Shared<S: Store> {
     #[cfg(feature = "brokers")]
     pub probes: super::probes::ProbeRuns,
     /// How the preflight reads a plan's brokers (`None`: no preflight, [`super::preflight`]).
-    preflight: Mutex<Option<super::preflight::Reader>>,
+    preflight: Mutex<Option<super::preflight_reader::Reader>>,
 }
 
 impl<S: Store + Clone + 'static> Shared<S> {
@@ -257,18 +257,21 @@ impl<S: Store + Clone + 'static> Shared<S> {
             followers,
             #[cfg(feature = "brokers")]
             probes: super::probes::ProbeRuns::default(),
-            preflight: Mutex::new(super::preflight::Reader::default_for_build()),
+            preflight: Mutex::new(super::preflight_reader::Reader::default_for_build()),
         }))
     }
 
     /// How the preflight reads brokers from now on (the demo's simulated world, a test's);
     /// `None`: no preflight.
-    pub fn set_preflight_reader(&self, reader: Option<super::preflight::Reader>) {
-        *self.preflight.lock().unwrap_or_else(PoisonError::into_inner) = reader;
+    pub fn set_preflight_reader(&self, reader: Option<super::preflight_reader::Reader>) {
+        *self
+            .preflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = reader;
     }
 
     /// How the preflight reads brokers now.
-    pub fn preflight_reader(&self) -> Option<super::preflight::Reader> {
+    pub fn preflight_reader(&self) -> Option<super::preflight_reader::Reader> {
         self.preflight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -144,10 +144,15 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         Decision::Advance => {
             match super::preflight::before_advance(shared, &c, &loaded, next, now_ms).await {
                 Ok(Ok(preflight)) => {
-                    let step = Step { gates, next, preflight };
+                    let step = Step {
+                        gates,
+                        next,
+                        preflight,
+                    };
                     advance(shared, &c, &loaded, step, name, now_ms).await
                 }
-                Ok(Err(action)) => Ok(action),
+                Ok(Err(super::preflight::Stopped::Paused)) => Ok(Action::PreflightRefused),
+                Ok(Err(super::preflight::Stopped::Held)) => Ok(Action::Waiting),
                 Err(e) => Err(e),
             }
         }

@@ -70,7 +70,12 @@ impl Preflight {
 
     /// Every waiver, old side first.
     pub fn waivers(&self) -> Vec<crate::preflight::Waiver> {
-        self.old.waive.iter().chain(&self.new.waive).cloned().collect()
+        self.old
+            .waive
+            .iter()
+            .chain(&self.new.waive)
+            .cloned()
+            .collect()
     }
 }
 

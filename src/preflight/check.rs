@@ -134,7 +134,10 @@ impl Check {
         let name = self.as_str();
         [Kind::Nats, Kind::Kafka, Kind::RabbitMq, Kind::Redis]
             .into_iter()
-            .find(|k| name.strip_prefix(k.as_str()).is_some_and(|r| r.starts_with('.')))
+            .find(|k| {
+                name.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+            })
     }
 
     /// Whether it is run on a broker of `kind`.

@@ -1,8 +1,8 @@
 //! The rules: settings -> findings, then the plan's waivers applied.
 
 use super::check::{Check, Kind};
+use super::findings::{Finding, Outcome, Report, Unread, Waiver};
 use super::settings::*;
-use super::{Finding, Outcome, Report, Unread, Waiver};
 
 /// One rule's answer before waivers: the outcome, the setting, its value, why, the fix.
 struct Verdict {
@@ -59,7 +59,7 @@ fn unknown(setting: impl Into<String>, reason: &str, fix: impl Into<String>) -> 
 pub fn judge(settings: &[BrokerSettings], unread: &[Unread], waivers: &[Waiver]) -> Report {
     let mut findings = Vec::new();
     let mut used = vec![false; waivers.len()];
-    let mut verdicts: Vec<(super::Side, &str, Check, Verdict)> = Vec::new();
+    let mut verdicts: Vec<(super::check::Side, &str, Check, Verdict)> = Vec::new();
     for u in unread {
         let v = refuse(
             "its settings",
@@ -166,7 +166,11 @@ fn nats(n: &NatsSettings, check: Check) -> Verdict {
             let setting = format!("stream {stream} replicas");
             let fix = format!("`nats stream edit {stream} --replicas 3` on a cluster of 3");
             match n.replicas {
-                Ok(r) if r >= 3 => pass(setting, r.to_string(), "a majority of 3 or more holds each ack"),
+                Ok(r) if r >= 3 => pass(
+                    setting,
+                    r.to_string(),
+                    "a majority of 3 or more holds each ack",
+                ),
                 Ok(r) => refuse(
                     setting,
                     r.to_string(),
@@ -180,7 +184,11 @@ fn nats(n: &NatsSettings, check: Check) -> Verdict {
             let fix = "set `sync_interval: always` in the server's jetstream block (NATS 2.10+), \
                        and let the monitoring endpoint (preflight.X.monitor) show it";
             match &n.sync {
-                Ok(NatsSync::Always) => pass("jetstream sync", "always", "every write is fsynced before its ack"),
+                Ok(NatsSync::Always) => pass(
+                    "jetstream sync",
+                    "always",
+                    "every write is fsynced before its ack",
+                ),
                 Ok(NatsSync::EveryMs(ms)) => refuse(
                     "jetstream sync_interval",
                     crate::time::human_ms(i64::try_from(*ms).unwrap_or(i64::MAX)),
@@ -222,7 +230,11 @@ fn kafka(k: &KafkaSettings, check: Check) -> Verdict {
                  (with replication factor 3)"
             );
             match k.min_insync_replicas {
-                Ok(m) if m >= 2 => pass(setting, m.to_string(), "an ack=all write is on 2 or more replicas"),
+                Ok(m) if m >= 2 => pass(
+                    setting,
+                    m.to_string(),
+                    "an ack=all write is on 2 or more replicas",
+                ),
                 Ok(m) => refuse(
                     setting,
                     m.to_string(),
@@ -249,7 +261,11 @@ fn kafka(k: &KafkaSettings, check: Check) -> Verdict {
             }
         }
         Check::KafkaAcks => match k.producer_acks.as_str() {
-            "all" | "-1" => pass("our producer's acks", "all", "a write is confirmed once every in-sync replica has it"),
+            "all" | "-1" => pass(
+                "our producer's acks",
+                "all",
+                "a write is confirmed once every in-sync replica has it",
+            ),
             other => refuse(
                 "our producer's acks",
                 other,
@@ -278,7 +294,11 @@ fn rabbitmq(r: &RabbitMqSettings, check: Check) -> Verdict {
                 ),
                 (Ok(t), Ok(durable)) => refuse(
                     setting,
-                    if *durable { t.to_string() } else { format!("{t}, not durable") },
+                    if *durable {
+                        t.to_string()
+                    } else {
+                        format!("{t}, not durable")
+                    },
                     "a classic queue lives on one node: its loss loses what it confirmed",
                     fix,
                 ),
@@ -287,7 +307,11 @@ fn rabbitmq(r: &RabbitMqSettings, check: Check) -> Verdict {
         }
         Check::RabbitMqPublisherConfirms => {
             if r.publisher_confirms {
-                pass("our publisher confirms", "on", "a publish counts once the broker confirms it")
+                pass(
+                    "our publisher confirms",
+                    "on",
+                    "a publish counts once the broker confirms it",
+                )
             } else {
                 refuse(
                     "our publisher confirms",

@@ -57,7 +57,13 @@ fn a_safe_nats_cluster_passes_every_check() {
 #[test]
 fn nats_memory_storage_and_the_default_sync_interval_are_refused_naming_the_setting() {
     let r = judge(
-        &[nats("memory", 3, Ok(NatsSync::EveryMs(NATS_DEFAULT_SYNC_MS)), 3)], &[],
+        &[nats(
+            "memory",
+            3,
+            Ok(NatsSync::EveryMs(NATS_DEFAULT_SYNC_MS)),
+            3,
+        )],
+        &[],
         &[],
     );
     assert_eq!(outcome(&r, Side::New, Check::NatsStorage), Outcome::Refuse);
@@ -72,11 +78,21 @@ fn nats_memory_storage_and_the_default_sync_interval_are_refused_naming_the_sett
 #[test]
 fn an_unknown_setting_is_refused_never_passed() {
     let r = judge(
-        &[nats("file", 3, Err("no monitoring endpoint given".into()), 3)], &[],
+        &[nats(
+            "file",
+            3,
+            Err("no monitoring endpoint given".into()),
+            3,
+        )],
+        &[],
         &[],
     );
     assert_eq!(outcome(&r, Side::New, Check::NatsSync), Outcome::Refuse);
-    assert!(r.refusal_line().unwrap().contains("unknown (no monitoring endpoint given)"));
+    assert!(
+        r.refusal_line()
+            .unwrap()
+            .contains("unknown (no monitoring endpoint given)")
+    );
 }
 
 #[test]
@@ -85,7 +101,8 @@ fn a_single_node_is_refused_unless_waived_and_the_waiver_is_reported() {
     let r = judge(std::slice::from_ref(&b), &[], &[]);
     assert_eq!(outcome(&r, Side::New, Check::SingleNode), Outcome::Refuse);
     let r = judge(
-        &[b], &[],
+        &[b],
+        &[],
         &[
             waiver(Side::New, Check::SingleNode),
             waiver(Side::New, Check::NatsReplicas),
@@ -114,9 +131,15 @@ fn a_single_node_is_refused_unless_waived_and_the_waiver_is_reported() {
 #[test]
 fn redis_appendfsync_no_is_refused_everysec_warns_always_passes() {
     let r = judge(&[redis(true, "no", 0)], &[], &[]);
-    assert_eq!(outcome(&r, Side::Old, Check::RedisAppendfsync), Outcome::Refuse);
+    assert_eq!(
+        outcome(&r, Side::Old, Check::RedisAppendfsync),
+        Outcome::Refuse
+    );
     let r = judge(&[redis(true, "everysec", 0)], &[], &[]);
-    assert_eq!(outcome(&r, Side::Old, Check::RedisAppendfsync), Outcome::Warn);
+    assert_eq!(
+        outcome(&r, Side::Old, Check::RedisAppendfsync),
+        Outcome::Warn
+    );
     let warn = r
         .findings
         .iter()
@@ -124,9 +147,15 @@ fn redis_appendfsync_no_is_refused_everysec_warns_always_passes() {
         .unwrap();
     assert!(warn.why.contains("one second"), "{}", warn.why);
     let r = judge(&[redis(true, "always", 0)], &[], &[]);
-    assert_eq!(outcome(&r, Side::Old, Check::RedisAppendfsync), Outcome::Pass);
+    assert_eq!(
+        outcome(&r, Side::Old, Check::RedisAppendfsync),
+        Outcome::Pass
+    );
     let r = judge(&[redis(false, "always", 0)], &[], &[]);
-    assert_eq!(outcome(&r, Side::Old, Check::RedisAppendonly), Outcome::Refuse);
+    assert_eq!(
+        outcome(&r, Side::Old, Check::RedisAppendonly),
+        Outcome::Refuse
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! unreachable, never forgetful), on one node each: the demo's plan waives `single_node` (and
 //! the one-replica stream that follows from it), so its journal shows the waivers used.
 
-use crate::daemon::preflight::Reader;
+use crate::daemon::preflight_reader::Reader;
 use crate::plan::{Broker, Plan};
 use crate::preflight::*;
 

@@ -5,7 +5,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 
-use super::Target;
+use super::common::Target;
 use crate::brokers::kafka_client::{REQUEST_TIMEOUT, base_config, blocking};
 use crate::brokers::kafka_url::KafkaUrl;
 use crate::preflight::{BrokerSettings, Detail, KafkaSettings, Known};
@@ -38,10 +38,14 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
             .and_then(|e| e.value.clone())
             .ok_or_else(|| format!("the topic's configuration has no {name}"))
     };
-    let min_insync_replicas = entry("min.insync.replicas")
-        .and_then(|v| v.parse().map_err(|_| format!("min.insync.replicas is {v:?}")));
-    let unclean_leader_election = entry("unclean.leader.election.enable")
-        .and_then(|v| v.parse().map_err(|_| format!("unclean.leader.election.enable is {v:?}")));
+    let min_insync_replicas = entry("min.insync.replicas").and_then(|v| {
+        v.parse()
+            .map_err(|_| format!("min.insync.replicas is {v:?}"))
+    });
+    let unclean_leader_election = entry("unclean.leader.election.enable").and_then(|v| {
+        v.parse()
+            .map_err(|_| format!("unclean.leader.election.enable is {v:?}"))
+    });
     let producer = crate::brokers::kafka::producer_config(&url);
     Ok(BrokerSettings {
         side: t.side,

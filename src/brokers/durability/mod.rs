@@ -16,38 +16,22 @@
 //! A broker that cannot be reached at all (or answers nothing within the deadline) is an
 //! error, with the reason redacted: nothing about it can be judged.
 
+mod common;
 mod nats;
 mod rabbitmq;
 mod redis;
+
+pub use common::Target;
 
 #[cfg(feature = "kafka")]
 mod kafka;
 
 use std::time::Duration;
 
-use crate::preflight::{BrokerSettings, Kind, Side};
+use crate::preflight::{BrokerSettings, Kind};
 
 /// How long reading one broker's settings may take in all.
 pub const READ_DEADLINE: Duration = Duration::from_secs(15);
-
-/// How long one HTTP request to a monitoring endpoint may take.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What to read: one broker of a plan.
-#[derive(Debug, Clone, Copy)]
-pub struct Target<'a> {
-    pub side: Side,
-    /// The display name.
-    pub name: &'a str,
-    /// The plan's kind (`nats`, `amqp`...).
-    pub kind: &'a str,
-    /// Its connection URL (may hold credentials: never shown as is).
-    pub url: &'a str,
-    /// The queue, stream or topic the migration writes to.
-    pub destination: &'a str,
-    /// The monitoring endpoint, when the plan names one.
-    pub monitor: Option<&'a str>,
-}
 
 /// Reads `target`'s settings within [`READ_DEADLINE`].
 ///
@@ -71,48 +55,4 @@ pub async fn read(target: Target<'_>) -> Result<BrokerSettings, String> {
         Ok(r) => r.map_err(|e| crate::redact::known(&e, [target.url])),
         Err(_) => Err(format!("no answer within {READ_DEADLINE:?}")),
     }
-}
-
-/// The HTTP client of the monitoring endpoints: bounded connect and request.
-fn http() -> Result<reqwest::Client, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(HTTP_TIMEOUT)
-        .connect_timeout(super::CONNECT_TIMEOUT)
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))
-}
-
-/// A GET answered with JSON, or why not (its body's start on an HTTP error).
-async fn get_json(
-    http: &reqwest::Client,
-    url: reqwest::Url,
-    auth: Option<(&str, Option<&str>)>,
-) -> Result<serde_json::Value, GetError> {
-    let shown = crate::redact::url(url.as_str());
-    let mut req = http.get(url);
-    if let Some((user, password)) = auth {
-        req = req.basic_auth(user, password);
-    }
-    let response = req
-        .send()
-        .await
-        .map_err(|e| GetError::Other(format!("{shown}: {}", crate::redact::error(&e))))?;
-    let status = response.status();
-    if status == reqwest::StatusCode::NOT_FOUND {
-        return Err(GetError::NotFound);
-    }
-    if !status.is_success() {
-        return Err(GetError::Other(format!("{shown}: HTTP {status}")));
-    }
-    response
-        .json()
-        .await
-        .map_err(|e| GetError::Other(format!("{shown}: not JSON: {e}")))
-}
-
-/// Why a GET gave no JSON.
-enum GetError {
-    NotFound,
-    Other(String),
 }

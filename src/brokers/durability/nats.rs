@@ -2,14 +2,16 @@
 
 use async_nats::jetstream::{self, stream};
 
-use super::{GetError, Target, get_json, http};
-use crate::preflight::{BrokerSettings, Detail, Known, NATS_DEFAULT_SYNC_MS, NatsSettings, NatsSync};
+use super::common::{GetError, Target, get_json, http};
+use crate::preflight::{
+    BrokerSettings, Detail, Known, NATS_DEFAULT_SYNC_MS, NatsSettings, NatsSync,
+};
 
 pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
     let client = async_nats::ConnectOptions::new()
         .name("queue-migrate preflight")
         .connection_timeout(crate::brokers::CONNECT_TIMEOUT)
-        .request_timeout(Some(super::HTTP_TIMEOUT))
+        .request_timeout(Some(super::common::HTTP_TIMEOUT))
         .connect(t.url)
         .await
         .map_err(|e| crate::redact::error(&e))?;
@@ -40,7 +42,10 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
             jetstream::context::GetStreamErrorKind::JetStream(j)
                 if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
             {
-                (Ok("file (no stream yet: as migrate declares it)".into()), Ok(1))
+                (
+                    Ok("file (no stream yet: as migrate declares it)".into()),
+                    Ok(1),
+                )
             }
             _ => {
                 let why = crate::redact::error(&e);
@@ -91,10 +96,17 @@ pub(super) fn sync_of_varz(varz: &serde_json::Value) -> Known<NatsSync> {
     let Some(config) = varz.pointer("/jetstream/config") else {
         return Err("the server's /varz shows no JetStream".into());
     };
-    if config.get("sync_always").and_then(serde_json::Value::as_bool) == Some(true) {
+    if config
+        .get("sync_always")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+    {
         return Ok(NatsSync::Always);
     }
-    match config.get("sync_interval").and_then(serde_json::Value::as_u64) {
+    match config
+        .get("sync_interval")
+        .and_then(serde_json::Value::as_u64)
+    {
         Some(ns) if ns > 0 => Ok(NatsSync::EveryMs(ns / 1_000_000)),
         _ => Ok(NatsSync::EveryMs(NATS_DEFAULT_SYNC_MS)),
     }

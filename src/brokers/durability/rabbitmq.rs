@@ -1,6 +1,6 @@
 //! RabbitMQ: the queue's type and durability, the cluster's nodes (management API).
 
-use super::{GetError, Target, get_json, http};
+use super::common::{GetError, Target, get_json, http};
 use crate::brokers::rabbitmq::{decode, derive_management, split_management, vhost_of};
 use crate::preflight::{BrokerSettings, Detail, Known, RabbitMqSettings};
 
@@ -11,8 +11,8 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
         (None, Some(m)) => m,
         (None, None) => derive_management(&amqp_url).map_err(|e| e.to_string())?,
     };
-    let mut base = reqwest::Url::parse(&management)
-        .map_err(|e| format!("management API URL: {e}"))?;
+    let mut base =
+        reqwest::Url::parse(&management).map_err(|e| format!("management API URL: {e}"))?;
     // No user in the URL: RabbitMQ's default login, as the AMQP client uses it.
     let (user, password) = match base.username() {
         "" => ("guest".to_string(), Some("guest".to_string())),
@@ -33,9 +33,7 @@ pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
     };
     // The nodes first: an unreachable management API is the broker's answer missing whole.
     let nodes: Known<u32> = match get_json(&http, api(&["nodes"])?, auth).await {
-        Ok(serde_json::Value::Array(nodes)) => {
-            Ok(u32::try_from(nodes.len()).unwrap_or(u32::MAX))
-        }
+        Ok(serde_json::Value::Array(nodes)) => Ok(u32::try_from(nodes.len()).unwrap_or(u32::MAX)),
         Ok(_) => Err("GET /api/nodes is not a list".into()),
         Err(GetError::NotFound) => Err("the management API has no /api/nodes".into()),
         Err(GetError::Other(e)) => {

@@ -2,12 +2,12 @@
 
 use std::collections::HashMap;
 
-use super::Target;
+use super::common::Target;
 use crate::preflight::{BrokerSettings, Detail, Known, RedisSettings};
 
 pub(super) async fn read(t: &Target<'_>) -> Result<BrokerSettings, String> {
     let client = ::redis::Client::open(t.url).map_err(|e| crate::redact::error(&e))?;
-    let config = crate::brokers::redis_streams::config(super::HTTP_TIMEOUT);
+    let config = crate::brokers::redis_streams::config(super::common::HTTP_TIMEOUT);
     let mut con = client
         .get_multiplexed_async_connection_with_config(&config)
         .await

@@ -95,24 +95,30 @@ impl Cx<'_> {
         })
     }
 
-    fn waiver(
-        &mut self,
-        v: &Value,
-        path: &str,
-        side: Side,
-        kind: Option<Kind>,
-    ) -> Option<Waiver> {
+    fn waiver(&mut self, v: &Value, path: &str, side: Side, kind: Option<Kind>) -> Option<Waiver> {
         let o = Obj::new(self, v, path, "a waiver", WAIVER_FIELDS)?;
         let check = o
-            .req(self, "check", "the name of the check waived, e.g. single_node")
+            .req(
+                self,
+                "check",
+                "the name of the check waived, e.g. single_node",
+            )
             .and_then(|(v, p)| self.nonempty_string(v, &p).map(|s| (s, p)));
         let reason = o
-            .req(self, "reason", "why losing acknowledged writes is accepted here")
+            .req(
+                self,
+                "reason",
+                "why losing acknowledged writes is accepted here",
+            )
             .and_then(|(v, p)| self.nonempty_string(v, &p));
         let (name, check_path) = check?;
         let names: Vec<&str> = Check::ALL.iter().map(|c| c.as_str()).collect();
         let Some(check) = Check::parse(&name) else {
-            let mut message = format!("unknown check {}; checks: {}", quote(&name), names.join(", "));
+            let mut message = format!(
+                "unknown check {}; checks: {}",
+                quote(&name),
+                names.join(", ")
+            );
             if let Some(near) = closest(&name, &names) {
                 message.push_str(&format!(" (did you mean `{near}`?)"));
             }

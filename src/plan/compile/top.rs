@@ -11,8 +11,8 @@ use super::gates::GateCtx;
 use crate::plan::duration_serde::format as human;
 use crate::plan::lines::key_path;
 use crate::plan::model::{
-    Broker, Brokers, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish, Notify, Plan, Preflight,
-    Retry, RoutingPublish, Webhook,
+    Broker, Brokers, DEFAULT_SLICES, Dedup, DedupMode, EtcdPublish, Notify, Plan, Preflight, Retry,
+    RoutingPublish, Webhook,
 };
 
 /// The only plan format version this build reads.

@@ -120,6 +120,7 @@ async fn nats_memory_storage_is_refused_file_storage_passes_and_the_sync_interva
 async fn a_rabbitmq_classic_queue_is_refused_a_quorum_queue_passes() {
     let url = common::server_url("QM_TEST_AMQP_URL");
     let api = common::server_url("QM_TEST_RABBITMQ_API_URL");
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (classic, quorum) = (name("classic"), name("quorum"));
     let http = reqwest::Client::new();
     let queue_url = |q: &str| format!("{}/queues/%2f/{q}", api.trim_end_matches('/'));
@@ -128,7 +129,10 @@ async fn a_rabbitmq_classic_queue_is_refused_a_quorum_queue_passes() {
         let u = queue_url(&q);
         async move {
             let base = reqwest::Url::parse(&u).unwrap();
-            let (user, password) = (base.username().to_string(), base.password().map(String::from));
+            let (user, password) = (
+                base.username().to_string(),
+                base.password().map(String::from),
+            );
             let mut bare = base.clone();
             bare.set_username("").unwrap();
             bare.set_password(None).unwrap();
@@ -145,11 +149,22 @@ async fn a_rabbitmq_classic_queue_is_refused_a_quorum_queue_passes() {
     };
     put(classic.clone(), "classic").await;
     put(quorum.clone(), "quorum").await;
-    let lossy = judge(&[settings(target("amqp", &url, &classic, None)).await], &[], &[]);
-    let safe = judge(&[settings(target("amqp", &url, &quorum, None)).await], &[], &[]);
+    let lossy = judge(
+        &[settings(target("amqp", &url, &classic, None)).await],
+        &[],
+        &[],
+    );
+    let safe = judge(
+        &[settings(target("amqp", &url, &quorum, None)).await],
+        &[],
+        &[],
+    );
     for q in [&classic, &quorum] {
         let base = reqwest::Url::parse(&queue_url(q)).unwrap();
-        let (user, password) = (base.username().to_string(), base.password().map(String::from));
+        let (user, password) = (
+            base.username().to_string(),
+            base.password().map(String::from),
+        );
         let mut bare = base.clone();
         bare.set_username("").unwrap();
         bare.set_password(None).unwrap();
@@ -157,7 +172,11 @@ async fn a_rabbitmq_classic_queue_is_refused_a_quorum_queue_passes() {
     }
     assert_eq!(outcome(&lossy, Check::RabbitMqQueueType), Outcome::Refuse);
     assert!(line(&lossy, Check::RabbitMqQueueType).contains("x-queue-type: quorum"));
-    assert_eq!(outcome(&safe, Check::RabbitMqQueueType), Outcome::Pass, "{safe:#?}");
+    assert_eq!(
+        outcome(&safe, Check::RabbitMqQueueType),
+        Outcome::Pass,
+        "{safe:#?}"
+    );
     assert_eq!(
         outcome(&safe, Check::RabbitMqPublisherConfirms),
         Outcome::Pass
@@ -187,7 +206,14 @@ fn own_redis() -> OwnRedis {
         .port();
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", ""])
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+        ])
         .args(["--appendonly", "no", "--dir"])
         .arg(dir.path())
         .stdout(std::process::Stdio::null())
@@ -210,14 +236,28 @@ fn own_redis() -> OwnRedis {
 async fn redis_appendonly_off_and_appendfsync_no_are_refused_everysec_warns_always_passes() {
     // The shared server (appendfsync always) passes as it is.
     let shared = common::server_url("QM_TEST_REDIS_URL");
-    let r = judge(&[settings(target("redis", &shared, "s", None)).await], &[], &[]);
-    assert_eq!(outcome(&r, Check::RedisAppendfsync), Outcome::Pass, "{r:#?}");
+    let r = judge(
+        &[settings(target("redis", &shared, "s", None)).await],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        outcome(&r, Check::RedisAppendfsync),
+        Outcome::Pass,
+        "{r:#?}"
+    );
     assert_eq!(outcome(&r, Check::SingleNode), Outcome::Refuse);
     // Our own server, reconfigured step by step.
     let own = own_redis();
     let client = redis::Client::open(own.url.as_str()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let judged = async || judge(&[settings(target("redis", &own.url, "s", None)).await], &[], &[]);
+    let judged = async || {
+        judge(
+            &[settings(target("redis", &own.url, "s", None)).await],
+            &[],
+            &[],
+        )
+    };
     let r = judged().await;
     assert_eq!(outcome(&r, Check::RedisAppendonly), Outcome::Refuse);
     assert!(line(&r, Check::RedisAppendonly).contains("CONFIG SET appendonly yes"));
@@ -267,8 +307,16 @@ async fn a_kafka_topic_with_min_insync_replicas_one_is_refused_on_the_real_broke
         r.unwrap();
     }
     let url = format!("kafka://{bootstrap}");
-    let a = judge(&[settings(target("kafka", &url, &lossy, None)).await], &[], &[]);
-    let b = judge(&[settings(target("kafka", &url, &safer, None)).await], &[], &[]);
+    let a = judge(
+        &[settings(target("kafka", &url, &lossy, None)).await],
+        &[],
+        &[],
+    );
+    let b = judge(
+        &[settings(target("kafka", &url, &safer, None)).await],
+        &[],
+        &[],
+    );
     let _ = admin.delete_topics(&[&lossy, &safer], &opts).await;
     assert_eq!(outcome(&a, Check::KafkaMinInsyncReplicas), Outcome::Refuse);
     assert!(line(&a, Check::KafkaMinInsyncReplicas).contains("min.insync.replicas is 1"));
@@ -276,8 +324,15 @@ async fn a_kafka_topic_with_min_insync_replicas_one_is_refused_on_the_real_broke
         outcome(&a, Check::KafkaUncleanLeaderElection),
         Outcome::Refuse
     );
-    assert_eq!(outcome(&b, Check::KafkaMinInsyncReplicas), Outcome::Pass, "{b:#?}");
-    assert_eq!(outcome(&b, Check::KafkaUncleanLeaderElection), Outcome::Pass);
+    assert_eq!(
+        outcome(&b, Check::KafkaMinInsyncReplicas),
+        Outcome::Pass,
+        "{b:#?}"
+    );
+    assert_eq!(
+        outcome(&b, Check::KafkaUncleanLeaderElection),
+        Outcome::Pass
+    );
     // One broker: one replica, one node, both said; our producer's acks=all passes.
     assert_eq!(outcome(&b, Check::KafkaReplicationFactor), Outcome::Refuse);
     assert_eq!(outcome(&b, Check::SingleNode), Outcome::Refuse);

@@ -103,6 +103,9 @@ async fn the_backtest_makes_the_live_controllers_transitions_at_the_same_instant
     let mut config = daemon_config(clock.clone());
     config.confirm_complete = vec!["agree".into()];
     let shared = Shared::new(store.clone(), config, resolve.clone()).unwrap();
+    // The rehearsal replays the gates: the brokers' durability (the daemon's preflight before
+    // synthetic, issue 58) is no reading of theirs, and this plan's brokers are not there.
+    shared.set_preflight_reader(None);
     shared.leader.store(true, Ordering::SeqCst);
     let minutes = 60;
     for m in 0..=minutes {

@@ -70,9 +70,15 @@ async fn a_migration_onto_a_memory_stream_is_refused_before_synthetic_until_waiv
     };
     let c = w.controller(&fetcher);
     let now = d.clock.load(std::sync::atomic::Ordering::SeqCst);
-    c.command("local", &Command::Resume, &person("try again"), serde_json::json!({}), now)
-        .await
-        .unwrap();
+    c.command(
+        "local",
+        &Command::Resume,
+        &person("try again"),
+        serde_json::json!({}),
+        now,
+    )
+    .await
+    .unwrap();
     d.climb_until(&w, |s| s.2 || s.0 == "synthetic").await;
     assert_eq!(w.state().await, ("consume_dual".into(), None, true));
 
@@ -81,13 +87,25 @@ async fn a_migration_onto_a_memory_stream_is_refused_before_synthetic_until_waiv
     std::fs::write(w.dir.path().join("local.yaml"), plan(&nats, &name, waiver)).unwrap();
     let now = d.clock.load(std::sync::atomic::Ordering::SeqCst);
     let applied = c
-        .plan_apply(&w.dir.path().join("local.yaml"), &person("accept memory"), now, false)
+        .plan_apply(
+            &w.dir.path().join("local.yaml"),
+            &person("accept memory"),
+            now,
+            false,
+        )
         .await
         .unwrap();
     assert!(applied.version.is_some(), "{applied:?}");
-    c.command("local", &Command::Resume, &person("waived"), serde_json::json!({}), now)
-        .await
-        .unwrap();
+    w.indicators.set("app_probe_ok", 0.0); // park it in synthetic once there
+    c.command(
+        "local",
+        &Command::Resume,
+        &person("waived"),
+        serde_json::json!({}),
+        now,
+    )
+    .await
+    .unwrap();
     d.climb_until(&w, |s| s.0 == "synthetic" || s.2).await;
     let _ = js.delete_stream(&name).await;
     assert_eq!(w.state().await, ("synthetic".into(), None, false));
@@ -97,7 +115,9 @@ async fn a_migration_onto_a_memory_stream_is_refused_before_synthetic_until_waiv
         .rev()
         .find(|e| e.to.state.to_string() == "synthetic")
         .unwrap();
-    let findings = entered.evidence["preflight"]["findings"].as_array().unwrap();
+    let findings = entered.evidence["preflight"]["findings"]
+        .as_array()
+        .unwrap();
     let storage = findings
         .iter()
         .find(|f| f["check"] == "nats.storage")
