@@ -6,6 +6,7 @@
 mod advance_memory_race;
 mod complete_role_race;
 mod console;
+mod console_truth;
 mod core;
 mod crash_sigkill;
 mod daemon_hardening;
@@ -16,6 +17,7 @@ mod db_clock_step;
 mod guard_isolation;
 mod guard_isolation_scale;
 mod hardening_input;
+mod last_round;
 mod not_driven;
 mod outbox;
 mod resume_time;
