@@ -554,7 +554,7 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
         if pause.is_some_and(|p| p.command == "abort") {
             return Standing::Aborted { by, why, at_ms };
         }
-        let guards = last_round::paused_guards(s.gates, pause);
+        let guards = paused_guards(s.gates, pause);
         return Standing::NeedsPerson {
             person: Person::Paused {
                 by,
@@ -576,6 +576,56 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             readings: Box::new(readings),
         },
         None => readings,
+    }
+}
+
+/// What the guards of a paused migration say by their newest readings.
+#[derive(Debug, Clone, PartialEq)]
+struct PausedGuards {
+    /// A guard failing by its newest reading.
+    failing: Option<String>,
+    /// That reading, when it is the round that paused it (no evaluation of the guard in this
+    /// step since).
+    last_round: Option<GuardReading>,
+    /// Every guard of the step has been evaluated in it.
+    all_evaluated: bool,
+}
+
+/// The guards of a paused migration: `gates` of this step, `pause` the entry that paused it.
+fn paused_guards(gates: &[GateInput], pause: Option<&Pause>) -> PausedGuards {
+    let guards = || gates.iter().filter(|g| g.kind == GateKind::Guard);
+    let all_evaluated = guards().all(|g| g.evaluated);
+    // This step's evaluation of `name`, when it is at least as new as `at_ms`.
+    let newer_here = |name: &str, at_ms: i64| {
+        guards().any(|g| {
+            g.name == name && g.evaluated && g.evaluated_at_ms.is_none_or(|at| at >= at_ms)
+        })
+    };
+    let breach = pause.map_or(&[][..], |p| p.breach.as_slice());
+    if let Some(g) = guards().find(|g| {
+        g.evaluated
+            && g.verdict == Verdict::Fail
+            && breach
+                .iter()
+                .all(|b| b.gate != g.name || newer_here(&g.name, b.at_ms))
+    }) {
+        return PausedGuards {
+            failing: Some(g.name.clone()),
+            last_round: None,
+            all_evaluated,
+        };
+    }
+    match breach.iter().find(|b| !newer_here(&b.gate, b.at_ms)) {
+        Some(b) => PausedGuards {
+            failing: Some(b.gate.clone()),
+            last_round: Some(b.clone()),
+            all_evaluated,
+        },
+        None => PausedGuards {
+            failing: None,
+            last_round: None,
+            all_evaluated,
+        },
     }
 }
 

@@ -5,13 +5,10 @@
 //! views read only this step's evaluations, so for up to an interval after a breach `status`
 //! said "no guard fails now" while the round that had just paused it read the guard at 0.2.
 //! The journal entry of the pause carries that round's readings (its evidence): a guard's
-//! newest reading is the newer of the two, and the sentence says which one it is.
+//! newest reading is the newer of the two (`paused_guards` in the parent module), and the
+//! sentence says which one it is. Nothing here reads the parent's types.
 
 use serde::Serialize;
-
-use super::{GateInput, Pause};
-use crate::gate::Verdict;
-use crate::plan::GateKind;
 
 /// A guard as the round that paused the migration read it, failing (from the pause's journal
 /// evidence, as the daemon writes it: `{"breach": [...], "gates": [...]}`).
@@ -41,56 +38,6 @@ pub fn failing_guards(evidence: &serde_json::Value) -> Vec<GuardReading> {
             })
         })
         .collect()
-}
-
-/// What the guards of a paused migration say by their newest readings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PausedGuards {
-    /// A guard failing by its newest reading.
-    pub failing: Option<String>,
-    /// That reading, when it is the round that paused it (no evaluation of the guard in this
-    /// step since).
-    pub last_round: Option<GuardReading>,
-    /// Every guard of the step has been evaluated in it.
-    pub all_evaluated: bool,
-}
-
-/// The guards of a paused migration: `gates` of this step, `pause` the entry that paused it.
-pub fn paused_guards(gates: &[GateInput], pause: Option<&Pause>) -> PausedGuards {
-    let guards = || gates.iter().filter(|g| g.kind == GateKind::Guard);
-    let all_evaluated = guards().all(|g| g.evaluated);
-    // This step's evaluation of `name`, when it is at least as new as `at_ms`.
-    let newer_here = |name: &str, at_ms: i64| {
-        guards().any(|g| {
-            g.name == name && g.evaluated && g.evaluated_at_ms.is_none_or(|at| at >= at_ms)
-        })
-    };
-    let breach = pause.map_or(&[][..], |p| p.breach.as_slice());
-    if let Some(g) = guards().find(|g| {
-        g.evaluated
-            && g.verdict == Verdict::Fail
-            && breach
-                .iter()
-                .all(|b| b.gate != g.name || newer_here(&g.name, b.at_ms))
-    }) {
-        return PausedGuards {
-            failing: Some(g.name.clone()),
-            last_round: None,
-            all_evaluated,
-        };
-    }
-    match breach.iter().find(|b| !newer_here(&b.gate, b.at_ms)) {
-        Some(b) => PausedGuards {
-            failing: Some(b.gate.clone()),
-            last_round: Some(b.clone()),
-            all_evaluated,
-        },
-        None => PausedGuards {
-            failing: None,
-            last_round: None,
-            all_evaluated,
-        },
-    }
 }
 
 /// The end of the paused sentence: `; guard lag still fails`, `; guard lag failed in the round
