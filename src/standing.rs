@@ -27,6 +27,10 @@
 
 use serde::Serialize;
 
+pub mod last_round;
+
+pub use last_round::GuardReading;
+
 use crate::gate::{NoDataCause, Soak, Verdict};
 use crate::plan::GateKind;
 use crate::time::human_ms;
@@ -39,6 +43,9 @@ pub struct Pause {
     pub reason: Option<String>,
     pub actor: String,
     pub at_ms: i64,
+    /// The guards the round that paused it read failing (a breach's pause; none for a person's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breach: Vec<GuardReading>,
 }
 
 impl Pause {
@@ -53,6 +60,7 @@ impl Pause {
                 reason: e.reason.clone(),
                 actor: e.actor.clone(),
                 at_ms: e.at_ms,
+                breach: last_round::failing_guards(&e.evidence),
             })
     }
 }
@@ -71,6 +79,8 @@ pub struct GateInput {
     pub reason: String,
     /// `false`: awaiting its first evaluation in the step.
     pub evaluated: bool,
+    /// When it was last evaluated in the step (ms), when known.
+    pub evaluated_at_ms: Option<i64>,
     pub soak: Option<Soak>,
     /// No data: why (`None` for the other verdicts, and for evaluations stored before the
     /// cause was kept: see the module's doc).
@@ -183,8 +193,16 @@ pub enum Person {
         by: Option<String>,
         why: Option<String>,
         at_ms: Option<i64>,
-        /// A guard that fails now (a resume would breach again).
+        /// A guard that fails by its newest reading (a resume would breach again): this
+        /// step's evaluation, or the round that paused it when none of the guard is newer.
         failing_guard: Option<String>,
+        /// The reading of `failing_guard` when it is the round that paused it: no round has
+        /// evaluated the guard in this step since (a breach's rollback enters a new step).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_round: Option<GuardReading>,
+        /// Every guard of this step has been evaluated in it (`false`: "no guard fails now"
+        /// would not be known).
+        guards_evaluated: bool,
     },
     /// `auto_advance: false`: advance by hand.
     Advance,
@@ -397,14 +415,17 @@ impl Standing {
                     why,
                     at_ms,
                     failing_guard,
-                } => {
-                    let mut s = format!("needs a person: paused{}", who(by, why, *at_ms));
-                    match failing_guard {
-                        Some(g) => s.push_str(&format!("; guard {g} still fails")),
-                        None => s.push_str("; no guard fails now"),
-                    }
-                    s
-                }
+                    last_round,
+                    guards_evaluated,
+                } => format!(
+                    "needs a person: paused{}{}",
+                    who(by, why, *at_ms),
+                    last_round::sentence(
+                        failing_guard.as_deref(),
+                        last_round.as_ref(),
+                        *guards_evaluated
+                    )
+                ),
             },
             Standing::NotDriven {
                 holder,
@@ -533,12 +554,15 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
         if pause.is_some_and(|p| p.command == "abort") {
             return Standing::Aborted { by, why, at_ms };
         }
+        let guards = paused_guards(s.gates, pause);
         return Standing::NeedsPerson {
             person: Person::Paused {
                 by,
                 why,
                 at_ms,
-                failing_guard: failing_guard.map(|g| g.name.clone()),
+                failing_guard: guards.failing,
+                last_round: guards.last_round,
+                guards_evaluated: guards.all_evaluated,
             },
         };
     }
@@ -552,6 +576,56 @@ pub fn standing(s: &Snapshot<'_>) -> Standing {
             readings: Box::new(readings),
         },
         None => readings,
+    }
+}
+
+/// What the guards of a paused migration say by their newest readings.
+#[derive(Debug, Clone, PartialEq)]
+struct PausedGuards {
+    /// A guard failing by its newest reading.
+    failing: Option<String>,
+    /// That reading, when it is the round that paused it (no evaluation of the guard in this
+    /// step since).
+    last_round: Option<GuardReading>,
+    /// Every guard of the step has been evaluated in it.
+    all_evaluated: bool,
+}
+
+/// The guards of a paused migration: `gates` of this step, `pause` the entry that paused it.
+fn paused_guards(gates: &[GateInput], pause: Option<&Pause>) -> PausedGuards {
+    let guards = || gates.iter().filter(|g| g.kind == GateKind::Guard);
+    let all_evaluated = guards().all(|g| g.evaluated);
+    // This step's evaluation of `name`, when it is at least as new as `at_ms`.
+    let newer_here = |name: &str, at_ms: i64| {
+        guards().any(|g| {
+            g.name == name && g.evaluated && g.evaluated_at_ms.is_none_or(|at| at >= at_ms)
+        })
+    };
+    let breach = pause.map_or(&[][..], |p| p.breach.as_slice());
+    if let Some(g) = guards().find(|g| {
+        g.evaluated
+            && g.verdict == Verdict::Fail
+            && breach
+                .iter()
+                .all(|b| b.gate != g.name || newer_here(&g.name, b.at_ms))
+    }) {
+        return PausedGuards {
+            failing: Some(g.name.clone()),
+            last_round: None,
+            all_evaluated,
+        };
+    }
+    match breach.iter().find(|b| !newer_here(&b.gate, b.at_ms)) {
+        Some(b) => PausedGuards {
+            failing: Some(b.gate.clone()),
+            last_round: Some(b.clone()),
+            all_evaluated,
+        },
+        None => PausedGuards {
+            failing: None,
+            last_round: None,
+            all_evaluated,
+        },
     }
 }
 

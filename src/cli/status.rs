@@ -439,6 +439,7 @@ mod tests {
                 reason: Some("the new broker's disk alarm fired during the night shift; waiting for storage to be resized before going on".into()),
                 actor: "ana".into(),
                 at_ms: 0,
+                breach: Vec::new(),
             }),
         }
     }

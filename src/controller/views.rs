@@ -163,6 +163,7 @@ pub fn standing_of(
                 .map(|t| t.text()),
             reason: g.reason.clone(),
             evaluated: g.evaluated_at.is_some(),
+            evaluated_at_ms: g.evaluated_at_ms,
             soak: g.soak,
             cause: g.cause,
         })

@@ -486,6 +486,8 @@ mod tests {
                 why: Some("guard breach: error_rate".into()),
                 at_ms: Some(60_000),
                 failing_guard: None,
+                last_round: None,
+                guards_evaluated: true,
             },
         };
         Live::sized(&mut out, colour, columns, 24).frame(&Frame {
@@ -514,6 +516,8 @@ mod tests {
                 why: Some("guard breach: error_rate".into()),
                 at_ms: Some(60_000),
                 failing_guard: None,
+                last_round: None,
+                guards_evaluated: true,
             },
         }
         .sentence();

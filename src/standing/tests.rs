@@ -16,6 +16,7 @@ fn gate(name: &str, kind: GateKind, source: &str, verdict: Verdict) -> GateInput
             _ => "0.02 is not < 0.01".into(),
         },
         evaluated: true,
+        evaluated_at_ms: None,
         soak: None,
         cause: (verdict == Verdict::NoData).then_some(NoDataCause::SourceDown),
     }
@@ -70,6 +71,7 @@ const PAUSE: Pause = Pause {
     reason: None,
     actor: String::new(),
     at_ms: 0,
+    breach: Vec::new(),
 };
 
 fn pause(command: &str) -> Pause {
@@ -590,4 +592,78 @@ fn a_blind_source_says_unreachable_http_error_or_unparsable() {
             "{sentence}"
         );
     }
+}
+
+/// Issue 56: a breach's rollback enters a step whose guards no round has evaluated yet; the
+/// sentence said "no guard fails now" while the round that paused it had read the guard at 0.2.
+/// The pause's evidence is that round's reading until this step's evaluation is newer.
+#[test]
+fn a_guard_unevaluated_since_the_breach_is_read_from_the_round_that_paused_it() {
+    let evidence = serde_json::json!({
+        "breach": ["lag (0.2 is not < 0.05)"],
+        "gates": [
+            { "name": "errors", "kind": "exit", "verdict": "pass", "value": 0.0,
+              "reason": "ok", "evaluated_at_ms": 100_000 },
+            { "name": "lag", "kind": "guard", "verdict": "fail", "value": 0.2,
+              "reason": "0.2 is not < 0.05", "evaluated_at_ms": 100_000 },
+        ],
+    });
+    let breached = Pause {
+        command: "rollback".into(),
+        actor: "controller".into(),
+        at_ms: 100_000,
+        breach: last_round::failing_guards(&evidence),
+        ..PAUSE
+    };
+    let unevaluated_guard = [
+        gate("errors", GateKind::Exit, "prom", Verdict::Pass),
+        GateInput {
+            evaluated: false,
+            ..gate("lag", GateKind::Guard, "prom", Verdict::NoData)
+        },
+    ];
+    let s = Snapshot {
+        paused: Some(Some(&breached)),
+        ..snap(&unevaluated_guard)
+    };
+    let sentence = standing(&s).sentence();
+    assert_eq!(
+        sentence,
+        "needs a person: paused by controller at 1970-01-01T00:01:40Z; guard lag failed in the \
+         round that paused it (0.2 at 1970-01-01T00:01:40Z), not evaluated since"
+    );
+    let json = serde_json::to_value(standing(&s).view()).unwrap_or_default();
+    assert_eq!(json["person"]["failing_guard"], "lag");
+    assert_eq!(json["person"]["last_round"]["value"], 0.2);
+    // A newer evaluation in this step is the truth: passing now, it says so.
+    let passing_since = [GateInput {
+        evaluated_at_ms: Some(115_000),
+        value: Some(0.001),
+        ..gate("lag", GateKind::Guard, "prom", Verdict::Pass)
+    }];
+    let s = Snapshot {
+        paused: Some(Some(&breached)),
+        ..snap(&passing_since)
+    };
+    assert!(
+        standing(&s).sentence().ends_with("; no guard fails now"),
+        "{}",
+        standing(&s).sentence()
+    );
+    // An evaluation older than the breach (committed with the round before it) is not.
+    let older = [GateInput {
+        evaluated_at_ms: Some(85_000),
+        ..gate("lag", GateKind::Guard, "prom", Verdict::Pass)
+    }];
+    let s = Snapshot {
+        paused: Some(Some(&breached)),
+        ..snap(&older)
+    };
+    assert!(
+        standing(&s)
+            .sentence()
+            .contains("guard lag failed in the round that paused it"),
+        "{}",
+        standing(&s).sentence()
+    );
 }

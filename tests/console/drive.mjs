@@ -6,6 +6,9 @@
 //
 //   node drive.mjs CHROMIUM BASE_URL MIGRATION TOKEN OUT_DIR VIEWER_TOKEN
 //   DRIVE_MODE=complete node drive.mjs ...: only read the actions of a complete migration.
+//   DRIVE_MODE=roles|refusal|visits node drive.mjs ...: one point of issue 56 each (TOKEN an
+//   operator's, VIEWER_TOKEN then an admin's): the buttons of the signed-in role, the token
+//   state after a 403, a past step's chart heading.
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -110,6 +113,69 @@ if (mode === "complete") {
   await sleep(300);
   result.result_after_click = await js("document.getElementById('action-result').textContent");
   await shot("console-complete-desktop.png", 1280, 900, false);
+  process.stdout.write(JSON.stringify(result) + "\n");
+  await finish(0);
+}
+
+const signIn = async (t) => {
+  await js(`document.getElementById('token').value = ${JSON.stringify(t)}; document.getElementById('sign-in').click(); true`);
+  await until("!document.getElementById('signed-in').hidden && document.getElementById('token-row').hidden", "signed in");
+  await sleep(300);
+};
+const tokenState = `({ signed_in: document.getElementById('signed-in').hidden ? null : document.getElementById('signed-in').textContent,
+  token_held: !document.getElementById('token-held').hidden, token_row: !document.getElementById('token-row').hidden,
+  result: document.getElementById('action-result').textContent })`;
+const advanceButton = `(() => { const b = document.getElementById('do-advance');
+  return { disabled: b.disabled, why: document.getElementById('why-advance').textContent }; })()`;
+if (mode === "roles" || mode === "refusal") {
+  await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) });
+  await until("document.readyState === 'complete' && !!document.getElementById('buttons')", "the page");
+  result.state = await js("document.getElementById('summary').dataset.state");
+  result.signed_out = await js(advanceButton);
+  await signIn(token);
+  result.operator = await js(advanceButton);
+  result.operator_buttons = await js(buttonsNow);
+}
+if (mode === "roles") {
+  // The page reads itself again every 5 s: the button stays as the role says.
+  await sleep(6000);
+  result.operator_after_refresh = await js(advanceButton);
+  // The admin, in a page of their own.
+  await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) });
+  await until("document.readyState === 'complete' && !!document.getElementById('buttons')", "the page again");
+  await signIn(viewerToken);
+  result.admin = await js(advanceButton);
+  await shot("console-roles-desktop.png", 1280, 900, false);
+  process.stdout.write(JSON.stringify(result) + "\n");
+  await finish(0);
+}
+if (mode === "refusal") {
+  // A page older than the role check (the migration moved on since it was drawn): the click
+  // reaches the API, which refuses it (403, not an admin).
+  await js(`(() => { const b = document.getElementById('do-advance'); b.disabled = false;
+    document.getElementById('confirm').value = ${JSON.stringify(migration)};
+    document.getElementById('reason').value = 'to complete'; b.click(); return true; })()`);
+  const settled = "(() => { const t = document.getElementById('action-result').textContent; return t !== '' && !t.endsWith('…'); })()";
+  await until(settled, "the refusal");
+  await sleep(500);
+  result.after_403 = await js(tokenState);
+  // What the page says is what it holds: the next action goes with the token it names.
+  await js("document.getElementById('action-result').textContent = ''; document.getElementById('reason').value = 'pause after the 403'; document.getElementById('do-pause').click(); true");
+  await until(settled, "the pause");
+  result.pause_after_403 = await js(tokenState);
+  await js("document.getElementById('forget').click(); true");
+  await sleep(500);
+  result.after_forget = await js(tokenState);
+  process.stdout.write(JSON.stringify(result) + "\n");
+  await finish(0);
+}
+if (mode === "visits") {
+  await page("Page.navigate", { url: base + "/migrations/" + encodeURIComponent(migration) + "?step=" + encodeURIComponent("slices[0]") });
+  await until("document.readyState === 'complete' && document.querySelectorAll('figure.chart').length > 0 && " +
+    "[...document.querySelectorAll('figure.chart .plot')].every(p => p.querySelector('svg, .no-values'))", "the past step's charts");
+  result.past = await js(`({ state: document.getElementById('charts').dataset.state,
+    heading: document.getElementById('charts-h').textContent,
+    points: [...document.querySelectorAll('figure.chart svg')].map(s => Number(s.dataset.points)) })`);
   process.stdout.write(JSON.stringify(result) + "\n");
   await finish(0);
 }

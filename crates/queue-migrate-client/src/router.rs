@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -168,9 +169,19 @@ struct Inner {
     default_brokers: Option<BrokerNames>,
     /// The id this router reports on the routing long-poll and in its metrics.
     producer: String,
+    /// The id of the broker names stamps carry now (the current document's, else
+    /// `default_brokers`): unique in the process ([`next_names_id`]), 0 while none is known. A
+    /// [`StampHeaders`] that holds these names stamps without reading the document.
+    names: AtomicU64,
     /// Serialises writers (followers, `offer`); readers never take it.
     write: Mutex<()>,
     changed: watch::Sender<u64>,
+}
+
+/// A new id of a set of broker names, never given before in this process (0 is none).
+fn next_names_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The latest routing document and `route(key)` over it. Cheap to clone (one `Arc`); every clone
@@ -333,6 +344,7 @@ impl Router {
                 doc: ArcSwapOption::empty(),
                 migration,
                 default_slices: slices.max(1),
+                names: AtomicU64::new(default_brokers.as_ref().map_or(0, |_| next_names_id())),
                 default_brokers,
                 producer: applied::default_producer(),
                 write: Mutex::new(()),
@@ -450,6 +462,7 @@ impl Router {
     /// # Errors
     /// As [`Router::stamp`]: no broker name known yet, or a document's broker name outside the
     /// wire format (the buffer keeps its previous stamp then).
+    #[inline]
     pub fn stamp_into(
         &self,
         key: &str,
@@ -457,6 +470,26 @@ impl Router {
         headers: &mut StampHeaders,
     ) -> Result<Route, StampError> {
         let route = self.route(key);
+        // Acquire: the names of the document `route` read, or of a later one (the writer stores
+        // them before it publishes the route's numbers).
+        let names = self.inner.names.load(Ordering::Acquire);
+        if !headers.holds_names(names) {
+            self.hold_names(names, route.target, headers)?;
+        }
+        headers.set_held(&route, at_ms);
+        Ok(route)
+    }
+
+    /// The first stamp into `headers`, or the first since the names changed: the names of the
+    /// current document (else the plan's) into `headers`, as the names `id`.
+    #[cold]
+    #[inline(never)]
+    fn hold_names(
+        &self,
+        id: u64,
+        side: Side,
+        headers: &mut StampHeaders,
+    ) -> Result<(), StampError> {
         let doc = self.inner.doc.load();
         let names = match (&*doc, &self.inner.default_brokers) {
             (Some(d), _) => &d.brokers,
@@ -467,12 +500,7 @@ impl Router {
                 });
             }
         };
-        let broker = match route.target {
-            Side::Old => names.old.as_str(),
-            Side::New => names.new.as_str(),
-        };
-        headers.set(&route, broker, at_ms)?;
-        Ok(route)
+        headers.hold_names(id, &names.old, &names.new, side)
     }
 
     /// A receiver that sees the generation each time a document is accepted.
@@ -524,9 +552,17 @@ impl Router {
         }
         let previous = current.as_ref().map_or(0, |c| c.generation);
         let generation = doc.generation;
+        let names_before = current
+            .as_deref()
+            .map(|c| &c.brokers)
+            .or(self.inner.default_brokers.as_ref());
+        let renamed = names_before != Some(&doc.brokers);
         let doc = Arc::new(doc);
-        // Once `route` answers a generation, `document()` has it too.
+        // Once `route` answers a generation, `document()` has it too, and stamps its names.
         self.inner.doc.store(Some(Arc::clone(&doc)));
+        if renamed {
+            self.inner.names.store(next_names_id(), Ordering::Release);
+        }
         self.inner.hot.write(&doc);
         self.inner.changed.send_replace(generation);
         Ok(Offer::Accepted { previous })
@@ -1240,6 +1276,49 @@ mod tests {
             unnamed.stamp_into("order-0", 1, &mut headers),
             Err(StampError::Missing { .. })
         ));
+    }
+
+    /// `stamp_into` reads the names only when the router's names changed since the buffer held
+    /// them: a document naming other brokers, another router's buffer, a name outside the wire
+    /// format each still give the stamp `stamp` gives.
+    #[test]
+    fn stamp_into_follows_the_names_whoever_held_the_buffer_last() {
+        let orders = Router::for_migration("orders", 128, "rabbitmq", "nats");
+        let other = Router::for_migration("orders", 128, "kafka", "redis");
+        let mut headers = StampHeaders::new("checkout").unwrap();
+        let check = |router: &Router, headers: &mut StampHeaders, key: &str| {
+            let route = router.stamp_into(key, 42, headers).unwrap();
+            let stamp = router.stamp(&route, "checkout", 42).unwrap();
+            assert_eq!(headers.to_stamp().unwrap(), stamp, "{key:?}");
+        };
+        for key in ["order-0", "order-1", "order-2", "order-3"] {
+            check(&orders, &mut headers, key);
+            check(&other, &mut headers, key);
+        }
+        let mut renamed = doc(3, 64);
+        renamed.brokers.old = "rabbitmq-eu".into();
+        renamed.brokers.new = "nats-eu".into();
+        orders.offer(renamed).unwrap();
+        for key in ["order-0", "order-1", "order-2", "order-3"] {
+            check(&orders, &mut headers, key);
+        }
+        // A name outside the wire format: the stamp of its side fails and keeps the last one.
+        let mut bad = doc(4, 64);
+        bad.brokers.new = "has space".into();
+        orders.offer(bad).unwrap();
+        let before = headers.to_stamp().unwrap();
+        let new_key = (0..100)
+            .map(|i| format!("order-{i}"))
+            .find(|k| orders.route(k).target == Side::New)
+            .unwrap();
+        assert!(orders.stamp_into(&new_key, 43, &mut headers).is_err());
+        assert_eq!(headers.to_stamp().unwrap(), before);
+        let old_key = (0..100)
+            .map(|i| format!("order-{i}"))
+            .find(|k| orders.route(k).target == Side::Old)
+            .unwrap();
+        check(&orders, &mut headers, &old_key);
+        assert!(orders.stamp_into(&new_key, 43, &mut headers).is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::words;
 use crate::controller::GateView;
+use crate::daemon::auth::{Principal, Role};
 use crate::gate::Verdict;
 use crate::machine::{Command, Ladder, Snapshot, State, handle};
 use crate::plan::{GateKind, Plan};
@@ -21,6 +22,35 @@ pub struct Action {
     pub note: Option<String>,
     /// A warning the page shows first, asking for a second click.
     pub warn: Option<String>,
+    /// The role it needs now ([`role_needed`]): the page disables it for a reader below that.
+    pub needs: Role,
+}
+
+/// The role `action` needs on a migration in `state`: an admin to advance into `complete`
+/// (the point of no return), an operator for every other action. The one rule: the API
+/// enforces it ([`super::caller::needs_admin`]) and the console disables a button by it, for
+/// the reader the proxy names on the server and for a token's holder in the page
+/// (`data-needs`, against `GET /v1/whoami`).
+pub fn role_needed(ladder: &Ladder, state: State, action: &str) -> Role {
+    if action == "advance" && ladder.next(state) == Some(State::Complete) {
+        Role::Admin
+    } else {
+        Role::Operator
+    }
+}
+
+/// Why a caller of `reader`'s role may not do what needs `needs` (`None`: they may).
+pub fn role_why_not(needs: Role, reader: &Principal) -> Option<String> {
+    (reader.role < needs)
+        .then(|| format!("{} {} is not one.", role_words(needs), reader.describe()))
+}
+
+/// What the role `needs` is needed for, as the page says it (JS appends who the reader is).
+pub fn role_words(needs: Role) -> &'static str {
+    match needs {
+        Role::Admin => "Entering complete, the point of no return, needs an admin:",
+        Role::Operator | Role::Viewer => "Acting needs an operator:",
+    }
 }
 
 /// Where the migration stands, as the actions need it.
@@ -33,6 +63,12 @@ pub struct Now<'a> {
     pub gates: &'a [GateView],
     /// Why no action at all applies on this daemon (read-only, standing by).
     pub blocked: Option<String>,
+    /// Who reads the page, when the server knows (named by the proxy): an action their role
+    /// cannot do is disabled with the reason.
+    pub reader: Option<&'a Principal>,
+    /// A guard the round that paused the migration read failing, not evaluated in this step
+    /// since (the standing's `last_round`).
+    pub last_round: Option<&'a crate::standing::GuardReading>,
 }
 
 /// The five actions, in the order the page shows them.
@@ -48,6 +84,7 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
                 .map(|e| words::machine(&e))
         })
     };
+    let needs = |action: &str| role_needed(now.ladder, now.state, action);
     let next = now.ladder.next(now.state);
     let prev = now.ladder.prev(now.state);
     let advance_note = (next == Some(State::Complete)).then(|| {
@@ -55,7 +92,7 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
             .to_string()
     });
     let rollback_note = prev.map(|p| rollback_note(now, p));
-    vec![
+    let actions = vec![
         Action {
             action: "advance",
             label: "Advance",
@@ -64,6 +101,7 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
             }),
             note: advance_note,
             warn: None,
+            needs: Role::Operator,
         },
         Action {
             action: "rollback",
@@ -71,6 +109,7 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
             why_not: legal(&Command::Rollback { then_pause: true }),
             note: rollback_note,
             warn: None,
+            needs: Role::Operator,
         },
         Action {
             action: "pause",
@@ -78,6 +117,7 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
             why_not: legal(&Command::Pause),
             note: None,
             warn: None,
+            needs: Role::Operator,
         },
         Action {
             action: "resume",
@@ -85,6 +125,7 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
             why_not: legal(&Command::Resume),
             note: None,
             warn: failing_guards(now),
+            needs: Role::Operator,
         },
         Action {
             action: "abort",
@@ -95,8 +136,19 @@ pub fn actions(now: &Now<'_>) -> Vec<Action> {
                 now.ladder.abort_target().min(now.state)
             )),
             warn: None,
+            needs: Role::Operator,
         },
-    ]
+    ];
+    actions
+        .into_iter()
+        .map(|mut a| {
+            a.needs = needs(a.action);
+            if a.why_not.is_none() {
+                a.why_not = now.reader.and_then(|r| role_why_not(a.needs, r));
+            }
+            a
+        })
+        .collect()
 }
 
 /// What happens after a rollback to `prev`, paused or not.
@@ -131,12 +183,23 @@ fn failing_guards(now: &Now<'_>) -> Option<String> {
     if !now.paused {
         return None;
     }
-    let failing: Vec<String> = now
+    let mut failing: Vec<String> = now
         .gates
         .iter()
         .filter(|g| g.kind == GateKind::Guard && g.verdict == Verdict::Fail)
         .map(|g| format!("{} ({})", g.name, g.reason))
         .collect();
+    let failing_here = |name: &str| {
+        now.gates
+            .iter()
+            .any(|g| g.kind == GateKind::Guard && g.verdict == Verdict::Fail && g.name == name)
+    };
+    if let Some(r) = now.last_round.filter(|r| !failing_here(&r.gate)) {
+        failing.push(format!(
+            "{} ({}; read by the round that paused it, not evaluated since)",
+            r.gate, r.reason
+        ));
+    }
     if failing.is_empty() {
         return None;
     }

@@ -14,7 +14,6 @@ use serde_json::json;
 use super::super::Shared;
 use super::super::auth::{Access, Principal, Refusal, Role, Via, is_json};
 use crate::controller::Controller;
-use crate::machine::State as Rung;
 use crate::store::traits::*;
 
 fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
@@ -105,19 +104,21 @@ pub fn caller(
     Ok(principal)
 }
 
-/// `403` when `action` would enter a point of no return (`complete`) and the caller is not an
-/// admin; `None` otherwise (the command itself decides the rest).
+/// `403` when `action` needs a role the caller does not have: entering a point of no return
+/// (`complete`) and the caller is not an admin ([`super::actions::role_needed`], the rule the
+/// console's buttons follow too); `None` otherwise (the command itself decides the rest).
 pub async fn needs_admin<S: Store + Clone + 'static>(
     c: &Controller<'_, S>,
     name: &str,
     action: &str,
     principal: &Principal,
 ) -> Option<Response> {
-    if action != "advance" || principal.role >= Role::Admin {
+    if principal.role >= Role::Admin {
         return None;
     }
     let loaded = c.load(name).await.ok()?;
-    (loaded.ladder.next(loaded.record.state) == Some(Rung::Complete)).then(|| {
+    let needs = super::actions::role_needed(&loaded.ladder, loaded.record.state, action);
+    (principal.role < needs).then(|| {
         tracing::warn!(
             migration = %name,
             caller = %principal.describe(),

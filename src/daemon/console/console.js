@@ -8,6 +8,8 @@
   const name = body.dataset.migration;
   const SVG = "http://www.w3.org/2000/svg";
   let token = null;
+  // Who the held token (or the proxy) is, as GET /v1/whoami last answered; null: not known.
+  let who = null;
   let busy = false;
 
   function el(tag, attrs, text) {
@@ -126,6 +128,7 @@
         document.getElementById("confirm-row").hidden = newForm.dataset.confirm !== "true";
       }
       if (doc.body.dataset.generation) body.dataset.generation = doc.body.dataset.generation;
+      applyRoles();
       await drawCharts();
     } catch (e) {
       const u = document.getElementById("updated");
@@ -160,13 +163,45 @@
     document.getElementById("token-held").hidden = token === null;
   }
 
+  // Whether `w` (a whoami answer) may do what needs `needs` ("operator", "admin"): the server's
+  // own answer (may_act, may_complete), never a rule of the page's.
+  function allowed(needs, w) {
+    return needs === "admin" ? !!w.may_complete : !!w.may_act;
+  }
+
+  // Disable each button the signed-in role cannot do, with the reason (data-needs comes from
+  // the server's rule of who may do what; the page only compares it with whoami's answer).
+  function applyRoles() {
+    if (!who) return;
+    for (const b of document.querySelectorAll("#buttons button[data-needs]")) {
+      if (b.disabled || allowed(b.dataset.needs, who)) continue;
+      b.disabled = true;
+      const why = document.getElementById("why-" + b.value);
+      if (why) {
+        why.className = "why disabled";
+        why.textContent = b.dataset.needsWhy + " " + (who.name || "this token") + " (" + who.role + ") is not one.";
+      }
+    }
+  }
+
+  // No token held any more: nothing says who is signed in, and the buttons are the page's again.
+  function signedOut() {
+    token = null;
+    who = null;
+    showToken();
+    document.getElementById("signed-in").hidden = true;
+    document.getElementById("viewer-note").hidden = true;
+    document.getElementById("act-fields").hidden = false;
+    refresh();
+  }
+
   // Who the token is (GET /v1/whoami): a viewer sees no action; null when it is not known.
   async function whoami() {
     const headers = token !== null ? { Authorization: "Bearer " + token } : {};
-    let r, who;
+    let r, answer;
     try {
       r = await fetch("/v1/whoami", { headers, cache: "no-store" });
-      who = await r.json().catch(() => ({}));
+      answer = await r.json().catch(() => ({}));
     } catch (e) {
       return null;
     }
@@ -174,17 +209,17 @@
     const note = document.getElementById("viewer-note");
     const fields = document.getElementById("act-fields");
     if (!r.ok) {
-      token = null;
-      showToken();
-      signed.hidden = true;
-      return { refused: r.status, error: who.error || "" };
+      signedOut();
+      return { refused: r.status, error: answer.error || "" };
     }
+    who = answer;
     signed.hidden = !who.may_act;
     signed.textContent = "Signed in as " + (who.name || "the shared token") + " (" + who.role + ").";
     fields.hidden = !who.may_act;
     note.hidden = who.may_act;
     note.textContent = who.may_act ? "" : "Signed in as " + (who.name || "this token") +
       ", a " + who.role + ": you may read, not act.";
+    applyRoles();
     return who;
   }
 
@@ -195,10 +230,10 @@
     token = typed;
     document.getElementById("token").value = "";
     showToken();
-    const who = await whoami();
-    if (who && who.refused) {
+    const w = await whoami();
+    if (w && w.refused) {
       out.className = "refused";
-      out.textContent = "Sign-in refused (" + who.refused + "): " + who.error;
+      out.textContent = "Sign-in refused (" + w.refused + "): " + w.error;
       document.getElementById("token").focus();
     }
   }
@@ -214,8 +249,8 @@
     if (typed) {
       token = typed;
       document.getElementById("token").value = "";
-      const who = await whoami();
-      if (who && !who.refused && !who.may_act) return;
+      const w = await whoami();
+      if (w && !w.refused && (!w.may_act || !allowed(button.dataset.needs, w))) return;
     }
     const payload = {};
     if (reason) payload.reason = reason;
@@ -262,12 +297,16 @@
       return;
     }
     if (r.status === 401 || r.status === 403) {
-      token = null;
-      showToken();
+      // Refused for the credential (missing, wrong) or for what it may do (a viewer, an
+      // operator entering complete): whoami tells which. A token that still answers is kept and
+      // its holder still named; one that does not is forgotten, and nothing names anyone.
+      const w = await whoami();
+      const kept = token !== null && w && !w.refused;
       out.className = "refused";
       out.textContent = action + " refused (" + r.status + "): " + (answer.console || answer.error || "") +
-        (r.status === 401 ? " Enter the API token." : "");
-      document.getElementById("token").focus();
+        (kept ? " Your token is kept (" + (w.name || "the shared token") + ", " + w.role + ")." :
+          (form.dataset.proxy === "true" ? "" : " Enter the API token."));
+      if (!kept && form.dataset.proxy !== "true") document.getElementById("token").focus();
       return;
     }
     showToken();
@@ -304,7 +343,7 @@
       try { if (ev.submitter) await act(ev.submitter); } finally { busy = false; }
     });
     document.getElementById("forget").addEventListener("click", () => {
-      token = null; showToken(); document.getElementById("token").focus();
+      signedOut(); document.getElementById("token").focus();
     });
     document.getElementById("sign-in").addEventListener("click", signIn);
     showToken();

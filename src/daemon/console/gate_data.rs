@@ -1,7 +1,7 @@
 //! From a gate to its data (pure): the query a gate asks its source, a link to that query in
 //! the Prometheus web UI over a step's time range (when the plan names the UI: `ui:` on a
-//! `prometheus` source), and the time range each step of the migration spanned (from the
-//! journal), for the charts of past steps.
+//! `prometheus` source), and the time ranges of every visit of the migration to a step (from
+//! the journal), for the charts of past steps.
 
 use crate::machine::State;
 use crate::plan::{Check, GateKind, Phase, Plan, Source};
@@ -116,23 +116,69 @@ pub fn prometheus_link(ui: &str, query: &str, (from_ms, to_ms): (i64, i64)) -> S
     )
 }
 
-/// When the migration last entered `state` and when it left it (`now_ms` while still there),
-/// from the journal (oldest first); `None` if it never was there.
-pub fn step_range(journal: &[JournalEntry], state: State, now_ms: i64) -> Option<(i64, i64)> {
-    let entered = journal
-        .iter()
-        .rposition(|e| e.to.state == state && e.from.state != state)?;
-    let from = journal[entered].at_ms;
-    let to = journal[entered + 1..]
-        .iter()
-        .find(|e| e.to.state != state)
-        .map_or(now_ms, |e| e.at_ms);
-    Some((from, to))
+/// Every visit of the migration to `state`, oldest first: when it entered and when it left
+/// (`now_ms` while still there), from the journal (oldest first); empty if it never was there.
+pub fn step_visits(journal: &[JournalEntry], state: State, now_ms: i64) -> Vec<(i64, i64)> {
+    let mut visits = Vec::new();
+    for (i, e) in journal.iter().enumerate() {
+        if e.to.state != state || e.from.state == state {
+            continue;
+        }
+        let to = journal[i + 1..]
+            .iter()
+            .find(|e| e.to.state != state)
+            .map_or(now_ms, |e| e.at_ms);
+        visits.push((e.at_ms, to));
+    }
+    visits
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(seq: i64, at_ms: i64, from: State, to: State) -> JournalEntry {
+        let snap = |state| crate::machine::Snapshot {
+            state,
+            paused: false,
+        };
+        JournalEntry {
+            seq,
+            at_ms,
+            command: "advance".into(),
+            from: snap(from),
+            to: snap(to),
+            actor: "test".into(),
+            reason: None,
+            forced: false,
+            evidence: serde_json::Value::Null,
+            generation: seq,
+            epoch: None,
+        }
+    }
+
+    /// Issue 56: a past step's charts plot every visit, and the heading names each one.
+    #[test]
+    fn a_step_visited_twice_has_two_visits() {
+        let s0 = State::Slices(0);
+        let s1 = State::Slices(1);
+        let journal = [
+            entry(1, 1_000, State::Planned, s0),
+            entry(2, 2_000, s0, s1),
+            entry(3, 3_000, s1, s0),
+            entry(4, 3_500, s0, s0),
+            entry(5, 4_000, s0, s1),
+        ];
+        assert_eq!(
+            step_visits(&journal, s0, 9_000),
+            vec![(1_000, 2_000), (3_000, 4_000)]
+        );
+        assert_eq!(
+            step_visits(&journal, s1, 9_000),
+            vec![(2_000, 3_000), (4_000, 9_000)]
+        );
+        assert_eq!(step_visits(&journal, State::Drain, 9_000), vec![]);
+    }
 
     #[test]
     fn the_prometheus_link_carries_the_query_and_the_step_s_range() {

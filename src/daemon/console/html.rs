@@ -468,10 +468,17 @@ fn routing_section(out: &mut String, d: &Detail) {
 /// A chart per gate of the step the ladder chose.
 fn charts(c: &Charts) -> String {
     let mut out = String::new();
-    let span = match (c.current, c.range) {
+    // A past step: every visit its charts plot (they plot every evaluation of the step).
+    let visits: Vec<String> = c
+        .visits
+        .iter()
+        .map(|&(from, to)| format!("from {} to {}", readable(from), readable(to)))
+        .collect();
+    let span = match (c.current, visits.len()) {
         (true, _) => " (this phase)".to_string(),
-        (false, Some((from, to))) => format!(" (from {} to {})", readable(from), readable(to)),
-        (false, None) => String::new(),
+        (false, 0) => String::new(),
+        (false, 1) => format!(" ({})", visits[0]),
+        (false, n) => format!(" ({n} visits: {})", visits.join("; ")),
     };
     let _ = writeln!(
         out,
@@ -664,7 +671,7 @@ fn buttons(d: &Detail) -> String {
         };
         let _ = write!(
             out,
-            "<div class=\"action\"><button type=\"submit\" value=\"{id}\" id=\"do-{id}\"{danger}{disabled}{warn} aria-describedby=\"why-{id}\">{label}</button>\
+            "<div class=\"action\"><button type=\"submit\" value=\"{id}\" id=\"do-{id}\"{danger}{disabled}{warn} data-needs=\"{needs}\" data-needs-why=\"{needs_why}\" aria-describedby=\"why-{id}\">{label}</button>\
              <p class=\"{class}\" id=\"why-{id}\">{why}</p></div>",
             id = a.action,
             danger = if a.action == "abort" {
@@ -679,6 +686,8 @@ fn buttons(d: &Detail) -> String {
                 .map(|w| format!(" data-warn=\"{}\"", esc(w)))
                 .unwrap_or_default(),
             label = a.label,
+            needs = a.needs.as_str(),
+            needs_why = esc(super::actions::role_words(a.needs)),
             why = esc(why),
         );
     }
@@ -733,7 +742,7 @@ mod tests {
             charts: Charts {
                 state: state.into(),
                 current: true,
-                range: None,
+                visits: Vec::new(),
                 gates: Vec::new(),
             },
             producers: None,

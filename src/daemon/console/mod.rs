@@ -153,10 +153,23 @@ async fn fleet<S: Store + Clone + 'static>(
     )
 }
 
+/// A guard fails by its newest reading: this step's, or the round that paused it (as the
+/// standing says: issue 56).
 fn breached(view: &StatusView) -> bool {
-    view.gates
-        .iter()
-        .any(|g| g.kind == GateKind::Guard && g.verdict == Verdict::Fail)
+    let paused_on_one = matches!(
+        &view.standing.standing,
+        crate::standing::Standing::NeedsPerson {
+            person: crate::standing::Person::Paused {
+                failing_guard: Some(_),
+                ..
+            }
+        }
+    );
+    paused_on_one
+        || view
+            .gates
+            .iter()
+            .any(|g| g.kind == GateKind::Guard && g.verdict == Verdict::Fail)
 }
 
 /// What the page is asked for: the migration, what it reads, and the step chosen on the ladder.
@@ -166,16 +179,23 @@ struct Asked<'a> {
     now_ms: i64,
     step: Option<Rung>,
     blocked: Option<String>,
+    /// The reader the proxy named, if any.
+    reader: Option<&'a crate::daemon::auth::Principal>,
 }
 
 fn charts(a: &Asked<'_>, state: Rung) -> Charts {
     let plan = &a.loaded.plan;
     let current = state == a.loaded.record.state;
-    let range = if current {
-        Some((a.loaded.record.entered_at_ms, a.now_ms))
+    let visits = if current {
+        vec![(a.loaded.record.entered_at_ms, a.now_ms)]
     } else {
-        gate_data::step_range(a.journal, state, a.now_ms)
+        gate_data::step_visits(a.journal, state, a.now_ms)
     };
+    // The link to the source's UI spans every visit, as the charts do.
+    let range = visits
+        .first()
+        .zip(visits.last())
+        .map(|(first, last)| (first.0, last.1));
     let phase = state.phase().and_then(|k| plan.phase(k));
     let gates = phase
         .map(|p| {
@@ -193,7 +213,7 @@ fn charts(a: &Asked<'_>, state: Rung) -> Charts {
     Charts {
         state: state.to_string(),
         current,
-        range,
+        visits,
         gates,
     }
 }
@@ -250,6 +270,13 @@ fn detail(a: &Asked<'_>, view: StatusView) -> Detail {
         paused: r.paused,
         gates: &view.gates,
         blocked: a.blocked.clone(),
+        reader: a.reader,
+        last_round: match &view.standing.standing {
+            crate::standing::Standing::NeedsPerson {
+                person: crate::standing::Person::Paused { last_round, .. },
+            } => last_round.as_ref(),
+            _ => None,
+        },
     });
     Detail {
         breached: breached(&view),
@@ -323,6 +350,7 @@ async fn migration<S: Store + Clone + 'static>(
         now_ms: s.now_ms(),
         step: q.step.as_deref().and_then(Rung::parse),
         blocked: serving.blocked(),
+        reader: serving.reader.as_ref(),
     };
     let mut d = detail(&asked, view);
     d.paged_back = q.before.is_some();

@@ -70,8 +70,9 @@ pub struct Charts {
     pub state: String,
     /// The current step (its charts span the phase, as before a selection).
     pub current: bool,
-    /// When the step was entered and left (now, for the current step).
-    pub range: Option<(i64, i64)>,
+    /// Each visit to the step, oldest first: when it was entered and left (the current step:
+    /// its visit up to now). A past step's charts plot every visit, and the heading names each.
+    pub visits: Vec<(i64, i64)>,
     pub gates: Vec<ChartSpec>,
 }
 

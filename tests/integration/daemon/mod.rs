@@ -6,6 +6,7 @@
 mod advance_memory_race;
 mod complete_role_race;
 mod console;
+mod console_truth;
 mod core;
 mod crash_sigkill;
 mod daemon_hardening;
@@ -17,6 +18,7 @@ mod guard_isolation;
 mod guard_isolation_scale;
 mod hardening_input;
 mod judge_undecided;
+mod last_round;
 mod not_driven;
 mod outbox;
 mod preflight_refused;

@@ -58,6 +58,8 @@ fn at<'a>(p: &'a Plan, l: &'a Ladder, state: State, paused: bool, g: &'a [GateVi
         paused,
         gates: g,
         blocked: None,
+        reader: None,
+        last_round: None,
     }
 }
 
