@@ -109,6 +109,24 @@ pub struct Breach {
     pub ended: bool,
 }
 
+impl Breach {
+    fn at(
+        at_ms: i64,
+        state: State,
+        guards: Vec<String>,
+        action: BreachAction,
+        ended: bool,
+    ) -> Breach {
+        Breach {
+            at_ms,
+            state,
+            guards,
+            action,
+            ended,
+        }
+    }
+}
+
 /// How the rehearsal ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "end", rename_all = "snake_case")]
@@ -138,6 +156,18 @@ pub enum End {
         state: State,
         since_ms: i64,
     },
+}
+
+impl End {
+    /// The end of a rehearsal stopped by `t` (a breach's rollback or pause) from `from` at `at_ms`.
+    fn stopped(t: &Transition, from: State, at_ms: i64) -> End {
+        End::Stopped {
+            at_ms,
+            command: t.command,
+            from,
+            to: t.to.state,
+        }
+    }
 }
 
 /// What a plan would have done over the window.
@@ -269,34 +299,17 @@ pub fn rehearse(plan: &Plan, readings: &Readings, start_at: State) -> Rehearsal 
                 let Some(command) = breach_command(action) else {
                     // Announced once per episode, as the daemon does.
                     if failing_now.iter().any(|g| !failing_before.contains(g)) {
-                        breaches.push(Breach {
-                            at_ms: at,
-                            state,
-                            guards,
-                            action,
-                            ended: false,
-                        });
+                        breaches.push(Breach::at(at, state, guards, action, false));
                     }
                     failing_before = failing_now;
                     continue;
                 };
                 let t = stop(&ladder, &plan.name, snapshot, &command);
-                breaches.push(Breach {
-                    at_ms: at,
-                    state,
-                    guards,
-                    action,
-                    ended: true,
-                });
+                breaches.push(Breach::at(at, state, guards, action, true));
                 if let Ok(t) = t {
                     moves.push(Move::of(&t, state, at));
                     current.left_ms = Some(at);
-                    end = Some(End::Stopped {
-                        at_ms: at,
-                        command: t.command,
-                        from: state,
-                        to: t.to.state,
-                    });
+                    end = Some(End::stopped(&t, state, at));
                 }
                 break;
             }

@@ -13,6 +13,7 @@ pub mod compile;
 pub mod duration_serde;
 mod lines;
 pub mod model;
+mod stale_model;
 mod threshold;
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use super::stale_model::StaleProducers;
+
 /// Default number of slices when the plan does not say.
 pub const DEFAULT_SLICES: u32 = 128;
 
@@ -115,25 +117,6 @@ pub enum BridgeKey {
 
 /// The built-in stale-producer guard's name, in every phase it watches.
 pub const STALE_GUARD: &str = "stale producers";
-
-/// `stale_producers:`: where the old broker's consumers export their stale-producer counts, and
-/// the bounds they check with (`docs/design.md#stale-producers`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StaleProducers {
-    /// The source that reads the consumers' `/metrics`.
-    pub source: String,
-    /// How long after a publish a producer may still write by the generation before it.
-    #[serde(with = "crate::plan::duration_serde")]
-    pub grace: Duration,
-    /// Whether `grace` was derived (`auto`, the default) rather than written.
-    pub grace_auto: bool,
-    /// How far a producer's clock may be from the controller's (the stamp's time).
-    #[serde(with = "crate::plan::duration_serde")]
-    pub clock_skew: Duration,
-    /// The guard's window: a stale message counted within it trips the guard.
-    #[serde(with = "crate::plan::duration_serde")]
-    pub window: Duration,
-}
 
 /// `synthetic: { probes: ... }` — marked probe messages the daemon publishes through the new
 /// broker while the migration is in `synthetic`.
