@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod notify;
 pub mod outbox;
 mod outbox_memory;
+mod person_pause;
 pub mod preflight;
 pub mod preflight_reader;
 #[cfg(feature = "brokers")]

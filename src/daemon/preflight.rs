@@ -17,7 +17,7 @@
 //! is theirs to run.
 
 use crate::controller::{Controller, ControllerError, Loaded};
-use crate::machine::{Command, State};
+use crate::machine::State;
 use crate::store::Store;
 
 use super::Shared;
@@ -78,19 +78,8 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
     };
     let reason = crate::outgoing::reason(&reason, &loaded.plan.known_secrets());
     tracing::warn!(migration = %name, "{reason}");
-    let actor = shared.actor(&reason);
     let evidence = serde_json::json!({ "preflight": evidence });
-    let applied = c
-        .command_on(loaded, &Command::Pause, &actor, evidence.clone(), now_ms)
-        .await?;
-    shared.metrics.transition(name, &applied.command);
-    shared.event(
-        loaded,
-        EventKind::Hold,
-        format!("{name}: {reason} — paused until a person resumes it"),
-        evidence,
-    );
-    shared.refresh(c, name).await;
+    super::person_pause::pause_for_a_person(shared, c, loaded, &reason, evidence, now_ms).await?;
     Ok(Err(Stopped::Paused))
 }
 

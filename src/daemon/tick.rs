@@ -139,7 +139,7 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
             breach(shared, &c, &loaded, &gates, action, guards, now_ms).await
         }
         Decision::Undecided { gates: undecided } => {
-            pause_for_a_person(shared, &c, &loaded, &gates, undecided, now_ms).await
+            pause_undecided(shared, &c, &loaded, &gates, undecided, now_ms).await
         }
         Decision::Advance => {
             match super::preflight::before_advance(shared, &c, &loaded, next, now_ms).await {
@@ -277,7 +277,7 @@ fn ready_for_human<S: Store + Clone + 'static>(
 
 /// Pause the migration because a judge could not decide within its `max_duration`: a person
 /// advances it (`--force`) or rolls it back; a resume gives the judge a new test.
-async fn pause_for_a_person<S: Store + Clone + 'static>(
+async fn pause_undecided<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     c: &Controller<'_, S>,
     loaded: &Loaded,
@@ -291,18 +291,7 @@ async fn pause_for_a_person<S: Store + Clone + 'static>(
         undecided.join("; ")
     );
     let evidence = serde_json::json!({ "undecided": undecided, "gates": gates });
-    let actor = shared.actor(&text);
-    let applied = c
-        .command_on(loaded, &Command::Pause, &actor, evidence.clone(), now_ms)
-        .await?;
-    shared.metrics.transition(name, &applied.command);
-    shared.event(
-        loaded,
-        EventKind::Hold,
-        format!("{name}: {text} — paused until a person acts"),
-        evidence,
-    );
-    shared.refresh(c, name).await;
+    super::person_pause::pause_for_a_person(shared, c, loaded, &text, evidence, now_ms).await?;
     Ok(Action::PausedUndecided)
 }
 

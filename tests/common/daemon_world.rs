@@ -146,6 +146,19 @@ impl DaemonWorld {
     }
 
     /// The routing file the daemon wrote for migration `name` (its plan's `routing.file`).
+    /// A [`daemon::Shared`] over this world's store that leads, its clock at `clock_ms` (a tick
+    /// takes its instant as an argument: what the tests drive by hand).
+    pub fn leader_at(&self, clock_ms: i64) -> Arc<daemon::Shared<AnyStore>> {
+        let shared = daemon::Shared::new(
+            self.store.clone(),
+            daemon_config(Arc::new(AtomicI64::new(clock_ms))),
+            self.resolve.clone(),
+        )
+        .unwrap();
+        shared.leader.store(true, Ordering::SeqCst);
+        shared
+    }
+
     pub fn routing_file(&self, name: &str) -> serde_json::Value {
         let path = self.dir.path().join(format!("{name}.routing.json"));
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -645,13 +645,7 @@ pub(super) async fn at_slices_0_with_a_failing_guard(w: &DaemonWorld) -> i64 {
 async fn a_tick_at_an_instant_before_the_step_began_decides_nothing() {
     let w = DaemonWorld::new(&plan()).await;
     let entered = at_slices_0_with_a_failing_guard(&w).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(entered);
     let before = tick_in_round(
         &shared,
         &shared.fetcher,
@@ -693,13 +687,7 @@ async fn a_daemon_whose_clock_is_behind_the_step_still_acts_on_its_guards() {
     let entered = at_slices_0_with_a_failing_guard(&w).await;
     // The daemon's own clock is ten minutes behind the step's start.
     let behind = entered - 600_000;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(behind))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(behind);
     let action = tick_in_round(&shared, &shared.fetcher, None, Read::Store("local"), behind)
         .await
         .unwrap();
@@ -1344,13 +1332,7 @@ fn the_watcher_reads_the_whole_fleet_only_when_a_quarter_of_it_moved() {
 async fn a_round_does_not_act_on_its_read_of_a_migration_a_command_changed_since() {
     let w = DaemonWorld::new(&plan()).await;
     let now = T0 * 1000 + 60_000;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(now))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(now);
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let person = w.controller(&fetcher);
     let actor = Actor {
@@ -1437,13 +1419,7 @@ async fn leading_in_first_slice(hold_for: &str) -> (DaemonWorld, Arc<Shared<AnyS
     let w = DaemonWorld::new(&held).await;
     let entered = T0 * 1000 + 60_000;
     common::enter_first_slice(&w.store, "local", entered).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(entered);
     (w, shared, held)
 }
 

@@ -2,14 +2,11 @@
 //! migration for a person, journaled with the judge's reason; a resume gives the judge a new
 //! test, so it is not paused again until that test runs out of time too.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use crate::common::daemon_world::DaemonWorld;
-use crate::common::{self, T0, daemon_config};
+use crate::common::{self, T0};
 use queue_migrate::controller::Actor;
-use queue_migrate::daemon::Shared;
 use queue_migrate::daemon::tick::{Action, tick};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, State};
@@ -52,13 +49,7 @@ async fn an_inconclusive_judge_pauses_the_migration_for_a_person() {
     let s = 1_000;
     let entered = T0 * 1000 + 60 * s;
     common::enter_first_slice(&w.store, "local", entered).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(entered);
 
     // Deciding for its minute: nothing happens.
     for at in (10..=50).step_by(10) {

@@ -2,14 +2,11 @@
 //! `min_duration` and its exit gates' `for:`, and its reply says when the step can advance at
 //! the earliest.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use crate::common::daemon_world::DaemonWorld;
-use crate::common::{self, T0, daemon_config};
+use crate::common::{self, T0};
 use queue_migrate::controller::Actor;
-use queue_migrate::daemon::Shared;
 use queue_migrate::daemon::tick::{Action, tick};
 use queue_migrate::indicators::fetch::Fetcher;
 use queue_migrate::machine::{Command, State};
@@ -43,13 +40,7 @@ async fn a_resume_restarts_for_and_observe_time_paused_never_counts() {
     let s = 1_000;
     let entered = T0 * 1000 + 60 * s;
     common::enter_first_slice(&w.store, "local", entered).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(entered);
 
     assert_eq!(
         tick(&shared, "local", entered + 10 * s).await.unwrap(),
@@ -135,13 +126,7 @@ async fn a_resume_restarts_observe() {
     let s = 1_000;
     let entered = T0 * 1000 + 60 * s;
     common::enter_first_slice(&w.store, "local", entered).await;
-    let shared = Shared::new(
-        w.store.clone(),
-        daemon_config(Arc::new(AtomicI64::new(entered))),
-        w.resolve.clone(),
-    )
-    .unwrap();
-    shared.leader.store(true, Ordering::SeqCst);
+    let shared = w.leader_at(entered);
     let fetcher = Fetcher::new(Duration::from_secs(2)).unwrap();
     let c = w.controller(&fetcher);
     let actor = Actor {
