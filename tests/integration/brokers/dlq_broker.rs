@@ -9,7 +9,7 @@
 use crate::common;
 
 use common::Bench;
-use common::dlq_bench::{DlqBench, OLD_BROKER_LINE, drain_rabbitmq, on_store};
+use common::dlq_bench::{DlqBench, OLD_BROKER_LINE, drain_rabbitmq, on_store, preflight_waived};
 
 use queue_migrate::brokers::{Adapter, Kind, Message};
 use queue_migrate::stamp::{RouteLabel, RouteStamp};
@@ -58,7 +58,7 @@ pub(crate) fn bench_for(kind: &str, url: &str, dlq: &str) -> Bench {
         ),
     );
     assert!(plan.contains(dlq), "the plan's old broker line changed");
-    let bench = Bench::with_plan(&plan);
+    let bench = Bench::with_plan(&preflight_waived(&plan));
     bench.init();
     bench
 }

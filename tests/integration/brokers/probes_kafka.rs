@@ -12,7 +12,7 @@ use queue_migrate::probe::{Probe, ProbeKind};
 use queue_migrate::stamp::{RouteLabel, RouteStamp};
 
 use crate::brokers::brokers_real::kafka::{bootstrap, create_topic, records};
-use crate::common::dlq_bench::NEW_BROKER_LINE;
+use crate::common::dlq_bench::{NEW_BROKER_LINE, preflight_waived};
 use crate::common::{Bench, DaemonChild};
 
 #[test]
@@ -38,7 +38,7 @@ fn the_daemons_probes_reach_a_kafka_topic_keyed_and_stamped() {
         plan.contains(&topic) && plan.contains("probes:"),
         "plans/local.yaml changed"
     );
-    let bench = Bench::with_plan(&plan);
+    let bench = Bench::with_plan(&preflight_waived(&plan));
     bench.indicators.all_green();
     bench.indicators.set("app_probe_ok", 0.0); // hold the migration in synthetic
     bench.init();
