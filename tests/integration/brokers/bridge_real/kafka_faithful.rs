@@ -27,7 +27,7 @@ use queue_migrate::stamp::HEADER_ROUTE;
 
 use super::{collect_until, common, routing, run_and_store, settings, spawn_bridge};
 
-use crate::brokers::brokers_real::kafka::{create_topic_at, partitions_of};
+use crate::brokers::brokers_real::kafka::{create_topic_at, raw_messages_at};
 
 /// One record as an outside producer writes it to the ingress.
 #[derive(Clone, Default)]
@@ -85,32 +85,6 @@ async fn produce(bootstrap: &str, topic: &str, records: &[Outside]) {
             .map_err(|(e, _)| e)
             .unwrap();
     }
-}
-
-/// The first `want` records of `topic` as a raw consumer reads them (assigned from the start,
-/// no group joined), or what came within 20 s.
-fn raw_records(bootstrap: &str, topic: &str, want: usize) -> Vec<OwnedMessage> {
-    use rdkafka::consumer::{BaseConsumer, Consumer as _};
-    let raw: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("raw-reader-{topic}"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut list = rdkafka::TopicPartitionList::new();
-    for (p, _) in partitions_of(bootstrap, topic) {
-        list.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
-            .unwrap();
-    }
-    raw.assign(&list).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut out = Vec::new();
-    while out.len() < want && Instant::now() < deadline {
-        if let Some(Ok(m)) = raw.poll(Duration::from_millis(200)) {
-            out.push(m.detach());
-        }
-    }
-    out
 }
 
 /// A record's headers, in order.
@@ -193,7 +167,7 @@ async fn kafka_to_kafka(tag: &str, records: &[Outside]) -> Vec<OwnedMessage> {
             .unwrap(),
     );
     let s = bridge_records(tag, egress, "kafka-new", records).await;
-    let out = raw_records(&bootstrap, &s.new_queue, records.len());
+    let out = raw_messages_at(&bootstrap, &s.new_queue, records.len());
     assert_eq!(out.len(), records.len(), "every record on the egress");
     for m in &out {
         assert_eq!(

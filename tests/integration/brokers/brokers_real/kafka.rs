@@ -262,6 +262,27 @@ pub(crate) fn records(topic: &str, want: usize) -> Vec<Record> {
 /// by partition and offset.
 pub(crate) fn records_at(bootstrap: &str, topic: &str, want: usize) -> Vec<Record> {
     use rdkafka::Message as _;
+    let mut out: Vec<Record> = raw_messages_at(bootstrap, topic, want)
+        .iter()
+        .map(|m| Record {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap(),
+            payload: m.payload().unwrap_or_default().to_vec(),
+        })
+        .collect();
+    out.sort_by_key(|r| (r.partition, r.offset));
+    out
+}
+
+/// The first `want` records of `topic` on the cluster at `bootstrap` as librdkafka gives them
+/// (or what came within 20 s), in the order they came: a raw consumer with every partition
+/// *assigned* from its first offset, no consumer group joined nor committed to.
+pub(crate) fn raw_messages_at(
+    bootstrap: &str,
+    topic: &str,
+    want: usize,
+) -> Vec<rdkafka::message::OwnedMessage> {
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     let raw: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -281,15 +302,9 @@ pub(crate) fn records_at(bootstrap: &str, topic: &str, want: usize) -> Vec<Recor
     let mut out = Vec::new();
     while out.len() < want && Instant::now() < deadline {
         if let Some(Ok(m)) = raw.poll(Duration::from_millis(200)) {
-            out.push(Record {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap(),
-                payload: m.payload().unwrap_or_default().to_vec(),
-            });
+            out.push(m.detach());
         }
     }
-    out.sort_by_key(|r| (r.partition, r.offset));
     out
 }
 
