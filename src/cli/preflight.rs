@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{CliError, CliResult, Ctx, exit_after_printing, print_json, to_stdout};
 use crate::controller::ControllerError;
 use crate::outgoing;
-use crate::plan::Diagnostic;
+use crate::plan::{Diagnostic, SecretsMode};
 use crate::preflight::Outcome;
 use crate::preflight::Preflighted;
 
@@ -48,6 +48,9 @@ The daemon runs the same checks before the first step that writes to the new bro
 (synthetic, or the first slices step), pauses the migration on a refusal, and journals the
 waivers it used.
 
+Only the brokers' secrets are needed: a source's (a Prometheus URL) may be unset here, and a
+broker whose URL does not resolve is reported unread, naming the variable.
+
 Exit codes: 0 nothing refused, 1 a broker could not be read (readable not waived),
 2 the plan is invalid, 3 refused."#;
 
@@ -77,7 +80,14 @@ pub async fn run(ctx: &Ctx, args: PreflightArgs) -> CliResult {
             message,
         })
     })?;
-    let compiled = match crate::plan::compile(&yaml, args.plan.parent(), &ctx.resolve) {
+    // Only the brokers are read: a secret of a source (a Prometheus URL) need not resolve here,
+    // and a broker's that does not makes that broker unread, naming the variable.
+    let compiled = match crate::plan::compile_with_secrets_mode(
+        &yaml,
+        args.plan.parent(),
+        &ctx.resolve,
+        SecretsMode::Deferred,
+    ) {
         Ok(c) => c,
         Err(errors) => {
             if args.json {

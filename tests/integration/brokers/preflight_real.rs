@@ -397,3 +397,52 @@ fn the_preflight_command_refuses_with_exit_3_until_waived() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("waived: the local NATS"), "{text}");
 }
+
+/// Regression: `migrate preflight` refused a plan whose source secrets (`QM_PROM_URL`) were not
+/// set, though it reads only the brokers. Now the sources' secrets need not resolve, and a
+/// broker's that does not makes that broker unread (exit 1) naming the variable.
+#[test]
+#[ignore = "needs QM_TEST_AMQP_URL (scripts/services.sh start rabbitmq nats)"]
+fn preflight_demanded_the_sources_secrets_though_it_reads_only_the_brokers() {
+    let amqp = common::server_url("QM_TEST_AMQP_URL");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |yaml: String| {
+        let path = dir.path().join("plan.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_migrate"))
+            .arg("preflight")
+            .arg(&path)
+            .env_remove("QM_PROM_URL")
+            .env_remove("QM_SCRAPE_URL")
+            .env_remove("QM_PREFLIGHT_MISSING_URL")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let local =
+        include_str!("../../../plans/local.yaml").replace("amqp://127.0.0.1:5672/%2f", &amqp);
+    let (code, text) = run(local.clone());
+    assert_eq!(
+        code,
+        Some(0),
+        "a source secret must not make the plan invalid here: {text}"
+    );
+    assert!(!text.contains("QM_PROM_URL"), "{text}");
+    // The old broker's URL from a variable that is not set (and its `readable` waiver taken
+    // away): that broker is unread, by the variable's name.
+    let unwaived = local.replacen(
+        "      - { check: readable, reason: \"tests run this plan without its brokers (their settings read when they are up)\" }\n",
+        "",
+        1,
+    );
+    let (code, text) = run(unwaived.replace(&amqp, "${QM_PREFLIGHT_MISSING_URL}"));
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("QM_PREFLIGHT_MISSING_URL"), "{text}");
+}
