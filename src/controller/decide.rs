@@ -39,11 +39,8 @@ pub enum Decision {
 /// A breach of the built-in stale-producer guard alone pauses where the migration is (an alert
 /// stays an alert): the new route is not at fault, and rolling the step back would hide the
 /// producer that stopped following the routing rather than name it.
-fn stale_only_pauses(action: BreachAction, gates: &[GateReport]) -> BreachAction {
-    let mut failing = gates
-        .iter()
-        .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail);
-    let stale_only = failing.all(|g| g.name == crate::plan::STALE_GUARD);
+fn stale_only_pauses(action: BreachAction, failing: &[&GateReport]) -> BreachAction {
+    let stale_only = failing.iter().all(|g| g.name == crate::plan::STALE_GUARD);
     match action {
         BreachAction::Rollback if stale_only => BreachAction::Pause,
         other => other,
@@ -66,10 +63,9 @@ pub fn decide(
     if state == State::Complete {
         return Decision::Done;
     }
-    let failing: Vec<String> = gates
+    let failing: Vec<&GateReport> = gates
         .iter()
         .filter(|g| g.kind == GateKind::Guard && g.eval.verdict == Verdict::Fail)
-        .map(|g| format!("{} ({})", g.name, g.eval.reason))
         .collect();
     // A breach acts at once, except while paused: a paused migration waits for a person (after a
     // breach-triggered rollback the readings of the step it left still linger in rate windows;
@@ -80,10 +76,12 @@ pub fn decide(
             .and_then(|k| plan.phase(k))
             .map(|p| p.on_breach)
             .unwrap_or_default();
-        let action = stale_only_pauses(action, gates);
         return Decision::Breach {
-            action,
-            guards: failing,
+            action: stale_only_pauses(action, &failing),
+            guards: failing
+                .iter()
+                .map(|g| format!("{} ({})", g.name, g.eval.reason))
+                .collect(),
         };
     }
     // An INCONCLUSIVE judge never lets the migration advance by itself (its gate holds the
@@ -149,33 +147,41 @@ mod tests {
     }
 
     /// Issue 58: a breach of the stale-producer guard alone pauses a phase whose `on_breach`
-    /// rolls back; with another guard failing beside it the phase's action stands, and an
-    /// alert stays an alert.
+    /// rolls back (plans/local.yaml's slices); with another guard failing beside it the phase's
+    /// action stands. Through [`decide`], which picks the failing guards.
     #[test]
     fn a_stale_producer_breach_alone_pauses_instead_of_rolling_back() {
+        let plan = match crate::plan::compile(
+            include_str!("../../plans/local.yaml"),
+            None,
+            &crate::plan::compile::LoopbackResolve,
+        ) {
+            Ok(c) => c.plan,
+            Err(e) => panic!("{e:?}"),
+        };
         let stale = guard(crate::plan::STALE_GUARD, Verdict::Fail);
         let other_passes = guard("error rate", Verdict::Pass);
         let other_fails = guard("error rate", Verdict::Fail);
+        let action = |gates: &[GateReport]| match decide(
+            &plan,
+            State::Slices(1),
+            false,
+            None,
+            gates,
+            vec![],
+            false,
+        ) {
+            Decision::Breach { action, .. } => action,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(action(&[stale.clone(), other_passes]), BreachAction::Pause);
         assert_eq!(
-            stale_only_pauses(
-                BreachAction::Rollback,
-                &[stale.clone(), other_passes.clone()]
-            ),
-            BreachAction::Pause
-        );
-        assert_eq!(
-            stale_only_pauses(
-                BreachAction::Rollback,
-                &[stale.clone(), other_fails.clone()]
-            ),
+            action(&[stale.clone(), other_fails.clone()]),
             BreachAction::Rollback
         );
+        assert_eq!(action(&[other_fails]), BreachAction::Rollback);
         assert_eq!(
-            stale_only_pauses(BreachAction::Rollback, &[other_fails]),
-            BreachAction::Rollback
-        );
-        assert_eq!(
-            stale_only_pauses(BreachAction::Alert, &[stale]),
+            stale_only_pauses(BreachAction::Alert, &[&stale]),
             BreachAction::Alert
         );
     }
