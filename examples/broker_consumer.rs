@@ -372,10 +372,12 @@ fn follow_routing(
         .producer(format!("{}-consumer", args.group))
         .build();
     let follower = match (&args.daemon, &args.routing_file) {
-        (Some(url), _) => {
-            router.follow_http(url, migration, std::env::var("MIGRATE_API_TOKEN").ok())?
-        }
-        (None, Some(file)) => router.follow_file(file, Duration::from_millis(200))?,
+        (Some(url), _) => router
+            .follow_http(url, migration, std::env::var("MIGRATE_API_TOKEN").ok())
+            .map_err(|e| format!("--daemon {}: {e}", queue_migrate::redact::url(url)))?,
+        (None, Some(file)) => router
+            .follow_file(file, Duration::from_millis(200))
+            .map_err(|e| format!("--routing-file {}: {e}", file.display()))?,
         (None, None) => return Ok(None),
     };
     let mut changed = router.subscribe();
@@ -414,7 +416,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (None, Some(path)) => read_plan(path)?.name,
         (None, None) => "orders".to_string(),
     };
-    let _follower = follow_routing(&args, &migration, stale.clone())?;
+    // Held to the end of main: dropping the handle stops the follower.
+    let follower = follow_routing(&args, &migration, stale.clone())?;
+    let bounds = stale.bounds();
+    eprintln!(
+        "consumer: stale-producer check on the old broker: {} (grace {} ms, clock skew {} ms)",
+        if follower.is_some() {
+            format!("following the routing of {migration}")
+        } else {
+            "no routing followed: unstamped messages counted only".to_string()
+        },
+        bounds.grace_ms,
+        bounds.clock_skew_ms
+    );
     let app = Arc::new(App {
         pool,
         metrics: ConsumerMetrics::new().with_stale_guard(stale.clone()),
