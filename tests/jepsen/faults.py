@@ -158,15 +158,16 @@ class Redis:
 class Bridge:
     """`migrate bridge NAME` with its own `--id` and `/metrics` port, on the scenario's state."""
 
-    def __init__(self, world, name, migration, env):
+    def __init__(self, world, name, migration, env, ident=None):
         self.w, self.name, self.migration, self.env = world, name, migration, env
+        self.ident = ident or name  # `--id`: two bridges may share one (a stable-name replacement)
         self.port = free_port()
         self.proc, self.stopped = None, False
         self.log = os.path.join(world.dir, f"{name}.log")
 
     def start(self):
         cmd = [self.w.migrate, "bridge", self.migration, "--metrics", f"127.0.0.1:{self.port}",
-               "--lease-ttl", "3s", "--id", self.name]
+               "--lease-ttl", "3s", "--id", self.ident]
         log = open(self.log, "a")
         self.proc = subprocess.Popen(cmd, cwd=self.w.dir, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)

@@ -349,18 +349,37 @@ class Streams:
             r.close()
 
 
-def produce(streams, stop, produced, rate=50):
-    r = Redis(streams.url)
-    n = 0
-    try:
-        while not stop.is_set():
-            n += 1
-            body = json.dumps({"orderId": f"k{n % 25}", "n": n})
-            r.cmd("XADD", streams.ingress, "*", "payload", body)
-            produced.append(n)
-            time.sleep(1 / rate)
-    finally:
-        r.close()
+class Producer:
+    """XADDs numbered messages (JSON `{"orderId": "kN", "n": N}`, 25 keys) to the ingress at
+    `rate` a second while running; numbers go on across pauses, each appended to `produced`
+    once written."""
+
+    def __init__(self, streams, rate=50):
+        self.streams, self.rate, self.produced = streams, rate, []
+        self.stop, self.thread = threading.Event(), None
+
+    def run(self):
+        r = Redis(self.streams.url)
+        n = self.produced[-1] if self.produced else 0
+        try:
+            while not self.stop.is_set():
+                n += 1
+                body = json.dumps({"orderId": f"k{n % 25}", "n": n})
+                r.cmd("XADD", self.streams.ingress, "*", "payload", body)
+                self.produced.append(n)
+                time.sleep(1 / self.rate)
+        finally:
+            r.close()
+
+    def start(self):
+        self.stop.clear()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def pause(self):
+        self.stop.set()
+        if self.thread:
+            self.thread.join()
 
 
 def active_bridge(bridges, exclude=()):
@@ -368,14 +387,74 @@ def active_bridge(bridges, exclude=()):
     return act[0] if len(act) == 1 else None
 
 
+def bridge_takeover(w, bridges, fault, old, t0):
+    new = wait_for(lambda: active_bridge(bridges, exclude=(old,)), 3 * BRIDGE_TAKEOVER_BOUND_S, 0.05)
+    took = new and time.time() - t0
+    w.violation("the standby bridge takes over within two ttls",
+                checks.within(f"{fault} of {old.name}: {new.name if new else 'no bridge'} active", took,
+                              BRIDGE_TAKEOVER_BOUND_S))
+    w.saw(f"bridge: {fault} of {old.name}: " + (f"{new.name} active after {took:.2f} s" if new else "no takeover"))
+    return new
+
+
+def bridge_faults(w, bridges, producer):
+    """The bridge scenario's faults, the producer running."""
+    active = wait_for(lambda: active_bridge(bridges), 20, 0.1)
+    if active is None:
+        n = sum(1 for b in bridges if b.active())
+        w.violation("one bridge active at a time", [f"no single active bridge in 20 s ({n} active)"])
+        return
+    time.sleep(3)
+    # 1. A pause with nothing in flight: the paused bridge must forward nothing once resumed.
+    producer.pause()
+    wait_for(lambda: True if (active.metrics() or {}).get("queue_migrate_bridge_pending", 1) == 0 else None, 10, 0.1)
+    time.sleep(1)
+    before = (active.metrics() or {}).get("queue_migrate_bridge_forwarded_total")
+    t0 = time.time()
+    active.signal(signal.SIGSTOP)
+    producer.start()
+    new = bridge_takeover(w, bridges, "SIGSTOP (quiet)", active, t0)
+    time.sleep(max(0.0, 8 - (time.time() - t0)))
+    resumed = time.time()
+    active.signal(signal.SIGCONT)
+    time.sleep(3)
+    after = (active.metrics() or {}).get("queue_migrate_bridge_forwarded_total")
+    late = None if before is None or after is None else after - before
+    w.violation("a paused bridge forwards nothing once resumed (its lease gone)",
+                [f"{active.name} forwarded {late:.0f} messages after it was resumed"] if late else
+                ([f"{active.name}: forwarded_total not read ({before}, {after})"] if late is None else []))
+    w.saw(f"bridge: {active.name} resumed after {resumed - t0:.1f} s stopped: {late} forwards after, "
+          f"active {active.active()}, logged 'stopping'/'lost' "
+          f"{active.lines('runs out unrenewed') + active.lines('lost the lease')} times")
+    # 2. A pause under load, 3. kill -9 of the active one.
+    for fault in ("SIGSTOP (under load)", "kill -9"):
+        cur = new or active_bridge(bridges)
+        if cur is None:
+            w.notes.append(f"no active bridge before {fault}")
+            return
+        time.sleep(random.uniform(1.0, 2.0))
+        t0 = time.time()
+        cur.signal(signal.SIGKILL if fault == "kill -9" else signal.SIGSTOP)
+        new = bridge_takeover(w, bridges, fault, cur, t0)
+        time.sleep(max(0.0, 7 - (time.time() - t0)))
+        if fault == "kill -9":
+            cur.start()
+        else:
+            cur.signal(signal.SIGCONT)
+        time.sleep(2)
+
+
 def sc_bridge(w):
-    """Two `migrate bridge` (Redis streams on the shared Redis, named for this run) under a
-    producer at 50/s: SIGSTOP of the active one with nothing in flight (its forwards counted
-    before and after), SIGSTOP under load, kill -9; the standby takes over each time, nothing is
-    lost."""
+    """Two `migrate bridge` with one `--id` (Redis streams on the shared Redis, named for this
+    run) under a producer at 50/s: SIGSTOP of the active one with nothing in flight (its forwards
+    counted before and after), SIGSTOP under load, kill -9; the standby takes over each time,
+    nothing is lost."""
     streams = w.streams
+    w.closers.append(streams.drop)
     env = {**os.environ, "MIGRATE_STATE": w.pg.url(w.db), "MIGRATE_LOG": "info"}
-    bridges = [Bridge(w, f"b{i}", "m1", env) for i in (1, 2)]
+    # One `--id` for both, as a replacement with a stable name has: the lease is held per process
+    # instance, so the second stands by all the same.
+    bridges = [Bridge(w, f"b{i}", "m1", env, ident="bridge") for i in (1, 2)]
     for b in bridges:
         w.closers.insert(0, b.end)
         b.start()
@@ -383,9 +462,8 @@ def sc_bridge(w):
     # Some slices to the new stream: the operator advances m1 into slices[0] (gates pass).
     for _ in range(3):
         w.cli(["advance", "m1", "--reason", "jepsen: slices to new"], check=False)
-    produced, stop = [], threading.Event()
-    prod = threading.Thread(target=produce, args=(streams, stop, produced), daemon=True)
-    prod.start()
+    producer = Producer(streams)
+    producer.start()
     both = []
 
     def sample(halt):
@@ -397,65 +475,13 @@ def sc_bridge(w):
     halt = threading.Event()
     sampler = threading.Thread(target=sample, args=(halt,), daemon=True)
     sampler.start()
-
-    def takeover(fault, old, t0):
-        new = wait_for(lambda: active_bridge(bridges, exclude=(old,)), 3 * BRIDGE_TAKEOVER_BOUND_S, 0.05)
-        took = new and time.time() - t0
-        w.violation("the standby bridge takes over within two ttls",
-                    checks.within(f"{fault} of {old.name}: {new.name if new else 'no bridge'} active", took, BRIDGE_TAKEOVER_BOUND_S))
-        w.saw(f"bridge: {fault} of {old.name}: " + (f"{new.name} active after {took:.2f} s" if new else "no takeover"))
-        return new
-
     try:
-        active = wait_for(lambda: active_bridge(bridges), 20, 0.1)
-        if active is None:
-            w.notes.append("no bridge became active")
-            return
-        time.sleep(3)
-        # 1. A pause with nothing in flight: the paused bridge must forward nothing once resumed.
-        stop.set()
-        prod.join()
-        wait_for(lambda: True if (active.metrics() or {}).get("queue_migrate_bridge_pending", 1) == 0 else None, 10, 0.1)
-        time.sleep(1)
-        before = (active.metrics() or {}).get("queue_migrate_bridge_forwarded_total")
-        t0 = time.time()
-        active.signal(signal.SIGSTOP)
-        stop.clear()
-        prod = threading.Thread(target=produce, args=(streams, stop, produced), daemon=True)
-        prod.start()
-        new = takeover("SIGSTOP (quiet)", active, t0)
-        time.sleep(max(0.0, 8 - (time.time() - t0)))
-        resumed = time.time()
-        active.signal(signal.SIGCONT)
-        time.sleep(3)
-        after = (active.metrics() or {}).get("queue_migrate_bridge_forwarded_total")
-        late = None if before is None or after is None else after - before
-        w.violation("a paused bridge forwards nothing once resumed (its lease gone)",
-                    [f"{active.name} forwarded {late:.0f} messages after it was resumed"] if late else
-                    ([f"{active.name}: forwarded_total not read ({before}, {after})"] if late is None else []))
-        w.saw(f"bridge: {active.name} resumed after {resumed - t0:.1f} s stopped: {late} forwards after, "
-              f"active {active.active()}, logged 'stopping'/'lost' {active.lines('runs out unrenewed') + active.lines('lost the lease')} times")
-        # 2. A pause under load, 3. kill -9 of the active one.
-        for fault in ("SIGSTOP (under load)", "kill -9"):
-            cur = new or active_bridge(bridges)
-            if cur is None:
-                w.notes.append(f"no active bridge before {fault}")
-                break
-            time.sleep(random.uniform(1.0, 2.0))
-            t0 = time.time()
-            cur.signal(signal.SIGKILL if fault == "kill -9" else signal.SIGSTOP)
-            new = takeover(fault, cur, t0)
-            time.sleep(max(0.0, 7 - (time.time() - t0)))
-            if fault == "kill -9":
-                cur.start()
-            else:
-                cur.signal(signal.SIGCONT)
-            time.sleep(2)
+        bridge_faults(w, bridges, producer)
     finally:
-        stop.set()
-        prod.join()
+        producer.pause()
         # Entries a stopped bridge's blocked read took are claimed back after the visibility
         # timeout (1 s here) by the active one.
+        produced = producer.produced
         got = wait_for(lambda: (lambda d: d if set(produced) <= set(d) else None)(streams.delivered()), 20, 0.5)
         delivered = got if got is not None else streams.delivered()
         halt.set()
@@ -473,7 +499,6 @@ def sc_bridge(w):
     # A stopped bridge's gauge cannot be read; a resumed one's may say 1 for a moment before its
     # session sees the lease gone: two active counts past 0.5 s in a row.
     w.violation("one bridge active at a time", checks.overlaps(both, 0.5))
-    streams.drop()
 
 
 def bridge_world():
