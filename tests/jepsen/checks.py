@@ -274,3 +274,112 @@ def webhooks(hooks, journals, fenced):
     if bare:
         out.append(f"{bare} events without an epoch or an idempotency id")
     return out
+
+
+# ---- the checks of the newer faults (issue 54) ------------------------------------------------
+
+def within(what, took, bound_s):
+    """`what` happened within `bound_s` (`took` the seconds it took, None: it never did)."""
+    if took is None:
+        return [f"{what}: never happened (bound {bound_s:.1f} s)"]
+    if took > bound_s:
+        return [f"{what}: after {took:.2f} s > {bound_s:.1f} s"]
+    return []
+
+
+def ready_without_rounds(samples, asks, windows, bound_s):
+    """`/readyz` never says 200 for a leader that runs no round: inside each (start, end) of
+    `windows`, a daemon that has answered ready for over `bound_s` without a break must have
+    asked the source (what every round of a running migration does) within the last `bound_s`.
+    `asks`: (time, daemon, query, value). One violation per daemon and episode."""
+    out = []
+    last_ask = {}
+    for t, who, _, _ in asks:
+        last_ask.setdefault(who, []).append(t)
+    since, reported = {}, set()
+    for t, ready in samples:
+        for n, r in ready.items():
+            if not r:
+                since.pop(n, None)
+                continue
+            since.setdefault(n, t)
+            if not any(a <= t <= b for a, b in windows) or t - since[n] <= bound_s:
+                continue
+            recent = [a for a in last_ask.get(n, []) if t - bound_s <= a <= t]
+            if not recent and (n, since[n]) not in reported:
+                reported.add((n, since[n]))
+                out.append(f"{n} answered ready at +{t - windows[0][0]:.1f} s of the fault with no "
+                           f"round (no source asked) in the {bound_s:.1f} s before")
+    return out
+
+
+def shared_epoch(hooks, daemons):
+    """One process per epoch: no two processes (two daemons, or two processes of one `--id`)
+    posted events under one lease epoch (an epoch is one acquisition: the fence's token).
+    `hooks`: (time, process, Idempotency-Key header, event)."""
+    by_epoch = {}
+    for _, who, _, ev in hooks:
+        if who in daemons and ev.get("epoch") is not None:
+            by_epoch.setdefault(ev["epoch"], set()).add(who)
+    return [f"epoch {e}: events posted by {', '.join(sorted(w))}"
+            for e, w in sorted(by_epoch.items()) if len(w) > 1]
+
+
+def undelivered(outbox, hooks):
+    """Every committed transition delivered at least once: each `outbox` row (a dict with
+    `migration`, `seq`, `delivered_at`) marked delivered and its event (Idempotency-Key
+    `MIGRATION:SEQ`) acknowledged by the receiver. `hooks`: what the receiver took (answered
+    200)."""
+    taken = {idempotency_id(h, ev) for _, _, h, ev in hooks}
+    out = []
+    for r in outbox:
+        key = f"{r['migration']}:{r['seq']}"
+        if key not in taken:
+            out.append(f"{key}: committed, never delivered to the receiver"
+                       + ("" if r.get("delivered_at") is None else " (though marked delivered)"))
+        elif r.get("delivered_at") is None:
+            out.append(f"{key}: delivered, still not marked delivered in the outbox")
+    return out
+
+
+def lost(produced, delivered):
+    """Nothing lost: every id in `produced` is among `delivered` (duplicates are allowed: the
+    consumers' dedup absorbs them)."""
+    missing = sorted(set(produced) - set(delivered))
+    if not missing:
+        return []
+    return [f"{len(missing)} of {len(set(produced))} messages never forwarded (first: "
+            f"{', '.join(str(m) for m in missing[:5])})"]
+
+
+def overlaps(times, longest_s, gap_s=0.15):
+    """Two active at once for no longer than `longest_s`: `times` are the samples (100 ms apart)
+    in which two were; samples less than `gap_s` apart make one episode."""
+    out, start, last = [], None, None
+    for t in sorted(times) + [None]:
+        if t is not None and last is not None and t - last <= gap_s:
+            last = t
+            continue
+        if start is not None and last - start + 0.1 > longest_s:
+            out.append(f"two active at once for {last - start + 0.1:.1f} s")
+        start = last = t
+    return out
+
+
+def epoch_per_acquisition(changes):
+    """An epoch per acquisition, not per `--id`: each change of the lease's holder (`ID#INSTANCE`:
+    two processes of one `--id` are two holders) raises the epoch above every earlier one.
+    `changes`: the suite's `jepsen_lease_changes` rows (`old`, `new`: the row before and after)."""
+    out, highest = [], None
+    for c in changes:
+        new, old = c.get("new"), c.get("old")
+        if new is None:
+            continue
+        epoch = new.get("epoch")
+        if (old is None or old.get("holder") != new.get("holder")) and highest is not None \
+                and (epoch is None or epoch <= highest):
+            out.append(f"{(old or {}).get('holder')} -> {new.get('holder')}: epoch {epoch}, "
+                       f"not above {highest}")
+        if epoch is not None:
+            highest = epoch if highest is None else max(highest, epoch)
+    return out

@@ -9,7 +9,10 @@ source, a long --source-timeout, the truth flipped from pass to fail while it sl
 mid-commit (another session holds the migration's row, so the commit waits on its lock); a
 partition between a daemon and PostgreSQL (the daemon in a network namespace, iptables drops its
 PostgreSQL traffic); clocks skewed by +-2 min and +-2 h and a forward jump of 2 h (libfaketime);
-PostgreSQL restarted during transitions.
+PostgreSQL restarted during transitions. Issue 54's (tests/jepsen/scenarios_faults.py): a
+partition that heals only for new connections (the suite's proxy silences established
+connections), a same-`--id` replacement, a pause between commit and publish, a step of the
+database host's clock, and `migrate bridge` under SIGSTOP and kill -9.
 
 Checks after each scenario: every journal a chain; no step entered twice; no write by a non-holder
 (the suite's own trigger on `journal` records the `leases` row at each insert; with epochs, an
@@ -35,6 +38,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rig import HOST_IP, NS, NS_IP, T_START, TAKEOVER_BOUND_S, Netns, Postgres, Source, say  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
+from scenarios_faults import FAULT_SCENARIOS, KNOWN_FAILING, WORLDS  # noqa: E402
 from world import World  # noqa: E402
 
 # ---- the suite --------------------------------------------------------------------------------
@@ -96,8 +100,17 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     try:
         suite.setup()
-        for name, run in SCENARIOS:
+        for name, run in SCENARIOS + FAULT_SCENARIOS:
             if only and name not in only:
+                continue
+            if name in KNOWN_FAILING and name not in only:
+                skipped.append(f"excluded: {name}, a known failure (--only {name} runs it)")
+                say(f"{skipped[-1]}: {KNOWN_FAILING[name]}")
+                continue
+            opts = WORLDS.get(name, dict)()
+            if opts is None:
+                skipped.append(f"skipped: {name}: the shared services are not up (scripts/services.sh)")
+                say(skipped[-1])
                 continue
             if name == "partition" and not suite.netns.ok:
                 skipped.append(f"skipped: partition: {suite.netns.why}")
@@ -105,7 +118,7 @@ def main():
                 continue
             say(f"== {name}: {run.__doc__.strip().splitlines()[0]}")
             started = time.time()
-            w = World(suite, name)
+            w = World(suite, name, **opts)
             try:
                 with w:
                     run(w)
@@ -137,7 +150,7 @@ def main():
     say("== summary")
     for r in results:
         n = sum(len(x) for x in r["violations"].values())
-        say(f"  {r['scenario']:<18} {n:>3} violations  " + ", ".join(
+        say(f"  {r['scenario']:<18} {n:>3} violations {r['seconds']:>6.1f} s  " + ", ".join(
             f"{k}: {len(x)}" for k, x in r["violations"].items()))
     for s in skipped:
         say(f"  {s}")

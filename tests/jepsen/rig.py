@@ -102,11 +102,14 @@ class Postgres:
             f.write(f"host all all {HOST_IP}/30 trust\n")
         self.start()
 
-    def start(self):
+    def start(self, env=None):
+        """Start it; `env`: variables added to its environment (libfaketime's, for a step of the
+        database host's clock)."""
         opts = (f"-c listen_addresses={','.join(self.listen)} -p {self.port} -k {self.dir} "
                 "-c fsync=off -c max_connections=100")
         r = sh(["runuser", "-u", "postgres", "--", f"{PG_BIN}/pg_ctl", "-D", f"{self.dir}/data",
-                "-l", f"{self.dir}/pg.log", "-w", "-t", "60", "start", "-o", opts], check=False)
+                "-l", f"{self.dir}/pg.log", "-w", "-t", "60", "start", "-o", opts], check=False,
+               env={**os.environ, **(env or {})})
         if r.returncode:
             raise RuntimeError(f"pg_ctl start: {r.stderr}{r.stdout}")
 
@@ -248,6 +251,12 @@ class Source:
         self.delay = {}
         self.asks = []  # (real time, daemon, query, value)
         self.hooks = []  # (real time, daemon, Idempotency-Key header, event JSON)
+        # Daemons whose webhooks are held unanswered (the publish not done) until `release()`,
+        # then answered 503 and recorded in `refused`, not in `hooks`.
+        self.hold = set()
+        self.held = []  # (real time, daemon, Idempotency-Key header, event JSON) while held
+        self.refused = []
+        self.released = threading.Event()
         self.servers = []
         self.port = free_port()
         for host in hosts:
@@ -313,8 +322,15 @@ class Source:
                         event = json.loads(body)
                     except ValueError:
                         event = {"unparsed": body[:200]}
+                    hook = (time.time(), who, self.headers.get("idempotency-key"), event)
                     with source.lock:
-                        source.hooks.append((time.time(), who, self.headers.get("idempotency-key"), event))
+                        held = who in source.hold
+                        (source.held if held else source.hooks).append(hook)
+                    if held:
+                        source.released.wait(60)
+                        with source.lock:
+                            source.refused.append(hook)
+                        return self.send(503, "held by the suite", "text/plain")
                     return self.send(200, "{}", "application/json")
                 params = urllib.parse.parse_qs(body)
                 params.update(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
@@ -322,7 +338,14 @@ class Source:
 
         return H
 
+    def release(self):
+        """Answer every held webhook 503, hold no more."""
+        with self.lock:
+            self.hold = set()
+        self.released.set()
+
     def close(self):
+        self.release()
         for s in self.servers:
             s.shutdown()
             s.server_close()
@@ -334,8 +357,12 @@ class Daemon:
     """One `migrate run`, maybe in the namespace, maybe with a skewed clock (`skew_s`, or a
     clock file whose offset the suite changes: `jump`)."""
 
-    def __init__(self, world, name, skew_s=0, netns=False, jump=False, source_timeout="2s"):
+    def __init__(self, world, name, skew_s=0, netns=False, jump=False, source_timeout="2s",
+                 ident=None, db_port=None):
         self.w, self.name, self.skew_s, self.netns, self.jump = world, name, skew_s, netns, jump
+        # `--id` (and the journal's actor): the name unless a second process takes the same one.
+        self.ident = ident or name
+        self.db_port = db_port  # PostgreSQL through the suite's proxy (half-open)
         self.ip = NS_IP if netns else "127.0.0.1"
         self.port = 18480 if netns else free_port()
         self.source_timeout = source_timeout
@@ -361,10 +388,12 @@ class Daemon:
     def start(self):
         host = HOST_IP if self.netns else "127.0.0.1"
         src = f"http://{host}:{self.w.source.port}/{self.name}"
-        env = {**os.environ, "MIGRATE_STATE": self.w.pg.url(self.w.db, host),
+        db_url = (self.w.pg.url(self.w.db, host) if self.db_port is None
+                  else f"postgres://postgres@127.0.0.1:{self.db_port}/{self.w.db}")
+        env = {**os.environ, "MIGRATE_STATE": db_url,
                "QM_PROM_URL": src, "QM_SCRAPE_URL": f"{src}/metrics", "QM_HOOK_URL": f"{src}/hook",
                "MIGRATE_LOG": "info",
-               "MIGRATE_ACTOR": self.name}
+               "MIGRATE_ACTOR": self.ident}
         env.pop("MIGRATE_API_TOKEN", None)
         if self.netns:
             # Off loopback the daemon wants a token for its mutating calls (the suite makes none).
@@ -380,7 +409,7 @@ class Daemon:
                 env["FAKETIME"] = f"{self.skew_s:+d}s"
         cmd = [self.w.migrate, "run", "--listen", f"{self.ip}:{self.port}",
                "--interval", f"{int(INTERVAL_S * 1000)}ms", "--lease-ttl", f"{int(TTL_S)}s",
-               "--id", self.name, "--source-timeout", self.source_timeout,
+               "--id", self.ident, "--source-timeout", self.source_timeout,
                "--queries-per-request", "1", "--retain", "off"]
         if self.netns:
             cmd = ["ip", "netns", "exec", NS] + cmd  # exec'd in place: the pid is migrate's
@@ -450,6 +479,14 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def lines(self, *texts):
+        """Lines of this daemon's log that contain every one of `texts`."""
+        try:
+            with open(self.log, errors="replace") as f:
+                return sum(1 for line in f if all(t in line for t in texts))
+        except FileNotFoundError:
+            return 0
 
     def fenced_lines(self):
         try:

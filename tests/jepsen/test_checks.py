@@ -132,6 +132,59 @@ class Checks(unittest.TestCase):
         self.assertEqual(checks.ms("2026-12-04T13:44:37+00:00"), 1_796_391_877_000)
         self.assertEqual(checks.ms("2026-12-04T13:44:37.5+00"), 1_796_391_877_500)
 
+    # ---- the newer faults' checks (issue 54) --------------------------------------------------
+
+    def test_within(self):
+        self.assertEqual(checks.within("breach acted on", 4.0, 9.0), [])
+        self.assertEqual(len(checks.within("breach acted on", 9.5, 9.0)), 1)
+        self.assertEqual(len(checks.within("breach acted on", None, 9.0)), 1)
+
+    def test_ready_without_rounds(self):
+        samples = [(t / 10, {"d1": True, "d2": False}) for t in range(0, 100)]
+        asks = [(t / 2, "d1", "app_error_ratio_new", 0.0) for t in range(0, 20)]  # every 0.5 s
+        self.assertEqual(checks.ready_without_rounds(samples, asks, [(0, 10)], 3.0), [])
+        # d1 stops asking at 4 s and stays ready: a zombie leader.
+        zombie = [a for a in asks if a[0] < 4]
+        self.assertEqual(len(checks.ready_without_rounds(samples, zombie, [(0, 10)], 3.0)), 1)
+        # Outside the fault's window it is not this check's business.
+        self.assertEqual(checks.ready_without_rounds(samples, zombie, [(0, 6)], 3.0), [])
+        # Ready again after a break: a new episode, judged afresh.
+        broken = [(t, {"d1": not 4 < t < 8}) for t, _ in samples]
+        self.assertEqual(checks.ready_without_rounds(broken, zombie, [(0, 10)], 3.0), [])
+
+    def test_shared_epoch(self):
+        def h(who, epoch):
+            return (0, who, "m:2", {"event": "transition", "epoch": epoch})
+        self.assertEqual(checks.shared_epoch([h("d1", 3), h("d1r", 4), h("d1", 3)], {"d1", "d1r"}), [])
+        self.assertEqual(len(checks.shared_epoch([h("d1", 3), h("d1r", 3)], {"d1", "d1r"})), 1)
+        self.assertEqual(checks.shared_epoch([h("d1", 3), h("cli", 3)], {"d1"}), [])
+
+    def test_undelivered(self):
+        rows = [{"migration": "m", "seq": 2, "delivered_at": 5}, {"migration": "m", "seq": 3, "delivered_at": 6}]
+        hooks = [(0, "d1", "m:2", {}), (0, "d2", None, {"idempotency_key": "m:3"})]
+        self.assertEqual(checks.undelivered(rows, hooks), [])
+        self.assertEqual(len(checks.undelivered(rows, hooks[:1])), 1)
+        self.assertEqual(len(checks.undelivered([dict(rows[0], delivered_at=None)], hooks)), 1)
+
+    def test_epoch_per_acquisition(self):
+        def ch(old, new):
+            return {"old": old and {"holder": old[0], "epoch": old[1]},
+                    "new": new and {"holder": new[0], "epoch": new[1]}}
+        good = [ch(None, ("d1#a", 1)), ch(("d1#a", 1), ("d1#b", 2)), ch(("d1#b", 2), ("d1#b", 2)),
+                ch(("d1#b", 2), ("d2#c", 3))]
+        self.assertEqual(checks.epoch_per_acquisition(good), [])
+        # The same --id, another process, the same epoch: the fence cannot tell them apart.
+        bad = good[:1] + [ch(("d1#a", 1), ("d1#b", 1))]
+        self.assertEqual(len(checks.epoch_per_acquisition(bad)), 1)
+
+    def test_overlaps(self):
+        self.assertEqual(checks.overlaps([1.0, 1.1, 1.2, 5.0], 0.5), [])
+        self.assertEqual(len(checks.overlaps([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 5.0], 0.5)), 1)
+
+    def test_lost(self):
+        self.assertEqual(checks.lost([1, 2, 3], [3, 1, 2, 2]), [])
+        self.assertEqual(len(checks.lost([1, 2, 3], [1, 3])), 1)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -14,8 +14,11 @@ from rig import AUDIT_SQL, BREACH, GREEN, TAKEOVER_BOUND_S, Daemon, say, wait_fo
 # ---- one scenario's world ---------------------------------------------------------------------
 
 class World:
-    def __init__(self, suite, name, migrations=("m1", "m2")):
+    def __init__(self, suite, name, migrations=("m1", "m2"), plan_edit=None, **extra):
         self.suite, self.name = suite, name
+        for k, v in extra.items():
+            setattr(self, k, v)  # what a scenario's world needs besides (the bridge's streams)
+        self.plan_edit = plan_edit  # the plan's text -> the scenario's (its own steps, a bridge)
         self.pg, self.source, self.migrate = suite.pg, suite.source, suite.migrate
         self.db = "s_" + name.replace("-", "_")
         self.dir = os.path.join(suite.work, name)
@@ -28,12 +31,21 @@ class World:
         self.fence_rounds = []
         self.ready_while_down = []
         self.contract = []
+        # The newer faults' own checks (issue 54): check name -> violations; and what the
+        # scenario saw that shows the promise held (printed under the scenario, in the report).
+        self.found = {}
+        self.seen = []
+        self.closers = []  # called on exit, after the daemons ended (a proxy, a bridge)
+        # A step of the database's clock (db-clock-step): (its real instant, ms); instants the
+        # database stamped after it are that much ahead of the real clock.
+        self.db_step = None
         self.polling = False
         self.pg.sql("postgres", f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
         self.pg.sql("postgres", f"CREATE DATABASE {self.db}")
         self.source.values = dict(GREEN)
         self.source.delay = {}
         self.source.hooks = []
+        self.source.hold, self.source.held, self.source.refused = set(), [], []
         for m in self.migrations:
             self.cli(["init", self.plan(m)])
         self.pg.sql(self.db, AUDIT_SQL)
@@ -47,6 +59,8 @@ class World:
             text = text.replace(a, b, 1)
         # Every event to the suite's receiver, to check what the daemons announce.
         text += '\nnotify:\n  webhooks:\n    - { url: "${QM_HOOK_URL}" }\n'
+        if self.plan_edit:
+            text = self.plan_edit(text)
         path = os.path.join(self.dir, f"{name}.yaml")
         with open(path, "w") as f:
             f.write(text)
@@ -102,7 +116,20 @@ class World:
                                        check=False)
         for d in self.daemons.values():
             d.end()
+        for close in self.closers:
+            try:
+                close()
+            except Exception as e:  # noqa: BLE001 - a clean-up must not hide the verdict
+                self.notes.append(f"clean-up: {e}")
         return False
+
+    def violation(self, check, lines):
+        """Record `lines` (violations, maybe none) under `check`."""
+        self.found.setdefault(check, []).extend(lines)
+
+    def saw(self, line):
+        self.seen.append(line)
+        say(f"  {line}")
 
     def leader(self, timeout=15, exclude=()):
         """The one daemon answering ready (None after `timeout`)."""
@@ -196,7 +223,7 @@ class World:
         return out
 
     def verdict(self):
-        db, names = self.db, set(self.daemons)
+        db, names = self.db, {d.ident for d in self.daemons.values()}
         journals = {}
         for m in self.migrations:
             rows = self.pg.json_rows(db, f"SELECT * FROM journal WHERE migration = '{m}' ORDER BY seq")
@@ -213,9 +240,15 @@ class World:
         fenced = bool(epochs is not None and journals and any("epoch" in r for j in journals.values() for r in j))
         epoch_start = {r["epoch"]: checks.ms(r["acquired_at"]) for r in (epochs or [])}
 
+        def real_ms(db_ms):
+            if self.db_step is None or db_ms is None:
+                return db_ms
+            at, step = self.db_step
+            return db_ms - step if db_ms >= at * 1000 + step else db_ms
+
         def tenure_start(e):
             if fenced and e.get("epoch") in epoch_start:
-                return epoch_start[e["epoch"]]
+                return real_ms(epoch_start[e["epoch"]])
             a = audit.get(e["id"])
             if a is None:
                 return None
@@ -224,7 +257,7 @@ class World:
             for c in changes:
                 if c["db_ms"] <= a["db_ms"] and c["new"] is not None:
                     start = c["db_ms"]
-            return start
+            return real_ms(start)
 
         def reading_real_ms(e, t):
             d = self.daemons.get(e["actor"])
@@ -271,6 +304,9 @@ class World:
                     for f, d, n, c, e, g in self.fence_rounds]
             found["the fencing contract (history --json, metrics)"] = self.contract + self.contract_checks(journals, epochs)
         found["takeover within ttl + one interval"] = checks.takeovers(self.takeovers, TAKEOVER_BOUND_S)
+        found["one process per epoch (events)"] = checks.shared_epoch(self.source.hooks, set(self.daemons))
+        for k, v in self.found.items():
+            found.setdefault(k, []).extend(v)
         entries = sum(len(j) for j in journals.values())
         fenced_lines = {n: d.fenced_lines() for n, d in self.daemons.items()}
         return {"scenario": self.name, "entries": entries, "journal_by": {
@@ -279,6 +315,7 @@ class World:
                 "webhooks": len(self.source.hooks),
                 "violations": {k: v for k, v in found.items() if v},
                 "takeovers": self.takeovers, "fenced_log_lines": fenced_lines, "notes": self.notes,
+                "seen": self.seen,
                 "fence_rounds": self.fence_rounds,
                 "epochs": len(epochs) if epochs is not None else None}
 
