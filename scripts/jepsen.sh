@@ -10,11 +10,11 @@
 # network namespace, skewed and jumping clocks and PostgreSQL restarts; and (issue 54) a
 # partition that heals only for new connections (a proxy of the suite's own), a same-`--id`
 # replacement, a pause between commit and publish, a step of the database host's clock, and two
-# `migrate bridge` on Redis streams of the shared Redis (scripts/services.sh; streams named for
-# the run, the server never restarted) under SIGSTOP and kill -9; then the checks. Needs root
+# `migrate bridge` on Redis streams of a redis-server of the suite's own (a free port; the
+# end-to-end suite beside it in .ci/run restarts the shared one) under SIGSTOP and kill -9; then
+# the checks. Needs root
 # (runuser, ip netns, iptables). When network namespaces or iptables are refused, the partition
-# scenario prints "skipped: <reason>"; without the shared services the bridge scenario does; the
-# others run. A scenario known to fail (tests/jepsen/scenarios_faults.py, KNOWN_FAILING) runs only
+# scenario prints "skipped: <reason>"; the others run. A scenario known to fail (tests/jepsen/scenarios_faults.py, KNOWN_FAILING) runs only
 # when --only names it; the default run prints "excluded (known failure ...)" with the reason.
 #
 # Exits 1 when any check found a violation. The work dir (JEPSEN_WORK, default a new /tmp dir,
@@ -32,6 +32,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || need+=(faketime)
 command -v runuser >/dev/null || need+=(util-linux)
+command -v redis-server >/dev/null || need+=(redis-server)
 if (( ${#need[@]} )); then
   echo "jepsen: installing ${need[*]}"
   apt-get update -qq

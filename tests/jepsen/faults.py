@@ -1,7 +1,7 @@
 """The machinery of the suite's newer faults (tests/jepsen/jepsen.py, issue 54): a TCP proxy of
 the suite's own between the daemons and PostgreSQL whose established connections can be made
 silent (a partition that heals only for new connections), a minimal Redis client (RESP) for the
-bridge's streams on the shared Redis, and one `migrate bridge` under the suite's control."""
+bridge's streams (on a Redis of the scenario's own), and one `migrate bridge` under the suite's control."""
 
 import asyncio
 import os

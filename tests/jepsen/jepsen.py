@@ -107,9 +107,9 @@ def main():
                 skipped.append(f"excluded: {name}, a known failure (--only {name} runs it)")
                 say(f"{skipped[-1]}: {KNOWN_FAILING[name]}")
                 continue
-            opts = WORLDS.get(name, dict)()
+            opts = WORLDS.get(name, lambda _work: {})(suite.work)
             if opts is None:
-                skipped.append(f"skipped: {name}: the shared services are not up (scripts/services.sh)")
+                skipped.append(f"skipped: {name}: redis-server is not installed (scripts/services.sh install redis)")
                 say(skipped[-1])
                 continue
             if name == "partition" and not suite.netns.ok:

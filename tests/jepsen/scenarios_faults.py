@@ -9,6 +9,7 @@ Every bound below is derived from what docs/robustness.md promises, in the suite
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import threading
@@ -17,7 +18,7 @@ import time
 import checks
 from faults import Bridge, Proxy, Redis
 from rig import (BREACH, FAILING, INTERVAL_S, LIBFAKETIME, POLL_SLACK_S, TAKEOVER_BOUND_S, TTL_S,
-                 wait_for)
+                 free_port, wait_for)
 from scenarios import stale_round
 
 # The give-up rule: a leader whose rounds have not completed for ttl + one interval gives the
@@ -298,18 +299,46 @@ def db_clock_step(w, daemons):
 
 # ---- bridge ------------------------------------------------------------------------------------
 
-def services_env():
-    """The shared services' variables (scripts/services.sh), or {} when they are not up."""
-    path = os.path.join(os.environ.get("QM_SERVICES_DIR", "/tmp/qm-services"), "env")
-    r = subprocess.run(["bash", "-c", f"source {path} && env"], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
-    if r.returncode:
-        return {}
-    return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+def own_redis(work):
+    """A redis-server of the scenario's own on a free port (the end-to-end suite, which runs beside
+    this one in .ci/run, stops and restarts the shared Redis as a fault), or None when no
+    redis-server is installed (scripts/services.sh install redis). Returns (url, stop)."""
+    binary = shutil.which("redis-server")
+    if not binary:
+        return None
+    port = free_port()
+    data = os.path.join(work, "redis")
+    os.makedirs(data, exist_ok=True)
+    proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                             "--appendonly", "no", "--dir", data],
+                            stdout=open(os.path.join(data, "redis.log"), "wb"),
+                            stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}"
+
+    def up():
+        try:
+            r = Redis(url)
+        except OSError:
+            return None
+        try:
+            return r.cmd("PING")
+        finally:
+            r.close()
+    if wait_for(up, 10, 0.1) is None:
+        proc.kill()
+        return None
+
+    def stop():
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return url, stop
 
 
 class Streams:
-    """The bridge scenario's Redis streams on the shared Redis, named for this run."""
+    """The bridge scenario's Redis streams, on a Redis of its own, named for this run."""
 
     def __init__(self, url):
         self.url = url
@@ -341,12 +370,6 @@ class Streams:
         finally:
             r.close()
 
-    def drop(self):
-        r = Redis(self.url)
-        try:
-            r.cmd("DEL", self.ingress, self.old, self.new)
-        finally:
-            r.close()
 
 
 class Producer:
@@ -445,12 +468,12 @@ def bridge_faults(w, bridges, producer):
 
 
 def sc_bridge(w):
-    """Two `migrate bridge` with one `--id` (Redis streams on the shared Redis, named for this
-    run) under a producer at 50/s: SIGSTOP of the active one with nothing in flight (its forwards
+    """Two `migrate bridge` with one `--id` (Redis streams on a Redis of the scenario's own)
+    under a producer at 50/s: SIGSTOP of the active one with nothing in flight (its forwards
     counted before and after), SIGSTOP under load, kill -9; the standby takes over each time,
     nothing is lost."""
     streams = w.streams
-    w.closers.append(streams.drop)
+    w.closers.append(w.redis_stop)
     env = {**os.environ, "MIGRATE_STATE": w.pg.url(w.db), "MIGRATE_LOG": "info"}
     # One `--id` for both, as a replacement with a stable name has: the lease is held per process
     # instance, so the second stands by all the same.
@@ -501,20 +524,22 @@ def sc_bridge(w):
     w.violation("one bridge active at a time", checks.overlaps(both, 0.5))
 
 
-def bridge_world():
-    """The bridge scenario's World: one migration whose plan has a `bridge:` on Redis streams of
-    the shared Redis; None when it is not up."""
-    url = services_env().get("QM_TEST_REDIS_URL")
-    if not url:
+def bridge_world(work):
+    """The bridge scenario's World: one migration whose plan has a `bridge:` on Redis streams of a
+    Redis of its own; None when redis-server is not installed."""
+    redis = own_redis(os.path.join(work, "bridge"))
+    if not redis:
         return None
+    url, stop = redis
     streams = Streams(url)
-    return {"migrations": ("m1",), "plan_edit": streams.plan, "streams": streams}
+    return {"migrations": ("m1",), "plan_edit": streams.plan, "streams": streams,
+            "redis_stop": stop}
 
 
-# name -> the World's options (None: skipped, the services it needs are not up).
+# name -> the World's options from the suite's work dir (None: skipped, what it needs is missing).
 WORLDS = {
-    "db-clock-step": lambda: {"plan_edit": observe_long},
-    "db-clock-step-standby": lambda: {"plan_edit": observe_long},
+    "db-clock-step": lambda _work: {"plan_edit": observe_long},
+    "db-clock-step-standby": lambda _work: {"plan_edit": observe_long},
     "bridge": bridge_world,
 }
 
