@@ -8,6 +8,8 @@ fn cfg() -> Config {
     Config {
         tolerance: 0.2,
         alpha: 0.01,
+        alpha_pass: 0.01,
+        confidence: None,
         min_events: 1_000,
         min_failures: 10,
         max_duration: Duration::from_secs(3600),

@@ -13,4 +13,5 @@ mod demo_tty;
 mod deploy_manifests;
 mod exposition_conformance;
 mod fuzz_regressions;
+mod judge_counters_prometheus;
 mod prometheus_batch;
