@@ -158,6 +158,52 @@ pub fn increase_since(
     Ok(out)
 }
 
+/// Each interval's increase of counter series read at evaluation instants (a `query_range`
+/// of the raw selector: each series' latest sample at each of `times`): for `times[i]` to
+/// `times[i + 1]`, the sum over series of the rise (a drop: a restart, its new value), a series
+/// absent at `times[i]` and present at `times[i + 1]` counted from 0. `times.len() - 1` values.
+///
+/// # Guarantees
+/// Exact increments of the samples read: never extrapolated, never negative; an interval with no
+/// new sample in any series is 0.
+///
+/// # Errors
+/// A negative or non-finite sample: not a counter.
+pub fn interval_increments(
+    series: &[Vec<(i64, f64)>],
+    times: &[i64],
+) -> Result<Vec<f64>, NotACounter> {
+    let mut out = vec![0.0; times.len().saturating_sub(1)];
+    for (index, samples) in series.iter().enumerate() {
+        let by_time: std::collections::HashMap<i64, f64> = samples.iter().copied().collect();
+        for (at_ms, value) in samples {
+            if !value.is_finite() {
+                return Err(NotACounter::NotFinite {
+                    series: index,
+                    at_ms: *at_ms,
+                });
+            }
+            if *value < 0.0 {
+                return Err(NotACounter::Negative {
+                    series: index,
+                    value: *value,
+                    at_ms: *at_ms,
+                });
+            }
+        }
+        for (i, pair) in times.windows(2).enumerate() {
+            let (before, now) = (by_time.get(&pair[0]), by_time.get(&pair[1]));
+            out[i] += match (before, now) {
+                (_, None) => 0.0,
+                (None, Some(now)) => *now,
+                (Some(before), Some(now)) if now >= before => now - before,
+                (Some(_), Some(now)) => *now,
+            };
+        }
+    }
+    Ok(out)
+}
+
 /// The PromQL range selector that gives the raw samples [`increase_since`] needs at `now_ms`:
 /// `SEL[Ns]` reaching `lookback_ms` before `from_ms` (for each series' baseline).
 pub fn samples_query(counter: &RawCounter, from_ms: i64, now_ms: i64, lookback_ms: i64) -> String {
@@ -274,6 +320,21 @@ mod tests {
             increase_since(&[vec![(0, f64::NAN)]], 0, 10),
             Err(NotACounter::NotFinite { .. })
         ));
+    }
+
+    #[test]
+    fn interval_increments_handle_a_reset_per_series_and_count_no_new_sample_as_nothing() {
+        let times = [0, 10, 20, 30, 40];
+        let series = vec![
+            // 100, 110, 4 (a restart), 4 (no new sample), 9.
+            vec![(0, 100.0), (10, 110.0), (20, 4.0), (30, 4.0), (40, 9.0)],
+            // Born at 20.
+            vec![(20, 2.0), (30, 3.0), (40, 3.0)],
+        ];
+        let got = interval_increments(&series, &times).expect("counters");
+        assert_eq!(got, vec![10.0, 4.0 + 2.0, 1.0, 5.0]);
+        assert!(interval_increments(&[vec![(0, -1.0)]], &times).is_err());
+        assert!(interval_increments(&[], &[0]).expect("nothing").is_empty());
     }
 
     #[test]

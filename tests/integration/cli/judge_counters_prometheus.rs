@@ -110,3 +110,56 @@ async fn the_judges_counts_are_the_counters_exact_increments_where_increase_extr
         "increase() read {first} then {second}; the counters' increments are {exact}"
     );
 }
+
+/// `plan backtest` replays a judge from the same raw counters (a `query_range` of the selector,
+/// each interval's increments summed per series), never from `increase()`: over the known
+/// samples, its intervals add up to the counters' exact increments, and an interval with no new
+/// scrape is 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs promtool and prometheus (scripts/services.sh install prometheus)"]
+async fn the_backtest_replays_a_judge_from_the_same_raw_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let prom = tokio::task::block_in_place(|| start_prometheus_over(dir.path(), &counters()));
+    let query = r#"sum(increase(qm_judge_handled_total{route="new"}[$step]))"#;
+    let yaml = include_str!("../../../plans/local.yaml")
+        .replace("${QM_PROM_URL}", &prom.url)
+        .replacen(
+            r#"- { name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01" }"#,
+            &format!(
+                "- name: new vs old failures\n        source: prom\n        judge:\n          \
+                 new: {{ events: '{query}', failures: '{query}' }}\n          \
+                 old: {{ events: '{query}', failures: '{query}' }}\n          \
+                 tolerance: 0.2"
+            ),
+            1,
+        );
+    let plan = queue_migrate::plan::compile_with_secrets_mode(
+        &yaml,
+        None,
+        &queue_migrate::plan::SystemResolve,
+        queue_migrate::plan::SecretsMode::Deferred,
+    )
+    .expect("the plan")
+    .plan;
+    let fetcher = Fetcher::new(Duration::from_secs(10)).unwrap();
+    // Every 5 s from T+100 s to T+400 s: three readings a scrape.
+    let instants =
+        queue_migrate::backtest::Instants::new((T + 100) * 1000, (T + 400) * 1000, 5_000).unwrap();
+    let readings = queue_migrate::backtest::readings::read(
+        &plan,
+        None::<&queue_migrate::store::any::AnyStore>,
+        &fetcher,
+        instants,
+    )
+    .await;
+    let column: Vec<f64> = (0..instants.count)
+        .map(|i| readings.get("prom", query, i).unwrap())
+        .collect();
+    // The first interval ends at T+100 s: from T+95 s (scrape 6, at T+93 s) nothing new.
+    assert_eq!(column[0], 0.0);
+    let exact = 130.0 + 3.0 + 60.0 + 140.0 + 13.0;
+    assert_eq!(column[1..].iter().sum::<f64>(), exact, "{column:?}");
+    // Two of each three 5 s intervals see no new scrape: 0, never a guess.
+    let empty = column.iter().filter(|v| **v == 0.0).count();
+    assert!(empty >= 2 * (instants.count - 1) / 3, "{column:?}");
+}
