@@ -204,15 +204,34 @@ pub fn interval_increments(
     Ok(out)
 }
 
-/// The PromQL range selector that gives the raw samples [`increase_since`] needs at `now_ms`:
-/// `SEL[Ns]` reaching `lookback_ms` before `from_ms` (for each series' baseline).
+/// Counting spans up to this long are read sample by sample; longer ones at a resolution
+/// that keeps each series to about [`LONG_SPAN_POINTS`] points (an answer's size bounded
+/// whatever the step's length and the scrape interval).
+pub const LONG_SPAN_MS: i64 = 6 * 3600 * 1000;
+
+/// Points a series gives, at most about, when a long span is read at a resolution.
+pub const LONG_SPAN_POINTS: i64 = 4_000;
+
+/// The PromQL that gives the samples [`increase_since`] needs at `now_ms`: the range selector
+/// `SEL[Ns]` reaching `lookback_ms` before `from_ms` (for each series' baseline); past
+/// [`LONG_SPAN_MS`], the subquery `SEL[Ns:Rs]` (each series' latest sample every `R` seconds,
+/// `R` the span over [`LONG_SPAN_POINTS`]).
+///
+/// # Guarantees
+/// Up to [`LONG_SPAN_MS`] the samples are the raw ones: the count is exact. Past it, the
+/// counters are read every `R`: a restart followed by growth past the old value within `R` is
+/// not seen, and what a counter gained within `R` before `from_ms` may count.
 pub fn samples_query(counter: &RawCounter, from_ms: i64, now_ms: i64, lookback_ms: i64) -> String {
-    let span = now_ms
-        .saturating_sub(from_ms)
-        .max(0)
-        .saturating_add(lookback_ms.max(0));
+    let counted = now_ms.saturating_sub(from_ms).max(0);
+    let span = counted.saturating_add(lookback_ms.max(0));
     let secs = (span.saturating_add(999) / 1000).max(1);
-    format!("{}[{secs}s]", counter.selector)
+    if counted <= LONG_SPAN_MS {
+        return format!("{}[{secs}s]", counter.selector);
+    }
+    let resolution = u64::try_from(secs)
+        .unwrap_or(1)
+        .div_ceil(LONG_SPAN_POINTS.unsigned_abs());
+    format!("{}[{secs}s:{}s]", counter.selector, resolution.max(1))
 }
 
 #[cfg(test)]
@@ -347,5 +366,15 @@ mod tests {
             "x_total{a=\"b\"}[361s]"
         );
         assert_eq!(samples_query(&c, 10_000, 10_000, 0), "x_total{a=\"b\"}[1s]");
+        // Six hours counted: still sample by sample.
+        assert_eq!(
+            samples_query(&c, 0, LONG_SPAN_MS, 300_000),
+            "x_total{a=\"b\"}[21900s]"
+        );
+        // Three days: every 65 s, 4,000 points a series at most.
+        assert_eq!(
+            samples_query(&c, 0, 3 * 86_400_000, 300_000),
+            "x_total{a=\"b\"}[259500s:65s]"
+        );
     }
 }

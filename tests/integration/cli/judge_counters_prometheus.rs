@@ -93,6 +93,21 @@ async fn the_judges_counts_are_the_counters_exact_increments_where_increase_extr
     let later_ms = (T + 405) * 1000;
     assert_eq!(count_at(later_ms).await.total, exact);
 
+    // A long counting span is read at a resolution (a subquery of the selector): Prometheus
+    // answers it as raw points, and the count is within one scrape's traffic of the exact one
+    // (here: the scrape just before the start counted, the last one not yet).
+    let coarse = fetcher
+        .prometheus_series(
+            &prom.url,
+            r#"qm_judge_handled_total{route="new"}[600s:15s]"#,
+            now_ms,
+        )
+        .await
+        .unwrap();
+    let coarse = increase_since(&coarse, from_ms, now_ms).unwrap();
+    assert!((coarse.total - exact).abs() <= 18.0, "{coarse:?}");
+    assert_eq!(coarse.resets, 1);
+
     // Prometheus's increase() over the same span: extrapolated to the window's edges, neither
     // the exact count nor the same at the two readings.
     let increase = |secs: i64, at_ms: i64| {
