@@ -911,3 +911,39 @@ fn a_judge_read_faster_than_its_scrapes_waits_for_the_next_sample() {
         looks.last()
     );
 }
+
+/// Issue 55 item 2: a change of the judge's bounds mid-step (its share of a `judge_budget`
+/// changed by `plan apply`) starts a new count and keeps a FAIL, as a tolerance change does; a
+/// ledger stored before the false-PASS bound had its own reads on in its count.
+#[test]
+fn a_budget_change_keeps_a_fail_and_a_ledger_from_before_reads_on() {
+    let evals = through_gate(&check(), &[(1_500.0, 30.0, 1_500.0, 15.0); 60], 15_000);
+    let failed = evals[first(&evals, Verdict::Fail).expect("fails")].memory;
+    let stricter = JudgeCheck {
+        config: Config {
+            alpha: 0.002,
+            alpha_pass: 0.004,
+            ..cfg()
+        },
+        ..check()
+    };
+    let fine = Observation::Counts {
+        new: side(100_000.0, 1_000.0),
+        old: side(100_000.0, 1_000.0),
+    };
+    let e = crate::judge_verdict::evaluate_judge(&stricter, &fine, failed, 2_000_000, 0);
+    assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
+    let ledger = e.memory.judge.expect("a ledger");
+    assert_eq!(
+        (ledger.count, ledger.alpha, ledger.alpha_pass),
+        (1, 0.002, Some(0.004))
+    );
+    // A ledger written before `alpha_pass` (no such field): the same count goes on.
+    let before = Ledger::new(0.2, 0.01, 0, false);
+    let mut json = serde_json::to_value(before).expect("json");
+    json.as_object_mut().expect("object").remove("alpha_pass");
+    let read: Ledger = serde_json::from_value(json).expect("reads");
+    assert_eq!(read.alpha_pass, None);
+    assert_eq!(read.under(0.2, 0.01, 0.01).count, 0);
+    assert_eq!(read.under(0.2, 0.01, 0.005).count, 1);
+}
