@@ -186,8 +186,8 @@ fn short(v: f64) -> String {
 ///   that interval's traffic split allows; bursts and a random rate allowed), the probability
 ///   that any reading of the step, at any times and however many, decides FAIL is at most
 ///   `alpha`, summed over all the step's counts ([`betting::spend`]).
-/// - Symmetrically for PASS when new is worse than that; never a PASS before each side has
-///   `min_events` events and `min_failures` failures were weighed.
+/// - Symmetrically for PASS when new is worse than that, at most `alpha_pass`; never a PASS
+///   before each side has `min_events` events and `min_failures` failures were weighed.
 /// - A FAIL stays a FAIL for the rest of the step: across a resume (a new count) and a
 ///   tolerance change alike.
 /// - A negative count, or a count lower than at the last interval, weighs nothing and says so.
