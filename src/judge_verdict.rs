@@ -71,8 +71,8 @@ fn judge_evaluation(
     // A tolerance or confidence changed mid-step (`plan apply`): a new count, a FAIL kept.
     let memory = Memory {
         judge: Some(memory.judge.map_or_else(
-            || Ledger::new(cfg.tolerance, cfg.alpha, 0, false),
-            |l| l.under(cfg.tolerance, cfg.alpha),
+            || Ledger::first(cfg.tolerance, cfg.alpha, cfg.alpha_pass),
+            |l| l.under(cfg.tolerance, cfg.alpha, cfg.alpha_pass),
         )),
         ..memory
     };

@@ -3,7 +3,9 @@
 //! - Prometheus sources: `GET /api/v1/query_range` per query, the window cut into requests of at
 //!   most [`MAX_POINTS_PER_REQUEST`] instants (Prometheus refuses more than 11,000 points per
 //!   series), at most [`IN_FLIGHT`] requests at a time, each answer read up to
-//!   [`range_cap`] bytes (sized by the points asked), parsed into typed rows.
+//!   [`range_cap`] bytes (sized by the points asked), parsed into typed rows. A judge's
+//!   `sum(increase(x[$step]))` is read from the raw counters `x` instead (a `query_range` of the
+//!   selector, each interval's increments per series summed: no `increase()` extrapolation).
 //! - Scrape sources: the scrape history the store kept for the plan's migration (`--state`),
 //!   when it has one; before its first kept scrape the source cannot answer.
 //! - Dead-letter sources, and any source that cannot answer for the past: named, and their
@@ -126,8 +128,12 @@ pub async fn read<S: Store>(
                 Ok(base) => {
                     for query in queries {
                         // A judge's `$step` reads each interval's increase: the replay adds
-                        // them up from the step's start ([`Readings::observe`]).
-                        let asked = crate::judge::at_step(query, instants.step_ms);
+                        // them up from the step's start ([`Readings::observe`]); from its raw
+                        // counters, as the daemon reads them, never `increase()`.
+                        let asked = match raw_counter(query) {
+                            Some(selector) => Asked::Counters(selector),
+                            None => Asked::Value(crate::judge::at_step(query, instants.step_ms)),
+                        };
                         for (first, count) in chunks(&instants, MAX_POINTS_PER_REQUEST) {
                             let gate = gate.clone();
                             let asked = asked.clone();
@@ -186,21 +192,51 @@ pub async fn read<S: Store>(
     readings
 }
 
+/// What a column asks of a Prometheus source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Asked {
+    /// A query's value at each instant.
+    Value(String),
+    /// A judge's counters (the selector under its `sum(increase(x[$step]))`): each series'
+    /// latest sample at each instant and at the one before the first, each interval's
+    /// increments summed ([`crate::judge::counter::interval_increments`]).
+    Counters(String),
+}
+
+/// The counters under a judge's query (`$step` in it, of the raw counter form), if it is one.
+fn raw_counter(query: &str) -> Option<String> {
+    if !query.contains("$step") {
+        return None;
+    }
+    crate::judge::counter::recognise(query)
+        .ok()
+        .map(|c| c.selector)
+}
+
 /// One `query_range` request for `count` instants from index `first`.
 async fn range(
     fetcher: &Fetcher,
     base: &str,
     source: &str,
-    query: &str,
+    asked: &Asked,
     instants: &Instants,
     first: usize,
     count: usize,
 ) -> Result<Vec<Reading>, Failed> {
     let url = format!("{}/api/v1/query_range", base.trim_end_matches('/'));
     let shown = crate::redact::url(&url);
+    let (query, start, cap) = match asked {
+        Asked::Value(q) => (q.clone(), instants.at(first), range_cap(count)),
+        // The instant before the first too: the first interval's increments start there.
+        Asked::Counters(selector) => (
+            selector.clone(),
+            instants.at(first) - instants.step_ms,
+            MAX_RANGE_BYTES,
+        ),
+    };
     let form = [
-        ("query", query.to_string()),
-        ("start", seconds(instants.at(first))),
+        ("query", query),
+        ("start", seconds(start)),
         ("end", seconds(instants.at(first + count - 1))),
         ("step", seconds(instants.step_ms)),
     ];
@@ -221,11 +257,15 @@ async fn range(
             Failed::unreachable(format!("source {source}: {shown}: {what}"))
         })?;
     let status = response.status();
-    let body = capped(response, range_cap(count))
+    let body = capped(response, cap)
         .await
         .map_err(|e| Failed::answered(format!("source {source}: {shown}: {e}")))?;
     let body = String::from_utf8_lossy(&body);
-    match decode_range(&body, source, instants, first, count) {
+    let decoded = match asked {
+        Asked::Value(_) => decode_range(&body, source, instants, first, count),
+        Asked::Counters(selector) => counters(&body, source, selector, instants, first, count),
+    };
+    match decoded {
         Ok(values) => Ok(values),
         Err(e) if status.is_success() || body.trim_start().starts_with('{') => {
             Err(Failed::answered(e))
@@ -235,6 +275,27 @@ async fn range(
             "source {source}: HTTP {status} from {shown}"
         ))),
     }
+}
+
+/// Each of `count` intervals' increments of the counters `selector` picks, from a
+/// `query_range` answer of the raw selector starting an instant before `first`.
+fn counters(
+    body: &str,
+    source: &str,
+    selector: &str,
+    instants: &Instants,
+    first: usize,
+    count: usize,
+) -> Result<Vec<Reading>, String> {
+    let why =
+        |e: &dyn std::fmt::Display| format!("source {source}: the counters of {selector}: {e}");
+    let series = crate::indicators::promql::decode_matrix(body).map_err(|e| why(&e))?;
+    let times: Vec<i64> = std::iter::once(instants.at(first) - instants.step_ms)
+        .chain((first..first + count).map(|i| instants.at(i)))
+        .collect();
+    let counts =
+        crate::judge::counter::interval_increments(&series, &times).map_err(|e| why(&e))?;
+    Ok(counts.into_iter().map(Ok).collect())
 }
 
 /// Why a range request gave no readings: the source answered with an error, or it could not be

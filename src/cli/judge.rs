@@ -83,6 +83,8 @@ pub fn run(cmd: JudgeCmd) -> CliResult {
         config: Config {
             tolerance: a.tolerance,
             alpha: 1.0 - a.confidence,
+            alpha_pass: 1.0 - a.confidence,
+            confidence: Some(a.confidence),
             min_events: a.min_events,
             min_failures: a.min_failures,
             max_duration: a.duration,

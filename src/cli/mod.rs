@@ -19,6 +19,7 @@ mod pause;
 mod plan_apply;
 mod plan_backtest;
 mod plan_check;
+mod plan_check_judges;
 mod preflight;
 mod prune;
 mod resume;

@@ -58,6 +58,10 @@ struct Derived {
     routing_etcd: Option<String>,
     /// The built-in stale-producer guard (`stale_producers:`), as one line.
     stale_producers: Option<String>,
+    /// The judges' error budget per migration and its split (`None`: no judge).
+    judge_budget: Option<String>,
+    /// Each judge: its share of the budget and the raw counters it reads.
+    judges: Vec<String>,
     steps: Vec<StepView>,
 }
 
@@ -75,7 +79,10 @@ fn derived(compiled: &Compiled) -> Derived {
     let plan = &compiled.plan;
     let ladder = Ladder::of(plan);
     let ms = crate::time::human;
+    let (judge_budget, judges) = super::plan_check_judges::judge_lines(plan);
     Derived {
+        judge_budget,
+        judges,
         name: plan.name.clone(),
         slices: plan.slices,
         quiet: ms(plan.quiet),
@@ -229,6 +236,12 @@ fn write_derived(
     }
     if let Some(stale) = &d.stale_producers {
         writeln!(out, "  stale producers: {stale}")?;
+    }
+    if let Some(budget) = &d.judge_budget {
+        writeln!(out, "  judge budget: {budget}")?;
+        for j in &d.judges {
+            writeln!(out, "    judge {j}")?;
+        }
     }
     writeln!(
         out,

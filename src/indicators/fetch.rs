@@ -544,12 +544,42 @@ impl Fetcher {
         self.within_round(base, asked).await
     }
 
+    /// The raw samples of each series a range selector (`x{a="b"}[300s]`) gives at `at_ms`
+    /// (what a judge reads its counters from), never kept for the round.
+    ///
+    /// # Errors
+    /// Why there are no samples, as [`Fetcher::prometheus`] says it.
+    pub async fn prometheus_series(
+        &self,
+        base: &str,
+        selector: &str,
+        at_ms: i64,
+    ) -> Result<Vec<super::promql::SeriesSamples>, FetchError> {
+        let asked = async {
+            self.prometheus_decoded(base, selector, at_ms, super::promql::decode_matrix)
+                .await
+                .map_err(|reason| reason.masked(base))
+        };
+        self.within_round(base, asked).await
+    }
+
     async fn prometheus_unmasked(
         &self,
         base: &str,
         query: &str,
         at_ms: i64,
     ) -> Result<f64, FetchError> {
+        self.prometheus_decoded(base, query, at_ms, decode_instant)
+            .await
+    }
+
+    async fn prometheus_decoded<T>(
+        &self,
+        base: &str,
+        query: &str,
+        at_ms: i64,
+        decode: fn(&str) -> Result<T, PromError>,
+    ) -> Result<T, FetchError> {
         let url = query_url(base);
         let time = instant(at_ms);
         let request = self
@@ -576,9 +606,9 @@ impl Fetcher {
         let body = String::from_utf8_lossy(&body);
         // An answer that is no number is quoted: masked whole first, since a quote cut through
         // an echoed credential (`header Basic cHJv...`) would show what masking it cut cannot.
-        let decoded = match decode_instant(&body) {
+        let decoded = match decode(&body) {
             Ok(v) => Ok(v),
-            Err(_) => decode_instant(&masked(&url, &body)),
+            Err(_) => decode(&masked(&url, &body)),
         };
         let url = redact::url(&url);
         // Prometheus answers 400/422/503 with a JSON error body worth showing.

@@ -132,6 +132,60 @@ pub fn decode_instant(body: &str) -> Result<f64, PromError> {
     }
 }
 
+/// One series' raw samples, `(at_ms, value)`, as a range selector's answer gives them.
+pub type SeriesSamples = Vec<(i64, f64)>;
+
+#[derive(Deserialize)]
+struct MatrixSeries {
+    #[serde(default)]
+    values: Vec<(Value, Value)>,
+}
+
+/// Decode the JSON body of GET /api/v1/query for a range selector (`x{a="b"}[5m]`): each
+/// matching series' raw samples, in the answer's order (what a judge reads its counters from).
+///
+/// # Errors
+/// As [`decode_instant`], and a result that is not a `matrix`; an empty matrix is
+/// [`PromError::EmptyResult`]. A sample value that is not a number is
+/// [`PromError::InvalidValue`]; NaN and infinities are given as they are (the caller judges).
+pub fn decode_matrix(body: &str) -> Result<Vec<SeriesSamples>, PromError> {
+    let data = success_data(body)?;
+    if data.result_type != "matrix" {
+        return Err(PromError::UnusableResultType {
+            result_type: data.result_type,
+            hint: "; the raw samples of a counter are read with a range selector `x[5m]`"
+                .to_owned(),
+        });
+    }
+    let series: Vec<MatrixSeries> = serde_json::from_value(data.result)
+        .map_err(|e| malformed(format!("matrix result: {e}")))?;
+    if series.is_empty() {
+        return Err(PromError::EmptyResult);
+    }
+    series
+        .into_iter()
+        .map(|s| {
+            s.values
+                .iter()
+                .map(|(at, v)| {
+                    let at = at
+                        .as_f64()
+                        .ok_or_else(|| malformed(format!("sample time `{at}` is not a number")))?;
+                    let value = match sample_value(v) {
+                        Ok(n) => n,
+                        Err(PromError::NotFinite { .. }) => f64::NAN,
+                        Err(e) => return Err(e),
+                    };
+                    // Seconds with millisecond precision, as Prometheus writes them.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let at_ms = (at * 1000.0).round() as i64;
+                    Ok((at_ms, value))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The `data` of a `"status": "success"` answer, or the error the answer is.
 fn success_data(body: &str) -> Result<Data, PromError> {
     let value: Value = serde_json::from_str(body).map_err(|e| PromError::InvalidJson {

@@ -67,6 +67,10 @@ pub struct Ledger {
     pub tolerance: f64,
     #[serde(default)]
     pub alpha: f64,
+    /// The false-PASS bound it was bet under (`None`: a ledger from before it had its own,
+    /// the same as `alpha`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha_pass: Option<f64>,
     /// Counts that came before this one in the step (pauses and resumes, tolerance changes):
     /// each spends its own share of the step's budget ([`spend`]).
     pub count: u32,
@@ -91,26 +95,43 @@ impl Ledger {
             failures: 0.0,
             tolerance,
             alpha,
+            alpha_pass: None,
             count,
             failed,
             le: None,
         }
     }
 
+    /// A fresh ledger for the first count of a step at `tolerance`, with a false FAIL bound
+    /// `alpha` and a false PASS bound `alpha_pass`.
+    pub fn first(tolerance: f64, alpha: f64, alpha_pass: f64) -> Ledger {
+        Ledger {
+            alpha_pass: Some(alpha_pass),
+            ..Ledger::new(tolerance, alpha, 0, false)
+        }
+    }
+
     /// The next count of the same step (after a resume, or a change of tolerance or
     /// `alpha`): fresh wealths, a smaller share of the budget, and a FAIL already reached kept.
     pub fn next_count(&self, tolerance: f64, alpha: f64) -> Ledger {
-        Ledger::new(tolerance, alpha, self.count.saturating_add(1), self.failed)
+        Ledger {
+            alpha_pass: self.alpha_pass,
+            ..Ledger::new(tolerance, alpha, self.count.saturating_add(1), self.failed)
+        }
     }
 
-    /// This ledger if it was bet under `tolerance` and `alpha`, else its next count (a plan
-    /// change mid-step: what was bet under another hypothesis or boundary does not carry over,
-    /// a FAIL already reached does).
-    pub fn under(&self, tolerance: f64, alpha: f64) -> Ledger {
-        if self.tolerance == tolerance && self.alpha == alpha {
+    /// This ledger if it was bet under `tolerance` and the bounds `alpha` (false FAIL) and
+    /// `alpha_pass` (false PASS), else its next count (a plan change mid-step: what was bet
+    /// under another hypothesis or boundary does not carry over, a FAIL already reached does).
+    pub fn under(&self, tolerance: f64, alpha: f64, alpha_pass: f64) -> Ledger {
+        let bet_pass = self.alpha_pass.unwrap_or(self.alpha);
+        if self.tolerance == tolerance && self.alpha == alpha && bet_pass == alpha_pass {
             *self
         } else {
-            self.next_count(tolerance, alpha)
+            Ledger {
+                alpha_pass: Some(alpha_pass),
+                ..self.next_count(tolerance, alpha)
+            }
         }
     }
 

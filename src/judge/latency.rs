@@ -180,6 +180,8 @@ mod tests {
         Config {
             tolerance: 0.2,
             alpha: 0.01,
+            alpha_pass: 0.01,
+            confidence: None,
             min_events: 100,
             min_failures: 0,
             max_duration: Duration::from_secs(3600),

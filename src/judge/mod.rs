@@ -16,6 +16,8 @@
 //! - anything else is DECIDING; past `max_duration` INCONCLUSIVE, for a person.
 
 pub mod betting;
+pub mod budget;
+pub mod counter;
 pub mod latency;
 
 use std::time::Duration;
@@ -33,9 +35,14 @@ pub struct Config {
     /// New may be this much worse than old (`0.2`: a failure rate up to 1.2 times old's) before
     /// it is a FAIL.
     pub tolerance: f64,
-    /// The error bound of each decision (`1 - confidence`): a false FAIL when new is not worse,
-    /// a false PASS when it is.
+    /// The bound of a false FAIL (new is not worse) in a step: the judge's share of the
+    /// plan's budget, or `1 - confidence` where that is stricter ([`budget`]).
     pub alpha: f64,
+    /// The bound of a false PASS (new is worse) in a step, likewise.
+    pub alpha_pass: f64,
+    /// The `confidence` the plan wrote for this judge (`None`: the budget alone decides).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
     /// Events each side must have seen before a PASS.
     pub min_events: u64,
     /// Failures (both sides) weighed before a PASS: a PASS rests on evidence, never on a
@@ -53,9 +60,14 @@ impl Config {
         self.boundary_at(0)
     }
 
-    /// The e-value at which a test decides in the `count`-th count of a step (0 first).
+    /// The e-value at which the FAIL test decides in the `count`-th count of a step (0 first).
     pub fn boundary_at(&self, count: u32) -> f64 {
         1.0 / betting::spend(self.alpha, count)
+    }
+
+    /// The e-value at which the PASS test decides in the `count`-th count of a step.
+    pub fn pass_boundary_at(&self, count: u32) -> f64 {
+        1.0 / betting::spend(self.alpha_pass, count)
     }
 }
 
@@ -86,8 +98,10 @@ pub struct Evidence {
     pub fail_peak: f64,
     /// The PASS test's e-value now.
     pub pass_e: f64,
-    /// `1 / alpha_k`: where this count's tests decide.
+    /// `1 / alpha_k`: where this count's FAIL test decides.
     pub boundary: f64,
+    /// Where this count's PASS test decides (`1 / alpha_pass_k`).
+    pub pass_boundary: f64,
     /// New's failure rate over old's since the count began (`None` while a side has no events
     /// or old no failures): the estimate a person reads.
     pub ratio: Option<f64>,
@@ -132,7 +146,7 @@ impl Evidence {
         };
         format!(
             "ratio {ratio} (tolerance {:.2}); new {}, old {}; {} intervals with {} failures \
-             weighed{look}; worse e-value {} (peak {}), not-worse e-value {}, boundary {}{count}",
+             weighed{look}; worse e-value {} (peak {}), not-worse e-value {}, boundary {}{}{count}",
             1.0 + cfg.tolerance,
             side(&self.new),
             side(&self.old),
@@ -141,7 +155,12 @@ impl Evidence {
             short(self.fail_e),
             short(self.fail_peak),
             short(self.pass_e),
-            short(self.boundary)
+            short(self.boundary),
+            if (self.pass_boundary - self.boundary).abs() > 1e-9 * self.boundary {
+                format!(" (PASS at {})", short(self.pass_boundary))
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -167,8 +186,8 @@ fn short(v: f64) -> String {
 ///   that interval's traffic split allows; bursts and a random rate allowed), the probability
 ///   that any reading of the step, at any times and however many, decides FAIL is at most
 ///   `alpha`, summed over all the step's counts ([`betting::spend`]).
-/// - Symmetrically for PASS when new is worse than that; never a PASS before each side has
-///   `min_events` events and `min_failures` failures were weighed.
+/// - Symmetrically for PASS when new is worse than that, at most `alpha_pass`; never a PASS
+///   before each side has `min_events` events and `min_failures` failures were weighed.
 /// - A FAIL stays a FAIL for the rest of the step: across a resume (a new count) and a
 ///   tolerance change alike.
 /// - A negative count, or a count lower than at the last interval, weighs nothing and says so.
@@ -179,9 +198,10 @@ pub fn weigh(
     old: Counts,
     elapsed: Duration,
 ) -> (Ledger, Evidence) {
-    let start = ledger.unwrap_or_else(|| Ledger::new(cfg.tolerance, cfg.alpha, 0, false));
+    let start = ledger.unwrap_or_else(|| Ledger::first(cfg.tolerance, cfg.alpha, cfg.alpha_pass));
     let (mut next, look) = start.look(1.0 + cfg.tolerance, new, old);
     let boundary = cfg.boundary_at(next.count);
+    let pass_boundary = cfg.pass_boundary_at(next.count);
     next.failed |= next.fail_peak >= boundary;
     let enough = new.events >= cfg.min_events as f64
         && old.events >= cfg.min_events as f64
@@ -189,7 +209,7 @@ pub fn weigh(
     let pass_e = next.pass_e();
     let decision = if next.failed {
         Decision::Fail
-    } else if enough && pass_e >= boundary {
+    } else if enough && pass_e >= pass_boundary {
         Decision::Pass
     } else if elapsed >= cfg.max_duration {
         Decision::Inconclusive
@@ -208,6 +228,7 @@ pub fn weigh(
         fail_peak: next.fail_peak,
         pass_e,
         boundary,
+        pass_boundary,
         ratio,
         look,
         intervals: next.intervals,

@@ -8,6 +8,8 @@ fn cfg() -> Config {
     Config {
         tolerance: 0.2,
         alpha: 0.01,
+        alpha_pass: 0.01,
+        confidence: None,
         min_events: 1_000,
         min_failures: 10,
         max_duration: Duration::from_secs(3600),
@@ -857,4 +859,91 @@ fn the_simulated_latency_judge_fails_a_slower_route_and_rarely_an_identical_one(
     .expect("a valid scenario");
     assert!(slower.judge.fail_rate > 0.95, "{slower:?}");
     assert_eq!(slower.judge.false_pass_rate, 0.0, "{slower:?}");
+}
+
+/// Issue 55: at 15 s scrapes and a 10 s step the judge never decided (an `increase()` read
+/// between two scrapes extrapolated, or read 0 traffic). From the raw counters, a reading with
+/// no new scrape since the last gives the same counts, and the ledger merges that interval
+/// into the next: it is never weighed as an interval of no traffic, and the interval that
+/// brings the next sample is weighed whole.
+#[test]
+fn a_judge_read_faster_than_its_scrapes_waits_for_the_next_sample() {
+    use crate::judge::counter::increase_since;
+    // Each side's counters scraped every 15 s from 0: 1,500 events and 15 (new 30) failures a
+    // scrape.
+    let scrapes = |per_scrape: f64| -> Vec<Vec<(i64, f64)>> {
+        vec![
+            (0..=40)
+                .map(|k| (k * 15_000, per_scrape * k as f64))
+                .collect(),
+        ]
+    };
+    let (ne, nf, oe, of) = (
+        scrapes(1_500.0),
+        scrapes(30.0),
+        scrapes(1_500.0),
+        scrapes(15.0),
+    );
+    let count = |s: &Vec<Vec<(i64, f64)>>, at| increase_since(s, 0, at).expect("counter").total;
+    let mut ledger: Option<Ledger> = None;
+    let mut looks = Vec::new();
+    // Read every 10 s: the readings at 10 s, 40 s, 70 s ... have no new scrape since the last.
+    for at in (10_000..=600_000).step_by(10_000) {
+        let new = side(count(&ne, at), count(&nf, at));
+        let old = side(count(&oe, at), count(&of, at));
+        let (next, evidence) = weigh(&cfg(), ledger, new, old, Duration::from_millis(at as u64));
+        looks.push((at, evidence.look, evidence.decision));
+        ledger = Some(next);
+    }
+    // The first reading (10 s) and every reading with no scrape since the last: merged.
+    for (at, look, _) in &looks {
+        let scraped_since = (at / 15_000) > ((at - 10_000) / 15_000);
+        if scraped_since {
+            assert!(matches!(look, Look::Weighed { .. }), "{at}: {look:?}");
+        } else {
+            assert_eq!(*look, Look::Merged, "{at}");
+        }
+    }
+    // Twice the failures on as many events: it decides, FAIL, within the ten minutes.
+    assert!(
+        looks.iter().any(|(_, _, d)| *d == Decision::Fail),
+        "{:?}",
+        looks.last()
+    );
+}
+
+/// Issue 55 item 2: a change of the judge's bounds mid-step (its share of a `judge_budget`
+/// changed by `plan apply`) starts a new count and keeps a FAIL, as a tolerance change does; a
+/// ledger stored before the false-PASS bound had its own reads on in its count.
+#[test]
+fn a_budget_change_keeps_a_fail_and_a_ledger_from_before_reads_on() {
+    let evals = through_gate(&check(), &[(1_500.0, 30.0, 1_500.0, 15.0); 60], 15_000);
+    let failed = evals[first(&evals, Verdict::Fail).expect("fails")].memory;
+    let stricter = JudgeCheck {
+        config: Config {
+            alpha: 0.002,
+            alpha_pass: 0.004,
+            ..cfg()
+        },
+        ..check()
+    };
+    let fine = Observation::Counts {
+        new: side(100_000.0, 1_000.0),
+        old: side(100_000.0, 1_000.0),
+    };
+    let e = crate::judge_verdict::evaluate_judge(&stricter, &fine, failed, 2_000_000, 0);
+    assert_eq!(e.verdict, Verdict::Fail, "{}", e.reason);
+    let ledger = e.memory.judge.expect("a ledger");
+    assert_eq!(
+        (ledger.count, ledger.alpha, ledger.alpha_pass),
+        (1, 0.002, Some(0.004))
+    );
+    // A ledger written before `alpha_pass` (no such field): the same count goes on.
+    let before = Ledger::new(0.2, 0.01, 0, false);
+    let mut json = serde_json::to_value(before).expect("json");
+    json.as_object_mut().expect("object").remove("alpha_pass");
+    let read: Ledger = serde_json::from_value(json).expect("reads");
+    assert_eq!(read.alpha_pass, None);
+    assert_eq!(read.under(0.2, 0.01, 0.01).count, 0);
+    assert_eq!(read.under(0.2, 0.01, 0.005).count, 1);
 }

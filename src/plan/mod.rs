@@ -18,6 +18,7 @@ mod threshold;
 
 #[cfg(test)]
 pub(crate) use compile::LoopbackResolve;
+pub use compile::budget::{judge_steps, steps_watched};
 pub use compile::{
     Compiled, Diagnostic, FileStamp, Resolve, SecretsMode, SystemResolve, compile,
     compile_with_secrets_mode,

@@ -51,6 +51,9 @@ pub struct Plan {
     /// `stale_producers:`: the built-in guard on producers still writing moved slices to the old
     /// broker (issue 58), added to `slices`, `drain` and `disconnect` as [`STALE_GUARD`].
     pub stale_producers: Option<StaleProducers>,
+    /// `judge_budget:`: the false FAILs and false PASSes the migration's judges may spend
+    /// together, split across them and their steps ([`crate::judge::budget`]).
+    pub judge_budget: crate::judge::budget::Budget,
 }
 
 /// `preflight:` — per side, what `migrate preflight` and the daemon (before `synthetic`) read

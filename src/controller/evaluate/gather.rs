@@ -390,6 +390,19 @@ async fn prefetch(
 ) {
     let mut by_url: Vec<(&str, Vec<String>)> = Vec::new();
     for item in items {
+        // A judge reads its raw counters itself (`judge_counters`), not these queries.
+        if matches!(
+            item,
+            Item::Gate(
+                Gate {
+                    check: Check::Judge(_),
+                    ..
+                },
+                _
+            )
+        ) {
+            continue;
+        }
         if let Some(Source::Prometheus { url, .. }) = plan.sources.get(item.source()) {
             // An unresolved URL is not asked: read_one says why.
             let Ok(url) = url.value() else {
@@ -470,8 +483,25 @@ async fn observe(
             },
             _,
         ) => {
-            let queries = step_queries(item, now_ms, entered_ms);
-            let reads = futures_util::future::join_all(queries.iter().map(|q| read(q))).await;
+            // On Prometheus the raw counters underneath, never `increase()`'s extrapolation.
+            let reads = match plan.sources.get(item.source()) {
+                Some(Source::Prometheus { url, .. }) => match url.value() {
+                    Ok(value) => {
+                        let shown = named(item.source(), url);
+                        let qs = item.queries();
+                        super::judge_counters::read(fetcher, value, &shown, &qs, entered_ms, now_ms)
+                            .await
+                    }
+                    Err(why) => {
+                        let why = format!("source {} ({}): {why}", item.source(), url.redacted());
+                        vec![Err(Unread::down(why)); item.queries().len()]
+                    }
+                },
+                _ => {
+                    let queries = step_queries(item, now_ms, entered_ms);
+                    futures_util::future::join_all(queries.iter().map(|q| read(q))).await
+                }
+            };
             (Observation::of_judge(j, reads), None)
         }
         Item::Gate(

@@ -11,6 +11,7 @@
 
 mod gather;
 pub(crate) mod judge;
+mod judge_counters;
 mod persist;
 mod report;
 mod stale;

@@ -226,6 +226,8 @@ fn a_judges_tolerance_change_keeps_its_memory_so_a_fail_is_not_erased() {
             config: crate::judge::Config {
                 tolerance,
                 alpha: 0.01,
+                alpha_pass: 0.01,
+                confidence: None,
                 min_events: 1_000,
                 min_failures: 10,
                 max_duration: std::time::Duration::from_secs(3600),

@@ -129,6 +129,67 @@ impl Query {
     }
 }
 
+/// Why a query is not the one shape a judge reads as raw counters ([`Query::summed_increase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotACount {
+    /// `a / b`: a ratio, not a count.
+    Ratio,
+    /// `min(...)`/`max(...)`: one series' value, not the sum of all.
+    NotSummed,
+    /// `rate(...)`: per second, not a count.
+    Rate,
+    /// A selector without `increase(...[...])`.
+    NoIncrease,
+}
+
+impl NotACount {
+    /// The reason in words, with what to write instead.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NotACount::Ratio => {
+                "a ratio `a / b` is not a count: give the events and the failures as two counts"
+            }
+            NotACount::NotSummed => {
+                "min()/max() reads one series, not the count of all: write `sum(increase(x[$step]))`"
+            }
+            NotACount::Rate => "rate() is per second, not a count: write `sum(increase(x[$step]))`",
+            NotACount::NoIncrease => {
+                "a bare selector is not a count since the step began: write `sum(increase(x[$step]))`"
+            }
+        }
+    }
+}
+
+impl Query {
+    /// The selector and window of `sum(increase(SEL[W]))` or `increase(SEL[W])` (the counts a
+    /// judge reads from the raw counters underneath), or why the query is not of that shape.
+    ///
+    /// # Errors
+    /// [`NotACount`] for any other shape.
+    pub fn summed_increase(&self) -> Result<(&Selector, Duration), NotACount> {
+        if self.denominator.is_some() {
+            return Err(NotACount::Ratio);
+        }
+        let operand = &self.numerator;
+        match &operand.source {
+            Source::Range { function, .. } if *function == RangeFunction::Rate => {
+                return Err(NotACount::Rate);
+            }
+            Source::Instant(_) => return Err(NotACount::NoIncrease),
+            Source::Range { .. } => {}
+        }
+        if operand.aggregation != Aggregation::Sum {
+            return Err(NotACount::NotSummed);
+        }
+        match &operand.source {
+            Source::Range {
+                selector, window, ..
+            } => Ok((selector, *window)),
+            Source::Instant(_) => Err(NotACount::NoIncrease),
+        }
+    }
+}
+
 impl Source {
     pub(super) fn selector(&self) -> &Selector {
         match self {

@@ -40,7 +40,7 @@ mod ast;
 mod eval;
 mod parse;
 
-pub use ast::{Query, STALENESS};
+pub use ast::{NotACount, Query, STALENESS};
 pub use eval::{NoData, Reading};
 pub use parse::{QueryError, parse_query};
 

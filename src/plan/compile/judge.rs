@@ -27,7 +27,7 @@ const SIDE_FIELDS: &[&str] = &["events", "failures", "buckets"];
 
 /// The largest `tolerance`: new's failure rate up to 11 times old's.
 const MAX_TOLERANCE: f64 = 10.0;
-/// Default `confidence` (`alpha` = 1%).
+/// What a judge's bounds are before the plan's budget splits it (`super::budget`): 1%.
 const DEFAULT_CONFIDENCE: f64 = 0.99;
 /// Default `min_events` per side before a PASS.
 const DEFAULT_MIN_EVENTS: u64 = 1_000;
@@ -95,11 +95,13 @@ impl Cx<'_> {
                     None
                 }
             });
+        // Written or not: the plan's budget (`judge_budget`) sets the bounds, the stricter
+        // of its share and a written confidence (`super::budget`).
         let confidence = match o.get("confidence") {
-            None => Some(DEFAULT_CONFIDENCE),
+            None => Some(None),
             Some((v, p)) => self.number(v, &p).and_then(|c| {
                 if (0.5..=0.999_999).contains(&c) {
-                    Some(c)
+                    Some(Some(c))
                 } else {
                     self.error(
                         &p,
@@ -135,7 +137,9 @@ impl Cx<'_> {
             form: form?,
             config: Config {
                 tolerance: tolerance?,
-                alpha: 1.0 - confidence?,
+                alpha: 1.0 - confidence.flatten().unwrap_or(DEFAULT_CONFIDENCE),
+                alpha_pass: 1.0 - confidence.flatten().unwrap_or(DEFAULT_CONFIDENCE),
+                confidence: confidence?,
                 min_events: min_events?,
                 min_failures: min_failures?,
                 max_duration: max_duration?,
@@ -161,6 +165,7 @@ impl Cx<'_> {
             o.req(cx, key, what).and_then(|(v, p)| {
                 let q = cx.nonempty_string(v, &p)?;
                 cx.check_query(source, &q.replace("$step", STEP_EXAMPLE), &p)?;
+                cx.raw_counter(&q, &p)?;
                 Some(q)
             })
         };
@@ -228,6 +233,7 @@ impl Cx<'_> {
             }
             let example = q.replace("$step", STEP_EXAMPLE).replace("$le", "+Inf");
             cx.check_query(source, &example, &p)?;
+            cx.raw_counter(&q.replace("$le", "+Inf"), &p)?;
             Some(q)
         };
         let new = side(self, "new");
@@ -235,6 +241,22 @@ impl Cx<'_> {
         Some(JudgeForm::Latency(LatencyJudge::new(
             quantile?, &le?, new?, old?,
         )))
+    }
+
+    /// A judge's query as the raw counters it reads (`sum(increase(x[$step]))`: the counters
+    /// of `x`, [`crate::judge::counter`]), or an error at `path` saying why it cannot be read
+    /// that way and what to write.
+    fn raw_counter(&mut self, query: &str, path: &str) -> Option<()> {
+        match crate::judge::counter::recognise(query) {
+            Ok(_) => Some(()),
+            Err(why) => {
+                self.error(
+                    path,
+                    format!("a judge reads its counts from the raw counters: {why}"),
+                );
+                None
+            }
+        }
     }
 
     /// `le`: a list of ascending boundaries (numbers, or strings as the exporter writes them:
@@ -318,7 +340,12 @@ mod tests {
             panic!("not a judge: {:?}", slices.guard[0].check);
         };
         assert_eq!(j.config.tolerance, 0.2);
-        assert!((j.config.alpha - 0.01).abs() < 1e-12);
+        // The default budget, 1% per migration, split over the slices guard's steps.
+        let steps = f64::from(crate::plan::steps_watched(slices));
+        assert!(steps > 1.0);
+        assert!((j.config.alpha - 0.01 / steps).abs() < 1e-12);
+        assert!((j.config.alpha_pass - 0.01 / steps).abs() < 1e-12);
+        assert_eq!(j.config.confidence, None);
         assert_eq!(j.config.min_events, 1_000);
         assert_eq!(j.config.max_duration.as_secs(), 3600);
         let JudgeForm::Counts { new, .. } = &j.form else {
@@ -381,6 +408,43 @@ mod tests {
             "{}",
             lines(&errs)
         );
+    }
+
+    /// Issue 55: a judge reads its counts from the raw counters under its queries; a query it
+    /// cannot read that way is refused at its path, saying why and what to write.
+    #[test]
+    fn a_judge_query_not_readable_as_raw_counters_is_refused_at_its_path() {
+        let yaml = with_judge(&format!(
+            "{}          tolerance: 0.2\n",
+            SIDES
+                .replacen(
+                    "'sum(increase(handled_total{route=\"new\"}[$step]))'",
+                    "'sum(handled_total{route=\"new\"})'",
+                    1
+                )
+                .replacen(
+                    "'sum(increase(failed_total{route=\"old\"}[$step]))'",
+                    "'sum(rate(failed_total{route=\"old\"}[$step]))'",
+                    1
+                )
+        ));
+        let errs = errors(&yaml);
+        let at = |path: &str, why: &str| {
+            errs.iter().any(|e| {
+                e.path == path && e.message.contains("raw counters") && e.message.contains(why)
+            })
+        };
+        assert!(
+            at("phases.slices.guard[0].judge.new.events", "no `$step`"),
+            "{}",
+            lines(&errs)
+        );
+        assert!(
+            at("phases.slices.guard[0].judge.old.failures", "per second"),
+            "{}",
+            lines(&errs)
+        );
+        assert_eq!(errs.len(), 2, "{}", lines(&errs));
     }
 
     const LATENCY: &str = "          quantile: 0.99\n          le: [0.05, 0.1, '1.0', '+Inf']\n          new: { buckets: 'sum(increase(latency_seconds_bucket{route=\"new\",le=\"$le\"}[$step]))' }\n          old: { buckets: 'sum(increase(latency_seconds_bucket{route=\"old\",le=\"$le\"}[$step]))' }\n";

@@ -17,6 +17,7 @@
 //! The format is described for users in `docs/plan.md`; keep the two in step.
 
 mod bridge;
+pub mod budget;
 mod cx;
 mod gates;
 mod judge;

@@ -46,6 +46,7 @@ const TOP_FIELDS: &[&str] = &[
     "bridge",
     "preflight",
     "stale_producers",
+    "judge_budget",
 ];
 const BROKERS_FIELDS: &[&str] = &["old", "new"];
 const BROKER_FIELDS: &[&str] = &["name", "kind", "url", "queue", "stream", "dead_letter"];
@@ -143,6 +144,13 @@ impl Cx<'_> {
         if let (Some(phases), Some(Some(stale))) = (phases.as_mut(), stale_producers.as_ref()) {
             super::stale::add_guards(phases, stale);
         }
+        let judge_budget = match top.get("judge_budget") {
+            Some((v, p)) => self.judge_budget(v, &p),
+            None => Some(crate::judge::budget::Budget::default()),
+        };
+        if let (Some(phases), Some(budget)) = (phases.as_mut(), judge_budget.as_ref()) {
+            super::budget::apply(phases, budget);
+        }
         let bridge = match top.get("bridge") {
             Some((v, p)) => self.bridge(v, &p, brokers.as_ref()).map(Some),
             None => Some(None),
@@ -169,6 +177,7 @@ impl Cx<'_> {
             bridge: bridge?,
             preflight: preflight?,
             stale_producers: stale_producers?,
+            judge_budget: judge_budget?,
         })
     }
 

@@ -132,9 +132,9 @@ phases:
 }
 
 /// A Prometheus of this test, stopped when dropped.
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Prometheus {
@@ -154,8 +154,14 @@ fn free_port() -> u16 {
 
 /// Backfill `dir/tsdb` with the week and serve it.
 fn start_prometheus(dir: &Path) -> Prometheus {
+    start_prometheus_over(dir, &week())
+}
+
+/// Backfill `dir/tsdb` with `openmetrics` (samples with their timestamps, `# EOF` last) and
+/// serve it on a free port (also the judge's raw-counter test's).
+pub(crate) fn start_prometheus_over(dir: &Path, openmetrics: &str) -> Prometheus {
     let data = dir.join("week.om");
-    std::fs::write(&data, week()).unwrap();
+    std::fs::write(&data, openmetrics).unwrap();
     let tsdb = dir.join("tsdb");
     let backfill = Command::new("promtool")
         .args(["tsdb", "create-blocks-from", "openmetrics"])

@@ -4,7 +4,7 @@
 //! Filter a topic by its path: `cargo test --test integration -- cli::cli_migration::`.
 
 mod backtest_agrees;
-mod backtest_prometheus;
+pub(crate) mod backtest_prometheus;
 mod cli_migration;
 mod cli_plan_and_slice;
 mod cli_plan_apply;
@@ -13,4 +13,5 @@ mod demo_tty;
 mod deploy_manifests;
 mod exposition_conformance;
 mod fuzz_regressions;
+mod judge_counters_prometheus;
 mod prometheus_batch;

@@ -13,15 +13,16 @@ use queue_migrate::machine::{Command, State};
 use queue_migrate::store::traits::*;
 use serde_json::json;
 
-/// plans/local.yaml whose slices exit gate is a judge of counts that never grow (it cannot
-/// decide) with `max_duration: 1m`.
+/// plans/local.yaml whose slices exit gate is a judge of counters that never grow (it cannot
+/// decide) with `max_duration: 1m`; it reads their raw samples (the fake Prometheus answers a
+/// range selector with one).
 fn plan() -> String {
     let plan = include_str!("../../../plans/local.yaml");
     let judged = plan.replacen(
         r#"- { name: error ratio low, source: prom, query: app_error_ratio_new, pass_if: "< 0.01" }"#,
         "- name: new vs old failures\n        source: prom\n        judge:\n          \
-         new: { events: judge_new_events, failures: judge_new_failures }\n          \
-         old: { events: judge_old_events, failures: judge_old_failures }\n          \
+         new: { events: 'sum(increase(judge_new_events[$step]))', failures: 'sum(increase(judge_new_failures[$step]))' }\n          \
+         old: { events: 'sum(increase(judge_old_events[$step]))', failures: 'sum(increase(judge_old_failures[$step]))' }\n          \
          tolerance: 0.2\n          min_events: 1\n          max_duration: 1m",
         1,
     );
@@ -56,6 +57,19 @@ async fn an_inconclusive_judge_pauses_the_migration_for_a_person() {
         let action = tick(&shared, "local", entered + at * s).await.unwrap();
         assert_eq!(action, Action::Waiting, "{at}s into the step");
     }
+    // The step's first count of the judge's test: its ledger says so.
+    let ledger = || async {
+        let rows = w
+            .store
+            .latest_evaluations("local", entered, &[("new vs old failures", "exit")])
+            .await
+            .unwrap();
+        let text = rows[0].judge_ledger.clone().expect("a judge's ledger");
+        serde_json::from_str::<queue_migrate::judge::Ledger>(&text).unwrap()
+    };
+    let before = ledger().await;
+    assert_eq!(before.count, 0);
+
     // Past its minute, undecided: paused where it is, the judge's reason journaled.
     assert_eq!(
         tick(&shared, "local", entered + 70 * s).await.unwrap(),
@@ -98,6 +112,24 @@ async fn an_inconclusive_judge_pauses_the_migration_for_a_person() {
         Action::Waiting
     );
     assert!(!w.store.get("local").await.unwrap().paused);
+    // Issue 55 item 2: the resumed test is the step's second count of the same judge x step,
+    // on a smaller share of its budget (all the counts of a step spend at most its alpha), not a
+    // fresh one: resuming until it passes cannot buy a PASS.
+    // (The daemon's own pause was a commit in the step too: it began a count of its own.)
+    let after = ledger().await;
+    assert!(after.count >= 1, "{after:?}");
+    assert_eq!(after.alpha, before.alpha);
+    let spent = |count| queue_migrate::judge::betting::spend(before.alpha, count);
+    assert!(
+        spent(after.count) < spent(0) / 4.0,
+        "{} vs {}",
+        spent(after.count),
+        spent(0)
+    );
+    assert!(
+        before.alpha < 0.01,
+        "the plan's 1% is split across its judge x steps"
+    );
     // Its new test runs out of time too: paused again.
     assert_eq!(
         tick(&shared, "local", resumed_at + 70 * s).await.unwrap(),

@@ -17,6 +17,7 @@ mod db_clock_step;
 mod guard_isolation;
 mod guard_isolation_scale;
 mod hardening_input;
+mod judge_counters_real;
 mod judge_undecided;
 mod last_round;
 mod not_driven;

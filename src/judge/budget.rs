@@ -1,0 +1,110 @@
+//! The error a migration spends on its judges (issue 55 item 2): one plan-wide budget of false
+//! FAILs and false PASSes, split across the judges and the steps they watch, so that the
+//! promise is per migration, not per gate and per step. Pure: no IO, no clock.
+//!
+//! A migration's judges make one decision per judge per step they watch (a guard of `slices`
+//! watches each of its steps). By the union bound, if the `i`-th judge×step errs with
+//! probability at most `alpha_i`, the migration makes any false FAIL with probability at most
+//! `Σ alpha_i`; giving each of the `N` judge×steps `alpha_i = false_fail / N` keeps that sum at
+//! the plan's budget (and likewise for false PASSes). Within a step, the counts a resume starts
+//! share their judge×step's `alpha_i` ([`super::betting::spend`]). A share of the false-FAIL
+//! budget, `detectors`, is set aside for a change detector's alarms (each counts as a FAIL);
+//! none exists yet, so it is 0 unless a plan says otherwise.
+
+use serde::Serialize;
+
+/// Default false-FAIL and false-PASS budget per migration.
+pub const DEFAULT_BUDGET: f64 = 0.01;
+
+/// A plan's `judge_budget:`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Budget {
+    /// The chance of any false FAIL (new is not worse) in the migration.
+    pub false_fail: f64,
+    /// The chance of any false PASS (new is worse) in the migration.
+    pub false_pass: f64,
+    /// The share of `false_fail` set aside for change detectors' alarms (0 to below 1; no
+    /// detector exists yet: 0 by default).
+    pub detectors: f64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            false_fail: DEFAULT_BUDGET,
+            false_pass: DEFAULT_BUDGET,
+            detectors: 0.0,
+        }
+    }
+}
+
+/// One judge×step's part of the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Share {
+    /// Its bound of a false FAIL, and of a false PASS, in one step.
+    pub fail: f64,
+    pub pass: f64,
+    /// How many judge×steps the plan's budget is split across.
+    pub judge_steps: u32,
+}
+
+impl Budget {
+    /// The judges' part of the false-FAIL budget: all of it but what detectors keep.
+    pub fn judges_fail(&self) -> f64 {
+        self.false_fail * (1.0 - self.detectors)
+    }
+
+    /// Each judge×step's share when the plan has `judge_steps` of them (split equally).
+    ///
+    /// # Guarantees
+    /// `judge_steps` shares add up to at most [`Budget::judges_fail`] and `false_pass`.
+    pub fn share(&self, judge_steps: u32) -> Share {
+        let n = f64::from(judge_steps.max(1));
+        Share {
+            fail: self.judges_fail() / n,
+            pass: self.false_pass / n,
+            judge_steps: judge_steps.max(1),
+        }
+    }
+}
+
+/// A judge's bounds per step from its share and the `confidence` its plan wrote for it, if
+/// any: the stricter of the two for each (`1 - confidence` for both FAIL and PASS), so that a
+/// per-judge confidence can tighten a judge but never spend more than its share.
+pub fn alphas(share: Share, confidence: Option<f64>) -> (f64, f64) {
+    match confidence {
+        Some(c) => {
+            let own = 1.0 - c;
+            (share.fail.min(own), share.pass.min(own))
+        }
+        None => (share.fail, share.pass),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shares_add_up_to_the_budget_and_a_confidence_only_tightens() {
+        let b = Budget::default();
+        let s = b.share(5);
+        assert!((s.fail * 5.0 - 0.01).abs() < 1e-15);
+        assert!((s.pass * 5.0 - 0.01).abs() < 1e-15);
+        assert_eq!(alphas(s, None), (s.fail, s.pass));
+        // A looser confidence than the share: the share holds.
+        assert_eq!(alphas(s, Some(0.99)), (s.fail, s.pass));
+        // A stricter one: it holds.
+        let (f, p) = alphas(s, Some(0.9999));
+        assert!((f - 1e-4).abs() < 1e-12 && (p - 1e-4).abs() < 1e-12);
+        // Detectors keep their part of the false-FAIL budget.
+        let d = Budget {
+            detectors: 0.25,
+            ..b
+        };
+        assert!((d.share(5).fail * 5.0 - 0.0075).abs() < 1e-15);
+        assert_eq!(d.share(5).pass, s.pass);
+        // No judge: nothing divides by zero.
+        assert_eq!(b.share(0).judge_steps, 1);
+    }
+}
