@@ -178,8 +178,8 @@ pub async fn run<S: Store + Clone + 'static>(
     // Before the lease is released: a standby may take over at once.
     #[cfg(feature = "brokers")]
     shared.probes.stop_all();
-    if shared.lease_until.swap(0, Ordering::SeqCst) > 0
-        && let Err(e) = shared.lease_keeper().release().await
+    if shared.lease.forget_until()
+        && let Err(e) = shared.lease.release().await
     {
         tracing::warn!("cannot release the lease: {e}");
     }
@@ -233,7 +233,7 @@ async fn rests<S: Store + Clone + 'static>(
         }
         *resting = None;
     }
-    let holds = shared.lease_until.load(Ordering::SeqCst) > 0;
+    let holds = shared.lease.holds();
     if !holds
         || shared.leader.load(Ordering::SeqCst)
         || !shared.lanes.progress.stalled(ttl, shared.config.interval)
@@ -248,8 +248,7 @@ async fn rests<S: Store + Clone + 'static>(
     );
     shared.metrics.lease_given_up();
     shared.lanes.progress.give_up(true);
-    shared.lease_until.store(0, Ordering::SeqCst);
-    shared.store.fence().set_epoch(None);
+    shared.lease.drop_hold();
     shared.lanes.abort_all();
     shared.metrics.lease(0, None);
     shared.say_leading(Some("no round completed within the lease TTL"));
@@ -265,21 +264,15 @@ async fn rests<S: Store + Clone + 'static>(
 /// within a third of the lease period is a failed renewal (the next one is due then).
 async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let clock = &shared.config.clock;
-    let asked = clock.monotonic();
     let wall = clock.wall_ms();
-    let now = clock.lease_ms();
     let keeper = shared.lease_keeper();
-    let had = shared.lease_until.load(Ordering::SeqCst) > now;
-    match keeper.renew(now, keeper.renew_every()).await {
+    let asked = shared.lease.ask(Some(keeper.renew_every())).await;
+    let (had, before) = (asked.held_before, asked.epoch_before);
+    match asked.renewal {
         Renewal::Held {
-            until_ms,
-            epoch,
-            db_now_ms,
+            epoch, db_now_ms, ..
         } => {
-            clock::note_sample(clock, &shared.metrics, clock.sample(db_now_ms, asked));
-            shared.store_ok_at.store(db_now_ms, Ordering::SeqCst);
-            let before = shared.store.fence().epoch();
-            shared.store.fence().set_epoch(Some(epoch));
+            clock::note_sample(clock, &shared.metrics, asked.step);
             if !had {
                 // The rounds of this lease start now (the give-up rule counts from here).
                 shared.lanes.progress.leads();
@@ -289,17 +282,13 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             }
             shared.note_skew(wall - db_now_ms);
             shared.metrics.lease(epoch, None);
-            shared.lease_until.store(until_ms, Ordering::SeqCst);
             shared.say_leading(None);
         }
         Renewal::Taken { holder, db_now_ms } => {
-            clock::note_sample(clock, &shared.metrics, clock.sample(db_now_ms, asked));
-            shared.store_ok_at.store(now, Ordering::SeqCst);
+            clock::note_sample(clock, &shared.metrics, asked.step);
             // A standby measures and says its skew too: it would take over with that clock.
             shared.note_skew(wall - db_now_ms);
-            shared.store.fence().set_epoch(None);
             shared.metrics.lease(0, None);
-            shared.lease_until.store(0, Ordering::SeqCst);
             shared.lanes.progress.give_up(false);
             shared.say_leading(Some(&format!("{holder} holds it")));
             // Another daemon owns the migrations now: its probes, not ours.
@@ -327,10 +316,10 @@ async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
     if shared.leader.load(Ordering::SeqCst) || !shared.said_leading.load(Ordering::SeqCst) {
         return std::future::pending().await;
     }
-    let until = shared
-        .lease_keeper()
-        .acts_until(shared.lease_until.load(Ordering::SeqCst));
-    let wait = until.saturating_sub(shared.config.clock.lease_ms());
+    let wait = shared
+        .lease
+        .acts_until()
+        .saturating_sub(shared.config.clock.lease_ms());
     if let Ok(wait) = u64::try_from(wait) {
         tokio::time::sleep(Duration::from_millis(wait + 1)).await;
     }

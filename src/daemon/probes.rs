@@ -573,10 +573,9 @@ mod tests {
         // The renewals fail from now on (the store is unreachable): the lease runs out within
         // 300 ms of the daemon's margin, and nothing tells the run but the lease itself.
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
-        shared.lease_until.store(
-            shared.config.clock.lease_ms() + margin + 300,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+        shared
+            .lease
+            .set_until(shared.config.clock.lease_ms() + margin + 300);
         let deadline = std::time::Instant::now() + Duration::from_secs(6);
         while !shared.probes.running().is_empty() && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -620,10 +619,9 @@ mod tests {
         // Two renewals fail in a row: the lease is within its margin of running out, and the run
         // sees it before its next probe and stops by itself (nothing calls stop_all).
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
-        shared.lease_until.store(
-            shared.config.clock.lease_ms() + margin,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+        shared
+            .lease
+            .set_until(shared.config.clock.lease_ms() + margin);
         assert!(!shared.is_leader());
         until("the run stops", || shared.probes.running().is_empty()).await;
         let stopped = fake.keys().len();

@@ -9,12 +9,13 @@ use crate::controller::histories::Histories;
 use crate::controller::plans::PlanCache;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
+use crate::lease::Lease;
 use crate::plan::{Resolve, SecretsMode};
 use crate::store::lease_keeper::LeaseKeeper;
 use crate::store::retention::{Prune, Pruned};
 use crate::store::{MigrationRecord, Store, StoreError};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -162,16 +163,13 @@ pub struct Shared<S: Store> {
     pub metrics: Metrics,
     pub notifier: Notifier,
     pub config: Config,
-    /// The holder of this daemon's lease ([`Config::lease_holder`]).
-    pub(super) lease_holder: String,
+    /// This daemon's lease ([`LEASE`], held as [`Config::lease_holder`]): until when, under
+    /// which epoch, on the database's clock it samples (the gates' too: [`Config::clock`]).
+    pub lease: Lease<S>,
     /// Set by a caller that drives ticks itself and has no lease (the demo).
     pub leader: AtomicBool,
-    /// Until when (the database's clock, ms) this daemon's lease is valid; 0 when it holds none.
-    pub(super) lease_until: AtomicI64,
     /// Whether the local clock was last said to be too far from the database's.
     pub(super) said_skewed: AtomicBool,
-    /// When (the database's clock, ms) the store last answered a lease renewal; 0 never.
-    pub(super) store_ok_at: AtomicI64,
     /// Whether this daemon last said (log, metric) that it leads.
     pub(super) said_leading: AtomicBool,
     /// Routing long-polls parked now, at most [`super::http::Limits::max_long_polls`].
@@ -229,6 +227,13 @@ impl<S: Store + Clone + 'static> Shared<S> {
         let long_polls = config.http.max_long_polls;
         let metrics = Metrics::default();
         metrics.identity(&config.holder, &config.instance);
+        let lease = Lease::new(
+            store.clone(),
+            LEASE,
+            &config.lease_holder(),
+            config.lease_ttl,
+            config.clock.db().clone(),
+        );
         Ok(Arc::new(Shared {
             store,
             fetcher,
@@ -236,11 +241,9 @@ impl<S: Store + Clone + 'static> Shared<S> {
             hub: Hub::default(),
             metrics,
             notifier,
-            lease_holder: config.lease_holder(),
+            lease,
             config,
             leader: AtomicBool::new(false),
-            lease_until: AtomicI64::new(0),
-            store_ok_at: AtomicI64::new(0),
             said_skewed: AtomicBool::new(false),
             said_leading: AtomicBool::new(false),
             long_polls: Arc::new(tokio::sync::Semaphore::new(long_polls)),
@@ -305,20 +308,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
         if self.leader.load(Ordering::SeqCst) {
             return true;
         }
-        self.lease_keeper().acts(
-            self.config.clock.lease_ms(),
-            self.lease_until.load(Ordering::SeqCst),
-        )
+        self.lease.acts()
     }
 
     /// The lease every daemon of this store competes for, held as this daemon.
     pub(super) fn lease_keeper(&self) -> LeaseKeeper<'_, S> {
-        LeaseKeeper::new(
-            &self.store,
-            LEASE,
-            &self.lease_holder,
-            self.config.lease_ttl,
-        )
+        self.lease.keeper()
     }
 
     /// Now, as the gates read it ([`super::DaemonClock::gates_ms`]): what a round, the API's
@@ -493,7 +488,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// Whether the store answered a lease renewal within the last lease period.
     pub fn store_works(&self) -> bool {
-        let at = self.store_ok_at.load(Ordering::SeqCst);
+        let at = self.lease.answered_at();
         let ttl = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
         at > 0 && self.config.clock.lease_ms() - at <= ttl
     }
