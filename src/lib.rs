@@ -33,8 +33,8 @@
 //!   source gave no number.
 //! - [`time`] — instants as numbers and the text forms of instants and durations. Its two clock
 //!   reads are for the edges: [`time::now_ms`] (a command's host clock) and [`time::DbClock`]
-//!   (the database's clock followed on the monotonic one: the daemon's `DaemonClock`, the
-//!   bridge's lease).
+//!   (the database's clock followed on the monotonic one, sampled by a [`lease::Lease`]: the
+//!   daemon's `DaemonClock` reads it).
 //! - [`redact`] — the redaction of anything that may hold a secret (URLs, client errors).
 //! - [`outgoing`] — the one rule for every text that leaves the process: redact, sanitize, cap.
 //! - [`oneline`] — free text on one line for logs and webhooks.
@@ -45,7 +45,9 @@
 //! - [`indicators::fetch`] — HTTP to indicator sources; [`indicators::kafka_lag`] reads a
 //!   consumer group's lag from Kafka (feature `kafka`).
 //! - [`store`] — the state store (SQLite or PostgreSQL via sqlx): migrations, journal, gate
-//!   evaluations, leases.
+//!   evaluations, leases; every statement under a client-side deadline.
+//! - [`lease`] — one held lease: its keeper, the database's clock it samples, the epoch its
+//!   writes prove; the daemon's and each bridge's.
 //! - [`controller`] — the driver: load, evaluate, decide, commit, publish.
 //! - [`backtest`] — `migrate plan backtest`: the controller's gates, decisions and state machine
 //!   replayed over a past window of the plan's sources (pure rehearsal, IO edge for readings).
@@ -131,6 +133,8 @@ pub mod indicators;
 pub mod judge;
 #[cfg(feature = "controller")]
 pub mod judge_verdict;
+#[cfg(feature = "controller")]
+pub mod lease;
 #[cfg(feature = "controller")]
 pub mod machine;
 #[cfg(feature = "controller")]

@@ -20,7 +20,8 @@
 //! - Exactly one bridge per migration forwards: it holds the store lease `bridge:NAME`, renewed
 //!   every third of its TTL; a second instance waits and takes over when the lease expires or is
 //!   released. A bridge stops taking messages before its lease runs out (the policy of
-//!   [`LeaseKeeper`]).
+//!   [`LeaseKeeper`], kept with the database's clock it samples in one [`Lease`], as the
+//!   daemon's).
 //! - A publish that fails is retried with backoff, re-routed by the routing document of the
 //!   moment (a rollback while the new broker is down sends the message back to old).
 //! - A message the destination refuses for good ([`BrokerError::Refused`]: too large for NATS,
@@ -55,12 +56,15 @@ use futures_util::stream::FuturesUnordered;
 use crate::brokers::{
     AckMode, Adapter, BrokerError, Delivery, Message, SubscribeOptions, Subscription,
 };
+use crate::lease::Lease;
 use crate::plan::BridgeKey;
 use crate::router::Router;
 use crate::routing::Side;
 use crate::stamp::{HEADER_PRODUCER, RouteStamp};
 use crate::store::LeaseStore;
-use crate::store::lease_keeper::{LeaseKeeper, Renewal};
+#[cfg(doc)]
+use crate::store::lease_keeper::LeaseKeeper;
+use crate::store::lease_keeper::Renewal;
 use crate::store::traits::*;
 
 use metrics::BridgeMetrics;
@@ -179,29 +183,32 @@ pub async fn run<S: Store>(
     // each acquisition has an epoch of its own (issue 54).
     let instance = crate::store::lease_keeper::new_instance();
     let holder = crate::store::lease_keeper::instance_holder(&settings.holder, &instance);
-    let keeper = LeaseKeeper::new(&store, &lease, &holder, settings.lease_ttl);
+    // The lease is measured on the database's clock, followed by the monotonic clock between
+    // its samples: a skewed or jumping host clock neither stops the bridge early nor keeps it
+    // past its lease.
+    let held = Lease::new(
+        store,
+        &lease,
+        &holder,
+        settings.lease_ttl,
+        crate::time::DbClock::default(),
+    );
+    let keeper = held.keeper();
     tokio::pin!(shutdown);
     let mut announced_standby = false;
     loop {
         // Stand by until the lease is ours.
         let holder = tokio::select! {
             () = &mut shutdown => break,
-            r = keeper.acquire(crate::time::now_ms()) => r,
+            asked = held.ask(None) => asked.renewal,
         };
         match holder {
             Renewal::Held { .. } => {
                 tracing::info!(lease = %lease, holder = %settings.holder, instance = %instance, "holding the lease: forwarding");
                 announced_standby = false;
                 metrics.set_active(true);
-                let ended = session(
-                    &keeper,
-                    &settings,
-                    &brokers,
-                    &router,
-                    &metrics,
-                    &mut shutdown,
-                )
-                .await;
+                let ended =
+                    session(&held, &settings, &brokers, &router, &metrics, &mut shutdown).await;
                 metrics.set_active(false);
                 match ended {
                     Ended::Shutdown => break,
@@ -263,14 +270,15 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Forward while the lease is ours.
 async fn session<S: LeaseStore>(
-    keeper: &LeaseKeeper<'_, S>,
+    held: &Lease<S>,
     settings: &Settings,
     brokers: &Brokers,
     router: &Router,
     metrics: &Arc<BridgeMetrics>,
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Ended {
-    let lease = keeper.name();
+    let lease = held.name();
+    let keeper = held.keeper();
 
     // Before its first document a router sends everything to old, which is wrong in every state
     // from `slices[0]` on (and strands messages on an unread queue from `disconnect`).
@@ -288,17 +296,13 @@ async fn session<S: LeaseStore>(
     };
     // The lease was taken before the waits above (a document, the declares, the subscription),
     // each of which may have outlasted it: renew it before the first message is taken.
-    // The lease is measured on the database's clock, followed by the monotonic clock between
-    // renewals: a skewed or jumping host clock neither stops the bridge early nor keeps it past
-    // its lease.
-    let clock = crate::time::DbClock::default();
-    let (mut lease_until, epoch) = match renew_first(keeper, &clock).await {
+    let (mut lease_until, epoch) = match renew_first(held).await {
         Ok(held) => held,
         Err(ended) => return ended,
     };
     // Fires when the lease is a margin away from running out unrenewed, whatever the renewals
     // answered meanwhile (a store that fails fast extends nothing).
-    let stop_at = |until: i64| tokio::time::Instant::now() + keeper.left(clock.now_ms(), until);
+    let stop_at = |until: i64| tokio::time::Instant::now() + keeper.left(held.now_ms(), until);
     let expiry = tokio::time::sleep_until(stop_at(lease_until));
     tokio::pin!(expiry);
     let shared = Shared {
@@ -327,14 +331,13 @@ async fn session<S: LeaseStore>(
                 break Ended::LeaseLost;
             }
             _ = renew.tick(), if renewal.is_none() => {
-                let now = clock.now_ms();
+                let now = held.now_ms();
                 let left = keeper.left(now, lease_until);
-                let asked = std::time::Instant::now();
-                renewal = Some(Box::pin(async move { (now, asked, keeper.renew(now, left).await) }));
+                renewal = Some(Box::pin(async move { (now, held.ask(Some(left)).await.renewal) }));
             }
-            (now, asked, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
+            (now, renewed) = pending_renewal(&mut renewal), if renewal.is_some() => {
                 renewal = None;
-                match renewed_until(renewed, epoch, &clock, asked, lease) {
+                match renewed_until(renewed, epoch, lease) {
                     Err(ended) => break ended,
                     Ok(Some(until_ms)) => {
                         lease_until = until_ms;
@@ -379,23 +382,14 @@ async fn session<S: LeaseStore>(
 /// Renews the lease taken before the session's waits (a document, the declares, the
 /// subscription), each of which may have outlasted it, before the first message is taken: its
 /// end and epoch, or how the session ends.
-async fn renew_first<S: LeaseStore>(
-    keeper: &LeaseKeeper<'_, S>,
-    clock: &crate::time::DbClock,
-) -> Result<(i64, i64), Ended> {
-    let asked = std::time::Instant::now();
-    match keeper.acquire(clock.now_ms()).await {
+async fn renew_first<S: LeaseStore>(held: &Lease<S>) -> Result<(i64, i64), Ended> {
+    match held.ask(None).await.renewal {
         Renewal::Held {
-            until_ms,
-            epoch,
-            db_now_ms,
-        } => {
-            clock.sample(db_now_ms, asked);
-            Ok((until_ms, epoch))
-        }
+            until_ms, epoch, ..
+        } => Ok((until_ms, epoch)),
         Renewal::Taken { .. } | Renewal::Unanswered => Err(Ended::LeaseLost),
         Renewal::Failed(e) => {
-            let lease = keeper.name();
+            let lease = held.name();
             tracing::warn!("cannot renew the lease {lease} before forwarding: {e}");
             Err(Ended::LeaseLost)
         }
@@ -404,13 +398,7 @@ async fn renew_first<S: LeaseStore>(
 
 /// What a renewal of the lease held with `epoch` answered: its new end, nothing new (a failed
 /// renewal, logged), or how the session ends.
-fn renewed_until(
-    renewed: Renewal,
-    epoch: i64,
-    clock: &crate::time::DbClock,
-    asked: std::time::Instant,
-    lease: &str,
-) -> Result<Option<i64>, Ended> {
+fn renewed_until(renewed: Renewal, epoch: i64, lease: &str) -> Result<Option<i64>, Ended> {
     match renewed {
         // Another holder had it meanwhile (a new epoch): this session is over.
         Renewal::Held {
@@ -421,14 +409,8 @@ fn renewed_until(
             );
             Err(Ended::LeaseLost)
         }
-        Renewal::Held {
-            until_ms,
-            db_now_ms,
-            ..
-        } => {
-            clock.sample(db_now_ms, asked);
-            Ok(Some(until_ms))
-        }
+        // The database's clock was sampled by the lease ([`Lease::ask`]).
+        Renewal::Held { until_ms, .. } => Ok(Some(until_ms)),
         Renewal::Taken { .. } => Err(Ended::LeaseLost),
         Renewal::Failed(e) => {
             tracing::warn!("cannot renew the lease {lease}: {e}");
@@ -530,9 +512,10 @@ async fn wind_down<F: Future<Output = Done>>(
     }
 }
 
-/// A lease renewal in flight: the instant it was asked at, and the store's answer
-/// ([`Renewal::Unanswered`] when the lease would have run out before it came).
-type Renewed = (i64, std::time::Instant, Renewal);
+/// A lease renewal in flight: the instant it was asked at (the database's clock as followed),
+/// and the store's answer ([`Renewal::Unanswered`] when the lease would have run out before it
+/// came).
+type Renewed = (i64, Renewal);
 
 /// See [`Renewed`].
 type PendingRenewal<'a> = std::pin::Pin<Box<dyn Future<Output = Renewed> + Send + 'a>>;

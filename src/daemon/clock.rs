@@ -2,7 +2,6 @@
 //! reading named by what it is for.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::time::{Clock, DbClock, Millis};
 
@@ -11,7 +10,8 @@ use crate::time::{Clock, DbClock, Millis};
 /// (issue 42):
 ///
 /// - [`DaemonClock::lease_ms`]: the database's clock as this daemon follows it ([`DbClock`]:
-///   sampled at every lease attempt, [`DaemonClock::sample`]; the monotonic clock in between).
+///   sampled at every lease attempt by the daemon's [`crate::lease::Lease`]; the monotonic
+///   clock in between).
 ///   What the lease, and whether the store still answers, are measured on.
 /// - [`DaemonClock::gates_ms`]: what the gates, the rounds, the API's "now", the webhooks, the
 ///   retention and the probes read: the database's clock on the steady clock
@@ -21,10 +21,8 @@ use crate::time::{Clock, DbClock, Millis};
 /// - [`DaemonClock::wall_ms`]: this host's wall clock, read only to measure how far it is from
 ///   the database's (the `queue_migrate_clock_skew_seconds` metric and its warning); nothing is
 ///   decided on it.
-/// - [`DaemonClock::monotonic`]: the monotonic clock, for the instant a lease question is sent
-///   (what a [`DbClock`] sample is anchored to).
 ///
-/// What measures a duration inside the process by [`Instant::now`] and `elapsed` (how long a tick
+/// What measures a duration inside the process by [`std::time::Instant::now`] and `elapsed` (how long a tick
 /// took, for `/metrics`; the HTTP server's idle timer on tokio's clock) reads no instant that is
 /// compared with another process's, and stays where it measures.
 #[derive(Clone)]
@@ -101,16 +99,10 @@ impl DaemonClock {
         (self.wall)()
     }
 
-    /// The monotonic clock now: the instant a question to the database is sent.
-    pub fn monotonic(&self) -> Instant {
-        Instant::now()
-    }
-
-    /// The database said `db_ms` no earlier than `asked` (a [`DaemonClock::monotonic`] reading
-    /// taken when the question was sent): the database's clock follows it from now on. A step
-    /// of the database's clock since the last sample is returned ([`DbClock::sample`]).
-    pub fn sample(&self, db_ms: Millis, asked: Instant) -> Option<crate::time::ClockStep> {
-        self.db.sample(db_ms, asked)
+    /// The database's clock as this daemon follows it: sampled by the daemon's lease
+    /// ([`crate::lease::Lease`], the one place it is), read here by the gates and the lease.
+    pub fn db(&self) -> &DbClock {
+        &self.db
     }
 }
 
@@ -150,6 +142,7 @@ pub(super) fn note_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn the_gates_read_the_database_clock_unless_fixed_or_simulated() {
@@ -158,13 +151,13 @@ mod tests {
         // Before the first sample, the database's clock is the host's.
         assert!((host.lease_ms() - ahead()).abs() < 1_000);
         // Sampled: the gates and the lease follow the database, the wall clock stays the host's.
-        host.sample(1_000_000, Instant::now());
+        host.db().sample(1_000_000, Instant::now());
         assert!((host.gates_ms() - 1_000_000).abs() < 1_000);
         assert!((host.lease_ms() - 1_000_000).abs() < 1_000);
         assert!(host.wall_ms() > 1_700_000_000_000);
         // `--now`: the gates read the fixed instant; the lease still the database's clock.
         let fixed = DaemonClock::on_host(ahead, Some(42));
-        fixed.sample(1_000_000, Instant::now());
+        fixed.db().sample(1_000_000, Instant::now());
         assert_eq!(fixed.gates_ms(), 42);
         assert!((fixed.lease_ms() - 1_000_000).abs() < 1_000);
         // A simulated clock: the gates read it.

@@ -34,10 +34,12 @@ pub mod probes;
 mod probes_reconcile;
 pub mod retention;
 mod round;
+pub mod round_state;
 pub mod server;
 mod shared;
 mod standing_note;
 pub mod tick;
+pub mod views;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -171,15 +173,15 @@ pub async fn run<S: Store + Clone + 'static>(
         }
     }
     // The ticks still running stop here: none acts after the lease is released.
-    shared.lanes.abort_all();
+    shared.rounds.lanes.abort_all();
     let _ = stop_tx.send(true);
-    shared.stopping.send_replace(true);
+    shared.views.stopping.send_replace(true);
     let _ = renewer.await;
     // Before the lease is released: a standby may take over at once.
     #[cfg(feature = "brokers")]
-    shared.probes.stop_all();
-    if shared.lease_until.swap(0, Ordering::SeqCst) > 0
-        && let Err(e) = shared.lease_keeper().release().await
+    shared.rounds.probes.stop_all();
+    if shared.lease.forget_until()
+        && let Err(e) = shared.lease.release().await
     {
         tracing::warn!("cannot release the lease: {e}");
     }
@@ -199,7 +201,7 @@ async fn leader_tick<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
         // The lease ran out (or was never ours): no probe is published on behalf of a daemon
         // that does not own the migrations.
         #[cfg(feature = "brokers")]
-        shared.probes.stop_all();
+        shared.rounds.probes.stop_all();
         return;
     }
     let epoch = shared.store.fence().epoch();
@@ -210,11 +212,11 @@ async fn leader_tick<S: Store + Clone + 'static>(shared: &Arc<Shared<S>>) {
     .await;
     shared.metrics.fenced(shared.store.fence().refused());
     if completed {
-        shared.lanes.progress.mark();
+        shared.rounds.lanes.progress.mark();
     }
     let deadline = shared.config.tick_deadline();
     #[cfg(feature = "brokers")]
-    let _ = tokio::time::timeout(deadline, shared.probes.reconcile(shared)).await;
+    let _ = tokio::time::timeout(deadline, shared.rounds.probes.reconcile(shared)).await;
     let _ = tokio::time::timeout(deadline, shared.prune_if_due()).await;
 }
 
@@ -233,24 +235,27 @@ async fn rests<S: Store + Clone + 'static>(
         }
         *resting = None;
     }
-    let holds = shared.lease_until.load(Ordering::SeqCst) > 0;
+    let holds = shared.lease.holds();
     if !holds
         || shared.leader.load(Ordering::SeqCst)
-        || !shared.lanes.progress.stalled(ttl, shared.config.interval)
+        || !shared
+            .rounds
+            .lanes
+            .progress
+            .stalled(ttl, shared.config.interval)
     {
         return false;
     }
     tracing::error!(
         "giving the lease up: no round completed for {} (more than --lease-ttl {} and one --interval): a store call or a connection does not answer; standing by for {} before competing again",
-        crate::time::human(shared.lanes.progress.since()),
+        crate::time::human(shared.rounds.lanes.progress.since()),
         crate::time::human(ttl),
         crate::time::human(ttl)
     );
     shared.metrics.lease_given_up();
-    shared.lanes.progress.give_up(true);
-    shared.lease_until.store(0, Ordering::SeqCst);
-    shared.store.fence().set_epoch(None);
-    shared.lanes.abort_all();
+    shared.rounds.lanes.progress.give_up(true);
+    shared.lease.drop_hold();
+    shared.rounds.lanes.abort_all();
     shared.metrics.lease(0, None);
     shared.say_leading(Some("no round completed within the lease TTL"));
     let keeper = shared.lease_keeper();
@@ -265,46 +270,36 @@ async fn rests<S: Store + Clone + 'static>(
 /// within a third of the lease period is a failed renewal (the next one is due then).
 async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
     let clock = &shared.config.clock;
-    let asked = clock.monotonic();
     let wall = clock.wall_ms();
-    let now = clock.lease_ms();
     let keeper = shared.lease_keeper();
-    let had = shared.lease_until.load(Ordering::SeqCst) > now;
-    match keeper.renew(now, keeper.renew_every()).await {
+    let asked = shared.lease.ask(Some(keeper.renew_every())).await;
+    let (had, before) = (asked.held_before, asked.epoch_before);
+    match asked.renewal {
         Renewal::Held {
-            until_ms,
-            epoch,
-            db_now_ms,
+            epoch, db_now_ms, ..
         } => {
-            clock::note_sample(clock, &shared.metrics, clock.sample(db_now_ms, asked));
-            shared.store_ok_at.store(db_now_ms, Ordering::SeqCst);
-            let before = shared.store.fence().epoch();
-            shared.store.fence().set_epoch(Some(epoch));
+            clock::note_sample(clock, &shared.metrics, asked.step);
             if !had {
                 // The rounds of this lease start now (the give-up rule counts from here).
-                shared.lanes.progress.leads();
+                shared.rounds.lanes.progress.leads();
             }
             if !had || before != Some(epoch) {
                 tracing::info!(holder = %shared.config.holder, instance = %shared.config.instance, epoch, "holding the lease: this controller acts");
             }
             shared.note_skew(wall - db_now_ms);
             shared.metrics.lease(epoch, None);
-            shared.lease_until.store(until_ms, Ordering::SeqCst);
             shared.say_leading(None);
         }
         Renewal::Taken { holder, db_now_ms } => {
-            clock::note_sample(clock, &shared.metrics, clock.sample(db_now_ms, asked));
-            shared.store_ok_at.store(now, Ordering::SeqCst);
+            clock::note_sample(clock, &shared.metrics, asked.step);
             // A standby measures and says its skew too: it would take over with that clock.
             shared.note_skew(wall - db_now_ms);
-            shared.store.fence().set_epoch(None);
             shared.metrics.lease(0, None);
-            shared.lease_until.store(0, Ordering::SeqCst);
-            shared.lanes.progress.give_up(false);
+            shared.rounds.lanes.progress.give_up(false);
             shared.say_leading(Some(&format!("{holder} holds it")));
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
-            shared.probes.stop_all();
+            shared.rounds.probes.stop_all();
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
         Renewal::Failed(e) => {
@@ -324,13 +319,13 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
 /// Resolves when the lease this daemon said it holds runs out by its clock (never while it does
 /// not lead, or leads by its caller's say-so).
 async fn lease_runs_out<S: Store + Clone + 'static>(shared: &Shared<S>) {
-    if shared.leader.load(Ordering::SeqCst) || !shared.said_leading.load(Ordering::SeqCst) {
+    if shared.leader.load(Ordering::SeqCst) || !shared.said.leading.load(Ordering::SeqCst) {
         return std::future::pending().await;
     }
-    let until = shared
-        .lease_keeper()
-        .acts_until(shared.lease_until.load(Ordering::SeqCst));
-    let wait = until.saturating_sub(shared.config.clock.lease_ms());
+    let wait = shared
+        .lease
+        .acts_until()
+        .saturating_sub(shared.config.clock.lease_ms());
     if let Ok(wait) = u64::try_from(wait) {
         tokio::time::sleep(Duration::from_millis(wait + 1)).await;
     }

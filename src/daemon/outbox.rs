@@ -76,11 +76,17 @@ impl<S: Store + Clone + 'static> Shared<S> {
             return 0;
         }
         let mark = *self
+            .views
             .watch_mark
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let due = {
-            let memory = self.outbox.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let memory = self
+                .announce
+                .outbox
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             memory.last_read.is_none_or(|(at, seen)| {
                 seen != mark || at.elapsed() >= self.config.interval.min(RETRY_AFTER)
             })
@@ -95,7 +101,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
                 return 0;
             }
         };
-        let mut memory = self.outbox.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut memory = self
+            .announce
+            .outbox
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // A full batch: read again at once.
         memory.last_read = (rows.len() < BATCH as usize).then(|| (Instant::now(), mark));
         let now = Instant::now();
@@ -110,6 +121,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             tokio::spawn(async move {
                 let delivered = shared.deliver_row(&row).await;
                 let mut memory = shared
+                    .announce
                     .outbox
                     .0
                     .lock()
@@ -127,7 +139,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     /// Post one row's event to its plan's webhooks, then mark it delivered: whether it was.
     async fn deliver_row(&self, row: &OutboxEntry) -> bool {
         let c = self.controller(true);
-        let hooks = match c.load_cached(&row.migration, &self.plans).await {
+        let hooks = match c.load_cached(&row.migration, &self.rounds.plans).await {
             Ok(loaded) => loaded.plan.notify.webhooks.clone(),
             Err(e) => {
                 tracing::warn!(
@@ -144,6 +156,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
         }
         let event = transition_event(row, epoch);
         if !self
+            .announce
             .notifier
             .post(self.fetcher.client(), &hooks, event)
             .await

@@ -59,7 +59,7 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
     if !needed(loaded.record.state, next) {
         return Ok(Ok(None));
     }
-    let Some(reader) = shared.preflight_reader() else {
+    let Some(reader) = shared.rounds.preflight_reader() else {
         return Ok(Ok(None));
     };
     let name = &loaded.record.name;
@@ -87,7 +87,7 @@ pub(super) async fn before_advance<S: Store + Clone + 'static>(
 fn hold<S: Store + Clone + 'static>(shared: &Shared<S>, loaded: &Loaded, why: &str) {
     let name = &loaded.record.name;
     let generation = loaded.record.generation;
-    let first = shared.with_memo(name, |m| {
+    let first = shared.rounds.with_memo(name, |m| {
         m.preflight_unread.replace(generation) != Some(generation)
     });
     if first {

@@ -529,12 +529,12 @@ mod tests {
         let mut shared =
             Shared::new(store, config, Arc::new(crate::plan::LoopbackResolve)).unwrap();
         if let Some(fake) = fake {
-            Arc::get_mut(&mut shared).unwrap().probes.connector = Connector::Fake(fake);
+            Arc::get_mut(&mut shared).unwrap().rounds.probes.connector = Connector::Fake(fake);
         }
         super::super::renew(&shared).await;
         assert!(shared.is_leader());
-        shared.probes.reconcile(&shared).await;
-        assert_eq!(shared.probes.running(), ["local"]);
+        shared.rounds.probes.reconcile(&shared).await;
+        assert_eq!(shared.rounds.probes.running(), ["local"]);
         shared
     }
 
@@ -557,13 +557,13 @@ mod tests {
         assert!(!shared.is_leader());
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
-            shared.probes.running().is_empty(),
+            shared.rounds.probes.running().is_empty(),
             "probes still run for a migration another daemon owns: {:?}",
-            shared.probes.running()
+            shared.rounds.probes.running()
         );
         // And none starts without the lease.
-        shared.probes.reconcile(&shared).await;
-        assert!(shared.probes.running().is_empty());
+        shared.rounds.probes.reconcile(&shared).await;
+        assert!(shared.rounds.probes.running().is_empty());
     }
 
     #[tokio::test]
@@ -573,17 +573,16 @@ mod tests {
         // The renewals fail from now on (the store is unreachable): the lease runs out within
         // 300 ms of the daemon's margin, and nothing tells the run but the lease itself.
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
-        shared.lease_until.store(
-            shared.config.clock.lease_ms() + margin + 300,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+        shared
+            .lease
+            .set_until(shared.config.clock.lease_ms() + margin + 300);
         let deadline = std::time::Instant::now() + Duration::from_secs(6);
-        while !shared.probes.running().is_empty() && std::time::Instant::now() < deadline {
+        while !shared.rounds.probes.running().is_empty() && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(!shared.is_leader());
         assert!(
-            shared.probes.running().is_empty(),
+            shared.rounds.probes.running().is_empty(),
             "a probe run outlived the lease by seconds"
         );
     }
@@ -620,12 +619,14 @@ mod tests {
         // Two renewals fail in a row: the lease is within its margin of running out, and the run
         // sees it before its next probe and stops by itself (nothing calls stop_all).
         let margin = i64::try_from(shared.config.lease_ttl.as_millis() / 5).unwrap();
-        shared.lease_until.store(
-            shared.config.clock.lease_ms() + margin,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+        shared
+            .lease
+            .set_until(shared.config.clock.lease_ms() + margin);
         assert!(!shared.is_leader());
-        until("the run stops", || shared.probes.running().is_empty()).await;
+        until("the run stops", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         let stopped = fake.keys().len();
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(
@@ -636,9 +637,9 @@ mod tests {
         // The next renewal takes the lease back (nobody else took it), then the tick's reconcile.
         real_time(super::super::renew(&shared)).await;
         assert!(shared.is_leader());
-        real_time(shared.probes.reconcile(&shared)).await;
+        real_time(shared.rounds.probes.reconcile(&shared)).await;
         assert_eq!(
-            shared.probes.running(),
+            shared.rounds.probes.running(),
             ["local"],
             "the run stopped on a lease lapse is never started again"
         );
@@ -658,12 +659,18 @@ mod tests {
             assert!(shared.is_leader());
         })
         .await;
-        until("the run stops", || shared.probes.running().is_empty()).await;
-        real_time(shared.probes.reconcile(&shared)).await;
-        assert_eq!(shared.probes.running(), ["local"]);
-        until("the run completes", || shared.probes.running().is_empty()).await;
+        until("the run stops", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
+        real_time(shared.rounds.probes.reconcile(&shared)).await;
+        assert_eq!(shared.rounds.probes.running(), ["local"]);
+        until("the run completes", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         assert_eq!(fake.sent(), (5, 20), "{:?}", fake.keys());
-        let metrics = shared.probes.render();
+        let metrics = shared.rounds.probes.render();
         assert!(
             metrics.contains(
                 "queue_migrate_probes_sent_total{migration=\"local\",probe=\"latency\"} 20\n"
@@ -679,7 +686,10 @@ mod tests {
         let shared =
             daemon_with_probes(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
         tokio::time::pause();
-        until("the run completes", || shared.probes.running().is_empty()).await;
+        until("the run completes", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         assert_eq!(fake.sent(), (5, 3));
         // Another daemon takes the lease (ours ran out unrenewed), then gives it back.
         real_time(async {
@@ -691,15 +701,15 @@ mod tests {
             super::super::renew(&shared).await;
             assert!(!shared.is_leader());
             // A tick without the lease stops the runs too.
-            shared.probes.reconcile(&shared).await;
+            shared.rounds.probes.reconcile(&shared).await;
             shared.store.release_lease(lease, "b").await.unwrap();
             super::super::renew(&shared).await;
             assert!(shared.is_leader());
-            shared.probes.reconcile(&shared).await;
+            shared.rounds.probes.reconcile(&shared).await;
         })
         .await;
         assert!(
-            shared.probes.running().is_empty(),
+            shared.rounds.probes.running().is_empty(),
             "a finished run was started again"
         );
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -738,7 +748,7 @@ mod tests {
             // The same step: the same run id.
             assert_eq!(after.entered_at_ms, rec.entered_at_ms);
             assert!(shared.is_leader());
-            shared.probes.reconcile(shared).await;
+            shared.rounds.probes.reconcile(shared).await;
         })
         .await;
     }
@@ -750,18 +760,21 @@ mod tests {
         let shared =
             daemon_with_probes(dir.path(), "{ rate: 2, count: 3 }", Some(fake.clone())).await;
         tokio::time::pause();
-        until("the run completes", || shared.probes.running().is_empty()).await;
+        until("the run completes", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         assert_eq!(fake.sent(), (5, 3));
         set_paused(&shared, true).await;
-        assert!(shared.probes.running().is_empty());
+        assert!(shared.rounds.probes.running().is_empty());
         set_paused(&shared, false).await;
         assert!(
-            shared.probes.running().is_empty(),
+            shared.rounds.probes.running().is_empty(),
             "a finished run was started again after an unpause"
         );
         // And at the ticks after that.
-        real_time(shared.probes.reconcile(&shared)).await;
-        assert!(shared.probes.running().is_empty());
+        real_time(shared.rounds.probes.reconcile(&shared)).await;
+        assert!(shared.rounds.probes.running().is_empty());
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(fake.sent(), (5, 3), "{:?}", fake.keys());
     }
@@ -776,26 +789,35 @@ mod tests {
         until("two latency probes", || fake.keys().len() >= 7).await;
         // Paused: the run stops at the tick, and nothing is published while it stays paused.
         set_paused(&shared, true).await;
-        until("the run stops", || shared.probes.running().is_empty()).await;
+        until("the run stops", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         let stopped = fake.keys().len();
         assert!(stopped < 5 + 20, "the run completed before the pause");
-        real_time(shared.probes.reconcile(&shared)).await;
-        assert!(shared.probes.running().is_empty(), "a paused run restarted");
+        real_time(shared.rounds.probes.reconcile(&shared)).await;
+        assert!(
+            shared.rounds.probes.running().is_empty(),
+            "a paused run restarted"
+        );
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(fake.keys().len(), stopped, "a probe published while paused");
         // Unpaused (same run id): the run resumes from its first probe not confirmed.
         set_paused(&shared, false).await;
         assert_eq!(
-            shared.probes.running(),
+            shared.rounds.probes.running(),
             ["local"],
             "the run is not started again after an unpause"
         );
-        until("the run completes", || shared.probes.running().is_empty()).await;
+        until("the run completes", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         // No idempotency copy again, no latency probe twice (sent() panics on a repeat).
         assert_eq!(fake.sent(), (5, 20), "{:?}", fake.keys());
         // Over: a later tick leaves it alone.
-        real_time(shared.probes.reconcile(&shared)).await;
-        assert!(shared.probes.running().is_empty());
+        real_time(shared.rounds.probes.reconcile(&shared)).await;
+        assert!(shared.rounds.probes.running().is_empty());
     }
 
     #[tokio::test]
@@ -817,12 +839,18 @@ mod tests {
         tokio::time::pause();
         until("two latency probes", || fake.keys().len() >= 7).await;
         set_paused(&shared, true).await;
-        until("the run stops", || shared.probes.running().is_empty()).await;
+        until("the run stops", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         let stopped = fake.keys().len();
         // Paused for 20 s: at 2 a second, every probe left is due by the end of it.
         tokio::time::sleep(Duration::from_secs(20)).await;
         set_paused(&shared, false).await;
-        until("the run completes", || shared.probes.running().is_empty()).await;
+        until("the run completes", || {
+            shared.rounds.probes.running().is_empty()
+        })
+        .await;
         assert_eq!(fake.sent(), (5, 20), "{:?}", fake.keys());
         let at = fake.at.lock().unwrap().clone();
         let gaps: Vec<Duration> = at[stopped..].windows(2).map(|w| w[1] - w[0]).collect();

@@ -23,7 +23,7 @@ pub(super) async fn round<S: Store + Clone + 'static>(
     wait: Option<Duration>,
 ) -> bool {
     let deadline = shared.config.store_deadline();
-    let late = shared.lanes.take_done();
+    let late = shared.rounds.lanes.take_done();
     if !late.is_empty() && !commit(shared, late, deadline).await {
         return false;
     }
@@ -45,7 +45,7 @@ pub(super) async fn round<S: Store + Clone + 'static>(
         }
     };
     let names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
-    shared.plans.retain(&names);
+    shared.rounds.plans.retain(&names);
     let now = shared.now_ms();
     let fetcher = shared
         .fetcher
@@ -53,7 +53,7 @@ pub(super) async fn round<S: Store + Clone + 'static>(
     let mut tasks = Vec::new();
     for record in records {
         let name = record.name.clone();
-        if !shared.lanes.claim(&name) {
+        if !shared.rounds.lanes.claim(&name) {
             tracing::debug!(migration = %name, "its tick of an earlier round still runs: skipped");
             continue;
         }
@@ -63,7 +63,7 @@ pub(super) async fn round<S: Store + Clone + 'static>(
             epoch,
             one(shared.clone(), fetcher.clone(), read, now),
         ));
-        shared.lanes.started(&name, task.abort_handle());
+        shared.rounds.lanes.started(&name, task.abort_handle());
         tasks.push(task);
     }
     match wait {
@@ -84,7 +84,7 @@ pub(super) async fn round<S: Store + Clone + 'static>(
         // to it.
         return false;
     }
-    commit(shared, shared.lanes.take_done(), deadline).await
+    commit(shared, shared.rounds.lanes.take_done(), deadline).await
 }
 
 /// The tick of one migration, under its own deadline; its gate evaluations left with the lanes
@@ -98,7 +98,7 @@ async fn one<S: Store + Clone + 'static>(
     let name = read.name().to_string();
     let batch = RoundBatch::default();
     // Waiting for a turn is not part of the tick's deadline.
-    let permit = shared.lanes.permits().acquire_owned().await;
+    let permit = shared.rounds.lanes.permits().acquire_owned().await;
     let limit = shared.config.tick_deadline();
     let ticked = tokio::time::timeout(
         limit,
@@ -121,7 +121,7 @@ async fn one<S: Store + Clone + 'static>(
             shared.metrics.tick_cut(&name);
         }
     }
-    shared.lanes.finished(&name, batch);
+    shared.rounds.lanes.finished(&name, batch);
 }
 
 /// Commit `batch` (every tick finished since the last commit) within `deadline`: whether it
@@ -131,8 +131,11 @@ async fn commit<S: Store + Clone + 'static>(
     batch: RoundBatch,
     deadline: Duration,
 ) -> bool {
-    let written =
-        batch.commit_or_skip_locked(&shared.store, Some(&shared.histories), is_lock_timeout);
+    let written = batch.commit_or_skip_locked(
+        &shared.store,
+        Some(&shared.rounds.histories),
+        is_lock_timeout,
+    );
     match tokio::time::timeout(deadline, written).await {
         Ok(Ok(skipped)) => {
             for name in skipped {

@@ -93,7 +93,7 @@ async fn healthz<S: Store + Clone + 'static>(State(s): App<S>) -> Response {
         "instance": s.config.instance,
         "epoch": s.store.fence().epoch(),
         "ticks": s.metrics.ticks(),
-        "ticks_running": s.lanes.running(),
+        "ticks_running": s.rounds.lanes.running(),
     }))
     .into_response()
 }
@@ -108,7 +108,7 @@ async fn readyz<S: Store + Clone + 'static>(
     let leader = s.is_leader();
     let store = s.store_works();
     let ready = store && (leader || q.standby.unwrap_or(false));
-    let why = if !ready && s.lanes.progress.gave_up() {
+    let why = if !ready && s.rounds.lanes.progress.gave_up() {
         Some(
             "this controller gave its lease up: no round completed within the lease TTL (a store call or a connection does not answer)",
         )
@@ -147,9 +147,9 @@ fn render_metrics<S: Store + Clone + 'static>(s: &Shared<S>) -> String {
     s.metrics.fenced(s.store.fence().refused());
     #[allow(unused_mut)]
     let mut text = s.metrics.render();
-    super::metrics::render_followers(&mut text, &s.followers);
+    super::metrics::render_followers(&mut text, &s.views.followers);
     #[cfg(feature = "brokers")]
-    text.push_str(&s.probes.render());
+    text.push_str(&s.rounds.probes.render());
     text
 }
 
@@ -194,7 +194,7 @@ async fn one<S: Store + Clone + 'static>(State(s): App<S>, Path(name): Path<Stri
         Ok(v) => {
             let mut body = serde_json::to_value(v).unwrap_or_else(|_| json!({}));
             // Who follows the routing document, and who lags (this daemon's knowledge).
-            let producers = super::followers_view::view(&s.followers, &loaded, now_ms);
+            let producers = super::followers_view::view(&s.views.followers, &loaded, now_ms);
             if let Some(o) = body.as_object_mut() {
                 o.insert("producers".into(), json!(producers));
             }
@@ -269,7 +269,9 @@ fn note_follower<S: Store + Clone + 'static>(s: &Shared<S>, name: &str, q: &Wait
             .as_deref()
             .and_then(|a| a.trim().parse::<u64>().ok())
             .unwrap_or(0);
-        s.followers.record(name, producer, applied, s.now_ms());
+        s.views
+            .followers
+            .record(name, producer, applied, s.now_ms());
     }
 }
 
@@ -291,7 +293,7 @@ async fn routing<S: Store + Clone + 'static>(
         let Some(rx) = s.hub.subscribe(&name) else {
             // In the store but not loadable here (its plan does not compile in this daemon's
             // environment): say why; producers keep their routing and retry.
-            if let Some(why) = s.load_error(&name) {
+            if let Some(why) = s.views.load_error(&name) {
                 return super::http::unavailable(&format!(
                     "{name}: this daemon cannot load the migration: {why}"
                 ));
@@ -328,13 +330,13 @@ async fn routing<S: Store + Clone + 'static>(
         return not_modified(current);
     };
     // Parked long-polls are capped: one more is told to come back.
-    let Ok(_parked) = s.long_polls.clone().try_acquire_owned() else {
+    let Ok(_parked) = s.views.long_polls.clone().try_acquire_owned() else {
         return super::http::unavailable(&format!(
             "this daemon parks at most {} long-polls at once (--http-max-long-polls): retry shortly",
             s.config.http.max_long_polls
         ));
     };
-    let mut stopping = s.stopping.subscribe();
+    let mut stopping = s.views.stopping.subscribe();
     tokio::select! {
         changed = tokio::time::timeout(wait, rx.changed()) => {
             // The shared, already encoded generation: no per-reader work but the response.

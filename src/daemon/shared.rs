@@ -2,22 +2,22 @@
 //! keeper, the watcher and the HTTP API read and write ([`Shared`]).
 
 use super::hub::Hub;
-use super::memo::Memo;
 use super::metrics::Metrics;
 use super::notify::{Event, EventKind, Notifier};
-use crate::controller::histories::Histories;
+use super::round_state::RoundState;
+use super::views::Views;
 use crate::controller::plans::PlanCache;
 use crate::controller::{Actor, Controller, Loaded};
 use crate::indicators::fetch::Fetcher;
+use crate::lease::Lease;
 use crate::plan::{Resolve, SecretsMode};
 use crate::store::lease_keeper::LeaseKeeper;
 use crate::store::retention::{Prune, Pruned};
 use crate::store::{MigrationRecord, Store, StoreError};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// The name of the lease every daemon of a store competes for.
 pub const LEASE: &str = crate::controller::LEASE;
@@ -153,57 +153,46 @@ pub enum DaemonError {
     Store(#[from] StoreError),
 }
 
-/// What the loop, the watcher and the API share.
+/// What the loop, the watcher and the API share, by role: what every part reads (the store,
+/// the configuration, the metrics, the sources' client, the routing hub), the leadership
+/// (the [`Lease`], what was last said of it), what readers see ([`Views`]), what the rounds
+/// keep between them ([`RoundState`]), and what announces ([`Announce`]).
 pub struct Shared<S: Store> {
     pub store: S,
     pub fetcher: Fetcher,
     pub resolve: Arc<dyn Resolve + Send + Sync>,
     pub hub: Hub,
     pub metrics: Metrics,
-    pub notifier: Notifier,
     pub config: Config,
-    /// The holder of this daemon's lease ([`Config::lease_holder`]).
-    pub(super) lease_holder: String,
     /// Set by a caller that drives ticks itself and has no lease (the demo).
     pub leader: AtomicBool,
-    /// Until when (the database's clock, ms) this daemon's lease is valid; 0 when it holds none.
-    pub(super) lease_until: AtomicI64,
+    /// This daemon's lease ([`LEASE`], held as [`Config::lease_holder`]): until when, under
+    /// which epoch, on the database's clock it samples (the gates' too: [`Config::clock`]).
+    pub lease: Lease<S>,
+    /// What this daemon last said (log, metric) of its lease and clock.
+    pub(super) said: Said,
+    /// What the HTTP API and the watcher show readers.
+    pub views: Views,
+    /// What the leader's rounds keep between them.
+    pub rounds: RoundState,
+    /// What announces transitions and events.
+    pub(super) announce: Announce,
+}
+
+/// What a daemon last said (log, metric) of its lease and its clock.
+#[derive(Debug, Default)]
+pub(super) struct Said {
     /// Whether the local clock was last said to be too far from the database's.
-    pub(super) said_skewed: AtomicBool,
-    /// When (the database's clock, ms) the store last answered a lease renewal; 0 never.
-    pub(super) store_ok_at: AtomicI64,
-    /// Whether this daemon last said (log, metric) that it leads.
-    pub(super) said_leading: AtomicBool,
-    /// Routing long-polls parked now, at most [`super::http::Limits::max_long_polls`].
-    pub long_polls: Arc<tokio::sync::Semaphore>,
-    /// Why a migration could not be loaded (its plan does not compile here), by name; cleared
-    /// when it loads again.
-    pub(super) load_errors: Mutex<HashMap<String, String>>,
-    /// Flips to true when the daemon stops: long-polls answer at once.
-    pub stopping: watch::Sender<bool>,
-    pub(super) memo: Mutex<HashMap<String, Memo>>,
-    /// The store's [`crate::store::JournalStore::generations_mark`] when the watcher last compared every migration.
-    pub(super) watch_mark: Mutex<Option<(i64, i64)>>,
-    pub(super) watch_polls: AtomicU64,
-    /// Each migration's compiled plan, kept while its stored plan (and what it reads) is unchanged.
-    pub(super) plans: PlanCache,
-    /// Each migration's scrape histories, kept between rounds.
-    pub(super) histories: Histories,
-    /// Where the leader's pruning stands ([`retention`]).
-    pub(super) retention: super::retention::Retention,
-    /// The leader's deliveries of the store's outbox ([`super::outbox`]).
+    pub(super) skewed: AtomicBool,
+    /// Whether this daemon last said that it leads.
+    pub(super) leading: AtomicBool,
+}
+
+/// What announces: the webhooks' sender, and the leader's deliveries of the store's outbox
+/// ([`super::outbox`]).
+pub(super) struct Announce {
+    pub(super) notifier: Notifier,
     pub(super) outbox: super::outbox_memory::Outbox,
-    /// The migrations' ticks running apart, and when the leader's rounds last completed
-    /// ([`super::lanes`]).
-    pub lanes: super::lanes::Lanes,
-    /// Who polls the routing document, with the generation each applied (in memory: a new
-    /// leader relearns them within one long-poll).
-    pub followers: Arc<crate::indicators::followers::Followers>,
-    /// The synthetic phase's probe runs.
-    #[cfg(feature = "brokers")]
-    pub probes: super::probes::ProbeRuns,
-    /// How the preflight reads a plan's brokers (`None`: no preflight, [`super::preflight`]).
-    preflight: Mutex<Option<super::preflight_reader::Reader>>,
 }
 
 impl<S: Store + Clone + 'static> Shared<S> {
@@ -229,53 +218,36 @@ impl<S: Store + Clone + 'static> Shared<S> {
         let long_polls = config.http.max_long_polls;
         let metrics = Metrics::default();
         metrics.identity(&config.holder, &config.instance);
+        let lease = Lease::new(
+            store.clone(),
+            LEASE,
+            &config.lease_holder(),
+            config.lease_ttl,
+            config.clock.db().clone(),
+        );
         Ok(Arc::new(Shared {
             store,
             fetcher,
             resolve,
             hub: Hub::default(),
             metrics,
-            notifier,
-            lease_holder: config.lease_holder(),
+            lease,
             config,
             leader: AtomicBool::new(false),
-            lease_until: AtomicI64::new(0),
-            store_ok_at: AtomicI64::new(0),
-            said_skewed: AtomicBool::new(false),
-            said_leading: AtomicBool::new(false),
-            long_polls: Arc::new(tokio::sync::Semaphore::new(long_polls)),
-            load_errors: Mutex::new(HashMap::new()),
-            stopping: watch::Sender::new(false),
-            memo: Mutex::new(HashMap::new()),
-            watch_mark: Mutex::new(None),
-            watch_polls: AtomicU64::new(0),
-            plans: PlanCache::default(),
-            histories: Histories::default(),
-            retention: super::retention::Retention::default(),
-            outbox: super::outbox_memory::Outbox::default(),
-            lanes: super::lanes::Lanes::default(),
-            followers,
-            #[cfg(feature = "brokers")]
-            probes: super::probes::ProbeRuns::default(),
-            preflight: Mutex::new(super::preflight_reader::Reader::default_for_build()),
+            said: Said::default(),
+            views: Views::new(long_polls, followers),
+            rounds: RoundState::default(),
+            announce: Announce {
+                notifier,
+                outbox: super::outbox_memory::Outbox::default(),
+            },
         }))
     }
 
     /// How the preflight reads brokers from now on (the demo's simulated world, a test's);
     /// `None`: no preflight.
     pub fn set_preflight_reader(&self, reader: Option<super::preflight_reader::Reader>) {
-        *self
-            .preflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = reader;
-    }
-
-    /// How the preflight reads brokers now.
-    pub fn preflight_reader(&self) -> Option<super::preflight_reader::Reader> {
-        self.preflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.rounds.set_preflight_reader(reader);
     }
 
     /// A controller over the shared store; a standby's never writes.
@@ -294,7 +266,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
         Controller::new(&self.store, fetcher, &*self.resolve)
             .with_secrets(SecretsMode::Required)
             .with_read_only(read_only)
-            .with_histories(&self.histories)
+            .with_histories(&self.rounds.histories)
             .with_interval(self.config.interval)
     }
 
@@ -305,20 +277,12 @@ impl<S: Store + Clone + 'static> Shared<S> {
         if self.leader.load(Ordering::SeqCst) {
             return true;
         }
-        self.lease_keeper().acts(
-            self.config.clock.lease_ms(),
-            self.lease_until.load(Ordering::SeqCst),
-        )
+        self.lease.acts()
     }
 
     /// The lease every daemon of this store competes for, held as this daemon.
     pub(super) fn lease_keeper(&self) -> LeaseKeeper<'_, S> {
-        LeaseKeeper::new(
-            &self.store,
-            LEASE,
-            &self.lease_holder,
-            self.config.lease_ttl,
-        )
+        self.lease.keeper()
     }
 
     /// Now, as the gates read it ([`super::DaemonClock::gates_ms`]): what a round, the API's
@@ -331,13 +295,6 @@ impl<S: Store + Clone + 'static> Shared<S> {
         Actor {
             name: self.config.holder.clone(),
             reason: Some(reason.to_string()),
-        }
-    }
-
-    pub(super) fn with_memo<R>(&self, name: &str, f: impl FnOnce(&mut Memo) -> R) -> R {
-        match self.memo.lock() {
-            Ok(mut map) => f(map.entry(name.to_string()).or_default()),
-            Err(poisoned) => f(poisoned.into_inner().entry(name.to_string()).or_default()),
         }
     }
 
@@ -378,7 +335,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             return;
         }
         let epoch = self.store.fence().decided_under();
-        self.notifier.send(
+        self.announce.notifier.send(
             &loaded.plan.notify.webhooks,
             Event {
                 idempotency_key: idempotency_key(&loaded.record, kind, &details, self.now_ms()),
@@ -404,7 +361,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// The daemon's compiled plans, kept while unchanged ([`Controller::load_cached`]).
     pub fn plans(&self) -> &PlanCache {
-        &self.plans
+        &self.rounds.plans
     }
 
     /// Load and observe one migration (after a change).
@@ -423,44 +380,23 @@ impl<S: Store + Clone + 'static> Shared<S> {
     ) {
         let loaded = match record {
             Some(record) if c.read_only || record.published_generation >= record.generation => {
-                c.load_record(record, Some(&self.plans)).await
+                c.load_record(record, Some(&self.rounds.plans)).await
             }
-            _ => c.load_cached(name, &self.plans).await,
+            _ => c.load_cached(name, &self.rounds.plans).await,
         };
         match loaded {
             Ok(loaded) => {
-                self.set_load_error(name, None);
+                self.views.set_load_error(name, None);
                 self.observe(c, &loaded).await;
             }
             Err(e) => {
                 let why = e.to_string();
                 // Said once per distinct reason, not at every watch.
-                if self.set_load_error(name, Some(why.clone())) {
+                if self.views.set_load_error(name, Some(why.clone())) {
                     tracing::warn!(migration = name, "cannot load: {why}");
                 }
             }
         }
-    }
-
-    /// Note why `name` cannot be loaded (`None`: it loads); whether that is news.
-    fn set_load_error(&self, name: &str, why: Option<String>) -> bool {
-        let mut errors = self
-            .load_errors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match why {
-            Some(why) => errors.insert(name.to_string(), why.clone()).as_ref() != Some(&why),
-            None => errors.remove(name).is_some(),
-        }
-    }
-
-    /// Why `name` could not be loaded when last tried, if it could not.
-    pub fn load_error(&self, name: &str) -> Option<String> {
-        self.load_errors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
     }
 
     /// Note the local clock's skew from the database's (`skew_ms`, local minus database), as
@@ -473,7 +409,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
         self.metrics.lease(epoch, Some(seconds));
         let bound = crate::time::millis(self.config.max_clock_skew);
         let skewed = skew_ms.abs() > bound;
-        if self.said_skewed.swap(skewed, Ordering::SeqCst) != skewed {
+        if self.said.skewed.swap(skewed, Ordering::SeqCst) != skewed {
             if skewed {
                 tracing::warn!(
                     skew_seconds = seconds,
@@ -493,7 +429,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
 
     /// Whether the store answered a lease renewal within the last lease period.
     pub fn store_works(&self) -> bool {
-        let at = self.store_ok_at.load(Ordering::SeqCst);
+        let at = self.lease.answered_at();
         let ttl = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
         at > 0 && self.config.clock.lease_ms() - at <= ttl
     }
@@ -503,7 +439,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     pub(super) fn say_leading(&self, why_not: Option<&str>) {
         let leading = self.is_leader();
         self.metrics.leading(leading);
-        let said = self.said_leading.swap(leading, Ordering::SeqCst);
+        let said = self.said.leading.swap(leading, Ordering::SeqCst);
         if said && !leading {
             match why_not {
                 Some(why) => tracing::warn!("lost the lease: standing by ({why})"),
@@ -520,8 +456,9 @@ impl<S: Store + Clone + 'static> Shared<S> {
     /// re-published from the store as it is then, never from that read.
     pub async fn watch_once(&self) {
         let mark = self.store.generations_mark().await.ok();
-        let polls = self.watch_polls.fetch_add(1, Ordering::Relaxed);
+        let polls = self.views.watch_polls.fetch_add(1, Ordering::Relaxed);
         let seen_mark = *self
+            .views
             .watch_mark
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -556,6 +493,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
             self.refresh_from(&c, name, listed.remove(name)).await;
         }
         *self
+            .views
             .watch_mark
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = mark;
@@ -573,7 +511,7 @@ impl<S: Store + Clone + 'static> Shared<S> {
     /// After a committed round: prune if due ([`super::retention`]). Answers what was deleted
     /// (`None`: not due, no retention, or not the leader).
     pub async fn prune_if_due(&self) -> Option<Pruned> {
-        let state = &self.retention;
+        let state = &self.rounds.retention;
         let retain = self.config.retain?;
         if !self.is_leader() {
             return None;

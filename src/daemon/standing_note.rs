@@ -42,7 +42,7 @@ pub(super) fn announce<S: Store + Clone + 'static>(
     let name = &loaded.record.name;
     let kind = standing.kind();
     shared.metrics.standing(name, kind);
-    let previous = shared.with_memo(name, |m| m.standing.replace(kind));
+    let previous = shared.rounds.with_memo(name, |m| m.standing.replace(kind));
     if shared.is_leader()
         && let Some(previous) = previous
         && previous != kind

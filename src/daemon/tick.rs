@@ -94,7 +94,7 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         .with_round(round);
     let name = &*read.name().to_string();
     let loaded = match read {
-        Read::Store(name) => c.load_cached(name, &shared.plans).await?,
+        Read::Store(name) => c.load_cached(name, &shared.rounds.plans).await?,
         // The watcher saw the migration move since the round read it: read it again, so that
         // nothing is announced or decided from the older read.
         Read::Fleet(record, _)
@@ -102,14 +102,14 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
                 i64::try_from(seen).unwrap_or(i64::MAX) > record.generation
             }) =>
         {
-            c.load_cached(name, &shared.plans).await?
+            c.load_cached(name, &shared.rounds.plans).await?
         }
-        Read::Fleet(record, memory) => c.load_read(record, memory, &shared.plans).await?,
+        Read::Fleet(record, memory) => c.load_read(record, memory, &shared.rounds.plans).await?,
     };
     shared.observe(&c, &loaded).await;
     if loaded.record.state == State::Complete {
         super::standing_note::announce(shared, &loaded, &crate::standing::Standing::Complete);
-        shared.histories.forget(name);
+        shared.rounds.histories.forget(name);
         return Ok(Action::Done);
     }
     if step_begun_after(shared, name, loaded.record.entered_at_ms, now_ms) {
@@ -185,7 +185,7 @@ fn step_begun_after<S: Store + Clone + 'static>(
     if shared.now_ms() >= entered {
         return true;
     }
-    let first = shared.with_memo(name, |m| {
+    let first = shared.rounds.with_memo(name, |m| {
         m.clock_behind_warned.replace(entered) != Some(entered)
     });
     if first {
@@ -259,7 +259,7 @@ fn ready_for_human<S: Store + Clone + 'static>(
     name: &str,
     why: String,
 ) -> Action {
-    let announce = shared.with_memo(name, |m| {
+    let announce = shared.rounds.with_memo(name, |m| {
         let first = m.ready_announced != Some(loaded.record.generation);
         m.ready_announced = Some(loaded.record.generation);
         first
@@ -352,7 +352,7 @@ async fn breach<S: Store + Clone + 'static>(
         None if !shared.may_announce(&format!("the alert of {name}")) => {}
         None => {
             // Announced once per episode: until the guard stops failing.
-            let fresh: Vec<String> = shared.with_memo(name, |m| {
+            let fresh: Vec<String> = shared.rounds.with_memo(name, |m| {
                 failing
                     .iter()
                     .filter(|g| m.breach_announced.insert((*g).clone()))
@@ -400,7 +400,7 @@ fn note_verdicts<S: Store + Clone + 'static>(
         &crate::controller::GateReport,
         Option<Verdict>,
         &'static str,
-    )> = shared.with_memo(name, |m| {
+    )> = shared.rounds.with_memo(name, |m| {
         let seen = match &mut m.verdicts {
             Some((at, seen)) if *at == step => seen,
             other => &mut other.insert((step, HashMap::new())).1,
@@ -442,7 +442,7 @@ fn note_holds<S: Store + Clone + 'static>(
         .notify
         .hold_after
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let long: Vec<String> = shared.with_memo(name, |m| {
+    let long: Vec<String> = shared.rounds.with_memo(name, |m| {
         let mut long = Vec::new();
         for g in gates {
             let key = format!("{}/{}", g.kind, g.name);

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::sql::{Db, Dialect, Statements, Tx};
+use super::sql::{Db, Dialect, Pool, Statements, Tx, TxConn, within};
 use super::{Result, RoundRecord, SourceRows, StoreError, memory, scrapes};
 
 impl Dialect {
@@ -35,8 +35,10 @@ pub(super) async fn current_plans(
     if names.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<(String, String)> = match tx {
-        Tx::Sqlite(c) => sqlx::query(
+    let deadline = tx.deadline;
+    let rows: Vec<(String, String)> = within(deadline, async {
+        Ok(match &mut tx.conn {
+        TxConn::Sqlite(c) => sqlx::query(
             "SELECT name, plan_hash FROM migrations WHERE name IN (SELECT value FROM json_each(?))",
         )
         .bind(serde_json::Value::from(names).to_string())
@@ -45,7 +47,7 @@ pub(super) async fn current_plans(
         .iter()
         .map(|row| Ok((row.try_get("name")?, row.try_get("plan_hash")?)))
         .collect::<Result<_>>()?,
-        Tx::Postgres(c) => sqlx::query(
+        TxConn::Postgres(c) => sqlx::query(
             r#"SELECT name, plan_hash FROM migrations WHERE name = ANY($1)
                ORDER BY name COLLATE "C" FOR SHARE"#,
         )
@@ -55,7 +57,9 @@ pub(super) async fn current_plans(
         .iter()
         .map(|row| Ok((row.try_get("name")?, row.try_get("plan_hash")?)))
         .collect::<Result<_>>()?,
-    };
+        })
+    })
+    .await?;
     Ok(rows.into_iter().collect())
 }
 
@@ -71,58 +75,62 @@ pub(super) async fn insert_points(tx: &mut Tx, sources: &[SourceRows<'_>]) -> Re
         .iter()
         .filter_map(|s| Some((s.name, s.source, s.keep_from_ms?)))
         .collect();
-    match tx {
-        Tx::Sqlite(c) => {
-            for chunk in rows.chunks(Dialect::Sqlite.rows_per_insert()) {
-                let mut q = QueryBuilder::<Sqlite>::new(
-                    "INSERT INTO scrapes (migration, source, at, samples) ",
-                );
-                q.push_values(chunk, |mut row, r| {
-                    row.push_bind(r.name)
-                        .push_bind(r.source)
-                        .push_bind(r.at_ms)
-                        .push_bind(&r.samples);
-                });
-                q.push(super::sqlite::MERGE_SCRAPE);
-                q.build().execute(&mut **c).await?;
+    let deadline = tx.deadline;
+    within(deadline, async {
+        match &mut tx.conn {
+            TxConn::Sqlite(c) => {
+                for chunk in rows.chunks(Dialect::Sqlite.rows_per_insert()) {
+                    let mut q = QueryBuilder::<Sqlite>::new(
+                        "INSERT INTO scrapes (migration, source, at, samples) ",
+                    );
+                    q.push_values(chunk, |mut row, r| {
+                        row.push_bind(r.name)
+                            .push_bind(r.source)
+                            .push_bind(r.at_ms)
+                            .push_bind(&r.samples);
+                    });
+                    q.push(super::sqlite::MERGE_SCRAPE);
+                    q.build().execute(&mut **c).await?;
+                }
+                for (name, source, keep_from_ms) in pruned {
+                    sqlx::query(super::sqlite::PRUNE_SCRAPES)
+                        .bind(name)
+                        .bind(source)
+                        .bind(keep_from_ms)
+                        .execute(&mut **c)
+                        .await?;
+                }
             }
-            for (name, source, keep_from_ms) in pruned {
-                sqlx::query(super::sqlite::PRUNE_SCRAPES)
-                    .bind(name)
-                    .bind(source)
-                    .bind(keep_from_ms)
-                    .execute(&mut **c)
-                    .await?;
+            TxConn::Postgres(c) => {
+                if !rows.is_empty() {
+                    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
+                    let srcs: Vec<&str> = rows.iter().map(|r| r.source).collect();
+                    let ats: Vec<i64> = rows.iter().map(|r| r.at_ms).collect();
+                    let samples: Vec<&str> = rows.iter().map(|r| r.samples.as_str()).collect();
+                    sqlx::query(super::postgres::INSERT_SCRAPES)
+                        .bind(&names)
+                        .bind(&srcs)
+                        .bind(&ats)
+                        .bind(&samples)
+                        .execute(&mut **c)
+                        .await?;
+                }
+                if !pruned.is_empty() {
+                    let names: Vec<&str> = pruned.iter().map(|p| p.0).collect();
+                    let srcs: Vec<&str> = pruned.iter().map(|p| p.1).collect();
+                    let keep_from: Vec<i64> = pruned.iter().map(|p| p.2).collect();
+                    sqlx::query(super::postgres::PRUNE_SCRAPES)
+                        .bind(&names)
+                        .bind(&srcs)
+                        .bind(&keep_from)
+                        .execute(&mut **c)
+                        .await?;
+                }
             }
         }
-        Tx::Postgres(c) => {
-            if !rows.is_empty() {
-                let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
-                let srcs: Vec<&str> = rows.iter().map(|r| r.source).collect();
-                let ats: Vec<i64> = rows.iter().map(|r| r.at_ms).collect();
-                let samples: Vec<&str> = rows.iter().map(|r| r.samples.as_str()).collect();
-                sqlx::query(super::postgres::INSERT_SCRAPES)
-                    .bind(&names)
-                    .bind(&srcs)
-                    .bind(&ats)
-                    .bind(&samples)
-                    .execute(&mut **c)
-                    .await?;
-            }
-            if !pruned.is_empty() {
-                let names: Vec<&str> = pruned.iter().map(|p| p.0).collect();
-                let srcs: Vec<&str> = pruned.iter().map(|p| p.1).collect();
-                let keep_from: Vec<i64> = pruned.iter().map(|p| p.2).collect();
-                sqlx::query(super::postgres::PRUNE_SCRAPES)
-                    .bind(&names)
-                    .bind(&srcs)
-                    .bind(&keep_from)
-                    .execute(&mut **c)
-                    .await?;
-            }
-        }
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 /// The scrape instants of a source after `after_ms` (read from the key alone), as one list:
@@ -133,29 +141,32 @@ pub(super) async fn times_after(
     source: &str,
     after_ms: i64,
 ) -> Result<Vec<i64>> {
-    match db {
-        Db::Sqlite(p) => {
-            let times: Option<String> = sqlx::query_scalar(super::sqlite::TIMES_AFTER)
+    within(db.deadline, async {
+        match &db.pool {
+            Pool::Sqlite(p) => {
+                let times: Option<String> = sqlx::query_scalar(super::sqlite::TIMES_AFTER)
+                    .bind(name)
+                    .bind(source)
+                    .bind(after_ms)
+                    .fetch_one(p)
+                    .await?;
+                super::parse_list(times.as_deref().unwrap_or_default(), source)
+            }
+            Pool::Postgres(p) => {
+                let times: Option<Vec<i64>> = sqlx::query_scalar(
+                    "SELECT array_agg(at) FROM scrapes \
+                 WHERE migration = $1 AND source = $2 AND at > $3",
+                )
                 .bind(name)
                 .bind(source)
                 .bind(after_ms)
                 .fetch_one(p)
                 .await?;
-            super::parse_list(times.as_deref().unwrap_or_default(), source)
+                Ok(times.unwrap_or_default())
+            }
         }
-        Db::Postgres(p) => {
-            let times: Option<Vec<i64>> = sqlx::query_scalar(
-                "SELECT array_agg(at) FROM scrapes \
-                 WHERE migration = $1 AND source = $2 AND at > $3",
-            )
-            .bind(name)
-            .bind(source)
-            .bind(after_ms)
-            .fetch_one(p)
-            .await?;
-            Ok(times.unwrap_or_default())
-        }
-    }
+    })
+    .await
 }
 
 /// The scrapes of a source stored after `after_ms` (a seek on the key), joined into one text
@@ -169,9 +180,9 @@ pub(super) async fn scrapes_after(
     // Measured first (a seek on the key, the lengths from the rows' headers): a text the
     // database cannot build, or the controller should not hold, is refused, never asked for.
     let (total, largest): (i64, i64) = on!(db, p => {
-        let row = sqlx::query(match db {
-            Db::Sqlite(_) => super::sqlite::SCRAPES_AFTER_SIZE,
-            Db::Postgres(_) => super::postgres::SCRAPES_AFTER_SIZE,
+        let row = sqlx::query(match db.pool {
+            Pool::Sqlite(_) => super::sqlite::SCRAPES_AFTER_SIZE,
+            Pool::Postgres(_) => super::postgres::SCRAPES_AFTER_SIZE,
         })
         .bind(name)
         .bind(source)
@@ -183,9 +194,9 @@ pub(super) async fn scrapes_after(
     if let Some(why) = scrapes::too_large(source, total, largest) {
         return Err(StoreError::TooLarge(why));
     }
-    Ok(on!(db, p => sqlx::query_scalar(match db {
-        Db::Sqlite(_) => super::sqlite::SCRAPES_AFTER,
-        Db::Postgres(_) => super::postgres::SCRAPES_AFTER,
+    Ok(on!(db, p => sqlx::query_scalar(match db.pool {
+        Pool::Sqlite(_) => super::sqlite::SCRAPES_AFTER,
+        Pool::Postgres(_) => super::postgres::SCRAPES_AFTER,
     })
     .bind(name)
     .bind(source)

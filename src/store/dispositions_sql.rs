@@ -136,8 +136,9 @@ async fn insert(
 /// Two closes of one group at once, one after the other: PostgreSQL takes a lock on the group
 /// for the transaction (SQLite's `BEGIN IMMEDIATE` already runs one writer at a time).
 async fn lock_group(tx: &mut Tx, d: &Disposition) -> Result<()> {
-    if let Tx::Postgres(c) = tx {
-        sqlx::query(
+    if tx.dialect() == super::sql::Dialect::Postgres {
+        in_tx!(tx, c => {
+            sqlx::query(
             "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) \
              || $3 || chr(31) || $4, 42))",
         )
@@ -145,8 +146,9 @@ async fn lock_group(tx: &mut Tx, d: &Disposition) -> Result<()> {
         .bind(&d.error_class)
         .bind(&d.consumer_version)
         .bind(&d.signature)
-        .execute(&mut **c)
+        .execute(&mut *c)
         .await?;
+        });
     }
     Ok(())
 }

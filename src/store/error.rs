@@ -68,6 +68,12 @@ pub enum StoreError {
     /// is asked; what and which cap, in words.
     #[error("{0}")]
     TooLarge(String),
+    /// A statement (or the acquisition of a connection, or a commit) did not finish within the
+    /// store's client-side deadline ([`super::SqlStore::with_statement_deadline`]): its
+    /// connection stopped answering or the database is that slow; the connection was dropped,
+    /// not waited on (issue 54).
+    #[error("the database did not answer within {}: the statement was abandoned and its connection dropped", crate::time::human(*.0))]
+    Deadline(std::time::Duration),
     /// The database itself failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

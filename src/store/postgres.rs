@@ -15,7 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use super::Result;
 #[cfg(doc)]
 use super::StoreError;
-use super::sql::{Db, SqlStore, Statements};
+use super::sql::{Db, Pool, SqlStore, Statements};
 
 pub use super::pg_session::{Keepalives, SessionLimits, is_lock_timeout};
 
@@ -118,13 +118,12 @@ pub(super) async fn open_applying(url: &str, schema: &super::sql::Schema) -> Res
     // One plain connection first: a wrong host, port or password fails at once (a pool
     // retries until its acquire timeout, 30 s of silence).
     PgConnection::connect_with(&options).await?.close().await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
+    let pool = pool_options(super::sql::DEFAULT_STATEMENT_DEADLINE)
         .connect_with(options)
         .await?;
     // Takes an advisory lock: stores opening at once apply the schema once.
     super::sql::migrator(schema).run(&pool).await?;
-    Ok(SqlStore::on(Db::Postgres(pool)))
+    Ok(SqlStore::on(Pool::Postgres(pool)))
 }
 
 impl SqlStore {
@@ -134,20 +133,84 @@ impl SqlStore {
     ///
     /// # Errors
     /// The database cannot be reached.
+    ///
+    /// Each statement is cut on the client's side ([`SqlStore::with_statement_deadline`]) a
+    /// little after the server's `statement_timeout` would end it
+    /// ([`SessionLimits::client_deadline`]): a live server always answers first; a connection
+    /// that stopped answering is dropped then.
     pub async fn with_session_limits(self, limits: &SessionLimits) -> Result<SqlStore> {
-        let Db::Postgres(pool) = &self.db else {
+        let Pool::Postgres(pool) = &self.db.pool else {
             return Ok(self);
         };
+        let deadline = limits.client_deadline();
         let options = (*pool.connect_options()).clone().options(limits.settings());
-        let fresh = PgPoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await?;
+        let fresh = pool_options(deadline).connect_with(options).await?;
         pool.close().await;
         Ok(SqlStore {
-            db: Db::Postgres(fresh),
+            db: Db {
+                pool: Pool::Postgres(fresh),
+                deadline,
+            },
             ..self
         })
+    }
+}
+
+/// How long a ping that tests a connection (before it is handed out, after it is given back)
+/// may take before the connection is dropped: a live server answers one in milliseconds. A
+/// statement's deadline ([`SqlStore::with_statement_deadline`]) should leave room for a few:
+/// each idle connection gone silent costs one before a new connection is opened.
+pub const PING_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How much longer than the server's `statement_timeout` a daemon's statement may take on the
+/// client's side ([`SessionLimits::client_deadline`]): for the server's answer to arrive, and
+/// for a connection or two gone silent to be skipped when one is acquired.
+pub const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The pool every PostgreSQL store opens (issue 54: a dead connection is dropped, never waited
+/// on): at most 4 connections; an acquisition waits at most `deadline`; a connection is
+/// pinged before it is handed out and after it is given back, each ping cut at
+/// [`PING_DEADLINE`], and dropped (closed without a goodbye) when it does not answer. A statement
+/// abandoned at its deadline ([`super::sql::within`]) leaves its connection mid-answer: given
+/// back, its ping waits on that answer, and a silent connection is closed within
+/// [`PING_DEADLINE`] instead of holding a place of the pool for as long as the kernel keeps the
+/// socket (sqlx's own ping on release has no deadline).
+///
+/// TCP keepalives: sqlx 0.9 opens the socket itself and does not expose the client's
+/// keepalive options, so the client relies on these deadlines; the server's keepalives are set
+/// per session ([`SessionLimits`], `tcp_keepalives_*`).
+///
+/// Not promised on TLS connections: sqlx closes one by flushing rustls, which waits for the
+/// peer to become readable, so a silent TLS connection found by a ping keeps its place in the
+/// pool until the statement that found it is cut at its deadline (an idle one handed out), or
+/// until the kernel gives the socket up (one given back after its statement was cut).
+pub(crate) fn pool_options(deadline: std::time::Duration) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(deadline)
+        .test_before_acquire(false)
+        .before_acquire(|conn, _| Box::pin(answers(conn)))
+        .after_release(|conn, _| Box::pin(answers(conn)))
+}
+
+/// Whether `conn` answers a ping within [`PING_DEADLINE`] (an error when it does not: the pool
+/// then closes it without a goodbye).
+async fn answers(conn: &mut PgConnection) -> std::result::Result<bool, sqlx::Error> {
+    match tokio::time::timeout(PING_DEADLINE, conn.ping()).await {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the connection did not answer a ping in time",
+        ))),
+    }
+}
+
+impl SessionLimits {
+    /// How long a daemon's statement may take on the client's side: the server's
+    /// `statement_timeout` plus [`ANSWER_MARGIN`].
+    pub fn client_deadline(&self) -> std::time::Duration {
+        self.statement_timeout + ANSWER_MARGIN
     }
 }
 

@@ -13,45 +13,116 @@
 //! (`migrations/<database>/`), same transactions (`BEGIN IMMEDIATE` on SQLite for every write,
 //! `FOR UPDATE`/`FOR SHARE` row locks on PostgreSQL), same answers and errors.
 
-use super::Result;
-use super::fence::{Fence, FenceCell};
+use std::time::Duration;
 
-/// `on!(pool, p => expr)`: `expr` with `p` the pool of whichever backend `pool` (a `&Db`) holds.
+use super::fence::{Fence, FenceCell};
+use super::{Result, StoreError};
+
+/// `on!(db, p => expr)`: `expr` with `p` the pool of whichever backend `db` (a `&Db`) holds,
+/// under the store's client-side deadline ([`within`]; its `?`s return from the statement).
 macro_rules! on {
-    ($db:expr, $p:ident => $e:expr) => {
-        match $db {
-            $crate::store::sql::Db::Sqlite($p) => $e,
-            $crate::store::sql::Db::Postgres($p) => $e,
-        }
-    };
+    ($db:expr, $p:ident => $e:expr) => {{
+        let db: &$crate::store::sql::Db = $db;
+        $crate::store::sql::within(db.deadline, async {
+            Ok::<_, $crate::store::StoreError>(match &db.pool {
+                $crate::store::sql::Pool::Sqlite($p) => $e,
+                $crate::store::sql::Pool::Postgres($p) => $e,
+            })
+        })
+        .await?
+    }};
 }
 
 /// `in_tx!(tx, c => expr)`: `expr` with `c` the connection (`&mut`) of whichever backend's
-/// transaction `tx` (a `&mut Tx`) is.
+/// transaction `tx` (a `&mut Tx`) is, under the store's client-side deadline ([`within`]).
+///
+/// `in_tx!(tx, c: Db => expr)`: the same with `Db` naming the backend's [`sqlx::Database`] in
+/// `expr` (a query built for one backend).
 macro_rules! in_tx {
-    ($tx:expr, $c:ident => $e:expr) => {
-        match $tx {
-            $crate::store::sql::Tx::Sqlite(t) => {
-                let $c = &mut **t;
-                $e
-            }
-            $crate::store::sql::Tx::Postgres(t) => {
-                let $c = &mut **t;
-                $e
-            }
-        }
-    };
+    ($tx:expr, $c:ident : $d:ident => $e:expr) => {{
+        let tx: &mut $crate::store::sql::Tx = $tx;
+        let deadline = tx.deadline;
+        $crate::store::sql::within(deadline, async {
+            Ok::<_, $crate::store::StoreError>(match &mut tx.conn {
+                $crate::store::sql::TxConn::Sqlite(t) => {
+                    type $d = sqlx::Sqlite;
+                    let $c = &mut **t;
+                    $e
+                }
+                $crate::store::sql::TxConn::Postgres(t) => {
+                    type $d = sqlx::Postgres;
+                    let $c = &mut **t;
+                    $e
+                }
+            })
+        })
+        .await?
+    }};
+    ($tx:expr, $c:ident => $e:expr) => {{
+        let tx: &mut $crate::store::sql::Tx = $tx;
+        let deadline = tx.deadline;
+        $crate::store::sql::within(deadline, async {
+            Ok::<_, $crate::store::StoreError>(match &mut tx.conn {
+                $crate::store::sql::TxConn::Sqlite(t) => {
+                    let $c = &mut **t;
+                    $e
+                }
+                $crate::store::sql::TxConn::Postgres(t) => {
+                    let $c = &mut **t;
+                    $e
+                }
+            })
+        })
+        .await?
+    }};
+}
+
+/// How long one statement (or one acquisition of a connection, or one commit) of a store may
+/// take on the client's side unless told otherwise ([`SqlStore::with_statement_deadline`]).
+pub const DEFAULT_STATEMENT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// `statement` cut at `deadline` on the client's side (issue 54): a statement whose connection
+/// stopped answering (a partition that left the socket open: no FIN, no RST) is
+/// [`StoreError::Deadline`], never a wait; its connection, dropped with the statement, is
+/// closed rather than returned to the pool (the pool's hooks:
+/// [`super::postgres::pool_options`]).
+///
+/// # Errors
+/// The statement's own, or [`StoreError::Deadline`].
+pub(crate) async fn within<T>(
+    deadline: Duration,
+    statement: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(deadline, statement).await {
+        Ok(answer) => answer,
+        Err(_) => Err(StoreError::Deadline(deadline)),
+    }
+}
+
+/// The pool of one backend, with the client-side deadline of each statement run on it.
+#[derive(Debug, Clone)]
+pub(crate) struct Db {
+    pub(crate) pool: Pool,
+    /// How long one statement may take ([`within`]).
+    pub(crate) deadline: Duration,
 }
 
 /// The pool of one backend.
 #[derive(Debug, Clone)]
-pub(crate) enum Db {
+pub(crate) enum Pool {
     Sqlite(sqlx::SqlitePool),
     Postgres(sqlx::PgPool),
 }
 
+/// A transaction of one backend, with the client-side deadline of each statement run in it.
+pub(crate) struct Tx {
+    pub(crate) conn: TxConn,
+    /// How long one statement may take ([`within`]).
+    pub(crate) deadline: Duration,
+}
+
 /// A transaction of one backend.
-pub(crate) enum Tx {
+pub(crate) enum TxConn {
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
 }
@@ -149,27 +220,49 @@ pub struct SqlStore {
 
 impl SqlStore {
     /// A store on `db`, unfenced, on the database's clock.
-    pub(crate) fn on(db: Db) -> SqlStore {
+    pub(crate) fn on(pool: Pool) -> SqlStore {
         SqlStore {
-            db,
+            db: Db {
+                pool,
+                deadline: DEFAULT_STATEMENT_DEADLINE,
+            },
             fence: FenceCell::default(),
             writer_clock: false,
         }
     }
 
+    /// This store, each of its statements (and each acquisition of a connection, each commit)
+    /// cut on the client's side after `deadline` ([`within`]; [`DEFAULT_STATEMENT_DEADLINE`]
+    /// unless told).
+    ///
+    /// # Guarantees
+    /// A statement whose connection stopped answering returns [`StoreError::Deadline`] after
+    /// `deadline`; on PostgreSQL that connection is closed, not returned to the pool, and the
+    /// next statement runs on another connection.
+    #[must_use]
+    pub fn with_statement_deadline(mut self, deadline: Duration) -> SqlStore {
+        self.db.deadline = deadline;
+        self
+    }
+
+    /// How long one statement of this store may take on the client's side.
+    pub fn statement_deadline(&self) -> Duration {
+        self.db.deadline
+    }
+
     /// What its database spells differently.
     pub(crate) fn dialect(&self) -> Dialect {
-        match self.db {
-            Db::Sqlite(_) => Dialect::Sqlite,
-            Db::Postgres(_) => Dialect::Postgres,
+        match self.db.pool {
+            Pool::Sqlite(_) => Dialect::Sqlite,
+            Pool::Postgres(_) => Dialect::Postgres,
         }
     }
 
     /// The backend's name: `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
-        match self.db {
-            Db::Sqlite(_) => "sqlite",
-            Db::Postgres(_) => "postgres",
+        match self.db.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
         }
     }
 
@@ -184,15 +277,22 @@ impl SqlStore {
 
     /// A transaction begun as `how` says.
     pub(crate) async fn begin(&self, how: Begin) -> Result<Tx> {
-        Ok(match (&self.db, how) {
-            (Db::Sqlite(p), Begin::Write) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
-            (Db::Sqlite(p), _) => Tx::Sqlite(p.begin().await?),
-            (Db::Postgres(p), Begin::Snapshot) => Tx::Postgres(
-                p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    .await?,
-            ),
-            (Db::Postgres(p), _) => Tx::Postgres(p.begin().await?),
+        let deadline = self.db.deadline;
+        let conn = within(deadline, async {
+            Ok(match (&self.db.pool, how) {
+                (Pool::Sqlite(p), Begin::Write) => {
+                    TxConn::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?)
+                }
+                (Pool::Sqlite(p), _) => TxConn::Sqlite(p.begin().await?),
+                (Pool::Postgres(p), Begin::Snapshot) => TxConn::Postgres(
+                    p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                        .await?,
+                ),
+                (Pool::Postgres(p), _) => TxConn::Postgres(p.begin().await?),
+            })
         })
+        .await?;
+        Ok(Tx { conn, deadline })
     }
 
     /// The instant a journal entry written now carries: the database's (read in `tx`), unless
@@ -220,18 +320,21 @@ impl SqlStore {
 impl Tx {
     /// Commit it.
     pub(crate) async fn commit(self) -> Result<()> {
-        match self {
-            Tx::Sqlite(t) => t.commit().await?,
-            Tx::Postgres(t) => t.commit().await?,
-        }
-        Ok(())
+        within(self.deadline, async {
+            match self.conn {
+                TxConn::Sqlite(t) => t.commit().await?,
+                TxConn::Postgres(t) => t.commit().await?,
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// What its database spells differently.
     pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            Tx::Sqlite(_) => Dialect::Sqlite,
-            Tx::Postgres(_) => Dialect::Postgres,
+        match self.conn {
+            TxConn::Sqlite(_) => Dialect::Sqlite,
+            TxConn::Postgres(_) => Dialect::Postgres,
         }
     }
 

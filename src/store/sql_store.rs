@@ -75,20 +75,12 @@ async fn stale_memory(
     if c.memory.is_empty() {
         return Ok(None);
     }
-    let changed = match tx {
-        Tx::Sqlite(t) => changed_of(
-            &memory::changed_reads::<sqlx::Sqlite>(name, step_entered_ms, &c.memory)
-                .build()
-                .fetch_all(&mut **t)
-                .await?,
-        )?,
-        Tx::Postgres(t) => changed_of(
-            &memory::changed_reads::<sqlx::Postgres>(name, step_entered_ms, &c.memory)
-                .build()
-                .fetch_all(&mut **t)
-                .await?,
-        )?,
-    };
+    let changed = in_tx!(tx, t: D => changed_of(
+        &memory::changed_reads::<D>(name, step_entered_ms, &c.memory)
+            .build()
+            .fetch_all(&mut *t)
+            .await?,
+    )?);
     Ok(memory::stale(name, &changed))
 }
 
@@ -140,18 +132,11 @@ async fn insert_journal(tx: &mut Tx, j: &JournalRow<'_>) -> Result<()> {
 /// [`super::sql::Dialect::rows_per_insert`] rows whatever migrations they belong to.
 async fn write_rows(tx: &mut Tx, table: Table, rows: &[memory::Owned<'_>]) -> Result<()> {
     for chunk in rows.chunks(tx.dialect().rows_per_insert()) {
-        match tx {
-            Tx::Sqlite(t) => memory::write_rows::<sqlx::Sqlite>(table, chunk.iter().copied())
-                .build()
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-            Tx::Postgres(t) => memory::write_rows::<sqlx::Postgres>(table, chunk.iter().copied())
-                .build()
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-        };
+        in_tx!(tx, t: D => memory::write_rows::<D>(table, chunk.iter().copied())
+            .build()
+            .execute(&mut *t)
+            .await?
+            .rows_affected());
     }
     Ok(())
 }
@@ -169,18 +154,11 @@ async fn insert_evaluations(tx: &mut Tx, rounds: &[RoundRecord]) -> Result<()> {
     // After the memory: a late round's broken streak clears a mark written in this commit too.
     let resets = memory::late_resets(rounds, &plans);
     for chunk in resets.chunks(tx.dialect().rows_per_insert()) {
-        match tx {
-            Tx::Sqlite(t) => memory::clear_marks::<sqlx::Sqlite>(chunk.iter().copied())
-                .build()
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-            Tx::Postgres(t) => memory::clear_marks::<sqlx::Postgres>(chunk.iter().copied())
-                .build()
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-        };
+        in_tx!(tx, t: D => memory::clear_marks::<D>(chunk.iter().copied())
+            .build()
+            .execute(&mut *t)
+            .await?
+            .rows_affected());
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
-use super::sql::{Db, SqlStore, Statements};
+use super::sql::{Pool, SqlStore, Statements};
 use super::{Result, StoreError};
 
 /// A store on SQLite: the [`SqlStore`] (kept as a name for the callers that open one).
@@ -120,7 +120,7 @@ pub(super) async fn open_applying(url: &str, schema: &super::sql::Schema) -> Res
     create_private(&url, options.get_filename());
     let pool = pool_options().connect_with(options).await?;
     super::sql::migrator(schema).run(&pool).await?;
-    Ok(SqlStore::on(Db::Sqlite(pool)))
+    Ok(SqlStore::on(Pool::Sqlite(pool)))
 }
 
 /// Create the database file `path` of `url` empty and `0600` when it does not exist yet, so

@@ -11,6 +11,7 @@ pub mod hooked;
 pub mod management;
 #[cfg(feature = "brokers")]
 pub mod nats;
+pub mod silent_proxy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

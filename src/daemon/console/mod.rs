@@ -355,7 +355,7 @@ async fn migration<S: Store + Clone + 'static>(
     let mut d = detail(&asked, view);
     d.paged_back = q.before.is_some();
     d.producers = Some(crate::daemon::followers_view::view(
-        &s.followers,
+        &s.views.followers,
         &loaded,
         asked.now_ms,
     ));

@@ -16,6 +16,7 @@ mod daemon_watch_race;
 mod db_clock_step;
 mod guard_isolation;
 mod guard_isolation_scale;
+mod half_open_store;
 mod hardening_input;
 mod judge_counters_real;
 mod judge_undecided;

@@ -1,0 +1,291 @@
+//! One held lease ([`Lease`]): what the daemon (lease `controller`) and a bridge (lease
+//! `bridge:MIGRATION`) each keep of the lease they compete for: its keeper (the policy:
+//! [`LeaseKeeper`]), the database's clock as this process follows it ([`DbClock`]: sampled at
+//! every answer of the store, here and nowhere else), until when the lease is held, and the
+//! epoch it is held under (set in the store's fence, [`crate::store::fence`]).
+//!
+//! # Guarantees
+//! - Every answer of the store to a lease question samples the database's clock, anchored at
+//!   the instant the question was sent ([`DbClock::sample`]); a step of that clock is returned
+//!   ([`Asked::step`]) for the caller to say.
+//! - Held: the lease's end and epoch are kept, and the store's fence proves that epoch from
+//!   now on. Taken by another holder: nothing is held any more (no end, no epoch, the fence
+//!   refuses every write). Failed or unanswered: nothing changes; the holder acts only on the
+//!   lease it already holds, until [`Lease::acts`] says otherwise.
+//! - No wall clock is read: the lease is measured on the database's clock as followed.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::store::lease_keeper::{LeaseKeeper, Renewal};
+use crate::store::{LeaseStore, StoreError};
+use crate::time::{ClockStep, DbClock};
+
+/// One lease of one holder over one store, as held now (see the module's guarantees).
+#[derive(Debug)]
+pub struct Lease<S> {
+    store: S,
+    name: String,
+    holder: String,
+    ttl: Duration,
+    /// The database's clock as this process follows it.
+    clock: DbClock,
+    /// Until when (the database's clock, ms) the lease is held; 0 when it is not.
+    until_ms: AtomicI64,
+    /// The epoch it is held under.
+    epoch: Mutex<Option<i64>>,
+    /// When (the database's clock, ms) the store last answered a lease question; 0 never.
+    answered_at: AtomicI64,
+}
+
+/// What one lease question answered, and what it taught of the database's clock.
+#[derive(Debug)]
+pub struct Asked {
+    /// The store's answer.
+    pub renewal: Renewal,
+    /// A step of the database's clock since the last answer, if it saw one.
+    pub step: Option<ClockStep>,
+    /// Whether the lease was held (unexpired) when the question was sent.
+    pub held_before: bool,
+    /// The epoch it was held under then.
+    pub epoch_before: Option<i64>,
+}
+
+impl<S: LeaseStore> Lease<S> {
+    /// The lease `name` for `holder` in `store`, lasting `ttl` unrenewed, measured on `clock`
+    /// (shared with whatever else reads the database's clock: a daemon's gates). Held by
+    /// nobody yet.
+    pub fn new(store: S, name: &str, holder: &str, ttl: Duration, clock: DbClock) -> Lease<S> {
+        Lease {
+            store,
+            name: name.to_string(),
+            holder: holder.to_string(),
+            ttl,
+            clock,
+            until_ms: AtomicI64::new(0),
+            epoch: Mutex::new(None),
+            answered_at: AtomicI64::new(0),
+        }
+    }
+
+    /// The policy of this lease ([`LeaseKeeper`]).
+    pub fn keeper(&self) -> LeaseKeeper<'_, S> {
+        LeaseKeeper::new(&self.store, &self.name, &self.holder, self.ttl)
+    }
+
+    /// The lease's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Who holds it when this process does (`ID#INSTANCE`).
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The database's clock as this process follows it.
+    pub fn clock(&self) -> &DbClock {
+        &self.clock
+    }
+
+    /// Now, on the database's clock as followed: what the lease is measured on.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Until when (the database's clock, ms) the lease is held; 0 when it is not.
+    pub fn until_ms(&self) -> i64 {
+        self.until_ms.load(Ordering::SeqCst)
+    }
+
+    /// Whether a lease is held (it may have run out since: [`Lease::acts`]).
+    pub fn holds(&self) -> bool {
+        self.until_ms() > 0
+    }
+
+    /// The epoch the lease is held under, if it is.
+    pub fn epoch(&self) -> Option<i64> {
+        *self.epoch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When (the database's clock, ms) the store last answered a lease question; 0 never.
+    pub fn answered_at(&self) -> i64 {
+        self.answered_at.load(Ordering::SeqCst)
+    }
+
+    /// Whether the holder may act now ([`LeaseKeeper::acts`]: until a margin before the end).
+    pub fn acts(&self) -> bool {
+        self.keeper().acts(self.now_ms(), self.until_ms())
+    }
+
+    /// Until when (the database's clock, ms) the holder acts ([`LeaseKeeper::acts_until`]).
+    pub fn acts_until(&self) -> i64 {
+        self.keeper().acts_until(self.until_ms())
+    }
+
+    /// How long from now the holder acts yet (zero once past).
+    pub fn left(&self) -> Duration {
+        self.keeper().left(self.now_ms(), self.until_ms())
+    }
+
+    /// Take or renew the lease, waiting for the store at most `within` (`None`: as long as it
+    /// takes, a standby that holds nothing yet); what is held follows the answer (see the
+    /// module's guarantees).
+    pub async fn ask(&self, within: Option<Duration>) -> Asked {
+        let asked = Instant::now();
+        let now = self.now_ms();
+        let held_before = self.until_ms() > now;
+        let epoch_before = self.epoch();
+        let keeper = self.keeper();
+        let renewal = match within {
+            Some(within) => keeper.renew(now, within).await,
+            None => keeper.acquire(now).await,
+        };
+        let step = match &renewal {
+            Renewal::Held {
+                until_ms,
+                epoch,
+                db_now_ms,
+            } => {
+                let step = self.clock.sample(*db_now_ms, asked);
+                self.answered_at.store(*db_now_ms, Ordering::SeqCst);
+                self.hold(*until_ms, Some(*epoch));
+                step
+            }
+            Renewal::Taken { db_now_ms, .. } => {
+                let step = self.clock.sample(*db_now_ms, asked);
+                self.answered_at.store(now, Ordering::SeqCst);
+                self.hold(0, None);
+                step
+            }
+            Renewal::Failed(_) | Renewal::Unanswered => None,
+        };
+        Asked {
+            renewal,
+            step,
+            held_before,
+            epoch_before,
+        }
+    }
+
+    /// Hold nothing any more (the lease given up, or run out): no end, no epoch, the fence
+    /// refuses every write. Whether a lease was held.
+    pub fn drop_hold(&self) -> bool {
+        let held = self.holds();
+        self.hold(0, None);
+        held
+    }
+
+    fn hold(&self, until_ms: i64, epoch: Option<i64>) {
+        *self.epoch.lock().unwrap_or_else(PoisonError::into_inner) = epoch;
+        self.store.fence().set_epoch(epoch);
+        self.until_ms.store(until_ms, Ordering::SeqCst);
+    }
+
+    /// Give the lease back (if this holder has it), so that a standby takes over at once.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn release(&self) -> Result<(), StoreError> {
+        self.keeper().release().await
+    }
+
+    /// Forget until when the lease is held (its epoch kept: writes already under way still
+    /// prove it until the lease is released); whether one was held. What a holder that stops
+    /// does before it gives the lease back.
+    pub fn forget_until(&self) -> bool {
+        self.until_ms.swap(0, Ordering::SeqCst) > 0
+    }
+
+    /// Say the lease is held until `until_ms` (tests that drive a daemon's state by hand).
+    #[cfg(test)]
+    pub(crate) fn set_until(&self, until_ms: i64) {
+        self.until_ms.store(until_ms, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Lease as Row;
+
+    /// A lease store whose database clock reads `db_ms` and whose lease is held by `holder`
+    /// (this one's: `me`) under `epoch`.
+    struct Scripted {
+        db_ms: std::sync::Arc<AtomicI64>,
+        holder: std::sync::Arc<Mutex<String>>,
+        epoch: i64,
+    }
+
+    impl LeaseStore for Scripted {
+        async fn acquire_lease(
+            &self,
+            _lease: &str,
+            _holder: &str,
+            _now_ms: i64,
+            ttl_ms: i64,
+        ) -> Result<Row, StoreError> {
+            let db_now_ms = self.db_ms.load(Ordering::SeqCst);
+            Ok(Row {
+                holder: self.holder.lock().unwrap().clone(),
+                expires_at_ms: db_now_ms + ttl_ms,
+                epoch: self.epoch,
+                db_now_ms,
+            })
+        }
+
+        async fn release_lease(&self, _lease: &str, _holder: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    /// One place samples the database's clock (issue 54, item 8): every answer of the store,
+    /// held or taken, moves the clock the lease (and a daemon's gates) read, and a step of it
+    /// is told to the caller; what is held follows the answer.
+    #[test]
+    fn every_answer_samples_the_database_clock_and_what_is_held_follows_it() {
+        let db_ms = std::sync::Arc::new(AtomicI64::new(1_000_000));
+        let holder = std::sync::Arc::new(Mutex::new("me".to_string()));
+        let store = Scripted {
+            db_ms: db_ms.clone(),
+            holder: holder.clone(),
+            epoch: 7,
+        };
+        let clock = DbClock::starting_at(0);
+        let lease = Lease::new(store, "l", "me", Duration::from_secs(15), clock.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let asked = rt.block_on(lease.ask(None));
+        assert!(matches!(asked.renewal, Renewal::Held { epoch: 7, .. }));
+        assert!(!asked.held_before);
+        assert_eq!(asked.step, None, "the first sample is no step");
+        assert!(
+            (clock.now_ms() - 1_000_000).abs() < 1_000,
+            "the shared clock follows"
+        );
+        assert!(lease.holds() && lease.acts());
+        assert_eq!(lease.epoch(), Some(7));
+        assert_eq!(lease.answered_at(), 1_000_000);
+
+        // The database's clock steps 2 min forward; the next answer says so.
+        db_ms.store(1_120_000, Ordering::SeqCst);
+        let asked = rt.block_on(lease.ask(Some(Duration::from_secs(5))));
+        assert!(asked.held_before);
+        assert_eq!(asked.epoch_before, Some(7));
+        assert!(
+            asked.step.is_some_and(|s| s.by_ms > 100_000),
+            "{:?}",
+            asked.step
+        );
+
+        // Another holder has it: nothing is held any more.
+        *holder.lock().unwrap() = "other".into();
+        let asked = rt.block_on(lease.ask(Some(Duration::from_secs(5))));
+        assert!(matches!(asked.renewal, Renewal::Taken { .. }));
+        assert!(!lease.holds() && !lease.acts());
+        assert_eq!(lease.epoch(), None);
+    }
+}
