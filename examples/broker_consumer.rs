@@ -17,13 +17,31 @@
 //!      brokers.
 //! 3. Count the outcome by the route in the stamp (old / new / bridge).
 //!
+//! The stale-producer check (issue 58, `docs/design.md#stale-producers`): with `--daemon` (the
+//! routing long-poll, as follower `GROUP-consumer`) or `--routing-file`, the consumer follows the
+//! migration's routing document and feeds every document it sees to a `StaleGuard`, dated when it
+//! first saw it; every delivery from the OLD broker goes through the guard on the admit path
+//! (`dedup::admission::Admission::from_old_broker`): a message stamped by a generation older than
+//! the one that moved its slice, after the grace, is counted in
+//! `queue_migrate_stale_producer_messages_total{producer,slice}` and
+//! `queue_migrate_stale_messages_total` (what the daemon's built-in guard reads), a message
+//! without a stamp in `queue_migrate_unstamped_messages_total`; it is still applied once and acked
+//! as any other. The brokers' adapters do not hand out a delivery's position or enqueue time, so
+//! no broker mark is recorded: a backlog is told by the stamp's time, within the clock-skew bound.
+//! The bounds come from the plan's `stale_producers` section with `--plan`, else from
+//! `--stale-grace` and `--stale-clock-skew` (the same defaults, 3 s and 2 s). Without a routing
+//! source nothing has moved as far as the guard knows: unstamped messages are still counted,
+//! nothing is stale. Both brokers are read from the start whatever the document says (a superset
+//! of what `consume_dual` asks).
+//!
 //! A broker that goes away is reconnected every second; what was unacked comes back and the dedup
 //! key turns it into a blocked duplicate.
 //!
 //! ```text
 //! cargo run --example broker_consumer -- --db /tmp/consumer.db \
 //!     --old rabbitmq=amqp://guest:guest@127.0.0.1:5672/%2f --old-queue orders \
-//!     --new nats=nats://127.0.0.1:4222 --new-queue ORDERS --metrics 127.0.0.1:9464
+//!     --new nats=nats://127.0.0.1:4222 --new-queue ORDERS --metrics 127.0.0.1:9464 \
+//!     --migration orders --daemon http://127.0.0.1:8480 --plan plan.yaml
 //! ```
 
 mod support;
@@ -35,10 +53,13 @@ use std::time::Duration;
 
 use clap::Parser;
 use queue_migrate::brokers::{Delivery, HEADER_DEDUP_KEY, Kind, SubscribeOptions};
-use queue_migrate::dedup::sql::{self, Claim};
+use queue_migrate::dedup::admission::Admission;
+use queue_migrate::dedup::sql::{self, Verdict};
 use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, Outcome, PayloadHash};
 use queue_migrate::probe::{Probe, ProbeMetrics};
+use queue_migrate::router::{FollowerHandle, Router};
 use queue_migrate::routing::Side;
+use queue_migrate::stale::{self, Bounds, StaleGuard};
 use queue_migrate::stamp::{HEADER_AT, HEADER_ROUTE, RouteLabel};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
@@ -73,6 +94,30 @@ struct Args {
     /// Serve /metrics here.
     #[arg(long)]
     metrics: Option<String>,
+    /// The migration whose routing document to follow (default: the plan's `name` with `--plan`,
+    /// else `orders`).
+    #[arg(long)]
+    migration: Option<String>,
+    /// Follow the routing document by the daemon's long-poll at this URL (the stale-producer
+    /// check needs the document; `MIGRATE_API_TOKEN` is sent if set).
+    #[arg(long, conflicts_with = "routing_file")]
+    daemon: Option<String>,
+    /// Follow the routing document in this file instead of the daemon.
+    #[arg(long)]
+    routing_file: Option<PathBuf>,
+    /// The migration's plan: the stale-producer check's grace and clock-skew bound come from its
+    /// `stale_producers` section (`grace: auto` is 3 s), overriding the two flags below.
+    #[arg(long)]
+    plan: Option<PathBuf>,
+    /// The stale-producer check's grace without `--plan` (or when the plan has no
+    /// `stale_producers`): how long after a publish a producer may still write a moved slice by
+    /// the generation before (the plan's `grace: auto`).
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    stale_grace: Duration,
+    /// The stale-producer check's bound on a producer's clock against the controller's, without
+    /// `--plan` (the plan's `clock_skew` default).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    stale_clock_skew: Duration,
 }
 
 const EFFECT_SCHEMA: &str = "\
@@ -87,6 +132,7 @@ CREATE TABLE IF NOT EXISTS set_aside (key TEXT NOT NULL, why TEXT NOT NULL, at_m
 struct App {
     pool: SqlitePool,
     metrics: ConsumerMetrics,
+    stale: Arc<StaleGuard>,
     probes: ProbeMetrics,
     connected: [AtomicU64; 2],
     deferred: AtomicU64,
@@ -134,13 +180,18 @@ async fn handle(app: &App, d: &Delivery, side: Side) -> Result<Then, Box<dyn std
     let key = BusinessKey::parse(key).map_err(|e| format!("dedup key {key:?}: {e}"))?;
     let hash = PayloadHash::of_bytes(&m.payload);
     let now = support::now_ms();
+    let headers = || m.headers.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     let mut tx = app.pool.begin_with("BEGIN IMMEDIATE").await?;
-    let claim = sql::claim(&mut tx, &key, &hash, now).await?;
+    let mut admission = Admission::new(&key, &hash);
+    if side == Side::Old {
+        // The adapters give no position or enqueue time: the stamp's time decides.
+        admission = admission.from_old_broker(&app.stale, headers(), stale::Delivery::default());
+    }
+    // Unversioned here (the order check below defers instead of refusing): never `Stale`.
+    let claim = admission.admit(&mut tx, now).await?.verdict;
 
-    if let Some(probe) =
-        Probe::from_headers(m.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    {
-        let fresh = matches!(claim, Claim::Fresh);
+    if let Some(probe) = Probe::from_headers(headers()) {
+        let fresh = matches!(claim, Verdict::Fresh);
         tx.commit().await?;
         let latency = m
             .header(HEADER_AT)
@@ -151,12 +202,12 @@ async fn handle(app: &App, d: &Delivery, side: Side) -> Result<Then, Box<dyn std
     }
 
     match claim {
-        Claim::Duplicate => {
+        Verdict::Duplicate | Verdict::Stale { .. } => {
             tx.rollback().await?;
             app.metrics.record(route, Outcome::DuplicateBlocked);
             Ok(Then::Ack)
         }
-        Claim::Conflict { .. } => {
+        Verdict::Conflict { .. } => {
             sqlx::query("INSERT INTO set_aside (key, why, at_ms) VALUES (?, 'conflict', ?)")
                 .bind(key.as_str())
                 .bind(now)
@@ -166,7 +217,7 @@ async fn handle(app: &App, d: &Delivery, side: Side) -> Result<Then, Box<dyn std
             app.metrics.record(route, Outcome::Conflict);
             Ok(Then::Ack)
         }
-        Claim::Fresh => {
+        Verdict::Fresh => {
             let event: serde_json::Value = serde_json::from_slice(&m.payload)?;
             let order = event["orderId"].as_str().ok_or("no orderId")?;
             let version = event["version"].as_i64().ok_or("no version")?;
@@ -279,6 +330,71 @@ async fn consume(app: Arc<App>, side: Side, spec: (Kind, String), queue: String,
     }
 }
 
+/// The stale-producer check's bounds: the plan's `stale_producers` with `--plan`, else the flags.
+fn stale_bounds(args: &Args) -> Result<Bounds, String> {
+    let flags = Bounds {
+        grace_ms: i64::try_from(args.stale_grace.as_millis()).unwrap_or(i64::MAX),
+        clock_skew_ms: i64::try_from(args.stale_clock_skew.as_millis()).unwrap_or(i64::MAX),
+    };
+    let Some(path) = &args.plan else {
+        return Ok(flags);
+    };
+    let plan = read_plan(path)?;
+    Ok(plan.stale_producers.map_or(flags, |s| Bounds {
+        grace_ms: queue_migrate::time::millis(s.grace),
+        clock_skew_ms: queue_migrate::time::millis(s.clock_skew),
+    }))
+}
+
+/// The plan at `path`, compiled (its secrets need not resolve here: only its name and its
+/// `stale_producers` are read).
+fn read_plan(path: &std::path::Path) -> Result<queue_migrate::plan::Plan, String> {
+    use queue_migrate::plan::{SecretsMode, SystemResolve, compile_with_secrets_mode};
+    let yaml = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    compile_with_secrets_mode(&yaml, path.parent(), &SystemResolve, SecretsMode::Deferred)
+        .map(|c| c.plan)
+        .map_err(|errors| {
+            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            format!("{}: {}", path.display(), errors.join("; "))
+        })
+}
+
+/// Follow the routing document (`--daemon` or `--routing-file`) and feed each one to `guard`,
+/// dated when this consumer first saw it (later than the publish: the safe side). `None` without
+/// a routing source.
+fn follow_routing(
+    args: &Args,
+    migration: &str,
+    guard: Arc<StaleGuard>,
+) -> Result<Option<FollowerHandle>, Box<dyn std::error::Error>> {
+    // A stable id: a restarted consumer reports as the same follower.
+    let router = Router::builder(migration)
+        .producer(format!("{}-consumer", args.group))
+        .build();
+    let follower = match (&args.daemon, &args.routing_file) {
+        (Some(url), _) => router
+            .follow_http(url, migration, std::env::var("MIGRATE_API_TOKEN").ok())
+            .map_err(|e| format!("--daemon {}: {e}", queue_migrate::redact::url(url)))?,
+        (None, Some(file)) => router
+            .follow_file(file, Duration::from_millis(200))
+            .map_err(|e| format!("--routing-file {}: {e}", file.display()))?,
+        (None, None) => return Ok(None),
+    };
+    let mut changed = router.subscribe();
+    tokio::spawn(async move {
+        loop {
+            if let Some(doc) = router.document() {
+                // No broker mark: the adapters do not expose one (see the module's doc).
+                guard.follow(&doc, support::now_ms(), None);
+            }
+            if changed.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(Some(follower))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -294,9 +410,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     sql::ensure_schema(&pool).await?;
     sqlx::raw_sql(EFFECT_SCHEMA).execute(&pool).await?;
+    let stale = Arc::new(StaleGuard::new(stale_bounds(&args)?));
+    let migration = match (&args.migration, &args.plan) {
+        (Some(m), _) => m.clone(),
+        (None, Some(path)) => read_plan(path)?.name,
+        (None, None) => "orders".to_string(),
+    };
+    // Held to the end of main: dropping the handle stops the follower.
+    let follower = follow_routing(&args, &migration, stale.clone())?;
+    let bounds = stale.bounds();
+    eprintln!(
+        "consumer: stale-producer check on the old broker: {} (grace {} ms, clock skew {} ms)",
+        if follower.is_some() {
+            format!("following the routing of {migration}")
+        } else {
+            "no routing followed: unstamped messages counted only".to_string()
+        },
+        bounds.grace_ms,
+        bounds.clock_skew_ms
+    );
     let app = Arc::new(App {
         pool,
-        metrics: ConsumerMetrics::new(),
+        metrics: ConsumerMetrics::new().with_stale_guard(stale.clone()),
+        stale,
         probes: ProbeMetrics::new(),
         connected: [AtomicU64::new(0), AtomicU64::new(0)],
         deferred: AtomicU64::new(0),

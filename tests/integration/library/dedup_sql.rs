@@ -7,14 +7,18 @@
 #![cfg(feature = "dedup")]
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use queue_migrate::dedup::admission::{Admission, Admitted};
 use queue_migrate::dedup::sql::{
     self, Claim, DedupDatabase, SqlDedup, SqlDedupError, Verdict, VersionCheck,
 };
 use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, Outcome, PayloadHash};
-use queue_migrate::stamp::RouteLabel;
+use queue_migrate::routing::{Route, RoutingDocument, Side};
+use queue_migrate::stale::{Bounds, Decision, Delivery as StaleDelivery, Mark, StaleGuard};
+use queue_migrate::stamp::{RouteLabel, RouteStamp};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, Pool, Postgres, Sqlite};
@@ -511,8 +515,143 @@ macro_rules! suite {
                 assert_eq!(count(Outcome::Conflict), 1);
                 guard.cleanup().await;
             }
+
+            /// One delivery through the admit path with the stale-producer check (`old`: the
+            /// delivery's broker facts when it came from the old broker), applied once.
+            async fn admit_checked(
+                pool: &Pool<$db>,
+                stale: &StaleGuard,
+                k: &BusinessKey,
+                headers: &[(String, String)],
+                old: Option<StaleDelivery>,
+            ) -> Admitted {
+                let h = hash(k.as_str());
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                let mut admission = Admission::new(k, &h);
+                if let Some(delivery) = old {
+                    let headers = headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+                    admission = admission.from_old_broker(stale, headers, delivery);
+                }
+                let admitted = admission.admit(&mut tx, T0).await.unwrap();
+                if admitted.verdict == Verdict::Fresh {
+                    sqlx::query("INSERT INTO test_ledger (key, amount) VALUES ($1, 10)")
+                        .bind(k.as_str())
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                } else {
+                    tx.rollback().await.unwrap();
+                }
+                admitted
+            }
+
+            /// Issue 58: the consumer's admit path checks each delivery from the old broker for a
+            /// stale producer and counts it by producer and slice (unstamped apart) in the
+            /// consumer's /metrics text, never a backlog from before the publish (by the broker's
+            /// position, and by the stamp's time within the skew bound), and applies every
+            /// message exactly once whatever the check says.
+            #[tokio::test]
+
+            $(#[$needs])?
+            async fn the_admit_path_counts_a_stale_producer_and_still_applies_the_message_once() {
+                let Some((pool, guard)) = setup().await else {
+                    return;
+                };
+                let stale = Arc::new(StaleGuard::new(STALE_BOUNDS));
+                let metrics = ConsumerMetrics::new().with_stale_guard(stale.clone());
+                // Slices 0..8 moved at generation 5, published at T0, the old broker's stream
+                // then at position 1000.
+                stale.follow(&moved_document(5, 8), T0, Some(Mark::Position(1_000)));
+                let none = Some(StaleDelivery::default());
+                let at = |p| Some(StaleDelivery { position: Some(p), enqueued_at_ms: None });
+                let pinned = old_stamp(3, 4, T0 + 60_000);
+                let cases: [(u32, Vec<(String, String)>, Option<StaleDelivery>, &str); 7] = [
+                    // A producer pinned to generation 4, a minute after the move.
+                    (1, pinned.clone(), none, "stale"),
+                    // Its redelivery: a duplicate, counted again (deliveries are counted).
+                    (1, pinned.clone(), none, "stale"),
+                    // No stamp: a producer without the library.
+                    (2, vec![("content-type".into(), "application/json".into())], none, "unstamped"),
+                    // A backlog by the broker's position, though its producer's clock is an hour
+                    // ahead.
+                    (3, old_stamp(3, 4, T0 + 3_600_000), at(1_000), "backlog"),
+                    // After the publish by position, stamped beyond the grace: stale.
+                    (4, old_stamp(5, 4, T0 + 3_600_000), at(1_001), "stale"),
+                    // A backlog by the stamp's time, within the skew bound of the publish.
+                    (5, old_stamp(5, 4, T0 + 1_000), none, "backlog"),
+                    // The same stale stamp read from the new broker: not checked.
+                    (6, pinned.clone(), None, "unchecked"),
+                ];
+                for (n, headers, old, expect) in cases {
+                    let admitted = admit_checked(&pool, &stale, &key(n), &headers, old).await;
+                    let got = match &admitted.stale {
+                        Some(Decision::Stale { .. }) => "stale",
+                        Some(Decision::Unstamped) => "unstamped",
+                        Some(Decision::Backlog) => "backlog",
+                        Some(other) => panic!("delivery {n}: {other:?}"),
+                        None => "unchecked",
+                    };
+                    assert_eq!(got, expect, "delivery {n}");
+                    let route = if old.is_some() { RouteLabel::Old } else { RouteLabel::New };
+                    metrics.record(route, admitted.verdict.outcome());
+                }
+                // Every message applied once, the redelivery blocked.
+                for n in 1..=6 {
+                    assert_eq!(effects(&pool, &key(n)).await, 1, "key {n}");
+                }
+                let counts = stale.counts();
+                assert_eq!(counts.stale("checkout", 3), 2);
+                assert_eq!(counts.stale("checkout", 5), 1);
+                assert_eq!(counts.stale_total(), 3);
+                assert_eq!((counts.unstamped(), counts.backlog()), (1, 2));
+                // In the consumer's one text, next to its own counters.
+                let text = metrics.render();
+                for line in [
+                    "queue_migrate_consumer_messages_total{route=\"old\",outcome=\"processed\"} 5",
+                    "queue_migrate_consumer_messages_total{route=\"old\",outcome=\"duplicate_blocked\"} 1",
+                    "queue_migrate_stale_messages_total 3",
+                    "queue_migrate_stale_producer_messages_total{producer=\"checkout\",slice=\"3\"} 2",
+                    "queue_migrate_stale_producer_messages_total{producer=\"checkout\",slice=\"5\"} 1",
+                    "queue_migrate_unstamped_messages_total 1",
+                ] {
+                    assert!(text.contains(&format!("\n{line}\n")), "{line} in\n{text}");
+                }
+                guard.cleanup().await;
+            }
         }
     };
+}
+
+/// The stale-producer check's bounds in these tests: a 5 s grace, a 1 s clock-skew bound.
+const STALE_BOUNDS: Bounds = Bounds {
+    grace_ms: 5_000,
+    clock_skew_ms: 1_000,
+};
+/// When the routing document that moved the slices was published.
+const T0: i64 = 1_800_000_000_000;
+
+/// A routing document of generation `generation` with slices `0..migrated` on the new broker.
+fn moved_document(generation: u64, migrated: u32) -> RoutingDocument {
+    serde_json::from_value(serde_json::json!({
+        "migration": "orders", "generation": generation, "state": "slices", "step": 0,
+        "paused": false, "slices_total": 16, "slices_migrated": migrated,
+        "consume": ["old", "new"], "brokers": {"old": "rabbitmq", "new": "nats"},
+        "updated_at": "2027-01-15T08:00:00Z"
+    }))
+    .unwrap()
+}
+
+/// The headers of a message the producer `checkout` sent to the old broker, routed by
+/// `generation`, stamped at `at_ms`.
+fn old_stamp(slice: u32, generation: u64, at_ms: i64) -> Vec<(String, String)> {
+    let route = Route::new(Side::Old, slice, generation);
+    let stamp = RouteStamp::new(&route, "rabbitmq", "checkout", at_ms).unwrap();
+    stamp
+        .headers()
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect()
 }
 
 suite!(on_sqlite, Sqlite, sqlite, "BEGIN IMMEDIATE");
@@ -684,4 +823,33 @@ async fn ensure_schema_on_a_current_sqlite_database_does_not_wait_for_the_write_
         .expect("ensure_schema waited for the write lock")
         .unwrap();
     long_effect.rollback().await.unwrap();
+}
+
+/// docs/routing.md's "using the stale check in your consumer" snippet is `Admission`'s doc test
+/// (which `cargo test --doc` compiles and runs), verbatim without its hidden lines: the snippet
+/// the docs show compiles.
+#[test]
+fn the_stale_check_snippet_in_the_docs_is_the_admission_doc_test() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source =
+        std::fs::read_to_string(root.join("crates/queue-migrate-client/src/dedup/admission.rs"))
+            .unwrap();
+    let doc: Vec<&str> = source
+        .lines()
+        .take_while(|l| !l.starts_with("pub struct Admission"))
+        .filter_map(|l| l.strip_prefix("///"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let open = doc.iter().position(|l| *l == "```").unwrap();
+    let close = open + 1 + doc[open + 1..].iter().position(|l| *l == "```").unwrap();
+    let shown: String = doc[open + 1..close]
+        .iter()
+        .filter(|l| !l.starts_with("# ") && **l != "#")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let docs = std::fs::read_to_string(root.join("docs/routing.md")).unwrap();
+    assert!(
+        docs.contains(&format!("```rust\n{shown}```\n")),
+        "docs/routing.md does not show Admission's doc test verbatim:\n{shown}"
+    );
 }

@@ -14,10 +14,15 @@
 //! - Every (route, outcome) series is rendered from start, at 0, so `increase()` sees the first
 //!   message.
 //! - Recording is one relaxed atomic add: no lock, no allocation.
+//! - With [`ConsumerMetrics::with_stale_guard`], the stale-producer counts of the consumer's
+//!   [`StaleGuard`] (issue 58: `queue_migrate_stale_messages_total`, by producer and slice,
+//!   unstamped apart) are rendered in the same text.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::metrics_text::{self, Kind};
+use crate::stale::StaleGuard;
 use crate::stamp::{RouteLabel, valid_metric_name};
 
 /// The default metric name.
@@ -96,6 +101,7 @@ impl Outcome {
 pub struct ConsumerMetrics {
     name: String,
     counts: [[AtomicU64; Outcome::ALL.len()]; RouteLabel::ALL.len()],
+    stale: Option<Arc<StaleGuard>>,
 }
 
 impl Default for ConsumerMetrics {
@@ -103,6 +109,7 @@ impl Default for ConsumerMetrics {
         ConsumerMetrics {
             name: CONSUMER_METRIC.to_string(),
             counts: Default::default(),
+            stale: None,
         }
     }
 }
@@ -127,6 +134,20 @@ impl ConsumerMetrics {
         })
     }
 
+    /// The same counters, rendering `guard`'s stale-producer counts with them (the guard the
+    /// consumer's admit path checks old-broker deliveries with:
+    /// `dedup::admission::Admission::from_old_broker` in the durable mode,
+    /// [`StaleGuard::check_headers`] around the Redis and window modes).
+    pub fn with_stale_guard(mut self, guard: Arc<StaleGuard>) -> ConsumerMetrics {
+        self.stale = Some(guard);
+        self
+    }
+
+    /// The stale-producer guard rendered with these counters, if any.
+    pub fn stale_guard(&self) -> Option<&Arc<StaleGuard>> {
+        self.stale.as_ref()
+    }
+
     /// Count one message.
     pub fn record(&self, route: RouteLabel, outcome: Outcome) {
         self.add(route, outcome, 1);
@@ -142,7 +163,8 @@ impl ConsumerMetrics {
         self.counts[route.index()][outcome.index()].load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition (format 0.0.4) of all 28 series (4 routes, 7 outcomes).
+    /// The Prometheus text exposition (format 0.0.4) of all 28 series (4 routes, 7 outcomes),
+    /// then the stale-producer guard's families when there is one ([`StaleGuard::render`]).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(1536);
         metrics_text::family(
@@ -156,6 +178,9 @@ impl ConsumerMetrics {
                 let labels = [("route", route.as_str()), ("outcome", outcome.as_str())];
                 metrics_text::sample(&mut out, &self.name, &labels, self.get(route, outcome));
             }
+        }
+        if let Some(guard) = &self.stale {
+            out.push_str(&guard.render());
         }
         out
     }
@@ -199,6 +224,32 @@ mod tests {
         assert_eq!(value("new", "failed"), 0.0);
         assert_eq!(value("replay", "stale"), 1.0);
         assert!(text.contains("# TYPE queue_migrate_consumer_messages_total counter"));
+    }
+
+    #[test]
+    fn the_stale_guards_counts_render_with_the_consumers() {
+        let guard = Arc::new(StaleGuard::default());
+        let m = ConsumerMetrics::new().with_stale_guard(guard.clone());
+        guard.check(None, crate::stale::Delivery::default());
+        let text = m.render();
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        // The consumer's 28 series, the guard's total (from 0) and the unstamped count.
+        assert_eq!(scrape.samples.len(), 30, "{text}");
+        assert!(
+            text.contains("\nqueue_migrate_stale_messages_total 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nqueue_migrate_unstamped_messages_total 1\n"),
+            "{text}"
+        );
+        assert!(ConsumerMetrics::new().stale_guard().is_none());
+        assert!(
+            !ConsumerMetrics::new()
+                .render()
+                .contains("queue_migrate_stale_messages_total")
+        );
     }
 
     #[test]

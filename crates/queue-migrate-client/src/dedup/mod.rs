@@ -34,6 +34,12 @@
 // Part of the library consumers depend on: every public item is documented.
 #![warn(missing_docs)]
 
+#[cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "dedup-sqlite", feature = "dedup-postgres")))
+)]
+pub mod admission;
 mod hash;
 pub mod key;
 pub mod metrics;

@@ -678,7 +678,8 @@ pub async fn claim<DB: DedupDatabase>(
 
 /// One delivery's checks in the caller's transaction: [`claim`] the key (default TTL), then, if
 /// it is fresh and `versioned` is given, [`accept_version`]. Match on the [`Verdict`]; count
-/// [`Verdict::outcome`].
+/// [`Verdict::outcome`]. A delivery from the old broker during a migration:
+/// `dedup::admission::Admission` does the same and counts a stale producer's message.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
