@@ -535,8 +535,10 @@ scenario_stale() {
     --metrics 127.0.0.1:19506 --producer checkout-pinned
   refused_until_waived $name "$dir"
 
-  backlog_across_move $name "reached('synthetic')" 0 8
-  backlog_across_move $name "reached('slices', 0)" 1 8
+  # 6 s from a seeded 0-2.9 s into the step: over its move (5 s of observe, then a round), and
+  # over before the next one, so the consumer reads the pinned producer's move as it happens.
+  backlog_across_move $name "reached('synthetic')" 0 6
+  backlog_across_move $name "reached('slices', 0)" 1 6
   log "checkout-pinned: $(grep -h 'pinned at' "$WORK/pinned.log" || echo 'not pinned yet')"
   wait_for_state $name "reached('slices', 2) and paused == 'paused'" 90
   "$MIGRATE" history $name --json >"$dir/paused.json"
