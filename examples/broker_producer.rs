@@ -101,7 +101,12 @@ struct Args {
     /// Fault injection for tests: stop following the routing document once generation N (or a
     /// later one, if it arrived first) is applied, and keep routing by it: a pinned producer that
     /// writes slices moved after N to the old broker. Prints the generation it pinned at.
-    #[arg(long, value_name = "N", requires = "daemon", conflicts_with = "pin_at_slices")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "daemon",
+        conflicts_with = "pin_at_slices"
+    )]
     pin_generation: Option<u64>,
     /// Fault injection for tests: as --pin-generation, pinned at the first document that moves at
     /// least K slices to the new broker (a step of the plan, whatever its generation number).

@@ -501,15 +501,22 @@ refused_until_waived() { # NAME DIR
 
 # The consumer paused (SIGSTOP) across a move: the old queue holds a backlog of the slices that
 # move, stamped before the publish and consumed after it; it must not trip the stale guard. The
-# step moves while the consumer is stopped: the exit gates read Prometheus' windows, and the stale
-# guard, its scrape of the consumer unanswered, has no data (which does not hold a move).
-backlog_across_move() { # NAME WHEN STEP SECONDS: stop once WHEN (+ a seeded delay)
+# step moves while the consumer is stopped (the exit gates read Prometheus' windows; the stale
+# guard, its scrape of the consumer unanswered, has no data, which does not hold a move): it is
+# resumed (SIGCONT) once the move is seen, or after 15 s (a step that waits on the consumer).
+backlog_across_move() { # NAME WHEN STEP: stop once WHEN, plus a seeded delay
   wait_for_state "$1" "$2" 120
   jitter
-  log "consumer stopped (SIGSTOP) for $4 s: a backlog on the old broker for the move to slices[$3]"
+  log "consumer stopped (SIGSTOP): a backlog on the old broker for the move to slices[$3]"
   kill -STOP "${PIDS[consumer]}"
-  sleep "$4"
+  local s=$SECONDS st
+  while (( SECONDS - s < 15 )); do
+    st=$(status_field "$1")
+    case $st in slices\ $3\ *|drain\ *|disconnect\ *|complete\ *) break ;; esac
+    sleep 0.3
+  done
   kill -CONT "${PIDS[consumer]}"
+  log "consumer resumed after $(( SECONDS - s )) s"
   wait_for_state "$1" "reached('slices', $3)" 60
 }
 
@@ -535,10 +542,10 @@ scenario_stale() {
     --metrics 127.0.0.1:19506 --producer checkout-pinned
   refused_until_waived $name "$dir"
 
-  # 6 s from a seeded 0-2.9 s into the step: over its move (5 s of observe, then a round), and
-  # over before the next one, so the consumer reads the pinned producer's move as it happens.
-  backlog_across_move $name "reached('synthetic')" 0 6
-  backlog_across_move $name "reached('slices', 0)" 1 6
+  # Stopped from a seeded 0-2.9 s into the step to its move; the consumer runs again at least
+  # the 5 s of observe before the third move (the pinned producer's), so it reads that one live.
+  backlog_across_move $name "reached('synthetic')" 0
+  backlog_across_move $name "reached('slices', 0)" 1
   log "checkout-pinned: $(grep -h 'pinned at' "$WORK/pinned.log" || echo 'not pinned yet')"
   wait_for_state $name "reached('slices', 2) and paused == 'paused'" 90
   "$MIGRATE" history $name --json >"$dir/paused.json"
