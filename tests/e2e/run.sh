@@ -543,7 +543,7 @@ scenario_stale() {
   refused_until_waived $name "$dir"
 
   # Stopped from a seeded 0-2.9 s into the step to its move; the consumer runs again at least
-  # the 5 s of observe before the third move (the pinned producer's), so it reads that one live.
+  # the 8 s of observe before the third move (the pinned producer's), so it reads that one live.
   backlog_across_move $name "reached('synthetic')" 0
   backlog_across_move $name "reached('slices', 0)" 1
   log "checkout-pinned: $(grep -h 'pinned at' "$WORK/pinned.log" || echo 'not pinned yet')"
