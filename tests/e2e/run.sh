@@ -64,6 +64,12 @@ for s in "${SCENARIOS[@]}"; do
     *) echo "e2e: unknown scenario $s (nats, redis, kafka, kafka-nats, stale)" >&2; exit 2 ;;
   esac
 done
+# `stale` runs last whatever the order asked: the other plans' stale guards sum every job's count
+# in this run's Prometheus over a minute, and its pinned producer's count must not reach them.
+ordered=()
+for s in "${SCENARIOS[@]}"; do [ "$s" = stale ] || ordered+=("$s"); done
+for s in "${SCENARIOS[@]}"; do [ "$s" != stale ] || { ordered+=("$s"); break; }; done
+SCENARIOS=("${ordered[@]}")
 TIMEOUT=${E2E_TIMEOUT:-420}
 # Each scenario's stale-guard figures (trips, moves; the stale scenario's detection time), one
 # JSON line each: E2E_STALE_RECORD=FILE keeps them across runs (BENCHMARKS.md's figures).
