@@ -252,9 +252,11 @@ finish() { # NAME OLD_SPEC OLD_QUEUE DIR CONFLICTS [VERIFY_ARGS...]
   shift 5
   term producer 30
   term pinned 30
-  local produced i
+  local produced=0 i f
   # Every producer's confirmed events (the stale scenario's pinned instance logs to produced-pinned).
-  produced=$(cat "$dir/produced" "$dir"/produced-pinned 2>/dev/null | wc -l)
+  for f in "$dir/produced" "$dir/produced-pinned"; do
+    if [ -f "$f" ]; then produced=$(( produced + $(wc -l <"$f") )); fi
+  done
   log "producer stopped after $produced confirmed events; waiting for the consumer"
   for i in $(seq 240); do
     [ "$(ledger_count "$dir/consumer.db")" -ge "$produced" ] && break
