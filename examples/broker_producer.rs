@@ -14,7 +14,14 @@
 //! that fails is retried (re-routed: its slice may have moved meanwhile) until confirmed. With
 //! `--log FILE`, the dedup key of every confirmed event is appended to FILE, and of every event
 //! before its first publish to FILE.attempted — what the end-to-end test compares with the
-//! consumer's database. SIGTERM stops it between two events.
+//! consumer's database; in routed mode FILE.routes gets each confirmed event's stamp (`key side
+//! slice generation at_ms`). SIGTERM stops it between two events.
+//!
+//! `--pin-generation N` (or `--pin-at-slices K`) makes one instance a producer that stopped
+//! following the routing document (an old deploy, a stuck follower): it follows until it has
+//! applied generation N (a document moving at least K slices), then drops its follower and keeps
+//! routing by that document, writing slices moved since then to the old broker. The consumer of the old broker counts those messages as stale and the daemon's
+//! built-in stale-producer guard pauses the migration naming it (tests/e2e/run.sh, `stale`).
 //!
 //! ```text
 //! cargo run --example broker_producer -- --migration orders --daemon http://127.0.0.1:8480 \
@@ -91,11 +98,64 @@ struct Args {
     /// Serve /metrics here.
     #[arg(long)]
     metrics: Option<String>,
+    /// Fault injection for tests: stop following the routing document once generation N (or a
+    /// later one, if it arrived first) is applied, and keep routing by it: a pinned producer that
+    /// writes slices moved after N to the old broker. Prints the generation it pinned at.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "daemon",
+        conflicts_with = "pin_at_slices"
+    )]
+    pin_generation: Option<u64>,
+    /// Fault injection for tests: as --pin-generation, pinned at the first document that moves at
+    /// least K slices to the new broker (a step of the plan, whatever its generation number).
+    #[arg(long, value_name = "K", requires = "daemon")]
+    pin_at_slices: Option<u32>,
+    /// The orders' ids are PREFIX0, PREFIX1...: two instances with other prefixes write disjoint
+    /// orders (dedup keys `order.paid:PREFIXn:version`).
+    #[arg(long, default_value = "order-")]
+    order_prefix: String,
     /// Fault injection for tests: publish one message to the new broker that reuses the dedup
     /// key of order-0's first event with another payload (a conflict the consumer must refuse),
     /// then exit.
     #[arg(long)]
     inject_conflict: bool,
+}
+
+/// Where a pinned producer stops following.
+#[derive(Debug, Clone, Copy)]
+enum Pin {
+    /// At generation N or a later one.
+    Generation(u64),
+    /// At the first document moving at least K slices.
+    Slices(u32),
+}
+
+impl Pin {
+    fn reached(self, router: &Router) -> bool {
+        match self {
+            Pin::Generation(n) => router.generation() >= n,
+            Pin::Slices(k) => router.document().is_some_and(|d| d.slices_migrated >= k),
+        }
+    }
+}
+
+/// Follow until `pin` is reached, then stop following: drop the follower, so the router keeps the
+/// document it has.
+async fn pin_at(router: Router, follower: queue_migrate::router::FollowerHandle, pin: Pin) {
+    let mut changed = router.subscribe();
+    while !pin.reached(&router) {
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+    drop(follower);
+    let migrated = router.document().map_or(0, |d| d.slices_migrated);
+    eprintln!(
+        "producer: pinned at generation {} ({migrated} slices on the new broker): no longer following the routing document",
+        router.generation()
+    );
 }
 
 struct Target {
@@ -127,7 +187,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         old_name.clone(),
         new_name.clone(),
     );
-    let _follower = match (&args.daemon, &args.routing_file) {
+    let follower = match (&args.daemon, &args.routing_file) {
         (Some(url), _) => Some(router.follow_http(
             url,
             &args.migration,
@@ -135,6 +195,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?),
         (None, Some(file)) => Some(router.follow_file(file, Duration::from_millis(200))?),
         (None, None) => None,
+    };
+    // Kept until the end of main (dropping the handle stops following), or handed to the task
+    // that drops it at the pinned generation.
+    let pin = match (args.pin_generation, args.pin_at_slices) {
+        (Some(n), _) => Some(Pin::Generation(n)),
+        (None, Some(k)) => Some(Pin::Slices(k)),
+        (None, None) => None,
+    };
+    let _follower = match (pin, follower) {
+        (Some(pin), Some(follower)) => {
+            tokio::spawn(pin_at(router.clone(), follower, pin));
+            None
+        }
+        (_, follower) => follower,
     };
     let old_spec = support::parse_broker(&args.old)?;
     let old = Target {
@@ -206,13 +280,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .append(true)
             .open(p)
     };
-    let (mut log, mut attempted) = match &args.log {
-        Some(p) => {
-            let mut a = p.clone().into_os_string();
-            a.push(".attempted");
-            (Some(open(p.clone())?), Some(open(PathBuf::from(a))?))
-        }
-        None => (None, None),
+    let with_suffix = |p: &PathBuf, suffix: &str| {
+        let mut a = p.clone().into_os_string();
+        a.push(suffix);
+        PathBuf::from(a)
+    };
+    let (mut log, mut attempted, mut routes) = match &args.log {
+        Some(p) => (
+            Some(open(p.clone())?),
+            Some(open(with_suffix(p, ".attempted"))?),
+            match new {
+                Some(_) => Some(open(with_suffix(p, ".routes"))?),
+                None => None,
+            },
+        ),
+        None => (None, None, None),
     };
 
     let mut versions = vec![0u64; usize::try_from(args.aggregates.max(1))?];
@@ -224,7 +306,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let agg = n % args.aggregates.max(1);
         let slot = &mut versions[usize::try_from(agg)?];
         *slot += 1;
-        let (order, version) = (format!("order-{agg}"), *slot);
+        let (order, version) = (format!("{}{agg}", args.order_prefix), *slot);
         let dedup_key = format!("order.paid:{order}:{version}");
         let payload = serde_json::json!({
             "orderId": order, "version": version, "amount": 100 + (n % 900), "seq": n,
@@ -236,7 +318,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(f, "{dedup_key}")?;
         }
         let mut backoff = Duration::from_millis(100);
-        loop {
+        let confirmed = loop {
             let (target, message, route) = match &new {
                 None => (&old, base.clone(), None),
                 Some(new) => {
@@ -256,7 +338,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         Some(stamp) => counter.record(stamp),
                         None => counter.add(&target.name, RouteLabel::Old, &args.producer, 1),
                     }
-                    break;
+                    break route;
                 }
                 Err(e) => {
                     eprintln!("producer: {e}; retrying {dedup_key} in {backoff:?}");
@@ -264,9 +346,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
-        }
+        };
         if let Some(f) = log.as_mut() {
             writeln!(f, "{dedup_key}")?;
+        }
+        if let (Some(f), Some(stamp)) = (routes.as_mut(), &confirmed) {
+            // One write per line: the end-to-end suite reads it while the producer runs.
+            let line = format!(
+                "{dedup_key} {} {} {} {}\n",
+                stamp.side.as_str(),
+                stamp.slice,
+                stamp.generation,
+                stamp.at_ms
+            );
+            f.write_all(line.as_bytes())?;
         }
         n += 1;
         if n.is_multiple_of(500) {

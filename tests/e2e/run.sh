@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end migrations against real servers, with faults.
 #
-#   tests/e2e/run.sh [nats] [redis] [kafka] [kafka-nats]        (default: all four)
+#   tests/e2e/run.sh [nats] [redis] [kafka] [kafka-nats] [stale]        (default: all five)
 #
 # Installs (Debian packages) and starts RabbitMQ, NATS, Redis, PostgreSQL and Prometheus on
 # loopback with scripts/services.sh, builds `migrate` and the example producer and consumer, and
@@ -18,6 +18,14 @@
 #   kafka  the same through the bridge, RabbitMQ -> Kafka (a real Apache Kafka broker, KRaft, a
 #          process of this scenario's own); the fault on the new side is that broker killed
 #          (kill -9) and restarted 3 s later on its data.
+#   stale  a producer that stops following (issue 58): RabbitMQ -> NATS JetStream, two instances
+#          of a routed producer; the plan is first refused by `migrate preflight` and by the
+#          daemon before synthetic (the test servers are one node each: lossy by the preflight's
+#          rules) until its waivers are applied; the consumer is stopped (SIGSTOP) across the move
+#          to slices[0] and to slices[1], so the old queue holds a backlog of moved slices
+#          (never a stale trip); one instance stops following at slices[1] and keeps writing
+#          slices 8-15 to the old broker after slices[2] moved them: the stale-producer guard pauses the
+#          migration naming it, detection time printed. No shared server is faulted.
 #   kafka-nats  the same with Kafka as the old broker: the producer writes to a Kafka ingress
 #          topic, the bridge forwards to a Kafka topic (old) or NATS JetStream (new), the drain
 #          gate reads the consumer group's lag from Kafka itself (`kafka_lag`); the same broker
@@ -33,8 +41,9 @@
 #
 # E2E_SERVICES=running uses the servers already running ($QM_SERVICES_DIR/env) instead of
 # installing and restarting them (a shared machine): only the Kafka scenarios, whose faults hit
-# their own broker, run that way; their RabbitMQ queues and NATS stream get names of this
-# run (prefix e2e-SEED-), and the RabbitMQ queues are deleted at the end.
+# their own broker, and `stale`, which faults no server, run that way; their RabbitMQ queues and
+# NATS streams get names of this run (prefix e2e-SEED-), and the RabbitMQ queues are deleted at
+# the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -43,7 +52,7 @@ RANDOM=$SEED
 WORK=${E2E_WORK:-$(mktemp -d /tmp/qm-e2e.XXXXXX)}
 mkdir -p "$WORK"
 SCENARIOS=("$@")
-(( ${#SCENARIOS[@]} )) || SCENARIOS=(nats redis kafka kafka-nats)
+(( ${#SCENARIOS[@]} )) || SCENARIOS=(nats redis kafka kafka-nats stale)
 SERVICES_MODE=${E2E_SERVICES:-fresh}
 KAFKA=
 for s in "${SCENARIOS[@]}"; do
@@ -51,10 +60,20 @@ for s in "${SCENARIOS[@]}"; do
     nats|redis)
       [ "$SERVICES_MODE" = fresh ] || { echo "e2e: $s stops a shared server: not with E2E_SERVICES=$SERVICES_MODE" >&2; exit 2; } ;;
     kafka|kafka-nats) KAFKA=1 ;;
-    *) echo "e2e: unknown scenario $s (nats, redis, kafka, kafka-nats)" >&2; exit 2 ;;
+    stale) ;;
+    *) echo "e2e: unknown scenario $s (nats, redis, kafka, kafka-nats, stale)" >&2; exit 2 ;;
   esac
 done
+# `stale` runs last whatever the order asked: the other plans' stale guards sum every job's count
+# in this run's Prometheus over a minute, and its pinned producer's count must not reach them.
+ordered=()
+for s in "${SCENARIOS[@]}"; do [ "$s" = stale ] || ordered+=("$s"); done
+for s in "${SCENARIOS[@]}"; do [ "$s" != stale ] || { ordered+=("$s"); break; }; done
+SCENARIOS=("${ordered[@]}")
 TIMEOUT=${E2E_TIMEOUT:-420}
+# Each scenario's stale-guard figures (trips, moves; the stale scenario's detection time), one
+# JSON line each: E2E_STALE_RECORD=FILE keeps them across runs (BENCHMARKS.md's figures).
+STALE_RECORD=${E2E_STALE_RECORD:-$WORK/stale-record.jsonl}
 echo "e2e: seed $SEED, work dir $WORK, scenarios ${SCENARIOS[*]}"
 
 # ---- servers ----------------------------------------------------------------------------------
@@ -77,8 +96,9 @@ export E2E_AMQP_URL=$QM_TEST_AMQP_URL E2E_NATS_URL=$QM_TEST_NATS_URL E2E_REDIS_U
 RABBIT_API=${QM_TEST_RABBITMQ_API_URL}
 
 echo "e2e: building migrate and the example apps"
-if [ -n "$KAFKA" ]; then
-  # .ci/run's `cargo test --all-features` feature set: one build of the crate.
+if [ -n "$KAFKA" ] || [ -n "${E2E_ALL_FEATURES:-}" ]; then
+  # .ci/run's `cargo test --all-features` feature set: one build of the crate (E2E_ALL_FEATURES=1
+  # asks for it without a Kafka scenario, to reuse that build).
   cargo build --quiet --all-features --bin migrate --example broker_producer --example broker_consumer
 else
   cargo build --quiet --bin migrate --example broker_producer --example broker_consumer
@@ -140,6 +160,8 @@ scrape_configs:
   - {job_name: producer-kafka, static_configs: [{targets: ['127.0.0.1:19485']}]}
   - {job_name: consumer-kafka-nats, static_configs: [{targets: ['127.0.0.1:19494']}]}
   - {job_name: producer-kafka-nats, static_configs: [{targets: ['127.0.0.1:19495']}]}
+  - {job_name: consumer-stale, static_configs: [{targets: ['127.0.0.1:19504']}]}
+  - {job_name: producer-stale, static_configs: [{targets: ['127.0.0.1:19505', '127.0.0.1:19506']}]}
   - {job_name: bridge, static_configs: [{targets: ['127.0.0.1:19476', '127.0.0.1:19477']}]}
 YML
   rm -rf "$WORK/prom"
@@ -187,6 +209,13 @@ PY
     sleep 0.5
   done
 }
+# The consumer's stale-producer check (issue 58): it follows the migration's routing document
+# by the daemon's long-poll and takes the grace and the clock-skew bound from the plan; it counts
+# the old broker's messages stamped by a generation older than the one that moved their slice
+# (the plan's built-in `stale producers` guard reads the count). Words for `read -a`.
+stale_check() { # NAME DIR
+  echo "--migration $1 --daemon http://127.0.0.1:18480 --plan $2/plan.yaml"
+}
 start_consumer() { spawn consumer "$EXAMPLES/broker_consumer" "${CONSUMER[@]}"; }
 restart_consumer() {
   log "fault: kill -9 the consumer"
@@ -218,11 +247,16 @@ ledger_count() { python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[
 
 # Stop the producer, wait for the consumer to apply everything confirmed, check the old queue,
 # stop everything, verify.
-finish() { # NAME OLD_SPEC OLD_QUEUE DIR CONFLICTS
+finish() { # NAME OLD_SPEC OLD_QUEUE DIR CONFLICTS [VERIFY_ARGS...]
   local name=$1 old_spec=$2 old_queue=$3 dir=$4 conflicts=$5
+  shift 5
   term producer 30
-  local produced i
-  produced=$(wc -l <"$dir/produced")
+  term pinned 30
+  local produced=0 i f
+  # Every producer's confirmed events (the stale scenario's pinned instance logs to produced-pinned).
+  for f in "$dir/produced" "$dir/produced-pinned"; do
+    if [ -f "$f" ]; then produced=$(( produced + $(wc -l <"$f") )); fi
+  done
   log "producer stopped after $produced confirmed events; waiting for the consumer"
   for i in $(seq 240); do
     [ "$(ledger_count "$dir/consumer.db")" -ge "$produced" ] && break
@@ -234,7 +268,7 @@ finish() { # NAME OLD_SPEC OLD_QUEUE DIR CONFLICTS
   for b in bridge1 bridge2; do term "$b"; done
   "$MIGRATE" history "$name" --json >"$dir/history.json"
   python3 "$ROOT/tests/e2e/verify.py" --produced "$dir/produced" --db "$dir/consumer.db" \
-    --history "$dir/history.json" --conflicts "$conflicts"
+    --history "$dir/history.json" --conflicts "$conflicts" --record "$STALE_RECORD" "$@"
   old_drained "$old_spec" "$old_queue" "at the end" || return 1
   log "scenario passed"
 }
@@ -262,8 +296,9 @@ scenario_nats() {
   local old=(--old "rabbitmq=$E2E_AMQP_URL" --old-queue e2e-orders-nats)
   local new=(--new "nats=$E2E_NATS_URL" --new-queue E2E_ORDERS)
   start_daemon $name
+  local stale_check; read -ra stale_check <<<"$(stale_check $name "$dir")"
   CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics 127.0.0.1:19464
-    --visibility-timeout 3s)
+    --visibility-timeout 3s "${stale_check[@]}")
   start_consumer
   spawn producer "$EXAMPLES/broker_producer" --migration $name --daemon http://127.0.0.1:18480 \
     "${old[@]}" "${new[@]}" --slices 16 --rate 40 --count 0 --aggregates 30 \
@@ -284,7 +319,7 @@ scenario_nats() {
   wait_for_state $name "reached('disconnect')" 120
   old_drained "rabbitmq=" e2e-orders-nats "at disconnect" || return 1
   wait_for_state $name "state == 'complete'" 120
-  finish $name "rabbitmq=" e2e-orders-nats "$dir" 1
+  finish $name "rabbitmq=" e2e-orders-nats "$dir" 1 --steps 2,8,16
   unset MIGRATE_STATE
 }
 
@@ -316,8 +351,9 @@ bridge_scenario() { # TAG OLD_SPEC NEW_SPEC NEW_QUEUE PORT FAULT
   start_bridge 1 $name
   sleep 1
   start_bridge 2 $name
+  local stale_check; read -ra stale_check <<<"$(stale_check $name "$dir")"
   CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics "127.0.0.1:$port"
-    --visibility-timeout 3s)
+    --visibility-timeout 3s "${stale_check[@]}")
   start_consumer
   spawn producer "$EXAMPLES/broker_producer" --old "$old_spec" \
     --ingress "$old_queue.ingress" --rate 40 --count 0 --aggregates 30 \
@@ -340,7 +376,7 @@ bridge_scenario() { # TAG OLD_SPEC NEW_SPEC NEW_QUEUE PORT FAULT
   wait_for_state $name "reached('disconnect')" 120
   old_drained "$old_spec" "$old_queue" "at disconnect" || return 1
   wait_for_state $name "state == 'complete'" 120
-  finish $name "$old_spec" "$old_queue" "$dir" 1
+  finish $name "$old_spec" "$old_queue" "$dir" 1 --steps 4,16 --journal-db "$dir/state.db"
   unset MIGRATE_STATE
 }
 
@@ -450,6 +486,92 @@ scenario_kafka_nats() {
   kill9 kafka
 }
 
+# ---- stale: a producer that stops following the routing document (issue 58) --------------------
+# The plan without its `preflight:` waivers is refused: by `migrate preflight` (exit 3, each
+# setting with its fix), and by the daemon before its first write step (paused in consume_dual,
+# the refusal journaled, nothing published that moves traffic). Then the same migration gets the
+# plan with the waivers (`migrate plan apply`) and a resume: it proceeds.
+refused_until_waived() { # NAME DIR
+  local name=$1 dir=$2 rc=0
+  sed '/^preflight:/,$d' "$dir/plan.yaml" >"$dir/unwaived.yaml"
+  "$MIGRATE" preflight "$dir/unwaived.yaml" >"$dir/preflight.out" 2>&1 || rc=$?
+  echo "$rc" >"$dir/preflight.rc"
+  log "migrate preflight on the plan without waivers: exit $rc"
+  "$MIGRATE" init "$dir/unwaived.yaml" >/dev/null
+  start_daemon "$name"
+  wait_for_state "$name" "state == 'consume_dual' and paused == 'paused'" 90
+  "$MIGRATE" history "$name" --json >"$dir/refused.json"
+  log "the daemon refused before synthetic: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["reason"][:160])' "$dir/refused.json")"
+  MIGRATE_ACTOR=e2e "$MIGRATE" plan apply "$dir/plan.yaml" --reason "e2e: the test servers are one node each, waived" >/dev/null
+  MIGRATE_ACTOR=e2e "$MIGRATE" resume "$name" --reason "e2e: waived" >/dev/null
+  log "plan with the waivers applied, resumed"
+}
+
+# The consumer paused (SIGSTOP) across a move: the old queue holds a backlog of the slices that
+# move, stamped before the publish and consumed after it; it must not trip the stale guard. The
+# step moves while the consumer is stopped (the exit gates read Prometheus' windows; the stale
+# guard, its scrape of the consumer unanswered, has no data, which does not hold a move): it is
+# resumed (SIGCONT) once the move is seen, or after 15 s (a step that waits on the consumer).
+backlog_across_move() { # NAME WHEN STEP: stop once WHEN, plus a seeded delay
+  wait_for_state "$1" "$2" 120
+  jitter
+  log "consumer stopped (SIGSTOP): a backlog on the old broker for the move to slices[$3]"
+  kill -STOP "${PIDS[consumer]}"
+  local s=$SECONDS st
+  while (( SECONDS - s < 15 )); do
+    st=$(status_field "$1")
+    case $st in slices\ $3\ *|drain\ *|disconnect\ *|complete\ *) break ;; esac
+    sleep 0.3
+  done
+  kill -CONT "${PIDS[consumer]}"
+  log "consumer resumed after $(( SECONDS - s )) s"
+  wait_for_state "$1" "reached('slices', $3)" 60
+}
+
+scenario_stale() {
+  local dir=$WORK/stale name=e2e-stale old_queue=${NS}e2e-orders-stale new_queue=${NS//-/_}E2E_ORDERS_ST
+  mkdir -p "$dir"
+  named <tests/e2e/plans/stale.yaml >"$dir/plan.yaml"
+  export MIGRATE_STATE=$dir/state.db
+  local old=(--old "rabbitmq=$E2E_AMQP_URL" --old-queue "$old_queue")
+  local new=(--new "nats=$E2E_NATS_URL" --new-queue "$new_queue")
+  local stale_check; read -ra stale_check <<<"$(stale_check $name "$dir")"
+  CONSUMER=("${old[@]}" "${new[@]}" --db "$dir/consumer.db" --metrics 127.0.0.1:19504
+    --visibility-timeout 3s "${stale_check[@]}")
+  start_consumer
+  local producer=(--migration $name --daemon http://127.0.0.1:18480 "${old[@]}" "${new[@]}"
+    --slices 16 --aggregates 30)
+  spawn producer "$EXAMPLES/broker_producer" "${producer[@]}" --rate 40 --count 0 \
+    --log "$dir/produced" --metrics 127.0.0.1:19505 --producer checkout
+  # A second instance follows until slices[1] (8 of 16 moved), then stops following: slices 8-15
+  # move at slices[2], and it keeps writing them to the old broker.
+  spawn pinned "$EXAMPLES/broker_producer" "${producer[@]}" --rate 10 --count 0 \
+    --order-prefix pinned- --pin-at-slices 8 --log "$dir/produced-pinned" \
+    --metrics 127.0.0.1:19506 --producer checkout-pinned
+  refused_until_waived $name "$dir"
+
+  # Stopped from a seeded 0-2.9 s into the step to its move; the consumer runs again at least
+  # the 8 s of observe before the third move (the pinned producer's), so it reads that one live.
+  backlog_across_move $name "reached('synthetic')" 0
+  backlog_across_move $name "reached('slices', 0)" 1
+  log "checkout-pinned: $(grep -h 'pinned at' "$WORK/pinned.log" || echo 'not pinned yet')"
+  wait_for_state $name "reached('slices', 2) and paused == 'paused'" 90
+  "$MIGRATE" history $name --json >"$dir/paused.json"
+  log "paused: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["reason"][:200])' "$dir/paused.json")"
+  log "the pinned producer fixed (stopped); resuming once the guard's 10 s window passed"
+  term pinned 30
+  sleep 13
+  MIGRATE_ACTOR=e2e "$MIGRATE" resume $name --reason "e2e: checkout-pinned stopped" >/dev/null
+  wait_for_state $name "reached('disconnect')" 120
+  old_drained "rabbitmq=" "$old_queue" "at disconnect" || return 1
+  wait_for_state $name "state == 'complete'" 120
+  finish $name "rabbitmq=" "$old_queue" "$dir" 0 --produced "$dir/produced-pinned" \
+    --rollbacks 0 --stale-trips 1 --stale-producer checkout-pinned --pinned-routes "$dir/produced-pinned.routes" \
+    --backlog-routes "$dir/produced.routes" --preflight "$dir/preflight.out" --preflight-rc "$(cat "$dir/preflight.rc")" \
+    --refused "$dir/refused.json" --steps 4,8,16 --journal-db "$dir/state.db"
+  unset MIGRATE_STATE
+}
+
 # On shared servers, this run's RabbitMQ queues go at the end.
 drop_queues() {
   [ -n "$NS" ] || return 0
@@ -467,5 +589,16 @@ for SCENARIO in "${SCENARIOS[@]}"; do
   log "passed in $(( SECONDS - T0 ))s"
 done
 drop_queues
+# The stale-producer guard over this run: its trips and moves, per scenario (verify.py's lines).
+python3 - "$STALE_RECORD" <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()] if __import__("os").path.exists(sys.argv[1]) else []
+moves = sum(r["moves"] for r in runs)
+detections = [r["detection_ms"] for r in runs if "detection_ms" in r]
+unexpected = sum(r["trips"] - r["expected_trips"] for r in runs)
+print(f"e2e: stale-producer guard: {unexpected} unexpected trip(s) over {moves} slice moves"
+      f" ({sum(r['expected_trips'] for r in runs)} expected: a pinned producer's)"
+      + (f"; detection after the grace {', '.join(f'{d / 1000:.2f} s' for d in detections)}" if detections else ""))
+PY
 passed=1
 echo "e2e: all scenarios passed (seed $SEED)"
