@@ -13,6 +13,12 @@
 //!   refuses every write). Failed or unanswered: nothing changes; the holder acts only on the
 //!   lease it already holds, until [`Lease::acts`] says otherwise.
 //! - No wall clock is read: the lease is measured on the database's clock as followed.
+//! - A standby takes a lease another holder held only when that holder's row has not changed
+//!   for a whole TTL of this process's monotonic clock (or was given back, or it saw none):
+//!   a step forward of the database's clock, which ends every lease in the database's eyes,
+//!   does not hand a lease over while its holder, whose steady clock did not take the step,
+//!   still acts on it. A holder that stopped renewing is taken over as before: its row stopped
+//!   changing when it stopped, a TTL before the database ends it at the latest.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -37,6 +43,24 @@ pub struct Lease<S> {
     epoch: Mutex<Option<i64>>,
     /// When (the database's clock, ms) the store last answered a lease question; 0 never.
     answered_at: AtomicI64,
+    /// Another holder's row as this process last saw it change, and when (monotonic).
+    seen: Mutex<Option<Seen>>,
+}
+
+/// Another holder's lease row, as a standby saw it, and when it first saw it so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    holder: String,
+    epoch: i64,
+    expires_at_ms: i64,
+    /// Tokio's monotonic clock (the std one outside paused tests).
+    since: tokio::time::Instant,
+}
+
+impl Seen {
+    fn same_row(&self, holder: &str, epoch: i64, expires_at_ms: i64) -> bool {
+        self.holder == holder && self.epoch == epoch && self.expires_at_ms == expires_at_ms
+    }
 }
 
 /// What one lease question answered, and what it taught of the database's clock.
@@ -66,6 +90,7 @@ impl<S: LeaseStore> Lease<S> {
             until_ms: AtomicI64::new(0),
             epoch: Mutex::new(None),
             answered_at: AtomicI64::new(0),
+            seen: Mutex::new(None),
         }
     }
 
@@ -134,14 +159,27 @@ impl<S: LeaseStore> Lease<S> {
     /// module's guarantees).
     pub async fn ask(&self, within: Option<Duration>) -> Asked {
         let asked = Instant::now();
+        let asked_at = tokio::time::Instant::now();
         let now = self.now_ms();
         let held_before = self.until_ms() > now;
         let epoch_before = self.epoch();
         let keeper = self.keeper();
-        let renewal = match within {
-            Some(within) => keeper.renew(now, within).await,
-            None => keeper.acquire(now).await,
+        let renewal = match self.standby_waits(held_before, within).await {
+            Some(waits) => waits,
+            None => match within {
+                Some(within) => keeper.renew(now, within).await,
+                None => keeper.acquire(now).await,
+            },
         };
+        if let Renewal::Taken {
+            holder,
+            expires_at_ms,
+            epoch,
+            ..
+        } = &renewal
+        {
+            self.saw(holder, *epoch, *expires_at_ms, asked_at);
+        }
         let step = match &renewal {
             Renewal::Held {
                 until_ms,
@@ -167,6 +205,65 @@ impl<S: LeaseStore> Lease<S> {
             held_before,
             epoch_before,
         }
+    }
+
+    /// A standby's answer without asking for the lease (`None`: ask): while another holder's row
+    /// has changed within the last TTL of this process's monotonic clock, the row is only read,
+    /// and the lease is asked for once it has not (the holder stopped renewing) or it was given
+    /// back (its row changed to one already ended).
+    async fn standby_waits(&self, held_before: bool, within: Option<Duration>) -> Option<Renewal> {
+        if held_before {
+            return None;
+        }
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        if seen.since.elapsed() >= self.ttl {
+            return None;
+        }
+        let peek = self.store.peek_lease(&self.name);
+        let row = match within {
+            Some(within) => match tokio::time::timeout(within, peek).await {
+                Ok(answer) => answer,
+                Err(_) => return Some(Renewal::Unanswered),
+            },
+            None => peek.await,
+        };
+        match row {
+            Ok(Some(row)) if row.holder != self.holder => {
+                let unchanged = seen.same_row(&row.holder, row.epoch, row.expires_at_ms);
+                if !unchanged && row.expires_at_ms <= row.db_now_ms {
+                    return None; // given back: take it at once
+                }
+                Some(Renewal::Taken {
+                    holder: row.holder,
+                    db_now_ms: row.db_now_ms,
+                    expires_at_ms: row.expires_at_ms,
+                    epoch: row.epoch,
+                })
+            }
+            Ok(_) => None,
+            Err(e) => Some(Renewal::Failed(e)),
+        }
+    }
+
+    /// Another holder's row, seen at `at`: kept with the instant it first looked so.
+    fn saw(&self, holder: &str, epoch: i64, expires_at_ms: i64, at: tokio::time::Instant) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen
+            .as_ref()
+            .is_some_and(|s| s.same_row(holder, epoch, expires_at_ms))
+        {
+            return;
+        }
+        *seen = Some(Seen {
+            holder: holder.to_string(),
+            epoch,
+            expires_at_ms,
+            since: at,
+        });
     }
 
     /// Hold nothing any more (the lease given up, or run out): no end, no epoch, the fence
@@ -287,5 +384,138 @@ mod tests {
         assert!(matches!(asked.renewal, Renewal::Taken { .. }));
         assert!(!lease.holds() && !lease.acts());
         assert_eq!(lease.epoch(), None);
+    }
+
+    /// A one-row lease store on a database clock the test moves: it takes an ended lease the
+    /// way the SQL stores do, by the database's clock alone.
+    struct Row1 {
+        db_ms: std::sync::Arc<AtomicI64>,
+        row: std::sync::Arc<Mutex<Option<Row>>>,
+    }
+
+    impl LeaseStore for Row1 {
+        async fn acquire_lease(
+            &self,
+            _lease: &str,
+            holder: &str,
+            _now_ms: i64,
+            ttl_ms: i64,
+        ) -> Result<Row, StoreError> {
+            let db_now_ms = self.db_ms.load(Ordering::SeqCst);
+            let mut row = self.row.lock().unwrap();
+            match &*row {
+                Some(r) if r.holder != holder && r.expires_at_ms > db_now_ms => Ok(Row {
+                    db_now_ms,
+                    ..r.clone()
+                }),
+                other => {
+                    let epoch = match other {
+                        Some(r) if r.holder == holder => r.epoch,
+                        Some(r) => r.epoch + 1,
+                        None => 1,
+                    };
+                    let r = Row {
+                        holder: holder.to_string(),
+                        expires_at_ms: db_now_ms + ttl_ms,
+                        epoch,
+                        db_now_ms,
+                    };
+                    *row = Some(r.clone());
+                    Ok(r)
+                }
+            }
+        }
+
+        async fn peek_lease(&self, _lease: &str) -> Result<Option<Row>, StoreError> {
+            let db_now_ms = self.db_ms.load(Ordering::SeqCst);
+            Ok(self
+                .row
+                .lock()
+                .unwrap()
+                .clone()
+                .map(|r| Row { db_now_ms, ..r }))
+        }
+
+        async fn release_lease(&self, _lease: &str, holder: &str) -> Result<(), StoreError> {
+            if let Some(r) = self
+                .row
+                .lock()
+                .unwrap()
+                .as_mut()
+                .filter(|r| r.holder == holder)
+            {
+                r.expires_at_ms = 0;
+            }
+            Ok(())
+        }
+    }
+
+    /// Regression (issue 54, the Jepsen suite's `db-clock-step-standby`): a step forward of the
+    /// database's clock ended the holder's lease in the database's eyes, a standby took it at
+    /// its next question, and both answered ready while the holder's steady clock said it held
+    /// it. A standby now takes another holder's lease only once that row has not changed for a
+    /// TTL of its own monotonic clock, or was given back.
+    #[tokio::test(start_paused = true)]
+    async fn a_step_of_the_database_clock_hands_the_lease_over_while_its_holder_still_acts() {
+        const TTL: Duration = Duration::from_secs(3);
+        let db_ms = std::sync::Arc::new(AtomicI64::new(1_000_000));
+        let row = std::sync::Arc::new(Mutex::new(None));
+        let store = || Row1 {
+            db_ms: db_ms.clone(),
+            row: row.clone(),
+        };
+        let holder = Lease::new(store(), "l", "a#1", TTL, DbClock::starting_at(0));
+        let standby = Lease::new(store(), "l", "b#2", TTL, DbClock::starting_at(0));
+        assert!(matches!(
+            holder.ask(None).await.renewal,
+            Renewal::Held { epoch: 1, .. }
+        ));
+        assert!(matches!(
+            standby.ask(None).await.renewal,
+            Renewal::Taken { .. }
+        ));
+
+        // +2 min on the database's clock: the row is ended by it, unchanged for 1 s.
+        db_ms.fetch_add(120_000, Ordering::SeqCst);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let asked = standby.ask(None).await;
+        assert!(
+            matches!(asked.renewal, Renewal::Taken { ref holder, .. } if holder == "a#1"),
+            "{:?}",
+            asked.renewal
+        );
+        assert!(!standby.holds());
+        // The holder renews (its row changes): the standby starts watching it again.
+        assert!(matches!(
+            holder.ask(Some(TTL)).await.renewal,
+            Renewal::Held { epoch: 1, .. }
+        ));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(matches!(
+            standby.ask(None).await.renewal,
+            Renewal::Taken { .. }
+        ));
+
+        // The holder stops renewing: once its row is a TTL old by the standby's clock and ended
+        // by the database's, the standby takes it, under a new epoch.
+        db_ms.fetch_add(3_000, Ordering::SeqCst);
+        tokio::time::advance(TTL).await;
+        assert!(matches!(
+            standby.ask(None).await.renewal,
+            Renewal::Held { epoch: 2, .. }
+        ));
+
+        // Given back: taken at once, whatever the watch.
+        assert!(matches!(
+            holder.ask(None).await.renewal,
+            Renewal::Taken { .. }
+        ));
+        standby.release().await.unwrap();
+        let asked = holder.ask(None).await;
+        assert!(
+            matches!(asked.renewal, Renewal::Held { epoch: 3, .. }),
+            "{:?}",
+            asked.renewal
+        );
     }
 }

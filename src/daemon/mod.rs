@@ -290,7 +290,9 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.metrics.lease(epoch, None);
             shared.say_leading(None);
         }
-        Renewal::Taken { holder, db_now_ms } => {
+        Renewal::Taken {
+            holder, db_now_ms, ..
+        } => {
             clock::note_sample(clock, &shared.metrics, asked.step);
             // A standby measures and says its skew too: it would take over with that clock.
             shared.note_skew(wall - db_now_ms);

@@ -90,6 +90,10 @@ pub enum Renewal {
         holder: String,
         /// The database's clock when it answered (a standby measures its skew by it too).
         db_now_ms: i64,
+        /// When the holder's lease runs out unless renewed (the database's clock, ms).
+        expires_at_ms: i64,
+        /// The epoch it holds it under.
+        epoch: i64,
     },
     /// The store failed: nothing is extended.
     Failed(StoreError),
@@ -200,6 +204,8 @@ impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
             Ok(l) => Renewal::Taken {
                 holder: l.holder,
                 db_now_ms: l.db_now_ms,
+                expires_at_ms: l.expires_at_ms,
+                epoch: l.epoch,
             },
             Err(e) => Renewal::Failed(e),
         }

@@ -627,6 +627,28 @@ impl LeaseStore for SqlStore {
         Ok(got)
     }
 
+    async fn peek_lease(&self, lease: &str) -> Result<Option<Lease>> {
+        let mut tx = self.begin(Begin::Snapshot).await?;
+        let now = tx.db_now().await?;
+        let got = in_tx!(&mut tx, c => {
+            match sqlx::query("SELECT holder, expires_at, epoch FROM leases WHERE name = $1")
+                .bind(lease)
+                .fetch_optional(&mut *c)
+                .await?
+            {
+                Some(row) => Some(Lease {
+                    holder: row.try_get("holder")?,
+                    expires_at_ms: row.try_get("expires_at")?,
+                    epoch: row.try_get("epoch")?,
+                    db_now_ms: now,
+                }),
+                None => None,
+            }
+        });
+        tx.commit().await?;
+        Ok(got)
+    }
+
     async fn lease_holder(&self, lease: &str) -> Result<Option<String>> {
         let mut tx = self.begin(Begin::Snapshot).await?;
         let now = tx.db_now().await?;

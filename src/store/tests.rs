@@ -2248,10 +2248,19 @@ on_each_backend_test! {
             let renewed = ask("one", 60_000).await;
             assert_eq!(held(&renewed), ("one".into(), 1));
             assert!(renewed.expires_at_ms >= first.expires_at_ms);
-            // Expired (on the database's clock): taken over, a new epoch.
+            // A peek reads the row as it is and takes nothing.
+            let peeked = store.peek_lease("daemon").await.unwrap().unwrap();
+            assert_eq!(held(&peeked), ("one".into(), 1));
+            assert_eq!(peeked.expires_at_ms, renewed.expires_at_ms);
+            assert!(store.peek_lease("nothing").await.unwrap().is_none());
+            // Expired (on the database's clock): a peek still reads it, ended; taken over by an
+            // acquisition, a new epoch.
             b.raw_execute("UPDATE leases SET expires_at = 0 WHERE name = 'daemon'")
                 .await
                 .unwrap();
+            let ended = store.peek_lease("daemon").await.unwrap().unwrap();
+            assert_eq!((ended.holder.as_str(), ended.expires_at_ms), ("one", 0));
+            assert!(ended.db_now_ms > 0);
             assert_eq!(held(&ask("two", 60_000).await), ("two".into(), 2));
             assert_eq!(held(&ask("one", 60_000).await), ("two".into(), 2));
             // Another lease name is another lease.

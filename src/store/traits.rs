@@ -244,6 +244,14 @@ pub trait LeaseStore: Send + Sync {
         let _ = lease;
         async { Ok(None) }
     }
+    /// The lease's row as it is (its holder, end and epoch, even when it ran out), with the
+    /// database's clock: a read that never takes the lease. What a standby watches to tell a
+    /// holder that stopped renewing from a step of the database's clock ([`crate::lease`]).
+    /// `None` when there is no row, or the backend keeps no leases.
+    fn peek_lease(&self, lease: &str) -> impl Future<Output = Result<Option<Lease>>> + Send {
+        let _ = lease;
+        async { Ok(None) }
+    }
     /// Give the lease up (only if `holder` has it), so that a standby takes over at once. The
     /// row stays (expired), so that the epoch never goes back.
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;

@@ -245,6 +245,11 @@ impl EvaluationStore for Hooked {
 }
 
 impl LeaseStore for Hooked {
+    async fn peek_lease(&self, lease: &str) -> Result<Option<Lease>> {
+        self.away().await?;
+        self.inner.peek_lease(lease).await
+    }
+
     async fn acquire_lease(
         &self,
         lease: &str,

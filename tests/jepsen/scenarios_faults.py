@@ -235,9 +235,9 @@ def sc_db_clock_step(w):
 
 
 def sc_db_clock_step_standby(w):
-    """The same with a standby beside the leader: the step ends the lease in the database's eyes,
-    the standby may take it before the leader's next renewal (known failure: both ready for up
-    to a third of the ttl)."""
+    """The same with a standby beside the leader: the step ends the lease in the database's eyes;
+    the standby, watching the leader's row on its own monotonic clock, does not take it while the
+    leader renews (before that fix both were ready for up to a third of the ttl)."""
     db_clock_step(w, ("d1", "d2"))
 
 
@@ -553,12 +553,4 @@ FAULT_SCENARIOS = [
 ]
 
 # Scenarios that show a violation not fixed yet: run only when named in --only (each says why).
-KNOWN_FAILING = {
-    "db-clock-step-standby": (
-        "a forward step of the database's clock ends the lease in the database's eyes; a standby "
-        "takes it at its next attempt while the holder, whose clock does not take the step, "
-        "believes it holds it until its next renewal: both answer /readyz 200 for up to a third "
-        "of the ttl (its writes are refused by the fence; observe is not shortened). The fix "
-        "belongs to the lease keeper (a standby judging expiry on its own monotonic clock): "
-        "docs/robustness.md, 'Clock steps'"),
-}
+KNOWN_FAILING = {}
