@@ -14,7 +14,8 @@
 //!   lease it already holds, until [`Lease::acts`] says otherwise.
 //! - No wall clock is read: the lease is measured on the database's clock as followed.
 //! - A standby takes a lease another holder held only when that holder's row has not changed
-//!   for a whole TTL of this process's monotonic clock (or was given back, or it saw none):
+//!   for a TTL less the holder's margin (a fifth) of this process's monotonic clock (or was given
+//!   back, or it saw none):
 //!   a step forward of the database's clock, which ends every lease in the database's eyes,
 //!   does not hand a lease over while its holder, whose steady clock did not take the step,
 //!   still acts on it. A holder that stopped renewing is taken over as before: its row stopped
@@ -208,7 +209,9 @@ impl<S: LeaseStore> Lease<S> {
     }
 
     /// A standby's answer without asking for the lease (`None`: ask): while another holder's row
-    /// has changed within the last TTL of this process's monotonic clock, the row is only read,
+    /// has changed within the last TTL (less the margin) of this process's monotonic clock, the
+    /// row is only read (a renewal just before a step of the database's clock changes the row and
+    /// the database ends it at once: still watched),
     /// and the lease is asked for once it has not (the holder stopped renewing) or it was given
     /// back (its row changed to one already ended).
     async fn standby_waits(&self, held_before: bool, within: Option<Duration>) -> Option<Renewal> {
@@ -220,7 +223,12 @@ impl<S: LeaseStore> Lease<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
-        if seen.since.elapsed() >= self.ttl {
+        // The holder acts until a margin before its lease's end, counted from when it asked,
+        // which is before its row changed: a TTL less that margin after the standby saw the row
+        // change, the holder has stopped acting (clocks ticking at one rate), and a standby asking
+        // every third of the TTL is not put off a whole turn by its own timing.
+        let margin = Duration::from_millis(u64::try_from(self.keeper().margin_ms()).unwrap_or(0));
+        if seen.since.elapsed() >= self.ttl.saturating_sub(margin) {
             return None;
         }
         let peek = self.store.peek_lease(&self.name);
@@ -233,9 +241,10 @@ impl<S: LeaseStore> Lease<S> {
         };
         match row {
             Ok(Some(row)) if row.holder != self.holder => {
-                let unchanged = seen.same_row(&row.holder, row.epoch, row.expires_at_ms);
-                if !unchanged && row.expires_at_ms <= row.db_now_ms {
-                    return None; // given back: take it at once
+                // Given back (a release ends the row at 0): take it at once. A row that changed
+                // and that the database's clock already ends is a renewal before a step: watched.
+                if row.expires_at_ms <= 0 {
+                    return None;
                 }
                 Some(Renewal::Taken {
                     holder: row.holder,
@@ -475,7 +484,12 @@ mod tests {
             Renewal::Taken { .. }
         ));
 
-        // +2 min on the database's clock: the row is ended by it, unchanged for 1 s.
+        // The holder renews, then +2 min on the database's clock: the standby next finds the row
+        // changed and ended by the database's clock (a renewal before the step, not a release).
+        assert!(matches!(
+            holder.ask(Some(TTL)).await.renewal,
+            Renewal::Held { epoch: 1, .. }
+        ));
         db_ms.fetch_add(120_000, Ordering::SeqCst);
         tokio::time::advance(Duration::from_secs(1)).await;
         let asked = standby.ask(None).await;
@@ -484,6 +498,12 @@ mod tests {
             "{:?}",
             asked.renewal
         );
+        // Unchanged for 2 s of the standby's clock: still the holder's.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(matches!(
+            standby.ask(None).await.renewal,
+            Renewal::Taken { .. }
+        ));
         assert!(!standby.holds());
         // The holder renews (its row changes): the standby starts watching it again.
         assert!(matches!(

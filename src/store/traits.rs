@@ -253,7 +253,8 @@ pub trait LeaseStore: Send + Sync {
         async { Ok(None) }
     }
     /// Give the lease up (only if `holder` has it), so that a standby takes over at once. The
-    /// row stays (expired), so that the epoch never goes back.
+    /// row stays, its end set to 0 (what a standby reads as given back), so that the epoch never
+    /// goes back.
     fn release_lease(&self, lease: &str, holder: &str) -> impl Future<Output = Result<()>> + Send;
     /// This store with its writes fenced by `cell` (see [`fence`]): what a daemon acts through.
     /// A backend without fencing answers itself unfenced.
