@@ -119,21 +119,7 @@ pub fn increase_since(
             .filter(|(at, _)| *at <= now_ms)
             .collect();
         samples.sort_by_key(|(at, _)| *at);
-        for (at_ms, value) in &samples {
-            if !value.is_finite() {
-                return Err(NotACounter::NotFinite {
-                    series: index,
-                    at_ms: *at_ms,
-                });
-            }
-            if *value < 0.0 {
-                return Err(NotACounter::Negative {
-                    series: index,
-                    value: *value,
-                    at_ms: *at_ms,
-                });
-            }
-        }
+        counter_samples(index, &samples)?;
         let baseline = samples.iter().rposition(|(at, _)| *at <= from_ms);
         let (mut last, rest) = match baseline {
             Some(i) => (samples[i].1, &samples[i + 1..]),
@@ -158,6 +144,26 @@ pub fn increase_since(
     Ok(out)
 }
 
+/// Whether every sample of series `index` can be a counter's: finite and not negative.
+fn counter_samples(index: usize, samples: &[(i64, f64)]) -> Result<(), NotACounter> {
+    for (at_ms, value) in samples {
+        if !value.is_finite() {
+            return Err(NotACounter::NotFinite {
+                series: index,
+                at_ms: *at_ms,
+            });
+        }
+        if *value < 0.0 {
+            return Err(NotACounter::Negative {
+                series: index,
+                value: *value,
+                at_ms: *at_ms,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Each interval's increase of counter series read at evaluation instants (a `query_range`
 /// of the raw selector: each series' latest sample at each of `times`): for `times[i]` to
 /// `times[i + 1]`, the sum over series of the rise (a drop: a restart, its new value), a series
@@ -176,21 +182,7 @@ pub fn interval_increments(
     let mut out = vec![0.0; times.len().saturating_sub(1)];
     for (index, samples) in series.iter().enumerate() {
         let by_time: std::collections::HashMap<i64, f64> = samples.iter().copied().collect();
-        for (at_ms, value) in samples {
-            if !value.is_finite() {
-                return Err(NotACounter::NotFinite {
-                    series: index,
-                    at_ms: *at_ms,
-                });
-            }
-            if *value < 0.0 {
-                return Err(NotACounter::Negative {
-                    series: index,
-                    value: *value,
-                    at_ms: *at_ms,
-                });
-            }
-        }
+        counter_samples(index, samples)?;
         for (i, pair) in times.windows(2).enumerate() {
             let (before, now) = (by_time.get(&pair[0]), by_time.get(&pair[1]));
             out[i] += match (before, now) {

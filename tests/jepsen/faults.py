@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.parse
 
-from rig import free_port, http
+from rig import end_process, free_port, http
 
 # ---- a proxy whose established connections go silent --------------------------------------------
 
@@ -209,15 +209,7 @@ class Bridge:
             self.proc.wait(timeout=10)
 
     def end(self):
-        if self.alive():
-            if self.stopped:
-                os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, self.stopped, 10)
 
     def lines(self, text):
         try:

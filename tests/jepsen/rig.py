@@ -61,6 +61,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def end_process(proc, stopped, timeout):
+    """Ends a child the suite started (SIGCONT first if it is stopped): SIGTERM, then SIGKILL
+    after `timeout` s."""
+    if proc is None or proc.poll() is not None:
+        return
+    if stopped:
+        os.kill(proc.pid, signal.SIGCONT)
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_for(f, timeout, every):
     """The first answer of `f()` that is not None, asked every `every` s; None after `timeout` s."""
     end = time.time() + timeout
@@ -470,15 +485,7 @@ class Daemon:
         return out
 
     def end(self):
-        if self.alive():
-            if self.stopped:
-                os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=8)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, self.stopped, 8)
 
     def lines(self, *texts):
         """Lines of this daemon's log that contain every one of `texts`."""
