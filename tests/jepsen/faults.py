@@ -5,14 +5,13 @@ bridge's streams (on a Redis of the scenario's own), and one `migrate bridge` un
 
 import asyncio
 import os
-import signal
 import socket
 import subprocess
 import threading
 import time
 import urllib.parse
 
-from rig import end_process, free_port, http
+from rig import Child, free_port, http
 
 # ---- a proxy whose established connections go silent --------------------------------------------
 
@@ -155,8 +154,10 @@ class Redis:
 # ---- one `migrate bridge` ----------------------------------------------------------------------
 
 
-class Bridge:
+class Bridge(Child):
     """`migrate bridge NAME` with its own `--id` and `/metrics` port, on the scenario's state."""
+
+    end_timeout = 10
 
     def __init__(self, world, name, migration, env, ident=None):
         self.w, self.name, self.migration, self.env = world, name, migration, env
@@ -175,9 +176,6 @@ class Bridge:
         with open(os.path.join(self.w.suite.work, "pids"), "a") as f:
             f.write(f"{self.proc.pid}\n")
         self.stopped = False
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def metrics(self):
         """The bridge's own series (`queue_migrate_bridge_*`), summed over their labels."""
@@ -200,16 +198,6 @@ class Bridge:
     def active(self):
         m = self.metrics()
         return bool(m and m.get("queue_migrate_bridge_active"))
-
-    def signal(self, sig):
-        if self.alive():
-            os.kill(self.proc.pid, sig)
-        self.stopped = sig == signal.SIGSTOP
-        if sig == signal.SIGKILL and self.proc is not None:
-            self.proc.wait(timeout=10)
-
-    def end(self):
-        end_process(self.proc, self.stopped, 10)
 
     def lines(self, text):
         try:

@@ -61,19 +61,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def end_process(proc, stopped, timeout):
-    """Ends a child the suite started (SIGCONT first if it is stopped): SIGTERM, then SIGKILL
-    after `timeout` s."""
-    if proc is None or proc.poll() is not None:
-        return
-    if stopped:
-        os.kill(proc.pid, signal.SIGCONT)
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+class Child:
+    """A process the suite started (`proc`), stopped by SIGSTOP or not (`stopped`): alive, a
+    signal, and its end (SIGCONT first if stopped, SIGTERM, then SIGKILL after `end_timeout` s).
+    The daemons and the bridges are children."""
+
+    proc, stopped, end_timeout = None, False, 8
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+        self.stopped = sig == signal.SIGSTOP
+        if sig == signal.SIGKILL and self.proc is not None:
+            self.proc.wait(timeout=10)
+
+    def end(self):
+        if not self.alive():
+            return
+        if self.stopped:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=self.end_timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def wait_for(f, timeout, every):
@@ -368,7 +383,7 @@ class Source:
 
 # ---- the daemons ------------------------------------------------------------------------------
 
-class Daemon:
+class Daemon(Child):
     """One `migrate run`, maybe in the namespace, maybe with a skewed clock (`skew_s`, or a
     clock file whose offset the suite changes: `jump`)."""
 
@@ -443,9 +458,6 @@ class Daemon:
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} did not start (see {self.log})")
 
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
     def url(self, path):
         return f"http://{self.ip}:{self.port}{path}"
 
@@ -464,13 +476,6 @@ class Daemon:
         r = http(self.url("/readyz"))
         return bool(r and r[0] == 200)
 
-    def signal(self, sig):
-        if self.alive():
-            os.kill(self.proc.pid, sig)
-        self.stopped = sig == signal.SIGSTOP
-        if sig == signal.SIGKILL and self.proc is not None:
-            self.proc.wait(timeout=10)
-
     def metrics(self):
         r = http(self.url("/metrics"), timeout=1)
         out = {}
@@ -483,9 +488,6 @@ class Daemon:
                     except ValueError:
                         pass
         return out
-
-    def end(self):
-        end_process(self.proc, self.stopped, 8)
 
     def lines(self, *texts):
         """Lines of this daemon's log that contain every one of `texts`."""
