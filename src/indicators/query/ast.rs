@@ -171,22 +171,21 @@ impl Query {
             return Err(NotACount::Ratio);
         }
         let operand = &self.numerator;
-        match &operand.source {
-            Source::Range { function, .. } if *function == RangeFunction::Rate => {
-                return Err(NotACount::Rate);
-            }
-            Source::Instant(_) => return Err(NotACount::NoIncrease),
-            Source::Range { .. } => {}
+        let Source::Range {
+            function,
+            selector,
+            window,
+        } = &operand.source
+        else {
+            return Err(NotACount::NoIncrease);
+        };
+        if *function == RangeFunction::Rate {
+            return Err(NotACount::Rate);
         }
         if operand.aggregation != Aggregation::Sum {
             return Err(NotACount::NotSummed);
         }
-        match &operand.source {
-            Source::Range {
-                selector, window, ..
-            } => Ok((selector, *window)),
-            Source::Instant(_) => Err(NotACount::NoIncrease),
-        }
+        Ok((selector, *window))
     }
 }
 
