@@ -58,23 +58,9 @@ macro_rules! in_tx {
         })
         .await?
     }};
-    ($tx:expr, $c:ident => $e:expr) => {{
-        let tx: &mut $crate::store::sql::Tx = $tx;
-        let deadline = tx.deadline;
-        $crate::store::sql::within(deadline, async {
-            Ok::<_, $crate::store::StoreError>(match &mut tx.conn {
-                $crate::store::sql::TxConn::Sqlite(t) => {
-                    let $c = &mut **t;
-                    $e
-                }
-                $crate::store::sql::TxConn::Postgres(t) => {
-                    let $c = &mut **t;
-                    $e
-                }
-            })
-        })
-        .await?
-    }};
+    ($tx:expr, $c:ident => $e:expr) => {
+        in_tx!($tx, $c: _Backend => $e)
+    };
 }
 
 /// How long one statement (or one acquisition of a connection, or one commit) of a store may
