@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::cx::{Cx, Obj};
+use super::sources::SourceKind;
 use crate::plan::model::{
     Check, CmpOp, Gate, Phase, PhaseKind, STALE_GUARD, Source, StaleProducers,
 };
@@ -50,11 +51,24 @@ impl Cx<'_> {
             )
             .and_then(|(v, p)| {
                 let name = self.nonempty_string(v, &p)?;
-                match sources.map(|s| s.valid.get(&name)) {
-                    Some(Some(Source::Scrape { .. } | Source::Prometheus { .. })) | None => {
+                let Some(sources) = sources else {
+                    return Some(name);
+                };
+                match (sources.valid.get(&name), sources.declared.get(&name)) {
+                    (Some(Source::Scrape { .. } | Source::Prometheus { .. }), _) => Some(name),
+                    // Declared, and its entry already reported: a second error would only
+                    // repeat the first.
+                    (None, Some(None | Some(SourceKind::Scrape | SourceKind::Prometheus))) => {
                         Some(name)
                     }
-                    Some(_) => {
+                    (None, None) => {
+                        self.error(
+                            &p,
+                            format!("unknown source `{name}`; declare it under `sources`"),
+                        );
+                        None
+                    }
+                    _ => {
                         self.error(
                             &p,
                             format!(

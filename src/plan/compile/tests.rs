@@ -964,3 +964,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_stale_guard_on_a_source_whose_url_is_unset_reported_a_second_error_that_only_followed_from_the_first()
+ {
+    // The demo plan without QM_DEMO_METRICS_URL: the source's unset variable is the one error.
+    let yaml = include_str!("../../../plans/demo.yaml");
+    let e = match compile(
+        yaml,
+        Some(Path::new("/srv/plans")),
+        &TestResolve::with_env(&[]),
+    ) {
+        Ok(_) => panic!("an unset source URL is an error"),
+        Err(e) => e,
+    };
+    assert_eq!(e.len(), 1, "{}", lines(&e));
+    assert!(e[0].path.starts_with("sources.world"), "{}", lines(&e));
+    // A name nobody declared is still refused, and so is a source of another kind.
+    let unknown = yaml.replace(
+        "stale_producers: { source: world",
+        "stale_producers: { source: nowhere",
+    );
+    let e = errors(&unknown);
+    assert!(
+        e.iter().any(|d| d.path == "stale_producers.source"
+            && d.message.contains("unknown source `nowhere`")),
+        "{}",
+        lines(&e)
+    );
+}
