@@ -22,6 +22,8 @@ use crate::plan::{JudgeCheck, JudgeForm, LatencyJudge};
 /// budget, so no number of resumes buys more than the step's `alpha`.
 ///
 /// # Guarantees
+/// - A FAIL of the change detector ([`crate::judge::detector`]) says so, and since when new
+///   has been worse.
 /// - The evaluation's `value` is the estimate a person reads, new's failure rate over old's
 ///   (`None` while it has none), and `old_value` what it is compared with, `1 + tolerance`; the
 ///   memory's `peak` is the highest FAIL e-value of the count.
@@ -134,7 +136,10 @@ fn judge_evaluation(
             seen_at(kept, now_ms),
         );
     }
-    let (verdict, reason) = words(cfg, evidence.decision, &described);
+    let (verdict, reason) = match evidence.detector_fail() {
+        Some(alarm) => (Verdict::Fail, detector_words(alarm, &described)),
+        None => words(cfg, evidence.decision, &described),
+    };
     judged(
         verdict,
         reason,
@@ -174,6 +179,18 @@ fn words(cfg: &crate::judge::Config, decision: Decision, described: &str) -> (Ve
             ),
         ),
     }
+}
+
+/// The change detector's FAIL in words: since when new has been worse (the start of the bet
+/// that won, into the count), and when it alarmed.
+fn detector_words(alarm: crate::judge::detector::Alarm, described: &str) -> String {
+    let at = |ms: u64| crate::time::human_ms(i64::try_from(ms).unwrap_or(i64::MAX));
+    format!(
+        "FAIL: the change detector: new has been worse than old beyond the tolerance since \
+         about {} into the count (alarmed at {}): {described}",
+        at(alarm.since_ms),
+        at(alarm.at_ms)
+    )
 }
 
 /// A judge's evaluation: the estimate against `1 + tolerance`, the ledger remembered.

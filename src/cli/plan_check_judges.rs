@@ -34,12 +34,13 @@ pub(super) fn judge_lines(plan: &Plan) -> (Option<String>, Vec<String>) {
     let share = b.share(n);
     let budget = format!(
         "false FAIL {} and false PASS {} per migration, split equally over its {n} \
-         judge x step(s): {} and {} each, in each step (change detectors keep {} of the false \
-         FAILs; none exists yet)",
+         judge x step(s): {} and {} each, in each step (each judge's change detector keeps {} \
+         of its false FAILs, {} of the migration's)",
         percent(b.false_fail),
         percent(b.false_pass),
         percent(share.fail),
         percent(share.pass),
+        percent(b.detectors),
         percent(b.false_fail * b.detectors),
     );
     let mut lines = Vec::new();

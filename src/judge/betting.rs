@@ -16,6 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::detector::Detector;
+
 /// One side's counts since the step began.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Counts {
@@ -80,6 +82,10 @@ pub struct Ledger {
     /// the count, so that every interval counts beyond the same boundaries.
     #[serde(default)]
     pub le: Option<[f64; 2]>,
+    /// The change detector of this count ([`super::detector`]); a ledger stored before it
+    /// existed reads as a fresh one.
+    #[serde(default)]
+    pub detector: Detector,
 }
 
 impl Ledger {
@@ -99,6 +105,7 @@ impl Ledger {
             count,
             failed,
             le: None,
+            detector: Detector::default(),
         }
     }
 

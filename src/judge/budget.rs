@@ -7,9 +7,10 @@
 //! probability at most `alpha_i`, the migration makes any false FAIL with probability at most
 //! `Σ alpha_i`; giving each of the `N` judge×steps `alpha_i = false_fail / N` keeps that sum at
 //! the plan's budget (and likewise for false PASSes). Within a step, the counts a resume starts
-//! share their judge×step's `alpha_i` ([`super::betting::spend`]). A share of the false-FAIL
-//! budget, `detectors`, is set aside for a change detector's alarms (each counts as a FAIL);
-//! none exists yet, so it is 0 unless a plan says otherwise.
+//! share their judge×step's `alpha_i` ([`super::betting::spend`]). Each judge×step's false-FAIL
+//! bound is split between its FAIL test and its change detector ([`super::detector`], whose
+//! alarm is a FAIL): `detectors` ([`super::detector::SHARE`], a quarter) to the detector, the
+//! rest to the test, so both together spend the judge×step's share and no more.
 
 use serde::Serialize;
 
@@ -23,8 +24,9 @@ pub struct Budget {
     pub false_fail: f64,
     /// The chance of any false PASS (new is worse) in the migration.
     pub false_pass: f64,
-    /// The share of `false_fail` set aside for change detectors' alarms (0 to below 1; no
-    /// detector exists yet: 0 by default).
+    /// The share of `false_fail` set aside for the change detectors' alarms: each judge×step's
+    /// detector takes this share of its bound ([`super::detector::SHARE`]; fixed in this
+    /// version, see `docs/plan.md`).
     pub detectors: f64,
 }
 
@@ -33,7 +35,7 @@ impl Default for Budget {
         Budget {
             false_fail: DEFAULT_BUDGET,
             false_pass: DEFAULT_BUDGET,
-            detectors: 0.0,
+            detectors: super::detector::SHARE,
         }
     }
 }
@@ -41,7 +43,8 @@ impl Default for Budget {
 /// One judge×step's part of the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Share {
-    /// Its bound of a false FAIL, and of a false PASS, in one step.
+    /// Its bound of a false FAIL (its FAIL test's and its change detector's together), and of a
+    /// false PASS, in one step.
     pub fail: f64,
     pub pass: f64,
     /// How many judge×steps the plan's budget is split across.
@@ -49,19 +52,22 @@ pub struct Share {
 }
 
 impl Budget {
-    /// The judges' part of the false-FAIL budget: all of it but what detectors keep.
+    /// The judges' FAIL tests' part of the false-FAIL budget: all of it but what the change
+    /// detectors keep.
     pub fn judges_fail(&self) -> f64 {
         self.false_fail * (1.0 - self.detectors)
     }
 
-    /// Each judge×step's share when the plan has `judge_steps` of them (split equally).
+    /// Each judge×step's share when the plan has `judge_steps` of them (split equally); its
+    /// FAIL test and its change detector split its `fail` ([`super::detector::SHARE`]).
     ///
     /// # Guarantees
-    /// `judge_steps` shares add up to at most [`Budget::judges_fail`] and `false_pass`.
+    /// `judge_steps` shares add up to at most `false_fail` (the FAIL tests' and the detectors'
+    /// together) and `false_pass`.
     pub fn share(&self, judge_steps: u32) -> Share {
         let n = f64::from(judge_steps.max(1));
         Share {
-            fail: self.judges_fail() / n,
+            fail: self.false_fail / n,
             pass: self.false_pass / n,
             judge_steps: judge_steps.max(1),
         }
@@ -97,13 +103,23 @@ mod tests {
         // A stricter one: it holds.
         let (f, p) = alphas(s, Some(0.9999));
         assert!((f - 1e-4).abs() < 1e-12 && (p - 1e-4).abs() < 1e-12);
-        // Detectors keep their part of the false-FAIL budget.
-        let d = Budget {
-            detectors: 0.25,
-            ..b
+        // The change detectors keep their part of the false-FAIL budget: each judge×step's
+        // FAIL test and detector split its share, and together spend no more than the budget.
+        assert_eq!(b.detectors, crate::judge::detector::SHARE);
+        assert!((b.judges_fail() - 0.0075).abs() < 1e-15);
+        let cfg = crate::judge::Config {
+            tolerance: 0.2,
+            alpha: s.fail,
+            alpha_pass: s.pass,
+            confidence: None,
+            min_events: 1,
+            min_failures: 1,
+            max_duration: std::time::Duration::from_secs(60),
         };
-        assert!((d.share(5).fail * 5.0 - 0.0075).abs() < 1e-15);
-        assert_eq!(d.share(5).pass, s.pass);
+        let (test, detector) = (1.0 / cfg.boundary_at(0), 1.0 / cfg.detector_boundary_at(0));
+        assert!((test / 0.75 - 0.0015).abs() < 1e-15, "{test}");
+        assert!((detector / 0.75 - 0.0005).abs() < 1e-15, "{detector}");
+        assert!(((test + detector) / 0.75 * 5.0 - b.false_fail).abs() < 1e-15);
         // No judge: nothing divides by zero.
         assert_eq!(b.share(0).judge_steps, 1);
     }

@@ -8,7 +8,8 @@
 //! ([`betting`]: a bet on new's share of the interval's failures, bounded, so a burst is one
 //! observation, not dozens of trials), and the wealths carry from one reading to the next in a
 //! [`betting::Ledger`]:
-//! - **FAIL** when the FAIL wealth has ever reached `1/alpha_k` in the step (`alpha_k` the share
+//! - **FAIL** when the change detector ([`detector`]) alarms, or when the FAIL wealth has ever
+//!   reached `1/alpha_k` in the step (`alpha_k` the share
 //!   of the step's budget of this count: [`betting::spend`]); it stays, whatever comes after,
 //!   a resume or a tolerance change included;
 //! - **PASS** when the PASS wealth reaches it, on `min_events` per side and `min_failures`
@@ -18,6 +19,7 @@
 pub mod betting;
 pub mod budget;
 pub mod counter;
+pub mod detector;
 pub mod latency;
 
 use std::time::Duration;
@@ -36,7 +38,8 @@ pub struct Config {
     /// it is a FAIL.
     pub tolerance: f64,
     /// The bound of a false FAIL (new is not worse) in a step: the judge's share of the
-    /// plan's budget, or `1 - confidence` where that is stricter ([`budget`]).
+    /// plan's budget, or `1 - confidence` where that is stricter ([`budget`]). Its FAIL test
+    /// and its change detector split it ([`detector::SHARE`]).
     pub alpha: f64,
     /// The bound of a false PASS (new is worse) in a step, likewise.
     pub alpha_pass: f64,
@@ -60,9 +63,16 @@ impl Config {
         self.boundary_at(0)
     }
 
-    /// The e-value at which the FAIL test decides in the `count`-th count of a step (0 first).
+    /// The e-value at which the FAIL test decides in the `count`-th count of a step (0 first):
+    /// its part of `alpha`, all but the change detector's [`detector::SHARE`].
     pub fn boundary_at(&self, count: u32) -> f64 {
-        1.0 / betting::spend(self.alpha, count)
+        1.0 / betting::spend(self.alpha * (1.0 - detector::SHARE), count)
+    }
+
+    /// The wealth at which the change detector alarms in the `count`-th count of a step: its
+    /// [`detector::SHARE`] of `alpha`.
+    pub fn detector_boundary_at(&self, count: u32) -> f64 {
+        1.0 / betting::spend(self.alpha * detector::SHARE, count)
     }
 
     /// The e-value at which the PASS test decides in the `count`-th count of a step.
@@ -112,6 +122,13 @@ pub struct Evidence {
     pub failures: f64,
     /// Counts before this one in the step (resumes, tolerance changes).
     pub count: u32,
+    /// The change detector's wealth now, and where it alarms ([`detector`]).
+    pub detector: f64,
+    pub detector_boundary: f64,
+    /// The change detector's alarm in this count, if it has alarmed: the FAIL is its when the
+    /// FAIL test's peak stayed below its boundary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alarm: Option<detector::Alarm>,
 }
 
 impl Evidence {
@@ -146,7 +163,8 @@ impl Evidence {
         };
         format!(
             "ratio {ratio} (tolerance {:.2}); new {}, old {}; {} intervals with {} failures \
-             weighed{look}; worse e-value {} (peak {}), not-worse e-value {}, boundary {}{}{count}",
+             weighed{look}; worse e-value {} (peak {}), not-worse e-value {}, boundary {}{}; \
+             change detector {} (alarm at {}){count}",
             1.0 + cfg.tolerance,
             side(&self.new),
             side(&self.old),
@@ -160,8 +178,17 @@ impl Evidence {
                 format!(" (PASS at {})", short(self.pass_boundary))
             } else {
                 String::new()
-            }
+            },
+            short(self.detector),
+            short(self.detector_boundary),
         )
+    }
+
+    /// The change detector's alarm, when the FAIL is the detector's alone (the FAIL test's
+    /// peak below its boundary).
+    pub fn detector_fail(&self) -> Option<detector::Alarm> {
+        self.alarm
+            .filter(|_| self.decision == Decision::Fail && self.fail_peak < self.boundary)
     }
 }
 
@@ -185,7 +212,8 @@ fn short(v: f64) -> String {
 ///   sense of `docs/design.md`: new's expected share of an interval's failures is at most what
 ///   that interval's traffic split allows; bursts and a random rate allowed), the probability
 ///   that any reading of the step, at any times and however many, decides FAIL is at most
-///   `alpha`, summed over all the step's counts ([`betting::spend`]).
+///   `alpha`, summed over all the step's counts ([`betting::spend`]): the FAIL test's and the
+///   change detector's ([`detector`]) FAILs together, each on its part of `alpha`.
 /// - Symmetrically for PASS when new is worse than that, at most `alpha_pass`; never a PASS
 ///   before each side has `min_events` events and `min_failures` failures were weighed.
 /// - A FAIL stays a FAIL for the rest of the step: across a resume (a new count) and a
@@ -202,7 +230,17 @@ pub fn weigh(
     let (mut next, look) = start.look(1.0 + cfg.tolerance, new, old);
     let boundary = cfg.boundary_at(next.count);
     let pass_boundary = cfg.pass_boundary_at(next.count);
-    next.failed |= next.fail_peak >= boundary;
+    let detector_boundary = cfg.detector_boundary_at(next.count);
+    let at_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    next.detector = match look {
+        Look::Weighed { share, allowed } => {
+            let edge = (share - allowed) / allowed;
+            next.detector.step(Some(edge), at_ms, detector_boundary)
+        }
+        Look::NoFailures => next.detector.step(None, at_ms, detector_boundary),
+        Look::Merged | Look::WentDown => next.detector,
+    };
+    next.failed |= next.fail_peak >= boundary || next.detector.alarm.is_some();
     let enough = new.events >= cfg.min_events as f64
         && old.events >= cfg.min_events as f64
         && next.failures >= cfg.min_failures as f64;
@@ -234,6 +272,9 @@ pub fn weigh(
         intervals: next.intervals,
         failures: next.failures,
         count: next.count,
+        detector: next.detector.wealth,
+        detector_boundary,
+        alarm: next.detector.alarm,
     };
     (next, evidence)
 }

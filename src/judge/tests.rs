@@ -947,3 +947,60 @@ fn a_budget_change_keeps_a_fail_and_a_ledger_from_before_reads_on() {
     assert_eq!(read.under(0.2, 0.01, 0.01).count, 0);
     assert_eq!(read.under(0.2, 0.01, 0.005).count, 1);
 }
+
+/// Issue 55: a regression that starts at minute 40 of a step was caught long after one at
+/// minute 0 (the FAIL test's wealth shrank over 40 minutes of equal routes); the change detector
+/// catches it, says so, and says since when.
+#[test]
+fn a_regression_that_starts_at_minute_40_is_the_change_detectors_fail_since_then() {
+    // 10 s readings, 1,000 events a side, 1% on both for 40 minutes, then 2% on new.
+    let mut ticks = vec![(1_000.0, 10.0, 1_000.0, 10.0); 240];
+    ticks.extend([(1_000.0, 20.0, 1_000.0, 10.0); 120]);
+    let evals = through_gate(&check(), &ticks, 10_000);
+    assert_eq!(first(&evals[..240], Verdict::Fail), None);
+    let at = first(&evals, Verdict::Fail).expect("the regression fails");
+    // Within 10 minutes of its start, and it stays.
+    assert!(at < 240 + 60, "FAIL at reading {at}");
+    assert!(evals[at..].iter().all(|e| e.verdict == Verdict::Fail));
+    let reason = &evals[at].reason;
+    assert!(
+        reason.starts_with("FAIL: the change detector:") && reason.contains("since about 40m"),
+        "{reason}"
+    );
+    let ledger = evals[at].memory.judge.expect("a ledger");
+    assert!(ledger.fail_peak < check().config.boundary(), "{reason}");
+    // The FAIL test alone was far from its boundary: the detector made the FAIL.
+    let alarm = ledger.detector.alarm.expect("the detector alarmed");
+    assert_eq!(alarm.at_ms, (at as u64 + 1) * 10_000);
+}
+
+/// The detector's state is the ledger's: kept by an unreadable reading, started afresh (on a
+/// smaller share of the step's budget) by a resume, its FAIL kept by a tolerance change.
+#[test]
+fn the_change_detector_is_carried_as_the_ledger_is() {
+    let c = check();
+    let evals = through_gate(&c, &[(1_000.0, 20.0, 1_000.0, 10.0); 30], 10_000);
+    let memory = evals[29].memory;
+    let before = memory.judge.expect("a ledger").detector;
+    assert!(before.starts == 30 && before.wealth > 0.0, "{before:?}");
+    // Counts since the resume at 300 s.
+    let obs = Observation::Counts {
+        new: side(1_000.0, 20.0),
+        old: side(1_000.0, 10.0),
+    };
+    // An unreadable reading: the same detector.
+    let unread = crate::judge_verdict::evaluate_judge(
+        &c,
+        &Observation::Unavailable(gate::unusable("down")),
+        memory,
+        310_000,
+        0,
+    );
+    assert_eq!(unread.memory.judge.expect("kept").detector, before);
+    // A resume at 300 s: a fresh detector on the next count's share.
+    let resumed = crate::judge_verdict::evaluate_judge(&c, &obs, memory, 310_000, 300_000);
+    let ledger = resumed.memory.judge.expect("a ledger");
+    assert_eq!((ledger.count, ledger.detector.starts), (1, 1));
+    assert_eq!(ledger.detector.wealth, detector::weight(1));
+    assert!(c.config.detector_boundary_at(1) > 4.0 * c.config.detector_boundary_at(0));
+}

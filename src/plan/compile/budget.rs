@@ -10,8 +10,9 @@ use crate::plan::model::{Check, Phase};
 const FIELDS: &[&str] = &["false_fail", "false_pass", "detectors"];
 
 impl Cx<'_> {
-    /// `judge_budget:` at `path`: each bound above 0 and at most 0.5, `detectors` from 0 to
-    /// below 1 (the share of `false_fail` kept for change detectors).
+    /// `judge_budget:` at `path`: each bound above 0 and at most 0.5, `detectors` the share of
+    /// `false_fail` kept for the change detectors, [`crate::judge::detector::SHARE`] (the only
+    /// value this version takes: each judge carries the split in its own bound).
     pub(super) fn judge_budget(&mut self, v: &Value, path: &str) -> Option<Budget> {
         let o = Obj::new(self, v, path, "judge_budget", FIELDS)?;
         let bound = |cx: &mut Self, key: &str| match o.get(key) {
@@ -33,17 +34,19 @@ impl Cx<'_> {
         };
         let false_fail = bound(self, "false_fail");
         let false_pass = bound(self, "false_pass");
+        let share = crate::judge::detector::SHARE;
         let detectors = match o.get("detectors") {
-            None => Some(0.0),
+            None => Some(share),
             Some((v, p)) => self.number(v, &p).and_then(|d| {
-                if (0.0..1.0).contains(&d) {
+                if d == share {
                     Some(d)
                 } else {
                     self.error(
                         &p,
                         format!(
-                            "detectors is the share of false_fail kept for change detectors, \
-                             from 0 to below 1; got {d}"
+                            "detectors is the share of false_fail kept for the judges' change \
+                             detectors, {share} in this version (each judge's detector takes \
+                             that share of its bound); got {d}"
                         ),
                     );
                     None
@@ -141,12 +144,13 @@ mod tests {
         // Stricter: the confidence holds.
         let (fail, pass, _) = judge_alphas(&with_judge("          confidence: 0.99999\n", ""));
         assert!((fail - 1e-5).abs() < 1e-12 && (pass - 1e-5).abs() < 1e-12);
-        // A budget of the plan's own, detectors keeping a quarter of its false FAILs.
+        // A budget of the plan's own, detectors keeping a quarter of its false FAILs: each
+        // judge's bound is its whole share, which its FAIL test and detector split.
         let (fail, pass, n) = judge_alphas(&with_judge(
             "",
             "judge_budget: { false_fail: 0.02, false_pass: 0.05, detectors: 0.25 }\n",
         ));
-        assert!((fail * f64::from(n) - 0.015).abs() < 1e-12);
+        assert!((fail * f64::from(n) - 0.02).abs() < 1e-12);
         assert!((pass * f64::from(n) - 0.05).abs() < 1e-12);
     }
 
@@ -167,6 +171,14 @@ mod tests {
                 lines(&errs)
             );
         }
+        // The detectors' share is the judges' own in this version: another one is refused.
+        let off = errors(&with_judge("", "judge_budget: { detectors: 0 }\n"));
+        assert!(
+            off.iter()
+                .any(|e| e.path == "judge_budget.detectors" && e.message.contains("0.25")),
+            "{}",
+            lines(&off)
+        );
         assert!(
             errs.iter().any(|e| e.message.contains("other")),
             "{}",
