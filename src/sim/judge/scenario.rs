@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::world::World;
 use crate::gate::{self, Memory, Observation, Verdict};
 use crate::judge::Config;
 use crate::plan::{Check, Gate};
@@ -56,17 +57,46 @@ pub struct Outcome {
     pub fail_rate: f64,
     pub pass_rate: f64,
     pub undecided_rate: f64,
-    /// Seconds to the first decision, over the runs that decided (`None`: none did).
-    pub median_decision_s: Option<f64>,
-    pub p90_decision_s: Option<f64>,
+    /// Seconds to the first decision, median and 90th percentile over all runs; with a
+    /// regression mid-step, seconds from its start to the first FAIL at or after it (the gate
+    /// read throughout, as a guard is). A run that never decided (never failed) counts as
+    /// censored at its end, so a quantile that falls on such runs is the time left at the end,
+    /// `censored` (read: more than that).
+    pub median_decision_s: f64,
+    pub median_censored: bool,
+    pub p90_decision_s: f64,
+    pub p90_censored: bool,
+    /// With a regression mid-step: the share of runs whose first decision came before it
+    /// started (an exit gate would have decided on the route before the regression).
+    pub decided_before_regression: f64,
     /// Runs that passed while a side had fewer than `min_events` events.
     pub passes_before_min_events: u32,
+}
+
+/// Since when, and until when, a run's time to a decision is counted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    /// The regression's start (0 without one).
+    pub(super) origin_s: f64,
+    /// The run's end.
+    pub(super) end_s: f64,
+}
+
+impl Timing {
+    pub(super) fn of(s: &Scenario, regression_at: Option<Duration>) -> Timing {
+        Timing {
+            origin_s: regression_at.map_or(0.0, |r| r.as_secs_f64()),
+            end_s: s.duration.as_secs_f64(),
+        }
+    }
 }
 
 /// Both gates on the same runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub scenario: Scenario,
+    /// The departures from the judge's model simulated.
+    pub world: World,
     pub judge: Outcome,
     pub threshold: Outcome,
 }
@@ -78,9 +108,20 @@ pub(super) struct Track {
     first: Option<(Verdict, f64)>,
     failed: bool,
     early_pass: bool,
+    /// With a regression mid-step: its start, and the first FAIL at or after it.
+    since_s: f64,
+    caught: Option<f64>,
 }
 
 impl Track {
+    /// A track whose FAILs count as catching a regression from `since_s` on.
+    pub(super) fn since(since_s: f64) -> Track {
+        Track {
+            since_s,
+            ..Track::default()
+        }
+    }
+
     /// The threshold gate's evaluation of `observation` at `now_ms`, seen.
     pub(super) fn threshold(
         &mut self,
@@ -99,6 +140,9 @@ impl Track {
             Verdict::Soaking | Verdict::NoData => {}
             Verdict::Fail => {
                 self.failed = true;
+                if at_s >= self.since_s {
+                    self.caught.get_or_insert(at_s);
+                }
                 self.first.get_or_insert((verdict, at_s));
             }
             Verdict::Pass => {
@@ -135,12 +179,33 @@ pub(super) fn quantile(xs: &[f64], q: f64) -> Option<f64> {
     Some(xs[rank - 1])
 }
 
-pub(super) fn outcome(tracks: &[Track], worse: bool) -> Outcome {
+/// A quantile of all runs' times, undecided runs counted at `end` (censored): `(seconds,
+/// censored)`.
+fn censored_quantile(times: &[Option<f64>], q: f64, end: f64) -> (f64, bool) {
+    let mut xs: Vec<f64> = times.iter().map(|t| t.unwrap_or(f64::INFINITY)).collect();
+    xs.sort_by(f64::total_cmp);
+    match quantile(&xs, q) {
+        Some(x) if x.is_finite() => (x, false),
+        _ => (end, true),
+    }
+}
+
+pub(super) fn outcome(tracks: &[Track], worse: bool, timing: Timing) -> Outcome {
     let n = tracks.len().max(1) as f64;
     let share = |f: &dyn Fn(&Track) -> bool| tracks.iter().filter(|t| f(t)).count() as f64 / n;
     let first_is = |v: Verdict| move |t: &Track| t.first.is_some_and(|(f, _)| f == v);
-    let mut times: Vec<f64> = tracks.iter().filter_map(|t| t.first.map(|f| f.1)).collect();
-    times.sort_by(f64::total_cmp);
+    // With a regression mid-step, the time from its start to the first FAIL at or after it (a
+    // gate read throughout, as a guard is); else the time to the first decision.
+    let times: Vec<Option<f64>> = tracks
+        .iter()
+        .map(|t| match timing.origin_s > 0.0 {
+            true => t.caught.map(|c| c - timing.origin_s),
+            false => t.first.map(|f| f.1),
+        })
+        .collect();
+    let left = timing.end_s - timing.origin_s;
+    let (median, median_censored) = censored_quantile(&times, 0.5, left);
+    let (p90, p90_censored) = censored_quantile(&times, 0.9, left);
     Outcome {
         false_fail_rate: if worse { 0.0 } else { share(&|t| t.failed) },
         false_pass_rate: if worse {
@@ -151,17 +216,32 @@ pub(super) fn outcome(tracks: &[Track], worse: bool) -> Outcome {
         fail_rate: share(&first_is(Verdict::Fail)),
         pass_rate: share(&first_is(Verdict::Pass)),
         undecided_rate: share(&|t| t.first.is_none()),
-        median_decision_s: quantile(&times, 0.5),
-        p90_decision_s: quantile(&times, 0.9),
+        median_decision_s: median,
+        median_censored,
+        p90_decision_s: p90,
+        p90_censored,
+        decided_before_regression: if timing.origin_s > 0.0 {
+            share(&|t| t.first.is_some_and(|f| f.1 < timing.origin_s))
+        } else {
+            0.0
+        },
         passes_before_min_events: tracks.iter().filter(|t| t.early_pass).count() as u32,
     }
 }
 
 /// Both gates' outcomes over the runs.
-pub(super) fn report(s: &Scenario, judged: &[Track], thresholded: &[Track], worse: bool) -> Report {
+pub(super) fn report(
+    s: &Scenario,
+    world: &World,
+    judged: &[Track],
+    thresholded: &[Track],
+    worse: bool,
+) -> Report {
+    let timing = Timing::of(s, world.regression_at);
     Report {
         scenario: *s,
-        judge: outcome(judged, worse),
-        threshold: outcome(thresholded, worse),
+        world: *world,
+        judge: outcome(judged, worse, timing),
+        threshold: outcome(thresholded, worse, timing),
     }
 }
