@@ -255,7 +255,6 @@ mod latency;
 mod scenario;
 mod world;
 
-pub use scenario::{Outcome, Report, Scenario, SimulateError};
+pub use scenario::{Outcome, Read, Report, Scenario, ShareMoves, SimulateError, World};
 use scenario::{THRESHOLD_FOR, Track, report, threshold_gate};
 use world::{Draws, Scraper, Truth};
-pub use world::{Read, ShareMoves, World};

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::world::World;
 use crate::gate::{self, Memory, Observation, Verdict};
 use crate::judge::Config;
 use crate::plan::{Check, Gate};
@@ -44,6 +43,136 @@ pub enum SimulateError {
     Invalid(String),
 }
 
+/// How the judge reads the counters when they are scraped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Read {
+    /// The raw counters as of each side's last scrape, as the daemon reads them: exact
+    /// increments; a reading with no new scrape on a side is merged into the next interval.
+    #[default]
+    Raw,
+    /// What `sum(increase(x[$step]))` would return: each side's increase over its scrapes
+    /// inside the step, extrapolated to the step's edges as Prometheus does (for comparison).
+    Increase,
+}
+
+/// New's share of the traffic moving: stretches in which a heavy key's batches land on new
+/// while a shared dependency is slow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ShareMoves {
+    /// New's share of both routes' traffic during a stretch (0.5 outside them).
+    pub share: f64,
+    /// Both sides' failure rates are multiplied by this during a stretch.
+    pub slowdown: f64,
+    /// A stretch's mean length (exponential); the gaps between stretches have a mean of four
+    /// stretches, so a fifth of the time is in a stretch on average.
+    #[serde(with = "crate::plan::duration_serde")]
+    pub stretch: Duration,
+}
+
+/// The mean gap between two stretches, in stretches.
+pub(super) const GAP_STRETCHES: f64 = 4.0;
+
+/// The departures from the judge's model, all off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct World {
+    /// Bursts per hour on each side, independently, Poisson in time (0: none).
+    pub bursts_per_hour: f64,
+    /// Failed messages in a burst (added to the side's events and failures).
+    pub burst_size: u64,
+    /// The variance of a side's failures per second over the binomial's, at the base traffic
+    /// and rate (1: none): the second's failure rate is the rate times a gamma draw of mean 1.
+    pub dispersion: f64,
+    /// The same gamma draw for both sides each second (a shared dependency); otherwise each
+    /// side draws its own.
+    pub dispersion_shared: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_moves: Option<ShareMoves>,
+    /// Counters seen only at scrapes this far apart (each side at its own random phase).
+    #[serde(
+        with = "crate::plan::duration_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scrape: Option<Duration>,
+    pub read: Read,
+    /// New's failure rate is old's until then, `ratio` times it after; times to a decision are
+    /// measured from it.
+    #[serde(
+        with = "crate::plan::duration_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub regression_at: Option<Duration>,
+}
+
+impl Default for World {
+    fn default() -> World {
+        World {
+            bursts_per_hour: 0.0,
+            burst_size: 50,
+            dispersion: 1.0,
+            dispersion_shared: false,
+            share_moves: None,
+            scrape: None,
+            read: Read::Raw,
+            regression_at: None,
+        }
+    }
+}
+
+impl World {
+    /// No departure: the runs are drawn as the judge's model says, per check.
+    pub fn is_off(&self) -> bool {
+        self.bursts_per_hour == 0.0
+            && self.dispersion == 1.0
+            && self.share_moves.is_none()
+            && self.scrape.is_none()
+            && self.regression_at.is_none()
+    }
+
+    pub(super) fn check(&self, s: &Scenario) -> Result<(), SimulateError> {
+        let bad = |what: String| Err(SimulateError::Invalid(what));
+        if !(self.bursts_per_hour.is_finite() && self.bursts_per_hour >= 0.0) {
+            return bad(format!(
+                "--bursts must be at least 0, got {}",
+                self.bursts_per_hour
+            ));
+        }
+        if !(self.dispersion.is_finite() && self.dispersion >= 1.0) {
+            return bad(format!(
+                "--dispersion must be at least 1, got {}",
+                self.dispersion
+            ));
+        }
+        if let Some(m) = self.share_moves {
+            if !(m.share > 0.0 && m.share < 1.0) {
+                return bad(format!("--share-moves must be in (0, 1), got {}", m.share));
+            }
+            if !(m.slowdown.is_finite() && m.slowdown > 0.0) || m.stretch.is_zero() {
+                return bad("--share-slowdown must be above 0 and --share-stretch too".into());
+            }
+        }
+        let whole = |d: Duration| d.subsec_nanos() == 0 && !d.is_zero();
+        if self.scrape.is_some_and(|d| !whole(d)) {
+            return bad("--scrape must be a whole number of seconds, at least 1s".into());
+        }
+        if self.read == Read::Increase && self.scrape.is_none() {
+            return bad("--read increase needs --scrape (increase() reads scraped samples)".into());
+        }
+        if self.regression_at.is_some_and(|r| r >= s.duration) {
+            return bad("--regression-at must be before the run's end (--duration)".into());
+        }
+        if !self.is_off() {
+            if s.quantile.is_some() {
+                return bad("the world's departures model failure counts, not --quantile".into());
+            }
+            if !whole(s.every) {
+                return bad("with a departure, --every must be a whole number of seconds".into());
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How one gate fared over the runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outcome {
@@ -76,8 +205,8 @@ pub struct Outcome {
 /// Since when, and until when, a run's time to a decision is counted.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Timing {
-    /// The regression's start (0 without one).
-    pub(super) origin_s: f64,
+    /// The regression's start (`None`: none mid-step).
+    pub(super) origin_s: Option<f64>,
     /// The run's end.
     pub(super) end_s: f64,
 }
@@ -85,7 +214,7 @@ pub(super) struct Timing {
 impl Timing {
     pub(super) fn of(s: &Scenario, regression_at: Option<Duration>) -> Timing {
         Timing {
-            origin_s: regression_at.map_or(0.0, |r| r.as_secs_f64()),
+            origin_s: regression_at.map(|r| r.as_secs_f64()),
             end_s: s.duration.as_secs_f64(),
         }
     }
@@ -198,12 +327,12 @@ pub(super) fn outcome(tracks: &[Track], worse: bool, timing: Timing) -> Outcome 
     // gate read throughout, as a guard is); else the time to the first decision.
     let times: Vec<Option<f64>> = tracks
         .iter()
-        .map(|t| match timing.origin_s > 0.0 {
-            true => t.caught.map(|c| c - timing.origin_s),
-            false => t.first.map(|f| f.1),
+        .map(|t| match timing.origin_s {
+            Some(origin) => t.caught.map(|c| c - origin),
+            None => t.first.map(|f| f.1),
         })
         .collect();
-    let left = timing.end_s - timing.origin_s;
+    let left = timing.end_s - timing.origin_s.unwrap_or(0.0);
     let (median, median_censored) = censored_quantile(&times, 0.5, left);
     let (p90, p90_censored) = censored_quantile(&times, 0.9, left);
     Outcome {
@@ -220,10 +349,9 @@ pub(super) fn outcome(tracks: &[Track], worse: bool, timing: Timing) -> Outcome 
         median_censored,
         p90_decision_s: p90,
         p90_censored,
-        decided_before_regression: if timing.origin_s > 0.0 {
-            share(&|t| t.first.is_some_and(|f| f.1 < timing.origin_s))
-        } else {
-            0.0
+        decided_before_regression: match timing.origin_s {
+            Some(origin) => share(&|t| t.first.is_some_and(|f| f.1 < origin)),
+            None => 0.0,
         },
         passes_before_min_events: tracks.iter().filter(|t| t.early_pass).count() as u32,
     }

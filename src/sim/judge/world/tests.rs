@@ -8,7 +8,7 @@ use super::*;
 use crate::gate::Verdict;
 use crate::judge::Config;
 use crate::sim::judge::scenario::{Timing, Track, outcome};
-use crate::sim::judge::{Scenario, simulate, simulate_in};
+use crate::sim::judge::{Scenario, ShareMoves, simulate, simulate_in};
 
 fn scenario(traffic: f64, base_rate: f64, ratio: f64) -> Scenario {
     Scenario {
@@ -320,7 +320,7 @@ fn undecided_runs_are_censored_and_a_regression_times_from_its_start() {
         run(&[]),
     ];
     let timing = Timing {
-        origin_s: 200.0,
+        origin_s: Some(200.0),
         end_s: 600.0,
     };
     let o = outcome(&tracks, true, timing);
