@@ -202,7 +202,13 @@ pub(super) fn simulate(s: &Scenario, quantile: f64) -> Result<Report, SimulateEr
         judged.push(j);
         thresholded.push(t);
     }
-    Ok(report(s, &judged, &thresholded, worse))
+    Ok(report(
+        s,
+        &super::World::default(),
+        &judged,
+        &thresholded,
+        worse,
+    ))
 }
 
 #[cfg(test)]
