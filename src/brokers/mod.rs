@@ -75,6 +75,7 @@ mod kafka_consume;
 mod kafka_offsets;
 #[cfg(feature = "kafka")]
 mod kafka_url;
+pub mod marks;
 mod nats;
 mod properties;
 mod rabbitmq;
@@ -96,7 +97,7 @@ pub use redis_streams::RedisStreams;
 use types::redact;
 pub use types::{
     AckMode, BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, HEADER_DEDUP_KEY, HEADER_KEY,
-    HEADER_PROBE, Kind, Message, Result, SubscribeOptions, text_headers,
+    HEADER_PROBE, Kind, Message, Result, Stored, SubscribeOptions, text_headers,
 };
 
 /// A connected broker adapter: one of the three brokers behind one contract.
@@ -399,6 +400,8 @@ pub struct Delivery {
     /// than once; Redis: auto-claimed from another consumer or re-read from this consumer's own
     /// pending list).
     pub redelivered: bool,
+    /// Where and when the broker stored it, as far as the broker tells ([`Stored`]).
+    pub stored: Stored,
     acker: Acker,
 }
 
@@ -407,6 +410,7 @@ impl<A> types::Received<A> {
         Delivery {
             message: self.message,
             redelivered: self.redelivered,
+            stored: self.stored,
             acker: acker(self.acker),
         }
     }
@@ -422,6 +426,12 @@ enum Acker {
 }
 
 impl Delivery {
+    /// The broker's facts about this delivery for the stale-producer check
+    /// ([`Stored::stale_facts`]).
+    pub fn stale_facts(&self) -> crate::stale::Delivery {
+        self.stored.stale_facts()
+    }
+
     /// Acknowledges: the broker forgets the message (JetStream, Redis: and the ack is confirmed
     /// by the broker before this returns).
     ///

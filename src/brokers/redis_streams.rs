@@ -272,6 +272,35 @@ impl RedisStreams {
         }
     }
 
+    /// The server's clock (`TIME`), or the ms of the stream's last-generated id when that is
+    /// later ([`super::marks`]).
+    pub(super) async fn stale_mark(&self, queue: &str) -> Result<crate::stale::Mark> {
+        let fail = |e: RedisError| op_error("stale mark", queue, e);
+        let (secs, micros): (i64, i64) =
+            self.shared.query(&redis::cmd("TIME")).await.map_err(fail)?;
+        let now_ms = secs.saturating_mul(1000).saturating_add(micros / 1000);
+        let exists: i64 = self
+            .shared
+            .query(redis::cmd("EXISTS").arg(queue))
+            .await
+            .map_err(fail)?;
+        let mut last_ms = None;
+        if exists != 0 {
+            let info: Value = self
+                .shared
+                .query(redis::cmd("XINFO").arg("STREAM").arg(queue))
+                .await
+                .map_err(fail)?;
+            last_ms = pairs(info)
+                .get("last-generated-id")
+                .and_then(text)
+                .and_then(|id| super::Stored::redis_entry(&id).enqueued_at_ms);
+        }
+        Ok(crate::stale::Mark::EnqueuedAt(
+            last_ms.map_or(now_ms, |last| last.max(now_ms)),
+        ))
+    }
+
     pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -705,6 +734,7 @@ impl Reader {
             out.push_back(Received {
                 message,
                 redelivered,
+                stored: super::Stored::redis_entry(&id),
                 acker: Acker {
                     shared: self.shared.clone(),
                     queue: self.queue.clone(),
