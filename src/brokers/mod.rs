@@ -9,6 +9,8 @@
 //! | [`Subscription::release`] | closes the channel: unacked requeued | a drop: redelivered after `ack_wait` | nothing left on the server: an exclusive subscription claims it |
 //! | [`Adapter::depth`] | ready + unacked (management API) | pending + ack pending of the group | lag + pending of the group |
 //! | [`Adapter::browse`] | not possible: [`BrokerError::Unsupported`] | reads by sequence, consumes nothing | `XRANGE`, consumes nothing |
+//! | [`Delivery::stored`] | nothing (a classic queue has no position nor enqueue time) | stream sequence, stored time | entry id, its ms |
+//! | [`Adapter::stale_mark`] ([`marks`]) | `None` | the stream's last sequence | the server's `TIME` (or a later last id) |
 //!
 //! Headers travel as AMQP headers (long strings), NATS message headers, and Redis stream fields
 //! prefixed `h:`; the payload is bytes, untouched. A RabbitMQ delivery also carries its AMQP
