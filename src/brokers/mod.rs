@@ -82,6 +82,7 @@ mod nats;
 mod properties;
 mod rabbitmq;
 pub mod record;
+mod redis_reply;
 mod redis_streams;
 mod types;
 
