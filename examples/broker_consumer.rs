@@ -26,8 +26,13 @@
 //! `queue_migrate_stale_producer_messages_total{producer,slice}` and
 //! `queue_migrate_stale_messages_total` (what the daemon's built-in guard reads), a message
 //! without a stamp in `queue_migrate_unstamped_messages_total`; it is still applied once and acked
-//! as any other. The brokers' adapters do not hand out a delivery's position or enqueue time, so
-//! no broker mark is recorded: a backlog is told by the stamp's time, within the clock-skew bound.
+//! as any other. With each new document the consumer reads the old broker's own mark of the old
+//! queue (`Adapter::stale_mark`: a JetStream stream's last sequence, a Redis server's clock, a
+//! Kafka topic's high watermarks; within 2 s, on a connection of its own), and each delivery
+//! carries the broker's facts (`Delivery::stale_facts`): a backlog enqueued before the move is
+//! told by the broker's own order, whatever its producer's clock says. RabbitMQ has no such mark,
+//! and a mark not read in time is counted in `queue_migrate_stale_mark_unread_total`: then the
+//! stamp's time decides, within the clock-skew bound.
 //! The bounds come from the plan's `stale_producers` section with `--plan`, else from
 //! `--stale-grace` and `--stale-clock-skew` (the same defaults, 3 s and 2 s). Without a routing
 //! source nothing has moved as far as the guard knows: unstamped messages are still counted,
@@ -52,14 +57,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use queue_migrate::brokers::{Delivery, HEADER_DEDUP_KEY, Kind, SubscribeOptions};
+use queue_migrate::brokers::{Adapter, Delivery, HEADER_DEDUP_KEY, Kind, SubscribeOptions, marks};
 use queue_migrate::dedup::admission::Admission;
 use queue_migrate::dedup::sql::{self, Verdict};
 use queue_migrate::dedup::{BusinessKey, ConsumerMetrics, Outcome, PayloadHash};
 use queue_migrate::probe::{Probe, ProbeMetrics};
 use queue_migrate::router::{FollowerHandle, Router};
 use queue_migrate::routing::Side;
-use queue_migrate::stale::{self, Bounds, StaleGuard};
+use queue_migrate::stale::{Bounds, StaleGuard};
 use queue_migrate::stamp::{HEADER_AT, HEADER_ROUTE, RouteLabel};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
@@ -184,8 +189,8 @@ async fn handle(app: &App, d: &Delivery, side: Side) -> Result<Then, Box<dyn std
     let mut tx = app.pool.begin_with("BEGIN IMMEDIATE").await?;
     let mut admission = Admission::new(&key, &hash);
     if side == Side::Old {
-        // The adapters give no position or enqueue time: the stamp's time decides.
-        admission = admission.from_old_broker(&app.stale, headers(), stale::Delivery::default());
+        // The old broker's position or enqueue time of this delivery, where it has one.
+        admission = admission.from_old_broker(&app.stale, headers(), d.stale_facts());
     }
     // Unversioned here (the order check below defers instead of refusing): never `Stale`.
     let claim = admission.admit(&mut tx, now).await?.verdict;
@@ -360,13 +365,15 @@ fn read_plan(path: &std::path::Path) -> Result<queue_migrate::plan::Plan, String
 }
 
 /// Follow the routing document (`--daemon` or `--routing-file`) and feed each one to `guard`,
-/// dated when this consumer first saw it (later than the publish: the safe side). `None` without
-/// a routing source.
+/// dated when this consumer first saw it, with the old broker's mark of the old queue read then
+/// (both later than the publish: the safe side). `None` without a routing source.
 fn follow_routing(
     args: &Args,
     migration: &str,
     guard: Arc<StaleGuard>,
 ) -> Result<Option<FollowerHandle>, Box<dyn std::error::Error>> {
+    let old = args.old.as_deref().map(support::parse_broker).transpose()?;
+    let old_queue = args.old_queue.clone();
     // A stable id: a restarted consumer reports as the same follower.
     let router = Router::builder(migration)
         .producer(format!("{}-consumer", args.group))
@@ -382,10 +389,33 @@ fn follow_routing(
     };
     let mut changed = router.subscribe();
     tokio::spawn(async move {
+        // A connection of its own to the old broker, made when a document needs a mark.
+        let mut adapter: Option<Adapter> = None;
         loop {
-            if let Some(doc) = router.document() {
-                // No broker mark: the adapters do not expose one (see the module's doc).
-                guard.follow(&doc, support::now_ms(), None);
+            if let Some(doc) = router.document()
+                && guard.latest_generation().is_none_or(|g| g < doc.generation)
+            {
+                if adapter.is_none()
+                    && let Some((kind, url)) = &old
+                {
+                    let connect = Adapter::connect(*kind, url);
+                    match tokio::time::timeout(marks::MARK_DEADLINE, connect).await {
+                        Ok(Ok(a)) => adapter = Some(a),
+                        Ok(Err(e)) => eprintln!("consumer: stale marks: {e}"),
+                        Err(_) => eprintln!("consumer: stale marks: no connection in time"),
+                    }
+                }
+                if adapter.is_some() || old.is_some() {
+                    let deadline = marks::MARK_DEADLINE;
+                    let read =
+                        marks::follow_marked(&guard, &doc, adapter.as_ref(), &old_queue, deadline);
+                    if read.await.is_none() && kind_has_marks(old.as_ref()) {
+                        // A connection that failed once is made again for the next document.
+                        adapter = None;
+                    }
+                } else {
+                    guard.follow(&doc, support::now_ms(), None);
+                }
             }
             if changed.changed().await.is_err() {
                 return;
@@ -393,6 +423,11 @@ fn follow_routing(
         }
     });
     Ok(Some(follower))
+}
+
+/// Whether the old broker keeps a mark (RabbitMQ has none: no mark is no failure there).
+fn kind_has_marks(old: Option<&(Kind, String)>) -> bool {
+    old.is_some_and(|(kind, _)| *kind != Kind::RabbitMq)
 }
 
 #[tokio::main]

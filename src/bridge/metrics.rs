@@ -36,8 +36,10 @@ pub struct BridgeMetrics {
     /// The producers with a series of their own (at most [`MAX_PRODUCERS`]).
     producers: RwLock<BTreeSet<String>>,
     /// The stale-producer check of the ingress messages (issue 58): a stamped message of a
-    /// producer routing a moved slice by an older generation, and unstamped ones apart.
-    pub stale: crate::stale::StaleGuard,
+    /// producer routing a moved slice by an older generation, and unstamped ones apart. The
+    /// bridge's [`run`](super::run) feeds it each routing document with the ingress queue's mark
+    /// on the old broker ([`crate::brokers::marks`]).
+    pub stale: std::sync::Arc<crate::stale::StaleGuard>,
 }
 
 fn index(side: Side) -> usize {
@@ -50,18 +52,16 @@ fn index(side: Side) -> usize {
 impl BridgeMetrics {
     /// The same counters, checking ingress messages with `bounds` (the plan's `stale_producers`).
     pub fn with_stale_bounds(mut self, bounds: crate::stale::Bounds) -> BridgeMetrics {
-        self.stale = crate::stale::StaleGuard::new(bounds);
+        self.stale = std::sync::Arc::new(crate::stale::StaleGuard::new(bounds));
         self
     }
 
-    /// Check one ingress message's stamp against the routing `router` follows (a generation is
-    /// dated from when the bridge first saw it: later than its publish, the safe side).
-    pub fn check_ingress(&self, router: &crate::router::Router, message: &crate::brokers::Message) {
-        if let Some(doc) = router.document() {
-            self.stale.follow(&doc, crate::time::now_ms(), None);
-        }
-        self.stale
-            .check_headers(message.headers.iter(), crate::stale::Delivery::default());
+    /// Check one ingress message's stamp, with what the old broker said of it (`facts`:
+    /// [`crate::brokers::Delivery::stale_facts`]), against the routing documents the guard
+    /// followed (each dated when the bridge first saw it, with the old broker's mark read then:
+    /// later than the publish, the safe side).
+    pub fn check_ingress(&self, message: &crate::brokers::Message, facts: crate::stale::Delivery) {
+        self.stale.check_headers(message.headers.iter(), facts);
     }
 
     /// Counters for `migration`.
@@ -307,8 +307,11 @@ mod tests {
         for (k, v) in stamp.headers() {
             stamped.headers.insert(k.to_string(), v);
         }
-        m.check_ingress(&router, &stamped);
-        m.check_ingress(&router, &crate::brokers::Message::new(b"{}".to_vec()));
+        let followed = router.document().unwrap();
+        m.stale.follow(&followed, crate::time::now_ms(), None);
+        let none = crate::stale::Delivery::default();
+        m.check_ingress(&stamped, none);
+        m.check_ingress(&crate::brokers::Message::new(b"{}".to_vec()), none);
         doc.generation = 6;
         router.offer(doc).unwrap();
         let counts = m.stale.counts();

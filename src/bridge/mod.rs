@@ -195,6 +195,14 @@ pub async fn run<S: Store>(
     );
     let keeper = held.keeper();
     tokio::pin!(shutdown);
+    // The stale-producer check's documents, each with the ingress queue's mark on the old broker
+    // read when the bridge first sees it; stopped when `run` returns.
+    let _marks = AbortOnDrop(tokio::spawn(crate::brokers::marks::follow_router(
+        router.clone(),
+        metrics.stale.clone(),
+        brokers.old.clone(),
+        settings.ingress.clone(),
+    )));
     let mut announced_standby = false;
     loop {
         // Stand by until the lease is ours.
@@ -250,6 +258,15 @@ pub async fn run<S: Store>(
         tracing::warn!("cannot release the lease {lease}: {e}");
     }
     Ok(())
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// One forwarded message's outcome: its key (it was confirmed and acked).
@@ -543,7 +560,7 @@ async fn forward(key: String, delivery: Delivery, shared: &Shared) -> Done {
     let first_attempt_ms = crate::time::now_ms();
     let mut attempts: u32 = 0;
     let mut reported = Reported::default();
-    metrics.check_ingress(router, &delivery.message);
+    metrics.check_ingress(&delivery.message, delivery.stale_facts());
     loop {
         let route = router.route(&key);
         let side = route.target;

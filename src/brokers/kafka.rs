@@ -203,6 +203,16 @@ impl Kafka {
             .map_err(|e| op_error("depth", queue, e))
     }
 
+    /// Every partition's high watermark ([`super::marks`]).
+    pub(super) async fn stale_mark(&self, queue: &str) -> Result<crate::stale::Mark> {
+        let url = self.url.clone();
+        let topic = queue.to_string();
+        let ends = blocking(move || kafka_offsets::partition_ends(&url, &topic))
+            .await
+            .map_err(|e| op_error("stale mark", queue, e))?;
+        Ok(crate::stale::Mark::PartitionEnds(ends))
+    }
+
     /// Up to `limit` records of `queue` from the start of each partition, oldest first by
     /// (timestamp, partition, offset); joins no group, commits nothing, and fails rather than
     /// answer short when a partition stalls (see [`super::kafka_browse`]).

@@ -189,6 +189,17 @@ impl Subscription {
         };
         let (partition, offset) = (m.partition(), m.offset());
         let message = read_message(&m);
+        let stored = super::Stored {
+            partition: u32::try_from(partition).ok(),
+            position: u64::try_from(offset).ok(),
+            // The create time is the producer's clock: only the broker's append time is an
+            // enqueue time.
+            enqueued_at_ms: match m.timestamp() {
+                rdkafka::Timestamp::LogAppendTime(ms) => Some(ms),
+                _ => None,
+            },
+            entry_id: None,
+        };
         drop(m);
         let mut state = lock(&self.state);
         let seen = state.seen.entry(partition).or_insert(-1);
@@ -201,6 +212,7 @@ impl Subscription {
         Ok(Some(Received {
             message,
             redelivered,
+            stored,
             acker: Acker {
                 topic: self.topic.clone(),
                 partition,

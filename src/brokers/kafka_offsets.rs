@@ -53,6 +53,32 @@ pub(super) fn partitions(url: &KafkaUrl, topic: &str) -> Result<Option<Vec<i32>>
     Ok(Some(t.partitions().iter().map(|p| p.id()).collect()))
 }
 
+/// Each partition of `topic` and its high watermark (the offset its next record gets).
+///
+/// # Errors
+/// The topic does not exist, or the cluster did not answer within the request timeout.
+pub(super) fn partition_ends(
+    url: &KafkaUrl,
+    topic: &str,
+) -> Result<std::collections::BTreeMap<u32, u64>, String> {
+    let parts = partitions(url, topic)?.ok_or_else(|| format!("no topic {topic:?}"))?;
+    let consumer: BaseConsumer = base_config(url)
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .map_err(|e| e.to_string())?;
+    let mut ends = std::collections::BTreeMap::new();
+    for p in parts {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+            .map_err(|e| format!("watermarks of partition {p}: {e}"))?;
+        let (Ok(p), Ok(high)) = (u32::try_from(p), u64::try_from(high)) else {
+            return Err(format!("partition {p}: high watermark {high}"));
+        };
+        ends.insert(p, high);
+    }
+    Ok(ends)
+}
+
 /// Per partition of `topic`: `group`'s committed offset and the watermarks, on the cluster of
 /// the Kafka URL `url` (a bare `host:port,...` list too; its security settings are used).
 ///

@@ -9,6 +9,8 @@
 //! | [`Subscription::release`] | closes the channel: unacked requeued | a drop: redelivered after `ack_wait` | nothing left on the server: an exclusive subscription claims it |
 //! | [`Adapter::depth`] | ready + unacked (management API) | pending + ack pending of the group | lag + pending of the group |
 //! | [`Adapter::browse`] | not possible: [`BrokerError::Unsupported`] | reads by sequence, consumes nothing | `XRANGE`, consumes nothing |
+//! | [`Delivery::stored`] | nothing (a classic queue has no position nor enqueue time) | stream sequence, stored time | entry id, its ms |
+//! | [`Adapter::stale_mark`] ([`marks`]) | `None` | the stream's last sequence | the server's `TIME` (or a later last id) |
 //!
 //! Headers travel as AMQP headers (long strings), NATS message headers, and Redis stream fields
 //! prefixed `h:`; the payload is bytes, untouched. A RabbitMQ delivery also carries its AMQP
@@ -75,10 +77,12 @@ mod kafka_consume;
 mod kafka_offsets;
 #[cfg(feature = "kafka")]
 mod kafka_url;
+pub mod marks;
 mod nats;
 mod properties;
 mod rabbitmq;
 pub mod record;
+mod redis_reply;
 mod redis_streams;
 mod types;
 
@@ -96,7 +100,7 @@ pub use redis_streams::RedisStreams;
 use types::redact;
 pub use types::{
     AckMode, BrokerError, CONFIRM_TIMEOUT, CONNECT_TIMEOUT, Depth, HEADER_DEDUP_KEY, HEADER_KEY,
-    HEADER_PROBE, Kind, Message, Result, SubscribeOptions, text_headers,
+    HEADER_PROBE, Kind, Message, Result, Stored, SubscribeOptions, text_headers,
 };
 
 /// A connected broker adapter: one of the three brokers behind one contract.
@@ -399,6 +403,8 @@ pub struct Delivery {
     /// than once; Redis: auto-claimed from another consumer or re-read from this consumer's own
     /// pending list).
     pub redelivered: bool,
+    /// Where and when the broker stored it, as far as the broker tells ([`Stored`]).
+    pub stored: Stored,
     acker: Acker,
 }
 
@@ -407,6 +413,7 @@ impl<A> types::Received<A> {
         Delivery {
             message: self.message,
             redelivered: self.redelivered,
+            stored: self.stored,
             acker: acker(self.acker),
         }
     }
@@ -422,6 +429,12 @@ enum Acker {
 }
 
 impl Delivery {
+    /// The broker's facts about this delivery for the stale-producer check
+    /// ([`Stored::stale_facts`]).
+    pub fn stale_facts(&self) -> crate::stale::Delivery {
+        self.stored.stale_facts()
+    }
+
     /// Acknowledges: the broker forgets the message (JetStream, Redis: and the ack is confirmed
     /// by the broker before this returns).
     ///

@@ -253,6 +253,16 @@ impl Nats {
         }
     }
 
+    /// The stream's last sequence ([`super::marks`]).
+    pub(super) async fn stale_mark(&self, queue: &str) -> Result<crate::stale::Mark> {
+        let mut stream = self.stream("stale mark", queue).await?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| op_error("stale mark", queue, e))?;
+        Ok(crate::stale::Mark::Position(info.state.last_sequence))
+    }
+
     pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
         let mut stream = self.stream("browse", queue).await?;
         let state = stream
@@ -300,6 +310,17 @@ fn read_headers(headers: Option<&HeaderMap>) -> BTreeMap<String, String> {
     out
 }
 
+/// What JetStream says of a delivery (its ack subject): its stream sequence, and the time the
+/// server stored it (the server's clock), in ms (`None` past what an `i64` of ms holds).
+fn stored(sequence: u64, published: async_nats::datetime::DateTime) -> super::Stored {
+    let ms = published.unix_timestamp_nanos() / 1_000_000;
+    super::Stored {
+        position: Some(sequence),
+        enqueued_at_ms: i64::try_from(ms).ok(),
+        ..super::Stored::default()
+    }
+}
+
 /// A durable pull consumer's message stream.
 pub(super) struct Subscription {
     queue: String,
@@ -341,7 +362,9 @@ impl Subscription {
         }
         match self.messages.next().await {
             Some(Ok(m)) => {
-                let redelivered = m.info().map(|info| info.delivered > 1).unwrap_or(false);
+                let info = m.info().ok();
+                let redelivered = info.as_ref().is_some_and(|info| info.delivered > 1);
+                let stored = info.map(|info| stored(info.stream_sequence, info.published));
                 let reply = m.message.reply.clone();
                 Ok(Some(Received {
                     message: Message {
@@ -349,6 +372,7 @@ impl Subscription {
                         ..Message::new(m.message.payload.to_vec())
                     },
                     redelivered,
+                    stored: stored.unwrap_or_default(),
                     acker: Acker {
                         queue: self.queue.clone(),
                         client: self.client.clone(),

@@ -604,6 +604,8 @@ impl Subscription {
                         record: super::Record::default(),
                     },
                     redelivered: delivery.redelivered,
+                    // A classic queue tells neither a position nor an enqueue time.
+                    stored: super::Stored::default(),
                     acker,
                 }))
             }

@@ -4,7 +4,7 @@
 //! An entry is the field `payload` (the bytes) and one field `h:<name>` per header. Other fields
 //! of entries written by someone else are ignored; a header value that is not UTF-8 is skipped.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,14 +16,13 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError, Value};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
+use super::redis_reply::{
+    HEADER_PREFIX, PAYLOAD_FIELD, entry, int, items, pairs, read_entries, text,
+};
 use super::types::Received;
 use super::{BrokerError, CONNECT_TIMEOUT, Depth, Message, Result, SubscribeOptions};
 
 const KIND: &str = "redis";
-/// The field holding the payload.
-const PAYLOAD_FIELD: &str = "payload";
-/// The prefix of a header field.
-const HEADER_PREFIX: &str = "h:";
 /// How long a command may wait for its reply.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest `XREADGROUP … BLOCK`.
@@ -272,6 +271,35 @@ impl RedisStreams {
         }
     }
 
+    /// The server's clock (`TIME`), or the ms of the stream's last-generated id when that is
+    /// later ([`super::marks`]).
+    pub(super) async fn stale_mark(&self, queue: &str) -> Result<crate::stale::Mark> {
+        let fail = |e: RedisError| op_error("stale mark", queue, e);
+        let (secs, micros): (i64, i64) =
+            self.shared.query(&redis::cmd("TIME")).await.map_err(fail)?;
+        let now_ms = secs.saturating_mul(1000).saturating_add(micros / 1000);
+        let exists: i64 = self
+            .shared
+            .query(redis::cmd("EXISTS").arg(queue))
+            .await
+            .map_err(fail)?;
+        let mut last_ms = None;
+        if exists != 0 {
+            let info: Value = self
+                .shared
+                .query(redis::cmd("XINFO").arg("STREAM").arg(queue))
+                .await
+                .map_err(fail)?;
+            last_ms = pairs(info)
+                .get("last-generated-id")
+                .and_then(text)
+                .and_then(|id| super::Stored::redis_entry(&id).enqueued_at_ms);
+        }
+        Ok(crate::stale::Mark::EnqueuedAt(
+            last_ms.map_or(now_ms, |last| last.max(now_ms)),
+        ))
+    }
+
     pub(super) async fn browse(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -293,92 +321,6 @@ impl RedisStreams {
             .filter_map(entry)
             .filter_map(|(_, m)| m)
             .collect())
-    }
-}
-
-/// The elements of an array (or set) reply; nothing for any other reply.
-fn items(v: Value) -> Vec<Value> {
-    match v {
-        Value::Array(v) | Value::Set(v) => v,
-        Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// A flat `[name, value, name, value, …]` reply (or a map) as a map by name.
-fn pairs(v: Value) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    let mut it = items(v).into_iter();
-    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        if let Some(k) = text(&k) {
-            out.insert(k, v);
-        }
-    }
-    out
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::VerbatimString { text, .. } => Some(text.clone()),
-        _ => None,
-    }
-}
-
-fn int(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        other => text(other).and_then(|s| s.parse().ok()),
-    }
-}
-
-/// A stream entry `[id, [field, value, …]]`: its id, and its message (`None` when the entry was
-/// deleted and only its id remains in a pending list).
-fn entry(v: Value) -> Option<(String, Option<Message>)> {
-    let mut parts = items(v).into_iter();
-    let id = text(&parts.next()?)?;
-    let fields = parts.next().unwrap_or(Value::Nil);
-    if matches!(fields, Value::Nil) {
-        return Some((id, None));
-    }
-    let mut message = Message::default();
-    let mut it = items(fields).into_iter();
-    while let (Some(Value::BulkString(name)), Some(value)) = (it.next(), it.next()) {
-        let Value::BulkString(value) = value else {
-            continue;
-        };
-        if name == PAYLOAD_FIELD.as_bytes() {
-            message.payload = value;
-        } else if let Some(header) = name.strip_prefix(HEADER_PREFIX.as_bytes())
-            && let (Ok(header), Ok(value)) =
-                (String::from_utf8(header.to_vec()), String::from_utf8(value))
-        {
-            message.headers.insert(header, value);
-        }
-    }
-    Some((id, Some(message)))
-}
-
-/// The entries of an `XREADGROUP` reply (one stream): `nil` on timeout, else `[[key, entries]]`
-/// (RESP2) or `{key: entries}` (RESP3).
-fn read_entries(v: Value) -> Vec<Value> {
-    match v {
-        Value::Nil => Vec::new(),
-        Value::Map(m) => m
-            .into_iter()
-            .flat_map(|(_, entries)| items(entries))
-            .collect(),
-        other => items(other)
-            .into_iter()
-            .flat_map(|stream| {
-                items(stream)
-                    .into_iter()
-                    .nth(1)
-                    .map(items)
-                    .unwrap_or_default()
-            })
-            .collect(),
     }
 }
 
@@ -705,6 +647,7 @@ impl Reader {
             out.push_back(Received {
                 message,
                 redelivered,
+                stored: super::Stored::redis_entry(&id),
                 acker: Acker {
                     shared: self.shared.clone(),
                     queue: self.queue.clone(),

@@ -331,14 +331,8 @@ impl Sim<'_> {
             let Some(q) = self.old.pop_front() else { break };
             self.f.messages_old += 1;
             let facts = match s.marks {
-                Marks::Position => Delivery {
-                    position: Some(q.position),
-                    enqueued_at_ms: None,
-                },
-                Marks::EnqueuedAt => Delivery {
-                    position: None,
-                    enqueued_at_ms: Some(q.enqueued_at),
-                },
+                Marks::Position => Delivery::at_position(q.position),
+                Marks::EnqueuedAt => Delivery::enqueued_at(q.enqueued_at),
             };
             match classify(Some(&q.stamp), &self.ledger, facts, s.bounds) {
                 Decision::Backlog => self.f.backlog += 1,

@@ -5,8 +5,10 @@
 //!
 //! Three parts:
 //! - [`MoveLedger`]: the routing documents a consumer followed, each with its publish time and
-//!   (where the old broker has one) the old broker's own mark at the publish: a position (a stream
-//!   offset) or its enqueue clock.
+//!   (where the old broker has one) the old broker's own mark at the publish ([`Mark`]): a
+//!   position (a JetStream stream sequence), its enqueue clock (a Redis server's `TIME`), or each
+//!   partition's end (a Kafka topic's high watermarks). `queue_migrate`'s broker adapters read it
+//!   (`Adapter::stale_mark`) and hand out each delivery's facts ([`Delivery`]).
 //! - [`classify`]: the pure decision, stamp + ledger + the delivery's broker facts + [`Bounds`] ->
 //!   [`Decision`]. No clock, no IO.
 //! - [`StaleCounter`] (Prometheus text) and [`StaleGuard`] (ledger, bounds and counter behind one
@@ -15,8 +17,13 @@
 //! # Guarantees
 //! - A message enqueued on the old broker before the publish that moved its slice is never
 //!   [`Decision::Stale`]: when the broker's mark was recorded at the publish and the delivery
-//!   carries the same kind of mark, by that mark exactly; otherwise by the stamp's time, trusted
-//!   to within [`Bounds::clock_skew_ms`] of the publisher's clock.
+//!   carries the same kind of fact (a position of the same partition, or none; an enqueue time),
+//!   by that mark exactly, whatever its producer's clock says; otherwise by the stamp's time,
+//!   trusted to within [`Bounds::clock_skew_ms`] of the publisher's clock.
+//! - The mark may be read later than the publish (when the consumer first sees the document):
+//!   later is the safe side. Everything enqueued before the publish is also before a later
+//!   mark, so a backlog stays a backlog; what a later mark changes is that a stale message
+//!   enqueued between the publish and the mark is taken for a backlog (a miss, never a trip).
 //! - A message is `Stale` only if its stamp (or the broker's enqueue time) is later than the
 //!   publish plus [`Bounds::grace_ms`] (plus the skew bound when the stamp's time is what is read).
 //! - A message without a readable stamp is [`Decision::Unstamped`]: counted apart, never ignored.
@@ -25,6 +32,13 @@
 //! - A producer whose clock runs behind by more than the skew bound, and a broker without a
 //!   position or enqueue time, can hide its stale messages inside the grace (missed, never a false
 //!   trip).
+//! - Without a mark (a RabbitMQ classic queue has no position nor enqueue time; a mark that
+//!   could not be read in time, counted in [`MARK_UNREAD_METRIC`]; a Kafka partition the mark
+//!   does not name) a backlog is told by the stamp's time: a producer whose clock ran ahead of
+//!   the publisher's by more than [`Bounds::clock_skew_ms`] can make a backlog look stale.
+//! - A position mark decides "before or after the publish" only; whether a message after it is
+//!   beyond the grace is still read from the stamp's time (plus the skew bound). An enqueue-clock
+//!   mark decides both on the broker's clock.
 //! - The ledger knows the generations the consumer followed: a move it missed is dated by the
 //!   first document it saw with the slice moved (later: fewer trips, never more).
 
@@ -46,20 +60,34 @@ pub const STALE_METRIC: &str = "queue_migrate_stale_producer_messages_total";
 pub const STALE_TOTAL_METRIC: &str = "queue_migrate_stale_messages_total";
 /// The metric counting messages on the old broker without a readable route stamp.
 pub const UNSTAMPED_METRIC: &str = "queue_migrate_unstamped_messages_total";
+/// The metric counting routing documents followed without the old broker's mark because it could
+/// not be read (an error or the deadline): the check then tells a backlog by the stamp's time.
+pub const MARK_UNREAD_METRIC: &str = "queue_migrate_stale_mark_unread_total";
 /// The most publishes a [`MoveLedger`] keeps (the oldest are dropped; a migration has tens).
 pub const MAX_PUBLISHES: usize = 4096;
 
 /// The old broker's own mark of "now", recorded at a publish and carried by a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Read after the publish (when the consumer first sees the document), never before: a later
+/// mark can only turn a stale message into a backlog or one in the grace (a miss), never a
+/// backlog into a trip, since everything enqueued before the publish is before the mark too.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mark {
-    /// A position that only grows (a stream offset, a sequence number).
+    /// The last position taken, on a queue with one position that only grows (a JetStream
+    /// stream sequence): a delivery at this position or below was enqueued before.
     Position(u64),
-    /// The broker's enqueue clock, ms since the epoch (its own clock, compared only with itself).
+    /// The broker's enqueue clock, ms since the epoch (its own clock, compared only with itself):
+    /// a delivery enqueued at this ms or before was enqueued before.
     EnqueuedAt(Millis),
+    /// Per partition, its end: the position the next message of that partition gets (a Kafka
+    /// partition's high watermark). A delivery of a partition named here at a position below
+    /// its end was enqueued before; one of a partition not named (created later, or not read)
+    /// is told by its stamp's time.
+    PartitionEnds(BTreeMap<u32, u64>),
 }
 
 /// One routing document as a consumer followed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publish {
     /// The document's generation.
     pub generation: u64,
@@ -161,10 +189,41 @@ impl Default for Bounds {
 /// The broker's facts about one delivery (what it has: a position, an enqueue time, or neither).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delivery {
-    /// The delivery's position, when the old broker has positions.
+    /// The delivery's position, when the old broker has positions (within its partition when
+    /// `partition` is set).
     pub position: Option<u64>,
     /// When the old broker enqueued it, on the broker's clock.
     pub enqueued_at_ms: Option<Millis>,
+    /// The partition its position counts in, when the queue has several (Kafka); `None` for a
+    /// queue with one position ([`Mark::Position`]).
+    pub partition: Option<u32>,
+}
+
+impl Delivery {
+    /// At `position` of a queue with one position (a JetStream stream sequence).
+    pub fn at_position(position: u64) -> Delivery {
+        Delivery {
+            position: Some(position),
+            ..Delivery::default()
+        }
+    }
+
+    /// Enqueued at `ms` by the broker's clock.
+    pub fn enqueued_at(ms: Millis) -> Delivery {
+        Delivery {
+            enqueued_at_ms: Some(ms),
+            ..Delivery::default()
+        }
+    }
+
+    /// At `position` (an offset) of `partition`.
+    pub fn in_partition(partition: u32, position: u64) -> Delivery {
+        Delivery {
+            partition: Some(partition),
+            position: Some(position),
+            ..Delivery::default()
+        }
+    }
 }
 
 /// What [`classify`] decided.
@@ -217,22 +276,7 @@ pub fn classify(
     let grace = bounds.grace_ms.max(0);
     let skew = bounds.clock_skew_ms.max(0);
     // The broker's own mark, compared with itself: exact.
-    let (after_publish, broker_beyond_grace) = match (moved.old_mark, delivery) {
-        (
-            Some(Mark::Position(at)),
-            Delivery {
-                position: Some(p), ..
-            },
-        ) => (Some(p > at), None),
-        (
-            Some(Mark::EnqueuedAt(at)),
-            Delivery {
-                enqueued_at_ms: Some(t),
-                ..
-            },
-        ) => (Some(t > at), Some(t > at.saturating_add(grace))),
-        _ => (None, None),
-    };
+    let (after_publish, broker_beyond_grace) = by_mark(moved.old_mark.as_ref(), delivery, grace);
     if after_publish == Some(false) {
         return Decision::Backlog;
     }
@@ -255,6 +299,38 @@ pub fn classify(
     Decision::InGrace
 }
 
+/// What the old broker's mark says of `delivery`: whether it was enqueued after the mark (`None`:
+/// the mark and the delivery's facts cannot be compared), and whether it was enqueued beyond the
+/// grace after it (`None` unless the mark is the broker's clock).
+fn by_mark(mark: Option<&Mark>, delivery: Delivery, grace: Millis) -> (Option<bool>, Option<bool>) {
+    match (mark, delivery) {
+        (
+            Some(Mark::Position(at)),
+            Delivery {
+                position: Some(p),
+                partition: None,
+                ..
+            },
+        ) => (Some(p > *at), None),
+        (
+            Some(Mark::PartitionEnds(ends)),
+            Delivery {
+                position: Some(p),
+                partition: Some(k),
+                ..
+            },
+        ) => (ends.get(&k).map(|end| p >= *end), None),
+        (
+            Some(Mark::EnqueuedAt(at)),
+            Delivery {
+                enqueued_at_ms: Some(t),
+                ..
+            },
+        ) => (Some(t > *at), Some(t > at.saturating_add(grace))),
+        _ => (None, None),
+    }
+}
+
 /// Stale messages by (producer, slice), and unstamped ones apart. Series appear when first
 /// counted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -263,6 +339,7 @@ pub struct StaleCounter {
     unstamped: u64,
     backlog: u64,
     in_grace: u64,
+    marks_unread: u64,
 }
 
 impl StaleCounter {
@@ -307,13 +384,24 @@ impl StaleCounter {
         self.in_grace
     }
 
+    /// Count a document followed without the old broker's mark because reading it failed.
+    pub fn mark_unread(&mut self) {
+        self.marks_unread += 1;
+    }
+
+    /// Documents followed without the old broker's mark because reading it failed.
+    pub fn marks_unread(&self) -> u64 {
+        self.marks_unread
+    }
+
     /// The stale series: `((producer, slice), count)`, sorted.
     pub fn stale_series(&self) -> impl Iterator<Item = (&(String, u32), &u64)> {
         self.stale.iter()
     }
 
     /// The Prometheus text exposition (0.0.4): [`STALE_TOTAL_METRIC`] (from 0), [`STALE_METRIC`]
-    /// by producer and slice (series appear at their first count), [`UNSTAMPED_METRIC`].
+    /// by producer and slice (series appear at their first count), [`UNSTAMPED_METRIC`],
+    /// [`MARK_UNREAD_METRIC`].
     pub fn render(&self) -> String {
         let mut out = String::new();
         metrics_text::family(
@@ -341,6 +429,13 @@ impl StaleCounter {
             "Messages on the old broker without a readable route stamp (a producer without the library).",
         );
         metrics_text::sample(&mut out, UNSTAMPED_METRIC, &[], self.unstamped);
+        metrics_text::family(
+            &mut out,
+            MARK_UNREAD_METRIC,
+            Kind::Counter,
+            "Routing documents followed without the old broker's own mark because it could not be read in time: a backlog is then told by the stamp's time, within the clock-skew bound.",
+        );
+        metrics_text::sample(&mut out, MARK_UNREAD_METRIC, &[], self.marks_unread);
         out
     }
 }
@@ -377,6 +472,20 @@ impl StaleGuard {
     pub fn follow(&self, doc: &RoutingDocument, published_at_ms: Millis, old_mark: Option<Mark>) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.0.follow(doc, published_at_ms, old_mark);
+    }
+
+    /// The latest generation followed (`None` before the first): a document of this generation
+    /// or an older one would be ignored, so its mark need not be read.
+    pub fn latest_generation(&self) -> Option<u64> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.0.latest().map(|p| p.generation)
+    }
+
+    /// Count a document about to be followed without the old broker's mark because reading it
+    /// failed (an error, or the reader's deadline): [`MARK_UNREAD_METRIC`].
+    pub fn mark_unread(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.1.mark_unread();
     }
 
     /// Check and count one message consumed from the old broker.

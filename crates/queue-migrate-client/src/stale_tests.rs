@@ -84,16 +84,10 @@ fn the_brokers_own_position_decides_the_backlog_exactly() {
     let l = ledger(Some(Mark::Position(1_000)));
     // A producer's clock far ahead stamps "late", but the broker enqueued it before the publish.
     let s = old_stamp(3, 4, T0 + 3_600_000);
-    let before = Delivery {
-        position: Some(1_000),
-        enqueued_at_ms: None,
-    };
+    let before = Delivery::at_position(1_000);
     assert_eq!(classify(Some(&s), &l, before, BOUNDS), Decision::Backlog);
     // After the publish by position, and beyond the grace by the stamp: stale.
-    let after = Delivery {
-        position: Some(1_001),
-        enqueued_at_ms: None,
-    };
+    let after = Delivery::at_position(1_001);
     assert_eq!(classify(Some(&s), &l, after, BOUNDS), stale(3, 4, 5));
     // After the publish, inside the grace by the stamp: propagation.
     let s = old_stamp(3, 4, T0 - 10_000);
@@ -106,10 +100,7 @@ fn the_brokers_enqueue_clock_decides_backlog_and_grace_without_the_skew() {
     let broker_t0 = T0 + 600_000;
     let l = ledger(Some(Mark::EnqueuedAt(broker_t0)));
     let s = old_stamp(3, 4, T0 + 3_600_000);
-    let at = |t| Delivery {
-        position: None,
-        enqueued_at_ms: Some(t),
-    };
+    let at = Delivery::enqueued_at;
     assert_eq!(
         classify(Some(&s), &l, at(broker_t0), BOUNDS),
         Decision::Backlog
@@ -250,4 +241,126 @@ fn the_ledger_ignores_old_and_repeated_generations() {
     assert!(!l.follow(&crate::routing::sample_document(2, 128), T0, None));
     assert_eq!(l, before);
     assert_eq!(l.latest().map(|p| p.generation), Some(6));
+}
+
+/// Partitions 0 and 1 of a Kafka topic ended at 100 and 5 when slices 0..8 moved.
+fn ends() -> Mark {
+    Mark::PartitionEnds([(0, 100), (1, 5)].into_iter().collect())
+}
+
+#[test]
+fn each_partition_is_told_by_its_own_end() {
+    let l = ledger(Some(ends()));
+    // A producer's clock an hour ahead: its stamp says "late" on every partition.
+    let s = old_stamp(3, 4, T0 + 3_600_000);
+    let at = Delivery::in_partition;
+    assert_eq!(classify(Some(&s), &l, at(0, 99), BOUNDS), Decision::Backlog);
+    assert_eq!(classify(Some(&s), &l, at(0, 100), BOUNDS), stale(3, 4, 5));
+    assert_eq!(classify(Some(&s), &l, at(1, 4), BOUNDS), Decision::Backlog);
+    assert_eq!(classify(Some(&s), &l, at(1, 5), BOUNDS), stale(3, 4, 5));
+    // Offset 50 is before partition 0's end but after partition 1's: partition 1's decides.
+    assert_eq!(classify(Some(&s), &l, at(1, 50), BOUNDS), stale(3, 4, 5));
+    // After the end, inside the grace by the stamp: propagation.
+    let s = old_stamp(3, 4, T0 + 1_000);
+    assert_eq!(classify(Some(&s), &l, at(1, 5), BOUNDS), Decision::InGrace);
+}
+
+#[test]
+fn a_partition_the_mark_does_not_name_is_told_by_the_stamps_time() {
+    let l = ledger(Some(ends()));
+    let late = old_stamp(3, 4, T0 + 6_001);
+    let early = old_stamp(3, 4, T0 + 1_000);
+    let p2 = Delivery::in_partition(2, 0);
+    assert_eq!(classify(Some(&late), &l, p2, BOUNDS), stale(3, 4, 5));
+    assert_eq!(classify(Some(&early), &l, p2, BOUNDS), Decision::Backlog);
+}
+
+#[test]
+fn facts_of_another_kind_than_the_mark_are_told_by_the_stamps_time() {
+    let late = old_stamp(3, 4, T0 + 3_600_000);
+    let early = old_stamp(3, 4, T0 + 1_000);
+    // A partitioned delivery against one position, a plain position against partition ends, an
+    // enqueue time against a position: nothing to compare, the stamp decides.
+    for (mark, delivery) in [
+        (Mark::Position(1_000), Delivery::in_partition(0, 1)),
+        (ends(), Delivery::at_position(1)),
+        (Mark::Position(1_000), Delivery::enqueued_at(T0 - 60_000)),
+    ] {
+        let l = ledger(Some(mark.clone()));
+        assert_eq!(
+            classify(Some(&late), &l, delivery, BOUNDS),
+            stale(3, 4, 5),
+            "{mark:?} {delivery:?}"
+        );
+        assert_eq!(
+            classify(Some(&early), &l, delivery, BOUNDS),
+            Decision::Backlog,
+            "{mark:?} {delivery:?}"
+        );
+    }
+}
+
+/// The mark is read after the publish (when the consumer first sees the document): a later mark
+/// of the same broker never turns a backlog into anything else, and never makes a trip out of a
+/// message the earlier mark did not trip on.
+#[test]
+fn a_later_mark_never_turns_a_backlog_into_a_trip() {
+    let rank = |d: &Decision| match d {
+        Decision::Backlog => 0,
+        Decision::InGrace => 1,
+        Decision::Stale { .. } => 2,
+        other => panic!("{other:?}"),
+    };
+    let positions = [0u64, 4, 5, 6, 99, 100, 101, 1_000];
+    let times = [T0 - 60_000, T0, T0 + 1, T0 + 5_000, T0 + 5_001, T0 + 9_000];
+    let stamps = [T0 - 60_000, T0 + 1_000, T0 + 6_001, T0 + 3_600_000];
+    let marks = |step: u64| {
+        let ms = i64::try_from(step).unwrap_or(0);
+        [
+            Mark::Position(5 + step),
+            Mark::EnqueuedAt(T0 + ms),
+            Mark::PartitionEnds([(0, 5 + step), (1, 100 + step)].into_iter().collect()),
+        ]
+    };
+    let mut compared = 0;
+    for (earlier, later) in marks(0).into_iter().zip(marks(3_000)) {
+        let (e, l) = (ledger(Some(earlier)), ledger(Some(later)));
+        for &p in &positions {
+            for &t in &times {
+                for delivery in [
+                    Delivery::at_position(p),
+                    Delivery::enqueued_at(t),
+                    Delivery::in_partition(0, p),
+                    Delivery::in_partition(1, p),
+                ] {
+                    for &at in &stamps {
+                        let s = old_stamp(3, 4, at);
+                        let before = classify(Some(&s), &e, delivery, BOUNDS);
+                        let after = classify(Some(&s), &l, delivery, BOUNDS);
+                        assert!(
+                            rank(&after) <= rank(&before),
+                            "{delivery:?} stamped {at}: {before:?} then {after:?}"
+                        );
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(compared, 3 * 8 * 6 * 4 * 4);
+}
+
+#[test]
+fn marks_not_read_are_counted_and_the_latest_generation_is_known() {
+    let guard = StaleGuard::new(BOUNDS);
+    assert_eq!(guard.latest_generation(), None);
+    guard.mark_unread();
+    guard.follow(&crate::routing::sample_document(5, 8), T0, None);
+    assert_eq!(guard.latest_generation(), Some(5));
+    assert_eq!(guard.counts().marks_unread(), 1);
+    let text = guard.render();
+    assert!(
+        text.contains("\nqueue_migrate_stale_mark_unread_total 1\n"),
+        "{text}"
+    );
 }

@@ -42,10 +42,7 @@ impl World {
         let broker = self.broker_name(Side::Old);
         let route = Route::new(Side::Old, m.slice, m.generation);
         let stamp = RouteStamp::new(&route, broker, m.producer, m.at_ms).ok();
-        let facts = Facts {
-            position: Some(m.position),
-            enqueued_at_ms: None,
-        };
+        let facts = Facts::at_position(m.position);
         Some(self.stale.check(stamp.as_ref(), facts))
     }
 }

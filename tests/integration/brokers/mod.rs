@@ -13,3 +13,4 @@ mod dlq_triage_jobs;
 mod dlq_triage_seed;
 mod preflight_real;
 mod probes_kafka;
+mod stale_marks_real;

@@ -564,7 +564,7 @@ macro_rules! suite {
                 // then at position 1000.
                 stale.follow(&moved_document(5, 8), T0, Some(Mark::Position(1_000)));
                 let none = Some(StaleDelivery::default());
-                let at = |p| Some(StaleDelivery { position: Some(p), enqueued_at_ms: None });
+                let at = |p| Some(StaleDelivery::at_position(p));
                 let pinned = old_stamp(3, 4, T0 + 60_000);
                 let cases: [(u32, Vec<(String, String)>, Option<StaleDelivery>, &str); 7] = [
                     // A producer pinned to generation 4, a minute after the move.

@@ -22,7 +22,7 @@ use super::{BusinessKey, PayloadHash};
 /// use queue_migrate_client::dedup::admission::Admission;
 /// use queue_migrate_client::dedup::sql::Verdict;
 /// use queue_migrate_client::dedup::{BusinessKey, ConsumerMetrics, PayloadHash, pool};
-/// use queue_migrate_client::stale::{Delivery, StaleGuard};
+/// use queue_migrate_client::stale::{Delivery, Mark, StaleGuard};
 /// use queue_migrate_client::{routing, stamp::RouteLabel, time};
 ///
 /// let dir = tempfile::tempdir()?;
@@ -35,16 +35,20 @@ use super::{BusinessKey, PayloadHash};
 /// #   "generation": 5, "state": "slices", "step": 0, "paused": false, "slices_total": 128,
 /// #   "slices_migrated": 8, "consume": ["old", "new"],
 /// #   "brokers": {"old": "rabbitmq", "new": "nats"}, "updated_at": "2026-11-30T00:00:00Z"}"#)?;
-/// guard.follow(&doc, time::now_ms(), None); // on each document: when, and the old broker's mark
+/// // On each new document: when this consumer first saw it, and the old broker's mark read then
+/// // (`queue_migrate::brokers::Adapter::stale_mark`, here a JetStream stream's last sequence;
+/// // `None` where the broker has none, a RabbitMQ classic queue).
+/// guard.follow(&doc, time::now_ms(), Some(Mark::Position(1_000)));
 ///
 /// // A delivery from the old broker: its headers (the route stamp, if any) and what the broker
-/// // says of its position or enqueue time (nothing here).
+/// // says of where it stored it (`queue_migrate::brokers::Delivery::stale_facts`, here stream
+/// // sequence 1001; `Delivery::default()` where it says nothing).
 /// let headers = [("content-type", "application/json")];
 /// let key = BusinessKey::new("order.paid", "4711", "v3")?;
 /// let hash = PayloadHash::of_bytes(b"{\"orderId\":\"4711\"}");
 /// let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
 /// let admitted = Admission::new(&key, &hash)
-///     .from_old_broker(&guard, headers, Delivery::default())
+///     .from_old_broker(&guard, headers, Delivery::at_position(1_001))
 ///     .admit(&mut tx, time::now_ms())
 ///     .await?;
 /// // The stale check never refuses a message: match on the verdict as with `sql::admit`.

@@ -234,8 +234,13 @@ mod tests {
         let text = m.render();
         let lines = text.lines().map(|l| Ok(l.to_string()));
         let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
-        // The consumer's 28 series, the guard's total (from 0) and the unstamped count.
-        assert_eq!(scrape.samples.len(), 30, "{text}");
+        // The consumer's 28 series, the guard's total (from 0), the unstamped count and the
+        // documents followed without the old broker's mark.
+        assert_eq!(scrape.samples.len(), 31, "{text}");
+        assert!(
+            text.contains("\nqueue_migrate_stale_mark_unread_total 0\n"),
+            "{text}"
+        );
         assert!(
             text.contains("\nqueue_migrate_stale_messages_total 0\n"),
             "{text}"
