@@ -75,6 +75,9 @@ def main():
         f"| {label} | {truth:g} | {step} | {n} | {ff} | {fp} | {rate(decided, n)} | "
         f"{secs(judge['median_ms'])} / {secs(judge['p90_ms'])} |"
     )
+    unread = sum(1 for w in answer["windows"] for d in w["judges"] if (d["reason"] or "").startswith("source "))
+    if unread:
+        print(f"  {label}: WARNING: {unread} windows undecided because their counts were not read (source errors)", file=sys.stderr)
     wrong = collections.Counter()
     for w in answer["windows"]:
         (d,) = w["judges"]
