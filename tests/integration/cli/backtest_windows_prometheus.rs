@@ -190,15 +190,15 @@ fn each_window_is_rehearsed_on_its_own_as_a_plain_backtest_of_that_hour() {
     // A window that is not a whole number of steps, and --what-if with it, are refused.
     let path = dir.path().join("plan.yaml");
     for extra in [
-        vec!["--windows", "50s"],
-        vec!["--windows", "1h", "--what-if", "failures new vs old=0.5"],
+        &["--windows", "50s"][..],
+        &["--windows", "1h", "--what-if", "failures new vs old=0.5"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
             .args(["plan", "backtest"])
             .arg(&path)
             .args(["--from", &rfc3339(T + HOUR), "--to", &rfc3339(T + 4 * HOUR)])
             .args(["--step", "15s"])
-            .args(&extra)
+            .args(extra)
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {out:?}");
