@@ -5,6 +5,7 @@
 //! - [`simulate`] — the rehearsal (pure): the controller's own gate judgment, decision and
 //!   state machine stepped through the window as the daemon's rounds would have.
 //! - [`report`] — the answer: timeline, breaches, each gate's shares, the verdict line (pure).
+//! - [`windows`] — `--windows`: the range cut into windows, each rehearsed on its own (pure).
 //! - [`readings`] — the IO edge: Prometheus `query_range` (batched under the server's point
 //!   limit), scrape histories from a store.
 //!
@@ -15,6 +16,7 @@ pub mod readings;
 pub mod report;
 pub mod simulate;
 pub mod table;
+pub mod windows;
 
 use crate::machine::{Ladder, State};
 use crate::plan::{Check, Plan};

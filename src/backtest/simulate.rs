@@ -71,6 +71,13 @@ pub struct GateTime {
     pub failed_ms: i64,
     /// The reason of its last verdict that was not a pass (`None`: it always passed).
     pub last_reason: Option<String>,
+    /// The first instant of the step it passed at (`None`: it never passed in the step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_pass_ms: Option<i64>,
+    /// The first instant of the step it failed at, with that verdict's reason (`None`: it never
+    /// failed in the step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_fail: Option<(i64, String)>,
 }
 
 impl GateTime {
@@ -446,6 +453,8 @@ fn account(
                     no_data_ms: 0,
                     failed_ms: 0,
                     last_reason: None,
+                    first_pass_ms: None,
+                    first_fail: None,
                 });
                 let last = current.gates.len() - 1;
                 &mut current.gates[last]
@@ -459,6 +468,12 @@ fn account(
         }
         if g.eval.verdict != Verdict::Pass {
             time.last_reason = Some(g.eval.reason.clone());
+        }
+        if g.eval.verdict == Verdict::Pass && time.first_pass_ms.is_none() {
+            time.first_pass_ms = Some(at);
+        }
+        if g.eval.verdict == Verdict::Fail && time.first_fail.is_none() {
+            time.first_fail = Some((at, g.eval.reason.clone()));
         }
     }
 }

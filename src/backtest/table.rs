@@ -199,6 +199,62 @@ impl Readings {
         }
     }
 
+    /// The readings of the `count` instants from index `first`, as if the window were only
+    /// those (what each rehearsal of `--windows` reads; the sources' notes and outages kept,
+    /// the outages cut to the window).
+    ///
+    /// # Errors
+    /// A span that does not lie within the window's instants.
+    pub fn window(&self, first: usize, count: usize) -> Result<Readings, BacktestError> {
+        let end = first.saturating_add(count);
+        if count == 0 || end > self.instants.count {
+            return Err(BacktestError::Window(format!(
+                "instants {first} to {end} are not within the {} of the window",
+                self.instants.count
+            )));
+        }
+        let instants = Instants {
+            from_ms: self.instants.at(first),
+            step_ms: self.instants.step_ms,
+            count,
+        };
+        let by_query = self
+            .by_query
+            .iter()
+            .map(|(source, by_text)| {
+                let cut = by_text
+                    .iter()
+                    .map(|(text, column)| {
+                        let column = column.iter().skip(first).take(count).cloned().collect();
+                        (text.clone(), column)
+                    })
+                    .collect();
+                (source.clone(), cut)
+            })
+            .collect();
+        let unreachable = self
+            .unreachable
+            .iter()
+            .map(|(source, spans)| {
+                let cut = spans
+                    .iter()
+                    .filter_map(|(f, c, why)| {
+                        let (from, to) = ((*f).max(first), (f + c).min(end));
+                        (from < to).then(|| (from - first, to - from, why.clone()))
+                    })
+                    .collect();
+                (source.clone(), cut)
+            })
+            .collect();
+        Ok(Readings {
+            instants,
+            by_query,
+            unavailable: self.unavailable.clone(),
+            notes: self.notes.clone(),
+            unreachable,
+        })
+    }
+
     /// The readings of `query` on `source`, one per instant (missing ones read "not read").
     pub fn insert(&mut self, source: &str, query: &str, readings: Vec<Reading>) {
         self.by_query
@@ -216,17 +272,20 @@ impl Readings {
 
     /// What `query` on `source` read at instant `i`.
     pub fn get(&self, source: &str, query: &str, i: usize) -> Reading {
-        if let Some(why) = self.unavailable.get(source) {
-            return Err(why.as_str().into());
-        }
-        match self
-            .by_query
-            .get(source)
-            .and_then(|by_text| by_text.get(query))
-            .and_then(|r| r.get(i))
-        {
-            Some(r) => r.clone(),
-            None => Err(format!("source {source}: `{query}` was not read for this instant").into()),
+        self.column(source, query).at(i)
+    }
+
+    /// The column of `query` on `source`, looked up once.
+    fn column<'a>(&'a self, source: &'a str, query: &'a str) -> Column<'a> {
+        Column {
+            source,
+            query,
+            unavailable: self.unavailable.get(source).map(String::as_str),
+            readings: self
+                .by_query
+                .get(source)
+                .and_then(|by_text| by_text.get(query))
+                .map(Vec::as_slice),
         }
     }
 
@@ -249,14 +308,20 @@ impl Readings {
                 // judge weighs the intervals it can read, and only a reading whose own interval
                 // is unreadable is no data.
                 let mut sums = vec![0.0; queries.len()];
+                // Each column looked up once, not once per instant summed.
+                let columns: Vec<Column<'_>> =
+                    queries.iter().map(|q| self.column(source, q)).collect();
+                let mut values = vec![0.0; queries.len()];
                 for k in 0..=i {
                     if self.instants.at(k) <= entered_ms {
                         continue;
                     }
-                    let read: Result<Vec<f64>, _> =
-                        queries.iter().map(|q| self.get(source, q, k)).collect();
+                    let read = columns
+                        .iter()
+                        .zip(values.iter_mut())
+                        .try_for_each(|(c, v)| c.at(k).map(|x| *v = x));
                     match read {
-                        Ok(values) => sums.iter_mut().zip(values).for_each(|(s, v)| *s += v),
+                        Ok(()) => sums.iter_mut().zip(&values).for_each(|(s, v)| *s += v),
                         Err(e) if k == i => return Observation::Unavailable(unread(&e)),
                         Err(_) => {}
                     }
@@ -278,6 +343,31 @@ impl Readings {
                 Ok(v) => Observation::Value(v),
                 Err(e) => Observation::Unavailable(unread(&e)),
             },
+        }
+    }
+}
+
+/// One query's readings on one source, as [`Readings::get`] reads them.
+struct Column<'a> {
+    source: &'a str,
+    query: &'a str,
+    unavailable: Option<&'a str>,
+    readings: Option<&'a [Reading]>,
+}
+
+impl Column<'_> {
+    /// The reading at instant `i`.
+    fn at(&self, i: usize) -> Reading {
+        if let Some(why) = self.unavailable {
+            return Err(why.into());
+        }
+        match self.readings.and_then(|r| r.get(i)) {
+            Some(r) => r.clone(),
+            None => Err(format!(
+                "source {}: `{}` was not read for this instant",
+                self.source, self.query
+            )
+            .into()),
         }
     }
 }
@@ -564,6 +654,26 @@ mod tests {
         let err = decode_range(body, "prom", &window(), 0, 5).expect_err("refused");
         assert!(err.contains("parse error"), "{err}");
         assert!(decode_range("<html>", "prom", &window(), 0, 5).is_err());
+    }
+
+    #[test]
+    fn a_window_of_the_readings_reads_its_own_instants_and_outages() {
+        let range = Instants::new(0, 600_000, 60_000).expect("range");
+        let mut all = Readings::new(range);
+        all.insert("prom", "q", (0..11).map(|k| Ok(k as f64)).collect());
+        let why: Arc<str> = "down".into();
+        all.unreachable_at("prom", 2, 3, &why);
+        let part = all.window(3, 4).expect("within");
+        assert_eq!((part.instants.from_ms, part.instants.count), (180_000, 4));
+        assert_eq!(part.get("prom", "q", 0), Ok(3.0));
+        assert_eq!(part.get("prom", "q", 3), Ok(6.0));
+        assert!(part.get("prom", "q", 4).is_err());
+        // Down at instants 2 to 4: the window's 0 and 1.
+        let outages = part.outages();
+        assert_eq!(outages.len(), 1);
+        assert_eq!((outages[0].from_ms, outages[0].to_ms), (180_000, 240_000));
+        assert!(all.window(8, 4).is_err());
+        assert!(all.window(0, 0).is_err());
     }
 
     #[test]

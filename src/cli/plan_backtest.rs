@@ -34,6 +34,18 @@ pub struct BacktestArgs {
     /// ratio, require_peak=AT_LEAST). Repeatable.
     #[arg(long = "what-if", value_name = "GATE=THRESHOLD")]
     pub what_if: Vec<String>,
+    /// Cut the range into consecutive windows of this length (a whole number of --step) and
+    /// rehearse each on its own from the same start step (--start-at), as if a migration entered
+    /// that step at each window's start: each window reads only its own instants and starts with
+    /// a fresh memory, through the same rehearsal as one window. The answer is a line per window
+    /// (each judge's first decision, PASS or FAIL, and how long after the window's start, or
+    /// undecided; the window's verdict) and, per judge of the start step, how many windows it
+    /// passed, failed and left undecided, with the median and p90 time to a decision (undecided
+    /// windows counted as deciding after the window). E.g. `--from ... --to ... --step 10s
+    /// --windows 1h --start-at 'slices[1]'`: how often a judge would have decided wrongly.
+    /// Not with --what-if.
+    #[arg(long, value_parser = super::nonzero_duration("a window of zero holds no instant"))]
+    pub windows: Option<Duration>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -95,21 +107,70 @@ pub async fn run(ctx: &Ctx, args: BacktestArgs) -> CliResult {
         .map_err(input)?;
     // Checked before any source is read.
     backtest::apply_what_if(&plan, &changes).map_err(input)?;
+    let windows = match args.windows {
+        Some(_) if !changes.is_empty() => {
+            return Err(CliError::input(
+                "--windows rehearses the plan as written: drop --what-if (or run without --windows)",
+            ));
+        }
+        Some(w) => {
+            let window_ms = crate::time::millis(w);
+            backtest::windows::cuts(&instants, window_ms).map_err(input)?;
+            Some(window_ms)
+        }
+        None => None,
+    };
     let fetcher = ctx.fetcher()?;
     let store = scrape_store(ctx, &plan).await?;
     let readings = backtest::readings::read(&plan, store.as_ref(), &fetcher, instants).await;
+    if let Some(window_ms) = windows {
+        let notes = notes(&plan, &readings, step_ms);
+        let all = backtest::windows::rehearse_windows(&plan, &readings, start_at, window_ms)
+            .map_err(input)?;
+        let outages = readings.outages();
+        let report = backtest::windows::WindowsReport {
+            plan: &plan.name,
+            from: crate::time::rfc3339(instants.at(0)),
+            to: crate::time::rfc3339(instants.last()),
+            step: crate::time::human_ms(step_ms),
+            window: crate::time::human_ms(window_ms),
+            start_at: start_at.to_string(),
+            sources: notes,
+            outages: &outages,
+            judges: &all.judges,
+            windows: &all.windows,
+        };
+        if args.json {
+            print_json(&report)?;
+        } else {
+            to_stdout(|out| backtest::windows::write_text(out, &report))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let outcome = backtest::backtest(&plan, &readings, start_at, &changes).map_err(input)?;
+    let sources = notes(&plan, &readings, step_ms);
+    let report =
+        backtest::report::report(&plan.name, &outcome, step_ms, start_at.to_string(), sources);
+    if args.json {
+        print_json(&report)?;
+    } else {
+        to_stdout(|out| backtest::report::write_text(out, &report))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a person should know of the sources and the step, each note through the one text rule
+/// (a source's text masks the plan's secrets and forges no line).
+fn notes(plan: &crate::plan::Plan, readings: &backtest::Readings, step_ms: i64) -> Vec<String> {
     let mut sources: Vec<String> = readings
         .unavailable
         .values()
         .map(|why| format!("{why}: its gates hold"))
         .collect();
     sources.extend(readings.notes.iter().cloned());
-    sources.extend(backtest::step_notes(&plan, step_ms));
-    // Every note through the one text rule: a source's text masks the plan's secrets and
-    // forges no line (the verdict's included).
+    sources.extend(backtest::step_notes(plan, step_ms));
     let known = plan.known_secrets();
-    let sources: Vec<String> = sources
+    sources
         .iter()
         .map(|s| {
             crate::outgoing::text(
@@ -119,15 +180,7 @@ pub async fn run(ctx: &Ctx, args: BacktestArgs) -> CliResult {
                 crate::outgoing::LINE_MAX,
             )
         })
-        .collect();
-    let report =
-        backtest::report::report(&plan.name, &outcome, step_ms, start_at.to_string(), sources);
-    if args.json {
-        print_json(&report)?;
-    } else {
-        to_stdout(|out| backtest::report::write_text(out, &report))?;
-    }
-    Ok(ExitCode::SUCCESS)
+        .collect()
 }
 
 /// The store whose scrape history answers for the plan's scrape sources: only when the plan has

@@ -5,6 +5,7 @@
 
 mod backtest_agrees;
 pub(crate) mod backtest_prometheus;
+mod backtest_windows_prometheus;
 mod cli_migration;
 mod cli_plan_and_slice;
 mod cli_plan_apply;
