@@ -245,7 +245,8 @@ fn a_scraped_counter_is_seen_only_at_its_scrapes() {
 }
 
 /// The judge's model with no departure gives the runs `judge simulate` gave before the world
-/// was modelled: figures from the binary at dd6e122, same flags and seed.
+/// was modelled: figures from the binary at 1dae578 (dd6e122 with the change detector, whose
+/// quarter of the FAIL bound slows the FAIL test: 185 / 230 s before it), same flags and seed.
 #[test]
 fn with_every_departure_off_the_runs_are_todays_for_a_seed() {
     let worse = simulate(&scenario(100.0, 0.01, 2.0)).expect("a valid scenario");
@@ -254,7 +255,7 @@ fn with_every_departure_off_the_runs_are_todays_for_a_seed() {
         (j.fail_rate, j.pass_rate, j.undecided_rate),
         (1.0, 0.0, 0.0)
     );
-    assert_eq!((j.median_decision_s, j.p90_decision_s), (185.0, 230.0));
+    assert_eq!((j.median_decision_s, j.p90_decision_s), (195.0, 250.0));
     let t = &worse.threshold;
     assert_eq!(
         (t.fail_rate, t.median_decision_s, t.p90_decision_s),
