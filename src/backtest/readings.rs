@@ -257,9 +257,12 @@ async fn range(
             Failed::unreachable(format!("source {source}: {shown}: {what}"))
         })?;
     let status = response.status();
-    let body = capped(response, cap)
-        .await
-        .map_err(|e| Failed::answered(format!("source {source}: {shown}: {e}")))?;
+    let body = capped(response, cap).await.map_err(|e| match e {
+        Body::TooLarge(e) => Failed::answered(format!("source {source}: {shown}: {e}")),
+        // The answer did not arrive whole: the source was not reached, as with a timeout
+        // before its headers (an outage of the window, not an answer of the source's).
+        Body::Cut(e) => Failed::unreachable(format!("source {source}: {shown}: {e}")),
+    })?;
     let body = String::from_utf8_lossy(&body);
     let decoded = match asked {
         Asked::Value(_) => decode_range(&body, source, instants, first, count),
@@ -322,25 +325,39 @@ impl Failed {
     }
 }
 
+/// Why a response body was not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Body {
+    /// Over the cap: the source's own answer, too large.
+    TooLarge(String),
+    /// Cut before its end (the source timeout ran out while it was read, the connection broke).
+    Cut(String),
+}
+
 /// A response body, at most `cap` bytes.
-async fn capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, String> {
+async fn capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, Body> {
     let kib = cap / 1024;
-    if response.content_length().is_some_and(|n| n > cap as u64) {
-        return Err(format!(
+    let too_large = || {
+        Body::TooLarge(format!(
             "the range answer is larger than {kib} KiB (sized by the points asked): narrow the query (it must give one series)"
-        ));
+        ))
+    };
+    if response.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(too_large());
     }
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| {
-        format!(
-            "the answer broke off: {}",
-            crate::redact::text(&e.to_string())
-        )
+        Body::Cut(if e.is_timeout() {
+            "timed out while its answer was read (the source timeout, --source-timeout)".to_string()
+        } else {
+            format!(
+                "the answer broke off: {}",
+                crate::redact::text(&e.to_string())
+            )
+        })
     })? {
         if body.len() + chunk.len() > cap {
-            return Err(format!(
-                "the range answer is larger than {kib} KiB (sized by the points asked): narrow the query (it must give one series)"
-            ));
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
@@ -407,6 +424,42 @@ async fn scrape<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// A source that sends its headers and part of its answer, then nothing.
+    async fn stalling_source() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{\"status\":\"success\",";
+            let _ = socket.write_all(head.as_bytes()).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        format!("http://{addr}/")
+    }
+
+    #[tokio::test]
+    async fn a_range_answer_whose_body_timed_out_was_reported_as_broken_off_and_not_as_an_outage() {
+        let url = stalling_source().await;
+        crate::indicators::fetch::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(300))
+            .build()
+            .expect("client");
+        let response = client.get(&url).send().await.expect("headers arrive");
+        match capped(response, MAX_RANGE_BYTES).await {
+            Err(Body::Cut(why)) => assert!(why.contains("timed out"), "{why}"),
+            other => panic!("a body cut by the source timeout is an outage: {other:?}"),
+        }
+    }
 
     #[test]
     fn the_answer_cap_is_sized_by_the_points_asked() {
