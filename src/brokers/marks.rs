@@ -110,6 +110,7 @@ fn unread(queue: &str, reason: impl std::fmt::Display) -> BrokerError {
 /// Follows every document `router` takes on `guard`, each with the old broker's mark of `queue`
 /// ([`follow_marked`], [`MARK_DEADLINE`]). Runs until dropped (or its task aborted): it holds
 /// a clone of `router`, whose documents never end.
+#[cfg(feature = "router")]
 pub async fn follow_router(
     router: crate::router::Router,
     guard: std::sync::Arc<StaleGuard>,
