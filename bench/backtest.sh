@@ -13,9 +13,9 @@ if [ ! -x "$MIGRATE" ]; then
   cargo build --release --bin migrate
 fi
 work=$(mktemp -d)
-prom_pid=
+. bench/prometheus.sh
 cleanup() {
-  if [ -n "$prom_pid" ]; then kill "$prom_pid" 2>/dev/null || true; wait "$prom_pid" 2>/dev/null || true; fi
+  stop_prometheus
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -42,15 +42,8 @@ with open(sys.argv[1], "w") as out:
     out.write("# EOF\n")
 EOF
 promtool tsdb create-blocks-from openmetrics "$work/week.om" "$work/tsdb" >/dev/null
-printf 'global:\n  scrape_interval: 1m\n' >"$work/prometheus.yml"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-prometheus --storage.tsdb.path="$work/tsdb" --web.listen-address="127.0.0.1:$port" \
-  --config.file="$work/prometheus.yml" --storage.tsdb.retention.time=100y >"$work/prometheus.log" 2>&1 &
-prom_pid=$!
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && break
-  sleep 0.2
-done
+start_prometheus "$work/tsdb" 1m
+port=$prom_port
 
 {
   cat <<'EOF'

@@ -43,11 +43,7 @@ TOLERANCE=0.2
 START=1780272000
 
 work=$(mktemp -d)
-prom_pid=
-stop_prometheus() {
-  if [ -n "$prom_pid" ]; then kill "$prom_pid" 2>/dev/null || true; wait "$prom_pid" 2>/dev/null || true; fi
-  prom_pid=
-}
+. bench/prometheus.sh
 cleanup() {
   stop_prometheus
   rm -rf "$work"
@@ -94,16 +90,8 @@ for label in $CASES; do
   rm -rf "$work/tsdb"
   promtool tsdb create-blocks-from openmetrics --max-block-duration=4400h "$work/counts.om" "$work/tsdb" >/dev/null
   rm -f "$work/counts.om"
-  printf 'global:\n  scrape_interval: %ss\n' "$scrape" >"$work/prometheus.yml"
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  prometheus --storage.tsdb.path="$work/tsdb" --web.listen-address="127.0.0.1:$port" \
-    --config.file="$work/prometheus.yml" --storage.tsdb.retention.time=100y \
-    --query.max-samples=200000000 >"$work/prometheus.log" 2>&1 &
-  prom_pid=$!
-  for _ in $(seq 1 300); do
-    curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  start_prometheus "$work/tsdb" "${scrape}s" --query.max-samples=200000000
+  port=$prom_port
   t1=$(date +%s)
   QM_BT_PROM_URL="http://127.0.0.1:$port" "$MIGRATE" plan backtest "$work/plan.yaml" \
     --from "$(iso $((START + 3600)))" --to "$(iso $((START + 3600 * (HOURS + 1))))" \
