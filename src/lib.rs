@@ -38,6 +38,7 @@
 //! - [`redact`] — the redaction of anything that may hold a secret (URLs, client errors).
 //! - [`outgoing`] — the one rule for every text that leaves the process: redact, sanitize, cap.
 //! - [`oneline`] — free text on one line for logs and webhooks.
+//! - [`rank`] — nearest-rank quantiles (medians, p90s), censored ones included.
 //!
 //! Shell:
 //! - [`indicators::followers`] — the producers that polled the daemon's routing endpoint, with
@@ -90,6 +91,7 @@ mod test_threads;
 
 pub mod oneline;
 pub mod outgoing;
+pub mod rank;
 pub mod time;
 
 // The client library (crates/queue-migrate-client), at the paths it always had here.

@@ -144,13 +144,7 @@ fn decision(r: &Rehearsal, name: &str, kind: GateKind) -> JudgeDecision {
 /// The `q` quantile (0 to 1) of the decision times, the undecided counted as after every
 /// decided one (`None`: the quantile falls among them).
 fn censored_quantile(decided: &[i64], undecided: usize, q: f64) -> Option<i64> {
-    let n = decided.len() + undecided;
-    if n == 0 {
-        return None;
-    }
-    // The smallest rank whose share of the windows reaches q (nearest rank).
-    let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-    decided.get(rank - 1).copied()
+    crate::rank::censored(decided, undecided, q)
 }
 
 /// Each judge over `windows`.

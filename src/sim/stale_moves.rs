@@ -376,11 +376,7 @@ fn offset(rng: &mut Rng, max: i64) -> i64 {
 pub fn quantile(values: &[i64], q: f64) -> i64 {
     let mut v = values.to_vec();
     v.sort_unstable();
-    if v.is_empty() {
-        return 0;
-    }
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
+    crate::rank::nearest_rank(v.len(), q).map_or(0, |i| v[i])
 }
 
 #[cfg(test)]

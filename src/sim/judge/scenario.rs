@@ -299,23 +299,14 @@ pub(super) fn threshold_gate(tolerance: f64) -> Gate {
     }
 }
 
-/// The value at quantile `q` of sorted `xs` (nearest rank).
-pub(super) fn quantile(xs: &[f64], q: f64) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
-    Some(xs[rank - 1])
-}
-
 /// A quantile of all runs' times, undecided runs counted at `end` (censored): `(seconds,
 /// censored)`.
 fn censored_quantile(times: &[Option<f64>], q: f64, end: f64) -> (f64, bool) {
-    let mut xs: Vec<f64> = times.iter().map(|t| t.unwrap_or(f64::INFINITY)).collect();
-    xs.sort_by(f64::total_cmp);
-    match quantile(&xs, q) {
-        Some(x) if x.is_finite() => (x, false),
-        _ => (end, true),
+    let mut decided: Vec<f64> = times.iter().flatten().copied().collect();
+    decided.sort_by(f64::total_cmp);
+    match crate::rank::censored(&decided, times.len() - decided.len(), q) {
+        Some(x) => (x, false),
+        None => (end, true),
     }
 }
 
