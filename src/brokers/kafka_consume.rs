@@ -198,7 +198,6 @@ impl Subscription {
                 rdkafka::Timestamp::LogAppendTime(ms) => Some(ms),
                 _ => None,
             },
-            entry_id: None,
         };
         drop(m);
         let mut state = lock(&self.state);

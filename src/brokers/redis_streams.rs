@@ -293,7 +293,7 @@ impl RedisStreams {
             last_ms = pairs(info)
                 .get("last-generated-id")
                 .and_then(text)
-                .and_then(|id| super::Stored::redis_entry(&id).enqueued_at_ms);
+                .and_then(|id| super::types::redis_id_ms(&id));
         }
         Ok(crate::stale::Mark::EnqueuedAt(
             last_ms.map_or(now_ms, |last| last.max(now_ms)),

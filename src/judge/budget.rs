@@ -52,12 +52,6 @@ pub struct Share {
 }
 
 impl Budget {
-    /// The judges' FAIL tests' part of the false-FAIL budget: all of it but what the change
-    /// detectors keep.
-    pub fn judges_fail(&self) -> f64 {
-        self.false_fail * (1.0 - self.detectors)
-    }
-
     /// Each judge×step's share when the plan has `judge_steps` of them (split equally); its
     /// FAIL test and its change detector split its `fail` ([`super::detector::SHARE`]).
     ///
@@ -106,7 +100,6 @@ mod tests {
         // The change detectors keep their part of the false-FAIL budget: each judge×step's
         // FAIL test and detector split its share, and together spend no more than the budget.
         assert_eq!(b.detectors, crate::judge::detector::SHARE);
-        assert!((b.judges_fail() - 0.0075).abs() < 1e-15);
         let cfg = crate::judge::Config {
             tolerance: 0.2,
             alpha: s.fail,
