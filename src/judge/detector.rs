@@ -134,6 +134,3 @@ impl Detector {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(all(test, feature = "cli"))]
-mod measure;
