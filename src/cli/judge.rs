@@ -130,7 +130,7 @@ pub struct SimulateArgs {
     /// With --scrape: `raw` (the daemon's reading), or `increase` to show what Prometheus's
     /// `sum(increase(x[$step]))` extrapolation would have given the judge (for comparison only).
     #[arg(long, value_enum, default_value = "raw")]
-    pub read: ReadArg,
+    pub read: Read,
     /// A regression that starts mid-step: new's failure rate is old's until then, --ratio
     /// times it after; the times to a decision are measured from it. Default: from the start.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -138,13 +138,6 @@ pub struct SimulateArgs {
     /// The report as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// How the judge reads scraped counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReadArg {
-    Raw,
-    Increase,
 }
 
 /// A rate per hour: `6/h`, `0.1/min`, `1/s`, or a bare number (per hour).
@@ -205,10 +198,7 @@ pub fn run(cmd: JudgeCmd) -> CliResult {
             stretch: a.share_stretch,
         }),
         scrape: a.scrape,
-        read: match a.read {
-            ReadArg::Raw => Read::Raw,
-            ReadArg::Increase => Read::Increase,
-        },
+        read: a.read,
         regression_at: a.regression_at,
     };
     let report = simulate_in(&scenario, &world).map_err(|e| CliError::input(e.to_string()))?;

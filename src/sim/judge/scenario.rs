@@ -44,7 +44,7 @@ pub enum SimulateError {
 }
 
 /// How the judge reads the counters when they are scraped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Read {
     /// The raw counters as of each side's last scrape, as the daemon reads them: exact
