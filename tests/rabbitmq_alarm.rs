@@ -161,16 +161,5 @@ async fn acks_reach_the_broker_while_it_blocks_the_publishing_connection() {
     last.ack().await.unwrap();
     subscription.flush_acks().await.unwrap();
     drop(subscription);
-    let connection = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
-        .await
-        .unwrap();
-    let channel = connection.create_channel().await.unwrap();
-    channel
-        .queue_delete(
-            q.as_str().into(),
-            lapin::options::QueueDeleteOptions::default(),
-        )
-        .await
-        .unwrap();
-    let _ = connection.close(200, "OK".into()).await;
+    common::delete_queue(Kind::RabbitMq, &url, &q).await;
 }

@@ -695,3 +695,40 @@ pub async fn enter_first_slice<S: queue_migrate::store::Store>(store: &S, name: 
         .await
         .unwrap();
 }
+
+/// Deletes what a test made on a broker: the RabbitMQ queue, the JetStream stream, the Redis
+/// key (a Kafka topic stays: every test's topic is new).
+#[cfg(feature = "brokers")]
+pub async fn delete_queue(kind: queue_migrate::brokers::Kind, url: &str, queue: &str) {
+    use queue_migrate::brokers::Kind;
+    match kind {
+        Kind::RabbitMq => {
+            let connection =
+                lapin::Connection::connect(url, lapin::ConnectionProperties::default())
+                    .await
+                    .unwrap();
+            let channel = connection.create_channel().await.unwrap();
+            channel
+                .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
+                .await
+                .unwrap();
+            let _ = connection.close(200, "OK".into()).await;
+        }
+        Kind::Nats => {
+            let client = async_nats::connect(url).await.unwrap();
+            let js = async_nats::jetstream::new(client);
+            js.delete_stream(queue.replace('.', "_")).await.unwrap();
+        }
+        Kind::Redis => {
+            let client = redis::Client::open(url).unwrap();
+            let mut c = client.get_multiplexed_async_connection().await.unwrap();
+            let _: i64 = redis::cmd("DEL")
+                .arg(queue)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+        // The Kafka tests are their own module: every topic is new, the mock forgets them all.
+        Kind::Kafka => {}
+    }
+}

@@ -72,40 +72,6 @@ async fn connect(kind: Kind, url: &str) -> Adapter {
         .unwrap_or_else(|e| panic!("{}={url}: {e}", env_var(kind)))
 }
 
-/// Deletes what a test made: the RabbitMQ queue, the JetStream stream, the Redis key.
-async fn cleanup(kind: Kind, url: &str, queue: &str) {
-    match kind {
-        Kind::RabbitMq => {
-            let connection =
-                lapin::Connection::connect(url, lapin::ConnectionProperties::default())
-                    .await
-                    .unwrap();
-            let channel = connection.create_channel().await.unwrap();
-            channel
-                .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
-                .await
-                .unwrap();
-            let _ = connection.close(200, "OK".into()).await;
-        }
-        Kind::Nats => {
-            let client = async_nats::connect(url).await.unwrap();
-            let js = async_nats::jetstream::new(client);
-            js.delete_stream(queue.replace('.', "_")).await.unwrap();
-        }
-        Kind::Redis => {
-            let client = redis::Client::open(url).unwrap();
-            let mut c = client.get_multiplexed_async_connection().await.unwrap();
-            let _: i64 = redis::cmd("DEL")
-                .arg(queue)
-                .query_async(&mut c)
-                .await
-                .unwrap();
-        }
-        // The Kafka tests are their own module: every topic is new, the mock forgets them all.
-        Kind::Kafka => {}
-    }
-}
-
 fn options(group: &str, prefetch: u16, visibility: Duration) -> SubscribeOptions {
     SubscribeOptions {
         prefetch,
@@ -253,7 +219,7 @@ async fn a_released_nats_subscription_gives_back_after_ack_wait_without_loss() {
     let want: std::collections::BTreeSet<usize> = (0..total).filter(|n| *n != 1).collect();
     assert_eq!(got, want, "after {:?}", started.elapsed());
     second.release().await.unwrap();
-    cleanup(Kind::Nats, &url, &q).await;
+    common::delete_queue(Kind::Nats, &url, &q).await;
 }
 
 /// What a message says: its headers and payload (a RabbitMQ delivery also carries the AMQP
@@ -363,7 +329,7 @@ async fn coalesced_acks_cover_only_what_was_acked(kind: Kind, url: &str) {
         "acked and flushed, yet came back: {again:?}"
     );
     drop(third);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// Regression (BENCHMARKS.md, bridge sixth pass): acks held behind a gap went out one by one as
@@ -447,7 +413,7 @@ async fn acks_wait_behind_a_gap_up_to_four_times_the_prefetch(kind: Kind, url: &
         "once the gap was acked, the run behind it should have been acked with it"
     );
     drop(third);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// RabbitMQ: a subscription consumes on a connection of its own, never on the one the adapter
@@ -498,7 +464,7 @@ async fn a_consumer_has_a_connection_of_its_own(kind: Kind, url: &str) {
     );
     d.ack().await.unwrap();
     drop(subscription);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// The stream of `queue` on the JetStream of `url`, and the config of its durable consumer `g`.
@@ -552,7 +518,7 @@ async fn round_trip(kind: Kind, url: &str) {
     assert!(!d.redelivered);
     d.ack().await.unwrap();
     drop(sub);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// One publisher's messages are consumed in the order published.
@@ -577,7 +543,7 @@ async fn order_is_kept(kind: Kind, url: &str) {
         d.ack().await.unwrap();
     }
     drop(sub);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// A delivery neither acked nor nacked comes back, marked redelivered, once its subscription is
@@ -634,7 +600,7 @@ async fn unacked_comes_back_and_nack_gives_back(kind: Kind, url: &str) {
     let quiet = tokio::time::timeout(visibility * 3, second.next()).await;
     assert!(quiet.is_err(), "an acked message came back: {quiet:?}");
     drop(second);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// A subscription takes its own prefetch and visibility timeout, whatever an earlier subscription
@@ -711,7 +677,7 @@ async fn a_new_subscription_takes_its_own_prefetch_and_visibility(kind: Kind, ur
         d.ack().await.unwrap();
     }
     drop(second);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// Regression (Redis): `Subscription::next` is cancel-safe, as the bridge needs (its `select!`
@@ -780,7 +746,7 @@ async fn a_cancelled_next_does_not_swallow_the_next_message(kind: Kind, url: &st
         d.ack().await.unwrap();
         drop(again);
     }
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// Redis: the pending entries of group `g` on `queue` (`XPENDING` summary), for a failure message.
@@ -830,7 +796,7 @@ async fn depth_counts_ready_and_unacked(kind: Kind, url: &str) {
     })
     .await;
     drop(sub);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// Browsing returns the messages oldest first and takes none of them (RabbitMQ cannot browse).
@@ -851,7 +817,7 @@ async fn browse_consumes_nothing(kind: Kind, url: &str) {
             }
             other => panic!("RabbitMQ browse must be Unsupported, got {other:?}"),
         }
-        cleanup(kind, url, &q).await;
+        common::delete_queue(kind, url, &q).await;
         return;
     }
 
@@ -885,7 +851,7 @@ async fn browse_consumes_nothing(kind: Kind, url: &str) {
     }
     first.ack().await.unwrap();
     drop(sub);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// 200 publishes at once from one adapter: every one confirmed, every one consumed once.
@@ -918,7 +884,7 @@ async fn concurrent_publishes_are_all_confirmed(kind: Kind, url: &str) {
     let expected: BTreeSet<String> = (0..200).map(|n| format!("order-{n}")).collect();
     assert_eq!(seen, expected);
     drop(sub);
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }
 
 /// A broker that is not there is an error (with the password removed), not a hang. Needs no
@@ -1010,8 +976,8 @@ async fn nats_refuses_a_message_it_can_never_take_and_only_that() {
     }
     // The adapter is fine after all that.
     adapter.publish(&q, &stamped(1)).await.unwrap();
-    cleanup(Kind::Nats, &url, &q).await;
-    cleanup(Kind::Nats, &url, &small).await;
+    common::delete_queue(Kind::Nats, &url, &q).await;
+    common::delete_queue(Kind::Nats, &url, &small).await;
 }
 
 /// Publishes messages `0..before` to `q`, takes `0, 1, 2` with a subscription of group `g`
@@ -1103,5 +1069,5 @@ async fn what_a_released_subscription_held_comes_first_in_order_at_once(kind: Ki
         started.elapsed()
     );
     second.release().await.unwrap();
-    cleanup(kind, url, &q).await;
+    common::delete_queue(kind, url, &q).await;
 }

@@ -307,17 +307,20 @@ async fn a_kafka_topic_with_min_insync_replicas_one_is_refused_on_the_real_broke
         r.unwrap();
     }
     // The controller acknowledges a creation before the broker serves the topic's configuration
-    // (a loaded .ci/run read it as unknown): wait until it describes both, as a topic made
-    // before a migration long is.
+    // (a loaded .ci/run read it as unknown, and once as a describe with no entries at all): wait
+    // until it describes both with the setting under test, as a topic made before a migration
+    // long is.
     let described = || async {
         let specs = [
             rdkafka::admin::ResourceSpecifier::Topic(&lossy),
             rdkafka::admin::ResourceSpecifier::Topic(&safer),
         ];
-        admin
-            .describe_configs(&specs, &opts)
-            .await
-            .is_ok_and(|rs| rs.iter().all(|r| r.is_ok()))
+        admin.describe_configs(&specs, &opts).await.is_ok_and(|rs| {
+            rs.iter().all(|r| {
+                r.as_ref()
+                    .is_ok_and(|c| c.get("min.insync.replicas").is_some())
+            })
+        })
     };
     let until = std::time::Instant::now() + Duration::from_secs(20);
     while !described().await && std::time::Instant::now() < until {

@@ -236,17 +236,7 @@ async fn rabbitmq_has_no_mark_and_its_backlog_is_told_by_the_stamps_time() {
     assert_eq!(checked["before"].facts, stale::Delivery::default());
     assert_eq!(checked["before"].marked, Decision::Backlog, "{checked:?}");
     drop(sub);
-    let connection = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
-        .await
-        .unwrap();
-    let channel = connection.create_channel().await.unwrap();
-    channel
-        .queue_delete(
-            q.as_str().into(),
-            lapin::options::QueueDeleteOptions::default(),
-        )
-        .await
-        .unwrap();
+    common::delete_queue(Kind::RabbitMq, &url, &q).await;
 }
 
 /// A mark that cannot be read is counted, and the document followed without one.
