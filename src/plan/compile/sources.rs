@@ -262,7 +262,7 @@ fn ui_url(text: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::plan::compile::test_support::{FULL, errors, line_of, lines, ok};
+    use crate::plan::compile::test_support::{FULL, errors, lines, ok};
     use crate::plan::model::Source;
     use std::path::PathBuf;
 
@@ -386,7 +386,10 @@ mod tests {
             .find(|d| d.path == "sources.old_lag.kafka_lag")
             .unwrap_or_else(|| panic!("{}", lines(&errs)));
         assert!(e.message.contains("needs sasl.mechanism"), "{e}");
-        assert_eq!(e.line, line_of(&yaml, "old_lag:"));
+        assert_eq!(
+            e.line,
+            crate::plan::compile::test_support::line_of(&yaml, "old_lag:")
+        );
         assert!(!lines(&errs).contains("hunter22"), "{}", lines(&errs));
 
         let unknown = yaml.replace(
