@@ -135,13 +135,17 @@ pub async fn run<S: Store + Clone + 'static>(
         tokio::spawn(async move {
             let mut every = shared.lease_keeper().renewals();
             let mut resting = None;
+            // A renewal out of the schedule: just after another holder's lease runs out, or
+            // just after this daemon's rest ends.
+            let mut early: Option<tokio::time::Instant> = None;
             loop {
                 tokio::select! {
                     _ = stopped(stop.clone()) => break,
                     _ = every.tick() => {
-                        if !rests(&shared, &mut resting).await {
-                            renew(&shared).await;
-                        }
+                        early = ask(&shared, &mut resting).await;
+                    }
+                    () = at(early) => {
+                        early = ask(&shared, &mut resting).await;
                     }
                     // The lease runs out between two renewals when the store does not answer.
                     () = lease_runs_out(&shared) => shared.say_leading(Some("not renewed in time")),
@@ -266,9 +270,33 @@ async fn rests<S: Store + Clone + 'static>(
     true
 }
 
+/// One turn of the renewer: rest ([`rests`]) or renew. When to ask again before the next
+/// renewal of the schedule, if sooner: just after the rest ends, or just after the lease another
+/// holder was found holding runs out ([`crate::store::lease_keeper::LeaseKeeper::ask_at_expiry`]).
+async fn ask<S: Store + Clone + 'static>(
+    shared: &Shared<S>,
+    resting: &mut Option<tokio::time::Instant>,
+) -> Option<tokio::time::Instant> {
+    if rests(shared, resting).await {
+        return resting.map(|until| until + Duration::from_millis(1));
+    }
+    renew(shared)
+        .await
+        .map(|wait| tokio::time::Instant::now() + wait)
+}
+
+/// Resolves at `instant`, never when there is none.
+async fn at(instant: Option<tokio::time::Instant>) {
+    match instant {
+        Some(instant) => tokio::time::sleep_until(instant).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Renew (or take) the lease and note until when it is ours. A store that does not answer
-/// within a third of the lease period is a failed renewal (the next one is due then).
-async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
+/// within a third of the lease period is a failed renewal (the next one is due then). Answers
+/// how soon to ask again when another holder's lease runs out before the next renewal.
+async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) -> Option<Duration> {
     let clock = &shared.config.clock;
     let wall = clock.wall_ms();
     let keeper = shared.lease_keeper();
@@ -291,7 +319,10 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.say_leading(None);
         }
         Renewal::Taken {
-            holder, db_now_ms, ..
+            holder,
+            db_now_ms,
+            expires_at_ms,
+            ..
         } => {
             clock::note_sample(clock, &shared.metrics, asked.step);
             // A standby measures and says its skew too: it would take over with that clock.
@@ -302,6 +333,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
             shared.rounds.probes.stop_all();
+            return keeper.ask_at_expiry(db_now_ms, expires_at_ms);
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
         Renewal::Failed(e) => {
@@ -316,6 +348,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) {
             shared.say_leading(Some("the store did not answer in time"));
         }
     }
+    None
 }
 
 /// Resolves when the lease this daemon said it holds runs out by its clock (never while it does

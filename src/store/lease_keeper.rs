@@ -110,6 +110,11 @@ pub struct LeaseKeeper<'a, S> {
     ttl: Duration,
 }
 
+/// How long after a holder's lease runs out (by the database's clock read in the same answer) a
+/// standby asks for it ([`LeaseKeeper::ask_at_expiry`]): the database's clock has moved past it
+/// by then, whatever the rounding of its milliseconds.
+pub const EXPIRY_MARGIN: Duration = Duration::from_millis(20);
+
 impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
     /// The lease `name` for `holder` in `store`, lasting `ttl` without renewal.
     pub fn new(store: &'a S, name: &'a str, holder: &'a str, ttl: Duration) -> Self {
@@ -147,6 +152,20 @@ impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
         let mut every = tokio::time::interval(self.renew_every());
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         every
+    }
+
+    /// When a standby that found the lease held until `expires_at_ms` (the database's clock,
+    /// which read `db_now_ms` then) asks again: just after it runs out, when that comes before
+    /// the next renewal of the schedule ([`LeaseKeeper::renewals`]); `None` otherwise.
+    ///
+    /// # Guarantees
+    /// A holder that stopped renewing is taken over about [`EXPIRY_MARGIN`] after its lease runs
+    /// out, instead of up to a whole [`LeaseKeeper::renew_every`] later; a live holder renews a
+    /// third of the ttl before that instant, so the extra attempt is rare (one per expiry seen).
+    pub fn ask_at_expiry(&self, db_now_ms: i64, expires_at_ms: i64) -> Option<Duration> {
+        let left = u64::try_from(expires_at_ms.saturating_sub(db_now_ms)).unwrap_or(0);
+        let wait = Duration::from_millis(left) + EXPIRY_MARGIN;
+        (wait < self.renew_every()).then_some(wait)
     }
 
     /// Until when (wall clock, ms) a holder whose lease runs out at `until_ms` acts.
@@ -397,5 +416,25 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(17));
         every.tick().await;
         assert_eq!(start.elapsed(), Duration::from_secs(22));
+    }
+
+    /// Regression (issue 54, the Jepsen-style commit-publish fault under load): a standby asked
+    /// only every third of the ttl, so a holder stopped just after a renewal was taken over up to
+    /// a whole third later than its lease ran out (4.48 s where ttl 3 s and one 1 s interval
+    /// allow 4.30 s). It now asks again just after the expiry it was told, when that comes first.
+    #[test]
+    fn a_standby_asks_again_just_after_the_holders_lease_runs_out() {
+        let store = FakeStore::default();
+        let k = LeaseKeeper::new(&store, "l", "b", TTL);
+        // TTL 15 s: renewals every 5 s. A lease that runs out in 2 s: asked again 2.02 s later.
+        assert_eq!(
+            k.ask_at_expiry(10_000, 12_000),
+            Some(Duration::from_secs(2) + EXPIRY_MARGIN)
+        );
+        // Already out (the database's clock past it): at once, after the margin.
+        assert_eq!(k.ask_at_expiry(10_000, 9_000), Some(EXPIRY_MARGIN));
+        // Not before the next renewal of the schedule: that one asks.
+        assert_eq!(k.ask_at_expiry(10_000, 15_000), None);
+        assert_eq!(k.ask_at_expiry(10_000, 25_000), None);
     }
 }
