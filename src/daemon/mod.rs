@@ -94,9 +94,6 @@ pub async fn run<S: Store + Clone + 'static>(
     shared.watch_once().await;
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let allowed = guard::AllowedHosts::new(
         addr,
         guard::machine_hostname().as_deref(),
@@ -129,30 +126,7 @@ pub async fn run<S: Store + Clone + 'static>(
         })
     };
 
-    let renewer = {
-        let shared = shared.clone();
-        let stop = stop_rx.clone();
-        tokio::spawn(async move {
-            let mut every = shared.lease_keeper().renewals();
-            let mut resting = None;
-            // A renewal out of the schedule: just after another holder's lease runs out, or
-            // just after this daemon's rest ends.
-            let mut early: Option<tokio::time::Instant> = None;
-            loop {
-                tokio::select! {
-                    _ = stopped(stop.clone()) => break,
-                    _ = every.tick() => {
-                        early = ask(&shared, &mut resting).await;
-                    }
-                    () = at(early) => {
-                        early = ask(&shared, &mut resting).await;
-                    }
-                    // The lease runs out between two renewals when the store does not answer.
-                    () = lease_runs_out(&shared) => shared.say_leading(Some("not renewed in time")),
-                }
-            }
-        })
-    };
+    let renewer = tokio::spawn(renewer(shared.clone(), stop_rx.clone()));
 
     let mut ticks = tokio::time::interval(config.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -268,6 +242,36 @@ async fn rests<S: Store + Clone + 'static>(
     }
     *resting = Some(tokio::time::Instant::now() + ttl);
     true
+}
+
+/// Resolves once `rx` says the daemon stops.
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// The lease's renewer, until `stop`: renews on the keeper's schedule
+/// ([`crate::store::lease_keeper::LeaseKeeper::renewals`]) and out of it when [`ask`] says
+/// sooner, rests when [`rests`] says so, and says so when the lease runs out between two
+/// renewals.
+async fn renewer<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, stop: watch::Receiver<bool>) {
+    let mut every = shared.lease_keeper().renewals();
+    let mut resting = None;
+    // A renewal out of the schedule: just after another holder's lease runs out, or just after
+    // this daemon's rest ends.
+    let mut early: Option<tokio::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = stopped(stop.clone()) => break,
+            _ = every.tick() => {
+                early = ask(&shared, &mut resting).await;
+            }
+            () = at(early) => {
+                early = ask(&shared, &mut resting).await;
+            }
+            // The lease runs out between two renewals when the store does not answer.
+            () = lease_runs_out(&shared) => shared.say_leading(Some("not renewed in time")),
+        }
+    }
 }
 
 /// One turn of the renewer: rest ([`rests`]) or renew. When to ask again before the next
