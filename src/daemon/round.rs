@@ -109,7 +109,7 @@ async fn one<S: Store + Clone + 'static>(
     match ticked {
         Ok(Ok(action)) => tracing::debug!(migration = %name, ?action, "tick"),
         Ok(Err(crate::controller::ControllerError::Store(e))) if is_lock_timeout(&e) => {
-            say_locked(&shared, &name, "this round");
+            say_locked(&shared.metrics, &name, "this round");
         }
         Ok(Err(e)) => tracing::warn!(migration = %name, "tick failed: {e}"),
         Err(_) => {
@@ -139,7 +139,7 @@ async fn commit<S: Store + Clone + 'static>(
     match tokio::time::timeout(deadline, written).await {
         Ok(Ok(skipped)) => {
             for name in skipped {
-                say_locked(shared, &name, "its gate evaluations");
+                say_locked(&shared.metrics, &name, "its gate evaluations");
             }
             true
         }
@@ -161,12 +161,12 @@ async fn commit<S: Store + Clone + 'static>(
 
 /// A round skipped `name` (`what` of it): another session (an ex-leader paused or cut off)
 /// holds its lock past `--db-lock-timeout`. Logged and counted; the other migrations go on.
-fn say_locked<S: Store + Clone + 'static>(shared: &Shared<S>, name: &str, what: &str) {
+fn say_locked(metrics: &super::metrics::Metrics, name: &str, what: &str) {
     tracing::warn!(
         migration = %name,
         "skipped {what}: another session holds the migration's lock (longer than --db-lock-timeout); the guards of the other migrations ran, and this one is tried again next round"
     );
-    shared.metrics.lock_skipped(name);
+    metrics.lock_skipped(name);
 }
 
 /// Whether `e` is a lock not taken within the session's `lock_timeout`.

@@ -131,7 +131,7 @@ pub async fn tick_in_round<S: Store + Clone + 'static>(
         confirmed,
     );
     note_holds(shared, &loaded, &gates, now_ms);
-    note_verdicts(shared, &loaded, &gates);
+    note_verdicts(&shared.rounds, &loaded, &gates);
     super::standing_note::note(shared, &c, &loaded, &gates, now_ms).await;
     let outcome = match decision {
         Decision::Done => Ok(Action::Done),
@@ -389,8 +389,8 @@ pub fn verdict_change(previous: Option<Verdict>, now: Verdict) -> Option<&'stati
 /// Log at INFO each gate whose verdict changed since this daemon's last tick of the step
 /// ([`verdict_change`]), with the migration, phase, gate and kind as fields: transitions only,
 /// never a line per tick.
-fn note_verdicts<S: Store + Clone + 'static>(
-    shared: &Shared<S>,
+fn note_verdicts(
+    rounds: &super::round_state::RoundState,
     loaded: &crate::controller::Loaded,
     gates: &[crate::controller::GateReport],
 ) {
@@ -400,7 +400,7 @@ fn note_verdicts<S: Store + Clone + 'static>(
         &crate::controller::GateReport,
         Option<Verdict>,
         &'static str,
-    )> = shared.rounds.with_memo(name, |m| {
+    )> = rounds.with_memo(name, |m| {
         let seen = match &mut m.verdicts {
             Some((at, seen)) if *at == step => seen,
             other => &mut other.insert((step, HashMap::new())).1,

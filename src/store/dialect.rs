@@ -36,8 +36,8 @@ pub(super) async fn current_plans(
         return Ok(HashMap::new());
     }
     let deadline = tx.deadline;
-    let rows: Vec<(String, String)> = within(deadline, async {
-        Ok(match &mut tx.conn {
+    let answer = within(deadline, async {
+        Ok::<Vec<(String, String)>, StoreError>(match &mut tx.conn {
         TxConn::Sqlite(c) => sqlx::query(
             "SELECT name, plan_hash FROM migrations WHERE name IN (SELECT value FROM json_each(?))",
         )
@@ -52,15 +52,16 @@ pub(super) async fn current_plans(
                ORDER BY name COLLATE "C" FOR SHARE"#,
         )
         .bind(&names)
-        .fetch_all(&mut **c)
+        .fetch_all(c.start())
         .await?
         .iter()
         .map(|row| Ok((row.try_get("name")?, row.try_get("plan_hash")?)))
         .collect::<Result<_>>()?,
         })
     })
-    .await?;
-    Ok(rows.into_iter().collect())
+    .await;
+    tx.settle(&answer);
+    Ok(answer?.into_iter().collect())
 }
 
 /// The sources' scrapes added, one row per (migration, source, instant), then each source's
@@ -76,7 +77,7 @@ pub(super) async fn insert_points(tx: &mut Tx, sources: &[SourceRows<'_>]) -> Re
         .filter_map(|s| Some((s.name, s.source, s.keep_from_ms?)))
         .collect();
     let deadline = tx.deadline;
-    within(deadline, async {
+    let answer = within(deadline, async {
         match &mut tx.conn {
             TxConn::Sqlite(c) => {
                 for chunk in rows.chunks(Dialect::Sqlite.rows_per_insert()) {
@@ -101,7 +102,8 @@ pub(super) async fn insert_points(tx: &mut Tx, sources: &[SourceRows<'_>]) -> Re
                         .await?;
                 }
             }
-            TxConn::Postgres(c) => {
+            TxConn::Postgres(held) => {
+                let c = held.start();
                 if !rows.is_empty() {
                     let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
                     let srcs: Vec<&str> = rows.iter().map(|r| r.source).collect();
@@ -112,7 +114,7 @@ pub(super) async fn insert_points(tx: &mut Tx, sources: &[SourceRows<'_>]) -> Re
                         .bind(&srcs)
                         .bind(&ats)
                         .bind(&samples)
-                        .execute(&mut **c)
+                        .execute(&mut *c)
                         .await?;
                 }
                 if !pruned.is_empty() {
@@ -123,14 +125,16 @@ pub(super) async fn insert_points(tx: &mut Tx, sources: &[SourceRows<'_>]) -> Re
                         .bind(&names)
                         .bind(&srcs)
                         .bind(&keep_from)
-                        .execute(&mut **c)
+                        .execute(&mut *c)
                         .await?;
                 }
             }
         }
         Ok(())
     })
-    .await
+    .await;
+    tx.settle(&answer);
+    answer
 }
 
 /// The scrape instants of a source after `after_ms` (read from the key alone), as one list:
@@ -141,32 +145,29 @@ pub(super) async fn times_after(
     source: &str,
     after_ms: i64,
 ) -> Result<Vec<i64>> {
-    within(db.deadline, async {
-        match &db.pool {
-            Pool::Sqlite(p) => {
-                let times: Option<String> = sqlx::query_scalar(super::sqlite::TIMES_AFTER)
-                    .bind(name)
-                    .bind(source)
-                    .bind(after_ms)
-                    .fetch_one(p)
-                    .await?;
-                super::parse_list(times.as_deref().unwrap_or_default(), source)
-            }
-            Pool::Postgres(p) => {
-                let times: Option<Vec<i64>> = sqlx::query_scalar(
-                    "SELECT array_agg(at) FROM scrapes \
-                 WHERE migration = $1 AND source = $2 AND at > $3",
-                )
+    Ok(on!(db,
+        sqlite p => {
+            let times: Option<String> = sqlx::query_scalar(super::sqlite::TIMES_AFTER)
                 .bind(name)
                 .bind(source)
                 .bind(after_ms)
                 .fetch_one(p)
                 .await?;
-                Ok(times.unwrap_or_default())
-            }
+            super::parse_list(times.as_deref().unwrap_or_default(), source)?
+        },
+        postgres p => {
+            let times: Option<Vec<i64>> = sqlx::query_scalar(
+                "SELECT array_agg(at) FROM scrapes \
+                 WHERE migration = $1 AND source = $2 AND at > $3",
+            )
+            .bind(name)
+            .bind(source)
+            .bind(after_ms)
+            .fetch_one(p)
+            .await?;
+            times.unwrap_or_default()
         }
-    })
-    .await
+    ))
 }
 
 /// The scrapes of a source stored after `after_ms` (a seek on the key), joined into one text

@@ -25,6 +25,7 @@ mod dispositions_sql;
 pub mod dlq_rows;
 mod error;
 pub mod fence;
+mod held;
 pub mod lease_keeper;
 mod memory;
 pub mod outbox;

@@ -156,11 +156,7 @@ impl SqlStore {
     }
 }
 
-/// How long a ping that tests a connection (before it is handed out, after it is given back)
-/// may take before the connection is dropped: a live server answers one in milliseconds. A
-/// statement's deadline ([`SqlStore::with_statement_deadline`]) should leave room for a few:
-/// each idle connection gone silent costs one before a new connection is opened.
-pub const PING_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+pub use super::held::PING_DEADLINE;
 
 /// How much longer than the server's `statement_timeout` a daemon's statement may take on the
 /// client's side ([`SessionLimits::client_deadline`]): for the server's answer to arrive, and
@@ -168,42 +164,23 @@ pub const PING_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1)
 pub const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The pool every PostgreSQL store opens (issue 54: a dead connection is dropped, never waited
-/// on): at most 4 connections; an acquisition waits at most `deadline`; a connection is
-/// pinged before it is handed out and after it is given back, each ping cut at
-/// [`PING_DEADLINE`], and dropped (closed without a goodbye) when it does not answer. A statement
-/// abandoned at its deadline ([`super::sql::within`]) leaves its connection mid-answer: given
-/// back, its ping waits on that answer, and a silent connection is closed within
-/// [`PING_DEADLINE`] instead of holding a place of the pool for as long as the kernel keeps the
-/// socket (sqlx's own ping on release has no deadline).
+/// on): at most 4 connections; an acquisition waits at most `deadline`. The store takes each
+/// connection through [`super::held::Held`]: pinged before it is handed out and after it is
+/// given back, each ping cut at [`PING_DEADLINE`]; a connection that does not answer, or whose
+/// statement was cut at its deadline ([`super::sql::within`]), is closed by dropping its
+/// socket, on TLS too (sqlx's own close flushes rustls, which waits on a silent peer), and its
+/// place in the pool is freed at once. The pool itself tests nothing: a connection its own
+/// test found broken would be closed by that flush.
 ///
-/// TCP keepalives: sqlx 0.9 opens the socket itself and does not expose the client's
-/// keepalive options, so the client relies on these deadlines; the server's keepalives are set
-/// per session ([`SessionLimits`], `tcp_keepalives_*`).
-///
-/// Not promised on TLS connections: sqlx closes one by flushing rustls, which waits for the
-/// peer to become readable, so a silent TLS connection found by a ping keeps its place in the
-/// pool until the statement that found it is cut at its deadline (an idle one handed out), or
-/// until the kernel gives the socket up (one given back after its statement was cut).
+/// TCP keepalives: sqlx 0.9 opens the socket itself and exposes none of the client's
+/// keepalive options (`PgConnectOptions` has no such setting), so the client relies on these
+/// deadlines; the server's keepalives are set per session ([`SessionLimits`],
+/// `tcp_keepalives_*`).
 pub(crate) fn pool_options(deadline: std::time::Duration) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(4)
         .acquire_timeout(deadline)
         .test_before_acquire(false)
-        .before_acquire(|conn, _| Box::pin(answers(conn)))
-        .after_release(|conn, _| Box::pin(answers(conn)))
-}
-
-/// Whether `conn` answers a ping within [`PING_DEADLINE`] (an error when it does not: the pool
-/// then closes it without a goodbye).
-async fn answers(conn: &mut PgConnection) -> std::result::Result<bool, sqlx::Error> {
-    match tokio::time::timeout(PING_DEADLINE, conn.ping()).await {
-        Ok(Ok(())) => Ok(true),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the connection did not answer a ping in time",
-        ))),
-    }
 }
 
 impl SessionLimits {

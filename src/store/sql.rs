@@ -18,23 +18,45 @@ use std::time::Duration;
 use super::fence::{Fence, FenceCell};
 use super::{Result, StoreError};
 
-/// `on!(db, p => expr)`: `expr` with `p` the pool of whichever backend `db` (a `&Db`) holds,
+/// `on!(db, p => expr)`: `expr` with `p` the pool (SQLite) or a connection of it held for the
+/// statement ([`super::held::Held`], PostgreSQL) of whichever backend `db` (a `&Db`) holds,
 /// under the store's client-side deadline ([`within`]; its `?`s return from the statement).
+/// A PostgreSQL connection whose statement was cut is closed, never given back as it is.
+///
+/// `on!(db, sqlite p => expr, postgres p => expr)`: the same, each backend with its own.
 macro_rules! on {
-    ($db:expr, $p:ident => $e:expr) => {{
+    ($db:expr, $p:ident => $e:expr) => {
+        on!($db, sqlite $p => $e, postgres $p => $e)
+    };
+    ($db:expr, sqlite $p:ident => $lite:expr, postgres $q:ident => $pg:expr) => {{
         let db: &$crate::store::sql::Db = $db;
-        $crate::store::sql::within(db.deadline, async {
-            Ok::<_, $crate::store::StoreError>(match &db.pool {
-                $crate::store::sql::Pool::Sqlite($p) => $e,
-                $crate::store::sql::Pool::Postgres($p) => $e,
-            })
-        })
-        .await?
+        match &db.pool {
+            $crate::store::sql::Pool::Sqlite($p) => {
+                $crate::store::sql::within(db.deadline, async {
+                    Ok::<_, $crate::store::StoreError>($lite)
+                })
+                .await?
+            }
+            $crate::store::sql::Pool::Postgres(pool) => {
+                let until = tokio::time::Instant::now() + db.deadline;
+                let mut held =
+                    $crate::store::held::Held::acquire(pool, until, db.deadline).await?;
+                let answer = $crate::store::sql::within_until(until, db.deadline, async {
+                    let $q = held.start();
+                    Ok::<_, $crate::store::StoreError>($pg)
+                })
+                .await;
+                held.settle(&answer);
+                answer?
+            }
+        }
     }};
 }
 
 /// `in_tx!(tx, c => expr)`: `expr` with `c` the connection (`&mut`) of whichever backend's
-/// transaction `tx` (a `&mut Tx`) is, under the store's client-side deadline ([`within`]).
+/// transaction `tx` (a `&mut Tx`) is, under the store's client-side deadline ([`within`]). A
+/// statement cut there leaves the transaction's connection to be closed when the transaction is
+/// dropped ([`super::held::Held`]), never given back as it is.
 ///
 /// `in_tx!(tx, c: Db => expr)`: the same with `Db` naming the backend's [`sqlx::Database`] in
 /// `expr` (a query built for one backend).
@@ -42,7 +64,7 @@ macro_rules! in_tx {
     ($tx:expr, $c:ident : $d:ident => $e:expr) => {{
         let tx: &mut $crate::store::sql::Tx = $tx;
         let deadline = tx.deadline;
-        $crate::store::sql::within(deadline, async {
+        let answer = $crate::store::sql::within(deadline, async {
             Ok::<_, $crate::store::StoreError>(match &mut tx.conn {
                 $crate::store::sql::TxConn::Sqlite(t) => {
                     type $d = sqlx::Sqlite;
@@ -51,12 +73,14 @@ macro_rules! in_tx {
                 }
                 $crate::store::sql::TxConn::Postgres(t) => {
                     type $d = sqlx::Postgres;
-                    let $c = &mut **t;
+                    let $c = t.start();
                     $e
                 }
             })
         })
-        .await?
+        .await;
+        tx.settle(&answer);
+        answer?
     }};
     ($tx:expr, $c:ident => $e:expr) => {
         in_tx!($tx, $c: _Backend => $e)
@@ -85,6 +109,22 @@ pub(crate) async fn within<T>(
     }
 }
 
+/// `statement` cut at the instant `until` ([`within`] with the rest of a deadline of which the
+/// acquisition of its connection took a part): [`StoreError::Deadline`] (`deadline`) then.
+///
+/// # Errors
+/// The statement's own, or [`StoreError::Deadline`].
+pub(crate) async fn within_until<T>(
+    until: tokio::time::Instant,
+    deadline: Duration,
+    statement: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout_at(until, statement).await {
+        Ok(answer) => answer,
+        Err(_) => Err(StoreError::Deadline(deadline)),
+    }
+}
+
 /// The pool of one backend, with the client-side deadline of each statement run on it.
 #[derive(Debug, Clone)]
 pub(crate) struct Db {
@@ -107,10 +147,12 @@ pub(crate) struct Tx {
     pub(crate) deadline: Duration,
 }
 
-/// A transaction of one backend.
+/// A transaction of one backend: sqlx's on SQLite; on PostgreSQL a connection held for it
+/// (`BEGIN`, `COMMIT` and the rollback of one given up are the [`super::held::Held`]'s), so
+/// that a transaction cut anywhere, its `BEGIN` included, never goes back to the pool open.
 pub(crate) enum TxConn {
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
-    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Postgres(super::held::Held),
 }
 
 /// How a transaction begins.
@@ -264,20 +306,34 @@ impl SqlStore {
     /// A transaction begun as `how` says.
     pub(crate) async fn begin(&self, how: Begin) -> Result<Tx> {
         let deadline = self.db.deadline;
-        let conn = within(deadline, async {
-            Ok(match (&self.db.pool, how) {
-                (Pool::Sqlite(p), Begin::Write) => {
-                    TxConn::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?)
-                }
-                (Pool::Sqlite(p), _) => TxConn::Sqlite(p.begin().await?),
-                (Pool::Postgres(p), Begin::Snapshot) => TxConn::Postgres(
-                    p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                        .await?,
-                ),
-                (Pool::Postgres(p), _) => TxConn::Postgres(p.begin().await?),
-            })
-        })
-        .await?;
+        let conn = match &self.db.pool {
+            Pool::Sqlite(p) => TxConn::Sqlite(
+                within(deadline, async {
+                    Ok(match how {
+                        Begin::Write => p.begin_with("BEGIN IMMEDIATE").await?,
+                        _ => p.begin().await?,
+                    })
+                })
+                .await?,
+            ),
+            Pool::Postgres(p) => {
+                let until = tokio::time::Instant::now() + deadline;
+                let mut held = super::held::Held::acquire(p, until, deadline).await?;
+                let sql = match how {
+                    Begin::Snapshot => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                    _ => "BEGIN",
+                };
+                let answer = within_until(until, deadline, async {
+                    sqlx::raw_sql(sql).execute(held.start()).await?;
+                    Ok(())
+                })
+                .await;
+                held.settle(&answer);
+                answer?;
+                held.set_open(true);
+                TxConn::Postgres(held)
+            }
+        };
         Ok(Tx { conn, deadline })
     }
 
@@ -306,14 +362,36 @@ impl SqlStore {
 impl Tx {
     /// Commit it.
     pub(crate) async fn commit(self) -> Result<()> {
-        within(self.deadline, async {
-            match self.conn {
-                TxConn::Sqlite(t) => t.commit().await?,
-                TxConn::Postgres(t) => t.commit().await?,
+        let deadline = self.deadline;
+        match self.conn {
+            TxConn::Sqlite(t) => {
+                within(deadline, async {
+                    t.commit().await?;
+                    Ok(())
+                })
+                .await
             }
-            Ok(())
-        })
-        .await
+            TxConn::Postgres(mut held) => {
+                let answer = within(deadline, async {
+                    sqlx::raw_sql("COMMIT").execute(held.start()).await?;
+                    Ok(())
+                })
+                .await;
+                held.settle(&answer);
+                if !matches!(answer, Err(StoreError::Deadline(_))) {
+                    // Answered: the transaction ended (a failed COMMIT rolls it back).
+                    held.set_open(false);
+                }
+                answer
+            }
+        }
+    }
+
+    /// The statement run last in it ended as `answer` says ([`super::held::Held::settle`]).
+    pub(crate) fn settle<T>(&mut self, answer: &Result<T>) {
+        if let TxConn::Postgres(held) = &mut self.conn {
+            held.settle(answer);
+        }
     }
 
     /// What its database spells differently.

@@ -2982,6 +2982,8 @@ async fn open_picks_the_backend_by_url() {
 }
 
 /// Dead-letter decisions, seen signatures and the replay ledger, on each backend.
+/// A BEGIN cut after it was sent (issue 54).
+mod cut_begin;
 mod dispositions;
 mod no_data_cause;
 mod prune;
