@@ -94,8 +94,7 @@ pub const DEFAULT_STATEMENT_DEADLINE: Duration = Duration::from_secs(60);
 /// `statement` cut at `deadline` on the client's side (issue 54): a statement whose connection
 /// stopped answering (a partition that left the socket open: no FIN, no RST) is
 /// [`StoreError::Deadline`], never a wait; its connection, dropped with the statement, is
-/// closed rather than returned to the pool (the pool's hooks:
-/// [`super::postgres::pool_options`]).
+/// closed rather than returned to the pool ([`super::held::Held`]).
 ///
 /// # Errors
 /// The statement's own, or [`StoreError::Deadline`].
@@ -103,10 +102,7 @@ pub(crate) async fn within<T>(
     deadline: Duration,
     statement: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
-    match tokio::time::timeout(deadline, statement).await {
-        Ok(answer) => answer,
-        Err(_) => Err(StoreError::Deadline(deadline)),
-    }
+    within_until(tokio::time::Instant::now() + deadline, deadline, statement).await
 }
 
 /// `statement` cut at the instant `until` ([`within`] with the rest of a deadline of which the
