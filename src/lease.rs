@@ -155,6 +155,40 @@ impl<S: LeaseStore> Lease<S> {
         self.keeper().left(self.now_ms(), self.until_ms())
     }
 
+    /// How long from now a standby that was told another holder holds the lease until
+    /// `expires_at_ms` (the database's clock, which read `db_now_ms` in the same answer) may take
+    /// it: the later of that end and the instant the standby's own rule allows (the holder's row
+    /// unchanged for a TTL less the holder's margin, [`Lease::standby_waits`]).
+    ///
+    /// # Guarantees
+    /// A standby that asks again then ([`LeaseKeeper::ask_again`]) takes over a holder that
+    /// stopped renewing about [`crate::store::lease_keeper::EXPIRY_MARGIN`] after it may, not up
+    /// to a third of the TTL later; and it never asks in a loop before it may (a step of the
+    /// database's clock ends the lease in the database's eyes while the standby's rule still
+    /// waits: it waits for the rule).
+    pub fn takeable_in(&self, db_now_ms: i64, expires_at_ms: i64) -> Duration {
+        let ends_in = Duration::from_millis(
+            u64::try_from(expires_at_ms.saturating_sub(db_now_ms)).unwrap_or(0),
+        );
+        let rule_in = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(Duration::ZERO, |seen| {
+                (seen.since + self.unchanged_for())
+                    .saturating_duration_since(tokio::time::Instant::now())
+            });
+        ends_in.max(rule_in)
+    }
+
+    /// How long another holder's row must stay unchanged before a standby asks for the lease: a
+    /// TTL less the holder's margin ([`Lease::standby_waits`]).
+    fn unchanged_for(&self) -> Duration {
+        let margin = Duration::from_millis(u64::try_from(self.keeper().margin_ms()).unwrap_or(0));
+        self.ttl.saturating_sub(margin)
+    }
+
     /// Take or renew the lease, waiting for the store at most `within` (`None`: as long as it
     /// takes, a standby that holds nothing yet); what is held follows the answer (see the
     /// module's guarantees).
@@ -227,8 +261,7 @@ impl<S: LeaseStore> Lease<S> {
         // which is before its row changed: a TTL less that margin after the standby saw the row
         // change, the holder has stopped acting (clocks ticking at one rate), and a standby asking
         // every third of the TTL is not put off a whole turn by its own timing.
-        let margin = Duration::from_millis(u64::try_from(self.keeper().margin_ms()).unwrap_or(0));
-        if seen.since.elapsed() >= self.ttl.saturating_sub(margin) {
+        if seen.since.elapsed() >= self.unchanged_for() {
             return None;
         }
         let peek = self.store.peek_lease(&self.name);
@@ -537,5 +570,67 @@ mod tests {
             "{:?}",
             asked.renewal
         );
+    }
+
+    /// Regression (issue 54, the Jepsen-style commit-publish fault on a loaded machine): a
+    /// standby asked only every third of the TTL, so a holder stopped just after a renewal was
+    /// taken over up to a third of the TTL after it could be (4.48 s where ttl 3 s and one 1 s
+    /// interval allow 4.30 s). It now asks again when it may take the lease: the later of the
+    /// lease's end and its own rule's instant; never in a loop before the rule allows it (a step
+    /// of the database's clock ends the lease at once in the database's eyes).
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_may_take_the_lease_at_the_later_of_its_end_and_its_own_rule() {
+        const TTL: Duration = Duration::from_secs(3);
+        let db_ms = std::sync::Arc::new(AtomicI64::new(1_000_000));
+        let row = std::sync::Arc::new(Mutex::new(None));
+        let store = || Row1 {
+            db_ms: db_ms.clone(),
+            row: row.clone(),
+        };
+        let holder = Lease::new(store(), "l", "a#1", TTL, DbClock::starting_at(0));
+        let standby = Lease::new(store(), "l", "b#2", TTL, DbClock::starting_at(0));
+        assert!(matches!(
+            holder.ask(None).await.renewal,
+            Renewal::Held { .. }
+        ));
+        let Renewal::Taken {
+            db_now_ms,
+            expires_at_ms,
+            ..
+        } = standby.ask(None).await.renewal
+        else {
+            panic!("the holder's")
+        };
+        // Seen just now: its end (3 s) is later than the rule's (a TTL less a fifth: 2.4 s).
+        assert_eq!(standby.takeable_in(db_now_ms, expires_at_ms), TTL);
+
+        // The holder renews, then a step of +2 min: the database ends the lease at once, the
+        // standby's rule waits 2.4 s from when it saw the row change.
+        assert!(matches!(
+            holder.ask(Some(TTL)).await.renewal,
+            Renewal::Held { .. }
+        ));
+        db_ms.fetch_add(120_000, Ordering::SeqCst);
+        let Renewal::Taken {
+            db_now_ms,
+            expires_at_ms,
+            ..
+        } = standby.ask(None).await.renewal
+        else {
+            panic!("still the holder's")
+        };
+        assert!(expires_at_ms < db_now_ms);
+        let wait = standby.takeable_in(db_now_ms, expires_at_ms);
+        assert_eq!(wait, Duration::from_millis(2_400));
+        tokio::time::advance(wait - Duration::from_millis(100)).await;
+        assert!(matches!(
+            standby.ask(None).await.renewal,
+            Renewal::Taken { .. }
+        ));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(matches!(
+            standby.ask(None).await.renewal,
+            Renewal::Held { epoch: 2, .. }
+        ));
     }
 }

@@ -276,7 +276,8 @@ async fn renewer<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, stop: watch
 
 /// One turn of the renewer: rest ([`rests`]) or renew. When to ask again before the next
 /// renewal of the schedule, if sooner: just after the rest ends, or just after the lease another
-/// holder was found holding runs out ([`crate::store::lease_keeper::LeaseKeeper::ask_at_expiry`]).
+/// holder was found holding runs out and the standby's rule allows taking it
+/// ([`crate::lease::Lease::takeable_in`]).
 async fn ask<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     resting: &mut Option<tokio::time::Instant>,
@@ -337,7 +338,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) -> Option<Duratio
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
             shared.rounds.probes.stop_all();
-            return keeper.ask_at_expiry(db_now_ms, expires_at_ms);
+            return keeper.ask_again(shared.lease.takeable_in(db_now_ms, expires_at_ms));
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
         Renewal::Failed(e) => {

@@ -110,9 +110,9 @@ pub struct LeaseKeeper<'a, S> {
     ttl: Duration,
 }
 
-/// How long after a holder's lease runs out (by the database's clock read in the same answer) a
-/// standby asks for it ([`LeaseKeeper::ask_at_expiry`]): the database's clock has moved past it
-/// by then, whatever the rounding of its milliseconds.
+/// How long after the instant a standby may take the lease another holder holds it asks for it
+/// ([`LeaseKeeper::ask_again`], [`crate::lease::Lease::takeable_in`]): the database's clock has
+/// moved past the lease's end by then, whatever the rounding of its milliseconds.
 pub const EXPIRY_MARGIN: Duration = Duration::from_millis(20);
 
 impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
@@ -154,17 +154,11 @@ impl<'a, S: LeaseStore> LeaseKeeper<'a, S> {
         every
     }
 
-    /// When a standby that found the lease held until `expires_at_ms` (the database's clock,
-    /// which read `db_now_ms` then) asks again: just after it runs out, when that comes before
-    /// the next renewal of the schedule ([`LeaseKeeper::renewals`]); `None` otherwise.
-    ///
-    /// # Guarantees
-    /// A holder that stopped renewing is taken over about [`EXPIRY_MARGIN`] after its lease runs
-    /// out, instead of up to a whole [`LeaseKeeper::renew_every`] later; a live holder renews a
-    /// third of the ttl before that instant, so the extra attempt is rare (one per expiry seen).
-    pub fn ask_at_expiry(&self, db_now_ms: i64, expires_at_ms: i64) -> Option<Duration> {
-        let left = u64::try_from(expires_at_ms.saturating_sub(db_now_ms)).unwrap_or(0);
-        let wait = Duration::from_millis(left) + EXPIRY_MARGIN;
+    /// When a standby that may take the lease `left` from now asks again: [`EXPIRY_MARGIN`]
+    /// after that, when it comes before the next renewal of the schedule
+    /// ([`LeaseKeeper::renewals`]); `None` otherwise (that renewal asks).
+    pub fn ask_again(&self, left: Duration) -> Option<Duration> {
+        let wait = left + EXPIRY_MARGIN;
         (wait < self.renew_every()).then_some(wait)
     }
 
@@ -418,23 +412,19 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(22));
     }
 
-    /// Regression (issue 54, the Jepsen-style commit-publish fault under load): a standby asked
-    /// only every third of the ttl, so a holder stopped just after a renewal was taken over up to
-    /// a whole third later than its lease ran out (4.48 s where ttl 3 s and one 1 s interval
-    /// allow 4.30 s). It now asks again just after the expiry it was told, when that comes first.
+    /// The standby's ask out of the schedule: a margin after the instant it may take the lease,
+    /// when that comes before the next renewal.
     #[test]
-    fn a_standby_asks_again_just_after_the_holders_lease_runs_out() {
+    fn a_standby_asks_again_a_margin_after_it_may_take_the_lease_if_before_the_next_renewal() {
         let store = FakeStore::default();
         let k = LeaseKeeper::new(&store, "l", "b", TTL);
-        // TTL 15 s: renewals every 5 s. A lease that runs out in 2 s: asked again 2.02 s later.
+        // TTL 15 s: renewals every 5 s.
         assert_eq!(
-            k.ask_at_expiry(10_000, 12_000),
+            k.ask_again(Duration::from_secs(2)),
             Some(Duration::from_secs(2) + EXPIRY_MARGIN)
         );
-        // Already out (the database's clock past it): at once, after the margin.
-        assert_eq!(k.ask_at_expiry(10_000, 9_000), Some(EXPIRY_MARGIN));
-        // Not before the next renewal of the schedule: that one asks.
-        assert_eq!(k.ask_at_expiry(10_000, 15_000), None);
-        assert_eq!(k.ask_at_expiry(10_000, 25_000), None);
+        assert_eq!(k.ask_again(Duration::ZERO), Some(EXPIRY_MARGIN));
+        assert_eq!(k.ask_again(Duration::from_secs(5)), None);
+        assert_eq!(k.ask_again(Duration::from_secs(10)), None);
     }
 }
