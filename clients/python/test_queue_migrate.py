@@ -24,6 +24,14 @@ def raises(f, text):
     raise AssertionError(f"no error, expected {text!r}")
 
 
+def replace(path, text):
+    """Write `text` to `path` whole: a temporary file beside it, then a rename over it."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main():
     vectors = sys.argv[1] if len(sys.argv) > 1 else ROOT / "tests/fixtures/vectors/slices.jsonl"
     n = 0
@@ -114,8 +122,10 @@ def main():
         assert followed.wait_for_generation(4, 5.0)
         assert followed.route("order-0").target == "new"
         # Rewritten for another migration later: refused, said in the status, routes kept.
-        with open(path, "w") as f:
-            json.dump(dict(doc(9, 0), migration="payments"), f)
+        # Written as the controller writes it (a whole file renamed over it): a follower's read
+        # between an open(path, "w") and its write took the empty file for the error
+        # ("Expecting value"), and the loop below stopped at it.
+        replace(path, json.dumps(dict(doc(9, 0), migration="payments")))
         deadline = time.monotonic() + 5
         while not follower.status()["last_error"] and time.monotonic() < deadline:
             time.sleep(0.02)
