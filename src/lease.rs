@@ -492,14 +492,11 @@ mod tests {
         }
     }
 
-    /// Regression (issue 54, the Jepsen suite's `db-clock-step-standby`): a step forward of the
-    /// database's clock ended the holder's lease in the database's eyes, a standby took it at
-    /// its next question, and both answered ready while the holder's steady clock said it held
-    /// it. A standby now takes another holder's lease only once that row has not changed for a
-    /// TTL of its own monotonic clock, or was given back.
-    #[tokio::test(start_paused = true)]
-    async fn a_step_of_the_database_clock_hands_the_lease_over_while_its_holder_still_acts() {
-        const TTL: Duration = Duration::from_secs(3);
+    const TTL: Duration = Duration::from_secs(3);
+
+    /// The database's clock (ms), and a holder (`a#1`) and a standby (`b#2`) of one lease of
+    /// [`TTL`] on one [`Row1`] store.
+    fn holder_and_standby() -> (std::sync::Arc<AtomicI64>, Lease<Row1>, Lease<Row1>) {
         let db_ms = std::sync::Arc::new(AtomicI64::new(1_000_000));
         let row = std::sync::Arc::new(Mutex::new(None));
         let store = || Row1 {
@@ -508,6 +505,17 @@ mod tests {
         };
         let holder = Lease::new(store(), "l", "a#1", TTL, DbClock::starting_at(0));
         let standby = Lease::new(store(), "l", "b#2", TTL, DbClock::starting_at(0));
+        (db_ms, holder, standby)
+    }
+
+    /// Regression (issue 54, the Jepsen suite's `db-clock-step-standby`): a step forward of the
+    /// database's clock ended the holder's lease in the database's eyes, a standby took it at
+    /// its next question, and both answered ready while the holder's steady clock said it held
+    /// it. A standby now takes another holder's lease only once that row has not changed for a
+    /// TTL of its own monotonic clock, or was given back.
+    #[tokio::test(start_paused = true)]
+    async fn a_step_of_the_database_clock_hands_the_lease_over_while_its_holder_still_acts() {
+        let (db_ms, holder, standby) = holder_and_standby();
         assert!(matches!(
             holder.ask(None).await.renewal,
             Renewal::Held { epoch: 1, .. }
@@ -580,15 +588,7 @@ mod tests {
     /// of the database's clock ends the lease at once in the database's eyes).
     #[tokio::test(start_paused = true)]
     async fn a_standby_may_take_the_lease_at_the_later_of_its_end_and_its_own_rule() {
-        const TTL: Duration = Duration::from_secs(3);
-        let db_ms = std::sync::Arc::new(AtomicI64::new(1_000_000));
-        let row = std::sync::Arc::new(Mutex::new(None));
-        let store = || Row1 {
-            db_ms: db_ms.clone(),
-            row: row.clone(),
-        };
-        let holder = Lease::new(store(), "l", "a#1", TTL, DbClock::starting_at(0));
-        let standby = Lease::new(store(), "l", "b#2", TTL, DbClock::starting_at(0));
+        let (db_ms, holder, standby) = holder_and_standby();
         assert!(matches!(
             holder.ask(None).await.renewal,
             Renewal::Held { .. }
