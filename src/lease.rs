@@ -182,6 +182,15 @@ impl<S: LeaseStore> Lease<S> {
         ends_in.max(rule_in)
     }
 
+    /// When a standby told that another holder holds the lease until `expires_at_ms` (the
+    /// database's clock, which read `db_now_ms` in the same answer) asks again, when sooner than
+    /// the keeper's schedule: [`LeaseKeeper::ask_again`] after [`Lease::takeable_in`]. The
+    /// daemon's renewer and a bridge's standby both ask by it.
+    pub fn ask_again_in(&self, db_now_ms: i64, expires_at_ms: i64) -> Option<Duration> {
+        self.keeper()
+            .ask_again(self.takeable_in(db_now_ms, expires_at_ms))
+    }
+
     /// How long another holder's row must stay unchanged before a standby asks for the lease: a
     /// TTL less the holder's margin ([`Lease::standby_waits`]).
     fn unchanged_for(&self) -> Duration {

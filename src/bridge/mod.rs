@@ -232,14 +232,24 @@ pub async fn run<S: Store>(
                     }
                 }
             }
-            Renewal::Taken { holder, .. } => {
+            Renewal::Taken {
+                holder,
+                db_now_ms,
+                expires_at_ms,
+                ..
+            } => {
                 if !announced_standby {
                     tracing::info!(holder = %holder, "another bridge holds {lease}: standing by");
                     announced_standby = true;
                 }
+                // Asked again when the lease may be taken, if before the next turn (as the
+                // daemon's standby asks).
+                let wait = held
+                    .ask_again_in(db_now_ms, expires_at_ms)
+                    .unwrap_or(keeper.renew_every());
                 tokio::select! {
                     () = &mut shutdown => break,
-                    () = tokio::time::sleep(keeper.renew_every()) => {}
+                    () = tokio::time::sleep(wait) => {}
                 }
             }
             // `acquire` waits for the store's answer: never unanswered.

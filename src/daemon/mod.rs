@@ -338,7 +338,7 @@ async fn renew<S: Store + Clone + 'static>(shared: &Shared<S>) -> Option<Duratio
             // Another daemon owns the migrations now: its probes, not ours.
             #[cfg(feature = "brokers")]
             shared.rounds.probes.stop_all();
-            return keeper.ask_again(shared.lease.takeable_in(db_now_ms, expires_at_ms));
+            return shared.lease.ask_again_in(db_now_ms, expires_at_ms);
         }
         // Keep acting only while the lease we hold is still valid (is_leader checks the time).
         Renewal::Failed(e) => {
